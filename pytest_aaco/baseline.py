@@ -1,0 +1,153 @@
+"""Baseline files: one JSON file per item and runner, holding a history of earlier runs.
+
+Layout: ``<baseline dir>/<machine key>/<item slug>.json``, so baselines of several runners live
+side by side in git. Each file has a ``schema_version``, stable key order and indentation, and
+is written atomically. It stores what the statistics need to be recomputed later: each run's
+round summaries (mean ln ms per round, ...) and, for the latest run only, the raw iterations.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .fingerprint import Fingerprint
+from .jsonio import AacoFileError, atomic_write_json, read_json
+from .results import BenchmarkResult
+
+SCHEMA_VERSION = 1
+
+
+def item_slug(nodeid: str) -> str:
+    """A file-name-safe, readable form of a pytest node id."""
+    slug = re.sub(r"[^A-Za-z0-9_.\-]+", "-", nodeid.replace("::", "--")).strip("-")
+    return slug[:180] or "item"
+
+
+def baseline_path(baseline_dir: Path, machine_key: str, nodeid: str) -> Path:
+    """``<baseline_dir>/<machine_key>/<slug>.json``."""
+    return baseline_dir / machine_key / f"{item_slug(nodeid)}.json"
+
+
+def other_runners(baseline_dir: Path, machine_key: str, nodeid: str) -> list[str]:
+    """Machine keys of other runners that have a baseline for this item."""
+    name = f"{item_slug(nodeid)}.json"
+    if not baseline_dir.is_dir():
+        return []
+    return sorted(p.parent.name for p in baseline_dir.glob(f"*/{name}") if p.parent.name != machine_key)
+
+
+@dataclass
+class Baseline:
+    """A loaded baseline file. ``history`` is oldest first; each run is a dict with ``timestamp``,
+    ``rounds`` (round summaries), ``summary`` (mean/p50/p99 ms ...) and ``telemetry`` (summary)."""
+
+    path: Path
+    item: str
+    fingerprint: dict[str, Any]
+    fingerprint_id: str
+    history: list[dict[str, Any]] = field(default_factory=list)
+    latest_latencies_ms: list[list[float]] = field(default_factory=list)
+
+    @property
+    def runs(self) -> int:
+        return len(self.history)
+
+    def run_round_log_means(self) -> list[list[float]]:
+        """Per run, its round log-means (mean ln ms of each round); shape ``(runs, rounds_i)``."""
+        return [[r["log_mean"] for r in run["rounds"]] for run in self.history]
+
+    def latest(self) -> dict[str, Any]:
+        return self.history[-1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "item": self.item,
+            "fingerprint": self.fingerprint,
+            "fingerprint_id": self.fingerprint_id,
+            "history": self.history,
+            "latest_latencies_ms": self.latest_latencies_ms,
+        }
+
+
+def _require(path: Path, data: Any, key: str, kind: type) -> Any:
+    if not isinstance(data, dict) or not isinstance(data.get(key), kind):
+        raise AacoFileError(f"{path}: baseline key {key!r} missing or not a {kind.__name__};"
+                            " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+    return data[key]
+
+
+def load_baseline(path: Path) -> Baseline | None:
+    """Load a baseline file; None when it does not exist.
+
+    Raises :class:`~pytest_aaco.jsonio.AacoFileError` naming the file for malformed JSON, a
+    newer schema version, or missing keys.
+    """
+    if not path.is_file():
+        return None
+    data = read_json(path)
+    version = _require(path, data, "schema_version", int)
+    if version > SCHEMA_VERSION:
+        raise AacoFileError(f"{path}: schema_version {version} is newer than this pytest-aaco understands"
+                            f" ({SCHEMA_VERSION}); upgrade pytest-aaco")
+    history = _require(path, data, "history", list)
+    for run in history:
+        rounds = _require(path, run, "rounds", list)
+        if not rounds or not all(isinstance(r, dict) and "log_mean" in r for r in rounds):
+            raise AacoFileError(f"{path}: a history run has no round summaries with 'log_mean';"
+                                " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+    return Baseline(
+        path=path,
+        item=str(data.get("item", "")),
+        fingerprint=_require(path, data, "fingerprint", dict),
+        fingerprint_id=str(data.get("fingerprint_id", "")),
+        history=history,
+        latest_latencies_ms=data.get("latest_latencies_ms") or [],
+    )
+
+
+def run_record(result: BenchmarkResult) -> dict[str, Any]:
+    """The history entry for one run: timestamp, round summaries, summary and telemetry summary."""
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "rounds": [r.summary() for r in result.rounds],
+        "summary": result.summary(),
+        "telemetry": (result.telemetry or {}).get("summary", {}),
+    }
+
+
+def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,
+             keep: int = 30, reset: bool = False) -> tuple[Baseline, str]:
+    """Append *result* to the item's history (keeping the last *keep* runs) and write it atomically.
+
+    A fingerprint change, or *reset*, starts a new history. Returns the saved baseline and a
+    sentence saying what happened, for the report.
+    """
+    existing = None
+    note = ""
+    try:
+        existing = load_baseline(path)
+    except AacoFileError as exc:
+        note = f"unreadable baseline replaced ({exc}); "
+    if existing is not None and existing.fingerprint_id != fingerprint.id:
+        note += f"fingerprint changed ({fingerprint.describe_diff(existing.fingerprint)}): new history; "
+        existing = None
+    elif existing is not None and reset:
+        note += "history reset; "
+        existing = None
+    history = (existing.history if existing else []) + [run_record(result)]
+    history = history[-keep:]
+    baseline = Baseline(
+        path=path,
+        item=nodeid,
+        fingerprint=fingerprint.fields,
+        fingerprint_id=fingerprint.id,
+        history=history,
+        latest_latencies_ms=[r.latencies_ms.round(4).tolist() for r in result.rounds],
+    )
+    atomic_write_json(path, baseline.to_dict())
+    return baseline, note + f"baseline saved ({len(history)} run{'s' if len(history) != 1 else ''} in history)"

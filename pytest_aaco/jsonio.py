@@ -1,0 +1,67 @@
+"""Atomic, diff-friendly JSON files: every artifact pytest-aaco writes goes through here."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+class AacoFileError(Exception):
+    """A JSON file handed to pytest-aaco cannot be read; the message names the file and the fix."""
+
+
+def _clean(value: Any) -> Any:
+    """Make *value* strict JSON: NaN/inf become None, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _clean(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dumps(data: Any) -> str:
+    """Serialise *data* with sorted keys and two-space indent, so diffs in pull requests stay small."""
+    return json.dumps(_clean(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
+    """Write *data* as JSON to *path* atomically: a temporary file in the same folder, then ``os.replace``.
+
+    A crash or Ctrl-C leaves either the old file or the new one, never half of one.
+    Parent folders are created. Returns the path written.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = dumps(data)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Read a JSON file; a missing or malformed file raises :class:`AacoFileError` naming it."""
+    target = Path(path)
+    try:
+        return json.loads(target.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise AacoFileError(f"{target}: file not found") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise AacoFileError(
+            f"{target}: not valid JSON ({exc}); delete it or restore it from git, then re-run"
+        ) from exc

@@ -1,0 +1,169 @@
+"""Judging one finished item: fingerprint, baseline, verdict, confirmation, records, artifacts.
+
+Called from the ``pytest_runtest_call`` wrapper after the test body returned, so a
+regression fails the item that regressed, through pytest's own outcome.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from .baseline import baseline_path, load_baseline, other_runners, save_run
+from .benchmark import BenchmarkRun
+from .fingerprint import Fingerprint, build_fingerprint
+from .gate import RECORD_KEY, AacoPlugin, ItemRecord
+from .jsonio import AacoFileError
+from .registry import content_hash
+from .results import BenchmarkResult
+from .verdict import (
+    ERROR,
+    INCONCLUSIVE,
+    REGRESSION,
+    SAVED,
+    GateSettings,
+    Verdict,
+    compare,
+    confirm,
+    needs_confirmation,
+)
+
+
+def item_label(run: BenchmarkRun) -> str:
+    """``model[provider]``, as in the regression message."""
+    return f"{run.model.name}[{run.provider.short}]"
+
+
+def item_fingerprint(item: pytest.Item, run: BenchmarkRun) -> Fingerprint:
+    """The item's fingerprint, with fields added by ``pytest_aaco_fingerprint`` implementations."""
+    feeds = run.feeds
+    extra: dict[str, Any] = {}
+    item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
+    return build_fingerprint(
+        model_sha256=content_hash(run.handle.model_path),
+        input_shapes={k: list(v.shape) for k, v in feeds.items()},
+        input_dtypes={k: str(v.dtype) for k, v in feeds.items()},
+        provider=run.provider.short,
+        ep_name=run.provider.ep_name,
+        provider_options=run.handle.options,
+        iobinding=run.settings.iobinding,
+        intra_op_threads=run.config.intra_op_threads,
+        extra=extra,
+    )
+
+
+def gate_settings(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun) -> GateSettings:
+    from .benchmark import marker_overrides
+
+    c = plugin.config
+    marker = marker_overrides(item)
+    return GateSettings(
+        threshold=run.threshold,
+        min_history=c.min_history,
+        strict_inconclusive=c.strict_inconclusive,
+        fail_on_improvement=c.fail_on_improvement,
+        gate_p99=bool(marker.get("gate_p99", c.gate_p99)),
+        memory_threshold=c.memory_threshold,
+        memory_slack_mb=c.memory_slack_mb,
+    )
+
+
+def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: BenchmarkResult,
+             fp: Fingerprint) -> Verdict:
+    c = plugin.config
+    label = item_label(run)
+    settings = gate_settings(plugin, item, run)
+    path = baseline_path(c.baseline_dir, fp.machine_key, item.nodeid)
+    if c.save_baseline:
+        saved, note = save_run(path, item.nodeid, fp, result, c.history, c.baseline_reset)
+        return Verdict(outcome=SAVED, label=label, threshold=settings.threshold, message=f"{label}: {note}",
+                       current_mean_ms=result.mean_ms, baseline_runs=saved.runs, baseline_path=str(path),
+                       fingerprint_id=fp.id)
+    baseline = load_baseline(path)
+    gated = baseline is not None and baseline.fingerprint_id == fp.id
+    lond = plugin.lond()
+    level = lond.next_level() if gated else c.fdr
+    others = other_runners(c.baseline_dir, fp.machine_key, item.nodeid)
+    verdict = compare(result, baseline, fp, settings, level, label, others)
+    if c.confirm and needs_confirmation(verdict):
+        result.confirmation = run.remeasure()
+        second = compare(result.confirmation, baseline, fp, settings, level, label)
+        verdict = confirm(verdict, second)
+    if gated:
+        lond.record(verdict.outcome == REGRESSION and verdict.fails)
+    return verdict
+
+
+def _diagnose(result: BenchmarkResult, verdict: Verdict) -> dict[str, Any] | None:
+    if not (verdict.fails or verdict.unstable or verdict.outcome == INCONCLUSIVE):
+        return None
+    try:
+        from .diagnosis import classify
+        from .metrics import derived_metrics
+    except ImportError:
+        return None
+    derived = derived_metrics(result.latencies_ms, result.warmup_latencies_ms, result.first_run_ms,
+                              result.batch_size)
+    found = classify(result.telemetry or {}, derived, os.cpu_count() or 1)
+    return found.to_dict() if found is not None else None
+
+
+PROPERTY_KEYS = ("mean_ms", "p50_ms", "p99_ms", "throughput")
+
+
+def record_properties(item: pytest.Item, record: ItemRecord) -> None:
+    """Figures for pytest's own ``--junitxml`` (``record_property``)."""
+    props = item.user_properties
+    props += [("aaco_model", record.model), ("aaco_provider", record.provider)]
+    summary = (record.result or {}).get("summary", {})
+    props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in PROPERTY_KEYS if k in summary]
+    verdict = record.verdict or {}
+    props.append(("aaco_verdict", str(verdict.get("outcome", record.outcome))))
+    for key in ("change_pct", "ci_low", "ci_high", "p_value"):
+        if verdict.get(key) is not None:
+            props.append((f"aaco_{key}", f"{verdict[key]:.6g}"))
+    if verdict.get("fingerprint_id"):
+        props.append(("aaco_fingerprint", verdict["fingerprint_id"]))
+
+
+def finish_record(plugin: AacoPlugin, item: pytest.Item, record: ItemRecord) -> None:
+    """Store the record: plugin list, junit properties, the bundle (written now), the hook."""
+    plugin.records.append(record)
+    item.stash[RECORD_KEY] = record
+    record_properties(item, record)
+    if plugin.bundle is not None:
+        plugin.bundle.write_item(item.nodeid, record.to_dict())
+    item.config.hook.pytest_aaco_verdict(config=item.config, item=item, record=record.to_dict())
+
+
+def judge_item(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun) -> None:
+    """Judge the last result of *run*; fail *item* through ``pytest.fail`` on a regression."""
+    result = run.results[-1]
+    record = ItemRecord(item.nodeid, run.model.name, run.provider.short, item_label(run),
+                        result=result.to_dict(raw=True))
+    try:
+        fp = item_fingerprint(item, run)
+        record.fingerprint = fp.fields
+        verdict = _verdict(plugin, item, run, result, fp)
+        record.result = result.to_dict(raw=True)
+    except AacoFileError as exc:
+        verdict = Verdict(outcome=ERROR, label=record.label, threshold=run.threshold, message=str(exc), fails=True)
+    record.verdict = verdict.to_dict()
+    record.diagnosis = _diagnose(result, verdict)
+    record.outcome = "failed" if verdict.fails else "passed"
+    finish_record(plugin, item, record)
+    if verdict.fails:
+        text = verdict.message
+        if record.diagnosis:
+            text += f"\nlikely cause: {record.diagnosis.get('category')}: " + "; ".join(
+                record.diagnosis.get("evidence", []))
+        pytest.fail(text, pytrace=False)
+
+
+def record_error(plugin: AacoPlugin, item: pytest.Item, model: str, provider: str, message: str,
+                 outcome: str = "failed") -> None:
+    """Keep a failed or skipped item in the records so the summary lists every item."""
+    record = ItemRecord(item.nodeid, model, provider, f"{model}[{provider}]", outcome=outcome, error=message)
+    finish_record(plugin, item, record)

@@ -1,0 +1,200 @@
+"""Deterministic model generators and transforms, for models that cannot be downloaded at run time.
+
+* :func:`bert_encoder` builds a BERT-base-shaped transformer encoder (Devlin et al., 2019,
+  "BERT: Pre-training of Deep Bidirectional Transformers", table of BERT-base: 12 layers,
+  hidden 768, 12 heads, FFN 3072) from standard ONNX ops with seeded weights. Its outputs
+  are meaningless: it exists for timing.
+* :func:`add_extra_work` appends a chain of MatMul/Tanh on a side output that depends on the
+  model's input, so ORT cannot constant-fold it away: a calibrated, real slowdown for A/B tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OPSET = 17
+
+
+def cache_dir() -> Path:
+    """Where generated models are cached, outside git.
+
+    ``$AACO_CACHE_DIR``, else ``$XDG_CACHE_HOME/pytest-aaco``, else ``~/.cache/pytest-aaco``.
+    """
+    explicit = os.environ.get("AACO_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-aaco"
+
+
+def cache_key(kind: str, params: dict[str, Any]) -> str:
+    """A short content key for a generated model: the generator's name and parameters."""
+    text = json.dumps({"kind": kind, "params": params, "version": 1}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def save_model_atomic(model: Any, path: Path) -> Path:
+    """Save an ``onnx.ModelProto`` through a temporary file and a rename."""
+    import onnx
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        onnx.save_model(model, str(tmp))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _init(name: str, array: np.ndarray) -> Any:
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(array, name)
+
+
+def bert_encoder(
+    layers: int = 12,
+    hidden: int = 768,
+    heads: int = 12,
+    intermediate: int = 3072,
+    seq: int = 128,
+    vocab: int = 30522,
+    seed: int = 0,
+) -> Any:
+    """A BERT-base-shaped encoder as an ``onnx.ModelProto`` (opset 17).
+
+    Inputs: ``input_ids`` int64 ``[batch, seq]`` and ``attention_mask`` int64 ``[batch, seq]``
+    (``batch`` is a symbolic dimension). Output: ``last_hidden_state`` float32
+    ``[batch, seq, hidden]``. Weights are drawn from ``N(0, 0.02²)`` with ``seed``.
+    Raises ValueError when ``hidden`` is not divisible by ``heads``.
+    """
+    from onnx import TensorProto, helper
+
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    rng = np.random.default_rng(seed)
+    head_dim = hidden // heads
+    inits: list[Any] = []
+    nodes: list[Any] = []
+
+    def weight(name: str, *shape: int) -> str:
+        inits.append(_init(name, (rng.standard_normal(shape) * 0.02).astype(np.float32)))
+        return name
+
+    def const(name: str, array: np.ndarray) -> str:
+        inits.append(_init(name, array))
+        return name
+
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def layer_norm(x: str, prefix: str) -> str:
+        gamma = const(f"{prefix}.gamma", np.ones(hidden, np.float32))
+        beta = const(f"{prefix}.beta", np.zeros(hidden, np.float32))
+        return node("LayerNormalization", [x, gamma, beta], f"{prefix}.out", axis=-1, epsilon=1e-12)
+
+    def dense(x: str, prefix: str, n_in: int, n_out: int) -> str:
+        mm = node("MatMul", [x, weight(f"{prefix}.W", n_in, n_out)], f"{prefix}.mm")
+        return node("Add", [mm, const(f"{prefix}.b", np.zeros(n_out, np.float32))], f"{prefix}.out")
+
+    # embeddings: word + position, then LayerNorm
+    word = node("Gather", [weight("emb.word", vocab, hidden), "input_ids"], "emb.word_out", axis=0)
+    pos = const("emb.pos", (rng.standard_normal((1, seq, hidden)) * 0.02).astype(np.float32))
+    x = layer_norm(node("Add", [word, pos], "emb.sum"), "emb.ln")
+
+    # additive attention bias from the mask: (1 - mask) * -10000, shape [batch, 1, 1, seq]
+    mask_f = node("Cast", ["attention_mask"], "mask.f", to=TensorProto.FLOAT)
+    inv = node("Sub", [const("one", np.array(1.0, np.float32)), mask_f], "mask.inv")
+    bias = node("Mul", [inv, const("neg", np.array(-10000.0, np.float32))], "mask.bias2d")
+    bias = node("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))], "mask.bias")
+
+    split_shape = const("shape.split", np.array([0, seq, heads, head_dim], np.int64))
+    merge_shape = const("shape.merge", np.array([0, seq, hidden], np.int64))
+    scale = const("attn.scale", np.array(1.0 / np.sqrt(head_dim), np.float32))
+    for i in range(layers):
+        p = f"l{i}"
+
+        def heads_of(t: str, name: str, perm: list[int], p: str = p) -> str:
+            r = node("Reshape", [t, split_shape], f"{p}.{name}.r")
+            return node("Transpose", [r], f"{p}.{name}.t", perm=perm)
+
+        q = heads_of(dense(x, f"{p}.q", hidden, hidden), "q", [0, 2, 1, 3])
+        k = heads_of(dense(x, f"{p}.k", hidden, hidden), "k", [0, 2, 3, 1])
+        v = heads_of(dense(x, f"{p}.v", hidden, hidden), "v", [0, 2, 1, 3])
+        scores = node("Mul", [node("MatMul", [q, k], f"{p}.qk"), scale], f"{p}.scaled")
+        probs = node("Softmax", [node("Add", [scores, bias], f"{p}.masked")], f"{p}.probs", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [probs, v], f"{p}.ctx")], f"{p}.ctx.t", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, merge_shape], f"{p}.ctx.m")
+        attn = dense(ctx, f"{p}.o", hidden, hidden)
+        x = layer_norm(node("Add", [x, attn], f"{p}.res1"), f"{p}.ln1")
+        h = dense(x, f"{p}.ffn1", hidden, intermediate)
+        # GELU, erf form: 0.5 * h * (1 + erf(h / sqrt(2)))
+        erf = node("Erf", [node("Div", [h, const(f"{p}.sqrt2", np.array(np.sqrt(2.0), np.float32))],
+                                f"{p}.gelu.div")], f"{p}.gelu.erf")
+        one_plus = node("Add", [erf, const(f"{p}.gelu.one", np.array(1.0, np.float32))], f"{p}.gelu.add")
+        gelu = node("Mul", [node("Mul", [h, one_plus], f"{p}.gelu.mul"),
+                            const(f"{p}.gelu.half", np.array(0.5, np.float32))], f"{p}.gelu")
+        out = dense(gelu, f"{p}.ffn2", intermediate, hidden)
+        x = layer_norm(node("Add", [x, out], f"{p}.res2"), f"{p}.ln2")
+
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
+    graph = helper.make_graph(
+        nodes,
+        "bert_base_shaped_encoder",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", seq]),
+        ],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", seq, hidden])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="pytest-aaco")
+    model.ir_version = 8
+    return model
+
+
+def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> Any:
+    """Return a copy of *model* with ``matmuls`` extra ``[size,size]`` MatMul+Tanh steps.
+
+    The chain starts from ``ReduceMean(Cast(first input))`` so it depends on the input and ORT
+    cannot fold it into a constant; it ends in an extra graph output ``aaco_extra_work`` (a
+    scalar) that ``session.run(None, ...)`` computes on every call. Each step costs
+    ``2 * size³`` FLOPs. Raises ValueError for ``matmuls < 1``.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    if matmuls < 1:
+        raise ValueError(f"matmuls must be >= 1, got {matmuls}")
+    rng = np.random.default_rng(seed)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    first = graph.input[0].name
+    graph.node.append(helper.make_node("Cast", [first], ["xw.cast"], to=TensorProto.FLOAT, name="xw.cast"))
+    graph.node.append(helper.make_node("ReduceMean", ["xw.cast"], ["xw.mean"], keepdims=0, name="xw.mean"))
+    base = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
+    graph.initializer.append(_init("xw.base", base))
+    graph.node.append(helper.make_node("Add", ["xw.base", "xw.mean"], ["xw.h0"], name="xw.h0"))
+    current = "xw.h0"
+    for i in range(matmuls):
+        w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
+        graph.initializer.append(_init(f"xw.W{i}", w))
+        graph.node.append(helper.make_node("MatMul", [current, f"xw.W{i}"], [f"xw.mm{i}"], name=f"xw.mm{i}"))
+        graph.node.append(helper.make_node("Tanh", [f"xw.mm{i}"], [f"xw.h{i + 1}"], name=f"xw.tanh{i}"))
+        current = f"xw.h{i + 1}"
+    graph.node.append(helper.make_node("ReduceSum", [current], ["aaco_extra_work"], keepdims=0, name="xw.sum"))
+    graph.output.append(helper.make_tensor_value_info("aaco_extra_work", TensorProto.FLOAT, []))
+    return out
+
+
+GENERATORS = {"bert-encoder": bert_encoder}

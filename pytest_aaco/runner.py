@@ -1,0 +1,218 @@
+"""Building InferenceSessions and running the warmup / measured-rounds loop.
+
+The timed loop does nothing but ``perf_counter_ns(); run(); perf_counter_ns()`` into a
+preallocated int64 array: feeds, IO bindings and the bound ``run`` callable are built before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .providers import ProviderSpec, placement_problem
+from .results import BenchmarkResult, RoundResult
+
+#: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
+AUTO_IOBINDING = {"cpu": "none", "openvino": "none"}
+AUTO_IOBINDING_GPU = "inputs"
+#: ORT device names for ``OrtValue.ortvalue_from_numpy`` per provider
+ORT_DEVICE = {"cuda": "cuda", "tensorrt": "cuda", "migraphx": "cuda", "rocm": "cuda", "dml": "dml"}
+#: adaptive iterations: aim at this much time per round, within these bounds
+TARGET_ROUND_S = 0.35
+MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
+#: warmup runs at least this long (s), with at most this many extra iterations
+MIN_WARMUP_S, MAX_EXTRA_WARMUP = 0.25, 500
+
+
+class SessionError(RuntimeError):
+    """The InferenceSession could not be created or run; the message says what ORT reported."""
+
+
+@dataclass
+class SessionHandle:
+    """A built InferenceSession and what building it cost (ms)."""
+
+    session: Any
+    provider: ProviderSpec
+    model_path: Path
+    create_ms: float
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive)."""
+
+    warmup: int = 10
+    rounds: int = 10
+    iterations: int | None = None
+    iobinding: str = "none"
+    device_id: int = 0
+
+
+def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
+    """The effective binding for *provider*: ``auto`` becomes ``none`` on CPU EPs and
+    :data:`AUTO_IOBINDING_GPU` on device EPs."""
+    if mode != "auto":
+        return mode
+    return AUTO_IOBINDING.get(provider.short, AUTO_IOBINDING_GPU if provider.is_gpu else "none")
+
+
+def effective_options(provider: ProviderSpec, device_id: int) -> dict[str, Any]:
+    """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it."""
+    options = dict(provider.options)
+    if provider.is_gpu and provider.short != "dml" and "device_id" not in options:
+        options["device_id"] = device_id
+    return {k: str(v) if not isinstance(v, str) else v for k, v in options.items()}
+
+
+def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
+                  intra_op_threads: int = 0, profile_prefix: str | None = None) -> SessionHandle:
+    """Create an InferenceSession for *model_path* on *provider*, timing the creation (ms).
+
+    GPU EPs get the CPU EP as a fallback for the nodes they cannot run, as ORT expects; the
+    placement check afterwards refuses a session that fell back entirely. Raises
+    :class:`SessionError` with ORT's message (e.g. an unknown provider option).
+    """
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if intra_op_threads:
+        so.intra_op_num_threads = intra_op_threads
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    options = effective_options(provider, device_id)
+    providers: list[Any] = [(provider.ep_name, options)]
+    if provider.short != "cpu":
+        providers.append("CPUExecutionProvider")
+    start = time.perf_counter_ns()
+    try:
+        session = ort.InferenceSession(str(model_path), sess_options=so, providers=providers)
+    except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
+        raise SessionError(f"could not create an InferenceSession for {model_path.name} on "
+                           f"{provider.ep_name} with options {options}: {exc}") from exc
+    create_ms = (time.perf_counter_ns() - start) / 1e6
+    return SessionHandle(session, provider, model_path, create_ms, options)
+
+
+def check_placement(handle: SessionHandle) -> None:
+    """Raise :class:`SessionError` when ORT fell back off the requested EP."""
+    problem = placement_problem(handle.provider, list(handle.session.get_providers()))
+    if problem:
+        raise SessionError(problem)
+
+
+def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
+                device_id: int) -> Callable[[], Any]:
+    """A zero-argument callable that runs the model once, built outside the timed loop.
+
+    ``none``: ``session.run(None, feeds)`` with host arrays (host↔device copies are timed).
+    ``inputs``: inputs copied to the device once as OrtValues; outputs come back to the host.
+    ``all``: inputs and outputs stay on the device. Uses ``session.io_binding()`` and
+    ``run_with_iobinding`` (https://onnxruntime.ai/docs/api/python/api_summary.html#iobinding).
+    """
+    session = handle.session
+    if mode == "none":
+        run = session.run
+        return lambda: run(None, feeds)
+    import onnxruntime as ort
+
+    device = ORT_DEVICE.get(handle.provider.short, "cpu")
+    binding = session.io_binding()
+    for name, array in feeds.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array, device, device_id))
+    for output in session.get_outputs():
+        if mode == "all":
+            binding.bind_output(output.name, device, device_id)
+        else:
+            binding.bind_output(output.name)
+    run_bound = session.run_with_iobinding
+    return lambda: run_bound(binding)
+
+
+def _timed(run: Callable[[], Any], count: int) -> np.ndarray:
+    lat = np.empty(count, dtype=np.int64)
+    clock = time.perf_counter_ns
+    for i in range(count):
+        t0 = clock()
+        run()
+        lat[i] = clock() - t0
+    return lat
+
+
+def warmup(run: Callable[[], Any], iterations: int) -> tuple[float, np.ndarray]:
+    """First run (ms) and the warmup latencies (ms): *iterations*, extended to
+    :data:`MIN_WARMUP_S` for fast models so caches, allocators and clocks settle."""
+    first_ms = float(_timed(run, 1)[0]) / 1e6
+    lat = _timed(run, iterations)
+    spent = lat.sum() / 1e9
+    if spent < MIN_WARMUP_S and lat.size:
+        per_iter = max(spent / lat.size, 1e-6)
+        extra = int(min(MAX_EXTRA_WARMUP, (MIN_WARMUP_S - spent) / per_iter))
+        if extra > 0:
+            lat = np.concatenate([lat, _timed(run, extra)])
+    return first_ms, lat / 1e6
+
+
+def adaptive_iterations(warmup_ms: np.ndarray) -> int:
+    """Iterations per round so a round takes about :data:`TARGET_ROUND_S` at the warmup median."""
+    tail = warmup_ms[len(warmup_ms) // 2:] if warmup_ms.size else np.array([1.0])
+    per_iter_s = float(np.median(tail)) / 1000
+    return int(np.clip(round(TARGET_ROUND_S / max(per_iter_s, 1e-6)), MIN_ITERATIONS, MAX_ITERATIONS))
+
+
+def measure_rounds(run: Callable[[], Any], rounds: int, iterations: int) -> list[RoundResult]:
+    """*rounds* blocks of *iterations* timed runs each (``perf_counter_ns``), as RoundResults in ms."""
+    results = []
+    for index in range(rounds):
+        start = time.perf_counter_ns()
+        lat = _timed(run, iterations)
+        results.append(RoundResult(index, lat / 1e6, start, time.perf_counter_ns()))
+    return results
+
+
+def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
+                  model: str, batch: int, telemetry: Any = None) -> BenchmarkResult:
+    """Warm up, then measure ``settings.rounds`` rounds on *handle*.
+
+    *telemetry* is an object with ``start()``, ``stop()`` and ``to_dict()`` (a
+    TelemetrySession), run during the measured rounds only. The session's providers are
+    checked before and after measuring; a fallback raises :class:`SessionError`.
+    """
+    check_placement(handle)
+    run = bind_runner(handle, feeds, settings.iobinding, settings.device_id)
+    try:
+        first_ms, warm_ms = warmup(run, settings.warmup)
+        iterations = settings.iterations or adaptive_iterations(warm_ms)
+        if telemetry is not None:
+            telemetry.start()
+        try:
+            rounds = measure_rounds(run, settings.rounds, iterations)
+        finally:
+            if telemetry is not None:
+                telemetry.stop()
+    except SessionError:
+        raise
+    except Exception as exc:
+        raise SessionError(f"{model} on {handle.provider.ep_name}: session.run failed: {exc}") from exc
+    check_placement(handle)
+    return BenchmarkResult(
+        model=model,
+        provider=handle.provider.short,
+        rounds=rounds,
+        warmup_iterations=int(warm_ms.size),
+        warmup_latencies_ms=warm_ms,
+        session_create_ms=handle.create_ms,
+        first_run_ms=first_ms,
+        providers_used=list(handle.session.get_providers()),
+        batch_size=batch,
+        iobinding=settings.iobinding,
+        telemetry=telemetry.to_dict() if telemetry is not None else {},
+    )

@@ -1,0 +1,284 @@
+"""BenchmarkResult + Baseline → Verdict: the decision rule of the gate, in one place.
+
+The unit of the test is the round (its mean ln latency), never the iteration: iterations are
+autocorrelated and runs differ by more than iterations do (Kalibera & Jones, ISMM 2013).
+
+* History shorter than ``min_history`` runs: Welch's t-test (Welch 1947) of this run's round
+  log-means against the history's rounds.
+* Longer history: the prediction-interval t-test, whose variance comes from the spread of the
+  history's run means, so runner drift between CI runs is accounted for (Bencher's t-test
+  threshold; Hahn & Meeker 1991).
+
+Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item's level α_i:
+
+* ``regression``: one-sided p ≤ α_i **and** estimated slowdown ≥ δ (then confirmed, see plugin);
+* ``improvement``: p(faster) ≤ α_i and estimated speed-up ≥ δ (fails only with fail-on-improvement);
+* ``no-regression``: the one-sided upper confidence bound of the slowdown is below δ;
+* ``inconclusive``: neither; the minimum detectable effect (power 0.8) is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .baseline import Baseline
+from .fingerprint import Fingerprint
+from .results import BenchmarkResult
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_REGRESSION = "no-regression"
+INCONCLUSIVE = "inconclusive"
+NO_BASELINE = "no-baseline"
+MISMATCH = "fingerprint-mismatch"
+SAVED = "saved"
+ERROR = "error"
+#: drift within the measured phase beyond this fraction (and p < DRIFT_P) flags an item unstable
+DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
+#: round-to-round spread this many times the history's flags an item unstable
+SPREAD_LIMIT = 3.0
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Thresholds of the gate: fractions (0.05 = 5%) and MB."""
+
+    threshold: float = 0.05
+    min_history: int = 5
+    strict_inconclusive: bool = False
+    fail_on_improvement: bool = False
+    gate_p99: bool = False
+    memory_threshold: float = 0.10
+    memory_slack_mb: float = 50.0
+
+
+@dataclass
+class Verdict:
+    """The outcome for one item, with the figures behind it (ratios, not percentages).
+
+    ``ratio``/``ci_low``/``ci_high`` are current/baseline latency (95% two-sided CI);
+    ``p_value`` is the one-sided p for a slowdown; ``level`` the α_i it was judged at.
+    """
+
+    outcome: str
+    label: str
+    message: str
+    threshold: float
+    method: str | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    level: float | None = None
+    mde: float | None = None
+    current_mean_ms: float | None = None
+    baseline_mean_ms: float | None = None
+    baseline_runs: int = 0
+    baseline_path: str | None = None
+    fingerprint_id: str | None = None
+    fingerprint_diff: list[str] = field(default_factory=list)
+    p99: dict[str, Any] | None = None
+    memory: list[str] = field(default_factory=list)
+    unstable: list[str] = field(default_factory=list)
+    confirmed: bool | None = None
+    notes: list[str] = field(default_factory=list)
+    fails: bool = False
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1) * 100
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["change_pct"] = self.change_pct
+        return data
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def _comparison(current: np.ndarray, baseline: Baseline, min_history: int) -> Any:
+    from . import stats
+
+    runs = [np.asarray(r, dtype=float) for r in baseline.run_round_log_means()]
+    if len(runs) >= min_history:
+        return stats.prediction_interval_test(current, np.array([r.mean() for r in runs]))
+    return stats.welch_rounds(current, np.concatenate(runs))
+
+
+def _method_text(comp: Any, runs: int) -> str:
+    if comp.method == "prediction-interval":
+        return f"prediction-interval t-test over {runs} baseline runs"
+    return f"Welch t-test on {comp.n_current} vs {comp.n_baseline} rounds ({runs} baseline run{'s' * (runs != 1)})"
+
+
+def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
+    """Reasons to flag the item unstable: drift between the halves of the measured phase, or a
+    round-to-round spread far above the history's."""
+    from . import stats
+
+    reasons = []
+    log_means = result.round_log_means
+    drift = stats.drift(log_means)
+    if drift is not None and drift.p_value < DRIFT_P and abs(drift.ratio - 1) > DRIFT_FRACTION:
+        reasons.append(f"latency drifted {_pct(drift.ratio)} from the first to the second half of the"
+                       f" measured phase (p={drift.p_value:.1g})")
+    if baseline is not None and baseline.runs:
+        summary = stats.summarize_history(baseline.run_round_log_means())
+        spread = stats.spread_ratio(log_means, summary["round_sds"][np.isfinite(summary["round_sds"])])
+        if spread is not None and spread > SPREAD_LIMIT:
+            reasons.append(f"round-to-round spread is {spread:.1f}x the history's")
+    return reasons
+
+
+def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
+    """Peak RSS / VRAM growth beyond both ``memory_threshold`` (fraction) and ``memory_slack_mb``."""
+    current = (result.telemetry or {}).get("summary", {})
+    found = []
+    for key, label in (("rss_mb", "peak RSS"), ("vram_used_mb", "peak VRAM")):
+        now = (current.get(key) or {}).get("max")
+        past = [((run.get("telemetry") or {}).get(key) or {}).get("max") for run in baseline.history]
+        past = [p for p in past if isinstance(p, (int, float))]
+        if not isinstance(now, (int, float)) or not past:
+            continue
+        reference = float(np.median(past))
+        if now > reference * (1 + settings.memory_threshold) and now - reference > settings.memory_slack_mb:
+            found.append(f"{label} {now:.0f} MB vs baseline {reference:.0f} MB"
+                         f" (+{now - reference:.0f} MB, limit +{settings.memory_threshold:.0%}"
+                         f" and +{settings.memory_slack_mb:.0f} MB)")
+    return found
+
+
+def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> dict[str, Any] | None:
+    """Bootstrap over rounds of the p99 ratio against the latest baseline run's raw iterations."""
+    from . import stats
+
+    past = [np.asarray(r, dtype=float) for r in baseline.latest_latencies_ms if len(r)]
+    if len(past) < 2 or len(result.rounds) < 2:
+        return None
+    comp = stats.bootstrap_quantile_ratio([r.latencies_ms for r in result.rounds], past, q=99.0,
+                                          level=1 - 2 * level)
+    data = comp.to_dict()
+    data["regression"] = bool(comp.p_slower <= level and comp.ratio - 1 >= threshold)
+    return data
+
+
+def base_verdict(label: str, threshold: float, **kwargs: Any) -> Verdict:
+    return Verdict(outcome=kwargs.pop("outcome"), label=label, message=kwargs.pop("message"),
+                   threshold=threshold, **kwargs)
+
+
+def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
+            level: float, label: str, other_runners: list[str] | None = None) -> Verdict:
+    """Judge *result* against *baseline* at significance *level* (the item's α_i).
+
+    *label* names the item in messages, e.g. ``resnet50[cpu]``. Never raises for statistical
+    corner cases: too few rounds make the verdict inconclusive.
+    """
+    t = settings.threshold
+    if baseline is None:
+        hint = f" (other runners have one: {', '.join(other_runners)})" if other_runners else ""
+        return base_verdict(label, t, outcome=NO_BASELINE, current_mean_ms=result.mean_ms,
+                            message=f"no baseline for {label}{hint}; record one with --aaco-save-baseline")
+    if baseline.fingerprint_id != fingerprint.id:
+        diff = fingerprint.diff(baseline.fingerprint)
+        return base_verdict(label, t, outcome=MISMATCH, current_mean_ms=result.mean_ms,
+                            baseline_path=str(baseline.path), fingerprint_diff=diff,
+                            message=f"not gated: fingerprint differs from {baseline.path.name}"
+                                    f" ({fingerprint.describe_diff(baseline.fingerprint)})")
+    current = result.round_log_means
+    try:
+        comp = _comparison(current, baseline, settings.min_history)
+    except ValueError as exc:
+        return base_verdict(label, t, outcome=INCONCLUSIVE, current_mean_ms=result.mean_ms,
+                            baseline_path=str(baseline.path), message=f"inconclusive for {label}: {exc}")
+    lo, hi = comp.ci(0.95)
+    baseline_ms = float(np.mean([run["summary"]["mean_ms"] for run in baseline.history]))
+    verdict = base_verdict(
+        label, t, outcome=INCONCLUSIVE, message="", method=comp.method, ratio=comp.ratio, ci_low=lo, ci_high=hi,
+        p_value=comp.p_slower, level=level, mde=comp.mde(level), current_mean_ms=result.mean_ms,
+        baseline_mean_ms=baseline_ms, baseline_runs=baseline.runs, baseline_path=str(baseline.path),
+        fingerprint_id=fingerprint.id,
+    )
+    slowdown = comp.ratio - 1
+    if comp.p_slower <= level and slowdown >= t:
+        verdict.outcome = REGRESSION
+    elif comp.p_faster <= level and -slowdown >= t:
+        verdict.outcome = IMPROVEMENT
+    elif comp.upper(level) - 1 < t:
+        verdict.outcome = NO_REGRESSION
+    verdict.unstable = stability(result, baseline)
+    verdict.memory = memory_regressions(result, baseline, settings)
+    if settings.gate_p99:
+        verdict.p99 = p99_check(result, baseline, level, t)
+    verdict.message = describe(verdict, comp, baseline.runs)
+    verdict.fails = fails(verdict, settings)
+    return verdict
+
+
+def describe(v: Verdict, comp: Any, runs: int) -> str:
+    """The one-line message a person can act on."""
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # set by compare()
+    figures = (f"mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms ({_pct(v.ratio)},"
+               f" 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}), p={v.p_value:.2g} at level {v.level:.2g},"
+               f" threshold {v.threshold:.0%}; {_method_text(comp, runs)}")
+    head = {
+        REGRESSION: "REGRESSION",
+        IMPROVEMENT: "IMPROVEMENT",
+        NO_REGRESSION: "no regression",
+        INCONCLUSIVE: "inconclusive",
+    }[v.outcome]
+    text = f"{head} {v.label}: {figures}"
+    if v.outcome == INCONCLUSIVE:
+        text += f"; minimum detectable effect {v.mde:.1%}: add rounds or history (--aaco-rounds, --aaco-save-baseline)"
+    if v.outcome == IMPROVEMENT:
+        text += "; if intended, refresh the baseline with --aaco-save-baseline"
+    if v.p99 is not None:
+        text += (f"; p99 {_pct(v.p99['ratio'])} (CI {_pct(v.p99['ci_low'])} .. {_pct(v.p99['ci_high'])})"
+                 + (" REGRESSED" if v.p99["regression"] else ""))
+    for line in v.memory:
+        text += f"; MEMORY REGRESSION {line}"
+    for line in v.unstable:
+        text += f"; unstable: {line}"
+    return text
+
+
+def fails(v: Verdict, settings: GateSettings) -> bool:
+    """Whether the item must fail: regressions (latency, p99, memory) always; improvements and
+    inconclusive results only when the user opted in."""
+    if v.outcome == REGRESSION or v.memory or (v.p99 or {}).get("regression"):
+        return True
+    if v.outcome == IMPROVEMENT and settings.fail_on_improvement:
+        return True
+    return v.outcome == INCONCLUSIVE and settings.strict_inconclusive
+
+
+def needs_confirmation(v: Verdict) -> bool:
+    """A latency regression on the first look: re-measure before failing."""
+    return v.outcome == REGRESSION or bool((v.p99 or {}).get("regression"))
+
+
+def confirm(first: Verdict, second: Verdict) -> Verdict:
+    """Combine the first look with the confirmation look (fresh session, fresh rounds).
+
+    The item fails only if both looks call a regression (intersection–union rule): the
+    false-alarm probability is at most that of the second look alone, which is run at the
+    item's full level α_i, so the session-wide guarantee holds without spending α twice.
+    """
+    if fails(second, GateSettings(threshold=second.threshold)) and needs_confirmation(second):
+        second.confirmed = True
+        second.notes.append(f"confirmed by a second measurement (first look {_pct(first.ratio or 1)},"
+                            f" p={first.p_value:.2g})")
+        second.message += "; confirmed by a second measurement with a fresh session"
+        return second
+    first.confirmed = False
+    first.outcome = INCONCLUSIVE
+    first.fails = False
+    first.notes.append("not confirmed: " + second.message)
+    first.message = (f"inconclusive {first.label}: first look suggested {_pct(first.ratio or 1)} (p={first.p_value:.2g})"
+                     f" but the confirmation measurement did not ({second.message})")
+    return first
