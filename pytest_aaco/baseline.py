@@ -139,6 +139,9 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
     elif existing is not None and reset:
         note += "history reset; "
         existing = None
+    elif existing is not None and fingerprint.subject_changes(existing.fingerprint):
+        note += "model changed since the history was recorded: new history; "
+        existing = None
     history = (existing.history if existing else []) + [run_record(result)]
     history = history[-keep:]
     baseline = Baseline(

@@ -21,6 +21,10 @@ from typing import Any
 TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
 #: fields describing the machine: they pick the baseline folder, so runners live side by side
 MACHINE_FIELDS = ("cpu_model", "cpu_cores", "gpu_name")
+#: fields describing the thing under test. They are recorded and a change is reported, but they
+#: are not part of the comparability key: a slower model must be *compared*, not skipped as
+#: "different", or the gate could never catch a regression in the model itself.
+SUBJECT_FIELDS = ("model_sha256",)
 
 
 @dataclass(frozen=True)
@@ -31,9 +35,15 @@ class Fingerprint:
 
     @property
     def id(self) -> str:
-        """16 hex digits of SHA-256 over the canonical JSON of all fields."""
-        text = json.dumps(self.fields, sort_keys=True, default=str)
+        """16 hex digits of SHA-256 over the canonical JSON of the comparability fields
+        (every field but :data:`SUBJECT_FIELDS`)."""
+        key = {k: v for k, v in self.fields.items() if k not in SUBJECT_FIELDS}
+        text = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def subject_changes(self, other: Mapping[str, Any]) -> list[str]:
+        """Subject fields (the model itself) that changed since *other* was recorded."""
+        return [k for k in SUBJECT_FIELDS if k in other and other.get(k) != self.fields.get(k)]
 
     @property
     def machine_key(self) -> str:
@@ -47,8 +57,8 @@ class Fingerprint:
         return f"{slug}-{self.fields.get('cpu_cores', 0)}c-{digest}"
 
     def diff(self, other: Mapping[str, Any]) -> list[str]:
-        """Names of the fields whose values differ from *other* (a stored fingerprint's fields)."""
-        keys = sorted(set(self.fields) | set(other))
+        """Comparability fields whose values differ from *other* (a stored fingerprint's fields)."""
+        keys = sorted((set(self.fields) | set(other)) - set(SUBJECT_FIELDS))
         return [k for k in keys if self.fields.get(k) != other.get(k)]
 
     def describe_diff(self, other: Mapping[str, Any]) -> str:

@@ -72,6 +72,7 @@ class Verdict:
     ci_low: float | None = None
     ci_high: float | None = None
     p_value: float | None = None
+    p_faster: float | None = None
     level: float | None = None
     mde: float | None = None
     current_mean_ms: float | None = None
@@ -200,7 +201,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     baseline_ms = float(np.mean([run["summary"]["mean_ms"] for run in baseline.history]))
     verdict = base_verdict(
         label, t, outcome=INCONCLUSIVE, message="", method=comp.method, ratio=comp.ratio, ci_low=lo, ci_high=hi,
-        p_value=comp.p_slower, level=level, mde=comp.mde(level), current_mean_ms=result.mean_ms,
+        p_value=comp.p_slower, p_faster=comp.p_faster, level=level, mde=comp.mde(level), current_mean_ms=result.mean_ms,
         baseline_mean_ms=baseline_ms, baseline_runs=baseline.runs, baseline_path=str(baseline.path),
         fingerprint_id=fingerprint.id,
     )
@@ -211,6 +212,8 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
         verdict.outcome = IMPROVEMENT
     elif comp.upper(level) - 1 < t:
         verdict.outcome = NO_REGRESSION
+    if fingerprint.subject_changes(baseline.fingerprint):
+        verdict.notes.append("the model file changed since the baseline was recorded")
     verdict.unstable = stability(result, baseline)
     verdict.memory = memory_regressions(result, baseline, settings)
     if settings.gate_p99:
@@ -223,8 +226,9 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
 def describe(v: Verdict, comp: Any, runs: int) -> str:
     """The one-line message a person can act on."""
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # set by compare()
+    p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
     figures = (f"mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms ({_pct(v.ratio)},"
-               f" 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}), p={v.p_value:.2g} at level {v.level:.2g},"
+               f" 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}), p={p_shown:.2g} at level {v.level:.2g},"
                f" threshold {v.threshold:.0%}; {_method_text(comp, runs)}")
     head = {
         REGRESSION: "REGRESSION",
@@ -240,6 +244,8 @@ def describe(v: Verdict, comp: Any, runs: int) -> str:
     if v.p99 is not None:
         text += (f"; p99 {_pct(v.p99['ratio'])} (CI {_pct(v.p99['ci_low'])} .. {_pct(v.p99['ci_high'])})"
                  + (" REGRESSED" if v.p99["regression"] else ""))
+    for note in v.notes:
+        text += f"; {note}"
     for line in v.memory:
         text += f"; MEMORY REGRESSION {line}"
     for line in v.unstable:
@@ -279,6 +285,6 @@ def confirm(first: Verdict, second: Verdict) -> Verdict:
     first.outcome = INCONCLUSIVE
     first.fails = False
     first.notes.append("not confirmed: " + second.message)
-    first.message = (f"inconclusive {first.label}: first look suggested {_pct(first.ratio or 1)} (p={first.p_value:.2g})"
-                     f" but the confirmation measurement did not ({second.message})")
+    first.message = (f"inconclusive {first.label}: first look suggested {_pct(first.ratio or 1)}"
+                     f" (p={first.p_value:.2g}) but the confirmation measurement did not ({second.message})")
     return first
