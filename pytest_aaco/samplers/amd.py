@@ -1,0 +1,419 @@
+"""AMD GPU telemetry: the ``amdsmi`` Python API first, ``rocm-smi --json`` as the fallback.
+
+Documented shapes this module parses (recorded examples live in ``tests/data/amd/``):
+
+- amdsmi Python API, "AMD SMI Python API reference",
+  https://rocm.docs.amd.com/projects/amdsmi/en/latest/reference/amdsmi-py-api.html
+  (the same text as ``py-interface/README.md`` in https://github.com/ROCm/amdsmi):
+
+  * ``amdsmi_get_gpu_activity(h)`` -> ``{"gfx_activity": %, "umc_activity": %, "mm_activity": %}``,
+    ``"N/A"`` where unsupported;
+  * ``amdsmi_get_power_info(h)`` -> ``{"socket_power", "current_socket_power" (MI300+),
+    "average_socket_power" (Navi, MI200 and earlier), "gfx_voltage", "soc_voltage", "mem_voltage",
+    "power_limit"}`` in W / mV, ``"N/A"`` where unsupported (older releases have only
+    ``average_socket_power``);
+  * ``amdsmi_get_temp_metric(h, AmdSmiTemperatureType.EDGE|HOTSPOT, AmdSmiTemperatureMetric.CURRENT)``
+    -> int. The Python reference says "millidegrees Celsius"; the C struct docs and ``amd-smi``
+    print it as °C. :func:`temperature_c` accepts both (values above 500 are taken as m°C);
+  * ``amdsmi_get_clock_info(h, AmdSmiClkType.GFX|MEM)`` -> ``{"clk", "min_clk", "max_clk",
+    "clk_locked", "clk_deep_sleep"}`` in MHz (``"cur_clk"`` instead of ``"clk"`` before ROCm 6.1);
+  * ``amdsmi_get_gpu_vram_usage(h)`` -> ``{"vram_total", "vram_used"}`` in MB
+    (``amdsmi_vram_usage_t``: "In MB");
+  * ``amdsmi_get_gpu_perf_level(h)`` -> the enum name, e.g. ``"AMDSMI_DEV_PERF_LEVEL_AUTO"``.
+
+- ``rocm-smi --showuse --showpower --showtemp --showclocks --showmemuse --showmeminfo vram
+  --showperflevel --json`` (ROCm SMI CLI, https://rocm.docs.amd.com/projects/rocm_smi_lib/en/latest/;
+  keys as printed by ``rocm_smi.py``): ``{"card0": {"GPU use (%)": "12",
+  "Average Graphics Package Power (W)": "57.0" or "Current Socket Graphics Package Power (W)": ...,
+  "Temperature (Sensor edge) (C)": "36.0", "Temperature (Sensor junction) (C)": "39.0",
+  "sclk clock speed:": "(1700Mhz)", "mclk clock speed:": "(1600Mhz)",
+  "GPU Memory Allocated (VRAM%)": "3", "VRAM Total Used Memory (B)": "...",
+  "Performance Level": "auto", ...}}``; values are strings, ``"N/A"`` where unsupported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
+
+BYTES_PER_MB = 1024 * 1024
+#: amdsmi marks unsupported struct members with UINT32_MAX / UINT64_MAX / UINT16_MAX
+_UNSUPPORTED_INTS = frozenset({0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
+#: amdsmi_dev_perf_level_t, in enum order (amdsmi.h), for bindings that return the integer
+_PERF_LEVELS = (
+    "auto",
+    "low",
+    "high",
+    "manual",
+    "stable_std",
+    "stable_peak",
+    "stable_min_mclk",
+    "stable_min_sclk",
+    "determinism",
+)
+#: rocm-smi is a Python program that starts in 0.1-0.5 s: never call it more often than this
+ROCM_SMI_MIN_INTERVAL_S = 1.0
+ROCM_SMI_TIMEOUT_S = 5.0
+ROCM_SMI_FLAGS = (
+    "--showuse",
+    "--showpower",
+    "--showtemp",
+    "--showclocks",
+    "--showmemuse",
+    "--showmeminfo",
+    "vram",
+    "--showperflevel",
+    "--json",
+)
+
+FIELDS = (
+    "gpu_util_percent",
+    "power_w",
+    "temp_edge_c",
+    "temp_junction_c",
+    "gfx_clock_mhz",
+    "mem_clock_mhz",
+    "vram_used_mb",
+    "perf_level",
+)
+
+
+def _number(value: Any) -> float | None:
+    """A float from an int/float/numeric string (``"57.0"``, ``"(1700Mhz)"``, ``"12%"``); None for N/A."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if isinstance(value, int) and value in _UNSUPPORTED_INTS:
+            return None
+        return float(value)
+    if isinstance(value, Mapping) and "value" in value:  # amd-smi CLI style {"value": 12, "unit": "%"}
+        return _number(value["value"])
+    match = re.search(r"-?\d+(?:\.\d+)?", str(value))
+    return float(match.group()) if match else None
+
+
+def temperature_c(value: Any) -> float | None:
+    """°C from an amdsmi temperature that may be in °C or in millidegrees (> 500 means m°C)."""
+    number = _number(value)
+    if number is None:
+        return None
+    return number / 1000.0 if abs(number) > 500 else number
+
+
+def normalize_perf_level(value: Any) -> str | None:
+    """``"AMDSMI_DEV_PERF_LEVEL_AUTO"``, ``"auto"``, ``0`` or an enum member -> ``"auto"``."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _PERF_LEVELS[value] if 0 <= value < len(_PERF_LEVELS) else "unknown"
+    name = getattr(value, "name", value)
+    text = str(name).strip()
+    if not text or text.upper() == "N/A":
+        return None
+    for prefix in ("AMDSMI_DEV_PERF_LEVEL_", "RSMI_DEV_PERF_LEVEL_", "AmdSmiDevPerfLevel."):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    return text.lower()
+
+
+def parse_amdsmi_readings(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn the return values of the amdsmi calls into sampler fields.
+
+    *raw* maps call -> returned value (missing or None where the call failed):
+    ``"activity"`` (``amdsmi_get_gpu_activity``), ``"power_info"`` (``amdsmi_get_power_info``),
+    ``"temp_edge"`` / ``"temp_hotspot"`` (``amdsmi_get_temp_metric`` EDGE / HOTSPOT, CURRENT),
+    ``"clock_gfx"`` / ``"clock_mem"`` (``amdsmi_get_clock_info`` GFX / MEM),
+    ``"vram_usage"`` (``amdsmi_get_gpu_vram_usage``), ``"perf_level"`` (``amdsmi_get_gpu_perf_level``).
+
+    Returns the :data:`FIELDS` with units %, W, °C, °C, MHz, MHz, MB and a lower-case level name;
+    ``None`` for what is missing or ``"N/A"``.
+    """
+    activity = raw.get("activity") or {}
+    power = raw.get("power_info") or {}
+    clock_gfx = raw.get("clock_gfx") or {}
+    clock_mem = raw.get("clock_mem") or {}
+    vram = raw.get("vram_usage") or {}
+
+    power_w = None
+    for key in ("socket_power", "current_socket_power", "average_socket_power"):
+        power_w = _number(power.get(key))
+        if power_w is not None:
+            break
+
+    def clock(info: Mapping[str, Any]) -> float | None:
+        value = _number(info.get("clk"))
+        return value if value is not None else _number(info.get("cur_clk"))
+
+    return {
+        "gpu_util_percent": _number(activity.get("gfx_activity")),
+        "power_w": power_w,
+        "temp_edge_c": temperature_c(raw.get("temp_edge")),
+        "temp_junction_c": temperature_c(raw.get("temp_hotspot")),
+        "gfx_clock_mhz": clock(clock_gfx),
+        "mem_clock_mhz": clock(clock_mem),
+        "vram_used_mb": _number(vram.get("vram_used")),
+        "perf_level": normalize_perf_level(raw.get("perf_level")),
+    }
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The JSON object in *text*; rocm-smi may print warnings before and after it."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("rocm-smi printed no JSON object")
+    data = json.loads(text[start : end + 1])
+    if not isinstance(data, dict):
+        raise ValueError("rocm-smi JSON is not an object")
+    return data
+
+
+def _card_entry(data: Mapping[str, Any], device_id: int) -> Mapping[str, Any]:
+    cards = {k: v for k, v in data.items() if re.fullmatch(r"card\d+", k) and isinstance(v, Mapping)}
+    if not cards:
+        raise ValueError("rocm-smi JSON has no 'cardN' entry")
+    key = f"card{device_id}"
+    if key in cards:
+        return cards[key]
+    if len(cards) == 1:  # `rocm-smi -d N` prints only the selected card
+        return next(iter(cards.values()))
+    ordered = sorted(cards, key=lambda k: int(k[4:]))
+    if device_id < len(ordered):
+        return cards[ordered[device_id]]
+    raise ValueError(f"rocm-smi JSON has no card for device {device_id} (cards: {', '.join(ordered)})")
+
+
+def parse_rocm_smi_json(text: str, device_id: int) -> dict[str, Any]:
+    """Sampler fields from ``rocm-smi ... --json`` output for GPU *device_id*.
+
+    Picks ``"card<device_id>"``, or the only card when ``-d`` selected one, or the
+    *device_id*-th card in index order. Power prefers the instantaneous
+    ``"Current Socket Graphics Package Power (W)"`` (MI300) over
+    ``"Average Graphics Package Power (W)"``. VRAM in MB comes from
+    ``"VRAM Total Used Memory (B)"`` (``--showmeminfo vram``); ``vram_used_percent`` from
+    ``"GPU Memory Allocated (VRAM%)"`` (``--showmemuse``) is added when present.
+
+    Raises ValueError when *text* holds no JSON object or no matching card.
+    """
+    card = _card_entry(_json_object(text), device_id)
+
+    def get(*keys: str) -> Any:
+        for key in keys:
+            for candidate in card:
+                if candidate.lower() == key.lower():
+                    value = _number(card[candidate])
+                    if value is not None:
+                        return value
+        return None
+
+    used_bytes = get("VRAM Total Used Memory (B)")
+    level = next((v for k, v in card.items() if k.lower() == "performance level"), None)
+    fields: dict[str, Any] = {
+        "gpu_util_percent": get("GPU use (%)"),
+        "power_w": get("Current Socket Graphics Package Power (W)", "Average Graphics Package Power (W)"),
+        "temp_edge_c": get("Temperature (Sensor edge) (C)"),
+        "temp_junction_c": get("Temperature (Sensor junction) (C)"),
+        "gfx_clock_mhz": get("sclk clock speed:"),
+        "mem_clock_mhz": get("mclk clock speed:"),
+        "vram_used_mb": None if used_bytes is None else used_bytes / BYTES_PER_MB,
+        "perf_level": normalize_perf_level(level),
+    }
+    vram_percent = get("GPU Memory Allocated (VRAM%)", "GPU memory use (%)")
+    if vram_percent is not None:
+        fields["vram_used_percent"] = vram_percent
+    return fields
+
+
+def import_amdsmi() -> Any:
+    """Import ``amdsmi``. Without ROCm its import raises KeyError or OSError, not ImportError:
+    all three become ImportError with the cause in the message."""
+    try:
+        import amdsmi
+    except (ImportError, KeyError, OSError) as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "amdsmi":
+            raise ImportError("amdsmi not installed") from exc
+        raise ImportError(f"amdsmi unusable ({describe_exception(exc)})") from exc
+    return amdsmi
+
+
+class AMDGPUSampler(Sampler):
+    """AMD GPU utilisation, power, temperatures, clocks, VRAM and performance level.
+
+    Fields (see :data:`FIELDS`): ``gpu_util_percent`` (%), ``power_w`` (W), ``temp_edge_c`` and
+    ``temp_junction_c`` (°C; edge is not reported on MI300), ``gfx_clock_mhz`` and
+    ``mem_clock_mhz`` (MHz), ``vram_used_mb`` (MB), ``perf_level`` (``"auto"``, ``"high"`` ...).
+    A field the device does not report is None.
+
+    Backends, in order: the ``amdsmi`` Python API (in-process, ~1 ms a reading) and the
+    ``rocm-smi --json`` CLI (a process start per reading, so its interval is raised to at least
+    :data:`ROCM_SMI_MIN_INTERVAL_S`). With neither, :attr:`error` is
+    ``"no AMD GPU telemetry (amdsmi ...; rocm-smi not found on PATH)"`` and nothing is sampled.
+    :attr:`backend` says which one is used.
+    """
+
+    name = "amd_gpu"
+
+    def __init__(self, device_id: int = 0, interval_s: float = 0.1) -> None:
+        super().__init__(interval_s)
+        self.device_id = int(device_id)
+        self.backend: str | None = None
+        self._amdsmi: Any = None
+        self._handle: Any = None
+        self._rocm_smi: str | None = None
+
+    def setup(self) -> None:
+        """Open amdsmi, else check rocm-smi; raises SamplerUnavailable naming both causes when neither works."""
+        reasons = []
+        try:
+            self._open_amdsmi()
+            self.backend = "amdsmi"
+            return
+        except Exception as exc:  # noqa: BLE001
+            reasons.append(str(exc) if isinstance(exc, ImportError) else f"amdsmi: {describe_exception(exc)}")
+        path = shutil.which("rocm-smi")
+        if path is None:
+            reasons.append("rocm-smi not found on PATH")
+        else:
+            try:
+                parse_rocm_smi_json(self._run_rocm_smi(path), self.device_id)
+                self._rocm_smi = path
+                self.backend = "rocm-smi"
+                self.interval_s = max(self.interval_s, ROCM_SMI_MIN_INTERVAL_S)
+                return
+            except Exception as exc:  # noqa: BLE001
+                reasons.append(f"rocm-smi failed: {describe_exception(exc)}")
+        raise SamplerUnavailable(f"no AMD GPU telemetry ({'; '.join(reasons)})")
+
+    def teardown(self) -> None:
+        """Shut amdsmi down if it was opened."""
+        if self._amdsmi is not None:
+            amdsmi, self._amdsmi, self._handle = self._amdsmi, None, None
+            amdsmi.amdsmi_shut_down()
+
+    def _open_amdsmi(self) -> None:
+        amdsmi = import_amdsmi()
+        amdsmi.amdsmi_init()  # default flag: AmdSmiInitFlags.INIT_AMD_GPUS
+        try:
+            handles = amdsmi.amdsmi_get_processor_handles()
+            if self.device_id >= len(handles):
+                raise RuntimeError(f"amdsmi sees {len(handles)} GPU(s), device {self.device_id} requested")
+        except BaseException:
+            amdsmi.amdsmi_shut_down()
+            raise
+        self._amdsmi, self._handle = amdsmi, handles[self.device_id]
+
+    def _run_rocm_smi(self, path: str) -> str:
+        completed = subprocess.run(
+            [path, "-d", str(self.device_id), *ROCM_SMI_FLAGS],
+            capture_output=True,
+            text=True,
+            timeout=ROCM_SMI_TIMEOUT_S,
+            check=False,
+        )
+        if completed.returncode != 0 and "{" not in completed.stdout:
+            raise RuntimeError(f"exit {completed.returncode}: {completed.stderr.strip()[:200]}")
+        return completed.stdout
+
+    def _read(self) -> dict[str, Any]:
+        if self.backend == "rocm-smi" and self._rocm_smi is not None:
+            return parse_rocm_smi_json(self._run_rocm_smi(self._rocm_smi), self.device_id)
+        return parse_amdsmi_readings(amdsmi_raw_readings(self._amdsmi, self._handle))
+
+
+def amdsmi_raw_readings(amdsmi: Any, handle: Any) -> dict[str, Any]:
+    """Call each amdsmi query once; a call that raises gives None for its key (see
+    :func:`parse_amdsmi_readings` for the keys)."""
+    temp_type = getattr(amdsmi, "AmdSmiTemperatureType", None)
+    temp_metric = getattr(amdsmi, "AmdSmiTemperatureMetric", None)
+    clk_type = getattr(amdsmi, "AmdSmiClkType", None)
+    hotspot = getattr(temp_type, "HOTSPOT", None) or getattr(temp_type, "JUNCTION", None)
+    calls = {
+        "activity": lambda: amdsmi.amdsmi_get_gpu_activity(handle),
+        "power_info": lambda: amdsmi.amdsmi_get_power_info(handle),
+        "temp_edge": lambda: amdsmi.amdsmi_get_temp_metric(handle, temp_type.EDGE, temp_metric.CURRENT),
+        "temp_hotspot": lambda: amdsmi.amdsmi_get_temp_metric(handle, hotspot, temp_metric.CURRENT),
+        "clock_gfx": lambda: amdsmi.amdsmi_get_clock_info(handle, clk_type.GFX),
+        "clock_mem": lambda: amdsmi.amdsmi_get_clock_info(handle, clk_type.MEM),
+        "vram_usage": lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle),
+        "perf_level": lambda: amdsmi.amdsmi_get_gpu_perf_level(handle),
+    }
+    raw: dict[str, Any] = {}
+    for key, call in calls.items():
+        try:
+            raw[key] = call()
+        except Exception:  # noqa: BLE001 - one unsupported query must not drop the others
+            raw[key] = None
+    return raw
+
+
+def amd_gpu_identity(device_id: int = 0) -> dict[str, Any]:
+    """``{"name", "driver", "runtime"}`` of AMD GPU *device_id*; None values when unknown.
+
+    Name from ``amdsmi_get_gpu_asic_info()["market_name"]``, driver from
+    ``amdsmi_get_gpu_driver_info()["driver_version"]``, falling back to
+    ``rocm-smi --showproductname --showdriverversion --json``; runtime is ``"ROCm <version>"`` from
+    ``/opt/rocm/.info/version``. Never raises.
+    """
+    identity: dict[str, Any] = {"name": None, "driver": None, "runtime": None}
+    try:
+        amdsmi = import_amdsmi()
+        amdsmi.amdsmi_init()
+        try:
+            handle = amdsmi.amdsmi_get_processor_handles()[device_id]
+            try:
+                identity["name"] = amdsmi.amdsmi_get_gpu_asic_info(handle).get("market_name")
+            except Exception:  # noqa: BLE001
+                pass
+            try:
+                identity["driver"] = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
+            except Exception:  # noqa: BLE001
+                pass
+        finally:
+            amdsmi.amdsmi_shut_down()
+    except Exception:  # noqa: BLE001
+        pass
+    if identity["name"] is None or identity["driver"] is None:
+        path = shutil.which("rocm-smi")
+        if path is not None:
+            try:
+                out = subprocess.run(
+                    [path, "-d", str(device_id), "--showproductname", "--showdriverversion", "--json"],
+                    capture_output=True,
+                    text=True,
+                    timeout=ROCM_SMI_TIMEOUT_S,
+                    check=False,
+                ).stdout
+                data = _json_object(out)
+                card = _card_entry(data, device_id)
+                lowered = {k.lower(): v for k, v in card.items()}
+                identity["name"] = identity["name"] or lowered.get("card series") or lowered.get("card model")
+                system = {k.lower(): v for k, v in (data.get("system") or {}).items()}
+                identity["driver"] = identity["driver"] or system.get("driver version")
+            except Exception:  # noqa: BLE001
+                pass
+    try:
+        with open("/opt/rocm/.info/version", encoding="ascii") as handle_file:
+            version = handle_file.read().strip()
+        if version:
+            identity["runtime"] = f"ROCm {version}"
+    except OSError:
+        pass
+    return identity
+
+
+__all__ = [
+    "AMDGPUSampler",
+    "FIELDS",
+    "amd_gpu_identity",
+    "amdsmi_raw_readings",
+    "import_amdsmi",
+    "normalize_perf_level",
+    "parse_amdsmi_readings",
+    "parse_rocm_smi_json",
+    "temperature_c",
+]

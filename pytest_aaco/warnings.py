@@ -1,0 +1,31 @@
+"""Warning classes of pytest-aaco.
+
+Every warning the plugin emits is an :class:`AacoWarning`, a subclass of
+``pytest.PytestWarning``, so a project can silence or escalate all of them at once
+(``filterwarnings = ["error::pytest_aaco.warnings.AacoWarning"]``) or one kind at a time.
+The message of each warning names the cause and the fix.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+class AacoWarning(pytest.PytestWarning):
+    """Base class of all pytest-aaco warnings."""
+
+
+class AacoProviderWarning(AacoWarning):
+    """An execution provider was requested but is not available, or ORT placed nodes elsewhere."""
+
+
+class AacoBaselineWarning(AacoWarning):
+    """A baseline is missing, unreadable, or recorded on a different fingerprint."""
+
+
+class AacoClockWarning(AacoWarning):
+    """CPU or GPU clock settings make timings unstable (governor not ``performance``, GPU perf level ``auto``)."""
+
+
+class AacoTelemetryWarning(AacoWarning):
+    """A telemetry sampler could not start or stopped reading; the benchmark itself still ran."""
