@@ -1,0 +1,496 @@
+"""Rule-based bottleneck classifier: why was this run slow or noisy?
+
+Each category has weighted indicators. An indicator has a *strength* in [0, 1], a linear ramp
+between a threshold where it starts to count and one where it is certain (:func:`ramp`); a
+category's score is ``min(1, sum(weight * strength))``. :func:`classify` returns the best
+category if its score reaches :data:`THRESHOLD`, else None. Weights are set so that no single
+*setting* (a governor, a perf level) diagnoses a run alone: an observed effect must agree.
+
+This is a triage aid in the spirit of the USE method (Gregg, "Thinking Methodically about
+Performance", CACM 2013: check utilisation, saturation and errors of each resource) and of
+Roofline-style launch/compute classification (Williams, Waterman, Patterson, CACM 2009). It
+names the likeliest cause with the numbers behind it; it proves nothing.
+
+Inputs: *telemetry* is :meth:`pytest_aaco.samplers.TelemetrySession.to_dict`, *derived* is
+:func:`pytest_aaco.metrics.derived_metrics`, *kernel_data* (optional) is
+``{"kernel_time_ms": float, "wall_ms": float, "kernel_count": int}`` from a profiler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_aaco.samplers.clocks import FIX_AMD_PERF_LEVEL, FIX_CPU_GOVERNOR
+from pytest_aaco.samplers.nvidia import POWER_REASONS, THERMAL_REASONS
+
+#: minimum score for :func:`classify` to name a category
+THRESHOLD = 0.5
+#: GPU utilisation (%) above which a GPU clock reading counts as "under load"
+BUSY_GPU_PERCENT = 50.0
+
+RECOMMENDATIONS = {
+    "cpu_contention": (
+        "Other work competes for the CPU cores: run benchmarks on a dedicated runner, stop background "
+        "jobs, do not run several benchmark workers (pytest-xdist) on the same machine, or set "
+        "intra_op_num_threads below the number of idle cores and pin the process (taskset)."
+    ),
+    "frequency_scaling": (
+        f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; for AMD GPUs "
+        f"{FIX_AMD_PERF_LEVEL}; for NVIDIA GPUs lock the clocks (nvidia-smi -lgc <min,max>) and check "
+        "the power limit (nvidia-smi -q -d POWER)."
+    ),
+    "thermal_throttling": (
+        "The device got hot enough to slow its clocks: improve cooling or airflow, pause between items "
+        "to let it cool down, and compare only runs measured under the same thermal conditions."
+    ),
+    "warmup_instability": (
+        "The run had not reached a steady state: raise the warmup iterations until the last warmup "
+        "iterations are within a few percent of the median, add rounds, and cache one-off work "
+        "(TensorRT engine cache, MIGraphX compiled-model cache, ORT optimized-model file)."
+    ),
+    "memory_growth": (
+        "Memory grew during steady-state inference: look for per-run allocations (bind preallocated "
+        "outputs with IOBinding, arena extend strategy kSameAsRequested) or a leak; a growing arena also "
+        "slows runs down as it maps new pages."
+    ),
+    "launch_bound": (
+        "The GPU waits on the host between kernels: use IOBinding to keep data on the device, enable "
+        "CUDA graphs (enable_cuda_graph) or HIP graphs, batch more work per run, and let ORT fuse "
+        "operators (graph_optimization_level ORT_ENABLE_ALL)."
+    ),
+    "compute_bound": (
+        "The GPU is busy almost all the time, so speed-ups must come from the kernels: lower precision "
+        "(FP16/INT8), a tuned EP (TensorRT, MIGraphX with tuning), or a smaller model."
+    ),
+}
+
+
+@dataclass
+class Diagnosis:
+    """The likeliest bottleneck of one run.
+
+    ``category``: one of the keys of :data:`RECOMMENDATIONS`; ``score``: 0..1;
+    ``evidence``: sentences that quote the numbers behind the score; ``recommendation``: what to
+    try; ``scores``: the score of every category that had any evidence.
+    """
+
+    category: str
+    score: float
+    evidence: list[str]
+    recommendation: str
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready ``{"category", "score", "evidence", "recommendation", "scores"}``."""
+        return {
+            "category": self.category,
+            "score": round(self.score, 4),
+            "evidence": list(self.evidence),
+            "recommendation": self.recommendation,
+            "scores": {k: round(v, 4) for k, v in self.scores.items()},
+        }
+
+
+def ramp(value: float, start: float, full: float) -> float:
+    """0 at or below *start*, 1 at or above *full*, linear between (NaN gives 0)."""
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return 0.0
+    if full == start:
+        return 1.0 if value >= full else 0.0
+    return min(1.0, max(0.0, (value - start) / (full - start)))
+
+
+# -- reading the telemetry dict -------------------------------------------------------------
+class _Telemetry:
+    """Accessors over a ``TelemetrySession.to_dict()`` record (tolerant of missing parts)."""
+
+    def __init__(self, data: dict[str, Any] | None) -> None:
+        self.data = data or {}
+        self.samples: list[dict[str, Any]] = []
+        for record in (self.data.get("samplers") or {}).values():
+            self.samples.extend(record.get("samples") or [])
+        self.samples.sort(key=lambda s: s.get("t_ns", 0))
+
+    def series(self, name: str) -> list[tuple[int, Any]]:
+        """``[(t_ns, value)]`` of every non-None reading of *name*, in time order."""
+        return [(s.get("t_ns", 0), s[name]) for s in self.samples if s.get(name) is not None]
+
+    def numbers(self, name: str) -> list[float]:
+        return [float(v) for _, v in self.series(name) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    def stat(self, name: str, key: str = "mean") -> float | None:
+        entry = (self.data.get("summary") or {}).get(name)
+        if entry and entry.get(key) is not None:
+            return float(entry[key])
+        values = self.numbers(name)
+        if not values:
+            return None
+        return {"mean": sum(values) / len(values), "max": max(values), "min": min(values)}.get(key)
+
+    def duration_s(self) -> float | None:
+        start, end = self.data.get("start_ns"), self.data.get("end_ns")
+        if isinstance(start, int) and isinstance(end, int) and end > start:
+            return (end - start) / 1e9
+        times = [s["t_ns"] for s in self.samples if isinstance(s.get("t_ns"), int)]
+        if len(times) >= 2 and max(times) > min(times):
+            return (max(times) - min(times)) / 1e9
+        return None
+
+    def clock_state(self) -> dict[str, Any]:
+        return self.data.get("clock_state") or {}
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _ends(values: list[float], share: float = 0.2) -> tuple[float, float] | None:
+    """Medians of the first and last *share* of *values* (at least 1 each; None under 2 values)."""
+    if len(values) < 2:
+        return None
+    k = max(1, int(len(values) * share))
+    return _median(values[:k]), _median(values[-k:])
+
+
+def _reason_fraction(t: _Telemetry, reasons: frozenset[str]) -> tuple[float, int, list[str]]:
+    lists = [v for _, v in t.series("clock_event_reasons") if isinstance(v, list)]
+    if not lists:
+        return 0.0, 0, []
+    hits = [set(v) & reasons for v in lists]
+    seen = sorted(set().union(*hits))
+    return sum(1 for h in hits if h) / len(lists), len(lists), seen
+
+
+Indicator = tuple[float, str]  # (weight * strength, evidence)
+
+
+# -- rules --------------------------------------------------------------------------------------
+def _cpu_contention(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+    found: list[Indicator] = []
+    load = t.stat("load_avg_1m", "max")
+    if load is not None and cpu_count > 0:
+        ratio = load / cpu_count
+        s = ramp(ratio, 1.0, 1.5)
+        if s > 0:
+            found.append(
+                (
+                    0.5 * s,
+                    f"1-minute load average reached {load:.2f} on {cpu_count} logical cores "
+                    f"({ratio:.0%} of capacity): more runnable tasks than cores",
+                )
+            )
+    invol = t.numbers("ctx_switches_involuntary")
+    duration = t.duration_s()
+    if len(invol) >= 2 and duration and duration >= 0.5:
+        delta = invol[-1] - invol[0]
+        rate = delta / duration
+        s = ramp(rate, 50.0, 500.0)
+        if s > 0:
+            found.append(
+                (
+                    0.5 * s,
+                    f"involuntary context switches climbed by {delta:.0f} in {duration:.1f} s "
+                    f"({rate:.0f}/s): the scheduler preempted this process's threads",
+                )
+            )
+    system = t.stat("system_cpu_percent")
+    process = t.stat("process_cpu_percent")
+    if system is not None and process is not None and cpu_count > 0:
+        other = system * cpu_count - process  # in percent of one core
+        s = ramp(other, 50.0, 150.0)
+        if s > 0:
+            found.append(
+                (
+                    0.4 * s,
+                    f"other processes used {other / 100:.1f} cores on average (host CPU "
+                    f"{system:.0f}% of {cpu_count} cores, this process {process:.0f}% of one core)",
+                )
+            )
+    return found
+
+
+def _frequency_scaling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+    found: list[Indicator] = []
+    governor = t.clock_state().get("cpu_governor")
+    if governor not in (None, "performance"):
+        found.append((0.25, f"CPU frequency governor is '{governor}', not 'performance'"))
+    freqs = t.numbers("cpu_freq_mhz")
+    if len(freqs) >= 2:
+        mean = sum(freqs) / len(freqs)
+        spread = (max(freqs) - min(freqs)) / mean if mean > 0 else 0.0
+        s = ramp(spread, 0.05, 0.25)
+        if s > 0:
+            found.append(
+                (
+                    0.5 * s,
+                    f"CPU clock varied between {min(freqs):.0f} and {max(freqs):.0f} MHz "
+                    f"({spread:.0%} of its mean {mean:.0f} MHz)",
+                )
+            )
+    busy = [
+        float(s["gfx_clock_mhz"])
+        for s in t.samples
+        if s.get("gfx_clock_mhz") is not None and (s.get("gpu_util_percent") or 0) >= BUSY_GPU_PERCENT
+    ]
+    if len(busy) >= 2:
+        mean = sum(busy) / len(busy)
+        spread = (max(busy) - min(busy)) / mean if mean > 0 else 0.0
+        s = ramp(spread, 0.05, 0.25)
+        if s > 0:
+            found.append(
+                (
+                    0.5 * s,
+                    f"GPU clock under load varied between {min(busy):.0f} and {max(busy):.0f} MHz "
+                    f"({spread:.0%} of its mean {mean:.0f} MHz)",
+                )
+            )
+    fraction, n, seen = _reason_fraction(t, POWER_REASONS)
+    if fraction > 0:
+        found.append(
+            (
+                0.5 * ramp(fraction, 0.0, 0.5),
+                f"GPU reported power clock-event reasons ({', '.join(seen)}) in {fraction:.0%} of {n} samples",
+            )
+        )
+    levels = {v for _, v in t.series("perf_level") if isinstance(v, str)}
+    level = t.clock_state().get("gpu_perf_level")
+    if "auto" in levels or level == "auto":
+        found.append((0.15, "AMD GPU performance level is 'auto': clocks follow the load"))
+    return found
+
+
+def _thermal_throttling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+    found: list[Indicator] = []
+    fraction, n, seen = _reason_fraction(t, THERMAL_REASONS)
+    if fraction > 0:
+        found.append(
+            (
+                0.8 * ramp(fraction, 0.0, 0.25),
+                f"GPU reported thermal clock-event reasons ({', '.join(seen)}) in {fraction:.0%} of {n} samples",
+            )
+        )
+    junction = t.stat("temp_junction_c", "max")
+    edge = t.stat("temp_edge_c", "max")
+    heat = max(ramp(junction or 0.0, 90.0, 105.0), ramp(edge or 0.0, 80.0, 90.0))
+    if heat > 0:
+        parts = []
+        if junction is not None:
+            parts.append(f"junction {junction:.0f} °C")
+        if edge is not None:
+            parts.append(f"edge {edge:.0f} °C")
+        found.append((0.4 * heat, f"GPU temperature reached {' and '.join(parts)}, near the slowdown limit"))
+    clocks = [
+        float(s["gfx_clock_mhz"])
+        for s in t.samples
+        if s.get("gfx_clock_mhz") is not None and (s.get("gpu_util_percent") or 0) >= BUSY_GPU_PERCENT
+    ]
+    temps = t.numbers("temp_junction_c") or t.numbers("temp_edge_c")
+    c_ends, t_ends = _ends(clocks, 1 / 3), _ends(temps, 1 / 3)
+    if c_ends and t_ends and c_ends[0] > 0:
+        drop = (c_ends[0] - c_ends[1]) / c_ends[0]
+        rise = t_ends[1] - t_ends[0]
+        if rise >= 3.0 and drop > 0:
+            s = ramp(drop, 0.03, 0.10)
+            if s > 0:
+                found.append(
+                    (
+                        0.4 * s,
+                        f"GPU clock under load fell {drop:.0%} ({c_ends[0]:.0f} -> {c_ends[1]:.0f} MHz) "
+                        f"while the temperature rose {rise:.0f} °C",
+                    )
+                )
+    return found
+
+
+def _warmup_instability(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+    found: list[Indicator] = []
+    tail = d.get("warmup_tail_ratio")
+    s = ramp(tail, 1.05, 1.3) if tail is not None else 0.0
+    if s > 0:
+        found.append(
+            (
+                0.5 * s,
+                f"the last warmup iterations were {tail:.2f}x the measured median: "
+                "the warmup ended before the steady state",
+            )
+        )
+    drift = d.get("drift_ratio")
+    s = ramp(abs(drift), 0.03, 0.10) if drift is not None and not math.isnan(drift) else 0.0
+    if s > 0:
+        found.append(
+            (0.4 * s, f"latency drifted {drift:+.1%} from the first to the last tenth of the measured iterations")
+        )
+    cov = d.get("cov")
+    s = ramp(cov, 0.05, 0.20) if cov is not None else 0.0
+    if s > 0:
+        found.append(
+            (
+                0.3 * s,
+                f"coefficient of variation {cov:.1%} (std {d.get('std_ms', float('nan')):.2f} ms "
+                f"over mean {d.get('mean_ms', float('nan')):.2f} ms)",
+            )
+        )
+    ratio = d.get("warmup_ratio")
+    s = ramp(ratio, 5.0, 50.0) if ratio is not None else 0.0
+    if s > 0:
+        found.append((0.15 * s, f"first run took {ratio:.1f}x the steady-state median"))
+    return found
+
+
+def _growth(values: list[float], name: str, what: str, duration: float | None) -> Indicator | None:
+    ends = _ends(values)
+    if ends is None:
+        return None
+    first, last = ends
+    growth = last - first
+    if growth <= 0:
+        return None
+    relative = growth / first if first > 0 else float("inf")
+    s = max(ramp(growth, 16.0, 128.0), ramp(relative, 0.05, 0.25)) if growth >= 8.0 else 0.0
+    if s <= 0:
+        return None
+    over = f" over {duration:.1f} s" if duration else ""
+    return (0.7 * s, f"{what} grew from {first:.0f} MB to {last:.0f} MB (+{growth:.0f} MB, {relative:+.0%}){over}")
+
+
+def _memory_growth(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+    found: list[Indicator] = []
+    duration = t.duration_s()
+    for name, what in (("rss_mb", "process RSS"), ("vram_used_mb", "GPU memory in use")):
+        hit = _growth(t.numbers(name), name, what, duration)
+        if hit:
+            found.append(hit)
+    major = t.numbers("page_faults_major")
+    if len(major) >= 2 and major[-1] > major[0]:
+        delta = major[-1] - major[0]
+        found.append(
+            (
+                0.2 * ramp(delta, 0.0, 100.0),
+                f"{delta:.0f} major page faults during the phase (pages read from disk or swap)",
+            )
+        )
+    return found
+
+
+def _kernel_figures(k: dict[str, Any] | None) -> tuple[float, float, float | None] | None:
+    if not k:
+        return None
+    try:
+        kernel_ms, wall_ms = float(k["kernel_time_ms"]), float(k["wall_ms"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if wall_ms <= 0:
+        return None
+    count = k.get("kernel_count")
+    mean_us = kernel_ms * 1000.0 / count if count else None
+    return kernel_ms, wall_ms, mean_us
+
+
+def _launch_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+    figures = _kernel_figures(k)
+    if figures is None:
+        return []
+    kernel_ms, wall_ms, mean_us = figures
+    busy = kernel_ms / wall_ms
+    found: list[Indicator] = []
+    s = ramp(0.8 - busy, 0.1, 0.5)
+    if s > 0:
+        found.append(
+            (0.7 * s, f"kernels kept the GPU busy {busy:.0%} of the wall time ({kernel_ms:.2f} of {wall_ms:.2f} ms)")
+        )
+    if mean_us is not None and busy < 0.7:
+        s = ramp(20.0 - mean_us, 0.0, 15.0)
+        if s > 0:
+            found.append(
+                (
+                    0.3 * s,
+                    f"{int(k['kernel_count'])} kernels averaging {mean_us:.1f} µs each: "
+                    "launch overhead is comparable to the work",
+                )
+            )
+    return found
+
+
+def _compute_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+    figures = _kernel_figures(k)
+    if figures is None:
+        return []
+    kernel_ms, wall_ms, _ = figures
+    busy = kernel_ms / wall_ms
+    found: list[Indicator] = []
+    s = ramp(busy, 0.8, 0.95)
+    if s > 0:
+        found.append(
+            (0.8 * s, f"kernels kept the GPU busy {busy:.0%} of the wall time ({kernel_ms:.2f} of {wall_ms:.2f} ms)")
+        )
+    util = t.stat("gpu_util_percent")
+    if util is not None and busy >= 0.8:
+        s = ramp(util, 80.0, 95.0)
+        if s > 0:
+            found.append((0.2 * s, f"GPU utilisation averaged {util:.0f}%"))
+    return found
+
+
+RULES: dict[str, Callable[[_Telemetry, dict[str, Any], int, dict[str, Any] | None], list[Indicator]]] = {
+    "cpu_contention": _cpu_contention,
+    "frequency_scaling": _frequency_scaling,
+    "thermal_throttling": _thermal_throttling,
+    "warmup_instability": _warmup_instability,
+    "memory_growth": _memory_growth,
+    "launch_bound": _launch_bound,
+    "compute_bound": _compute_bound,
+}
+
+
+def score_all(
+    telemetry: dict[str, Any] | None,
+    derived: dict[str, Any] | None,
+    cpu_count: int,
+    kernel_data: dict[str, Any] | None = None,
+) -> dict[str, tuple[float, list[str]]]:
+    """``{category: (score, evidence)}`` for every category with any evidence (score > 0)."""
+    t = _Telemetry(telemetry)
+    d = derived or {}
+    results: dict[str, tuple[float, list[str]]] = {}
+    for category, rule in RULES.items():
+        indicators = [(w, e) for w, e in rule(t, d, int(cpu_count or 0), kernel_data) if w > 0]
+        if indicators:
+            indicators.sort(key=lambda item: -item[0])
+            score = min(1.0, math.fsum(w for w, _ in indicators))
+            results[category] = (score, [e for _, e in indicators])
+    return results
+
+
+def classify(
+    telemetry: dict[str, Any] | None,
+    derived: dict[str, Any] | None,
+    cpu_count: int,
+    kernel_data: dict[str, Any] | None = None,
+) -> Diagnosis | None:
+    """The likeliest bottleneck, or None when no category scores :data:`THRESHOLD` or more.
+
+    *telemetry*: ``TelemetrySession.to_dict()``; *derived*: ``derived_metrics(...)``;
+    *cpu_count*: logical cores of the host; *kernel_data*: ``{"kernel_time_ms", "wall_ms",
+    "kernel_count"}`` from a profiler, which enables ``launch_bound`` / ``compute_bound``.
+    Ties go to the category listed first in :data:`RULES`. Never raises on missing fields.
+    """
+    scored = score_all(telemetry, derived, cpu_count, kernel_data)
+    if not scored:
+        return None
+    order = list(RULES)
+    best = max(scored, key=lambda c: (scored[c][0], -order.index(c)))
+    score, evidence = scored[best]
+    if score < THRESHOLD:
+        return None
+    return Diagnosis(
+        category=best,
+        score=score,
+        evidence=evidence,
+        recommendation=RECOMMENDATIONS[best],
+        scores={c: s for c, (s, _) in scored.items()},
+    )

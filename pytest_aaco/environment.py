@@ -1,0 +1,273 @@
+"""The environment lockbox: everything about this machine and software that can change a timing.
+
+:func:`collect_environment` is written once per session into the bundle's ``environment.json``;
+:func:`cpu_model` and :func:`gpu_identity` feed the baseline fingerprint.
+
+Environment variables are filtered twice: only the families that tune ONNX Runtime and its
+GPU stacks are kept (:func:`performance_env`), and of those any that looks like a secret is
+dropped (:func:`looks_secret`). A session bundle is uploaded as a CI artifact, so the lockbox
+must never carry a token.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import re
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: environment variable families kept by :func:`performance_env`
+ENV_PREFIXES = ("ORT_", "MIGRAPHX_", "HIP_", "ROCR_", "HSA_", "CUDA_", "OMP_")
+ENV_SUFFIXES = ("_NUM_THREADS",)
+#: name fragments that mark a variable as a secret (upper-case comparison)
+SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+#: value prefixes of well-known credential formats (GitHub, Slack, AWS, OpenAI-style, JWT, PEM)
+_SECRET_VALUE = re.compile(
+    r"^(?:gh[pousr]_|github_pat_|xox[abposr]-|AKIA|ASIA|sk-|eyJ|glpat-|-----BEGIN)"
+    r"|://[^/\s:@]+:[^/\s@]+@",  # credentials inside a URL: scheme://user:password@host
+)
+_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/_\-=]{32,}$")
+_UUID = re.compile(r"^(?:GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+#: bits of Shannon entropy per character above which a long token-like string counts as random
+ENTROPY_BITS_PER_CHAR = 3.5
+#: ... and whose longest run of base64 characters (``[A-Za-z0-9+/=]``) is at least this long,
+#: so identifiers made of short words (``SOME_LONG_OPTION_NAME_2024``) are not taken for tokens
+MIN_RANDOM_RUN = 20
+
+
+def shannon_entropy(text: str) -> float:
+    """Shannon entropy of the characters of *text*, in bits per character (0 for an empty string).
+
+    H = -sum(p_c * log2 p_c) over the character frequencies p_c (Shannon, 1948).
+    """
+    if not text:
+        return 0.0
+    counts: dict[str, int] = {}
+    for ch in text:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(text)
+    return -math.fsum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def looks_secret(name: str, value: str) -> bool:
+    """True when the variable *name* = *value* may hold a credential and must not be recorded.
+
+    - the name contains TOKEN, SECRET, PASSWORD, PASSWD, KEY, CREDENTIAL, AUTH, COOKIE or SESSION;
+    - the value starts like a known token (``ghp_``, ``gho_``, ``github_pat_``, ``xoxb-``, ``AKIA``,
+      ``sk-``, ``eyJ`` (JWT), ``glpat-``, a PEM block) or carries ``user:password@`` in a URL;
+    - the value is a long random-looking string: 32 or more characters of ``[A-Za-z0-9+/_-=]``,
+      with letters and digits, more than :data:`ENTROPY_BITS_PER_CHAR` bits of entropy per
+      character and an unbroken base64 run (no ``_``/``-``) of :data:`MIN_RANDOM_RUN` or more.
+      GPU UUIDs (``GPU-xxxxxxxx-...``, as ``CUDA_VISIBLE_DEVICES`` may hold) and paths are not
+      treated as random.
+    """
+    upper = name.upper()
+    if any(part in upper for part in SECRET_NAME_PARTS):
+        return True
+    text = value.strip()
+    if _SECRET_VALUE.search(text):
+        return True
+    for item in re.split(r"[,;\s]+", text):
+        if _UUID.match(item) or item.startswith(("/", "~", ".")):
+            continue
+        if (
+            _TOKEN_CHARS.match(item)
+            and re.search(r"[A-Za-z]", item)
+            and re.search(r"\d", item)
+            and shannon_entropy(item) > ENTROPY_BITS_PER_CHAR
+            and max(len(run) for run in re.findall(r"[A-Za-z0-9+/=]+", item)) >= MIN_RANDOM_RUN
+        ):
+            return True
+    return False
+
+
+def is_performance_variable(name: str) -> bool:
+    """True for the variable families that change ORT timings (:data:`ENV_PREFIXES`, ``*_NUM_THREADS``)."""
+    upper = name.upper()
+    return upper.startswith(ENV_PREFIXES) or upper.endswith(ENV_SUFFIXES)
+
+
+def performance_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The timing-relevant, non-secret variables of *environ*, sorted by name.
+
+    Keeps ``ORT_*``, ``MIGRAPHX_*``, ``HIP_*``, ``ROCR_*``, ``HSA_*``, ``CUDA_*``, ``OMP_*`` and
+    ``*_NUM_THREADS``; drops every one for which :func:`looks_secret` is true.
+    """
+    return {
+        name: value
+        for name, value in sorted(environ.items())
+        if is_performance_variable(name) and not looks_secret(name, value)
+    }
+
+
+def redacted_env_names(environ: Mapping[str, str]) -> list[str]:
+    """Names (never values) of timing-relevant variables that :func:`performance_env` dropped as secrets."""
+    return sorted(n for n, v in environ.items() if is_performance_variable(n) and looks_secret(n, v))
+
+
+def cpu_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
+    """The CPU model name, e.g. ``"AMD EPYC 7763 64-Core Processor"``.
+
+    Linux: the first ``model name`` line of ``/proc/cpuinfo`` (``Hardware``/``Model`` on some Arm
+    boards); elsewhere ``platform.processor()``, then ``platform.machine()``; ``"unknown"`` last.
+    """
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as handle:
+            fallback = None
+            for line in handle:
+                key, sep, value = line.partition(":")
+                if not sep:
+                    continue
+                key = key.strip().lower()
+                if key == "model name" and value.strip():
+                    return value.strip()
+                if key in ("hardware", "model", "cpu model") and value.strip() and fallback is None:
+                    fallback = value.strip()
+            if fallback:
+                return fallback
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def gpu_identity(provider: str | None, device_id: int = 0) -> dict[str, Any]:
+    """GPU facts for the fingerprint: ``{"vendor", "name", "driver", "runtime"}``.
+
+    ``provider`` is the short EP name. ``cuda``/``tensorrt`` ask NVML (runtime ``"CUDA 12.4"``),
+    ``migraphx``/``rocm`` ask amdsmi or rocm-smi (runtime ``"ROCm 6.2.0"``). Other providers
+    (``cpu``, ``openvino``, ``dml``) get all-None values without querying anything, so a CPU
+    baseline does not depend on the GPU driver. ``provider=None`` tries NVIDIA, then AMD (for the
+    lockbox). Values the driver does not report are None. Never raises.
+    """
+    from pytest_aaco.samplers import AMD_PROVIDERS, NVIDIA_PROVIDERS
+    from pytest_aaco.samplers.amd import amd_gpu_identity
+    from pytest_aaco.samplers.nvidia import nvidia_gpu_identity
+
+    empty: dict[str, Any] = {"vendor": None, "name": None, "driver": None, "runtime": None}
+    short = provider.strip().lower() if provider else None
+    try:
+        if short in NVIDIA_PROVIDERS or short is None:
+            found = nvidia_gpu_identity(device_id)
+            if found.get("name") or short is not None:
+                return {**empty, "vendor": "nvidia", **found}
+        if short in AMD_PROVIDERS or short is None:
+            found = amd_gpu_identity(device_id)
+            if found.get("name") or short is not None:
+                return {**empty, "vendor": "amd", **found}
+    except Exception:  # noqa: BLE001
+        pass
+    return empty
+
+
+def installed_distributions() -> dict[str, str]:
+    """``{distribution name: version}`` of everything installed in this interpreter, sorted by
+    lower-case name (``importlib.metadata``)."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata.get("Name") if dist.metadata else None
+        if name and name not in found:
+            found[name] = dist.version
+    return dict(sorted(found.items(), key=lambda item: item[0].lower()))
+
+
+def onnxruntime_info() -> dict[str, Any]:
+    """ONNX Runtime version, build info, default device and available EPs (imports onnxruntime)."""
+    import onnxruntime as ort
+
+    info: dict[str, Any] = {
+        "version": getattr(ort, "__version__", None),
+        "device": ort.get_device(),
+        "available_providers": list(ort.get_available_providers()),
+        "build_info": None,
+    }
+    get_build_info = getattr(ort, "get_build_info", None)
+    if callable(get_build_info):
+        info["build_info"] = str(get_build_info())
+    return info
+
+
+def platform_info() -> dict[str, Any]:
+    """OS, kernel, architecture, libc and the distribution's PRETTY_NAME when readable."""
+    info: dict[str, Any] = {
+        "system": platform.system(),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "machine": platform.machine(),
+        "platform": platform.platform(),
+        "libc": " ".join(platform.libc_ver()).strip() or None,
+        "os_release": None,
+    }
+    try:
+        info["os_release"] = platform.freedesktop_os_release().get("PRETTY_NAME")
+    except (OSError, AttributeError):
+        pass
+    return info
+
+
+def cpu_info() -> dict[str, Any]:
+    """CPU model, logical and physical core counts, total memory in MB (MiB)."""
+    import psutil
+
+    return {
+        "model": cpu_model(),
+        "logical_cores": psutil.cpu_count(logical=True),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "memory_total_mb": psutil.virtual_memory().total / (1024 * 1024),
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    }
+
+
+def collect_environment(
+    provider: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    device_id: int = 0,
+) -> dict[str, Any]:
+    """The lockbox: a JSON-ready record of this machine and software. Never raises.
+
+    Sections: ``collected_at`` (UTC ISO 8601), ``python``, ``platform`` (OS, kernel), ``cpu``
+    (model, core counts, memory), ``onnxruntime`` (version, build info, ``get_device()``,
+    available EPs), ``gpu`` (:func:`gpu_identity`), ``clocks`` (``read_clock_state``), ``env``
+    (:func:`performance_env` of *environ*, default ``os.environ``), ``env_redacted`` (names of
+    dropped secret-looking variables), ``packages`` (installed distributions and versions).
+    A section that fails holds None and its error is in ``errors``.
+    """
+    from pytest_aaco.samplers.clocks import read_clock_state
+
+    environ = os.environ if environ is None else environ
+    errors: dict[str, str] = {}
+
+    def section(name: str, build: Callable[[], Any]) -> Any:
+        try:
+            return build()
+        except Exception as exc:  # noqa: BLE001 - the lockbox never fails the session
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    record: dict[str, Any] = {
+        "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "python": section(
+            "python",
+            lambda: {
+                "version": platform.python_version(),
+                "implementation": platform.python_implementation(),
+                "compiler": platform.python_compiler(),
+                "bits": 64 if sys.maxsize > 2**32 else 32,
+            },
+        ),
+        "platform": section("platform", platform_info),
+        "cpu": section("cpu", cpu_info),
+        "onnxruntime": section("onnxruntime", onnxruntime_info),
+        "gpu": section("gpu", lambda: gpu_identity(provider, device_id)),
+        "clocks": section("clocks", read_clock_state),
+        "env": section("env", lambda: performance_env(environ)),
+        "env_redacted": section("env_redacted", lambda: redacted_env_names(environ)),
+        "packages": section("packages", installed_distributions),
+    }
+    record["errors"] = errors
+    return record

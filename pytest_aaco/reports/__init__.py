@@ -1,0 +1,1 @@
+"""Reports of a pytest-aaco session: terminal summary, session bundle, JUnit, GitHub job summary, HTML."""

@@ -1,0 +1,175 @@
+"""The session bundle: one folder of JSON files per pytest session, written as the session goes.
+
+Layout::
+
+    <root>/<YYYYmmdd-HHMMSS>_<8 hex id>/      # UTC start time, random id
+        session_meta.json                      # written at start, rewritten by finish()
+        environment.json                       # the lockbox (pytest_aaco.environment)
+        items/<safe nodeid>.json               # one per finished item, written at once
+
+Every file goes through :func:`pytest_aaco.jsonio.atomic_write_json` (temporary file, fsync,
+``os.replace``), so a crash or Ctrl-C leaves each file whole or absent, and every item that
+finished before it is kept. :func:`list_sessions` and :func:`load_session` read bundles back
+for the ``aaco`` command line.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pytest_aaco.jsonio import AacoFileError, atomic_write_json, read_json
+
+META_FILE = "session_meta.json"
+ENVIRONMENT_FILE = "environment.json"
+ITEMS_DIR = "items"
+SCHEMA_VERSION = 1
+#: folder names made by :class:`SessionBundle`: UTC timestamp, underscore, 8 lower-case hex digits
+SESSION_DIR_PATTERN = re.compile(r"^(\d{8}-\d{6})_([0-9a-f]{8})$")
+#: longest item file stem; longer node ids are cut and keep a hash of the full id
+MAX_STEM = 120
+
+
+def safe_file_stem(nodeid: str) -> str:
+    """A file-name stem for a pytest node id, unique per node id and safe on Linux, macOS and Windows.
+
+    Characters other than ``[A-Za-z0-9._-]`` become ``_`` (``tests/perf/test_x.py::test_a[resnet50-cpu]``
+    -> ``tests_perf_test_x.py__test_a_resnet50-cpu_``), then the first 8 hex digits of the
+    SHA-256 of the node id are appended, so ids that map to the same characters (``a/b``, ``a_b``)
+    stay apart. The readable part is cut to :data:`MAX_STEM` characters.
+    """
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", nodeid).strip("._") or "item"
+    digest = hashlib.sha256(nodeid.encode("utf-8")).hexdigest()[:8]
+    return f"{readable[:MAX_STEM]}.{digest}"
+
+
+def _utc_now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+class SessionBundle:
+    """Writer of one session's bundle folder (created by the constructor).
+
+    *root* is the parent folder (``--aaco-session-dir``, default ``.aaco/sessions``); *session_id*
+    is 8 hex digits, random when omitted. Raises ValueError for an id that is not 8 hex digits
+    and OSError when the folder cannot be created.
+    """
+
+    def __init__(self, root: str | Path, session_id: str | None = None) -> None:
+        if session_id is None:
+            session_id = uuid.uuid4().hex[:8]
+        if not re.fullmatch(r"[0-9a-f]{8}", session_id):
+            raise ValueError(f"session_id must be 8 lower-case hex digits, got {session_id!r}")
+        self.session_id = session_id
+        self.started = _utc_now()
+        name = f"{self.started.strftime('%Y%m%d-%H%M%S')}_{session_id}"
+        self._path = Path(root) / name
+        (self._path / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+        self._meta: dict[str, Any] = {}
+        self._items: dict[str, Path] = {}
+
+    @property
+    def path(self) -> Path:
+        """The bundle folder."""
+        return self._path
+
+    def _base_meta(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "session_id": self.session_id,
+            "bundle_started_at": self.started.isoformat(timespec="seconds"),
+        }
+
+    def write_meta(self, meta: dict[str, Any]) -> Path:
+        """Write ``session_meta.json``: *meta* plus ``schema_version``, ``session_id``, ``bundle_started_at``."""
+        self._meta = {**self._base_meta(), **meta}
+        return atomic_write_json(self._path / META_FILE, self._meta)
+
+    def write_environment(self, env: dict[str, Any]) -> Path:
+        """Write ``environment.json`` (the lockbox from :func:`pytest_aaco.environment.collect_environment`)."""
+        return atomic_write_json(self._path / ENVIRONMENT_FILE, env)
+
+    def write_item(self, nodeid: str, payload: dict[str, Any]) -> Path:
+        """Write ``items/<safe_file_stem(nodeid)>.json`` now, atomically; returns its path.
+
+        The file holds ``{"nodeid": nodeid, **payload}``. Writing the same node id again (a
+        confirmation run) replaces the file.
+        """
+        target = self._path / ITEMS_DIR / f"{safe_file_stem(nodeid)}.json"
+        atomic_write_json(target, {**payload, "nodeid": nodeid})
+        self._items[nodeid] = target
+        return target
+
+    def finish(self, summary: dict[str, Any] | None = None) -> Path:
+        """Rewrite ``session_meta.json`` with the end time, duration and *summary*.
+
+        *summary* is stored under ``"summary"``. If it is instead a whole meta dict (it has its
+        own ``"summary"`` key), its keys are merged at the top level. Adds ``bundle_finished_at``,
+        ``duration_s`` and ``items_written``.
+        """
+        finished = _utc_now()
+        meta = {**self._base_meta(), **self._meta}
+        summary = summary or {}
+        if "summary" in summary:
+            meta.update(summary)
+        else:
+            meta["summary"] = summary
+        meta.update(
+            bundle_finished_at=finished.isoformat(timespec="seconds"),
+            duration_s=round((finished - self.started).total_seconds(), 3),
+            items_written=len(self._items),
+        )
+        self._meta = meta
+        return atomic_write_json(self._path / META_FILE, meta)
+
+
+def list_sessions(root: str | Path) -> list[Path]:
+    """Bundle folders under *root*, newest first (by the UTC timestamp in the name, then by the
+    modification time of ``session_meta.json``). ``[]`` when *root* does not exist."""
+    base = Path(root)
+    if not base.is_dir():
+        return []
+    found = []
+    for child in base.iterdir():
+        match = SESSION_DIR_PATTERN.match(child.name)
+        if match and child.is_dir():
+            meta = child / META_FILE
+            mtime = meta.stat().st_mtime_ns if meta.exists() else 0
+            found.append((match.group(1), mtime, child))
+    found.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
+    return [entry[2] for entry in found]
+
+
+def load_session(path: str | Path) -> dict[str, Any]:
+    """Read a bundle folder back.
+
+    Returns ``{"path": str, "meta": dict, "environment": dict | None, "items": {nodeid: payload},
+    "errors": {file name: message}}``. An item file that cannot be read is listed in ``errors``
+    and skipped; leftover temporary files (``.*.tmp``) are ignored. Raises
+    :class:`~pytest_aaco.jsonio.AacoFileError` when *path* has no readable ``session_meta.json``.
+    """
+    folder = Path(path)
+    meta = read_json(folder / META_FILE)
+    environment = None
+    errors: dict[str, str] = {}
+    if (folder / ENVIRONMENT_FILE).exists():
+        try:
+            environment = read_json(folder / ENVIRONMENT_FILE)
+        except AacoFileError as exc:
+            errors[ENVIRONMENT_FILE] = str(exc)
+    items: dict[str, Any] = {}
+    for item_file in sorted((folder / ITEMS_DIR).glob("*.json")):
+        if item_file.name.startswith("."):
+            continue
+        try:
+            payload = read_json(item_file)
+        except AacoFileError as exc:
+            errors[item_file.name] = str(exc)
+            continue
+        nodeid = payload.get("nodeid", item_file.stem) if isinstance(payload, dict) else item_file.stem
+        items[nodeid] = payload
+    return {"path": str(folder), "meta": meta, "environment": environment, "items": items, "errors": errors}
