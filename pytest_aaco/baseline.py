@@ -133,7 +133,7 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
         existing = load_baseline(path)
     except AacoFileError as exc:
         note = f"unreadable baseline replaced ({exc}); "
-    if existing is not None and existing.fingerprint_id != fingerprint.id:
+    if existing is not None and not fingerprint.matches(existing.fingerprint):
         note += f"fingerprint changed ({fingerprint.describe_diff(existing.fingerprint)}): new history; "
         existing = None
     elif existing is not None and reset:

@@ -61,6 +61,10 @@ class Fingerprint:
         keys = sorted((set(self.fields) | set(other)) - set(SUBJECT_FIELDS))
         return [k for k in keys if self.fields.get(k) != other.get(k)]
 
+    def matches(self, other: Mapping[str, Any]) -> bool:
+        """True when *other* (a stored fingerprint's fields) is comparable: no comparability field differs."""
+        return not self.diff(other)
+
     def describe_diff(self, other: Mapping[str, Any]) -> str:
         """Human-readable difference, e.g. ``ort_version: 1.20.0 -> 1.21.0``."""
         parts = [f"{k}: {other.get(k)!r} -> {self.fields.get(k)!r}" for k in self.diff(other)]

@@ -82,7 +82,7 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
                        current_mean_ms=result.mean_ms, baseline_runs=saved.runs, baseline_path=str(path),
                        fingerprint_id=fp.id)
     baseline = load_baseline(path)
-    gated = baseline is not None and baseline.fingerprint_id == fp.id
+    gated = baseline is not None and fp.matches(baseline.fingerprint)
     lond = plugin.lond()
     level = lond.next_level() if gated else c.fdr
     others = other_runners(c.baseline_dir, fp.machine_key, item.nodeid)
@@ -96,17 +96,20 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
     return verdict
 
 
-def _diagnose(result: BenchmarkResult, verdict: Verdict) -> dict[str, Any] | None:
+def derived(result: BenchmarkResult) -> dict[str, Any]:
+    """CoV, IQR, warmup ratio, throughput ... of the measured phase (see :mod:`pytest_aaco.metrics`)."""
+    from .metrics import derived_metrics
+
+    return derived_metrics(result.latencies_ms, result.warmup_latencies_ms, result.first_run_ms, result.batch_size)
+
+
+def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The bottleneck diagnosis, for failing, unstable and inconclusive items only."""
     if not (verdict.fails or verdict.unstable or verdict.outcome == INCONCLUSIVE):
         return None
-    try:
-        from .diagnosis import classify
-        from .metrics import derived_metrics
-    except ImportError:
-        return None
-    derived = derived_metrics(result.latencies_ms, result.warmup_latencies_ms, result.first_run_ms,
-                              result.batch_size)
-    found = classify(result.telemetry or {}, derived, os.cpu_count() or 1)
+    from .diagnosis import classify
+
+    found = classify(result.telemetry or {}, metrics, os.cpu_count() or 1)
     return found.to_dict() if found is not None else None
 
 
@@ -151,7 +154,9 @@ def judge_item(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun) -> None
     except AacoFileError as exc:
         verdict = Verdict(outcome=ERROR, label=record.label, threshold=run.threshold, message=str(exc), fails=True)
     record.verdict = verdict.to_dict()
-    record.diagnosis = _diagnose(result, verdict)
+    metrics = derived(result)
+    record.extra["derived"] = metrics
+    record.diagnosis = diagnose(result, verdict, metrics)
     record.outcome = "failed" if verdict.fails else "passed"
     finish_record(plugin, item, record)
     if verdict.fails:

@@ -185,7 +185,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
         hint = f" (other runners have one: {', '.join(other_runners)})" if other_runners else ""
         return base_verdict(label, t, outcome=NO_BASELINE, current_mean_ms=result.mean_ms,
                             message=f"no baseline for {label}{hint}; record one with --aaco-save-baseline")
-    if baseline.fingerprint_id != fingerprint.id:
+    if not fingerprint.matches(baseline.fingerprint):
         diff = fingerprint.diff(baseline.fingerprint)
         return base_verdict(label, t, outcome=MISMATCH, current_mean_ms=result.mean_ms,
                             baseline_path=str(baseline.path), fingerprint_diff=diff,

@@ -49,7 +49,9 @@ def format_table(records: list[ItemRecord]) -> list[str]:
     numeric = {2, 3, 4, 5}
 
     def fmt(cells: tuple[str, ...]) -> str:
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        pairs = enumerate(zip(cells, widths, strict=True))
+        padded = (c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in pairs)
+        return "  ".join(padded).rstrip()
 
     return [fmt(rows[0]), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows[1:]]
 
@@ -71,5 +73,9 @@ def write_summary(terminalreporter: Any, plugin: AacoPlugin) -> None:
         if verdict.get("outcome") in ("regression", "improvement", "inconclusive", "fingerprint-mismatch") \
                 or verdict.get("fails") or verdict.get("unstable"):
             tr.write_line(f"  {verdict.get('message')}")
+        if record.diagnosis:
+            d = record.diagnosis
+            tr.write_line(f"    likely cause: {d.get('category')} ({'; '.join(d.get('evidence', []))})"
+                          f" -> {d.get('recommendation')}")
     if plugin.bundle is not None:
         tr.write_line(f"session bundle: {plugin.bundle.path}")
