@@ -22,6 +22,8 @@ from .registry import ModelSpec, load_registry, model_path
 from .runner import SessionHandle, build_session
 
 PLUGIN_NAME = "aaco-plugin"
+#: key of the JSON list of item records a pytest-xdist worker sends to the controller
+WORKER_RECORDS = "aaco_records"
 SESSION_CACHE_SIZE = 2
 
 
@@ -47,6 +49,13 @@ class ItemRecord:
             "result": self.result, "verdict": self.verdict, "fingerprint": self.fingerprint,
             "outcome": self.outcome, "error": self.error, "diagnosis": self.diagnosis, **self.extra,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
+        """Inverse of :meth:`to_dict` (keys it does not know go to ``extra``)."""
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   extra={k: v for k, v in data.items() if k not in known})
 
 
 class AacoPlugin:
@@ -131,12 +140,32 @@ class AacoPlugin:
         if record is not None and call.when == "call" and call.excinfo is not None and record.outcome == "passed":
             record.outcome = "failed"
 
+    # ------------------------------------------------------------ pytest-xdist
+
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.pytest_config, "workerinput")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller: collect a worker's records, so the summary and reports cover every item."""
+        from .jsonio import loads_records
+
+        raw = getattr(node, "workeroutput", {}).get(WORKER_RECORDS)
+        if raw:
+            self.records.extend(ItemRecord.from_dict(d) for d in loads_records(raw))
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         from .reports.terminal import write_summary
 
         write_summary(terminalreporter, self)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.is_worker:  # the controller writes the reports; ship the records to it
+            from .jsonio import dumps
+
+            self.pytest_config.workeroutput[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])  # type: ignore[attr-defined]
+            return
         from .reports.lifecycle import finish_reports
 
         finish_reports(self)

@@ -32,6 +32,14 @@ def dumps(data: Any) -> str:
     return json.dumps(_clean(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
+def loads_records(text: str) -> list[dict[str, Any]]:
+    """Parse a JSON list of objects (records sent between pytest-xdist processes)."""
+    data = json.loads(text)
+    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+        raise AacoFileError("expected a JSON list of objects")
+    return data
+
+
 def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
     """Write *data* as JSON to *path* atomically: a temporary file in the same folder, then ``os.replace``.
 
