@@ -151,7 +151,7 @@ class OptionDef:
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("provider", "execution provider(s): short names (cpu, cuda, migraphx, rocm, tensorrt, openvino,"
               " dml) or full EP names; repeatable or comma-separated", "cpu", "EP", "linelist", True),
-    OptionDef("models", "model registry YAML (default: the registry shipped with pytest-aaco)", "", "PATH"),
+    OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH"),
     OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR"),
     OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
     OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
@@ -160,7 +160,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("warmup", "warmup iterations before measuring", "10", "N"),
     OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N"),
     OptionDef("rounds", "measured rounds per item", "10", "K"),
-    OptionDef("threshold", "practical regression threshold delta (fraction or %%)", "5%", "FRACTION"),
+    OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION"),
     OptionDef("fdr", "session-wide false discovery rate across gated items (LOND)", "0.05", "Q"),
     OptionDef("confirm", "re-measure a suspected regression with a fresh session before failing", "on", "on|off"),
     OptionDef("strict-inconclusive", "fail items whose verdict is inconclusive", False, ini_type="bool"),
@@ -191,14 +191,16 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         default_text = opt.default if opt.default not in ("", False) else ("off" if opt.default is False else "none")
         help_text = f"{opt.help} (default: {default_text})"
+        # argparse %-formats option help ("5%" would crash --help); ini help is printed as is
+        cli_help = help_text.replace("%", "%%")
         if opt.metavar is None:
-            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=help_text)
+            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=cli_help)
         elif opt.multiple:
             group.addoption(opt.flag, action="append", default=None, dest=opt.dest, metavar=opt.metavar,
-                            help=help_text)
+                            help=cli_help)
         else:
             group.addoption(opt.flag, action="store", default=None, dest=opt.dest, metavar=opt.metavar,
-                            help=help_text)
+                            help=cli_help)
         ini_default: Any = opt.default
         if opt.ini_type == "linelist":
             ini_default = [opt.default] if opt.default else []
@@ -257,10 +259,7 @@ class AacoConfig:
 
         def path(name: str) -> Path | None:
             text = str(raw[name] or "").strip()
-            if not text:
-                return None
-            candidate = Path(text).expanduser()
-            return candidate if candidate.is_absolute() else (Path.cwd() / candidate)
+            return ini_path(name) if text else None
 
         def flag(name: str) -> bool:
             return bool(raw[name])
