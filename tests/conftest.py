@@ -1,0 +1,161 @@
+"""Shared fixtures of pytest-aaco's own tests.
+
+* ``tiny_model_path``: a deterministic ONNX MatMul/Relu chain (input ``x`` float32 ``[1, 64]``,
+  three 64x64 layers), written once per session; one run takes a few microseconds.
+* ``aaco_project``: a pytester project with that model, a registry YAML pointing at it with
+  ``path:`` and helpers to write tests and run pytest with fast options (:data:`FAST_ARGS`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+#: warmup 2, 3 rounds of 5 iterations, no session bundle: fast enough for unit tests
+FAST_ARGS = ("--aaco-warmup=2", "--aaco-rounds=3", "--aaco-iterations=5", "--aaco-no-bundle")
+
+def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
+                    batch: int | str = 1, dtype: str = "float") -> Path:
+    """Write ``x -> (MatMul W_i -> Relu) * layers -> y`` to *path*; deterministic for a given *seed*."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem = {"float": TensorProto.FLOAT, "double": TensorProto.DOUBLE}[dtype]
+    np_dtype = {"float": np.float32, "double": np.float64}[dtype]
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    current = "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np_dtype)
+        inits.append(numpy_helper.from_array(w, f"W{i}"))
+        nodes.append(helper.make_node("MatMul", [current, f"W{i}"], [f"mm{i}"], name=f"mm{i}"))
+        out = "y" if i == layers - 1 else f"h{i}"
+        nodes.append(helper.make_node("Relu", [f"mm{i}"], [out], name=f"relu{i}"))
+        current = out
+    graph = helper.make_graph(
+        nodes, "tiny_chain",
+        [helper.make_tensor_value_info("x", elem, [batch, width])],
+        [helper.make_tensor_value_info("y", elem, [batch, width])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="aaco-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny MatMul/Relu chain, written once per test session (read-only for tests)."""
+    return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny.onnx")
+
+
+@pytest.fixture(scope="session")
+def aaco_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache of generated / transformed models for the whole test session."""
+    return tmp_path_factory.mktemp("aaco-cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(monkeypatch: pytest.MonkeyPatch, aaco_cache_dir: Path) -> None:
+    """Never write generated models into the user's ~/.cache from the tests."""
+    monkeypatch.setenv("AACO_CACHE_DIR", str(aaco_cache_dir))
+
+
+@pytest.fixture
+def fast_args() -> list[str]:
+    return list(FAST_ARGS)
+
+
+@pytest.fixture
+def write_registry(tmp_path: Path, tiny_model_path: Path):
+    """``write_registry(text) -> Path``: a registry YAML in *tmp_path*, next to a copy of the tiny model
+    (``tiny.onnx``), so ``path: tiny.onnx`` works."""
+    shutil.copy(tiny_model_path, tmp_path / "tiny.onnx")
+
+    def write(text: str, name: str = "models.yaml") -> Path:
+        target = tmp_path / name
+        target.write_text(textwrap.dedent(text), encoding="utf-8")
+        return target
+
+    return write
+
+
+LATENCY_TEST = """
+def test_latency(benchmark_model):
+    result = benchmark_model()
+    assert result.measure_iterations > 0
+"""
+
+TINY_REGISTRY = """
+models:
+  tiny:
+    path: tiny.onnx
+"""
+
+
+@dataclass
+class AacoProject:
+    """A pytester project using the tiny model; ``run()`` adds :data:`FAST_ARGS` and the registry."""
+
+    pytester: pytest.Pytester
+    model: Path
+
+    def registry(self, text: str = TINY_REGISTRY) -> Path:
+        return self.pytester.makefile(".yaml", models=textwrap.dedent(text))
+
+    def tests(self, source: str = LATENCY_TEST, name: str = "test_perf") -> Path:
+        return self.pytester.makepyfile(**{name: textwrap.dedent(source)})
+
+    def args(self, *extra: str) -> list[str]:
+        return ["--aaco-models=models.yaml", *FAST_ARGS, "-p", "no:cacheprovider", *extra]
+
+    def run(self, *extra: str) -> pytest.RunResult:
+        return self.pytester.runpytest(*self.args(*extra))
+
+    def run_subprocess(self, *extra: str, timeout: float = 120) -> pytest.RunResult:
+        return self.pytester.runpytest_subprocess(*self.args(*extra), timeout=timeout)
+
+
+#: imported before in-process pytester runs: pytester drops modules first imported during a run,
+#: and C extensions (numpy.fft under scipy, onnxruntime) cannot be loaded twice in one process
+PRELOAD = (
+    "onnxruntime", "onnx", "scipy.stats", "numpy.fft", "psutil", "filelock",
+    "pytest_aaco.stats", "pytest_aaco.runner", "pytest_aaco.judge", "pytest_aaco.environment",
+    "pytest_aaco.samplers", "pytest_aaco.diagnosis", "pytest_aaco.metrics", "pytest_aaco.reports.bundle",
+    "pytest_aaco.reports.terminal", "pytest_aaco.reports.lifecycle",
+)
+
+
+@pytest.fixture(scope="session")
+def _preloaded() -> None:
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # optional parts (samplers, reports) may not exist in every checkout
+            pass
+
+
+@pytest.fixture
+def pytester(_preloaded: None, pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytester, with the heavy modules imported before it snapshots ``sys.modules``
+    (a session fixture is set up before the function-scoped pytester)."""
+    return pytester
+
+
+@pytest.fixture
+def aaco_project(pytester: pytest.Pytester, tiny_model_path: Path) -> AacoProject:
+    """A pytester project with ``tiny.onnx``, ``models.yaml`` (model ``tiny``) and ``test_perf.py``."""
+    shutil.copy(tiny_model_path, pytester.path / "tiny.onnx")
+    project = AacoProject(pytester, pytester.path / "tiny.onnx")
+    project.registry()
+    project.tests()
+    return project

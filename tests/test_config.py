@@ -1,0 +1,387 @@
+"""Options: each parser of pytest_aaco.config, the frozen AacoConfig, ini twins, --help, lazy imports."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_aaco import config as cfg
+from pytest_aaco.config import (
+    OPTIONS,
+    AacoConfig,
+    parse_choice,
+    parse_fraction,
+    parse_iterations,
+    parse_megabytes,
+    parse_milliseconds,
+    parse_on_off,
+    parse_option_value,
+    parse_positive_int,
+    parse_provider_options,
+    parse_providers,
+)
+
+
+@contextlib.contextmanager
+def usage_error(option: str, *fragments: str) -> Iterator[pytest.ExceptionInfo[pytest.UsageError]]:
+    """Expect pytest.UsageError whose message starts with ``<option>:`` and contains *fragments*."""
+    with pytest.raises(pytest.UsageError) as info:
+        yield info
+    message = str(info.value)
+    assert message.startswith(f"{option}:"), message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+# ---------------------------------------------------------------- the parsers, one by one
+
+
+@pytest.mark.parametrize(("value", "minimum", "expected"), [("3", 1, 3), (" 7 ", 1, 7), (0, 0, 0), ("12", 2, 12)])
+def test_parse_positive_int(value, minimum, expected):
+    assert parse_positive_int("--aaco-rounds", value, minimum) == expected
+
+
+@pytest.mark.parametrize(("value", "minimum", "fragment"), [
+    ("three", 1, "expected an integer, got 'three'"),
+    ("2.5", 1, "expected an integer"),
+    ("0", 1, "must be at least 1, got 0"),
+    ("-3", 0, "must be at least 0, got -3"),
+])
+def test_parse_positive_int_rejects(value, minimum, fragment):
+    with usage_error("--aaco-rounds", fragment):
+        parse_positive_int("--aaco-rounds", value, minimum)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("auto", None), (" AUTO ", None), ("10", 10), (2, 2)])
+def test_parse_iterations(value, expected):
+    assert parse_iterations("--aaco-iterations", value) == expected
+
+
+@pytest.mark.parametrize(("value", "fragment"), [("1", "at least 2"), ("many", "expected an integer")])
+def test_parse_iterations_rejects(value, fragment):
+    with usage_error("--aaco-iterations", fragment):
+        parse_iterations("--aaco-iterations", value)
+
+
+@pytest.mark.parametrize(("value", "upper", "expected"), [
+    ("0.05", 1.0, 0.05), ("5%", 1.0, 0.05), (" 2.5% ", 1.0, 0.025), (0.3, 1.0, 0.3), ("150%", 10.0, 1.5),
+])
+def test_parse_fraction(value, upper, expected):
+    assert parse_fraction("--aaco-threshold", value, upper) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("value", "upper", "fragment"), [
+    ("five", 1.0, "expected a fraction like 0.05 or 5%, got 'five'"),
+    ("0", 1.0, "between 0 and 1"),
+    ("100%", 1.0, "between 0 and 1"),
+    ("-5%", 1.0, "between 0 and 1"),
+    ("0.6", 0.5, "between 0 and 0.5"),
+])
+def test_parse_fraction_rejects(value, upper, fragment):
+    with usage_error("--aaco-threshold", fragment):
+        parse_fraction("--aaco-threshold", value, upper)
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("100", 0.1), ("250ms", 0.25), (" 5MS ", 0.005), (20, 0.02)])
+def test_parse_milliseconds(value, seconds):
+    assert parse_milliseconds("--aaco-sample-interval", value) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(("value", "fragment"), [("0", "must be positive"), ("-5", "must be positive"),
+                                                  ("fast", "expected milliseconds")])
+def test_parse_milliseconds_rejects(value, fragment):
+    with usage_error("--aaco-sample-interval", fragment):
+        parse_milliseconds("--aaco-sample-interval", value)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("50", 50.0), ("50MB", 50.0), ("1.5mb", 1.5), ("0", 0.0)])
+def test_parse_megabytes(value, expected):
+    assert parse_megabytes("--aaco-memory-slack", value) == expected
+
+
+@pytest.mark.parametrize(("value", "fragment"), [("-1", "must not be negative"), ("lots", "expected megabytes")])
+def test_parse_megabytes_rejects(value, fragment):
+    with usage_error("--aaco-memory-slack", fragment):
+        parse_megabytes("--aaco-memory-slack", value)
+
+
+@pytest.mark.parametrize("value", ["on", "ON", "true", "yes", "1", True])
+def test_parse_on_off_true(value):
+    assert parse_on_off("--aaco-confirm", value) is True
+
+
+@pytest.mark.parametrize("value", ["off", "False", "no", "0", False])
+def test_parse_on_off_false(value):
+    assert parse_on_off("--aaco-confirm", value) is False
+
+
+def test_parse_on_off_rejects():
+    with usage_error("--aaco-confirm", "expected on or off, got 'maybe'"):
+        parse_on_off("--aaco-confirm", "maybe")
+
+
+def test_parse_choice():
+    assert parse_choice("--aaco-iobinding", " ALL ", cfg.IOBINDING_MODES) == "all"
+    with usage_error("--aaco-iobinding", "expected one of auto, none, inputs, all", "'device'"):
+        parse_choice("--aaco-iobinding", "device", cfg.IOBINDING_MODES)
+
+
+def test_parse_providers_comma_separated_and_repeated():
+    specs = parse_providers("--aaco-provider", ["migraphx,cpu", "CUDAExecutionProvider", "cpu", " trt "])
+    assert [s.short for s in specs] == ["migraphx", "cpu", "cuda", "tensorrt"]
+    assert specs[0].ep_name == "MIGraphXExecutionProvider"
+
+
+@pytest.mark.parametrize(("values", "fragment"), [
+    (["bogus"], "unknown execution provider 'bogus'"),
+    (["cpu,bogus"], "unknown execution provider 'bogus'"),
+    ([" , "], "no execution provider given"),
+])
+def test_parse_providers_rejects_and_lists_valid_names(values, fragment):
+    with usage_error("--aaco-provider", fragment, "valid: cpu, cuda, migraphx, rocm, tensorrt, openvino, dml"):
+        parse_providers("--aaco-provider", values)
+
+
+@pytest.mark.parametrize(("text", "value"), [("1", 1), ("-2", -2), ("EXHAUSTIVE", "EXHAUSTIVE"), ("1.5", "1.5"),
+                                             ("", "")])
+def test_parse_option_value(text, value):
+    assert parse_option_value(text) == value
+    assert type(parse_option_value(text)) is type(value)
+
+
+def test_parse_provider_options():
+    got = parse_provider_options("--aaco-provider-option",
+                                 ["device_id=1,cudnn_conv_algo_search=EXHAUSTIVE", " trt_fp16_enable = 1 "])
+    assert got == {"device_id": 1, "cudnn_conv_algo_search": "EXHAUSTIVE", "trt_fp16_enable": 1}
+    assert parse_provider_options("--aaco-provider-option", []) == {}
+
+
+@pytest.mark.parametrize("bad", ["fp16", "=1", "a=1,oops"])
+def test_parse_provider_options_rejects(bad):
+    with usage_error("--aaco-provider-option", "expected KEY=VALUE"):
+        parse_provider_options("--aaco-provider-option", [bad])
+
+
+def test_every_option_has_metavar_or_is_a_flag_and_an_ini_twin():
+    names = [o.name for o in OPTIONS]
+    assert len(names) == len(set(names))
+    for opt in OPTIONS:
+        assert opt.flag == f"--aaco-{opt.name}"
+        assert opt.dest == "aaco_" + opt.name.replace("-", "_")
+        assert (opt.metavar is None) == (opt.default is False), opt.name
+
+
+def test_config_is_frozen():
+    config = AacoConfig()
+    with pytest.raises(AttributeError):
+        config.threshold = 0.5  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- through pytest, as users run it
+
+SHOW_CONFIG = """
+import json
+
+def test_show(aaco_config, pytestconfig):
+    c = aaco_config
+    data = {"threshold": c.threshold, "rounds": c.rounds, "iterations": c.iterations,
+            "providers": [p.short for p in c.providers], "confirm": c.confirm, "save": c.save_baseline,
+            "models": str(c.models_path), "baseline_dir": str(c.baseline_dir),
+            "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s}
+    (pytestconfig.rootpath / "config.json").write_text(json.dumps(data))
+"""
+
+
+def shown(pytester: pytest.Pytester, *args: str) -> dict:
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=1)
+    return json.loads((pytester.path / "config.json").read_text())
+
+
+def test_defaults_through_pytest(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    data = shown(pytester)
+    assert data["threshold"] == 0.05 and data["rounds"] == 10 and data["iterations"] is None
+    assert data["providers"] == ["cpu"] and data["confirm"] is True and data["save"] is False
+    assert data["models"] == "None"
+    assert data["baseline_dir"] == str(pytester.path / "baselines")
+
+
+def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    result = pytester.runpytest("--aaco-provider=bogus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR == 4
+    result.stderr.fnmatch_lines([
+        "ERROR: --aaco-provider: unknown execution provider 'bogus'; valid: cpu, cuda, migraphx, rocm, tensorrt,"
+        " openvino, dml*",
+    ])
+
+
+@pytest.mark.parametrize(("option", "fragment"), [
+    ("--aaco-threshold=lots", "--aaco-threshold: expected a fraction*"),
+    ("--aaco-rounds=1", "--aaco-rounds: must be at least 2, got 1"),
+    ("--aaco-confirm=perhaps", "--aaco-confirm: expected on or off*"),
+    ("--aaco-provider-option=fp16", "--aaco-provider-option: expected KEY=VALUE*"),
+])
+def test_bad_values_are_usage_errors(pytester, option, fragment):
+    result = pytester.runpytest(option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {fragment}"])
+
+
+def test_providers_comma_separated_and_repeated_make_one_item_each(aaco_project):
+    result = aaco_project.run("--collect-only", "-q", "--aaco-provider=cpu,migraphx", "--aaco-provider=cuda",
+                              "--aaco-provider=CPUExecutionProvider")
+    assert result.ret == 0
+    lines = [line for line in result.outlines if "::" in line]
+    assert lines == [
+        "test_perf.py::test_latency[tiny-cpu]",
+        "test_perf.py::test_latency[tiny-migraphx]",
+        "test_perf.py::test_latency[tiny-cuda]",
+    ]
+
+
+def test_ini_twins_are_read(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    pytester.makeini("""
+        [pytest]
+        aaco_threshold = 3%
+        aaco_rounds = 4
+        aaco_iterations = 20
+        aaco_confirm = off
+        aaco_save_baseline = true
+        aaco_sample_interval = 50ms
+        aaco_provider =
+            migraphx
+            cpu
+        aaco_provider_option =
+            device_id=1
+    """)
+    data = shown(pytester)
+    assert data["threshold"] == pytest.approx(0.03)
+    assert data["rounds"] == 4 and data["iterations"] == 20
+    assert data["confirm"] is False and data["save"] is True
+    assert data["providers"] == ["migraphx", "cpu"]
+    assert data["provider_options"] == {"device_id": 1}
+    assert data["sample_interval_s"] == pytest.approx(0.05)
+
+
+def test_command_line_wins_over_ini(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    pytester.makeini("""
+        [pytest]
+        aaco_threshold = 3%
+        aaco_rounds = 4
+        aaco_provider = migraphx
+    """)
+    data = shown(pytester, "--aaco-threshold=0.07", "--aaco-provider=cpu")
+    assert data["threshold"] == pytest.approx(0.07)
+    assert data["providers"] == ["cpu"]
+    assert data["rounds"] == 4  # not given on the command line: the ini value stays
+
+
+def test_bad_ini_value_is_a_usage_error(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    pytester.makeini("""
+        [pytest]
+        aaco_threshold = 300%
+    """)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --aaco-threshold: must be between 0 and 1*"])
+
+
+def test_ini_paths_resolve_against_the_rootdir(pytester, monkeypatch):
+    """Run from a subfolder: paths in the ini file still mean rootdir/..., command-line paths mean cwd/...."""
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    pytester.makeini("""
+        [pytest]
+        aaco_models = registry/models.yaml
+        aaco_baseline_dir = perf-baselines
+    """)
+    sub = pytester.mkdir("sub")
+    monkeypatch.chdir(sub)
+    data = shown(pytester, str(pytester.path))
+    assert data["models"] == str(pytester.path / "registry" / "models.yaml")
+    assert data["baseline_dir"] == str(pytester.path / "perf-baselines")
+    data = shown(pytester, str(pytester.path), "--aaco-models=mine.yaml", "--aaco-baseline-dir=b")
+    assert data["models"] == str(sub / "mine.yaml")
+    assert data["baseline_dir"] == str(sub / "b")
+
+
+def test_help_shows_the_aaco_group_with_defaults(pytester):
+    result = pytester.runpytest("--help")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "pytest-aaco: ONNX Runtime performance gate:",
+        "*--aaco-provider=EP*",
+        "*(default: cpu)",
+        "*--aaco-threshold=FRACTION",
+        "*(default: 5%)",
+        "*--aaco-save-baseline*",
+    ])
+    result.stdout.fnmatch_lines(["*--aaco-memory-threshold=FRACTION", "*(default: 10%)"])
+    # ini twins are listed too
+    result.stdout.fnmatch_lines(["*aaco_threshold (string):*", "*ini twin of --aaco-threshold*"])
+    text = result.stdout.str()
+    for opt in OPTIONS:
+        assert opt.flag in text, opt.flag
+
+
+# ---------------------------------------------------------------- heavy imports stay lazy
+
+HEAVY = ("onnxruntime", "scipy")
+
+
+def test_importing_the_plugin_does_not_import_onnxruntime_or_scipy():
+    code = ("import pytest_aaco.plugin, sys; "
+            "assert 'onnxruntime' not in sys.modules and 'scipy' not in sys.modules, "
+            "sorted(m for m in sys.modules if m.split('.')[0] in ('onnxruntime', 'scipy'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+REPORT_HEAVY = """
+import json, sys
+from pathlib import Path
+
+def pytest_unconfigure(config):
+    loaded = sorted({m.split(".")[0] for m in sys.modules} & {"onnxruntime", "scipy"})
+    Path(__file__).with_name("heavy.json").write_text(json.dumps(loaded))
+"""
+
+
+@pytest.mark.parametrize("args", [(), ("--help",)], ids=["plain-run", "help"])
+def test_unrelated_run_does_not_import_heavy_modules(pytester, args):
+    pytester.makeconftest(REPORT_HEAVY)
+    pytester.makepyfile(test_plain="def test_one():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess(*args, timeout=60)
+    assert result.ret == 0
+    if not args:
+        result.assert_outcomes(passed=1)
+    assert json.loads(Path(pytester.path, "heavy.json").read_text()) == []
+
+
+def test_source_keeps_heavy_imports_out_of_module_level():
+    """Modules on the import path of ``pytest_aaco.plugin`` import no heavy library at top level."""
+    package = Path(cfg.__file__).parent
+    for name in ("plugin", "config", "gate", "benchmark", "providers", "registry", "inputs", "runner",
+                 "results"):
+        top = [line for line in (package / f"{name}.py").read_text().splitlines()
+               if line.startswith(("import ", "from "))]
+        for line in top:
+            assert not any(h in line.split() or f"{h}." in line for h in HEAVY), f"{name}.py: {line}"
+
+
+def test_usage_error_helper_catches_a_wrong_option_name():
+    """The helper used above must fail when the message names another option."""
+    with pytest.raises(AssertionError):
+        with usage_error("--aaco-rounds"):
+            parse_positive_int("--aaco-warmup", "x")
+
