@@ -38,6 +38,8 @@ MODEL_KEYS = {
     "zoo", "path", "generator", "params", "dims", "inputs", "providers", "extra_work",
     "warmup", "iterations", "rounds", "threshold", "tags", "description",
 }
+#: keyword arguments of :func:`pytest_aaco.modelgen.add_extra_work`
+EXTRA_WORK_KEYS = {"matmuls", "size", "seed"}
 BUILTIN_REGISTRY = Path(__file__).parent / "data" / "models.yaml"
 
 
@@ -128,6 +130,10 @@ def _input_spec(where: str, raw: Any) -> InputSpec:
         raise _fail(f"{where}.kind", f"unknown kind {kind!r}; valid: {', '.join(INPUT_KINDS)}")
     if kind == "constant" and "value" not in raw:
         raise _fail(where, "kind constant needs a value")
+    for key in ("low", "high", "value"):
+        number = raw.get(key)
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+            raise _fail(f"{where}.{key}", f"expected a number, got {number!r}")
     low, high = raw.get("low"), raw.get("high")
     if low is not None and high is not None and not float(low) < float(high):
         raise _fail(where, f"low ({low}) must be below high ({high})")
@@ -193,6 +199,9 @@ def parse_model(name: str, entry: Any, registry_path: Path, defaults: dict[str, 
              for k, v in _mapping(f"{where}.extra_work", merged.get("extra_work")).items()}
     if extra and "matmuls" not in extra:
         raise _fail(f"{where}.extra_work", "needs matmuls (and optionally size)")
+    if set(extra) - EXTRA_WORK_KEYS:
+        raise _fail(f"{where}.extra_work", f"unknown key(s) {sorted(set(extra) - EXTRA_WORK_KEYS)};"
+                                           f" allowed: {', '.join(sorted(EXTRA_WORK_KEYS))}")
     iterations = merged.get("iterations")
     tags = merged.get("tags") or ()
     if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
@@ -227,6 +236,9 @@ def load_registry(path: Path | None = None) -> list[ModelSpec]:
                             " check --aaco-models / aaco_models") from None
     try:
         data = yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as exc:
+        raise RegistryError(f"{registry_path}: tag not allowed: the registry is plain YAML, read with"
+                            f" yaml.safe_load, so tags such as !!python/object are refused ({exc})") from None
     except yaml.YAMLError as exc:
         raise RegistryError(f"{registry_path}: invalid YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict) or not data["models"]:
@@ -262,7 +274,7 @@ def model_path(spec: ModelSpec) -> Path:
     """
     try:
         base = _base_path(spec)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # unknown parameter, or a value the generator refuses
         raise RegistryError(f"{spec.registry_path}: models.{spec.name}.params: {exc}") from None
     if not spec.extra_work:
         return base
