@@ -53,6 +53,12 @@ def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
 
 
 @pytest.fixture(scope="session")
+def make_model():
+    """:func:`make_tiny_model`, for tests that need a variant (symbolic batch, float64, more layers)."""
+    return make_tiny_model
+
+
+@pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny MatMul/Relu chain, written once per test session (read-only for tests)."""
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny.onnx")
