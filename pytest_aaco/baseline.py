@@ -21,6 +21,10 @@ from .results import BenchmarkResult
 SCHEMA_VERSION = 1
 
 
+class SchemaVersionError(AacoFileError):
+    """A baseline file was written by a newer pytest-aaco; it is never overwritten by an older one."""
+
+
 def item_slug(nodeid: str) -> str:
     """A file-name-safe, readable form of a pytest node id."""
     slug = re.sub(r"[^A-Za-z0-9_.\-]+", "-", nodeid.replace("::", "--")).strip("-")
@@ -92,13 +96,17 @@ def load_baseline(path: Path) -> Baseline | None:
     data = read_json(path)
     version = _require(path, data, "schema_version", int)
     if version > SCHEMA_VERSION:
-        raise AacoFileError(f"{path}: schema_version {version} is newer than this pytest-aaco understands"
+        raise SchemaVersionError(f"{path}: schema_version {version} is newer than this pytest-aaco understands"
                             f" ({SCHEMA_VERSION}); upgrade pytest-aaco")
     history = _require(path, data, "history", list)
     for run in history:
         rounds = _require(path, run, "rounds", list)
         if not rounds or not all(isinstance(r, dict) and "log_mean" in r for r in rounds):
             raise AacoFileError(f"{path}: a history run has no round summaries with 'log_mean';"
+                                " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+        summary = _require(path, run, "summary", dict)
+        if not isinstance(summary.get("mean_ms"), (int, float)):  # the verdict reports the baseline mean
+            raise AacoFileError(f"{path}: a history run has no summary 'mean_ms';"
                                 " re-record it with --aaco-save-baseline --aaco-baseline-reset")
     return Baseline(
         path=path,
@@ -131,6 +139,8 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
     note = ""
     try:
         existing = load_baseline(path)
+    except SchemaVersionError:
+        raise  # written by a newer pytest-aaco: replacing it would destroy its history
     except AacoFileError as exc:
         note = f"unreadable baseline replaced ({exc}); "
     if existing is not None and not fingerprint.matches(existing.fingerprint):
