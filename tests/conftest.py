@@ -95,6 +95,31 @@ def write_registry(tmp_path: Path, tiny_model_path: Path):
     return write
 
 
+def make_result(round_means_ms, iterations: int = 20, noise: float = 0.01, seed: int = 0,
+                telemetry: dict | None = None, model: str = "m", provider: str = "cpu", batch: int = 1):
+    """A BenchmarkResult without ONNX Runtime: one round per entry of *round_means_ms*, each of
+    *iterations* latencies ``mean * exp(noise * N(0, 1))`` (seeded)."""
+    from pytest_aaco.results import BenchmarkResult, RoundResult
+
+    rng = np.random.default_rng(seed)
+    rounds, clock = [], 1_000_000
+    for index, mean in enumerate(round_means_ms):
+        lat = float(mean) * np.exp(noise * rng.standard_normal(iterations))
+        end = clock + int(lat.sum() * 1e6)
+        rounds.append(RoundResult(index, lat, clock, end))
+        clock = end + 1000
+    return BenchmarkResult(model=model, provider=provider, rounds=rounds, warmup_iterations=3,
+                           warmup_latencies_ms=np.full(3, float(round_means_ms[0])), session_create_ms=5.0,
+                           first_run_ms=2.0 * float(round_means_ms[0]), providers_used=["CPUExecutionProvider"],
+                           batch_size=batch, telemetry=telemetry or {})
+
+
+@pytest.fixture(scope="session")
+def result_factory():
+    """:func:`make_result`: BenchmarkResults from numbers, for baseline and verdict tests."""
+    return make_result
+
+
 LATENCY_TEST = """
 def test_latency(benchmark_model):
     result = benchmark_model()

@@ -1,0 +1,244 @@
+"""Baseline files: round trip, history, reset, fingerprint changes, atomic writes, bad files, stable text."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_aaco import jsonio
+from pytest_aaco.baseline import (
+    SCHEMA_VERSION,
+    Baseline,
+    baseline_path,
+    item_slug,
+    load_baseline,
+    other_runners,
+    run_record,
+    save_run,
+)
+from pytest_aaco.fingerprint import Fingerprint
+from pytest_aaco.jsonio import AacoFileError, atomic_write_json, dumps, read_json
+
+NODE = "tests/perf/test_models.py::test_latency[resnet50-cpu]"
+FIELDS = {"model_sha256": "aa" * 32, "provider": "CPUExecutionProvider", "ort_version": "1.31.1",
+          "cpu_model": "AMD EPYC", "cpu_cores": 2, "gpu_name": None, "intra_op_threads": 0,
+          "input_shapes": {"x": [1, 64]}, "env": {}}
+FP = Fingerprint(dict(FIELDS))
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return baseline_path(tmp_path / "baselines", FP.machine_key, NODE)
+
+
+def test_paths_and_slugs(tmp_path):
+    assert item_slug(NODE) == "tests-perf-test_models.py--test_latency-resnet50-cpu"
+    assert item_slug("::") == "item"
+    assert len(item_slug("x" * 500)) == 180
+    p = baseline_path(tmp_path, "amd-epyc-2c-1234", NODE)
+    assert p == tmp_path / "amd-epyc-2c-1234" / "tests-perf-test_models.py--test_latency-resnet50-cpu.json"
+
+
+def test_round_trip(path, result_factory):
+    result = result_factory([10.0, 10.2, 9.9], iterations=4, telemetry={"summary": {"rss_mb": {"max": 120.0}}})
+    saved, note = save_run(path, NODE, FP, result)
+    assert note == "baseline saved (1 run in history)"
+    loaded = load_baseline(path)
+    assert loaded is not None
+    assert loaded.item == NODE and loaded.fingerprint == FIELDS and loaded.fingerprint_id == FP.id
+    assert loaded.runs == 1
+    run = loaded.latest()
+    assert [r["n"] for r in run["rounds"]] == [4, 4, 4]
+    assert loaded.run_round_log_means() == [pytest.approx(list(result.round_log_means))]
+    assert run["summary"]["mean_ms"] == pytest.approx(result.mean_ms)
+    assert run["telemetry"] == {"rss_mb": {"max": 120.0}}
+    assert len(loaded.latest_latencies_ms) == 3 and len(loaded.latest_latencies_ms[0]) == 4
+    assert loaded.latest_latencies_ms[0][0] == pytest.approx(result.rounds[0].latencies_ms[0], abs=1e-4)
+    assert loaded.to_dict() == saved.to_dict()
+
+
+def test_missing_file_is_none(tmp_path):
+    assert load_baseline(tmp_path / "nope.json") is None
+
+
+def test_history_appends_and_keeps_the_last_n(path, result_factory):
+    means = []
+    for i in range(5):
+        result = result_factory([10.0 + i] * 3, seed=i)
+        means.append(result.mean_ms)
+        baseline, note = save_run(path, NODE, FP, result, keep=3)
+        assert note.endswith(f"baseline saved ({min(i + 1, 3)} run{'s' if i else ''} in history)")
+    loaded = load_baseline(path)
+    assert loaded.runs == 3
+    assert [run["summary"]["mean_ms"] for run in loaded.history] == pytest.approx(means[-3:])  # oldest first
+    # raw iterations are kept for the latest run only
+    assert loaded.latest_latencies_ms[0][0] == pytest.approx(result.rounds[0].latencies_ms[0], abs=1e-4)
+
+
+def test_reset_starts_again(path, result_factory):
+    save_run(path, NODE, FP, result_factory([10.0] * 3))
+    save_run(path, NODE, FP, result_factory([10.0] * 3, seed=1))
+    baseline, note = save_run(path, NODE, FP, result_factory([12.0] * 3), reset=True)
+    assert note == "history reset; baseline saved (1 run in history)"
+    assert load_baseline(path).runs == 1
+
+
+def test_fingerprint_change_starts_a_new_history_naming_the_field(path, result_factory):
+    save_run(path, NODE, FP, result_factory([10.0] * 3))
+    save_run(path, NODE, FP, result_factory([10.0] * 3, seed=1))
+    upgraded = Fingerprint({**FIELDS, "ort_version": "1.32.0"})
+    baseline, note = save_run(path, NODE, upgraded, result_factory([10.0] * 3, seed=2))
+    assert note == ("fingerprint changed (ort_version: '1.31.1' -> '1.32.0'): new history;"
+                    " baseline saved (1 run in history)")
+    loaded = load_baseline(path)
+    assert loaded.runs == 1 and loaded.fingerprint["ort_version"] == "1.32.0"
+    assert loaded.fingerprint_id == upgraded.id != FP.id
+
+
+def test_model_change_starts_a_new_history(path, result_factory):
+    save_run(path, NODE, FP, result_factory([10.0] * 3))
+    changed = Fingerprint({**FIELDS, "model_sha256": "bb" * 32})
+    _, note = save_run(path, NODE, changed, result_factory([10.0] * 3))
+    assert note.startswith("model changed since the history was recorded: new history")
+    assert load_baseline(path).runs == 1
+
+
+def test_unreadable_file_is_replaced_with_a_note(path, result_factory):
+    path.parent.mkdir(parents=True)
+    path.write_text("{ not json")
+    _, note = save_run(path, NODE, FP, result_factory([10.0] * 3))
+    assert note.startswith(f"unreadable baseline replaced ({path}: not valid JSON")
+    assert load_baseline(path).runs == 1
+
+
+def test_newer_schema_is_not_overwritten(path, result_factory):
+    """A file written by a newer pytest-aaco keeps its history: saving over it is an error, not a silent reset."""
+    path.parent.mkdir(parents=True)
+    text = json.dumps({"schema_version": SCHEMA_VERSION + 1, "history": [], "fingerprint": {}})
+    path.write_text(text)
+    with pytest.raises(AacoFileError, match="newer than this pytest-aaco understands"):
+        save_run(path, NODE, FP, result_factory([10.0] * 3))
+    assert path.read_text() == text
+
+
+# ---------------------------------------------------------------- bad files
+
+
+def test_malformed_json_names_the_file(path):
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema_version": 1,')
+    with pytest.raises(AacoFileError) as info:
+        load_baseline(path)
+    assert str(info.value).startswith(f"{path}: not valid JSON")
+    assert "restore it from git" in str(info.value)
+
+
+def test_newer_schema_version_is_a_clear_error(path):
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema_version": 99, "history": [], "fingerprint": {}}))
+    with pytest.raises(AacoFileError, match=rf"^{path}: schema_version 99 is newer than this pytest-aaco understands"
+                                            rf" \({SCHEMA_VERSION}\); upgrade pytest-aaco"):
+        load_baseline(path)
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    ([], "'schema_version' missing"),
+    ({"history": []}, "'schema_version' missing"),
+    ({"schema_version": 1, "fingerprint": {}}, "'history' missing"),
+    ({"schema_version": 1, "history": [], "fingerprint": "x"}, "'fingerprint' missing or not a dict"),
+    ({"schema_version": 1, "history": [{"summary": {"mean_ms": 1}}], "fingerprint": {}}, "'rounds' missing"),
+    ({"schema_version": 1, "history": [{"rounds": [], "summary": {"mean_ms": 1}}], "fingerprint": {}},
+     "no round summaries with 'log_mean'"),
+    ({"schema_version": 1, "history": [{"rounds": [{"n": 3}], "summary": {"mean_ms": 1}}], "fingerprint": {}},
+     "no round summaries with 'log_mean'"),
+    ({"schema_version": 1, "history": [{"rounds": [{"log_mean": 1.0}]}], "fingerprint": {}}, "'summary'"),
+    ({"schema_version": 1, "history": [{"rounds": [{"log_mean": 1.0}], "summary": {}}], "fingerprint": {}},
+     "'mean_ms'"),
+])
+def test_structurally_bad_files_name_the_file(path, data, fragment):
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))
+    with pytest.raises(AacoFileError) as info:
+        load_baseline(path)
+    assert str(info.value).startswith(f"{path}: "), info.value
+    assert fragment in str(info.value)
+
+
+def test_read_json_missing_file(tmp_path):
+    with pytest.raises(AacoFileError, match="file not found"):
+        read_json(tmp_path / "absent.json")
+
+
+# ---------------------------------------------------------------- atomic and stable writes
+
+
+def test_atomic_write_keeps_the_old_file_when_replace_fails(path, result_factory, monkeypatch):
+    save_run(path, NODE, FP, result_factory([10.0] * 3))
+    before = path.read_text()
+
+    def crash(src, dst):
+        raise OSError("simulated crash during rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        save_run(path, NODE, FP, result_factory([20.0] * 3, seed=4))
+    assert path.read_text() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary file left behind
+
+
+def test_atomic_write_cleans_up_on_interrupt(tmp_path, monkeypatch):
+    target = tmp_path / "deep" / "er" / "f.json"
+    atomic_write_json(target, {"a": 1})
+
+    def interrupted(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jsonio.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_json(target, {"a": 2})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert [p.name for p in target.parent.iterdir()] == ["f.json"]
+
+
+def test_stable_key_order_and_text(tmp_path):
+    a = {"zeta": 1, "alpha": {"b": [1.5, 2], "a": None}, "mid": "x"}
+    b = {"mid": "x", "alpha": {"a": None, "b": [1.5, 2]}, "zeta": 1}
+    assert dumps(a) == dumps(b)
+    assert dumps(a) == '{\n  "alpha": {\n    "a": null,\n    "b": [\n      1.5,\n      2\n    ]\n  },\n' \
+                       '  "mid": "x",\n  "zeta": 1\n}\n'
+    first, second = tmp_path / "1.json", tmp_path / "2.json"
+    atomic_write_json(first, a)
+    atomic_write_json(second, b)
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_identical_baselines_give_identical_files(tmp_path, result_factory):
+    result = result_factory([10.0, 11.0, 10.5])
+    record = run_record(result)
+    files = []
+    for name in ("a", "b"):
+        baseline = Baseline(tmp_path / f"{name}.json", NODE, dict(reversed(list(FIELDS.items()))), FP.id,
+                            [record], [r.latencies_ms.round(4).tolist() for r in result.rounds])
+        files.append(atomic_write_json(baseline.path, baseline.to_dict()).read_text())
+    assert files[0] == files[1]
+    keys = list(json.loads(files[0]))
+    assert keys == sorted(keys)
+
+
+def test_numpy_values_and_nan_are_strict_json(tmp_path):
+    import numpy as np
+
+    text = dumps({"x": np.float32(1.5), "n": np.int64(3), "bad": float("nan"), "arr": np.arange(3)})
+    assert json.loads(text) == {"x": 1.5, "n": 3, "bad": None, "arr": [0, 1, 2]}
+
+
+def test_other_runners(tmp_path, result_factory):
+    root = tmp_path / "baselines"
+    save_run(baseline_path(root, "runner-a", NODE), NODE, FP, result_factory([10.0] * 3))
+    save_run(baseline_path(root, "runner-b", NODE), NODE, FP, result_factory([10.0] * 3))
+    assert other_runners(root, "runner-a", NODE) == ["runner-b"]
+    assert other_runners(root, "runner-c", NODE) == ["runner-a", "runner-b"]
+    assert other_runners(tmp_path / "none", "runner-a", NODE) == []
