@@ -24,6 +24,8 @@ from .runner import SessionHandle, build_session
 PLUGIN_NAME = "aaco-plugin"
 #: key of the JSON list of item records a pytest-xdist worker sends to the controller
 WORKER_RECORDS = "aaco_records"
+#: key of the controller's bundle folder in a pytest-xdist worker's workerinput
+WORKER_BUNDLE = "aaco_bundle"
 SESSION_CACHE_SIZE = 2
 
 
@@ -145,6 +147,17 @@ class AacoPlugin:
     @property
     def is_worker(self) -> bool:
         return hasattr(self.pytest_config, "workerinput")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Controller: one bundle for the whole session; workers write their items into it."""
+        if not self.config.bundle:
+            return
+        if self.bundle is None:
+            from .reports.bundle import SessionBundle
+
+            self.bundle = SessionBundle(self.config.session_dir)
+        node.workerinput[WORKER_BUNDLE] = str(self.bundle.path)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

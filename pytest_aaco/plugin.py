@@ -77,8 +77,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if wanted is not None:
             unknown = wanted - {m.name for m in models}
             if unknown:
+                names = ", ".join(m.name for m in models)
                 raise pytest.UsageError(f"{metafunc.definition.nodeid}: @pytest.mark.aaco(models=...) names"
-                                        f" {sorted(unknown)}, not in the registry ({', '.join(m.name for m in models)})")
+                                        f" {sorted(unknown)}, not in the registry ({names})")
             models = [m for m in models if m.name in wanted]
         metafunc.parametrize("aaco_model", models, ids=[m.name for m in models])
     if wants_provider:

@@ -72,6 +72,25 @@ class SessionBundle:
         self._meta: dict[str, Any] = {}
         self._items: dict[str, Path] = {}
 
+    @classmethod
+    def attach(cls, path: str | Path) -> SessionBundle:
+        """Write into an existing bundle folder made by another process (a pytest-xdist worker
+        writing into its controller's bundle). Raises ValueError for a folder name that is not a
+        bundle's."""
+        folder = Path(path)
+        match = SESSION_DIR_PATTERN.match(folder.name)
+        if match is None:
+            raise ValueError(f"{folder}: not a session bundle folder (expected <YYYYmmdd-HHMMSS>_<8 hex>)")
+        bundle = cls.__new__(cls)
+        bundle.session_id = match.group(2)
+        started = _dt.datetime.strptime(match.group(1), "%Y%m%d-%H%M%S")
+        bundle.started = started.replace(tzinfo=_dt.timezone.utc)
+        bundle._path = folder
+        (folder / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
+        bundle._meta = {}
+        bundle._items = {}
+        return bundle
+
     @property
     def path(self) -> Path:
         """The bundle folder."""

@@ -11,6 +11,8 @@ import warnings
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..gate import WORKER_BUNDLE
+
 if TYPE_CHECKING:
     from ..gate import AacoPlugin
 
@@ -47,10 +49,20 @@ def first_benchmark(plugin: AacoPlugin) -> None:
         warnings.warn(AacoClockWarning(message), stacklevel=2)
     if not plugin.config.bundle:
         return
-    from ..environment import collect_environment
     from .bundle import SessionBundle
 
+    shared = getattr(plugin.pytest_config, "workerinput", {}).get(WORKER_BUNDLE)
+    if shared:  # a pytest-xdist worker writes into its controller's bundle
+        plugin.bundle = SessionBundle.attach(shared)
+        return
     plugin.bundle = SessionBundle(plugin.config.session_dir)
+    write_head(plugin)
+
+
+def write_head(plugin: AacoPlugin) -> None:
+    """``session_meta.json`` and ``environment.json`` of the bundle."""
+    from ..environment import collect_environment
+
     plugin.bundle.write_meta(_meta(plugin))
     plugin.bundle.write_environment(collect_environment())
 
@@ -71,6 +83,8 @@ def finish_reports(plugin: AacoPlugin) -> None:
         return
     summary = session_summary(plugin)
     if plugin.bundle is not None:
+        if not (plugin.bundle.path / "environment.json").exists():  # made for xdist workers
+            write_head(plugin)
         meta = _meta(plugin)
         meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         meta["summary"] = summary
