@@ -1,0 +1,101 @@
+"""End to end with real ONNX Runtime, as a user runs it: record baselines, pass, then catch a real slowdown.
+
+Each pytest run is a fresh process (``runpytest_subprocess``): timings, ORT thread pools and process
+memory must not leak from one run into the next, as they would not in CI. The slowdown is made
+large (extra MatMul work, hundreds of times slower than the tiny model) and the threshold wide
+(90%: a tiny model on a loaded two-core machine was measured 37% off between runs, and a busy
+hyperthread sibling can cost more), so neither outcome can flip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+REGISTRY = """
+models:
+  steady:
+    path: tiny.onnx
+    iterations: 200
+  changing:
+    path: tiny.onnx
+"""
+SLOWER = REGISTRY + "    extra_work: {matmuls: 40, size: 256}\n"
+
+#: wide threshold and one intra-op thread: robust on a loaded machine; memory is judged in its own test
+GATE = ("--aaco-threshold=90%", "--aaco-intra-op-threads=1", "--aaco-memory-slack=100000", "-v")
+
+
+def baseline_files(project) -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in project.pytester.path.glob("baselines/*/*.json")}
+
+
+def test_record_pass_then_catch_a_regression(aaco_project):
+    project = aaco_project
+    project.registry(REGISTRY)
+
+    # 1. record two runs of history
+    for _ in range(2):
+        result = project.run_subprocess("--aaco-save-baseline", *GATE)
+        assert result.ret == 0, result.stdout.str()
+        result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(["steady*cpu*saved*", "changing*cpu*saved*"])
+    files = baseline_files(project)
+    assert sorted(files) == ["test_perf.py--test_latency-changing-cpu.json",
+                             "test_perf.py--test_latency-steady-cpu.json"]
+    for data in files.values():
+        assert data["schema_version"] == 1 and len(data["history"]) == 2
+        assert data["fingerprint"]["provider"] == "CPUExecutionProvider"
+        assert data["fingerprint"]["intra_op_threads"] == 1
+    steady = files["test_perf.py--test_latency-steady-cpu.json"]
+    assert [r["n"] for r in steady["history"][-1]["rounds"]] == [200, 200, 200]
+
+    # 2. nothing changed: both items pass, and the table shows them
+    result = project.run_subprocess(*GATE)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*= pytest-aaco results =*",
+        "model*provider*mean ms*p50 ms*p99 ms*throughput/s*vs baseline*verdict*",
+        "steady*cpu*%*",
+        "changing*cpu*%*",
+        "false-alarm control: LOND at FDR 0.05 over 2 benchmark items; 2 gated, 0 regression(s)",
+    ])
+    assert "REGRESSION" not in result.stdout.str()
+
+    # 3. the 'changing' model now does much more work: exactly that item fails, with an actionable message
+    project.registry(SLOWER)
+    result = project.run_subprocess(*GATE)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "test_perf.py::test_latency[[]steady-cpu[]] PASSED*",
+        "test_perf.py::test_latency[[]changing-cpu[]] FAILED*",
+    ])
+    result.stdout.fnmatch_lines(["FAILED test_perf.py::test_latency[[]changing-cpu[]] - Failed: REGRESSION changing*"])
+    text = result.stdout.str()
+    match = re.search(r"REGRESSION changing\[cpu\]: mean ([\d.]+) ms vs baseline ([\d.]+) ms"
+                      r" \(\+[\d.]+%, 95% CI \+", text)
+    assert match, text
+    current, baseline = float(match.group(1)), float(match.group(2))
+    assert current >= 3 * baseline, (current, baseline)  # the injected slowdown is large, never noise
+    assert "threshold 90%" in text and "confirmed by a second measurement with a fresh session" in text
+    assert "REGRESSION steady" not in text
+
+    # the failed run did not touch the recorded history
+    assert all(len(d["history"]) == 2 for d in baseline_files(project).values())
+
+
+@pytest.mark.xfail(strict=True, reason="memory is gated on the process's absolute peak RSS: a gate run imports"
+                                       " scipy (+~50 MB) after the first item while a --aaco-save-baseline run"
+                                       " does not, so the second unchanged item 'regresses' in memory")
+def test_unchanged_items_do_not_trip_the_memory_gate(aaco_project):
+    project = aaco_project
+    project.registry(REGISTRY)
+    args = ("--aaco-threshold=90%", "--aaco-intra-op-threads=1")  # default memory settings
+    assert project.run_subprocess("--aaco-save-baseline", *args).ret == 0
+    result = project.run_subprocess(*args)
+    assert "MEMORY REGRESSION" not in result.stdout.str()
+    assert result.ret == 0
