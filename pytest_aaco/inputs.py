@@ -67,6 +67,13 @@ def _default_kind(name: str, dtype: Any) -> str:
     return "ints" if np.issubdtype(dtype, np.integer) else "normal"
 
 
+def _check_range(name: str, kind: str, low: float, high: float) -> None:
+    """A range left empty by one bound and the other's default (``low: 200`` with high's default 100)."""
+    if not low < high:
+        raise InputError(f"input {name!r}: {kind} range [{low}, {high}) is empty; set both low and high"
+                         " in the registry's inputs")
+
+
 def generate(name: str, shape: tuple[int, ...], dtype: Any, spec: InputSpec | None) -> np.ndarray:
     """One input array of *shape* and *dtype* following *spec* (defaults by name and dtype).
 
@@ -84,10 +91,12 @@ def generate(name: str, shape: tuple[int, ...], dtype: Any, spec: InputSpec | No
     if kind == "ints":
         low = int(spec.low if spec.low is not None else 0)
         high = int(spec.high if spec.high is not None else 100)
+        _check_range(name, kind, low, high)
         return rng.integers(low, high, size=shape).astype(dtype)
     if kind == "uniform":
         low = float(spec.low if spec.low is not None else 0.0)
         high = float(spec.high if spec.high is not None else 1.0)
+        _check_range(name, kind, low, high)
         return rng.uniform(low, high, size=shape).astype(dtype)
     return rng.standard_normal(size=shape).astype(dtype)
 

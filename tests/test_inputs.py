@@ -75,6 +75,15 @@ def test_uniform_range_and_constant_zeros_ones():
     assert (generate("o", (3,), np.int64, InputSpec(kind="ones")) == 1).all()
 
 
+@pytest.mark.parametrize(("kind", "spec"), [
+    ("ints", InputSpec(kind="ints", low=200)),  # high defaults to 100
+    ("uniform", InputSpec(kind="uniform", high=-1.0)),  # low defaults to 0
+])
+def test_empty_range_from_one_bound_and_a_default(kind, spec):
+    with pytest.raises(InputError, match=rf"input 'ids': {kind} range .* is empty; set both low and high"):
+        generate("ids", (3,), np.int64, spec)
+
+
 @pytest.mark.parametrize(("shape", "dims", "expected"), [
     ([1, 3, 224, 224], {}, (1, 3, 224, 224)),
     (["batch", "seq"], {"seq": 128}, (1, 128)),
