@@ -191,3 +191,31 @@ def test_input_error_fails_cleanly(aaco_project, make_model):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*model 'sym', input 'x': dimension 0 is symbolic ('tokens');*dims: {tokens: 128}*"])
     assert "pytest_aaco/inputs.py" not in result.stdout.str()
+
+
+def marked(value: str) -> str:
+    return f"""
+import pytest
+
+@pytest.mark.aaco({value})
+def test_latency(benchmark_model):
+    benchmark_model()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="benchmark.item_settings does float(threshold): '3%' raises ValueError")
+def test_marker_threshold_accepts_percent(aaco_project):
+    aaco_project.tests(marked('threshold="3%"'))
+    aaco_project.run().assert_outcomes(passed=1)
+
+
+@pytest.mark.xfail(strict=True, reason="benchmark.marker_overrides does not validate values: bad ones pass silently"
+                                       " or fail inside the runner with a misleading '(--aaco-strict-provider)'")
+@pytest.mark.parametrize("value", ["threshold=5", "rounds=1", "warmup=0", 'iterations="fast"'])
+def test_marker_values_are_validated(aaco_project, value):
+    aaco_project.tests(marked(value))
+    result = aaco_project.run()
+    assert result.ret != 0
+    text = result.stdout.str()
+    assert f"@pytest.mark.aaco({value.split('=')[0]}=" in text
+    assert "--aaco-strict-provider" not in text
