@@ -70,10 +70,12 @@ def aaco_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("aaco-cache")
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(monkeypatch: pytest.MonkeyPatch, aaco_cache_dir: Path) -> None:
-    """Never write generated models into the user's ~/.cache from the tests."""
+@pytest.fixture
+def isolated_cache(monkeypatch: pytest.MonkeyPatch, aaco_cache_dir: Path) -> Path:
+    """Generated models go to a per-session temporary cache, not the user's ~/.cache (not autouse:
+    ``tests/perf`` shares this conftest and must keep the real cache)."""
     monkeypatch.setenv("AACO_CACHE_DIR", str(aaco_cache_dir))
+    return aaco_cache_dir
 
 
 @pytest.fixture
@@ -82,7 +84,7 @@ def fast_args() -> list[str]:
 
 
 @pytest.fixture
-def write_registry(tmp_path: Path, tiny_model_path: Path):
+def write_registry(tmp_path: Path, tiny_model_path: Path, isolated_cache: Path):
     """``write_registry(text) -> Path``: a registry YAML in *tmp_path*, next to a copy of the tiny model
     (``tiny.onnx``), so ``path: tiny.onnx`` works."""
     shutil.copy(tiny_model_path, tmp_path / "tiny.onnx")
@@ -183,7 +185,7 @@ def pytester(_preloaded: None, pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 @pytest.fixture
-def aaco_project(pytester: pytest.Pytester, tiny_model_path: Path) -> AacoProject:
+def aaco_project(pytester: pytest.Pytester, tiny_model_path: Path, isolated_cache: Path) -> AacoProject:
     """A pytester project with ``tiny.onnx``, ``models.yaml`` (model ``tiny``) and ``test_perf.py``."""
     shutil.copy(tiny_model_path, pytester.path / "tiny.onnx")
     project = AacoProject(pytester, pytester.path / "tiny.onnx")
