@@ -165,10 +165,11 @@ def bert_encoder(
 def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> Any:
     """Return a copy of *model* with ``matmuls`` extra ``[size,size]`` MatMul+Tanh steps.
 
-    The chain starts from ``ReduceMean(Cast(first input))`` so it depends on the input and ORT
-    cannot fold it into a constant; it ends in an extra graph output ``aaco_extra_work`` (a
-    scalar) that ``session.run(None, ...)`` computes on every call. Each step costs
-    ``2 * size³`` FLOPs. Raises ValueError for ``matmuls < 1``.
+    The chain starts from ``ReduceMean(Cast(first input))`` (the first input that is not an
+    initializer) so it depends on the input and ORT cannot fold it into a constant; it ends in
+    an extra graph output ``aaco_extra_work`` (a scalar) that ``session.run(None, ...)``
+    computes on every call. Each step costs ``2 * size³`` FLOPs. Raises ValueError for
+    ``matmuls < 1`` or a model without a runtime input.
     """
     import onnx
     from onnx import TensorProto, helper
@@ -179,7 +180,13 @@ def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> 
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
-    first = graph.input[0].name
+    # IR < 4 models (most of the onnx zoo) list their initializers as graph inputs too: starting
+    # from one of those would let ORT constant-fold the whole chain away, so take a real input
+    initializers = {init.name for init in graph.initializer}
+    feeds = [i.name for i in graph.input if i.name not in initializers]
+    if not feeds:
+        raise ValueError("the model has no runtime input to hang the extra work on")
+    first = feeds[0]
     graph.node.append(helper.make_node("Cast", [first], ["xw.cast"], to=TensorProto.FLOAT, name="xw.cast"))
     graph.node.append(helper.make_node("ReduceMean", ["xw.cast"], ["xw.mean"], keepdims=0, name="xw.mean"))
     base = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)

@@ -206,6 +206,33 @@ def test_extra_work_model_is_built_once_and_cached(write_registry, aaco_cache_di
     assert model_path(bigger) != built
 
 
+@pytest.mark.parametrize("zoo", ["squeezenet", "resnet50"])
+def test_extra_work_hangs_on_a_runtime_input(write_registry, zoo):
+    """Zoo models (IR 3) list initializers as inputs; a chain hung on one would be constant-folded away."""
+    import onnx
+
+    (spec,) = load_registry(write_registry(f"models:\n  z: {{zoo: {zoo}, extra_work: {{matmuls: 1, size: 8}}}}\n"))
+    graph = onnx.load(str(model_path(spec))).graph
+    initializers = {i.name for i in graph.initializer}
+    (cast,) = [n for n in graph.node if n.name == "xw.cast"]
+    assert cast.input[0] not in initializers
+    assert cast.input[0] == next(i.name for i in graph.input if i.name not in initializers)
+
+
+def test_extra_work_is_not_folded_away(write_registry):
+    """ORT keeps the extra MatMuls: the optimized model still computes them at run time."""
+    import onnx
+    import onnxruntime as ort
+
+    (spec,) = load_registry(write_registry("models:\n  z: {zoo: squeezenet, extra_work: {matmuls: 3, size: 8}}\n"))
+    optimized = spec.registry_path.parent / "optimized.onnx"
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(optimized)
+    ort.InferenceSession(str(model_path(spec)), options, providers=["CPUExecutionProvider"])
+    kept = [n for n in onnx.load(str(optimized)).graph.node if n.name.startswith("xw.mm")]
+    assert len(kept) == 3
+
+
 def test_plain_path_model_is_used_in_place(write_registry, tmp_path):
     (spec,) = load_registry(write_registry("models:\n  t: {path: tiny.onnx}\n"))
     assert model_path(spec) == (tmp_path / "tiny.onnx").resolve()
