@@ -242,3 +242,39 @@ def test_other_runners(tmp_path, result_factory):
     assert other_runners(root, "runner-a", NODE) == ["runner-b"]
     assert other_runners(root, "runner-c", NODE) == ["runner-a", "runner-b"]
     assert other_runners(tmp_path / "none", "runner-a", NODE) == []
+
+
+# ---------------------------------------------------------------- fingerprints
+
+
+def test_fingerprint_survives_a_json_round_trip():
+    from pytest_aaco.fingerprint import build_fingerprint
+
+    fp = build_fingerprint(model_sha256="ab" * 32, input_shapes={"x": [1, 64]}, input_dtypes={"x": "float32"},
+                           provider="cpu", ep_name="CPUExecutionProvider", provider_options={"a": "1"},
+                           iobinding="none", intra_op_threads=1, extra={"image": "ci:42"})
+    stored = json.loads(dumps(fp.fields))
+    assert fp.matches(stored) and fp.diff(stored) == [] and Fingerprint(stored).id == fp.id
+    assert fp.fields["image"] == "ci:42" and fp.fields["provider"] == "CPUExecutionProvider"
+
+
+def test_fingerprint_id_and_diff():
+    reordered = Fingerprint(dict(reversed(list(FIELDS.items()))))
+    assert reordered.id == FP.id and len(FP.id) == 16
+    other = {**FIELDS, "ort_version": "1.30.0", "cpu_cores": 4}
+    assert FP.diff(other) == ["cpu_cores", "ort_version"]
+    assert FP.describe_diff(other) == "cpu_cores: 4 -> 2; ort_version: '1.30.0' -> '1.31.1'"
+    assert not FP.matches(other)
+    # the model hash is recorded but is not part of the comparability key
+    model_changed = {**FIELDS, "model_sha256": "cc" * 32}
+    assert FP.matches(model_changed) and Fingerprint(model_changed).id == FP.id
+    assert FP.subject_changes(model_changed) == ["model_sha256"]
+    assert FP.machine_key.startswith("amd-epyc-2c-")
+
+
+def test_timing_env_keeps_timing_variables_and_drops_secrets():
+    from pytest_aaco.fingerprint import timing_env
+
+    env = {"OMP_NUM_THREADS": "2", "ORT_MIGRAPHX_FP16_ENABLE": "1", "HIP_VISIBLE_DEVICES": "0", "HOME": "/root",
+           "ORT_API_TOKEN": "s3cr3t-value", "MIGRAPHX_PASSWORD": "hunter2"}
+    assert timing_env(env) == {"HIP_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "2", "ORT_MIGRAPHX_FP16_ENABLE": "1"}
