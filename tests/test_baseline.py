@@ -278,3 +278,30 @@ def test_timing_env_keeps_timing_variables_and_drops_secrets():
     env = {"OMP_NUM_THREADS": "2", "ORT_MIGRAPHX_FP16_ENABLE": "1", "HIP_VISIBLE_DEVICES": "0", "HOME": "/root",
            "ORT_API_TOKEN": "s3cr3t-value", "MIGRAPHX_PASSWORD": "hunter2"}
     assert timing_env(env) == {"HIP_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "2", "ORT_MIGRAPHX_FP16_ENABLE": "1"}
+
+
+# ---------------------------------------------------------------- result records
+
+
+def test_result_figures():
+    import numpy as np
+
+    from pytest_aaco.results import BenchmarkResult, RoundResult
+
+    rounds = [RoundResult(0, np.array([1.0, 2.0, 3.0, 4.0]), 0, 10_000_000),
+              RoundResult(1, np.array([5.0, 6.0, 7.0, 8.0]), 20_000_000, 2_020_000_000)]
+    r = BenchmarkResult("m", "cpu", rounds, 3, np.array([9.0, 8.0, 7.0]), 12.0, 30.0, ["CPUExecutionProvider"],
+                        batch_size=4)
+    assert r.measure_iterations == 8 and r.latencies_ms.shape == (8,)
+    assert r.mean_ms == 4.5 and r.p50_ms == 4.5 and r.std_ms == pytest.approx(np.std(np.arange(1, 9), ddof=1))
+    assert r.p90_ms == pytest.approx(np.percentile(np.arange(1, 9), 90))
+    assert r.throughput == pytest.approx(4 * 1000 / 4.5)
+    assert r.round_log_means == pytest.approx([np.log([1, 2, 3, 4]).mean(), np.log([5, 6, 7, 8]).mean()])
+    assert r.duration_s == pytest.approx(2.02)
+    assert rounds[0].summary() == {"n": 4, "mean_ms": 2.5, "log_mean": pytest.approx(np.log([1, 2, 3, 4]).mean()),
+                                   "p50_ms": 2.5, "p99_ms": pytest.approx(3.97)}
+    data = r.to_dict()
+    assert data["latencies_ms"] == [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]
+    assert data["summary"]["warmup_iterations"] == 3 and data["summary"]["rounds"] == 2
+    assert "latencies_ms" not in r.to_dict(raw=False)
+    json.loads(dumps(data))  # strict JSON
