@@ -4,6 +4,11 @@
   three 64x64 layers), written once per session; one run takes a few microseconds.
 * ``aaco_project``: a pytester project with that model, a registry YAML pointing at it with
   ``path:`` and helpers to write tests and run pytest with fast options (:data:`FAST_ARGS`).
+* ``write_registry``: a registry YAML next to a copy of the tiny model, for registry unit tests.
+* ``result_factory``: BenchmarkResults built from numbers (no ONNX Runtime), for baseline and
+  verdict tests.
+* ``pytester`` is overridden so heavy C extensions are imported before it snapshots
+  ``sys.modules`` (in-process runs would otherwise try to load numpy.fft twice).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import pytest
 
 #: warmup 2, 3 rounds of 5 iterations, no session bundle: fast enough for unit tests
 FAST_ARGS = ("--aaco-warmup=2", "--aaco-rounds=3", "--aaco-iterations=5", "--aaco-no-bundle")
+
 
 def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
                     batch: int | str = 1, dtype: str = "float") -> Path:
