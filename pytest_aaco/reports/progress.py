@@ -1,0 +1,153 @@
+"""Lines pytest-aaco writes to the terminal while the session runs.
+
+:func:`announce` says which item is being measured, so a long run (a slow model, a hung GPU)
+shows where it is:
+
+* ``-q`` (verbosity < 0): nothing.
+* ``-v``: appended to the item's own line, before pytest writes ``PASSED``::
+
+      test_models.py::test_latency[resnet50-cpu] aaco: measuring resnet50[cpu] (warmup 10, 10 rounds)... PASSED
+
+* default verbosity on a terminal: a transient status after the progress dots, erased before
+  pytest writes the item's letter, so the dots line looks as usual once the item is done.
+* default verbosity into a file or CI log (not a tty): one line per item, so the log says
+  which item was running when a job hung.
+
+Writes happen with pytest's output capture suspended (the benchmark runs inside the test
+body, where stdout is captured), as pytest's own live logging does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from ..gate import AacoPlugin
+
+PROGRESS_PLUGIN_NAME = "aaco-progress"
+#: a transient status is only shown when at least this many columns are free on the line
+MIN_FREE_COLUMNS = 24
+
+
+def describe_settings(settings: Any) -> str:
+    """``warmup 10, 10 rounds`` (``x 50 iterations`` added when fixed) from a MeasureSettings-like object."""
+    parts = []
+    warmup = getattr(settings, "warmup", None)
+    if warmup is not None:
+        parts.append(f"warmup {warmup}")
+    rounds = getattr(settings, "rounds", None)
+    if rounds is not None:
+        text = f"{rounds} rounds"
+        iterations = getattr(settings, "iterations", None)
+        if iterations:
+            text += f" x {iterations} iterations"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def status_text(item_label: str, settings: Any) -> str:
+    """``aaco: measuring resnet50[cpu] (warmup 10, 10 rounds)...``."""
+    detail = describe_settings(settings)
+    return f"aaco: measuring {item_label}" + (f" ({detail})" if detail else "") + "..."
+
+
+@contextlib.contextmanager
+def _uncaptured(config: Any) -> Iterator[None]:
+    """Suspend pytest's global and fixture capture while writing (no-op when capture is off)."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if capman is None:
+        yield
+        return
+    with capman.global_and_fixture_disabled():
+        yield
+
+
+class _TransientStatus:
+    """Plugin that erases the status written after the progress dots before pytest writes the
+    item's letter (``tryfirst`` on ``pytest_runtest_logreport``).
+
+    The status goes straight to ``sys.stdout`` (pytest's terminal file while capture is
+    suspended), not through pytest's TerminalWriter, so the writer's idea of the current line
+    width, which places the ``[ 42%]`` progress, stays right once the status is erased.
+    """
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.pending = 0
+
+    def show(self, text: str) -> None:
+        """Write *text* after the dots when it fits on the line (cut to the free columns)."""
+        self.erase()
+        writer = self.config.get_terminal_writer()
+        free = writer.fullwidth - writer.width_of_current_line - 2
+        if free < MIN_FREE_COLUMNS:
+            return
+        text = " " + (text if len(text) < free else text[: free - 4] + "...")
+        writer.flush()
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.pending = len(text)
+
+    def erase(self) -> None:
+        """Blank the pending status and move the cursor back to where it started."""
+        if not self.pending:
+            return
+        n, self.pending = self.pending, 0
+        with _uncaptured(self.config):
+            sys.stdout.write("\b" * n + " " * n + "\b" * n)
+            sys.stdout.flush()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        self.erase()
+
+    def pytest_sessionfinish(self) -> None:
+        self.erase()
+
+
+def announce(plugin: AacoPlugin, item_label: str, settings: Any) -> None:
+    """Tell the user that *item_label* (``resnet50[cpu]``) is about to be measured.
+
+    *settings* is the item's ``MeasureSettings`` (``warmup``, ``rounds``, ``iterations``; None
+    iterations means adaptive). Does nothing without a terminal reporter (``-p no:terminal``,
+    xdist workers) or with ``-q``. Never raises.
+    """
+    config = plugin.pytest_config
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None or tr.verbosity < 0:
+        return
+    text = status_text(item_label, settings)
+    try:
+        with _uncaptured(config):
+            if tr.verbosity > 0:
+                tr.write(text + " ", flush=True)
+            elif getattr(tr, "isatty", False) and sys.stdout.isatty():
+                status = config.pluginmanager.get_plugin(PROGRESS_PLUGIN_NAME)
+                if status is None:
+                    status = _TransientStatus(config)
+                    config.pluginmanager.register(status, PROGRESS_PLUGIN_NAME)
+                status.show(text)
+            else:
+                tr.write_line(text)
+    except (OSError, ValueError):  # a closed or broken terminal must not fail the benchmark
+        pass
+
+
+def write_line(plugin: AacoPlugin, text: str, **markup: bool) -> None:
+    """Write one line on pytest's terminal (stdout), or print it when there is no terminal reporter.
+
+    Used by the session-end reports (GitHub workflow commands, write errors). Never raises.
+    """
+    tr = plugin.pytest_config.pluginmanager.get_plugin("terminalreporter")
+    try:
+        if tr is not None:
+            tr.write_line(text, **markup)
+        else:
+            print(text, flush=True)
+    except (OSError, ValueError):
+        pass
