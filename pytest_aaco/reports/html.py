@@ -1,0 +1,596 @@
+"""``--aaco-html PATH``: one self-contained HTML file (inline CSS and SVG, no script, no network).
+
+Per item: the verdict and its message, a table of this run's figures against the baseline's,
+four plots (the latency distribution as histogram and ECDF against the latest baseline run's
+raw iterations; every iteration in time order, warmup included; the round means of this run
+beside those of the baseline history), the telemetry over the measured phase, the bottleneck
+diagnosis with its evidence, and the fingerprint. Then the machine's environment record.
+
+Plots are drawn with matplotlib (the optional ``html`` extra: ``pip install pytest-aaco[html]``),
+imported only when a report is written, through ``matplotlib.figure.Figure`` (no pyplot, no
+global backend state) and ``savefig(format="svg")``. Without matplotlib the page has the tables
+and says how to get the plots. Every text from records, messages and the environment is
+HTML-escaped.
+
+:func:`render_html` is shared with ``aaco report BUNDLE --html OUT``.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+import warnings
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..gate import AacoPlugin
+
+INSTALL_HINT = "pip install pytest-aaco[html]"
+#: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
+TELEMETRY_PREFERRED = (
+    "process_cpu_percent", "system_cpu_percent", "cpu_freq_mhz", "rss_mb", "gpu_util_percent", "gfx_clock_mhz",
+    "vram_used_mb", "power_w", "temp_junction_c", "temp_edge_c", "mem_clock_mhz",
+)
+#: cumulative counters: plotted as a rate per second
+TELEMETRY_COUNTERS = ("ctx_switches_voluntary", "ctx_switches_involuntary", "page_faults_minor", "page_faults_major")
+MAX_TELEMETRY_PANELS = 6
+#: histogram range: these percentiles of all latencies shown (outliers are counted, not drawn)
+CLIP_PERCENTILES = (0.5, 99.5)
+OUTCOME_CLASS = {
+    "regression": "bad", "error": "bad", "failed": "bad", "improvement": "good", "no-regression": "good",
+    "passed": "good", "inconclusive": "warn", "fingerprint-mismatch": "warn", "no-baseline": "neutral",
+    "saved": "info", "skipped": "neutral",
+}
+#: environment sections in reading order (others follow)
+ENVIRONMENT_ORDER = ("collected_at", "python", "platform", "cpu", "onnxruntime", "gpu", "clocks", "env", "env_redacted")
+CURRENT_COLOR, BASELINE_COLOR, WARMUP_COLOR = "#d62728", "#1f77b4", "#9e9e9e"
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
+main{max-width:1280px;margin:0 auto;padding:16px 24px}
+h1{font-size:1.5em;margin:.4em 0}h2{font-size:1.2em;margin:0 0 .3em}h3{font-size:1em;margin:1em 0 .3em}
+section.item,section.block{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:14px 18px;margin:16px 0}
+table{border-collapse:collapse;font-size:.88em;margin:.3em 0}
+th,td{border-bottom:1px solid #e6e9ee;padding:3px 10px;text-align:left;vertical-align:top}
+th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.badge{display:inline-block;border-radius:10px;padding:1px 9px;font-size:.85em;font-weight:600;color:#fff}
+.bad{background:#c62828}.good{background:#2e7d32}.warn{background:#ef8f00}.neutral{background:#78909c}
+.info{background:#1565c0}
+.message{white-space:pre-wrap;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;
+ background:#f6f7f9;border-left:4px solid #b0bec5;padding:6px 10px;margin:.5em 0}
+.message.bad{border-left-color:#c62828;background:#fdecea;color:inherit}
+.message.warn{border-left-color:#ef8f00;background:#fff6e5;color:inherit}
+.grid{display:flex;flex-wrap:wrap;gap:18px}.grid>div{flex:1 1 380px;min-width:0}
+.plot svg{width:100%;height:auto;display:block}.muted{color:#607080;font-size:.88em}
+code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em;word-break:break-all}
+details>summary{cursor:pointer;font-weight:600;margin:.4em 0}
+"""
+
+
+def e(value: Any) -> str:
+    """HTML-escape any value (None -> empty string)."""
+    return "" if value is None else html.escape(str(value), quote=True)
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fmt(value: Any, spec: str = ".3f", suffix: str = "") -> str:
+    return format(value, spec) + suffix if _is_num(value) else "-"
+
+
+def _pct(ratio: Any) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%" if _is_num(ratio) else "-"
+
+
+def _fraction_pct(value: Any) -> str:
+    """A fraction (0.05) as a percentage (``5.0%``); ``-`` for anything else."""
+    return f"{value * 100:.1f}%" if _is_num(value) else "-"
+
+
+def _anchor(nodeid: str) -> str:
+    return "item-" + re.sub(r"[^A-Za-z0-9_-]+", "-", nodeid).strip("-")
+
+
+def _outcome(record: dict[str, Any]) -> str:
+    return str((record.get("verdict") or {}).get("outcome") or record.get("outcome") or "")
+
+
+def _badge(outcome: str) -> str:
+    return f'<span class="badge {OUTCOME_CLASS.get(outcome, "neutral")}">{e(outcome)}</span>'
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def load_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{nodeid: baseline file as a dict}`` for records whose ``verdict.baseline_path`` is readable.
+
+    Missing or unreadable files are skipped (the page then says the baseline was not found).
+    """
+    from ..baseline import load_baseline
+    from ..jsonio import AacoFileError
+
+    found = {}
+    for record in records:
+        path = (record.get("verdict") or {}).get("baseline_path")
+        if not path:
+            continue
+        try:
+            baseline = load_baseline(Path(path))
+        except (AacoFileError, OSError):
+            continue
+        if baseline is not None:
+            found[str(record.get("nodeid"))] = baseline.to_dict()
+    return found
+
+
+def _history(record: dict[str, Any], baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Earlier runs of the baseline; the run this session just saved is not one of them."""
+    history = list((baseline or {}).get("history") or [])
+    if _outcome(record) == "saved" and history:
+        history = history[:-1]
+    return history
+
+
+def _baseline_latencies(record: dict[str, Any], baseline: dict[str, Any] | None) -> list[float]:
+    if baseline is None or _outcome(record) == "saved":
+        return []
+    return [float(x) for run in baseline.get("latest_latencies_ms") or [] for x in run]
+
+
+# ---------------------------------------------------------------- plots (matplotlib)
+
+
+def _matplotlib_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _svg(fig: Any) -> str:
+    """The figure as an inline ``<svg>`` element (no XML prolog, scalable width)."""
+    from matplotlib import rc_context
+
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "none"}):  # text stays text: smaller files, selectable labels
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 role="img"', text, count=1)
+
+
+def _figure(width_in: float, height_in: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width_in, height_in), dpi=100, layout="constrained")
+
+
+def _round_latencies(result: dict[str, Any]) -> list[list[float]]:
+    return [[float(x) for x in r] for r in result.get("latencies_ms") or []]
+
+
+def plot_latency(record: dict[str, Any], baseline: dict[str, Any] | None) -> str | None:
+    """Four panels as one SVG: histogram and ECDF against the baseline's latest raw iterations,
+    every iteration in time order (warmup grey, rounds alternating), round means vs history."""
+    import numpy as np
+
+    result = record.get("result") or {}
+    rounds = _round_latencies(result)
+    current = np.array([x for r in rounds for x in r], dtype=float)
+    if current.size == 0:
+        return None
+    past = np.array(_baseline_latencies(record, baseline), dtype=float)
+    fig = _figure(11.5, 6.6)
+    (ax_hist, ax_ecdf), (ax_iter, ax_rounds) = fig.subplots(2, 2)
+
+    both = np.concatenate([current, past]) if past.size else current
+    lo, hi = np.percentile(both, CLIP_PERCENTILES)
+    if not hi > lo:
+        lo, hi = lo * 0.95 - 1e-6, hi * 1.05 + 1e-6
+    edges = np.histogram_bin_edges(both[(both >= lo) & (both <= hi)], bins="auto", range=(lo, hi))
+    if edges.size > 61:
+        edges = np.linspace(lo, hi, 61)
+    ax_hist.hist(current, bins=edges, density=True, alpha=0.55, color=CURRENT_COLOR,
+                 label=f"this run (n={current.size})")
+    if past.size:
+        ax_hist.hist(past, bins=edges, density=True, histtype="step", linewidth=1.6, color=BASELINE_COLOR,
+                     label=f"baseline latest run (n={past.size})")
+    outside = int(np.sum((both < lo) | (both > hi)))
+    ax_hist.set_title("latency distribution" + (f" ({outside} outliers not shown)" if outside else ""), fontsize=10)
+    ax_hist.set_xlabel("latency (ms)")
+    ax_hist.set_ylabel("density")
+    ax_hist.legend(fontsize=8)
+
+    for values, color, label in ((current, CURRENT_COLOR, "this run"), (past, BASELINE_COLOR, "baseline latest run")):
+        if values.size:
+            xs = np.sort(values)
+            ax_ecdf.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", color=color, label=label)
+    ax_ecdf.set_xlim(lo, hi)
+    ax_ecdf.set_title("ECDF", fontsize=10)
+    ax_ecdf.set_xlabel("latency (ms)")
+    ax_ecdf.set_ylabel("fraction of iterations")
+    ax_ecdf.grid(alpha=0.3)
+    ax_ecdf.legend(fontsize=8, loc="lower right")
+
+    warm = np.array(result.get("warmup_latencies_ms") or [], dtype=float)
+    start = 0
+    if warm.size:
+        ax_iter.plot(np.arange(warm.size), warm, ".", markersize=2, color=WARMUP_COLOR, label="warmup")
+        start = warm.size
+    for i, round_ms in enumerate(rounds):
+        ax_iter.plot(np.arange(start, start + len(round_ms)), round_ms, ".", markersize=2.5,
+                     color=CURRENT_COLOR if i % 2 == 0 else "#ff9896", label="measured rounds" if i == 0 else None)
+        start += len(round_ms)
+    # the first warmup runs can be 100x the steady state: scale to the measured tail and the settled warmup
+    top = float(np.percentile(current, 99.5))
+    if warm.size:
+        top = max(top, float(np.percentile(warm, 90)))
+    ax_iter.set_ylim(bottom=0, top=max(top * 1.2, 1e-6))
+    ax_iter.set_title("iterations in time order (slowest clipped)", fontsize=10)
+    ax_iter.set_xlabel("iteration")
+    ax_iter.set_ylabel("latency (ms)")
+    ax_iter.legend(fontsize=8, markerscale=4)
+
+    _plot_rounds(ax_rounds, record, result, _history(record, baseline))
+    return _svg(fig)
+
+
+def _plot_rounds(ax: Any, record: dict[str, Any], result: dict[str, Any], history: list[dict[str, Any]]) -> None:
+    """Round means (ms) of every baseline run and of this run, with the baseline mean and the
+    threshold above it."""
+    import numpy as np
+
+    labels = []
+    run_means = []
+    for i, run in enumerate(history):
+        means = [float(r["mean_ms"]) for r in run.get("rounds") or [] if _is_num(r.get("mean_ms"))]
+        if means:
+            jitter = np.linspace(-0.15, 0.15, len(means)) if len(means) > 1 else np.zeros(1)
+            ax.plot(i + jitter, means, "o", markersize=3, color=BASELINE_COLOR, alpha=0.6)
+            run_means.append(float(np.exp(np.mean([r["log_mean"] for r in run["rounds"]]))))
+            ax.plot([i - 0.25, i + 0.25], [run_means[-1]] * 2, color=BASELINE_COLOR, linewidth=2)
+        labels.append(str(run.get("timestamp", ""))[5:10] or str(i + 1))
+    x_now = len(history)
+    now = [float(r["mean_ms"]) for r in result.get("rounds") or [] if _is_num(r.get("mean_ms"))]
+    if now:
+        jitter = np.linspace(-0.15, 0.15, len(now)) if len(now) > 1 else np.zeros(1)
+        ax.plot(x_now + jitter, now, "o", markersize=4, color=CURRENT_COLOR, label="this run: round means")
+        geo = float(np.exp(np.mean([r["log_mean"] for r in result["rounds"]])))
+        ax.plot([x_now - 0.25, x_now + 0.25], [geo] * 2, color=CURRENT_COLOR, linewidth=2.5)
+    labels.append("this run")
+    if run_means:
+        reference = float(np.exp(np.mean(np.log(run_means))))
+        threshold = (record.get("verdict") or {}).get("threshold")
+        ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1, label="baseline mean")
+        if isinstance(threshold, (int, float)) and _is_num(threshold):
+            ax.axhline(reference * (1 + threshold), color="#ef8f00", linestyle=":", linewidth=1.2,
+                       label=f"+{threshold:.0%} threshold")
+    everything = [v for line in ax.get_lines() for v in np.asarray(line.get_ydata(), dtype=float) if v > 0]
+    if everything and max(everything) / min(everything) > 4:
+        ax.set_yscale("log")  # one slow round must not flatten the others
+    ax.set_xticks(range(len(labels)))
+    step = max(1, len(labels) // 10)
+    ax.set_xticklabels([lab if (i % step == 0 or i == len(labels) - 1) else "" for i, lab in enumerate(labels)],
+                       fontsize=7, rotation=30)
+    ax.set_title(f"round means: {len(history)} baseline run(s) and this run", fontsize=10)
+    ax.set_ylabel("round mean (ms)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+
+
+def _telemetry_series(telemetry: dict[str, Any]) -> list[tuple[str, list[float], list[float]]]:
+    """``(label, seconds since the phase start, values)`` per plotted field; counters as rates."""
+    samplers = telemetry.get("samplers") or {}
+    columns: dict[str, tuple[list[float], list[float]]] = {}
+    starts: list[float] = [float(telemetry["start_ns"])] if _is_num(telemetry.get("start_ns")) else []
+    for data in samplers.values():
+        starts += [float(s["t_ns"]) for s in (data or {}).get("samples") or [] if _is_num(s.get("t_ns"))]
+    if not starts:
+        return []
+    t0 = min(starts)
+    for data in samplers.values():
+        for sample in (data or {}).get("samples") or []:
+            if not _is_num(sample.get("t_ns")):
+                continue
+            for key, value in sample.items():
+                if key != "t_ns" and _is_num(value):
+                    xs, ys = columns.setdefault(key, ([], []))
+                    xs.append((sample["t_ns"] - t0) / 1e9)
+                    ys.append(float(value))
+    series = []
+    order = [k for k in TELEMETRY_PREFERRED if k in columns]
+    order += [k for k in TELEMETRY_COUNTERS if k in columns]
+    order += sorted(k for k in columns if k not in order)
+    for key in order:
+        xs, ys = columns[key]
+        if len(xs) < 2:
+            continue
+        if key in TELEMETRY_COUNTERS:
+            rates = [(ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1]) for i in range(1, len(xs)) if xs[i] > xs[i - 1]]
+            mids = [xs[i] for i in range(1, len(xs)) if xs[i] > xs[i - 1]]
+            if len(rates) < 1 or not any(rates):
+                continue
+            series.append((f"{key} per s", mids, rates))
+        else:
+            series.append((key, xs, ys))
+        if len(series) >= MAX_TELEMETRY_PANELS:
+            break
+    return series
+
+
+def plot_telemetry(record: dict[str, Any]) -> str | None:
+    """Small multiples of the telemetry over the measured phase (x: seconds since it started)."""
+    telemetry = (record.get("result") or {}).get("telemetry") or {}
+    series = _telemetry_series(telemetry)
+    if not series:
+        return None
+    cols = 3 if len(series) > 2 else len(series)
+    rows = math.ceil(len(series) / cols)
+    fig = _figure(11.5, 2.3 * rows + 0.3)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax, (label, xs, ys) in zip(axes.flat, series, strict=False):
+        ax.plot(xs, ys, "-o", markersize=2.5, linewidth=1.2, color="#455a64")
+        ax.set_title(label, fontsize=9)
+        ax.ticklabel_format(axis="y", useOffset=False)  # show 142.004, not +1.42e2 and 0.004
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(series):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("seconds into the measured phase", fontsize=8)
+    return _svg(fig)
+
+
+def _plot_or_note(draw: Callable[[], str | None], what: str) -> str:
+    """Run one plot function; a failure becomes a note on the page, never an exception."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # cosmetic plotting warnings must not fail a session
+            svg = draw()
+    except Exception as exc:  # noqa: BLE001 - a report never fails the session
+        return f'<p class="muted">{e(what)} could not be drawn: {e(type(exc).__name__)}: {e(exc)}</p>'
+    return f'<div class="plot">{svg}</div>' if svg else f'<p class="muted">no data for the {e(what)}.</p>'
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _rows(pairs: list[tuple[str, str]], numeric: bool = False) -> str:
+    cls = ' class="num"' if numeric else ""
+    return "".join(f"<tr><th>{e(k)}</th><td{cls}>{v}</td></tr>" for k, v in pairs)
+
+
+def stats_table(record: dict[str, Any], baseline: dict[str, Any] | None) -> str:
+    """This run against the baseline's latest run: latencies in ms, throughput in samples/s."""
+    summary = (record.get("result") or {}).get("summary") or {}
+    history = _history(record, baseline)
+    past = (history[-1].get("summary") or {}) if history else {}
+    rows = [("mean", "mean_ms", " ms", ".3f"), ("std", "std_ms", " ms", ".3f"), ("p50", "p50_ms", " ms", ".3f"),
+            ("p90", "p90_ms", " ms", ".3f"), ("p99", "p99_ms", " ms", ".3f"),
+            ("throughput", "throughput", " /s", ".1f"), ("rounds", "rounds", "", "d"),
+            ("measured iterations", "measure_iterations", "", "d"), ("warmup iterations", "warmup_iterations", "", "d"),
+            ("session creation", "session_create_ms", " ms", ".1f"), ("first run", "first_run_ms", " ms", ".3f")]
+    body = []
+    for name, key, unit, spec in rows:
+        now, then = summary.get(key), past.get(key)
+        change = f"{(now / then - 1) * 100:+.1f}%" if _is_num(now) and _is_num(then) and then else ""
+        body.append(f"<tr><th>{e(name)}</th><td class=\"num\">{e(_fmt(now, spec, unit))}</td>"
+                    f"<td class=\"num\">{e(_fmt(then, spec, unit))}</td><td class=\"num\">{e(change)}</td></tr>")
+    head = "<tr><th></th><th>this run</th><th>baseline, latest run</th><th>change</th></tr>"
+    return f"<table>{head}{''.join(body)}</table>"
+
+
+def verdict_table(verdict: dict[str, Any]) -> str:
+    """The figures behind the verdict: method, ratio with CI, p-value and level, MDE, threshold."""
+    ci = (f"{_pct(verdict.get('ci_low'))} .. {_pct(verdict.get('ci_high'))}"
+          if _is_num(verdict.get("ci_low")) else "-")
+    pairs = [
+        ("method", e(verdict.get("method") or "-")),
+        ("change (ratio - 1)", e(_pct(verdict.get("ratio")))),
+        ("95% CI", e(ci)),
+        ("one-sided p (slower)", e(_fmt(verdict.get("p_value"), ".3g"))),
+        ("level (item's alpha)", e(_fmt(verdict.get("level"), ".3g"))),
+        ("minimum detectable effect", e(_fraction_pct(verdict.get("mde")))),
+        ("threshold", e(_fraction_pct(verdict.get("threshold")))),
+        ("baseline mean (all runs)", e(_fmt(verdict.get("baseline_mean_ms"), ".3f", " ms"))),
+        ("baseline runs", e(verdict.get("baseline_runs"))),
+        ("baseline file", f"<code>{e(verdict.get('baseline_path') or '-')}</code>"),
+        ("fingerprint id", f"<code>{e(verdict.get('fingerprint_id') or '-')}</code>"),
+    ]
+    if verdict.get("fingerprint_diff"):
+        pairs.append(("fingerprint fields that differ", e(", ".join(map(str, verdict["fingerprint_diff"])))))
+    if verdict.get("confirmed") is not None:
+        pairs.append(("confirmed by a second measurement", e("yes" if verdict["confirmed"] else "no")))
+    p99 = verdict.get("p99")
+    if isinstance(p99, dict):
+        pairs.append(("p99 change (bootstrap CI)", e(f"{_pct(p99.get('ratio'))} ({_pct(p99.get('ci_low'))} .. "
+                                                     f"{_pct(p99.get('ci_high'))})"
+                                                     + (" REGRESSED" if p99.get("regression") else ""))))
+    return f"<table>{_rows(pairs)}</table>"
+
+
+def _list(title: str, lines: list[Any]) -> str:
+    if not lines:
+        return ""
+    return f"<h3>{e(title)}</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in lines) + "</ul>"
+
+
+def diagnosis_block(diagnosis: dict[str, Any] | None) -> str:
+    """The likeliest bottleneck: category, score, evidence sentences, what to try."""
+    if not diagnosis:
+        return ""
+    scores = diagnosis.get("scores") or {}
+    others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if _is_num(v))
+    score = _fmt(diagnosis.get("score"), ".2f")
+    return (f"<h3>Likely bottleneck: {e(diagnosis.get('category'))} (score {e(score)})</h3>"
+            + "<ul>" + "".join(f"<li>{e(x)}</li>" for x in diagnosis.get("evidence") or []) + "</ul>"
+            + (f"<p><b>Try:</b> {e(diagnosis.get('recommendation'))}</p>" if diagnosis.get("recommendation") else "")
+            + (f'<p class="muted">scores: {e(others)}</p>' if others else ""))
+
+
+def _value_html(value: Any, depth: int = 0) -> str:
+    """A JSON value as nested tables (dicts), comma lists (short lists) or escaped text."""
+    if isinstance(value, dict):
+        if not value:
+            return '<span class="muted">(empty)</span>'
+        if depth >= 3:
+            return f"<code>{e(value)}</code>"
+        return "<table>" + "".join(f"<tr><th>{e(k)}</th><td>{_value_html(v, depth + 1)}</td></tr>"
+                                   for k, v in value.items()) + "</table>"
+    if isinstance(value, list):
+        return e(", ".join(map(str, value))) if value else '<span class="muted">(none)</span>'
+    return e(value) if value is not None else '<span class="muted">-</span>'
+
+
+def item_section(record: dict[str, Any], baseline: dict[str, Any] | None, plots: bool) -> str:
+    """The whole section of one item."""
+    verdict = record.get("verdict") or {}
+    outcome = _outcome(record)
+    nodeid = str(record.get("nodeid", ""))
+    parts = [f'<section class="item" id="{e(_anchor(nodeid))}">',
+             f"<h2>{e(record.get('label') or nodeid)} {_badge(outcome)}</h2>",
+             f'<div class="muted"><code>{e(nodeid)}</code></div>']
+    message = verdict.get("message") or record.get("error")
+    if message:
+        cls = "bad" if record.get("outcome") == "failed" or verdict.get("fails") else (
+            "warn" if outcome == "inconclusive" or verdict.get("unstable") else "")
+        parts.append(f'<div class="message {cls}">{e(message)}</div>')
+    if record.get("result"):
+        parts.append('<div class="grid"><div><h3>Figures</h3>' + stats_table(record, baseline) + "</div>")
+        parts.append("<div><h3>Verdict</h3>" + verdict_table(verdict) + "</div></div>" if verdict else "</div>")
+        if baseline is None and verdict.get("baseline_path") and outcome != "saved":
+            parts.append(f'<p class="muted">baseline file {e(verdict["baseline_path"])} not found here: plots show'
+                         " this run only.</p>")
+        if plots:
+            parts.append("<h3>Latency</h3>" + _plot_or_note(lambda: plot_latency(record, baseline), "latency plots"))
+            parts.append("<h3>Telemetry over the measured phase</h3>"
+                         + _plot_or_note(lambda: plot_telemetry(record), "telemetry plot"))
+        tsum = ((record.get("result") or {}).get("telemetry") or {}).get("summary") or {}
+        if tsum:
+            rows = "".join(f"<tr><th>{e(k)}</th><td class=\"num\">{e(_fmt(v.get('mean'), '.4g'))}</td>"
+                           f"<td class=\"num\">{e(_fmt(v.get('max'), '.4g'))}</td></tr>"
+                           for k, v in sorted(tsum.items()) if isinstance(v, dict))
+            parts.append(f"<details><summary>Telemetry summary</summary><table><tr><th>field</th><th>mean</th>"
+                         f"<th>max</th></tr>{rows}</table></details>")
+        errors = {name: data.get("error") for name, data in
+                  (((record.get("result") or {}).get("telemetry") or {}).get("samplers") or {}).items()
+                  if isinstance(data, dict) and data.get("error")}
+        if errors:
+            parts.append(_list("Telemetry notes", [f"{k}: {v}" for k, v in errors.items()]))
+    parts.append(_list("Unstable", verdict.get("unstable") or []))
+    parts.append(_list("Memory", verdict.get("memory") or []))
+    parts.append(_list("Notes", verdict.get("notes") or []))
+    parts.append(diagnosis_block(record.get("diagnosis")))
+    if record.get("fingerprint"):
+        parts.append("<details><summary>Fingerprint</summary>" + _value_html(record["fingerprint"]) + "</details>")
+    parts.append("</section>")
+    return "".join(p for p in parts if p)
+
+
+def overview_table(records: list[dict[str, Any]]) -> str:
+    """One row per item, linking to its section."""
+    head = ("<tr><th>item</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th>"
+            "<th>vs baseline (95% CI)</th><th>p (slower)</th><th>verdict</th></tr>")
+    body = []
+    for record in records:
+        summary = (record.get("result") or {}).get("summary") or {}
+        verdict = record.get("verdict") or {}
+        change = _pct(verdict.get("ratio"))
+        if _is_num(verdict.get("ci_low")):
+            change += f" ({_pct(verdict['ci_low'])} .. {_pct(verdict['ci_high'])})"
+        flags = (" unstable" if verdict.get("unstable") else "") + (" memory" if verdict.get("memory") else "")
+        body.append(
+            f"<tr><td><a href=\"#{e(_anchor(str(record.get('nodeid', ''))))}\">{e(record.get('label'))}</a></td>"
+            + "".join(f'<td class="num">{e(_fmt(summary.get(k), s))}</td>'
+                      for k, s in (("mean_ms", ".3f"), ("p50_ms", ".3f"), ("p99_ms", ".3f"), ("throughput", ".1f")))
+            + f'<td class="num">{e(change)}</td><td class="num">{e(_fmt(verdict.get("p_value"), ".2g"))}</td>'
+            f"<td>{_badge(_outcome(record))}{e(flags)}</td></tr>")
+    return f"<table>{head}{''.join(body)}</table>"
+
+
+def render_html(records: list[dict[str, Any]], summary: dict[str, Any], environment: dict[str, Any] | None = None,
+                *, baselines: dict[str, dict[str, Any]] | None = None, title: str = "pytest-aaco report") -> str:
+    """The whole report page as a string.
+
+    *records*: ``ItemRecord.to_dict()`` each (the items of a session bundle); *summary*:
+    ``{"items", "verdicts": {outcome: count}, "fdr_control"}``; *environment*: the lockbox of
+    :func:`pytest_aaco.environment.collect_environment` or None; *baselines*: ``{nodeid:
+    baseline file dict}``, read from each verdict's ``baseline_path`` when None. Never raises
+    for missing fields; plots that fail become notes.
+    """
+    if baselines is None:
+        baselines = load_baselines(records)
+    plots = _matplotlib_available()
+    counts = ", ".join(f"{n} {k}" for k, n in sorted((summary.get("verdicts") or {}).items())) or "no items"
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{e(title)}</title><style>{CSS}</style></head><body><main>",
+             f"<h1>{e(title)}</h1>",
+             f'<p class="muted">{e(len(records))} item(s): {e(counts)}. Generated {e(generated)}.</p>']
+    fdr = summary.get("fdr_control") or {}
+    if isinstance(fdr, dict) and fdr.get("method"):
+        parts.append(f'<p class="muted">False-alarm control: {e(fdr["method"])} at FDR {e(fdr.get("alpha"))} over'
+                     f" {e(fdr.get('m'))} items; {e(fdr.get('tests'))} gated, {e(fdr.get('discoveries'))}"
+                     " regression(s).</p>")
+    if not plots:
+        parts.append(f'<p class="message warn">Plots need matplotlib: <code>{e(INSTALL_HINT)}</code></p>')
+    parts.append('<section class="block"><h2>Items</h2>' + overview_table(records) + "</section>")
+    for record in records:
+        parts.append(item_section(record, baselines.get(str(record.get("nodeid"))), plots))
+    if environment:
+        env = {k: environment[k] for k in ENVIRONMENT_ORDER if k in environment}
+        env.update({k: v for k, v in environment.items() if k not in env and k != "packages"})
+        packages = environment.get("packages") or {}
+        parts.append('<section class="block"><h2>Environment</h2>' + _value_html(env))
+        if packages:
+            parts.append(f"<details><summary>Installed packages ({len(packages)})</summary>"
+                         + _value_html(packages) + "</details>")
+        parts.append("</section>")
+    parts.append("</main></body></html>\n")
+    return "\n".join(parts)
+
+
+def _environment(plugin: AacoPlugin) -> dict[str, Any] | None:
+    """The session's environment record: from the bundle when there is one, else collected now."""
+    if plugin.bundle is not None:
+        from ..jsonio import AacoFileError, read_json
+        from .bundle import ENVIRONMENT_FILE
+
+        try:
+            data = read_json(Path(plugin.bundle.path) / ENVIRONMENT_FILE)
+            return data if isinstance(data, dict) else None
+        except AacoFileError:
+            pass
+    from ..environment import collect_environment
+
+    return collect_environment()
+
+
+def write(plugin: AacoPlugin, summary: dict[str, Any]) -> None:
+    """Session-end writer: ``--aaco-html PATH`` (nothing when the option is not given).
+
+    Written atomically; an unwritable path is reported on the terminal, never raised.
+    """
+    path = plugin.config.html_path
+    if path is None:
+        return
+    from .junit import write_text_atomic
+    from .progress import write_line
+
+    text = render_html([r.to_dict() for r in plugin.records], summary, _environment(plugin))
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        write_line(plugin, f"pytest-aaco: --aaco-html: cannot write {path}: {exc.strerror or exc}", yellow=True)
+        return
+    write_line(plugin, f"pytest-aaco: HTML report: {path}")
