@@ -1,0 +1,251 @@
+"""Session-end reports as users get them: --aaco-junit, GitHub job summary and annotations, --aaco-html,
+and the progress line; plus the escaping rules and the writers' failure modes, tested directly."""
+
+from __future__ import annotations
+
+import html
+import importlib
+import re
+import types
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_aaco.reports import github, junit
+from pytest_aaco.reports import html as html_report
+
+#: imported before pytester snapshots sys.modules: matplotlib's C extensions cannot load twice
+REPORT_MODULES = ("junit_xml", "matplotlib", "matplotlib.figure", "matplotlib.backends.backend_svg",
+                  "pytest_aaco.reports.junit", "pytest_aaco.reports.github", "pytest_aaco.reports.html",
+                  "pytest_aaco.reports.progress", "pytest_aaco.modelgen")
+
+#: the registry after the change: the tiny model plus 8 extra [128x128] MatMul+Tanh steps (about 100x slower)
+SLOW_REGISTRY = """
+models:
+  tiny:
+    path: tiny.onnx
+    extra_work: {matmuls: 8, size: 128}
+"""
+
+#: extra_work changes the model file, hence its hash; pin it so the slower variant is gated
+#: against the tiny model's baseline (a project comparing model variants would do the same)
+PIN_MODEL_HASH = """
+def pytest_aaco_fingerprint(config, item, fields):
+    fields["model_sha256"] = "pinned-for-the-report-tests"
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_modules() -> None:
+    for name in REPORT_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+@pytest.fixture(autouse=True)
+def _no_github_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Our own CI runs on GitHub: inner runs must not write into its job summary or annotations."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+def _properties(testcase: ET.Element) -> dict[str, str]:
+    return {p.get("name", ""): p.get("value", "") for p in testcase.iter("property")}
+
+
+def _cases(path: Path) -> dict[str, ET.Element]:
+    root = ET.parse(path).getroot()
+    return {case.get("name", ""): case for case in root.iter("testcase")}
+
+
+# ---------------------------------------------------------------- the whole flow through pytest
+
+
+def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    pytester = aaco_project.pytester
+    pytester.makeconftest(PIN_MODEL_HASH)
+    out = tmp_path / "out"
+    summary_file = tmp_path / "step_summary.md"
+    summary_file.write_text("previous step\n", encoding="utf-8")
+
+    saved = aaco_project.run("--aaco-save-baseline", "--aaco-provider=cpu,cuda")
+    saved.assert_outcomes(passed=1, skipped=1)
+
+    aaco_project.registry(SLOW_REGISTRY)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    result = aaco_project.run("--aaco-provider=cpu,cuda", f"--aaco-junit={out / 'aaco.xml'}",
+                              f"--aaco-html={out / 'report.html'}", f"--junitxml={out / 'pytest.xml'}")
+    result.assert_outcomes(failed=1, skipped=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+    # both JUnit files: the regression is a failure carrying the message, the figures agree
+    ours, theirs = _cases(out / "aaco.xml"), _cases(out / "pytest.xml")
+    case = ours["tiny[cpu]"]
+    assert case.get("classname") == "cpu"
+    failure = case.find("failure")
+    assert failure is not None and failure.get("message", "").startswith("REGRESSION tiny[cpu]")
+    props = _properties(case)
+    assert props["aaco_verdict"] == "regression"
+    assert float(props["aaco_change_pct"]) > 100
+    assert float(props["aaco_ci_low"]) > 1 and float(props["aaco_p_value"]) < 0.05
+    assert {"aaco_model", "aaco_provider", "aaco_mean_ms", "aaco_p50_ms", "aaco_p99_ms", "aaco_throughput",
+            "aaco_ci_high", "aaco_fingerprint"} <= set(props)
+    skipped = ours["tiny[cuda]"]
+    assert skipped.find("skipped") is not None and skipped.get("classname") == "cuda"
+
+    pytest_case = theirs["test_latency[tiny-cpu]"]
+    assert pytest_case.find("failure") is not None
+    assert "REGRESSION tiny[cpu]" in (pytest_case.find("failure").get("message") or "")
+    pytest_props = _properties(pytest_case)
+    shared = set(pytest_props) & set(props)
+    assert len(shared) >= 10
+    assert {k: pytest_props[k] for k in shared} == {k: props[k] for k in shared}
+    assert theirs["test_latency[tiny-cuda]"].find("skipped") is not None
+
+    # GitHub: an ::error workflow command on stdout, escaped, and the regression first in the job summary
+    errors = [line for line in result.outlines if line.startswith("::error ")]
+    assert len(errors) == 1
+    assert errors[0].startswith("::error file=test_perf.py,title=performance regression%3A tiny[cpu]::REGRESSION")
+    assert "\n" not in errors[0] and "%25" in errors[0]  # the '%' of the message is escaped
+    text = summary_file.read_text(encoding="utf-8")
+    assert text.startswith("previous step\n## pytest-aaco:")  # appended, never overwritten
+    assert text.index("### Failed") < text.index("### Results") < text.index("Machine fingerprint")
+    failed_block = text[text.index("### Failed"):text.index("### Results")]
+    first_item = next(line for line in failed_block.splitlines() if line.startswith("- "))
+    assert first_item.startswith("- **tiny\\[cpu\\]**") and "REGRESSION tiny\\[cpu\\]" in first_item
+    assert "| tiny\\[cuda\\] |" in text and "**regression**" in text
+
+    # HTML: one self-contained page with the verdict and inline SVG plots, nothing fetched
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert 'class="badge bad">regression<' in page
+    assert page.count("<svg") >= 2
+    assert not re.search(r"""<(script|link|img|iframe)\b|src=["']https?:|url\(https?:""", page)
+    assert "Environment" in page and "pytest-aaco: HTML report:" in result.stdout.str()
+
+
+def test_passing_run_without_github_env_writes_no_github_output(aaco_project, tmp_path: Path):
+    result = aaco_project.run(f"--aaco-junit={tmp_path / 'a.xml'}", "-rA")
+    result.assert_outcomes(passed=1)
+    assert not any(line.startswith("::") for line in result.outlines)
+    case = _cases(tmp_path / "a.xml")["tiny[cpu]"]
+    assert case.find("failure") is None and _properties(case)["aaco_verdict"] == "no-baseline"
+    assert ET.parse(tmp_path / "a.xml").getroot().get("tests") == "1"
+
+
+def test_unwritable_report_paths_are_reported_not_raised(aaco_project, tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = aaco_project.run(f"--aaco-junit={blocker / 'a.xml'}", f"--aaco-html={blocker / 'r.html'}")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*--aaco-junit: cannot write*", "*--aaco-html: cannot write*"])
+
+
+# ---------------------------------------------------------------- progress line
+
+
+PROGRESS_TEST = """
+import types
+from pytest_aaco.gate import get_plugin
+from pytest_aaco.reports.progress import announce
+
+def test_one(request):
+    announce(get_plugin(request.config), "resnet50[cpu]", types.SimpleNamespace(warmup=10, rounds=4, iterations=None))
+"""
+
+
+@pytest.mark.parametrize(("flag", "expected"), [
+    ("-v", "*::test_one aaco: measuring resnet50?cpu? (warmup 10, 4 rounds)... PASSED*"),
+    ("-rN", "aaco: measuring resnet50?cpu? (warmup 10, 4 rounds)..."),
+])
+def test_announce_names_the_item(pytester: pytest.Pytester, flag: str, expected: str):
+    pytester.makepyfile(PROGRESS_TEST)
+    result = pytester.runpytest("-p", "no:cacheprovider", flag)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([expected])
+
+
+def test_announce_is_silent_with_q(pytester: pytest.Pytester):
+    pytester.makepyfile(PROGRESS_TEST)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-q")
+    assert "aaco: measuring" not in result.stdout.str()
+
+
+# ---------------------------------------------------------------- escaping and rendering, directly
+
+
+def test_workflow_command_escaping_follows_the_toolkit():
+    assert github.escape_data("50% slower\r\nnext") == "50%25 slower%0D%0Anext"
+    assert github.escape_property("a: b, c%") == "a%3A b%2C c%25"
+    line = github.command("error", "x%\ny", file="t.py", title="t: 1, 2", line=None)
+    assert line == "::error file=t.py,title=t%3A 1%2C 2::x%25%0Ay"
+
+
+def _record(label: str = "m[cpu]", outcome: str = "regression", **verdict) -> dict:
+    return {
+        "nodeid": f"tests/test_x.py::test_a[{label}]", "model": "m", "provider": "cpu", "label": label,
+        "result": {"summary": {"mean_ms": 2.0, "p50_ms": 1.9, "p99_ms": 3.0, "throughput": 500.0},
+                   "rounds": [{"n": 3, "mean_ms": 2.0, "log_mean": 0.69}] * 2,
+                   "latencies_ms": [[2.0, 2.1, 1.9], [2.0, 2.2, 1.8]], "warmup_latencies_ms": [3.0, 2.5]},
+        "verdict": {"outcome": outcome, "message": f"{outcome.upper()} {label}: 50% slower",
+                    "ratio": 1.5, "ci_low": 1.4, "ci_high": 1.6, "p_value": 1e-4, "threshold": 0.05,
+                    "fails": outcome == "regression", "unstable": [], "memory": [], **verdict},
+        "fingerprint": {"cpu_model": "X", "model_sha256": label}, "diagnosis": None,
+        "outcome": "failed" if outcome == "regression" else "passed", "error": None,
+    }
+
+
+def test_job_summary_orders_failures_first_and_escapes_markdown():
+    records = [_record("ok|<b>[cpu]", "no-regression"), _record("flaky[cpu]", "inconclusive"), _record()]
+    text = github.job_summary(records, {"verdicts": {"regression": 1, "no-regression": 1, "inconclusive": 1}})
+    assert text.index("### Failed (1)") < text.index("### Inconclusive or unstable (1)") < text.index("### Results")
+    assert "ok\\|&lt;b&gt;\\[cpu\\]" in text and "<b>" not in text
+    assert "| cpu\\_model | <code>X</code> |" in text and "model\\_sha256" not in text  # machine fields only
+    commands = github.workflow_commands(records)
+    assert [c.split(" ", 1)[0] for c in commands] == ["::warning", "::error"]
+
+
+def test_render_html_escapes_every_text_field():
+    evil = "<script>alert(1)</script>"
+    record = _record(evil)
+    record["diagnosis"] = {"category": evil, "score": 0.9, "evidence": [evil], "recommendation": evil}
+    page = html_report.render_html([record], {"verdicts": {"regression": 1}}, {"env": {"ORT_X": evil}},
+                                   baselines={})
+    assert "<script" not in page
+    assert page.count(html.escape(evil)) >= 5
+
+
+def test_render_html_without_matplotlib_keeps_the_tables(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(html_report, "_matplotlib_available", lambda: False)
+    page = html_report.render_html([_record()], {"verdicts": {"regression": 1}}, None, baselines={})
+    assert "<svg" not in page and "pip install pytest-aaco[html]" in page and "<table>" in page
+
+
+def test_junit_marks_errors_and_keeps_labels_unique():
+    records = [_record(), _record(), _record("b[cpu]", "error")]
+    records[1]["nodeid"] = "tests/test_x.py::test_b[m[cpu]]"
+    root = ET.fromstring(junit.render_junit(records, {"verdicts": {}}))
+    names = [c.get("name") for c in root.iter("testcase")]
+    assert names == ["m[cpu] test_a", "m[cpu] test_b", "b[cpu]"]
+    assert root.find(".//testcase[@name='b[cpu]']/error") is not None
+    assert root.find("testsuite").get("failures") == "2"
+
+
+def test_write_text_atomic_replaces_whole_files(tmp_path: Path):
+    target = tmp_path / "deep" / "r.html"
+    junit.write_text_atomic(target, "one")
+    junit.write_text_atomic(target, "two")
+    assert target.read_text() == "two" and [p.name for p in target.parent.iterdir()] == ["r.html"]
+
+
+def test_progress_settings_text():
+    from pytest_aaco.reports.progress import status_text
+
+    settings = types.SimpleNamespace(warmup=5, rounds=10, iterations=50)
+    expected = "aaco: measuring bert[migraphx] (warmup 5, 10 rounds x 50 iterations)..."
+    assert status_text("bert[migraphx]", settings) == expected
