@@ -146,11 +146,18 @@ def render_junit(records: list[dict[str, Any]], summary: dict[str, Any], timesta
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write *text* (UTF-8) to *path* through a temporary file in the same folder and ``os.replace``.
 
-    Parent folders are created. Raises OSError when the folder or file cannot be written.
+    Parent folders are created. The file is readable by all (0644), or keeps the mode of the file
+    it replaces: a report is for sharing, unlike mkstemp's private 0600. Raises OSError when the
+    folder or file cannot be written.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        mode = 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
