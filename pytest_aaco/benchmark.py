@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from .config import AacoConfig
 from .inputs import batch_size, make_inputs
@@ -24,17 +25,41 @@ from .runner import MeasureSettings, SessionHandle, build_session, resolve_iobin
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
 
 
+def _marker_value(key: str, value: Any) -> Any:
+    """Validate one ``@pytest.mark.aaco`` value with the option parsers; raises ``pytest.UsageError``."""
+    from .config import parse_fraction, parse_iterations, parse_positive_int
+
+    where = f"@pytest.mark.aaco({key}=...)"
+    if value is None or key in ("models", "providers"):
+        return value
+    if key == "threshold":
+        return parse_fraction(where, value)
+    if key == "iterations":
+        return parse_iterations(where, value)
+    if key in ("warmup", "rounds"):
+        return parse_positive_int(where, value, minimum=1 if key == "warmup" else 2)
+    if not isinstance(value, bool):
+        raise pytest.UsageError(f"{where}: expected True or False, got {value!r}")
+    return value
+
+
 def marker_overrides(item: Any) -> dict[str, Any]:
-    """Keyword arguments of the closest ``@pytest.mark.aaco(...)``; unknown keys raise TypeError."""
+    """Validated keyword arguments of the closest ``@pytest.mark.aaco(...)``.
+
+    Raises ``pytest.UsageError`` naming the marker key for positional arguments, unknown keys
+    and bad values (``threshold="3%"`` and ``0.03`` both work; ``threshold=5`` does not).
+    """
     marker = item.get_closest_marker("aaco") if item is not None else None
     if marker is None:
         return {}
     if marker.args:
-        raise TypeError("@pytest.mark.aaco takes keyword arguments only, e.g. @pytest.mark.aaco(threshold=0.03)")
+        raise pytest.UsageError("@pytest.mark.aaco takes keyword arguments only,"
+                                " e.g. @pytest.mark.aaco(threshold=0.03)")
     unknown = set(marker.kwargs) - set(MARKER_KEYS)
     if unknown:
-        raise TypeError(f"@pytest.mark.aaco got unknown keyword(s) {sorted(unknown)}; valid: {', '.join(MARKER_KEYS)}")
-    return dict(marker.kwargs)
+        raise pytest.UsageError(f"@pytest.mark.aaco got unknown keyword(s) {sorted(unknown)};"
+                                f" valid: {', '.join(MARKER_KEYS)}")
+    return {key: _marker_value(key, value) for key, value in marker.kwargs.items()}
 
 
 def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, marker: dict[str, Any]
@@ -61,6 +86,37 @@ def device_lock_path(provider: ProviderSpec, device_id: int) -> Path:
     """One lock file per device: the host for CPU-side EPs, the GPU id otherwise."""
     name = f"gpu{device_id}" if provider.is_gpu else "host"
     return Path(tempfile.gettempdir()) / f"pytest-aaco-{name}.lock"
+
+
+def rss_mb() -> float:
+    """This process's resident set size in MB (psutil)."""
+    import psutil
+
+    return float(psutil.Process().memory_info().rss / 1e6)
+
+
+def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
+    """:func:`~pytest_aaco.runner.build_session`, recording the RSS the session added (MB)."""
+    before = rss_mb()
+    handle = build_session(model_path, provider, device_id, intra_op_threads)
+    handle.build_rss_mb = rss_mb() - before
+    return handle
+
+
+def add_rss_growth(result: BenchmarkResult, build_rss_mb: float | None, rss_start_mb: float) -> None:
+    """Add ``rss_growth_mb`` (MB) to the telemetry summary: the item's own memory footprint.
+
+    It is the RSS its session added when built plus the growth from the start of the warmup to
+    the peak of the measured rounds. Both windows exclude what the plugin or other items load
+    between them (scipy for a verdict, say), so the figure does not depend on the order of items
+    or on whether the run saves or gates.
+    """
+    summary = (result.telemetry or {}).get("summary")
+    peak = ((summary or {}).get("rss_mb") or {}).get("max")
+    if summary is None or build_rss_mb is None or not isinstance(peak, (int, float)):
+        return
+    growth = build_rss_mb + max(peak - rss_start_mb, 0.0)
+    summary["rss_growth_mb"] = {"max": growth, "mean": growth, "n": 1}
 
 
 @dataclass
@@ -100,8 +156,11 @@ class BenchmarkRun:
         from filelock import FileLock
 
         with FileLock(str(device_lock_path(self.provider, self.config.device_id))):
-            return run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
-                                 telemetry=self._telemetry())
+            rss_start_mb = rss_mb()
+            result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
+                                   telemetry=self._telemetry())
+        add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
+        return result
 
     def __call__(self, **overrides: Any) -> BenchmarkResult:
         unknown = set(overrides) - {"warmup", "rounds", "iterations"}
@@ -115,7 +174,7 @@ class BenchmarkRun:
 
     def remeasure(self) -> BenchmarkResult:
         """The confirmation look: a fresh InferenceSession and fresh rounds, same settings and inputs."""
-        handle = build_session(self.handle.model_path, self.provider, self.config.device_id,
+        handle = build_tracked(self.handle.model_path, self.provider, self.config.device_id,
                                self.config.intra_op_threads)
         last = self.results[-1]
         iterations = int(np.median([r.n for r in last.rounds])) if last.rounds else self.settings.iterations

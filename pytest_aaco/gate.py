@@ -19,7 +19,7 @@ from .benchmark import BenchmarkRun
 from .config import AacoConfig
 from .providers import ProviderSpec, available_providers, unavailable_reason
 from .registry import ModelSpec, load_registry, model_path
-from .runner import SessionHandle, build_session
+from .runner import SessionHandle
 
 PLUGIN_NAME = "aaco-plugin"
 #: key of the JSON list of item records a pytest-xdist worker sends to the controller
@@ -105,7 +105,9 @@ class AacoPlugin:
         if key in self._sessions:
             self._sessions.move_to_end(key)
             return self._sessions[key]
-        handle = build_session(path, provider, self.config.device_id, self.config.intra_op_threads)
+        from .benchmark import build_tracked
+
+        handle = build_tracked(path, provider, self.config.device_id, self.config.intra_op_threads)
         self._sessions[key] = handle
         while len(self._sessions) > SESSION_CACHE_SIZE:
             self._sessions.popitem(last=False)

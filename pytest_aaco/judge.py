@@ -64,7 +64,7 @@ def gate_settings(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun) -> G
         min_history=c.min_history,
         strict_inconclusive=c.strict_inconclusive,
         fail_on_improvement=c.fail_on_improvement,
-        gate_p99=bool(marker.get("gate_p99", c.gate_p99)),
+        gate_p99=c.gate_p99 if marker.get("gate_p99") is None else bool(marker["gate_p99"]),
         memory_threshold=c.memory_threshold,
         memory_slack_mb=c.memory_slack_mb,
     )
@@ -90,7 +90,7 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
     if c.confirm and needs_confirmation(verdict):
         result.confirmation = run.remeasure()
         second = compare(result.confirmation, baseline, fp, settings, level, label)
-        verdict = confirm(verdict, second)
+        verdict = confirm(verdict, second, settings)
     if gated:
         lond.record(verdict.outcome == REGRESSION and verdict.fails)
     return verdict

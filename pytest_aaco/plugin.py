@@ -57,7 +57,7 @@ def _marker_providers(names: set[str] | None) -> set[str] | None:
     try:
         return {parse_provider(n).short for n in names}
     except ProviderError as exc:
-        raise pytest.UsageError(f"@pytest.mark.aaco(providers=...): {exc}") from None
+        raise pytest.Collector.CollectError(f"@pytest.mark.aaco(providers=...): {exc}") from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -72,14 +72,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         try:
             models = plugin.models()
         except RegistryError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.Collector.CollectError(str(exc)) from None
         wanted = _narrow(kwargs.get("models"), "models")
         if wanted is not None:
             unknown = wanted - {m.name for m in models}
             if unknown:
                 names = ", ".join(m.name for m in models)
-                raise pytest.UsageError(f"{metafunc.definition.nodeid}: @pytest.mark.aaco(models=...) names"
-                                        f" {sorted(unknown)}, not in the registry ({names})")
+                raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: @pytest.mark.aaco(models=...)"
+                                                    f" names {sorted(unknown)}, not in the registry ({names})")
             models = [m for m in models if m.name in wanted]
         metafunc.parametrize("aaco_model", models, ids=[m.name for m in models])
     if wants_provider:
@@ -111,14 +111,23 @@ def aaco_provider(request: pytest.FixtureRequest) -> ProviderSpec:
     return request.param  # type: ignore[no-any-return]
 
 
-def _fail_or_skip(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str,
-                  strict: bool) -> None:
+def _record_failure(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> None:
+    """Fail this item only, with a message and no traceback from inside the plugin."""
+    from .judge import record_error
+
+    record_error(get_plugin(request.config), request.node, model.name, provider.short, reason, "failed")
+    pytest.fail(reason, pytrace=False)
+
+
+def _unavailable(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> None:
+    """Skip the item for an EP this ORT build lacks, or fail it under ``--aaco-strict-provider``."""
     from .judge import record_error
 
     plugin = get_plugin(request.config)
-    record_error(plugin, request.node, model.name, provider.short, reason, "failed" if strict else "skipped")
-    if strict:
+    if plugin.config.strict_provider:
+        record_error(plugin, request.node, model.name, provider.short, reason, "failed")
         pytest.fail(f"{reason} (--aaco-strict-provider)", pytrace=False)
+    record_error(plugin, request.node, model.name, provider.short, reason, "skipped")
     pytest.skip(reason)
 
 
@@ -136,11 +145,12 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     provider = plugin.provider_for(aaco_model, aaco_provider)
     reason = plugin.skip_reason(provider)
     if reason:
-        _fail_or_skip(request, aaco_model, provider, reason, plugin.config.strict_provider)
+        _unavailable(request, aaco_model, provider, reason)
     try:
         return plugin.session(aaco_model, provider)
     except (SessionError, RegistryError) as exc:
-        _fail_or_skip(request, aaco_model, provider, str(exc), strict=True)
+        problem = str(exc)
+    _record_failure(request, aaco_model, provider, problem)
 
 
 @pytest.fixture
@@ -152,21 +162,26 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: Any, aaco_model
     when a run fails or ORT fell back off the requested EP (never recorded as that EP's result).
     """
     from .benchmark import BenchmarkRun, item_settings, marker_overrides
+    from .inputs import InputError
     from .runner import SessionError
 
     plugin = get_plugin(request.config)
     try:
         marker = marker_overrides(request.node)
-    except TypeError as exc:
-        raise pytest.UsageError(f"{request.node.nodeid}: {exc}") from None
+    except pytest.UsageError as exc:
+        problem = f"{request.node.nodeid}: {exc}"
+        marker = None
+    if marker is None:
+        pytest.fail(problem, pytrace=False)
     settings, threshold = item_settings(plugin.config, aaco_model, ort_session.provider, marker)
     run = BenchmarkRun(plugin.config, aaco_model, ort_session.provider, ort_session, settings, threshold)
 
     def guarded(**overrides: Any) -> Any:
         try:
             return run(**overrides)
-        except SessionError as exc:
-            _fail_or_skip(request, aaco_model, ort_session.provider, str(exc), strict=True)
+        except (SessionError, InputError, RegistryError) as exc:
+            problem = str(exc)
+        _record_failure(request, aaco_model, ort_session.provider, problem)  # outside except: no chained trace
 
     from .reports.lifecycle import first_benchmark
 

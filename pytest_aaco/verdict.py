@@ -136,19 +136,38 @@ def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
     return reasons
 
 
+#: telemetry summary fields gated for memory growth: (field, fallback field, label)
+MEMORY_FIELDS = (("rss_growth_mb", "rss_mb", "RSS growth"), ("vram_used_mb", None, "peak VRAM"))
+
+
+def _memory_figure(telemetry_summary: dict[str, Any], key: str) -> float | None:
+    value = (telemetry_summary.get(key) or {}).get("max")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
-    """Peak RSS / VRAM growth beyond both ``memory_threshold`` (fraction) and ``memory_slack_mb``."""
+    """Memory growth beyond both ``memory_threshold`` (fraction) and ``memory_slack_mb`` (MB).
+
+    RSS is judged as the item's own footprint: peak RSS during the measured rounds minus the RSS
+    just before its InferenceSession was built (``rss_growth_mb``), so what earlier items or the
+    plugin itself loaded does not count; older baselines without it fall back to peak RSS.
+    VRAM is the device's peak use (MB) during the measured rounds.
+    """
     current = (result.telemetry or {}).get("summary", {})
     found = []
-    for key, label in (("rss_mb", "peak RSS"), ("vram_used_mb", "peak VRAM")):
-        now = (current.get(key) or {}).get("max")
-        past = [((run.get("telemetry") or {}).get(key) or {}).get("max") for run in baseline.history]
-        past = [p for p in past if isinstance(p, (int, float))]
-        if not isinstance(now, (int, float)) or not past:
+    for key, fallback, label in MEMORY_FIELDS:
+        field_name = key
+        past = [_memory_figure((run.get("telemetry") or {}), key) for run in baseline.history]
+        if fallback and (_memory_figure(current, key) is None or not any(p is not None for p in past)):
+            field_name = fallback
+            past = [_memory_figure((run.get("telemetry") or {}), fallback) for run in baseline.history]
+        now = _memory_figure(current, field_name)
+        known = [p for p in past if p is not None]
+        if now is None or not known:
             continue
-        reference = float(np.median(past))
+        reference = float(np.median(known))
         if now > reference * (1 + settings.memory_threshold) and now - reference > settings.memory_slack_mb:
-            found.append(f"{label} {now:.0f} MB vs baseline {reference:.0f} MB"
+            found.append(f"{label if field_name == key else 'peak RSS'} {now:.0f} MB vs baseline {reference:.0f} MB"
                          f" (+{now - reference:.0f} MB, limit +{settings.memory_threshold:.0%}"
                          f" and +{settings.memory_slack_mb:.0f} MB)")
     return found
@@ -268,14 +287,16 @@ def needs_confirmation(v: Verdict) -> bool:
     return v.outcome == REGRESSION or bool((v.p99 or {}).get("regression"))
 
 
-def confirm(first: Verdict, second: Verdict) -> Verdict:
+def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = None) -> Verdict:
     """Combine the first look with the confirmation look (fresh session, fresh rounds).
 
-    The item fails only if both looks call a regression (intersection–union rule): the
-    false-alarm probability is at most that of the second look alone, which is run at the
-    item's full level α_i, so the session-wide guarantee holds without spending α twice.
+    The item fails for latency only if both looks call a regression (intersection–union rule):
+    the false-alarm probability is at most that of the second look alone, which is run at the
+    item's full level α_i, so the session-wide guarantee holds without spending α twice. A
+    memory regression or ``--aaco-strict-inconclusive`` still fails an unconfirmed item.
     """
-    if fails(second, GateSettings(threshold=second.threshold)) and needs_confirmation(second):
+    settings = settings or GateSettings(threshold=second.threshold)
+    if needs_confirmation(second) and fails(second, settings):
         second.confirmed = True
         second.notes.append(f"confirmed by a second measurement (first look {_pct(first.ratio or 1)},"
                             f" p={first.p_value:.2g})")
@@ -283,8 +304,11 @@ def confirm(first: Verdict, second: Verdict) -> Verdict:
         return second
     first.confirmed = False
     first.outcome = INCONCLUSIVE
-    first.fails = False
+    first.p99 = None if first.p99 is None else {**first.p99, "regression": False}
     first.notes.append("not confirmed: " + second.message)
     first.message = (f"inconclusive {first.label}: first look suggested {_pct(first.ratio or 1)}"
                      f" (p={first.p_value:.2g}) but the confirmation measurement did not ({second.message})")
+    for line in first.memory:
+        first.message += f"; MEMORY REGRESSION {line}"
+    first.fails = fails(first, settings)
     return first

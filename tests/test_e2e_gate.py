@@ -88,9 +88,6 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     assert all(len(d["history"]) == 2 for d in baseline_files(project).values())
 
 
-@pytest.mark.xfail(strict=True, reason="memory is gated on the process's absolute peak RSS: a gate run imports"
-                                       " scipy (+~50 MB) after the first item while a --aaco-save-baseline run"
-                                       " does not, so the second unchanged item 'regresses' in memory")
 def test_unchanged_items_do_not_trip_the_memory_gate(aaco_project):
     project = aaco_project
     project.registry(REGISTRY)

@@ -182,8 +182,6 @@ def test_junit_properties(aaco_project):
     assert float(props["aaco_mean_ms"]) > 0
 
 
-@pytest.mark.xfail(strict=True, reason="plugin.benchmark_model only turns SessionError into a clean failure;"
-                                       " an InputError (a registry mistake) fails with the plugin's traceback")
 def test_input_error_fails_cleanly(aaco_project, make_model):
     make_model(aaco_project.pytester.path / "sym.onnx", batch="tokens")
     aaco_project.registry("models:\n  sym: {path: sym.onnx}\n")
@@ -203,14 +201,11 @@ def test_latency(benchmark_model):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="benchmark.item_settings does float(threshold): '3%' raises ValueError")
 def test_marker_threshold_accepts_percent(aaco_project):
     aaco_project.tests(marked('threshold="3%"'))
     aaco_project.run().assert_outcomes(passed=1)
 
 
-@pytest.mark.xfail(strict=True, reason="benchmark.marker_overrides does not validate values: bad ones pass silently"
-                                       " or fail inside the runner with a misleading '(--aaco-strict-provider)'")
 @pytest.mark.parametrize("value", ["threshold=5", "rounds=1", "warmup=0", 'iterations="fast"'])
 def test_marker_values_are_validated(aaco_project, value):
     aaco_project.tests(marked(value))

@@ -230,8 +230,6 @@ def test_confirm_second_look_clean(result_factory):
     assert "but the confirmation measurement did not (no regression m[cpu]" in v.message
 
 
-@pytest.mark.xfail(strict=True, reason="verdict.confirm drops a memory regression when the latency regression is"
-                                       " not confirmed (it sets fails=False unconditionally)")
 def test_confirm_keeps_a_memory_regression(result_factory):
     base = history(result_factory, rss=300.0)
     grown = {"summary": {"rss_mb": {"max": 600.0}}}
