@@ -162,12 +162,19 @@ class BenchmarkRun:
         add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
         return result
 
-    def __call__(self, **overrides: Any) -> BenchmarkResult:
+    def settings_for(self, **overrides: Any) -> MeasureSettings:
+        """This item's settings with ``warmup``/``rounds``/``iterations`` overrides; TypeError for others."""
         unknown = set(overrides) - {"warmup", "rounds", "iterations"}
         if unknown:
             raise TypeError(f"benchmark_model() got unknown argument(s) {sorted(unknown)};"
                             " valid: warmup, rounds, iterations")
-        settings = replace(self.settings, **overrides)
+        return replace(self.settings, **overrides)
+
+    def __call__(self, **overrides: Any) -> BenchmarkResult:
+        return self.run_with(self.settings_for(**overrides))
+
+    def run_with(self, settings: MeasureSettings) -> BenchmarkResult:
+        """Measure with *settings* on the item's session and keep the result for the gate."""
         result = self.measure(self.handle, settings)
         self.results.append(result)
         return result

@@ -307,41 +307,6 @@ class DiffRow:
     note: str = ""
 
 
-def comparison(current: Sequence[float], reference_runs: list[list[float]], min_history: int) -> Any:
-    """The gate's test of *current* round log-means against the reference runs' round log-means.
-
-    Prediction-interval t-test on run means when there are at least *min_history* reference
-    runs, else Welch's t-test on the rounds: the choice ``verdict._comparison`` makes, on arrays.
-    Raises ValueError when there are too few rounds or runs.
-    """
-    import numpy as np
-
-    from . import stats
-
-    runs = [np.asarray(r, dtype=float) for r in reference_runs if len(r)]
-    if not runs:
-        raise ValueError("the reference has no measured rounds")
-    if len(runs) >= min_history:
-        return stats.prediction_interval_test(np.asarray(current, dtype=float), np.array([r.mean() for r in runs]))
-    return stats.welch_rounds(np.asarray(current, dtype=float), np.concatenate(runs))
-
-
-def classify(comp: Any, threshold: float, level: float, faster_level: float) -> str:
-    """The verdict's outcome rule (:func:`pytest_aaco.verdict.compare`): regression when p(slower)
-    is at most *level* and the slowdown is at least *threshold*; improvement likewise for p(faster)
-    at *faster_level*; no-regression when the one-sided upper bound is below the threshold."""
-    from .verdict import IMPROVEMENT, INCONCLUSIVE, NO_REGRESSION, REGRESSION
-
-    slowdown = comp.ratio - 1
-    if comp.p_slower <= level and slowdown >= threshold:
-        return REGRESSION
-    if comp.p_faster <= faster_level and -slowdown >= threshold:
-        return IMPROVEMENT
-    if comp.upper(level) - 1 < threshold:
-        return NO_REGRESSION
-    return INCONCLUSIVE
-
-
 def bh_level(pvalues: list[float], q: float) -> float:
     """The Benjamini-Hochberg level of a family: ``k q / m`` for ``k`` rejections among ``m``
     p-values, ``q / m`` when none (so a single p-value is tested at ``q``)."""
@@ -359,7 +324,7 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None, 
     """Compare every item present on both sides (B is the candidate); returns the rows, in B's
     order, and the level used."""
     from .fingerprint import Fingerprint
-    from .verdict import INCONCLUSIVE
+    from .verdict import INCONCLUSIVE, classify, comparison
 
     rows: list[DiffRow] = []
     pending = []
@@ -477,8 +442,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if verdict.get("fails") or verdict.get("outcome") in ("regression", "inconclusive", "fingerprint-mismatch"):
             _out(f"  {verdict.get('message')}")
     if args.html:
+        from .jsonio import atomic_write_text
         from .reports.html import render_html
-        from .reports.junit import write_text_atomic
 
         if not summary:
             counts: dict[str, int] = {}
@@ -488,7 +453,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             summary = {"items": len(records), "verdicts": counts}
         text = render_html(records, summary, session.get("environment"), title=f"pytest-aaco report: {path.name}")
         try:
-            write_text_atomic(Path(args.html), text)
+            atomic_write_text(Path(args.html), text)
         except OSError as exc:
             raise CliError(f"{args.html}: cannot write the HTML report ({exc.strerror or exc})") from None
         _out(f"HTML report: {args.html}")

@@ -40,17 +40,23 @@ def loads_records(text: str) -> list[dict[str, Any]]:
     return data
 
 
-def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
-    """Write *data* as JSON to *path* atomically: a temporary file in the same folder, then ``os.replace``.
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write *text* (UTF-8) to *path* atomically: a temporary file in the same folder, fsync, ``os.replace``.
 
-    A crash or Ctrl-C leaves either the old file or the new one, never half of one.
-    Parent folders are created. Returns the path written.
+    A crash or Ctrl-C leaves either the old file or the new one, never half of one. Parent
+    folders are created. The file is readable by all (0644), or keeps the mode of the file it
+    replaces (artifacts are for sharing, unlike mkstemp's private 0600). Raises OSError when the
+    folder or file cannot be written. Returns the path written.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps(data)
+    try:
+        mode = target.stat().st_mode & 0o777
+    except OSError:
+        mode = 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -60,6 +66,11 @@ def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
+    """Write *data* as JSON (:func:`dumps`) to *path* atomically (:func:`atomic_write_text`)."""
+    return atomic_write_text(path, dumps(data))
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -88,6 +88,9 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
     others = other_runners(c.baseline_dir, fp.machine_key, item.nodeid)
     verdict = compare(result, baseline, fp, settings, level, label, others)
     if c.confirm and needs_confirmation(verdict):
+        from .reports.progress import announce
+
+        announce(plugin, f"{label} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
         second = compare(result.confirmation, baseline, fp, settings, level, label)
         verdict = confirm(verdict, second, settings)
@@ -113,22 +116,12 @@ def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any])
     return found.to_dict() if found is not None else None
 
 
-PROPERTY_KEYS = ("mean_ms", "p50_ms", "p99_ms", "throughput")
-
-
 def record_properties(item: pytest.Item, record: ItemRecord) -> None:
-    """Figures for pytest's own ``--junitxml`` (``record_property``)."""
-    props = item.user_properties
-    props += [("aaco_model", record.model), ("aaco_provider", record.provider)]
-    summary = (record.result or {}).get("summary", {})
-    props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in PROPERTY_KEYS if k in summary]
-    verdict = record.verdict or {}
-    props.append(("aaco_verdict", str(verdict.get("outcome", record.outcome))))
-    for key in ("change_pct", "ci_low", "ci_high", "p_value"):
-        if verdict.get(key) is not None:
-            props.append((f"aaco_{key}", f"{verdict[key]:.6g}"))
-    if verdict.get("fingerprint_id"):
-        props.append(("aaco_fingerprint", verdict["fingerprint_id"]))
+    """Figures for pytest's own ``--junitxml`` (``record_property``): the same ``aaco_*``
+    properties as the ``--aaco-junit`` file (:func:`pytest_aaco.reports.junit.properties`)."""
+    from .reports.junit import properties
+
+    item.user_properties.extend(properties(record.to_dict()))
 
 
 def finish_record(plugin: AacoPlugin, item: pytest.Item, record: ItemRecord) -> None:

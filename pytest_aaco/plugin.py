@@ -177,8 +177,12 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: Any, aaco_model
     run = BenchmarkRun(plugin.config, aaco_model, ort_session.provider, ort_session, settings, threshold)
 
     def guarded(**overrides: Any) -> Any:
+        from .reports.progress import announce
+
+        chosen = run.settings_for(**overrides)
+        announce(plugin, f"{aaco_model.name}[{ort_session.provider.short}]", chosen)
         try:
-            return run(**overrides)
+            return run.run_with(chosen)
         except (SessionError, InputError, RegistryError) as exc:
             problem = str(exc)
         _record_failure(request, aaco_model, ort_session.provider, problem)  # outside except: no chained trace

@@ -102,13 +102,38 @@ def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
-def _comparison(current: np.ndarray, baseline: Baseline, min_history: int) -> Any:
+def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_history: int) -> Any:
+    """The gate's test of this run's round log-means against earlier runs' round log-means.
+
+    *current*: shape ``(rounds,)``, mean ln(ms) per round. *history_runs*: one sequence of round
+    log-means per earlier run, oldest first. With at least *min_history* runs, the
+    prediction-interval t-test on run means; else Welch's t-test on the rounds. Returns a
+    :class:`pytest_aaco.stats.Comparison`; raises ValueError for too few rounds or runs.
+    """
     from . import stats
 
-    runs = [np.asarray(r, dtype=float) for r in baseline.run_round_log_means()]
+    runs = [np.asarray(r, dtype=float) for r in history_runs if len(r)]
+    if not runs:
+        raise ValueError("the baseline has no measured rounds")
+    current = np.asarray(current, dtype=float)
     if len(runs) >= min_history:
         return stats.prediction_interval_test(current, np.array([r.mean() for r in runs]))
     return stats.welch_rounds(current, np.concatenate(runs))
+
+
+def classify(comp: Any, threshold: float, level: float, faster_level: float | None = None) -> str:
+    """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
+    >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);
+    *no-regression* when the one-sided upper bound of the slowdown is below *threshold*; else
+    *inconclusive*."""
+    slowdown = comp.ratio - 1
+    if comp.p_slower <= level and slowdown >= threshold:
+        return REGRESSION
+    if comp.p_faster <= (level if faster_level is None else faster_level) and -slowdown >= threshold:
+        return IMPROVEMENT
+    if comp.upper(level) - 1 < threshold:
+        return NO_REGRESSION
+    return INCONCLUSIVE
 
 
 def _method_text(comp: Any, runs: int) -> str:
@@ -212,7 +237,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
                                     f" ({fingerprint.describe_diff(baseline.fingerprint)})")
     current = result.round_log_means
     try:
-        comp = _comparison(current, baseline, settings.min_history)
+        comp = comparison(current, baseline.run_round_log_means(), settings.min_history)
     except ValueError as exc:
         return base_verdict(label, t, outcome=INCONCLUSIVE, current_mean_ms=result.mean_ms,
                             baseline_path=str(baseline.path), message=f"inconclusive for {label}: {exc}")
@@ -224,13 +249,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
         baseline_mean_ms=baseline_ms, baseline_runs=baseline.runs, baseline_path=str(baseline.path),
         fingerprint_id=fingerprint.id,
     )
-    slowdown = comp.ratio - 1
-    if comp.p_slower <= level and slowdown >= t:
-        verdict.outcome = REGRESSION
-    elif comp.p_faster <= level and -slowdown >= t:
-        verdict.outcome = IMPROVEMENT
-    elif comp.upper(level) - 1 < t:
-        verdict.outcome = NO_REGRESSION
+    verdict.outcome = classify(comp, t, level)
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
     verdict.unstable = stability(result, baseline)

@@ -84,6 +84,13 @@ def isolated_cache(monkeypatch: pytest.MonkeyPatch, aaco_cache_dir: Path) -> Pat
     return aaco_cache_dir
 
 
+@pytest.fixture(autouse=True)
+def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs must not append to a real job summary when the suite itself runs in CI."""
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def fast_args() -> list[str]:
     return list(FAST_ARGS)
@@ -170,7 +177,9 @@ PRELOAD = (
     "onnxruntime", "onnx", "scipy.stats", "numpy.fft", "psutil", "filelock",
     "pytest_aaco.stats", "pytest_aaco.runner", "pytest_aaco.judge", "pytest_aaco.environment",
     "pytest_aaco.samplers", "pytest_aaco.diagnosis", "pytest_aaco.metrics", "pytest_aaco.reports.bundle",
-    "pytest_aaco.reports.terminal", "pytest_aaco.reports.lifecycle",
+    "pytest_aaco.reports.terminal", "pytest_aaco.reports.lifecycle", "pytest_aaco.reports.junit",
+    "pytest_aaco.reports.github", "pytest_aaco.reports.html", "pytest_aaco.reports.progress", "pytest_aaco.cli",
+    "junit_xml", "matplotlib", "matplotlib.figure",
 )
 
 

@@ -71,8 +71,8 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "test_perf.py::test_latency[[]steady-cpu[]] PASSED*",
-        "test_perf.py::test_latency[[]changing-cpu[]] FAILED*",
+        "test_perf.py::test_latency[[]steady-cpu[]] *PASSED*",
+        "test_perf.py::test_latency[[]changing-cpu[]] *FAILED*",
     ])
     result.stdout.fnmatch_lines(["FAILED test_perf.py::test_latency[[]changing-cpu[]] - Failed: REGRESSION changing*"])
     text = result.stdout.str()

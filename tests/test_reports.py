@@ -243,9 +243,11 @@ def test_junit_marks_errors_and_keeps_labels_unique():
 
 
 def test_write_text_atomic_replaces_whole_files(tmp_path: Path):
+    from pytest_aaco.jsonio import atomic_write_text
+
     target = tmp_path / "deep" / "r.html"
-    junit.write_text_atomic(target, "one")
-    junit.write_text_atomic(target, "two")
+    atomic_write_text(target, "one")
+    atomic_write_text(target, "two")
     assert target.read_text() == "two" and [p.name for p in target.parent.iterdir()] == ["r.html"]
     assert target.stat().st_mode & 0o777 == 0o644  # shareable, not mkstemp's 0600
 

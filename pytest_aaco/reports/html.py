@@ -584,12 +584,12 @@ def write(plugin: AacoPlugin, summary: dict[str, Any]) -> None:
     path = plugin.config.html_path
     if path is None:
         return
-    from .junit import write_text_atomic
+    from ..jsonio import atomic_write_text
     from .progress import write_line
 
     text = render_html([r.to_dict() for r in plugin.records], summary, _environment(plugin))
     try:
-        write_text_atomic(path, text)
+        atomic_write_text(path, text)
     except OSError as exc:
         write_line(plugin, f"pytest-aaco: --aaco-html: cannot write {path}: {exc.strerror or exc}", yellow=True)
         return

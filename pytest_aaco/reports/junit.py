@@ -16,12 +16,11 @@ is an ``<error>``; skipped items are ``<skipped>``.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..jsonio import atomic_write_text
 
 if TYPE_CHECKING:
     from ..gate import AacoPlugin
@@ -143,32 +142,6 @@ def render_junit(records: list[dict[str, Any]], summary: dict[str, Any], timesta
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write *text* (UTF-8) to *path* through a temporary file in the same folder and ``os.replace``.
-
-    Parent folders are created. The file is readable by all (0644), or keeps the mode of the file
-    it replaces: a report is for sharing, unlike mkstemp's private 0600. Raises OSError when the
-    folder or file cannot be written.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.stat().st_mode & 0o777
-    except OSError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write(plugin: AacoPlugin, summary: dict[str, Any]) -> None:
     """Session-end writer: ``--aaco-junit PATH`` (nothing when the option is not given).
 
@@ -180,7 +153,7 @@ def write(plugin: AacoPlugin, summary: dict[str, Any]) -> None:
         return
     text = render_junit([r.to_dict() for r in plugin.records], summary, plugin.started_at)
     try:
-        write_text_atomic(path, text)
+        atomic_write_text(path, text)
     except OSError as exc:
         from .progress import write_line
 
