@@ -142,6 +142,14 @@ class _Telemetry:
     def clock_state(self) -> dict[str, Any]:
         return self.data.get("clock_state") or {}
 
+    def busy_gpu_clocks(self) -> list[float]:
+        """GPU clock readings (MHz) taken while the GPU was at least :data:`BUSY_GPU_PERCENT` busy."""
+        return [
+            float(s["gfx_clock_mhz"])
+            for s in self.samples
+            if s.get("gfx_clock_mhz") is not None and (s.get("gpu_util_percent") or 0) >= BUSY_GPU_PERCENT
+        ]
+
 
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
@@ -169,215 +177,149 @@ def _reason_fraction(t: _Telemetry, reasons: frozenset[str]) -> tuple[float, int
 Indicator = tuple[float, str]  # (weight * strength, evidence)
 
 
+class _Found(list[Indicator]):
+    """The indicators one rule found, in the order it checked them."""
+
+    def add(self, weight: float, strength: float, evidence: str) -> None:
+        """Keep ``(weight * strength, evidence)`` when the indicator has any strength."""
+        if strength > 0:
+            self.append((weight * strength, evidence))
+
+
 # -- rules --------------------------------------------------------------------------------------
 def _cpu_contention(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
-    found: list[Indicator] = []
+    found = _Found()
     load = t.stat("load_avg_1m", "max")
     if load is not None and cpu_count > 0:
         ratio = load / cpu_count
-        s = ramp(ratio, 1.0, 1.5)
-        if s > 0:
-            found.append(
-                (
-                    0.5 * s,
-                    f"1-minute load average reached {load:.2f} on {cpu_count} logical cores "
-                    f"({ratio:.0%} of capacity): more runnable tasks than cores",
-                )
-            )
+        found.add(0.5, ramp(ratio, 1.0, 1.5),
+                  f"1-minute load average reached {load:.2f} on {cpu_count} logical cores "
+                  f"({ratio:.0%} of capacity): more runnable tasks than cores")
     invol = t.numbers("ctx_switches_involuntary")
     duration = t.duration_s()
     if len(invol) >= 2 and duration and duration >= 0.5:
         delta = invol[-1] - invol[0]
         rate = delta / duration
-        s = ramp(rate, 50.0, 500.0)
-        if s > 0:
-            found.append(
-                (
-                    0.5 * s,
-                    f"involuntary context switches climbed by {delta:.0f} in {duration:.1f} s "
-                    f"({rate:.0f}/s): the scheduler preempted this process's threads",
-                )
-            )
+        found.add(0.5, ramp(rate, 50.0, 500.0),
+                  f"involuntary context switches climbed by {delta:.0f} in {duration:.1f} s "
+                  f"({rate:.0f}/s): the scheduler preempted this process's threads")
     system = t.stat("system_cpu_percent")
     process = t.stat("process_cpu_percent")
     if system is not None and process is not None and cpu_count > 0:
         other = system * cpu_count - process  # in percent of one core
-        s = ramp(other, 50.0, 150.0)
-        if s > 0:
-            found.append(
-                (
-                    0.4 * s,
-                    f"other processes used {other / 100:.1f} cores on average (host CPU "
-                    f"{system:.0f}% of {cpu_count} cores, this process {process:.0f}% of one core)",
-                )
-            )
+        found.add(0.4, ramp(other, 50.0, 150.0),
+                  f"other processes used {other / 100:.1f} cores on average (host CPU "
+                  f"{system:.0f}% of {cpu_count} cores, this process {process:.0f}% of one core)")
     return found
 
 
 def _frequency_scaling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
-    found: list[Indicator] = []
+    found = _Found()
     governor = t.clock_state().get("cpu_governor")
     if governor not in (None, "performance"):
-        found.append((0.25, f"CPU frequency governor is '{governor}', not 'performance'"))
-    freqs = t.numbers("cpu_freq_mhz")
-    if len(freqs) >= 2:
-        mean = sum(freqs) / len(freqs)
-        spread = (max(freqs) - min(freqs)) / mean if mean > 0 else 0.0
-        s = ramp(spread, 0.05, 0.25)
-        if s > 0:
-            found.append(
-                (
-                    0.5 * s,
-                    f"CPU clock varied between {min(freqs):.0f} and {max(freqs):.0f} MHz "
-                    f"({spread:.0%} of its mean {mean:.0f} MHz)",
-                )
-            )
-    busy = [
-        float(s["gfx_clock_mhz"])
-        for s in t.samples
-        if s.get("gfx_clock_mhz") is not None and (s.get("gpu_util_percent") or 0) >= BUSY_GPU_PERCENT
-    ]
-    if len(busy) >= 2:
-        mean = sum(busy) / len(busy)
-        spread = (max(busy) - min(busy)) / mean if mean > 0 else 0.0
-        s = ramp(spread, 0.05, 0.25)
-        if s > 0:
-            found.append(
-                (
-                    0.5 * s,
-                    f"GPU clock under load varied between {min(busy):.0f} and {max(busy):.0f} MHz "
-                    f"({spread:.0%} of its mean {mean:.0f} MHz)",
-                )
-            )
+        found.add(0.25, 1.0, f"CPU frequency governor is '{governor}', not 'performance'")
+    for what, clocks in (("CPU clock", t.numbers("cpu_freq_mhz")), ("GPU clock under load", t.busy_gpu_clocks())):
+        if len(clocks) >= 2:
+            mean = sum(clocks) / len(clocks)
+            spread = (max(clocks) - min(clocks)) / mean if mean > 0 else 0.0
+            found.add(0.5, ramp(spread, 0.05, 0.25),
+                      f"{what} varied between {min(clocks):.0f} and {max(clocks):.0f} MHz "
+                      f"({spread:.0%} of its mean {mean:.0f} MHz)")
     fraction, n, seen = _reason_fraction(t, POWER_REASONS)
-    if fraction > 0:
-        found.append(
-            (
-                0.5 * ramp(fraction, 0.0, 0.5),
-                f"GPU reported power clock-event reasons ({', '.join(seen)}) in {fraction:.0%} of {n} samples",
-            )
-        )
+    found.add(0.5, ramp(fraction, 0.0, 0.5),
+              f"GPU reported power clock-event reasons ({', '.join(seen)}) in {fraction:.0%} of {n} samples")
     levels = {v for _, v in t.series("perf_level") if isinstance(v, str)}
-    level = t.clock_state().get("gpu_perf_level")
-    if "auto" in levels or level == "auto":
-        found.append((0.15, "AMD GPU performance level is 'auto': clocks follow the load"))
+    if "auto" in levels or t.clock_state().get("gpu_perf_level") == "auto":
+        found.add(0.15, 1.0, "AMD GPU performance level is 'auto': clocks follow the load")
     return found
 
 
 def _thermal_throttling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
-    found: list[Indicator] = []
+    found = _Found()
     fraction, n, seen = _reason_fraction(t, THERMAL_REASONS)
-    if fraction > 0:
-        found.append(
-            (
-                0.8 * ramp(fraction, 0.0, 0.25),
-                f"GPU reported thermal clock-event reasons ({', '.join(seen)}) in {fraction:.0%} of {n} samples",
-            )
-        )
+    found.add(0.8, ramp(fraction, 0.0, 0.25),
+              f"GPU reported thermal clock-event reasons ({', '.join(seen)}) in {fraction:.0%} of {n} samples")
     junction = t.stat("temp_junction_c", "max")
     edge = t.stat("temp_edge_c", "max")
-    heat = max(ramp(junction or 0.0, 90.0, 105.0), ramp(edge or 0.0, 80.0, 90.0))
-    if heat > 0:
-        parts = []
-        if junction is not None:
-            parts.append(f"junction {junction:.0f} °C")
-        if edge is not None:
-            parts.append(f"edge {edge:.0f} °C")
-        found.append((0.4 * heat, f"GPU temperature reached {' and '.join(parts)}, near the slowdown limit"))
-    clocks = [
-        float(s["gfx_clock_mhz"])
-        for s in t.samples
-        if s.get("gfx_clock_mhz") is not None and (s.get("gpu_util_percent") or 0) >= BUSY_GPU_PERCENT
-    ]
+    parts = [f"{name} {temp:.0f} °C" for name, temp in (("junction", junction), ("edge", edge)) if temp is not None]
+    found.add(0.4, max(ramp(junction or 0.0, 90.0, 105.0), ramp(edge or 0.0, 80.0, 90.0)),
+              f"GPU temperature reached {' and '.join(parts)}, near the slowdown limit")
     temps = t.numbers("temp_junction_c") or t.numbers("temp_edge_c")
-    c_ends, t_ends = _ends(clocks, 1 / 3), _ends(temps, 1 / 3)
+    c_ends, t_ends = _ends(t.busy_gpu_clocks(), 1 / 3), _ends(temps, 1 / 3)
     if c_ends and t_ends and c_ends[0] > 0:
         drop = (c_ends[0] - c_ends[1]) / c_ends[0]
         rise = t_ends[1] - t_ends[0]
-        if rise >= 3.0 and drop > 0:
-            s = ramp(drop, 0.03, 0.10)
-            if s > 0:
-                found.append(
-                    (
-                        0.4 * s,
-                        f"GPU clock under load fell {drop:.0%} ({c_ends[0]:.0f} -> {c_ends[1]:.0f} MHz) "
-                        f"while the temperature rose {rise:.0f} °C",
-                    )
-                )
+        if rise >= 3.0:
+            found.add(0.4, ramp(drop, 0.03, 0.10),
+                      f"GPU clock under load fell {drop:.0%} ({c_ends[0]:.0f} -> {c_ends[1]:.0f} MHz) "
+                      f"while the temperature rose {rise:.0f} °C")
     return found
 
 
 def _warmup_instability(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
-    found: list[Indicator] = []
-    tail = d.get("warmup_tail_ratio")
-    s = ramp(tail, 1.05, 1.3) if tail is not None else 0.0
-    if s > 0:
-        found.append(
-            (
-                0.5 * s,
-                f"the last warmup iterations were {tail:.2f}x the measured median: "
-                "the warmup ended before the steady state",
-            )
-        )
-    drift = d.get("drift_ratio")
-    s = ramp(abs(drift), 0.03, 0.10) if drift is not None and not math.isnan(drift) else 0.0
-    if s > 0:
-        found.append(
-            (0.4 * s, f"latency drifted {drift:+.1%} from the first to the last tenth of the measured iterations")
-        )
-    cov = d.get("cov")
-    s = ramp(cov, 0.05, 0.20) if cov is not None else 0.0
-    if s > 0:
-        found.append(
-            (
-                0.3 * s,
-                f"coefficient of variation {cov:.1%} (std {d.get('std_ms', float('nan')):.2f} ms "
-                f"over mean {d.get('mean_ms', float('nan')):.2f} ms)",
-            )
-        )
-    ratio = d.get("warmup_ratio")
-    s = ramp(ratio, 5.0, 50.0) if ratio is not None else 0.0
-    if s > 0:
-        found.append((0.15 * s, f"first run took {ratio:.1f}x the steady-state median"))
+    found = _Found()
+    tail, drift, cov, ratio = (d.get(key) for key in ("warmup_tail_ratio", "drift_ratio", "cov", "warmup_ratio"))
+    if tail is not None:
+        found.add(0.5, ramp(tail, 1.05, 1.3),
+                  f"the last warmup iterations were {tail:.2f}x the measured median: "
+                  "the warmup ended before the steady state")
+    if drift is not None:
+        found.add(0.4, ramp(abs(drift), 0.03, 0.10),
+                  f"latency drifted {drift:+.1%} from the first to the last tenth of the measured iterations")
+    if cov is not None:
+        found.add(0.3, ramp(cov, 0.05, 0.20),
+                  f"coefficient of variation {cov:.1%} (std {d.get('std_ms', float('nan')):.2f} ms "
+                  f"over mean {d.get('mean_ms', float('nan')):.2f} ms)")
+    if ratio is not None:
+        found.add(0.15, ramp(ratio, 5.0, 50.0), f"first run took {ratio:.1f}x the steady-state median")
     return found
 
 
-def _growth(values: list[float], name: str, what: str, duration: float | None) -> Indicator | None:
+def _growth(values: list[float], what: str, duration: float | None) -> tuple[float, str]:
+    """``(strength, evidence)`` of a memory series that grew from its first to its last fifth."""
     ends = _ends(values)
-    if ends is None:
-        return None
+    if ends is None or ends[1] <= ends[0]:
+        return 0.0, ""
     first, last = ends
     growth = last - first
-    if growth <= 0:
-        return None
     relative = growth / first if first > 0 else float("inf")
-    s = max(ramp(growth, 16.0, 128.0), ramp(relative, 0.05, 0.25)) if growth >= 8.0 else 0.0
-    if s <= 0:
-        return None
+    strength = max(ramp(growth, 16.0, 128.0), ramp(relative, 0.05, 0.25)) if growth >= 8.0 else 0.0
     over = f" over {duration:.1f} s" if duration else ""
-    return (0.7 * s, f"{what} grew from {first:.0f} MB to {last:.0f} MB (+{growth:.0f} MB, {relative:+.0%}){over}")
+    return strength, f"{what} grew from {first:.0f} MB to {last:.0f} MB (+{growth:.0f} MB, {relative:+.0%}){over}"
 
 
 def _memory_growth(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
-    found: list[Indicator] = []
+    found = _Found()
     duration = t.duration_s()
     for name, what in (("rss_mb", "process RSS"), ("vram_used_mb", "GPU memory in use")):
-        hit = _growth(t.numbers(name), name, what, duration)
-        if hit:
-            found.append(hit)
+        found.add(0.7, *_growth(t.numbers(name), what, duration))
     major = t.numbers("page_faults_major")
-    if len(major) >= 2 and major[-1] > major[0]:
+    if len(major) >= 2:
         delta = major[-1] - major[0]
-        found.append(
-            (
-                0.2 * ramp(delta, 0.0, 100.0),
-                f"{delta:.0f} major page faults during the phase (pages read from disk or swap)",
-            )
-        )
+        found.add(0.2, ramp(delta, 0.0, 100.0),
+                  f"{delta:.0f} major page faults during the phase (pages read from disk or swap)")
     return found
 
 
-def _kernel_figures(k: dict[str, Any] | None) -> tuple[float, float, float | None] | None:
+@dataclass(frozen=True)
+class _Kernels:
+    """Profiler figures of one run: GPU kernel time, wall time and the number of kernels."""
+
+    kernel_ms: float
+    wall_ms: float
+    count: int
+    mean_us: float | None  # None without a kernel count
+
+    @property
+    def busy(self) -> float:
+        return self.kernel_ms / self.wall_ms
+
+    def busy_evidence(self) -> str:
+        return (f"kernels kept the GPU busy {self.busy:.0%} of the wall time "
+                f"({self.kernel_ms:.2f} of {self.wall_ms:.2f} ms)")
+
+
+def _kernels(k: dict[str, Any] | None) -> _Kernels | None:
     if not k:
         return None
     try:
@@ -388,51 +330,31 @@ def _kernel_figures(k: dict[str, Any] | None) -> tuple[float, float, float | Non
         return None
     count = k.get("kernel_count")
     mean_us = kernel_ms * 1000.0 / count if count else None
-    return kernel_ms, wall_ms, mean_us
+    return _Kernels(kernel_ms, wall_ms, int(count) if count else 0, mean_us)
 
 
 def _launch_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
-    figures = _kernel_figures(k)
-    if figures is None:
-        return []
-    kernel_ms, wall_ms, mean_us = figures
-    busy = kernel_ms / wall_ms
-    found: list[Indicator] = []
-    s = ramp(0.8 - busy, 0.1, 0.5)
-    if s > 0:
-        found.append(
-            (0.7 * s, f"kernels kept the GPU busy {busy:.0%} of the wall time ({kernel_ms:.2f} of {wall_ms:.2f} ms)")
-        )
-    if mean_us is not None and busy < 0.7:
-        s = ramp(20.0 - mean_us, 0.0, 15.0)
-        if s > 0:
-            found.append(
-                (
-                    0.3 * s,
-                    f"{int(k['kernel_count'])} kernels averaging {mean_us:.1f} µs each: "
-                    "launch overhead is comparable to the work",
-                )
-            )
+    found = _Found()
+    kernels = _kernels(k)
+    if kernels is None:
+        return found
+    found.add(0.7, ramp(0.8 - kernels.busy, 0.1, 0.5), kernels.busy_evidence())
+    if kernels.mean_us is not None and kernels.busy < 0.7:
+        found.add(0.3, ramp(20.0 - kernels.mean_us, 0.0, 15.0),
+                  f"{kernels.count} kernels averaging {kernels.mean_us:.1f} µs each: "
+                  "launch overhead is comparable to the work")
     return found
 
 
 def _compute_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
-    figures = _kernel_figures(k)
-    if figures is None:
-        return []
-    kernel_ms, wall_ms, _ = figures
-    busy = kernel_ms / wall_ms
-    found: list[Indicator] = []
-    s = ramp(busy, 0.8, 0.95)
-    if s > 0:
-        found.append(
-            (0.8 * s, f"kernels kept the GPU busy {busy:.0%} of the wall time ({kernel_ms:.2f} of {wall_ms:.2f} ms)")
-        )
+    found = _Found()
+    kernels = _kernels(k)
+    if kernels is None:
+        return found
+    found.add(0.8, ramp(kernels.busy, 0.8, 0.95), kernels.busy_evidence())
     util = t.stat("gpu_util_percent")
-    if util is not None and busy >= 0.8:
-        s = ramp(util, 80.0, 95.0)
-        if s > 0:
-            found.append((0.2 * s, f"GPU utilisation averaged {util:.0f}%"))
+    if util is not None and kernels.busy >= 0.8:
+        found.add(0.2, ramp(util, 80.0, 95.0), f"GPU utilisation averaged {util:.0f}%")
     return found
 
 
