@@ -12,13 +12,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from .providers import ProviderError, ProviderSpec, parse_provider_list
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
+#: the ``Parser.addini`` types the options use
+IniType = Literal["string", "bool", "linelist"]
 
 
 # ---------------------------------------------------------------- option parsers
@@ -136,7 +138,7 @@ class OptionDef:
     help: str
     default: Any
     metavar: str | None = None  # None: a flag
-    ini_type: str = "string"  # string | bool | linelist
+    ini_type: IniType = "string"
     multiple: bool = False
 
     @property

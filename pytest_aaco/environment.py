@@ -170,7 +170,8 @@ def installed_distributions() -> dict[str, str]:
 
     found: dict[str, str] = {}
     for dist in metadata.distributions():
-        name = dist.metadata.get("Name") if dist.metadata else None
+        names = dist.metadata.get_all("Name") if dist.metadata else None
+        name = names[0] if names else None
         if name and name not in found:
             found[name] = dist.version
     return dict(sorted(found.items(), key=lambda item: item[0].lower()))

@@ -94,10 +94,10 @@ def generate(name: str, shape: tuple[int, ...], dtype: Any, spec: InputSpec | No
         _check_range(name, kind, low, high)
         return rng.integers(low, high, size=shape).astype(dtype)
     if kind == "uniform":
-        low = float(spec.low if spec.low is not None else 0.0)
-        high = float(spec.high if spec.high is not None else 1.0)
-        _check_range(name, kind, low, high)
-        return rng.uniform(low, high, size=shape).astype(dtype)
+        lower = float(spec.low if spec.low is not None else 0.0)
+        upper = float(spec.high if spec.high is not None else 1.0)
+        _check_range(name, kind, lower, upper)
+        return rng.uniform(lower, upper, size=shape).astype(dtype)
     return rng.standard_normal(size=shape).astype(dtype)
 
 

@@ -328,9 +328,10 @@ class AMDGPUSampler(Sampler):
 def amdsmi_raw_readings(amdsmi: Any, handle: Any) -> dict[str, Any]:
     """Call each amdsmi query once; a call that raises gives None for its key (see
     :func:`parse_amdsmi_readings` for the keys)."""
-    temp_type = getattr(amdsmi, "AmdSmiTemperatureType", None)
-    temp_metric = getattr(amdsmi, "AmdSmiTemperatureMetric", None)
-    clk_type = getattr(amdsmi, "AmdSmiClkType", None)
+    # enums a binding may lack: then the queries that need them raise and read as None
+    temp_type: Any = getattr(amdsmi, "AmdSmiTemperatureType", None)
+    temp_metric: Any = getattr(amdsmi, "AmdSmiTemperatureMetric", None)
+    clk_type: Any = getattr(amdsmi, "AmdSmiClkType", None)
     hotspot = getattr(temp_type, "HOTSPOT", None) or getattr(temp_type, "JUNCTION", None)
     calls = {
         "activity": lambda: amdsmi.amdsmi_get_gpu_activity(handle),

@@ -157,7 +157,9 @@ def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -
         policies = _cpufreq_policies(root)
         governors = {}
         drivers = set()
-        cur, mins, maxs = [], [], []
+        cur: list[float] = []
+        mins: list[float] = []
+        maxs: list[float] = []
         for policy in policies:
             name = _policy_name(policy)
             governor = _read_text(policy / "scaling_governor")
