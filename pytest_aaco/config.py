@@ -9,7 +9,8 @@ naming the option and the fix.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -23,18 +24,50 @@ IOBINDING_MODES = ("auto", "none", "inputs", "all")
 IniType = Literal["string", "bool", "linelist"]
 
 
+# ---------------------------------------------------------------- numbers
+# Shared with the aaco command and the model registry: ValueError says what is wrong with the
+# value; each caller adds where the value came from and raises its own error type.
+
+
+def int_at_least(value: Any, minimum: int) -> int:
+    """An integer >= *minimum* (``7``, ``"7"``); ValueError otherwise."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"must be at least {minimum}, got {number}")
+    return number
+
+
+def fraction_below(value: Any, upper: float = 1.0) -> float:
+    """A fraction in (0, *upper*): ``0.05`` or ``5%``; ValueError otherwise."""
+    text = str(value).strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"expected a fraction like 0.05 or 5%, got {value!r}") from None
+    if not 0 < number < upper:
+        raise ValueError(f"must be between 0 and {upper:g} (exclusive), got {text}")
+    return number
+
+
 # ---------------------------------------------------------------- option parsers
+
+
+@contextmanager
+def _usage_error(option: str) -> Iterator[None]:
+    """Report a ValueError about the value of *option* as ``pytest.UsageError`` naming the option."""
+    try:
+        yield
+    except ValueError as exc:
+        raise pytest.UsageError(f"{option}: {exc}") from None
 
 
 def parse_positive_int(option: str, value: Any, minimum: int = 1) -> int:
     """An integer >= *minimum*; ``pytest.UsageError`` otherwise."""
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise pytest.UsageError(f"{option}: expected an integer, got {value!r}") from None
-    if number < minimum:
-        raise pytest.UsageError(f"{option}: must be at least {minimum}, got {number}")
-    return number
+    with _usage_error(option):
+        return int_at_least(value, minimum)
 
 
 def parse_iterations(option: str, value: Any) -> int | None:
@@ -46,38 +79,32 @@ def parse_iterations(option: str, value: Any) -> int | None:
 
 def parse_fraction(option: str, value: Any, upper: float = 1.0) -> float:
     """A fraction in (0, *upper*): ``0.05`` or ``5%``; ``pytest.UsageError`` otherwise."""
-    text = str(value).strip()
+    with _usage_error(option):
+        return fraction_below(value, upper)
+
+
+def _amount(option: str, value: Any, unit: str, example: str, positive: bool) -> float:
+    """A number with an optional *unit* suffix (``50`` or ``50mb``): positive, or else not negative."""
+    text = str(value).strip().lower().removesuffix(unit)
     try:
-        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        number = float(text)
     except ValueError:
-        raise pytest.UsageError(f"{option}: expected a fraction like 0.05 or 5%, got {value!r}") from None
-    if not 0 < number < upper:
-        raise pytest.UsageError(f"{option}: must be between 0 and {upper:g} (exclusive), got {text}")
+        raise pytest.UsageError(f"{option}: expected {example}, got {value!r}") from None
+    if positive and number <= 0:
+        raise pytest.UsageError(f"{option}: must be positive, got {value!r}")
+    if number < 0:
+        raise pytest.UsageError(f"{option}: must not be negative, got {value!r}")
     return number
 
 
 def parse_milliseconds(option: str, value: Any) -> float:
     """A positive duration in ms (``100`` or ``100ms``); returned in seconds."""
-    text = str(value).strip().lower().removesuffix("ms")
-    try:
-        number = float(text)
-    except ValueError:
-        raise pytest.UsageError(f"{option}: expected milliseconds like 100, got {value!r}") from None
-    if number <= 0:
-        raise pytest.UsageError(f"{option}: must be positive, got {value!r}")
-    return number / 1000.0
+    return _amount(option, value, "ms", "milliseconds like 100", positive=True) / 1000.0
 
 
 def parse_megabytes(option: str, value: Any) -> float:
     """A non-negative size in MB (``50`` or ``50MB``)."""
-    text = str(value).strip().lower().removesuffix("mb")
-    try:
-        number = float(text)
-    except ValueError:
-        raise pytest.UsageError(f"{option}: expected megabytes like 50, got {value!r}") from None
-    if number < 0:
-        raise pytest.UsageError(f"{option}: must not be negative, got {value!r}")
-    return number
+    return _amount(option, value, "mb", "megabytes like 50", positive=False)
 
 
 def parse_on_off(option: str, value: Any) -> bool:
