@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from .config import fraction_below
 from .providers import ProviderError, parse_provider
 
 INPUT_KINDS = ("normal", "uniform", "ints", "ones", "zeros", "constant")
@@ -110,14 +111,10 @@ def _int(where: str, value: Any, minimum: int = 1) -> int:
 
 
 def _threshold(where: str, value: Any) -> float:
-    text = str(value).strip()
     try:
-        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise _fail(where, f"expected a fraction like 0.05 or 5%, got {value!r}") from None
-    if not 0 < number < 1:
-        raise _fail(where, f"must be between 0 and 1, got {value!r}")
-    return number
+        return fraction_below(value)
+    except ValueError as exc:
+        raise _fail(where, str(exc)) from None
 
 
 def _input_spec(where: str, raw: Any) -> InputSpec:
