@@ -47,26 +47,9 @@ def test_parse_positive_int(value, minimum, expected):
     assert parse_positive_int("--aaco-rounds", value, minimum) == expected
 
 
-@pytest.mark.parametrize(("value", "minimum", "fragment"), [
-    ("three", 1, "expected an integer, got 'three'"),
-    ("2.5", 1, "expected an integer"),
-    ("0", 1, "must be at least 1, got 0"),
-    ("-3", 0, "must be at least 0, got -3"),
-])
-def test_parse_positive_int_rejects(value, minimum, fragment):
-    with usage_error("--aaco-rounds", fragment):
-        parse_positive_int("--aaco-rounds", value, minimum)
-
-
 @pytest.mark.parametrize(("value", "expected"), [("auto", None), (" AUTO ", None), ("10", 10), (2, 2)])
 def test_parse_iterations(value, expected):
     assert parse_iterations("--aaco-iterations", value) == expected
-
-
-@pytest.mark.parametrize(("value", "fragment"), [("1", "at least 2"), ("many", "expected an integer")])
-def test_parse_iterations_rejects(value, fragment):
-    with usage_error("--aaco-iterations", fragment):
-        parse_iterations("--aaco-iterations", value)
 
 
 @pytest.mark.parametrize(("value", "upper", "expected"), [
@@ -76,39 +59,14 @@ def test_parse_fraction(value, upper, expected):
     assert parse_fraction("--aaco-threshold", value, upper) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(("value", "upper", "fragment"), [
-    ("five", 1.0, "expected a fraction like 0.05 or 5%, got 'five'"),
-    ("0", 1.0, "between 0 and 1"),
-    ("100%", 1.0, "between 0 and 1"),
-    ("-5%", 1.0, "between 0 and 1"),
-    ("0.6", 0.5, "between 0 and 0.5"),
-])
-def test_parse_fraction_rejects(value, upper, fragment):
-    with usage_error("--aaco-threshold", fragment):
-        parse_fraction("--aaco-threshold", value, upper)
-
-
 @pytest.mark.parametrize(("value", "seconds"), [("100", 0.1), ("250ms", 0.25), (" 5MS ", 0.005), (20, 0.02)])
 def test_parse_milliseconds(value, seconds):
     assert parse_milliseconds("--aaco-sample-interval", value) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize(("value", "fragment"), [("0", "must be positive"), ("-5", "must be positive"),
-                                                  ("fast", "expected milliseconds")])
-def test_parse_milliseconds_rejects(value, fragment):
-    with usage_error("--aaco-sample-interval", fragment):
-        parse_milliseconds("--aaco-sample-interval", value)
-
-
 @pytest.mark.parametrize(("value", "expected"), [("50", 50.0), ("50MB", 50.0), ("1.5mb", 1.5), ("0", 0.0)])
 def test_parse_megabytes(value, expected):
     assert parse_megabytes("--aaco-memory-slack", value) == expected
-
-
-@pytest.mark.parametrize(("value", "fragment"), [("-1", "must not be negative"), ("lots", "expected megabytes")])
-def test_parse_megabytes_rejects(value, fragment):
-    with usage_error("--aaco-memory-slack", fragment):
-        parse_megabytes("--aaco-memory-slack", value)
 
 
 @pytest.mark.parametrize("value", ["on", "ON", "true", "yes", "1", True])
@@ -121,9 +79,42 @@ def test_parse_on_off_false(value):
     assert parse_on_off("--aaco-confirm", value) is False
 
 
-def test_parse_on_off_rejects():
-    with usage_error("--aaco-confirm", "expected on or off, got 'maybe'"):
-        parse_on_off("--aaco-confirm", "maybe")
+#: (parser, option, the arguments after the option, a fragment of the UsageError) per bad value
+REJECTED = [
+    (parse_positive_int, "--aaco-rounds", ("three", 1), "expected an integer, got 'three'"),
+    (parse_positive_int, "--aaco-rounds", ("2.5", 1), "expected an integer"),
+    (parse_positive_int, "--aaco-rounds", ("0", 1), "must be at least 1, got 0"),
+    (parse_positive_int, "--aaco-rounds", ("-3", 0), "must be at least 0, got -3"),
+    (parse_iterations, "--aaco-iterations", ("1",), "at least 2"),
+    (parse_iterations, "--aaco-iterations", ("many",), "expected an integer"),
+    (parse_fraction, "--aaco-threshold", ("five", 1.0), "expected a fraction like 0.05 or 5%, got 'five'"),
+    (parse_fraction, "--aaco-threshold", ("0", 1.0), "between 0 and 1"),
+    (parse_fraction, "--aaco-threshold", ("100%", 1.0), "between 0 and 1"),
+    (parse_fraction, "--aaco-threshold", ("-5%", 1.0), "between 0 and 1"),
+    (parse_fraction, "--aaco-threshold", ("0.6", 0.5), "between 0 and 0.5"),
+    (parse_milliseconds, "--aaco-sample-interval", ("0",), "must be positive"),
+    (parse_milliseconds, "--aaco-sample-interval", ("-5",), "must be positive"),
+    (parse_milliseconds, "--aaco-sample-interval", ("fast",), "expected milliseconds"),
+    (parse_megabytes, "--aaco-memory-slack", ("-1",), "must not be negative"),
+    (parse_megabytes, "--aaco-memory-slack", ("lots",), "expected megabytes"),
+    (parse_on_off, "--aaco-confirm", ("maybe",), "expected on or off, got 'maybe'"),
+]
+
+
+@pytest.mark.parametrize(("parse", "option", "args", "fragment"), REJECTED,
+                         ids=[f"{parse.__name__}-{'-'.join(map(str, args))}" for parse, _, args, _ in REJECTED])
+def test_parser_rejects(parse, option, args, fragment):
+    with usage_error(option, fragment):
+        parse(option, *args)
+
+
+def test_shared_number_parsers_raise_value_error_without_an_option_name():
+    """The aaco command and the model registry reuse them, each adding its own context and error type."""
+    assert cfg.int_at_least(" 7 ", 1) == 7 and cfg.fraction_below("5%") == pytest.approx(0.05)
+    with pytest.raises(ValueError, match=r"^must be at least 2, got 1$"):
+        cfg.int_at_least("1", 2)
+    with pytest.raises(ValueError, match=r"^expected a fraction like 0\.05 or 5%, got 'x'$"):
+        cfg.fraction_below("x")
 
 
 def test_parse_choice():
