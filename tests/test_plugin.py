@@ -19,11 +19,16 @@ def collected(result: pytest.RunResult) -> list[str]:
     return [line for line in result.outlines if "::" in line and not line.startswith(("ERROR", "FAILED"))]
 
 
-def test_ids_are_model_and_provider(aaco_project):
-    aaco_project.registry(TWO_MODELS)
+def collect_on_cpu_and_cuda(aaco_project) -> list[str]:
+    """The node ids ``--collect-only`` lists for ``--aaco-provider=cpu,cuda`` (no GPU needed to collect)."""
     result = aaco_project.run("--collect-only", "-q", "--aaco-provider=cpu,cuda")
     assert result.ret == 0
-    assert collected(result) == [
+    return collected(result)
+
+
+def test_ids_are_model_and_provider(aaco_project):
+    aaco_project.registry(TWO_MODELS)
+    assert collect_on_cpu_and_cuda(aaco_project) == [
         "test_perf.py::test_latency[tiny-cpu]",
         "test_perf.py::test_latency[tiny-cuda]",
         "test_perf.py::test_latency[small-cpu]",
@@ -47,9 +52,7 @@ def test_marker_narrows_models_and_providers(aaco_project):
         def test_plain():
             pass
     """)
-    result = aaco_project.run("--collect-only", "-q", "--aaco-provider=cpu,cuda")
-    assert result.ret == 0
-    assert collected(result) == [
+    assert collect_on_cpu_and_cuda(aaco_project) == [
         "test_perf.py::test_only_small[small-cpu]",
         "test_perf.py::test_only_small[small-cuda]",
         "test_perf.py::test_tiny_on_cuda[tiny-cuda]",
