@@ -6,6 +6,9 @@ preallocated int64 array: feeds, IO bindings and the bound ``run`` callable are 
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,10 +21,13 @@ from .providers import ProviderSpec, placement_problem
 from .results import BenchmarkResult, RoundResult
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
-AUTO_IOBINDING = {"cpu": "none", "openvino": "none"}
+AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
 AUTO_IOBINDING_GPU = "inputs"
 #: ORT device names for ``OrtValue.ortvalue_from_numpy`` per provider
 ORT_DEVICE = {"cuda": "cuda", "tensorrt": "cuda", "migraphx": "cuda", "rocm": "cuda", "dml": "dml"}
+#: EPs whose ``get_provider_options()`` lists every option they accept (verified on onnxruntime-gpu
+#: 1.31.1, docs/gpu.md): a requested key missing there is an unknown option, refused
+CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
 #: adaptive iterations: aim at this much time per round, within these bounds
 TARGET_ROUND_S = 0.35
 MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
@@ -42,6 +48,13 @@ class SessionHandle:
     model_path: Path
     create_ms: float
     options: dict[str, Any] = field(default_factory=dict)
+    #: runners built by :func:`bind_runner` on this session, by (mode, device id, feeds identity)
+    runners: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
+
+    @property
+    def cuda_graph(self) -> bool:
+        """Whether the session was created with ``enable_cuda_graph`` on."""
+        return str(self.options.get("enable_cuda_graph", "0")).strip().lower() in ("1", "true", "yes")
 
 
 @dataclass(frozen=True)
@@ -56,8 +69,9 @@ class MeasureSettings:
 
 
 def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
-    """The effective binding for *provider*: ``auto`` becomes ``none`` on CPU EPs and
-    :data:`AUTO_IOBINDING_GPU` on device EPs."""
+    """The effective binding for *provider*: ``auto`` becomes :data:`AUTO_IOBINDING`'s entry for
+    the EP (``none`` on CPU EPs, ``all`` on CUDA, measured in docs/gpu.md), else
+    :data:`AUTO_IOBINDING_GPU` on other device EPs and ``none`` elsewhere."""
     if mode != "auto":
         return mode
     return AUTO_IOBINDING.get(provider.short, AUTO_IOBINDING_GPU if provider.is_gpu else "none")
@@ -77,7 +91,10 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
 
     GPU EPs get the CPU EP as a fallback for the nodes they cannot run, as ORT expects; the
     placement check afterwards refuses a session that fell back entirely. Raises
-    :class:`SessionError` with ORT's message (e.g. an unknown provider option).
+    :class:`SessionError` with ORT's message when the session cannot be created, when ORT's
+    Python layer fell back to the CPU because the EP could not be created (its "EP Error" text,
+    which it prints instead of raising, is captured and put in the message), and when the
+    EP does not know a requested option (:func:`unknown_options`).
     """
     import onnxruntime as ort
 
@@ -92,14 +109,54 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     providers: list[Any] = [(provider.ep_name, options)]
     if provider.short != "cpu":
         providers.append("CPUExecutionProvider")
+    printed = io.StringIO()
     start = time.perf_counter_ns()
     try:
-        session = ort.InferenceSession(str(model_path), sess_options=so, providers=providers)
+        with contextlib.redirect_stdout(printed):
+            session = ort.InferenceSession(str(model_path), sess_options=so, providers=providers)
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
         raise SessionError(f"could not create an InferenceSession for {model_path.name} on "
                            f"{provider.ep_name} with options {options}: {exc}") from exc
     create_ms = (time.perf_counter_ns() - start) / 1e6
+    ep_error = _ep_error(printed.getvalue())
+    if ep_error and provider.ep_name not in session.get_providers():
+        raise SessionError(f"{provider.ep_name} could not be created for {model_path.name} with options"
+                           f" {options}: {ep_error}; ONNX Runtime fell back to"
+                           f" {', '.join(session.get_providers())}: not recorded as a {provider.short} result")
+    unknown = unknown_options(provider, options, session)
+    if unknown:
+        known = sorted(session.get_provider_options().get(provider.ep_name, {}))
+        raise SessionError(f"unknown {provider.ep_name} option(s) {', '.join(unknown)} for {model_path.name}"
+                           f" (ONNX Runtime {ort.__version__} ignored them); valid: {', '.join(known)}")
     return SessionHandle(session, provider, model_path, create_ms, options)
+
+
+def _ep_error(printed: str) -> str:
+    """The reason in ORT's printed fallback notice (``EP Error <reason> when using [...]``), or ``""``.
+
+    ORT's C++ prefix (``/onnxruntime_src/...cc:63 static ... [ONNXRuntimeError] : 1 : FAIL :
+    provider_options_utils.h:182 Parse``) is dropped, leaving e.g. ``Unknown provider option: "x".``
+    """
+    found = re.search(r"^EP Error (.*?)(?:\s+when using |\Z)", printed, re.S | re.M)
+    text = found.group(1).strip() if found else ""
+    match = re.search(r"\[ONNXRuntimeError\] : \d+ : \w+ : (.*)", text, re.S)
+    if match:
+        text = re.sub(r"^\S+\.(?:h|cc|cpp):\d+ \S+ ", "", match.group(1).strip())
+    return text
+
+
+def unknown_options(provider: ProviderSpec, options: dict[str, Any], session: Any) -> list[str]:
+    """Requested option keys that the EP does not report in ``session.get_provider_options()``.
+
+    Checked only for EPs in :data:`CHECKED_OPTION_EPS`, whose reported options were verified to
+    list every option they accept; ``[]`` when the EP reports no options at all.
+    """
+    if provider.ep_name not in CHECKED_OPTION_EPS:
+        return []
+    reported = session.get_provider_options().get(provider.ep_name) or {}
+    if not reported:
+        return []
+    return sorted(k for k in options if k not in reported)
 
 
 def check_placement(handle: SessionHandle) -> None:
@@ -115,9 +172,37 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
 
     ``none``: ``session.run(None, feeds)`` with host arrays (host↔device copies are timed).
     ``inputs``: inputs copied to the device once as OrtValues; outputs come back to the host.
-    ``all``: inputs and outputs stay on the device. Uses ``session.io_binding()`` and
-    ``run_with_iobinding`` (https://onnxruntime.ai/docs/api/python/api_summary.html#iobinding).
+    ``all``: inputs and outputs stay on the device. ORT allocates the outputs on the first run;
+    from then on the binding reuses those buffers, so every later run reads and writes fixed
+    device addresses, as CUDA graphs (``enable_cuda_graph``) need and as a deployed server does.
+    With a binding, the callable's ``binding`` attribute is the IOBinding (outputs via
+    ``binding.copy_outputs_to_cpu()``). Uses ``session.io_binding()`` and ``run_with_iobinding``
+    (https://onnxruntime.ai/docs/api/python/api_summary.html#iobinding).
+
+    The callable is built once per session, mode and feeds and reused by later calls. With
+    ``enable_cuda_graph`` ORT replays the device addresses it captured, so such a session takes
+    exactly one binding, and ``none`` is refused: with host feeds, ``session.run`` returned no
+    outputs once the graph was captured (onnxruntime-gpu 1.31.1, docs/gpu.md). Raises
+    :class:`SessionError` for both.
     """
+    key = (mode, device_id, id(feeds))
+    cached = handle.runners.get(key)
+    if cached is not None and cached[0] is feeds:
+        return cached[1]
+    if handle.cuda_graph:
+        if mode == "none":
+            raise SessionError(f"{handle.model_path.name}: enable_cuda_graph=1 needs device inputs: use"
+                               " --aaco-iobinding=all or inputs (with host feeds ORT's graph replay returned"
+                               " no outputs)")
+        if handle.runners:
+            raise SessionError(f"{handle.model_path.name}: a session with enable_cuda_graph=1 replays the device"
+                               " addresses it captured, so it takes one IO binding (one mode, one set of inputs)")
+    run = _new_runner(handle, feeds, mode, device_id)
+    handle.runners[key] = (feeds, run)
+    return run
+
+
+def _new_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
     session = handle.session
     if mode == "none":
         run = session.run
@@ -126,15 +211,27 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
 
     device = ORT_DEVICE.get(handle.provider.short, "cpu")
     binding = session.io_binding()
-    for name, array in feeds.items():
+    for name, array in feeds.items():  # copied to the device once: fixed input addresses
         binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array, device, device_id))
-    for output in session.get_outputs():
+    names = [output.name for output in session.get_outputs()]
+    for name in names:
         if mode == "all":
-            binding.bind_output(output.name, device, device_id)
+            binding.bind_output(name, device, device_id)
         else:
-            binding.bind_output(output.name)
+            binding.bind_output(name)
     run_bound = session.run_with_iobinding
-    return lambda: run_bound(binding)
+    fixed = mode != "all"
+
+    def run_with_binding() -> None:
+        nonlocal fixed
+        run_bound(binding)
+        if not fixed:  # ``all``, first run only: pin the outputs ORT just allocated
+            for name, value in zip(names, binding.get_outputs(), strict=True):
+                binding.bind_ortvalue_output(name, value)
+            fixed = True
+
+    run_with_binding.binding = binding  # type: ignore[attr-defined]  # for reading outputs back
+    return run_with_binding
 
 
 def _timed(run: Callable[[], Any], count: int) -> np.ndarray:
