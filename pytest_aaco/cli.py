@@ -82,6 +82,10 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _fraction_or_zero(text: str) -> float:
+    return 0.0 if text.strip().rstrip("%") in ("0", "0.0") else _fraction(text)
+
+
 def _fraction(text: str) -> float:
     from .config import fraction_below
 
@@ -317,7 +321,7 @@ def bh_level(pvalues: list[float], q: float) -> float:
 
 
 def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None, fdr: float,
-               min_history: int) -> tuple[list[DiffRow], float]:
+               min_history: int, run_noise: float = 0.02) -> tuple[list[DiffRow], float]:
     """Compare every item present on both sides (B is the candidate); returns the rows, in B's
     order, and the level used."""
     from .fingerprint import Fingerprint
@@ -340,7 +344,7 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None, 
         try:
             if not cand.runs:
                 raise ValueError("the candidate has no measured rounds")
-            row.comparison = comparison(cand.runs[-1], ref.runs, min_history)
+            row.comparison = comparison(cand.runs[-1], ref.runs, min_history, run_noise)
             pending.append(row)
         except ValueError as exc:
             notes.append(str(exc))
@@ -366,7 +370,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         # two single files: compare them even when their node ids differ
         (single,) = b.values()
         b = {next(iter(a)): single}
-    rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history)
+    rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history, args.run_noise)
     if not rows:
         raise CliError(f"no item is in both {args.a} and {args.b}; items are matched by node id")
     table = []
@@ -605,6 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="false discovery rate over the compared items, Benjamini-Hochberg (default: 0.05)")
     p.add_argument("--min-history", type=_positive_int, default=5, metavar="N",
                    help="reference runs needed for the prediction-interval test (default: 5)")
+    p.add_argument("--run-noise", type=_fraction_or_zero, default=0.02, metavar="FRACTION",
+                   help="assumed run-to-run sd while the reference has fewer runs than --min-history,"
+                        " as in the gate; 0 for the plain Welch test on rounds (default: 2%%)")
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("report", help="print a session bundle's results; optionally write HTML",

@@ -83,6 +83,13 @@ def parse_fraction(option: str, value: Any, upper: float = 1.0) -> float:
         return fraction_below(value, upper)
 
 
+def parse_fraction_or_zero(option: str, value: Any, upper: float = 1.0) -> float:
+    """``0`` (off) or a fraction in (0, *upper*); ``pytest.UsageError`` otherwise."""
+    if str(value).strip().rstrip("%") in ("0", "0.0"):
+        return 0.0
+    return parse_fraction(option, value, upper)
+
+
 def _amount(option: str, value: Any, unit: str, example: str, positive: bool) -> float:
     """A number with an optional *unit* suffix (``50`` or ``50mb``): positive, or else not negative."""
     text = str(value).strip().lower().removesuffix(unit)
@@ -186,6 +193,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
     OptionDef("history", "baseline runs kept per item", "30", "N"),
     OptionDef("min-history", "runs of history needed before the prediction-interval test is used", "5", "N"),
+    OptionDef("run-noise", "assumed run-to-run sd while the history is shorter than --aaco-min-history"
+              " (0: plain Welch test on rounds)", "2%", "FRACTION"),
     OptionDef("warmup", "warmup iterations before measuring", "10", "N"),
     OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N"),
     OptionDef("rounds", "measured rounds per item", "10", "K"),
@@ -258,6 +267,7 @@ class AacoConfig:
     baseline_reset: bool = False
     history: int = 30
     min_history: int = 5
+    run_noise: float = 0.02
     warmup: int = 10
     iterations: int | None = None
     rounds: int = 10
@@ -310,6 +320,7 @@ class AacoConfig:
             baseline_reset=flag("baseline-reset"),
             history=parse_positive_int("--aaco-history", raw["history"]),
             min_history=parse_positive_int("--aaco-min-history", raw["min-history"], minimum=3),
+            run_noise=parse_fraction_or_zero("--aaco-run-noise", raw["run-noise"], upper=0.5),
             warmup=parse_positive_int("--aaco-warmup", raw["warmup"], minimum=1),
             iterations=parse_iterations("--aaco-iterations", raw["iterations"]),
             rounds=parse_positive_int("--aaco-rounds", raw["rounds"], minimum=2),

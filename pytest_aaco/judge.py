@@ -62,6 +62,7 @@ def gate_settings(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun) -> G
     return GateSettings(
         threshold=run.threshold,
         min_history=c.min_history,
+        run_noise=c.run_noise,
         strict_inconclusive=c.strict_inconclusive,
         fail_on_improvement=c.fail_on_improvement,
         gate_p99=c.gate_p99 if marker.get("gate_p99") is None else bool(marker["gate_p99"]),

@@ -41,7 +41,7 @@ class SessionError(RuntimeError):
 
 @dataclass
 class SessionHandle:
-    """A built InferenceSession and what building it cost (ms)."""
+    """A built InferenceSession, what building it cost (ms), and how much process RSS (MB) it added."""
 
     session: Any
     provider: ProviderSpec
@@ -50,6 +50,7 @@ class SessionHandle:
     options: dict[str, Any] = field(default_factory=dict)
     #: runners built by :func:`bind_runner` on this session, by (mode, device id, feeds identity)
     runners: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
+    build_rss_mb: float | None = None
 
     @property
     def cuda_graph(self) -> bool:

@@ -178,12 +178,18 @@ def _t_pvalues(estimate: float, se: float, df: float) -> tuple[float, float]:
     return float(scipy.stats.t.sf(t, df)), float(scipy.stats.t.cdf(t, df))
 
 
-def welch_rounds(current: Any, baseline: Any) -> Comparison:
-    """Welch's unequal-variance t-test on round log-means.
+def welch_rounds(current: Any, baseline: Any, run_sd: float = 0.0, baseline_runs: int = 1) -> Comparison:
+    """Welch's unequal-variance t-test on round log-means, optionally with a run-to-run term.
 
     Args:
         current: 1-D array-like of this run's round log-means (mean of ln(latency ms) per round), >= 2 values.
         baseline: 1-D array-like of baseline round log-means, >= 2 values.
+        run_sd: sd (ln units) of the offset each run (process, session) adds to all its rounds.
+            Rounds inside one run cannot show it, so with a short history it comes from a prior or
+            from :func:`run_offset_sd`. The variance ``run_sd^2 * (1 + 1/baseline_runs)`` (this
+            run's offset, plus the mean offset of the baseline's runs) is added to ``se^2``, and the
+            df stay those of the sample terms. 0 gives the classic test.
+        baseline_runs: how many runs the *baseline* rounds come from (>= 1).
 
     Returns:
         A :class:`Comparison` with ``method="welch"``, ``estimate = mean(current) - mean(baseline)``,
@@ -197,18 +203,21 @@ def welch_rounds(current: Any, baseline: Any) -> Comparison:
         ValueError: an input is not 1-D, has fewer than 2 values, or holds NaN/inf.
 
     Note: the rounds of *one* baseline run cannot show run-to-run drift, so against a single
-    earlier run this test is anti-conservative on a drifting runner; prefer
-    :func:`prediction_interval_test` once a history exists.
+    earlier run the classic test (``run_sd=0``) is anti-conservative on a drifting runner; hence
+    the ``run_sd`` term, and :func:`prediction_interval_test` once a history exists.
 
-    Source: Welch (1947).
+    Source: Welch (1947); the run term is the between-run variance of a one-way random-effects
+    model (Kalibera & Jones, ISMM 2013).
     """
     c = _as_1d(current, "current round log-means", 2)
     b = _as_1d(baseline, "baseline round log-means", 2)
+    if not (math.isfinite(run_sd) and run_sd >= 0) or baseline_runs < 1:
+        raise ValueError(f"run_sd must be finite and >= 0 and baseline_runs >= 1, got {run_sd}, {baseline_runs}")
     nc, nb = c.size, b.size
     vc = float(np.var(c, ddof=1)) / nc
     vb = float(np.var(b, ddof=1)) / nb
     estimate = float(c.mean() - b.mean())
-    se = max(math.sqrt(vc + vb), SE_FLOOR)
+    se = max(math.sqrt(vc + vb + run_sd**2 * (1 + 1 / baseline_runs)), SE_FLOOR)
     denom = vc * vc / (nc - 1) + vb * vb / (nb - 1)
     df = (vc + vb) ** 2 / denom if denom > 0.0 else float(nc + nb - 2)
     p_slower, p_faster = _t_pvalues(estimate, se, df)
@@ -593,6 +602,27 @@ def spread_ratio(current_round_log_means: Any, history_round_sds: Any) -> float 
     if not math.isfinite(med) or med == 0.0:
         return None
     return float(np.std(cur, ddof=1)) / med
+
+
+def run_offset_sd(runs: Sequence[Any]) -> float:
+    """The sd (ln units) of the per-run offset, estimated from a history of runs.
+
+    Args:
+        runs: one sequence of round log-means per earlier run; runs with < 2 rounds are skipped.
+
+    Returns:
+        The one-way random-effects (ANOVA) estimate ``sqrt(max(var(run means) - mean(s_i^2 / K_i), 0))``:
+        the spread of run means beyond what their rounds' own noise explains. NaN with fewer than 2 runs.
+
+    Source: method-of-moments estimator of the between-group variance (Searle, Casella &
+    McCulloch, "Variance Components", 1992, ch. 3); Kalibera & Jones (ISMM 2013).
+    """
+    arrays = [np.asarray(r, dtype=float) for r in runs if len(r) >= 2]
+    if len(arrays) < 2:
+        return float("nan")
+    means = np.array([a.mean() for a in arrays])
+    within = float(np.mean([np.var(a, ddof=1) / a.size for a in arrays]))
+    return math.sqrt(max(float(np.var(means, ddof=1)) - within, 0.0))
 
 
 def summarize_history(runs: Sequence[Sequence[float]]) -> dict[str, Any]:

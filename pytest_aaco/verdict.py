@@ -40,6 +40,8 @@ ERROR = "error"
 DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
 #: round-to-round spread this many times the history's flags an item unstable
 SPREAD_LIMIT = 3.0
+#: assumed sd of the run-to-run offset (fraction) until the history is long enough to measure it
+DEFAULT_RUN_NOISE = 0.02
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class GateSettings:
 
     threshold: float = 0.05
     min_history: int = 5
+    run_noise: float = DEFAULT_RUN_NOISE
     strict_inconclusive: bool = False
     fail_on_improvement: bool = False
     gate_p99: bool = False
@@ -102,13 +105,17 @@ def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
-def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_history: int) -> Any:
+def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_history: int,
+               run_noise: float = DEFAULT_RUN_NOISE) -> Any:
     """The gate's test of this run's round log-means against earlier runs' round log-means.
 
     *current*: shape ``(rounds,)``, mean ln(ms) per round. *history_runs*: one sequence of round
     log-means per earlier run, oldest first. With at least *min_history* runs, the
-    prediction-interval t-test on run means; else Welch's t-test on the rounds. Returns a
-    :class:`pytest_aaco.stats.Comparison`; raises ValueError for too few rounds or runs.
+    prediction-interval t-test on run means, whose variance is the history's own. With fewer,
+    Welch's t-test on the rounds plus a run-to-run term: rounds of one run cannot show how much
+    the next run will differ, so the term's sd is the larger of *run_noise* (a fraction, the
+    prior) and what the history already shows (:func:`pytest_aaco.stats.run_offset_sd`).
+    Returns a :class:`pytest_aaco.stats.Comparison`; raises ValueError for too few rounds or runs.
     """
     from . import stats
 
@@ -118,7 +125,11 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
     current = np.asarray(current, dtype=float)
     if len(runs) >= min_history:
         return stats.prediction_interval_test(current, np.array([r.mean() for r in runs]))
-    return stats.welch_rounds(current, np.concatenate(runs))
+    run_sd = float(np.log1p(run_noise))
+    learned = stats.run_offset_sd(runs)
+    if np.isfinite(learned):
+        run_sd = max(run_sd, learned)
+    return stats.welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
 
 
 def classify(comp: Any, threshold: float, level: float, faster_level: float | None = None) -> str:
@@ -139,7 +150,8 @@ def classify(comp: Any, threshold: float, level: float, faster_level: float | No
 def _method_text(comp: Any, runs: int) -> str:
     if comp.method == "prediction-interval":
         return f"prediction-interval t-test over {runs} baseline runs"
-    return f"Welch t-test on {comp.n_current} vs {comp.n_baseline} rounds ({runs} baseline run{'s' * (runs != 1)})"
+    return (f"Welch t-test on {comp.n_current} vs {comp.n_baseline} rounds ({runs} baseline run{'s' * (runs != 1)},"
+            " run-to-run term included)")
 
 
 def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
@@ -237,7 +249,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
                                     f" ({fingerprint.describe_diff(baseline.fingerprint)})")
     current = result.round_log_means
     try:
-        comp = comparison(current, baseline.run_round_log_means(), settings.min_history)
+        comp = comparison(current, baseline.run_round_log_means(), settings.min_history, settings.run_noise)
     except ValueError as exc:
         return base_verdict(label, t, outcome=INCONCLUSIVE, current_mean_ms=result.mean_ms,
                             baseline_path=str(baseline.path), message=f"inconclusive for {label}: {exc}")

@@ -81,7 +81,7 @@ def test_effective_options():
 
 
 @pytest.mark.parametrize(("mode", "short", "expected"), [
-    ("auto", "cpu", "none"), ("auto", "openvino", "none"), ("auto", "cuda", "inputs"), ("auto", "migraphx", "inputs"),
+    ("auto", "cpu", "none"), ("auto", "openvino", "none"), ("auto", "cuda", "all"), ("auto", "migraphx", "inputs"),
     ("all", "cpu", "all"), ("none", "cuda", "none"),
 ])
 def test_resolve_iobinding(mode, short, expected):

@@ -455,3 +455,27 @@ def test_summarize_history() -> None:
     assert empty["run_means"].shape == (0,) and math.isnan(empty["within_run_sd"])
     with pytest.raises(ValueError, match="history run 1"):
         summarize_history([[1.0], []])
+
+
+# ---------------------------------------------------------------- run-to-run term
+
+
+def test_welch_run_term_adds_exactly_its_variance():
+    rng = np.random.default_rng(7)
+    cur, base = rng.normal(0.1, 0.01, 10), rng.normal(0.0, 0.01, 20)
+    plain = stats.welch_rounds(cur, base)
+    wide = stats.welch_rounds(cur, base, run_sd=0.02, baseline_runs=2)
+    assert wide.estimate == plain.estimate and wide.df == plain.df
+    assert wide.se == pytest.approx(np.sqrt(plain.se**2 + 0.02**2 * 1.5))
+    assert wide.p_slower > plain.p_slower
+    with pytest.raises(ValueError):
+        stats.welch_rounds(cur, base, run_sd=-0.01)
+
+
+def test_run_offset_sd_recovers_the_between_run_sd():
+    rng = np.random.default_rng(11)
+    runs = [rng.normal(rng.normal(0, 0.04), 0.01, 10) for _ in range(400)]
+    assert stats.run_offset_sd(runs) == pytest.approx(0.04, rel=0.1)
+    steady = [rng.normal(0, 0.01, 10) for _ in range(400)]
+    assert stats.run_offset_sd(steady) < 0.002  # no offsets: only round noise, which is subtracted
+    assert np.isnan(stats.run_offset_sd(runs[:1]))

@@ -64,20 +64,20 @@ def judge(current, baseline, **settings):
 
 
 def test_regression(result_factory):
-    v = judge(result(result_factory, 11.0), history(result_factory))
+    v = judge(result(result_factory, 11.0), history(result_factory), run_noise=0.0)
     assert v.outcome == REGRESSION and v.fails
     assert v.message.startswith("REGRESSION m[cpu]: mean 11.")
     assert "vs baseline 10.0" in v.message and "95% CI" in v.message and "threshold 5%" in v.message
     assert v.ratio == pytest.approx(1.10, abs=0.01)
     assert v.ci_low < v.ratio < v.ci_high and v.ci_low > 1.05
     assert v.p_value < 1e-6 and v.level == LEVEL
-    assert v.method == "welch" and "Welch t-test on 10 vs 20 rounds (2 baseline runs)" in v.message
+    assert v.method == "welch" and "Welch t-test on 10 vs 20 rounds (2 baseline runs," in v.message
     assert needs_confirmation(v)
 
 
 def test_regression_below_threshold_is_not_a_failure(result_factory):
     """Significant but small (+2% against a 5% threshold): reported, never failed."""
-    v = judge(result(result_factory, 10.2), history(result_factory))
+    v = judge(result(result_factory, 10.2), history(result_factory), run_noise=0.0)
     assert v.p_value < 0.01
     assert v.outcome in (NO_REGRESSION, INCONCLUSIVE) and not v.fails
 
@@ -252,3 +252,53 @@ def test_fails_rules():
     assert not fails(v(NO_REGRESSION), s) and not fails(v(NO_BASELINE), s) and not fails(v(MISMATCH), s)
     assert fails(v(NO_REGRESSION, memory=["peak RSS ..."]), s)
     assert fails(v(NO_REGRESSION, p99={"regression": True}), s)
+
+
+# ---------------------------------------------------------------- short history: the run-to-run term
+
+SMALL_LEVEL = 0.005  # what LOND gives the first of 10 gated items at FDR 0.05
+
+
+def _short_history_alarms(result_factory, run_noise: float, sims: int = 400) -> float:
+    """Share of unchanged runs called a regression against ONE earlier run, when every run (process)
+    lands at its own offset with sd 2% and its rounds scatter by 0.5% around it."""
+    rng = np.random.default_rng(2026)
+    alarms = 0
+    for i in range(sims):
+        offsets = np.exp(0.02 * rng.standard_normal(2))
+        base = history(result_factory, runs=1, center_ms=10.0 * offsets[0], seed=3 * i)
+        now = result(result_factory, 10.0 * offsets[1], seed=3 * i + 1)
+        v = compare(now, base, FP, GateSettings(run_noise=run_noise), SMALL_LEVEL, LABEL)
+        alarms += v.outcome == REGRESSION
+    return alarms / sims
+
+
+def test_run_to_run_term_keeps_short_history_calibrated(result_factory):
+    """Rounds of one run cannot show the next run's offset, so the plain Welch test calls every
+    offset beyond 5% a regression, whatever the level; with the run-to-run term (default 2%, here
+    the truth) the false-alarm rate falls to about the level."""
+    plain = _short_history_alarms(result_factory, run_noise=0.0)
+    guarded = _short_history_alarms(result_factory, run_noise=0.02)
+    assert plain > 0.02, plain
+    assert guarded <= 3 * SMALL_LEVEL, guarded
+    assert guarded < plain / 3, (guarded, plain)
+
+
+def test_short_history_still_catches_a_large_slowdown(result_factory):
+    v = judge(result(result_factory, 13.0), history(result_factory, runs=1))
+    assert v.outcome == REGRESSION and v.fails
+    assert "run-to-run term included" in v.message
+
+
+def _runs_at(result_factory, centres) -> Baseline:
+    records = [run_record(result(result_factory, c, seed=i)) for i, c in enumerate(centres)]
+    fingerprint = Fingerprint(dict(FIELDS))
+    return Baseline(Path("/b/m.json"), "t", fingerprint.fields, fingerprint.id, records, [])
+
+
+def test_short_history_learns_a_larger_run_offset(result_factory):
+    """With 2-4 runs the spread of their means already shows a noisy runner: the term grows with it."""
+    now = result(result_factory, 11.0, seed=11)
+    noisy = judge(now, _runs_at(result_factory, [10.0, 11.0, 9.2, 10.4]))
+    quiet = judge(now, _runs_at(result_factory, [10.0, 10.0, 10.0, 10.0]))
+    assert noisy.mde > 2 * quiet.mde, (noisy.mde, quiet.mde)
