@@ -134,6 +134,7 @@ class BenchmarkRun:
     settings: MeasureSettings
     threshold: float
     results: list[BenchmarkResult] = field(default_factory=list)
+    placement: dict[str, Any] | None = None
     _feeds: dict[str, np.ndarray] | None = None
 
     @property

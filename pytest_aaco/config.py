@@ -20,6 +20,7 @@ import pytest
 from .providers import ProviderError, ProviderSpec, parse_provider_list
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
+PLACEMENT_MODES = ("check", "warn", "off")
 #: the ``Parser.addini`` types the options use
 IniType = Literal["string", "bool", "linelist"]
 
@@ -212,6 +213,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               "KEY=VALUE", "linelist", True),
     OptionDef("iobinding", "input/output binding: auto, none (host arrays, copies timed), inputs, all",
               "auto", "MODE"),
+    OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
+              " fell to the CPU, warn only warns, off skips it", "check", "MODE"),
     OptionDef("intra-op-threads", "ORT intra-op threads (0: ORT's default)", "0", "N"),
     OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS"),
     OptionDef("memory-threshold", "peak RSS/VRAM growth that counts as a memory regression", "10%", "FRACTION"),
@@ -281,6 +284,7 @@ class AacoConfig:
     strict_provider: bool = False
     provider_options: dict[str, Any] = field(default_factory=dict)
     iobinding: str = "auto"
+    placement: str = "check"
     intra_op_threads: int = 0
     sample_interval_s: float = 0.1
     memory_threshold: float = 0.10
@@ -334,6 +338,7 @@ class AacoConfig:
             strict_provider=flag("strict-provider"),
             provider_options=parse_provider_options("--aaco-provider-option", list(raw["provider-option"] or [])),
             iobinding=parse_choice("--aaco-iobinding", raw["iobinding"], IOBINDING_MODES),
+            placement=parse_choice("--aaco-placement", raw["placement"], PLACEMENT_MODES),
             intra_op_threads=parse_positive_int("--aaco-intra-op-threads", raw["intra-op-threads"], minimum=0),
             sample_interval_s=parse_milliseconds("--aaco-sample-interval", raw["sample-interval"]),
             memory_threshold=parse_fraction("--aaco-memory-threshold", raw["memory-threshold"], upper=10.0),

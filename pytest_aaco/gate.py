@@ -69,6 +69,7 @@ class AacoPlugin:
         self._models: list[ModelSpec] | None = None
         self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
         self._available: list[str] | None = None
+        self._placements: dict[int, Any] = {}
         self.gated_items = 0
         self.records: list[ItemRecord] = []
         self._lond: Any = None
@@ -112,6 +113,17 @@ class AacoPlugin:
         while len(self._sessions) > SESSION_CACHE_SIZE:
             self._sessions.popitem(last=False)
         return handle
+
+    def placement(self, handle: SessionHandle, feeds: dict[str, Any]) -> Any:
+        """Node placement of *handle*'s model and EP (:func:`pytest_aaco.placement.placement_report`),
+        profiled once per cached session. Raises SessionError / PlacementError."""
+        key = id(handle)
+        if key not in self._placements:
+            from .placement import placement_report
+
+            self._placements[key] = placement_report(handle.model_path, handle.provider, self.config.device_id,
+                                                     feeds=feeds)
+        return self._placements[key]
 
     # ------------------------------------------------------------ session-wide error control
 

@@ -140,6 +140,8 @@ def judge_item(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun) -> None
     result = run.results[-1]
     record = ItemRecord(item.nodeid, run.model.name, run.provider.short, item_label(run),
                         result=result.to_dict(raw=True))
+    if run.placement is not None:
+        record.extra["placement"] = run.placement
     try:
         fp = item_fingerprint(item, run)
         record.fingerprint = fp.fields

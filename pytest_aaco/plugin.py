@@ -6,6 +6,7 @@ benchmark fixture or an ``--aaco-*`` feature needs them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,6 +132,38 @@ def _unavailable(request: pytest.FixtureRequest, model: ModelSpec, provider: Pro
     pytest.skip(reason)
 
 
+def _placement_problem(plugin: Any, run: Any) -> str | None:
+    """Profile where the nodes ran (recorded on *run*); why the result is not the EP's, or None."""
+    from .placement import PlacementError, describe, fallback_problem
+    from .runner import SessionError
+    from .warnings import AacoProviderWarning
+
+    try:
+        report = plugin.placement(run.handle, run.feeds)
+    except (SessionError, PlacementError) as exc:
+        return f"placement check failed: {exc}"
+    run.placement = report.to_dict()
+    problem: str | None = fallback_problem(report, run.provider)
+    if problem is None and report.cpu_nodes:
+        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe(report)}"),
+                      stacklevel=3)
+    return problem
+
+
+def _check_placement(request: pytest.FixtureRequest, plugin: Any, run: Any) -> None:
+    """Fail (``--aaco-placement=check``) or warn (``warn``) when the compute fell to the CPU, so it
+    is never recorded as the device EP's result."""
+    from .warnings import AacoProviderWarning
+
+    problem = _placement_problem(plugin, run)
+    if problem is None:
+        return
+    if plugin.config.placement == "warn":
+        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {problem}"), stacklevel=2)
+        return
+    _record_failure(request, run.model, run.provider, problem)
+
+
 @pytest.fixture
 def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_provider: ProviderSpec) -> Any:
     """A :class:`~pytest_aaco.runner.SessionHandle`: the InferenceSession (``.session``) for this
@@ -190,5 +223,7 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: Any, aaco_model
     from .reports.lifecycle import first_benchmark
 
     first_benchmark(plugin)
+    if ort_session.provider.is_gpu and plugin.config.placement != "off":
+        _check_placement(request, plugin, run)
     request.node.stash[RUN_KEY] = run
     yield guarded
