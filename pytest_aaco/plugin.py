@@ -172,7 +172,7 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     Skips (or fails with ``--aaco-strict-provider``) when the EP is not in this ORT build; fails
     with ORT's message when the session cannot be created.
     """
-    from .runner import SessionError
+    from .runner import SessionError, check_placement
 
     plugin = get_plugin(request.config)
     provider = plugin.provider_for(aaco_model, aaco_provider)
@@ -180,7 +180,9 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     if reason:
         _unavailable(request, aaco_model, provider, reason)
     try:
-        return plugin.session(aaco_model, provider)
+        handle = plugin.session(aaco_model, provider)
+        check_placement(handle)  # a session that fell back whole is refused before anything runs
+        return handle
     except (SessionError, RegistryError) as exc:
         problem = str(exc)
     _record_failure(request, aaco_model, provider, problem)
