@@ -105,6 +105,13 @@ def _amount(option: str, value: Any, unit: str, example: str, positive: bool) ->
     return number
 
 
+def parse_cores(option: str, value: Any) -> float | None:
+    """``off`` (None) or a non-negative number of CPU cores (``0.1``)."""
+    if str(value).strip().lower() == "off":
+        return None
+    return _amount(option, value, "cores", "a number of cores like 0.1, or off", positive=False)
+
+
 def parse_milliseconds(option: str, value: Any) -> float:
     """A positive duration in ms (``100`` or ``100ms``); returned in seconds."""
     return _amount(option, value, "ms", "milliseconds like 100", positive=True) / 1000.0
@@ -216,6 +223,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
               " fell to the CPU, warn only warns, off skips it", "check", "MODE"),
     OptionDef("intra-op-threads", "ORT intra-op threads (0: ORT's default)", "0", "N"),
+    OptionDef("max-contention", "cores other processes may keep busy while an item is measured before a"
+              " regression is withheld as inconclusive (off: never)", "0.1", "CORES"),
     OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS"),
     OptionDef("memory-threshold", "peak RSS/VRAM growth that counts as a memory regression", "10%", "FRACTION"),
     OptionDef("memory-slack", "growth in MB below which memory is never a regression", "50", "MB"),
@@ -286,6 +295,7 @@ class AacoConfig:
     iobinding: str = "auto"
     placement: str = "check"
     intra_op_threads: int = 0
+    max_contention: float | None = 0.1
     sample_interval_s: float = 0.1
     memory_threshold: float = 0.10
     memory_slack_mb: float = 50.0
@@ -340,6 +350,7 @@ class AacoConfig:
             iobinding=parse_choice("--aaco-iobinding", raw["iobinding"], IOBINDING_MODES),
             placement=parse_choice("--aaco-placement", raw["placement"], PLACEMENT_MODES),
             intra_op_threads=parse_positive_int("--aaco-intra-op-threads", raw["intra-op-threads"], minimum=0),
+            max_contention=parse_cores("--aaco-max-contention", raw["max-contention"]),
             sample_interval_s=parse_milliseconds("--aaco-sample-interval", raw["sample-interval"]),
             memory_threshold=parse_fraction("--aaco-memory-threshold", raw["memory-threshold"], upper=10.0),
             memory_slack_mb=parse_megabytes("--aaco-memory-slack", raw["memory-slack"]),

@@ -16,6 +16,7 @@ from .benchmark import BenchmarkRun
 from .fingerprint import Fingerprint, build_fingerprint
 from .gate import RECORD_KEY, AacoPlugin, ItemRecord
 from .jsonio import AacoFileError
+from .metrics import other_processes_cores
 from .registry import content_hash
 from .results import BenchmarkResult
 from .verdict import (
@@ -28,6 +29,7 @@ from .verdict import (
     compare,
     confirm,
     needs_confirmation,
+    under_contention,
 )
 
 
@@ -95,6 +97,11 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
         result.confirmation = run.remeasure()
         second = compare(result.confirmation, baseline, fp, settings, level, label)
         verdict = confirm(verdict, second, settings)
+    if c.max_contention is not None:
+        looks = [result] + ([result.confirmation] if result.confirmation is not None else [])
+        busy = [other_processes_cores(r.telemetry, os.cpu_count() or 1) for r in looks]
+        verdict = under_contention(verdict, max((b for b in busy if b is not None), default=0.0),
+                                   c.max_contention, settings)
     if gated:
         lond.record(verdict.outcome == REGRESSION and verdict.fails)
     return verdict

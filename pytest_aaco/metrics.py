@@ -99,3 +99,18 @@ def derived_metrics(
     scale = 1.4826 * mad if mad > 0 else (std if n > 1 and not math.isnan(std) else 0.0)
     out["outlier_fraction"] = float(np.mean(lat > p50 + 5 * scale)) if scale > 0 else 0.0
     return out
+
+
+def other_processes_cores(telemetry: dict[str, Any] | None, cpu_count: int) -> float | None:
+    """Cores that processes other than this one kept busy during the measured phase (mean).
+
+    ``system_cpu_percent`` (0..100 over all cores) times *cpu_count*, minus
+    ``process_cpu_percent`` (100 = one core), from the SystemSampler's summary; None when either
+    is missing. A shared CI runner whose neighbours take CPU shows here first.
+    """
+    summary = (telemetry or {}).get("summary") or {}
+    system = (summary.get("system_cpu_percent") or {}).get("mean")
+    process = (summary.get("process_cpu_percent") or {}).get("mean")
+    if not isinstance(system, (int, float)) or not isinstance(process, (int, float)) or cpu_count < 1:
+        return None
+    return max((system * cpu_count - process) / 100.0, 0.0)

@@ -376,3 +376,14 @@ def test_usage_error_helper_catches_a_wrong_option_name():
         with usage_error("--aaco-rounds"):
             parse_positive_int("--aaco-warmup", "x")
 
+
+
+def test_max_contention_parser():
+    from pytest_aaco.config import parse_cores
+
+    assert parse_cores("--aaco-max-contention", "off") is None
+    assert parse_cores("--aaco-max-contention", "0.25") == 0.25
+    with pytest.raises(pytest.UsageError, match="--aaco-max-contention"):
+        parse_cores("--aaco-max-contention", "-1")
+    with pytest.raises(pytest.UsageError, match="--aaco-max-contention"):
+        parse_cores("--aaco-max-contention", "lots")

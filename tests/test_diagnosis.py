@@ -260,3 +260,13 @@ def test_classify_uses_real_session_output():
     derived = derived_metrics(np.full(50, 10.0), np.full(5, 10.0), 12.0)
     scores = score_all(session.to_dict(), derived, 1024)
     assert "warmup_instability" not in scores and "memory_growth" not in scores
+
+
+def test_other_processes_cores_from_the_system_sampler_summary():
+    from pytest_aaco.metrics import other_processes_cores
+
+    busy = {"summary": {"system_cpu_percent": {"mean": 90.0}, "process_cpu_percent": {"mean": 100.0}}}
+    assert other_processes_cores(busy, 2) == pytest.approx(0.8)  # 1.8 cores busy, 1.0 of them ours
+    quiet = {"summary": {"system_cpu_percent": {"mean": 50.0}, "process_cpu_percent": {"mean": 101.0}}}
+    assert other_processes_cores(quiet, 2) == 0.0  # sampling jitter never goes negative
+    assert other_processes_cores({}, 2) is None and other_processes_cores(None, 2) is None

@@ -302,3 +302,31 @@ def test_short_history_learns_a_larger_run_offset(result_factory):
     noisy = judge(now, _runs_at(result_factory, [10.0, 11.0, 9.2, 10.4]))
     quiet = judge(now, _runs_at(result_factory, [10.0, 10.0, 10.0, 10.0]))
     assert noisy.mde > 2 * quiet.mde, (noisy.mde, quiet.mde)
+
+
+# ---------------------------------------------------------------- CPU contention
+
+
+def test_a_regression_measured_under_contention_is_withheld(result_factory):
+    from pytest_aaco.verdict import under_contention
+
+    settings = GateSettings()
+    v = under_contention(judge(result(result_factory, 13.0), history(result_factory)), 0.6, 0.1, settings)
+    assert v.outcome == INCONCLUSIVE and not v.fails
+    assert "other processes kept 0.60 cores busy" in v.message and "--aaco-max-contention" in v.message
+
+
+def test_a_quiet_regression_still_fails(result_factory):
+    from pytest_aaco.verdict import under_contention
+
+    v = under_contention(judge(result(result_factory, 13.0), history(result_factory)), 0.05, 0.1, GateSettings())
+    assert v.outcome == REGRESSION and v.fails
+
+
+def test_contention_never_hides_a_memory_regression(result_factory):
+    from pytest_aaco.verdict import under_contention
+
+    base = history(result_factory, rss=300.0)
+    v = judge(result(result_factory, 13.0, telemetry={"summary": {"rss_mb": {"max": 600.0}}}), base)
+    v = under_contention(v, 1.0, 0.1, GateSettings())
+    assert v.outcome == INCONCLUSIVE and v.fails and "MEMORY REGRESSION" in v.message
