@@ -164,3 +164,28 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
     )
     atomic_write_json(path, baseline.to_dict())
     return baseline, note + f"baseline saved ({len(history)} run{'s' if len(history) != 1 else ''} in history)"
+
+
+def runner_variance_prior(folder: Path, min_runs: int = 3) -> Any:
+    """The variance prior of one runner's items (:func:`pytest_aaco.stats.fit_variance_prior`).
+
+    Reads every baseline file in *folder* (one runner), takes each history with at least
+    *min_runs* runs, and fits the prior to the variances of their run means (ln units²). Files
+    that cannot be read are skipped. None with fewer than 3 usable items.
+    """
+    import numpy as np
+
+    from .stats import fit_variance_prior
+
+    variances, dfs = [], []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            baseline = load_baseline(path)
+        except AacoFileError:
+            continue
+        if baseline is None or baseline.runs < min_runs:
+            continue
+        means = np.array([np.mean(r) for r in baseline.run_round_log_means()])
+        variances.append(float(np.var(means, ddof=1)))
+        dfs.append(baseline.runs - 1)
+    return fit_variance_prior(variances, dfs)

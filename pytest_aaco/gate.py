@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,6 +71,7 @@ class AacoPlugin:
         self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
         self._available: list[str] | None = None
         self._placements: dict[int, Any] = {}
+        self._priors: dict[str, Any] = {}
         self.gated_items = 0
         self.records: list[ItemRecord] = []
         self._lond: Any = None
@@ -124,6 +126,15 @@ class AacoPlugin:
             self._placements[key] = placement_report(handle.model_path, handle.provider, self.config.device_id,
                                                      feeds=feeds)
         return self._placements[key]
+
+    def variance_prior(self, folder: Path) -> Any:
+        """The runner's variance prior (:func:`pytest_aaco.baseline.runner_variance_prior`), read once."""
+        key = str(folder)
+        if key not in self._priors:
+            from .baseline import runner_variance_prior
+
+            self._priors[key] = runner_variance_prior(folder)
+        return self._priors[key]
 
     # ------------------------------------------------------------ session-wide error control
 

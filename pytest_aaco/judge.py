@@ -89,13 +89,14 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
     lond = plugin.lond()
     level = lond.next_level() if gated else c.fdr
     others = other_runners(c.baseline_dir, fp.machine_key, item.nodeid)
-    verdict = compare(result, baseline, fp, settings, level, label, others)
+    prior = plugin.variance_prior(path.parent) if gated else None
+    verdict = compare(result, baseline, fp, settings, level, label, others, prior)
     if c.confirm and needs_confirmation(verdict):
         from .reports.progress import announce
 
         announce(plugin, f"{label} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
-        second = compare(result.confirmation, baseline, fp, settings, level, label)
+        second = compare(result.confirmation, baseline, fp, settings, level, label, prior=prior)
         verdict = confirm(verdict, second, settings)
     if c.max_contention is not None:
         looks = [result] + ([result.confirmation] if result.confirmation is not None else [])

@@ -224,13 +224,89 @@ def welch_rounds(current: Any, baseline: Any, run_sd: float = 0.0, baseline_runs
     return Comparison("welch", estimate, se, float(df), p_slower, p_faster, nc, nb)
 
 
-def prediction_interval_test(current: Any, history_run_means: Any) -> Comparison:
+@dataclass(frozen=True)
+class VariancePrior:
+    """A scaled inverse-chi-square prior for the run-to-run variance of the items on one runner.
+
+    ``s0_sq``: prior variance (ln units²); ``d0``: its degrees of freedom (``math.inf`` when the
+    items' variances look like one common variance); ``items``: how many items it was fitted on.
+    """
+
+    s0_sq: float
+    d0: float
+    items: int
+
+    def moderate(self, s_sq: float, df: float) -> tuple[float, float]:
+        """Posterior variance and df: ``((d0 s0² + df s²) / (d0 + df), d0 + df)``; ``(s0², inf)`` for ``d0 = inf``."""
+        if math.isinf(self.d0):
+            return self.s0_sq, math.inf
+        return (self.d0 * self.s0_sq + df * s_sq) / (self.d0 + df), self.d0 + df
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"s0_sq": self.s0_sq, "d0": self.d0, "items": self.items}
+
+
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x, by Newton's method as in limma's ``trigammaInverse`` (Smyth 2004)."""
+    from scipy.special import polygamma
+
+    if x > 1e7:
+        return 1.0 / math.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1.0 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def fit_variance_prior(variances: Any, dfs: Any) -> VariancePrior | None:
+    """Fit the prior that moderates each item's variance towards the others' (empirical Bayes).
+
+    Args:
+        variances: shape ``(G,)``, each item's sample variance of its history's run means (ln units²).
+        dfs: shape ``(G,)``, their degrees of freedom (runs - 1, each >= 1).
+
+    Returns:
+        A :class:`VariancePrior`, or None with fewer than 3 items or a zero variance among them.
+        Moment estimator of Smyth (2004): ``e_g = ln s_g² - digamma(d_g/2) + ln(d_g/2)``;
+        ``trigamma(d0/2) = mean((e - ē)² G/(G-1) - trigamma(d_g/2))`` (``d0 = inf`` when that is <= 0);
+        ``s0² = exp(ē + digamma(d0/2) - ln(d0/2))``.
+
+    Source: G. K. Smyth, "Linear models and empirical Bayes methods for assessing differential
+    expression in microarray experiments", Stat. Appl. Genet. Mol. Biol. 3(1), 2004, section 6.2.
+    """
+    from scipy.special import digamma, polygamma
+
+    v = np.asarray(variances, dtype=float)
+    d = np.asarray(dfs, dtype=float)
+    if v.ndim != 1 or v.shape != d.shape or v.size < 3 or np.any(d < 1) or np.any(~np.isfinite(v)) or np.any(v <= 0):
+        return None
+    e = np.log(v) - digamma(d / 2) + np.log(d / 2)
+    e_bar = float(e.mean())
+    target = float(np.mean((e - e_bar) ** 2 * v.size / (v.size - 1) - polygamma(1, d / 2)))
+    if target <= 0:
+        return VariancePrior(math.exp(e_bar), math.inf, int(v.size))
+    d0 = 2.0 * _trigamma_inverse(target)
+    s0_sq = math.exp(e_bar + float(digamma(d0 / 2)) - math.log(d0 / 2))
+    return VariancePrior(s0_sq, d0, int(v.size))
+
+
+def prediction_interval_test(current: Any, history_run_means: Any, prior: VariancePrior | None = None) -> Comparison:
     """Is this run's mean outside the prediction interval of earlier runs' means?
 
     Args:
         current: 1-D array-like of this run's round log-means, >= 1 value; only its mean ``x`` is used.
         history_run_means: shape ``(H,)``, one value per earlier run (that run's mean of round
             log-means), ``H >= 3``.
+        prior: optional :class:`VariancePrior` fitted on the other items of the same runner: the
+            history's variance ``s²`` (df ``H-1``) becomes the moderated ``(d0 s0² + (H-1) s²)/(d0+H-1)``
+            with ``d0 + H - 1`` df (Smyth 2004), which keeps a short history from collapsing the
+            test's power (t at 4 df and a LOND level of 0.0025 needs t > 5.6).
 
     Returns:
         A :class:`Comparison` with ``method="prediction-interval"``: ``estimate = x - m``,
@@ -253,9 +329,12 @@ def prediction_interval_test(current: Any, history_run_means: Any) -> Comparison
     n_hist = h.size
     x = float(c.mean())
     m = float(h.mean())
-    s = float(np.std(h, ddof=1))
-    se = max(s * math.sqrt(1.0 + 1.0 / n_hist), SE_FLOOR)
+    s_sq = float(np.var(h, ddof=1))
     df = float(n_hist - 1)
+    if prior is not None:
+        s_sq, df = prior.moderate(s_sq, df)
+        df = min(df, 1e6)
+    se = max(math.sqrt(s_sq) * math.sqrt(1.0 + 1.0 / n_hist), SE_FLOOR)
     estimate = x - m
     p_slower, p_faster = _t_pvalues(estimate, se, df)
     return Comparison("prediction-interval", estimate, se, df, p_slower, p_faster, int(c.size), int(n_hist))

@@ -40,6 +40,8 @@ ERROR = "error"
 DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
 #: round-to-round spread this many times the history's flags an item unstable
 SPREAD_LIMIT = 3.0
+#: one-sided level of the upper bound that must lie below the threshold for "no regression"
+NO_REGRESSION_ALPHA = 0.05
 #: assumed sd of the run-to-run offset (fraction) until the history is long enough to measure it
 DEFAULT_RUN_NOISE = 0.02
 
@@ -106,7 +108,7 @@ def _pct(ratio: float) -> str:
 
 
 def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_history: int,
-               run_noise: float = DEFAULT_RUN_NOISE) -> Any:
+               run_noise: float = DEFAULT_RUN_NOISE, prior: Any = None) -> Any:
     """The gate's test of this run's round log-means against earlier runs' round log-means.
 
     *current*: shape ``(rounds,)``, mean ln(ms) per round. *history_runs*: one sequence of round
@@ -115,6 +117,8 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
     Welch's t-test on the rounds plus a run-to-run term: rounds of one run cannot show how much
     the next run will differ, so the term's sd is the larger of *run_noise* (a fraction, the
     prior) and what the history already shows (:func:`pytest_aaco.stats.run_offset_sd`).
+    *prior* (a :class:`pytest_aaco.stats.VariancePrior` from the runner's other items) moderates
+    the history's variance in the prediction-interval test.
     Returns a :class:`pytest_aaco.stats.Comparison`; raises ValueError for too few rounds or runs.
     """
     from . import stats
@@ -124,7 +128,7 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
         raise ValueError("the baseline has no measured rounds")
     current = np.asarray(current, dtype=float)
     if len(runs) >= min_history:
-        return stats.prediction_interval_test(current, np.array([r.mean() for r in runs]))
+        return stats.prediction_interval_test(current, np.array([r.mean() for r in runs]), prior)
     run_sd = float(np.log1p(run_noise))
     learned = stats.run_offset_sd(runs)
     if np.isfinite(learned):
@@ -135,14 +139,14 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
 def classify(comp: Any, threshold: float, level: float, faster_level: float | None = None) -> str:
     """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
     >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);
-    *no-regression* when the one-sided upper bound of the slowdown is below *threshold*; else
-    *inconclusive*."""
+    *no-regression* when the one-sided 95% upper bound of the slowdown is below *threshold* (a claim
+    of no change is not a discovery, so it needs no false-discovery control); else *inconclusive*."""
     slowdown = comp.ratio - 1
     if comp.p_slower <= level and slowdown >= threshold:
         return REGRESSION
     if comp.p_faster <= (level if faster_level is None else faster_level) and -slowdown >= threshold:
         return IMPROVEMENT
-    if comp.upper(level) - 1 < threshold:
+    if comp.upper(max(level, NO_REGRESSION_ALPHA)) - 1 < threshold:
         return NO_REGRESSION
     return INCONCLUSIVE
 
@@ -230,7 +234,7 @@ def base_verdict(label: str, threshold: float, **kwargs: Any) -> Verdict:
 
 
 def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
-            level: float, label: str, other_runners: list[str] | None = None) -> Verdict:
+            level: float, label: str, other_runners: list[str] | None = None, prior: Any = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. Never raises for statistical
@@ -249,7 +253,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
                                     f" ({fingerprint.describe_diff(baseline.fingerprint)})")
     current = result.round_log_means
     try:
-        comp = comparison(current, baseline.run_round_log_means(), settings.min_history, settings.run_noise)
+        comp = comparison(current, baseline.run_round_log_means(), settings.min_history, settings.run_noise, prior)
     except ValueError as exc:
         return base_verdict(label, t, outcome=INCONCLUSIVE, current_mean_ms=result.mean_ms,
                             baseline_path=str(baseline.path), message=f"inconclusive for {label}: {exc}")

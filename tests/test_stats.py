@@ -479,3 +479,48 @@ def test_run_offset_sd_recovers_the_between_run_sd():
     steady = [rng.normal(0, 0.01, 10) for _ in range(400)]
     assert stats.run_offset_sd(steady) < 0.002  # no offsets: only round noise, which is subtracted
     assert np.isnan(stats.run_offset_sd(runs[:1]))
+
+
+# ---------------------------------------------------------------- variance moderation across items (Smyth 2004)
+
+
+def test_variance_prior_recovers_a_common_variance_and_moderates():
+    rng = np.random.default_rng(0)
+    true_var, df = 0.02**2, 4
+    variances = true_var * rng.chisquare(df, 300) / df  # 300 items, each with 5 runs, one common variance
+    prior = stats.fit_variance_prior(variances, np.full(300, df))
+    assert prior is not None and prior.s0_sq == pytest.approx(true_var, rel=0.1)
+    assert prior.d0 > 30  # the items agree: the prior is strong
+    s_sq, d = prior.moderate(0.05**2, df)
+    assert d > df and s_sq == pytest.approx(true_var, rel=0.1)  # an unlucky item is pulled to the others
+
+
+def test_variance_prior_is_weak_when_items_differ():
+    rng = np.random.default_rng(4)
+    variances = np.exp(rng.normal(np.log(0.02**2), 1.5, 300)) * rng.chisquare(4, 300) / 4
+    prior = stats.fit_variance_prior(variances, np.full(300, 4))
+    assert prior is not None and prior.d0 < 5
+
+
+def test_variance_prior_needs_three_items_and_positive_variances():
+    assert stats.fit_variance_prior([1e-4, 2e-4], [4, 4]) is None
+    assert stats.fit_variance_prior([1e-4, 0.0, 2e-4], [4, 4, 4]) is None
+
+
+def test_trigamma_inverse_inverts_scipy():
+    from scipy.special import polygamma
+
+    for y in (0.05, 0.7, 3.0, 40.0):
+        assert stats._trigamma_inverse(float(polygamma(1, y))) == pytest.approx(y, rel=1e-6)
+
+
+def test_moderated_prediction_interval_gains_power_with_a_short_history():
+    """5 runs and a LOND-sized level: alone, 4 df need t > 5.6; with a strong prior from the runner's
+    other items a 6% slowdown becomes significant."""
+    history = np.log(10.0) + np.array([0.01, -0.015, 0.02, -0.005, -0.01])
+    current = np.full(10, np.log(10.6))
+    plain = stats.prediction_interval_test(current, history)
+    prior = stats.VariancePrior(s0_sq=0.015**2, d0=60.0, items=20)
+    moderated = stats.prediction_interval_test(current, history, prior)
+    assert moderated.df == pytest.approx(64.0) and plain.df == 4.0
+    assert plain.p_slower > 0.0025 > moderated.p_slower
