@@ -9,7 +9,7 @@ naming the option and the fix.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,5 +360,3 @@ class AacoConfig:
             html_path=path("html"),
         )
 
-
-ParserFn = Callable[[str, Any], Any]

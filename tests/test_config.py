@@ -387,3 +387,21 @@ def test_max_contention_parser():
         parse_cores("--aaco-max-contention", "-1")
     with pytest.raises(pytest.UsageError, match="--aaco-max-contention"):
         parse_cores("--aaco-max-contention", "lots")
+
+
+def test_run_noise_parser_accepts_zero_and_fractions():
+    from pytest_aaco.config import parse_fraction_or_zero
+
+    assert parse_fraction_or_zero("--aaco-run-noise", "0") == 0.0
+    assert parse_fraction_or_zero("--aaco-run-noise", "2%") == pytest.approx(0.02)
+    with pytest.raises(pytest.UsageError, match="--aaco-run-noise"):
+        parse_fraction_or_zero("--aaco-run-noise", "60%", upper=0.5)
+
+
+def test_placement_mode_parser():
+    from pytest_aaco.config import PLACEMENT_MODES, parse_choice
+
+    parsed = [parse_choice("--aaco-placement", m.upper(), PLACEMENT_MODES) for m in PLACEMENT_MODES]
+    assert parsed == list(PLACEMENT_MODES)
+    with pytest.raises(pytest.UsageError, match="--aaco-placement: expected one of check, warn, off"):
+        parse_choice("--aaco-placement", "strict", PLACEMENT_MODES)
