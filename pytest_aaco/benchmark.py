@@ -214,3 +214,24 @@ class BenchmarkRun:
             return self.measure(handle, settings)
         finally:
             del handle
+
+
+def placement_problem(plugin: Any, run: BenchmarkRun) -> str | None:
+    """Profile where the nodes ran (``plugin.placement``, recorded on *run*); why the result must not
+    count as the EP's, or None. Cheap CPU nodes only warn (``AacoProviderWarning``)."""
+    import warnings
+
+    from .placement import PlacementError, describe, fallback_problem
+    from .runner import SessionError
+    from .warnings import AacoProviderWarning
+
+    try:
+        report = plugin.placement(run.handle, run.feeds)
+    except (SessionError, PlacementError) as exc:
+        return f"placement check failed: {exc}"
+    run.placement = report.to_dict()
+    problem: str | None = fallback_problem(report, run.provider)
+    if problem is None and report.cpu_nodes:
+        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe(report)}"),
+                      stacklevel=3)
+    return problem

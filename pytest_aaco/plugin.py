@@ -132,30 +132,13 @@ def _unavailable(request: pytest.FixtureRequest, model: ModelSpec, provider: Pro
     pytest.skip(reason)
 
 
-def _placement_problem(plugin: Any, run: Any) -> str | None:
-    """Profile where the nodes ran (recorded on *run*); why the result is not the EP's, or None."""
-    from .placement import PlacementError, describe, fallback_problem
-    from .runner import SessionError
-    from .warnings import AacoProviderWarning
-
-    try:
-        report = plugin.placement(run.handle, run.feeds)
-    except (SessionError, PlacementError) as exc:
-        return f"placement check failed: {exc}"
-    run.placement = report.to_dict()
-    problem: str | None = fallback_problem(report, run.provider)
-    if problem is None and report.cpu_nodes:
-        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe(report)}"),
-                      stacklevel=3)
-    return problem
-
-
 def _check_placement(request: pytest.FixtureRequest, plugin: Any, run: Any) -> None:
     """Fail (``--aaco-placement=check``) or warn (``warn``) when the compute fell to the CPU, so it
     is never recorded as the device EP's result."""
+    from .benchmark import placement_problem
     from .warnings import AacoProviderWarning
 
-    problem = _placement_problem(plugin, run)
+    problem = placement_problem(plugin, run)
     if problem is None:
         return
     if plugin.config.placement == "warn":

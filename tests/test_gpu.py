@@ -438,21 +438,21 @@ def _fake_run(placement_obj):
 
 
 def test_plugin_refuses_a_cuda_result_whose_compute_fell_to_the_cpu():
+    from pytest_aaco.benchmark import placement_problem
     from pytest_aaco.placement import Placement
-    from pytest_aaco.plugin import _placement_problem
 
     fell = Placement(nodes={"CUDAExecutionProvider": 5, "CPUExecutionProvider": 1},
                      time_us={"CUDAExecutionProvider": 100, "CPUExecutionProvider": 900},
                      ops={"CPUExecutionProvider": {"Celu": 1}}, run_us=1000)
     plugin, run = _fake_run(fell)
-    problem = _placement_problem(plugin, run)
+    problem = placement_problem(plugin, run)
     assert problem is not None and "Celu" in problem and "not recorded as a cuda result" in problem
     assert run.placement["cpu_nodes"] == 1  # recorded for the bundle either way
 
 
 def test_plugin_warns_about_cheap_cpu_nodes_and_records_them():
+    from pytest_aaco.benchmark import placement_problem
     from pytest_aaco.placement import Placement
-    from pytest_aaco.plugin import _placement_problem
     from pytest_aaco.warnings import AacoProviderWarning
 
     cheap = Placement(nodes={"CUDAExecutionProvider": 50, "CPUExecutionProvider": 1},
@@ -460,5 +460,5 @@ def test_plugin_warns_about_cheap_cpu_nodes_and_records_them():
                       ops={"CPUExecutionProvider": {"Celu": 1}}, run_us=10000)
     plugin, run = _fake_run(cheap)
     with pytest.warns(AacoProviderWarning, match="CPUExecutionProvider 1 node"):
-        assert _placement_problem(plugin, run) is None
+        assert placement_problem(plugin, run) is None
     assert run.placement["nodes"]["CPUExecutionProvider"] == 1
