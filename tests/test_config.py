@@ -219,6 +219,13 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-rounds=1", "--aaco-rounds: must be at least 2, got 1"),
     ("--aaco-confirm=perhaps", "--aaco-confirm: expected on or off*"),
     ("--aaco-provider-option=fp16", "--aaco-provider-option: expected KEY=VALUE*"),
+    ("--aaco-history=0", "--aaco-history: must be at least 1, got 0"),
+    ("--aaco-min-history=2", "--aaco-min-history: must be at least 3, got 2"),
+    ("--aaco-fdr=0.7", "--aaco-fdr: must be between 0 and 0.5*"),
+    ("--aaco-intra-op-threads=-1", "--aaco-intra-op-threads: must be at least 0, got -1"),
+    ("--aaco-run-noise=lots", "--aaco-run-noise: expected a fraction*"),
+    ("--aaco-placement=strict", "--aaco-placement: expected one of check, warn, off*"),
+    ("--aaco-max-contention=much", "--aaco-max-contention: expected a number of cores*"),
 ])
 def test_bad_values_are_usage_errors(pytester, option, fragment):
     result = pytester.runpytest(option)
