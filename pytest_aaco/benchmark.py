@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,8 @@ def marker_overrides(item: Any) -> dict[str, Any]:
 
 
 def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, marker: dict[str, Any]
-                  ) -> tuple[MeasureSettings, float]:
-    """Measurement settings and threshold for one item: marker > registry > command line."""
+                  ) -> tuple[MeasureSettings, float, bool]:
+    """Measurement settings, threshold and p99 gating for one item: marker > registry > command line."""
 
     def pick(key: str, default: Any) -> Any:
         if marker.get(key) is not None:
@@ -79,7 +80,8 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
         iobinding=resolve_iobinding(config.iobinding, provider),
         device_id=config.device_id,
     )
-    return settings, float(pick("threshold", config.threshold))
+    gate_p99 = config.gate_p99 if marker.get("gate_p99") is None else bool(marker["gate_p99"])
+    return settings, float(pick("threshold", config.threshold)), gate_p99
 
 
 def device_lock_path(provider: ProviderSpec, device_id: int) -> Path:
@@ -88,21 +90,28 @@ def device_lock_path(provider: ProviderSpec, device_id: int) -> Path:
     return Path(tempfile.gettempdir()) / f"pytest-aaco-{name}.lock"
 
 
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None elsewhere (looked up once: ``find_library`` runs ldconfig)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
 def _release_free_memory() -> None:
     """Collect garbage and hand the C heap's free pages back to the OS (glibc ``malloc_trim``,
     where available), so RSS shows live memory rather than what the allocator happens to keep."""
-    import ctypes
-    import ctypes.util
     import gc
 
     gc.collect()
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        ctypes.CDLL(name).malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def rss_mb() -> float:
@@ -156,6 +165,7 @@ class BenchmarkRun:
     handle: SessionHandle
     settings: MeasureSettings
     threshold: float
+    gate_p99: bool = False
     results: list[BenchmarkResult] = field(default_factory=list)
     placement: dict[str, Any] | None = None
     _feeds: dict[str, np.ndarray] | None = None
@@ -168,10 +178,8 @@ class BenchmarkRun:
         return self._feeds
 
     def _telemetry(self) -> Any:
-        try:
-            from .samplers import TelemetrySession, build_samplers
-        except ImportError:  # telemetry is optional
-            return None
+        from .samplers import TelemetrySession, build_samplers
+
         samplers = build_samplers(self.provider.short, self.config.device_id, self.config.sample_interval_s)
         return TelemetrySession(samplers)
 
@@ -210,10 +218,7 @@ class BenchmarkRun:
         last = self.results[-1]
         iterations = int(np.median([r.n for r in last.rounds])) if last.rounds else self.settings.iterations
         settings = replace(self.settings, iterations=iterations, rounds=len(last.rounds) or self.settings.rounds)
-        try:
-            return self.measure(handle, settings)
-        finally:
-            del handle
+        return self.measure(handle, settings)
 
 
 def placement_problem(plugin: Any, run: BenchmarkRun) -> str | None:

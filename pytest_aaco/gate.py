@@ -70,7 +70,7 @@ class AacoPlugin:
         self._models: list[ModelSpec] | None = None
         self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
         self._available: list[str] | None = None
-        self._placements: dict[int, Any] = {}
+        self._placements: dict[tuple[Any, ...], Any] = {}
         self._priors: dict[str, Any] = {}
         self.gated_items = 0
         self.records: list[ItemRecord] = []
@@ -118,8 +118,8 @@ class AacoPlugin:
 
     def placement(self, handle: SessionHandle, feeds: dict[str, Any]) -> Any:
         """Node placement of *handle*'s model and EP (:func:`pytest_aaco.placement.placement_report`),
-        profiled once per cached session. Raises SessionError / PlacementError."""
-        key = id(handle)
+        profiled once per (model, EP, options). Raises SessionError / PlacementError."""
+        key = (str(handle.model_path), handle.provider.ep_name, tuple(sorted(handle.options.items())))
         if key not in self._placements:
             from .placement import placement_report
 

@@ -56,18 +56,16 @@ def item_fingerprint(item: pytest.Item, run: BenchmarkRun) -> Fingerprint:
     )
 
 
-def gate_settings(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun) -> GateSettings:
-    from .benchmark import marker_overrides
-
+def gate_settings(plugin: AacoPlugin, run: BenchmarkRun) -> GateSettings:
+    """The gate's thresholds for one item: session options plus the item's own threshold and p99 choice."""
     c = plugin.config
-    marker = marker_overrides(item)
     return GateSettings(
         threshold=run.threshold,
         min_history=c.min_history,
         run_noise=c.run_noise,
         strict_inconclusive=c.strict_inconclusive,
         fail_on_improvement=c.fail_on_improvement,
-        gate_p99=c.gate_p99 if marker.get("gate_p99") is None else bool(marker["gate_p99"]),
+        gate_p99=run.gate_p99,
         memory_threshold=c.memory_threshold,
         memory_slack_mb=c.memory_slack_mb,
     )
@@ -77,7 +75,7 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
              fp: Fingerprint) -> Verdict:
     c = plugin.config
     label = item_label(run)
-    settings = gate_settings(plugin, item, run)
+    settings = gate_settings(plugin, run)
     path = baseline_path(c.baseline_dir, fp.machine_key, item.nodeid)
     if c.save_baseline:
         saved, note = save_run(path, item.nodeid, fp, result, c.history, c.baseline_reset)

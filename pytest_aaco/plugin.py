@@ -191,8 +191,8 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: Any, aaco_model
         marker = None
     if marker is None:
         pytest.fail(problem, pytrace=False)
-    settings, threshold = item_settings(plugin.config, aaco_model, ort_session.provider, marker)
-    run = BenchmarkRun(plugin.config, aaco_model, ort_session.provider, ort_session, settings, threshold)
+    settings, threshold, gate_p99 = item_settings(plugin.config, aaco_model, ort_session.provider, marker)
+    run = BenchmarkRun(plugin.config, aaco_model, ort_session.provider, ort_session, settings, threshold, gate_p99)
 
     def guarded(**overrides: Any) -> Any:
         from .reports.progress import announce

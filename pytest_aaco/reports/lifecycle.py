@@ -89,17 +89,7 @@ def finish_reports(plugin: AacoPlugin) -> None:
         meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         meta["summary"] = summary
         plugin.bundle.finish(meta)
-    for writer in _writers():
+    from . import github, html, junit
+
+    for writer in (junit.write, github.write, html.write):
         writer(plugin, summary)
-
-
-def _writers() -> list[Any]:
-    """Report writers that exist in this installation (each ``write(plugin, summary)``)."""
-    found = []
-    for name in ("junit", "github", "html"):
-        try:
-            module = __import__(f"pytest_aaco.reports.{name}", fromlist=["write"])
-        except ImportError:
-            continue
-        found.append(module.write)
-    return found
