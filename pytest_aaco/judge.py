@@ -86,7 +86,7 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
     gated = baseline is not None and fp.matches(baseline.fingerprint)
     lond = plugin.lond()
     level = lond.next_level() if gated else c.fdr
-    others = other_runners(c.baseline_dir, fp.machine_key, item.nodeid)
+    others = other_runners(c.baseline_dir, fp.machine_key, item.nodeid) if baseline is None else None
     prior = plugin.variance_prior(path.parent) if gated else None
     verdict = compare(result, baseline, fp, settings, level, label, others, prior)
     if c.confirm and needs_confirmation(verdict):
