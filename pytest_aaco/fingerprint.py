@@ -67,13 +67,23 @@ class Fingerprint:
 
     def describe_diff(self, other: Mapping[str, Any]) -> str:
         """Human-readable difference, e.g. ``ort_version: 1.20.0 -> 1.21.0``."""
-        parts = [f"{k}: {other.get(k)!r} -> {self.fields.get(k)!r}" for k in self.diff(other)]
+        parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self.fields.get(k))!r}" for k in self.diff(other)]
         return "; ".join(parts)
+
+
+def _shown(value: Any) -> Any:
+    """A fingerprint value for display: secret-looking entries of a mapping (provider options that
+    earlier versions of pytest-aaco stored raw) become ``***``; stored hashes are shown as they are."""
+    if isinstance(value, Mapping):
+        from .redact import redact_options
+
+        return redact_options(value)
+    return value
 
 
 def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Timing-relevant environment variables, minus anything that looks like a secret."""
-    from .environment import looks_secret
+    from .redact import looks_secret
 
     source = os.environ if environ is None else environ
     return {k: v for k, v in sorted(source.items()) if TIMING_ENV.match(k) and not looks_secret(k, v)}
@@ -98,15 +108,21 @@ def machine_fields(provider_short: str) -> dict[str, Any]:
 def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], input_dtypes: dict[str, str],
                       provider: str, ep_name: str, provider_options: dict[str, Any], iobinding: str,
                       intra_op_threads: int, extra: dict[str, Any] | None = None) -> Fingerprint:
-    """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations."""
+    """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations.
+
+    Provider option values that look like credentials are kept as a salted hash
+    (:func:`pytest_aaco.redact.fingerprint_options`): a change is still detected, the value is never stored.
+    """
     import onnxruntime as ort
+
+    from .redact import fingerprint_options
 
     fields: dict[str, Any] = {
         "model_sha256": model_sha256,
         "input_shapes": input_shapes,
         "input_dtypes": input_dtypes,
         "provider": ep_name,
-        "provider_options": provider_options,
+        "provider_options": fingerprint_options(provider_options),
         "iobinding": iobinding,
         "intra_op_threads": intra_op_threads,
         "ort_version": ort.__version__,

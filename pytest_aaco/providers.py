@@ -44,7 +44,12 @@ class ProviderSpec:
 
     short: str
     ep_name: str
-    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
+
+    def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
+        from .redact import redact_options
+
+        return f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r})"
 
     @property
     def is_gpu(self) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .providers import ProviderSpec, placement_problem
+from .redact import redact_options, redact_text, secret_values
 from .results import BenchmarkResult, RoundResult
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
@@ -117,12 +118,13 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
             session = ort.InferenceSession(str(model_path), sess_options=so, providers=providers)
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
         raise SessionError(f"could not create an InferenceSession for {model_path.name} on "
-                           f"{provider.ep_name} with options {options}: {exc}") from exc
+                           f"{provider.ep_name} with options {redact_options(options)}:"
+                           f" {redact_text(str(exc), secret_values(options))}") from None
     create_ms = (time.perf_counter_ns() - start) / 1e6
-    ep_error = _ep_error(printed.getvalue())
+    ep_error = redact_text(_ep_error(printed.getvalue()), secret_values(options))
     if ep_error and provider.ep_name not in session.get_providers():
         raise SessionError(f"{provider.ep_name} could not be created for {model_path.name} with options"
-                           f" {options}: {ep_error}; ONNX Runtime fell back to"
+                           f" {redact_options(options)}: {ep_error}; ONNX Runtime fell back to"
                            f" {', '.join(session.get_providers())}: not recorded as a {provider.short} result")
     unknown = unknown_options(provider, options, session)
     if unknown:

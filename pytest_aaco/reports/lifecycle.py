@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..gate import WORKER_BUNDLE
+from ..redact import redact_argv
 
 if TYPE_CHECKING:
     from ..gate import AacoPlugin
@@ -26,7 +27,7 @@ def _meta(plugin: AacoPlugin) -> dict[str, Any]:
     c = plugin.config
     return {
         "started_at": plugin.started_at,
-        "argv": [a for a in sys.argv[1:] if "token" not in a.lower() and "password" not in a.lower()],
+        "argv": redact_argv(sys.argv[1:]),
         "providers": [p.short for p in c.providers],
         "settings": {
             "warmup": c.warmup, "rounds": c.rounds, "iterations": c.iterations or "auto",
