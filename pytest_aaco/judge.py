@@ -7,6 +7,7 @@ regression fails the item that regressed, through pytest's own outcome.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from .verdict import (
     needs_confirmation,
     under_contention,
 )
+from .warnings import AacoBaselineWarning
 
 
 def item_label(run: BenchmarkRun) -> str:
@@ -78,11 +80,13 @@ def _verdict(plugin: AacoPlugin, item: pytest.Item, run: BenchmarkRun, result: B
     settings = gate_settings(plugin, run)
     path = baseline_path(c.baseline_dir, fp.machine_key, item.nodeid)
     if c.save_baseline:
-        saved, note = save_run(path, item.nodeid, fp, result, c.history, c.baseline_reset)
-        return Verdict(outcome=SAVED, label=label, threshold=settings.threshold, message=f"{label}: {note}",
-                       current_mean_ms=result.mean_ms, baseline_runs=saved.runs, baseline_path=str(path),
+        saved = save_run(path, item.nodeid, fp, result, c.history, c.baseline_reset)
+        for text in saved.warnings:  # a file moved aside, a history archived: said in the terminal too
+            warnings.warn(AacoBaselineWarning(text), stacklevel=1)
+        return Verdict(outcome=SAVED, label=label, threshold=settings.threshold, message=f"{label}: {saved.note}",
+                       current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs, baseline_path=str(path),
                        fingerprint_id=fp.id)
-    baseline = load_baseline(path)
+    baseline = load_baseline(path, item.nodeid)
     gated = baseline is not None and fp.matches(baseline.fingerprint)
     lond = plugin.lond()
     level = lond.next_level() if gated else c.fdr

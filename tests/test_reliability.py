@@ -1,0 +1,120 @@
+"""Issue 12: nothing lost, nothing leaked, no silent off-switch, tried through the plugin as users run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TWO_MODELS = """
+models:
+  net+fp16:
+    path: tiny.onnx
+  net-fp16:
+    path: tiny.onnx
+"""
+
+
+def _baselines(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "baselines").rglob("*.json") if ".corrupt-" not in p.name)
+
+
+def _save(project, *extra: str) -> pytest.RunResult:
+    result = project.run_subprocess("--aaco-save-baseline", *extra)
+    assert result.ret == 0, result.stdout.str()
+    return result
+
+
+@pytest.mark.parametrize("damage", [
+    '{"schema_version": 1, "history": [{"rounds": [{"log_mean"',  # truncated
+    '<<<<<<< HEAD\n{"schema_version": 1}\n=======\n{}\n>>>>>>> branch\n',  # a git merge conflict
+    "",  # empty
+    "[1, 2, 3]\n",  # a JSON list
+    '{"schema_version": 1, "history": "yesterday", "fingerprint": {}}\n',  # the wrong schema
+], ids=["truncated", "merge-conflict", "empty", "json-list", "wrong-schema"])
+def test_a_damaged_baseline_is_moved_aside_byte_for_byte(aaco_project, damage: str) -> None:
+    _save(aaco_project)
+    [path] = _baselines(aaco_project.pytester.path)
+    path.write_text(damage, encoding="utf-8")
+    result = _save(aaco_project)
+    kept = list(path.parent.glob(f"{path.stem}.corrupt-*.json"))
+    assert len(kept) == 1, "the damaged file was not kept"
+    assert kept[0].read_bytes() == damage.encode()
+    result.stdout.fnmatch_lines([f"*{path.name}*moved aside to*{kept[0].name}*"])
+    assert json.loads(path.read_text())["history"], "a new history was saved"
+
+
+def test_a_fingerprint_change_keeps_the_old_history(aaco_project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    _save(aaco_project)
+    _save(aaco_project)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    result = _save(aaco_project)
+    result.stdout.fnmatch_lines(["*fingerprint changed*OMP_NUM_THREADS*2 runs history is archived*"])
+    [path] = _baselines(aaco_project.pytester.path)
+    data = json.loads(path.read_text())
+    assert len(data["history"]) == 1
+    [archived] = data["archive"]
+    assert len(archived["history"]) == 2 and archived["fingerprint"]["env"]["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # back again: the old history goes on
+    _save(aaco_project)
+    data = json.loads(path.read_text())
+    assert len(data["history"]) == 3 and len(data["archive"][0]["history"]) == 1
+
+
+def test_two_items_never_share_a_baseline_file(aaco_project) -> None:
+    aaco_project.registry(TWO_MODELS)
+    _save(aaco_project)
+    paths = _baselines(aaco_project.pytester.path)
+    assert len(paths) == 2, [p.name for p in paths]
+    items = sorted(json.loads(p.read_text())["item"] for p in paths)
+    assert items == ["test_perf.py::test_latency[net+fp16-cpu]", "test_perf.py::test_latency[net-fp16-cpu]"]
+
+
+def test_long_ids_with_a_common_prefix_keep_their_own_histories(tmp_path: Path, result_factory) -> None:
+    from pytest_aaco.baseline import baseline_path, load_baseline, save_run
+    from pytest_aaco.fingerprint import Fingerprint
+
+    fp = Fingerprint({"cpu_model": "x", "cpu_cores": 2, "gpu_name": None})
+    prefix = "tests/perf/test_models.py::test_latency[" + "m" * 200
+    first, second = prefix + "-a]", prefix + "-b]"
+    for _ in range(2):
+        for node in (first, second):
+            save_run(baseline_path(tmp_path, fp.machine_key, node), node, fp, result_factory([10.0] * 3))
+    for node in (first, second):
+        loaded = load_baseline(baseline_path(tmp_path, fp.machine_key, node))
+        assert loaded is not None and loaded.item == node and loaded.runs == 2
+
+
+WRITER = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from conftest import make_result
+from pytest_aaco.baseline import save_run
+from pytest_aaco.fingerprint import Fingerprint
+
+fp = Fingerprint({{"cpu_model": "x", "cpu_cores": 2, "gpu_name": None}})
+for i in range({saves}):
+    save_run(Path({path!r}), "item", fp, make_result([10.0 + i] * 3, iterations=3, seed=i), keep=100000)
+"""
+
+
+def test_two_writers_with_different_tmpdirs_lose_nothing(tmp_path: Path) -> None:
+    """Saving is a read-append-write; two CI jobs on one host with different TMPDIRs must not lose runs."""
+    path = tmp_path / "baselines" / "runner" / "item.json"
+    saves = 60
+    script = WRITER.format(tests=str(Path(__file__).parent), saves=saves, path=str(path))
+    procs = []
+    for name in ("a", "b"):
+        tmpdir = tmp_path / f"tmp-{name}"
+        tmpdir.mkdir()
+        env = {**os.environ, "TMPDIR": str(tmpdir)}
+        procs.append(subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env))
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    assert len(json.loads(path.read_text())["history"]) == 2 * saves
