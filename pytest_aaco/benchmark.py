@@ -1,13 +1,12 @@
 """What the ``benchmark_model`` fixture returns: a callable that measures one model × EP.
 
 It owns the per-item work around the runner: settings from options, registry and marker;
-the device lock (never two benchmarks on one device at once, also under xdist); the
+the device lock (:mod:`pytest_aaco.devicelock`: never two benchmarks on one device at once); the
 telemetry samplers; and a fresh-session re-measurement for the confirmation look.
 """
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -82,12 +81,6 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
     )
     gate_p99 = config.gate_p99 if marker.get("gate_p99") is None else bool(marker["gate_p99"])
     return settings, float(pick("threshold", config.threshold)), gate_p99
-
-
-def device_lock_path(provider: ProviderSpec, device_id: int) -> Path:
-    """One lock file per device: the host for CPU-side EPs, the GPU id otherwise."""
-    name = f"gpu{device_id}" if provider.is_gpu else "host"
-    return Path(tempfile.gettempdir()) / f"pytest-aaco-{name}.lock"
 
 
 @lru_cache(maxsize=1)
@@ -185,9 +178,9 @@ class BenchmarkRun:
 
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult:
         """Measure on *handle* under the device lock, with telemetry during the measured rounds."""
-        from filelock import FileLock
+        from .devicelock import hold_device
 
-        with FileLock(str(device_lock_path(self.provider, self.config.device_id))):
+        with hold_device(self.provider.is_gpu, self.config.device_id, f"{self.model.name}[{self.provider.short}]"):
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
                                    telemetry=self._telemetry())

@@ -29,3 +29,7 @@ class AacoClockWarning(AacoWarning):
 
 class AacoTelemetryWarning(AacoWarning):
     """A telemetry sampler could not start or stopped reading; the benchmark itself still ran."""
+
+
+class AacoLockWarning(AacoWarning):
+    """The device lock could not be taken; the benchmark ran without it (another may have shared the device)."""

@@ -118,3 +118,34 @@ def test_two_writers_with_different_tmpdirs_lose_nothing(tmp_path: Path) -> None
         procs.append(subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env))
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     assert len(json.loads(path.read_text())["history"]) == 2 * saves
+
+
+def test_a_device_lock_that_cannot_be_taken_never_fails_the_item(aaco_project, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's lock file (0644) gave every item a PermissionError traceback; now it measures and warns.
+    (Run as root here, so a directory stands in for the file no one may open.)"""
+    import tempfile
+
+    from pytest_aaco import devicelock
+
+    blocked = tmp_path / "locks"
+    for stand_in in (blocked / "pytest-aaco-host.lock", blocked / "pytest-aaco-locks" / "host.lock"):
+        stand_in.mkdir(parents=True)  # a path no process can open as a file (the old and the new place)
+    monkeypatch.setattr(tempfile, "tempdir", str(blocked))
+    monkeypatch.setattr(devicelock, "LOCK_ROOT", blocked / "pytest-aaco-locks", raising=False)
+    result = aaco_project.run("-W", "default::pytest_aaco.warnings.AacoWarning")  # this suite makes warnings errors
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*AacoLockWarning*could not take the device lock*measured without it*"])
+
+
+def test_the_device_lock_folder_is_shared_by_every_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_aaco import devicelock
+
+    monkeypatch.setattr(devicelock, "LOCK_ROOT", tmp_path / "pytest-aaco-locks")
+    with devicelock.hold_device(False, 0) as held:
+        assert held
+    assert (tmp_path / "pytest-aaco-locks").stat().st_mode & 0o7777 == 0o1777
+    assert (tmp_path / "pytest-aaco-locks" / "host.lock").stat().st_mode & 0o777 == 0o666
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setattr(devicelock, "LOCK_ROOT", None)
+    assert devicelock.device_lock_path(True, 1) == Path("/tmp/pytest-aaco-locks/gpu1.lock")  # not per TMPDIR
