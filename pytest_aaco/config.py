@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import pytest
 
-from .providers import ProviderError, ProviderSpec, parse_provider_list
+from .providers import ProviderError, ProviderSpec, check_options, parse_provider_list
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
@@ -167,6 +167,15 @@ def parse_provider_options(option: str, values: list[str]) -> dict[str, Any]:
                 )
             result[key.strip()] = parse_option_value(val.strip())
     return result
+
+
+def check_provider_options(option: str, providers: tuple[ProviderSpec, ...], options: dict[str, Any]) -> None:
+    """Each key of *options* must be taken by some requested EP (:func:`pytest_aaco.providers.check_options`);
+    a UsageError names the key and the valid ones otherwise (never a value: it may be a credential)."""
+    try:
+        check_options(providers, list(options))
+    except ProviderError as exc:
+        raise pytest.UsageError(f"{option}: {exc}") from None
 
 
 # ---------------------------------------------------------------- option table
@@ -326,8 +335,11 @@ class AacoConfig:
                 return candidate
             return (Path.cwd() if cli is not None else root) / candidate
 
+        providers = parse_providers("--aaco-provider", list(raw["provider"] or ["cpu"]))
+        provider_options = parse_provider_options("--aaco-provider-option", list(raw["provider-option"] or []))
+        check_provider_options("--aaco-provider-option", providers, provider_options)
         return cls(
-            providers=parse_providers("--aaco-provider", list(raw["provider"] or ["cpu"])),
+            providers=providers,
             models_path=path("models"),
             baseline_dir=ini_path("baseline-dir"),
             save_baseline=flag("save-baseline"),
@@ -346,7 +358,7 @@ class AacoConfig:
             gate_p99=flag("gate-p99"),
             device_id=parse_positive_int("--aaco-device-id", raw["device-id"], minimum=0),
             strict_provider=flag("strict-provider"),
-            provider_options=parse_provider_options("--aaco-provider-option", list(raw["provider-option"] or [])),
+            provider_options=provider_options,
             iobinding=parse_choice("--aaco-iobinding", raw["iobinding"], IOBINDING_MODES),
             placement=parse_choice("--aaco-placement", raw["placement"], PLACEMENT_MODES),
             intra_op_threads=parse_positive_int("--aaco-intra-op-threads", raw["intra-op-threads"], minimum=0),

@@ -18,7 +18,7 @@ import pytest
 
 from .benchmark import BenchmarkRun
 from .config import AacoConfig
-from .providers import ProviderSpec, available_providers, unavailable_reason
+from .providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from .registry import ModelSpec, load_registry, model_path
 from .runner import SessionHandle
 
@@ -94,7 +94,8 @@ class AacoPlugin:
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
         """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
-        return provider.with_options({**model.options_for(provider.short), **self.config.provider_options})
+        return provider.with_options({**model.options_for(provider.short),
+                                      **options_for(provider, self.config.provider_options)})
 
     def skip_reason(self, provider: ProviderSpec) -> str | None:
         import onnxruntime as ort

@@ -149,3 +149,66 @@ def test_the_device_lock_folder_is_shared_by_every_user(tmp_path: Path, monkeypa
     monkeypatch.setenv("TMPDIR", str(tmp_path / "elsewhere"))
     monkeypatch.setattr(devicelock, "LOCK_ROOT", None)
     assert devicelock.device_lock_path(True, 1) == Path("/tmp/pytest-aaco-locks/gpu1.lock")  # not per TMPDIR
+
+
+@pytest.mark.parametrize("option", ["intra_op_num_threads=abc", "no_such_option=1"])
+def test_an_option_the_cpu_ep_does_not_take_is_a_usage_error(aaco_project, option: str) -> None:
+    """It used to be accepted, ignored by ORT, and to turn the gate off (every item fingerprint-mismatch)."""
+    result = aaco_project.run_subprocess(f"--aaco-provider-option={option}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    key = option.partition("=")[0]
+    result.stderr.fnmatch_lines([f"*--aaco-provider-option: CPUExecutionProvider takes no provider options*{key}*"])
+    if key == "intra_op_num_threads":
+        result.stderr.fnmatch_lines(["*--aaco-intra-op-threads*"])
+
+
+def test_an_option_no_requested_ep_takes_names_the_valid_ones(aaco_project) -> None:
+    result = aaco_project.run_subprocess("--aaco-provider=cpu,cuda", "--aaco-provider-option=no_such_option=1")
+    # cuda lists its own options once a session exists: the key goes there and only there
+    assert result.ret != pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_registry_option_the_ep_does_not_take_is_a_registry_error(aaco_project) -> None:
+    aaco_project.registry("""
+        models:
+          tiny:
+            path: tiny.onnx
+            providers:
+              cpu: {intra_op_num_threads: 2}
+    """)
+    result = aaco_project.run_subprocess()
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*models.tiny.providers.cpu*takes no provider options*intra_op_num_threads*"])
+
+
+class _Reported:
+    """A session whose EP reports *options* from ``get_provider_options()``."""
+
+    def __init__(self, ep: str, options: dict) -> None:
+        self.reported = {ep: options}
+
+    def get_provider_options(self) -> dict:
+        return self.reported
+
+
+def test_an_ep_that_lists_its_options_refuses_unknown_keys() -> None:
+    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.runner import unknown_options
+
+    spec = parse_provider("tensorrt")
+    full = _Reported(spec.ep_name, {"device_id": "0", "trt_fp16_enable": "0", "trt_max_workspace_size": "1"})
+    assert unknown_options(spec, {"device_id": "0", "bogus": "1"}, full) == ["bogus"]
+    echo = _Reported(spec.ep_name, {"device_id": "0", "bogus": "1"})  # only echoes the request: cannot say
+    assert unknown_options(spec, {"device_id": "0", "bogus": "1"}, echo) == []
+    assert unknown_options(parse_provider("cpu"), {"x": "1"}, _Reported("CPUExecutionProvider", {"y": "1"})) == []
+
+
+def test_global_options_go_to_the_eps_that_take_them() -> None:
+    from pytest_aaco.providers import ProviderError, check_options, options_for, parse_provider
+
+    cpu, cuda = parse_provider("cpu"), parse_provider("cuda")
+    check_options([cpu, cuda], ["cudnn_conv_algo_search"])
+    assert options_for(cpu, {"cudnn_conv_algo_search": "HEURISTIC"}) == {}
+    assert options_for(cuda, {"cudnn_conv_algo_search": "HEURISTIC"}) == {"cudnn_conv_algo_search": "HEURISTIC"}
+    with pytest.raises(ProviderError, match="CPUExecutionProvider takes no provider options.*got api_key$"):
+        check_options([cpu], ["api_key"])

@@ -67,7 +67,7 @@ def test_provider_option_secrets_never_reach_an_artifact(aaco_project, monkeypat
     project.pytester.makeconftest("""
         from pytest_aaco import providers
 
-        providers.OPTION_KEYS = {**getattr(providers, "OPTION_KEYS", {}), "cpu": None}
+        providers.OPTION_KEYS["cpu"] = None
 
         def pytest_addoption(parser):
             parser.addoption("--db-password")
