@@ -15,9 +15,12 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .warnings import AacoLockWarning
 
 #: the folder of device lock files; None: ``/tmp/pytest-aaco-locks`` (see :func:`lock_root`)
 LOCK_ROOT: Path | None = None
@@ -58,11 +61,7 @@ def hold_device(is_gpu: bool, device_id: int, label: str = "") -> Iterator[bool]
     measures anyway: a missing lock may let two benchmarks share the device, which the warning
     says; it never fails the item.
     """
-    import warnings
-
     from filelock import FileLock
-
-    from .warnings import AacoLockWarning
 
     path = device_lock_path(is_gpu, device_id)
     lock = FileLock(str(path), mode=FILE_MODE)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .redact import fingerprint_options, looks_secret, redact_options
+
 #: environment variables that change timings (names matching these are fingerprinted)
 TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
 #: fields describing the machine: they pick the baseline folder, so runners live side by side
@@ -75,16 +77,12 @@ def _shown(value: Any) -> Any:
     """A fingerprint value for display: secret-looking entries of a mapping (provider options that
     earlier versions of pytest-aaco stored raw) become ``***``; stored hashes are shown as they are."""
     if isinstance(value, Mapping):
-        from .redact import redact_options
-
         return redact_options(value)
     return value
 
 
 def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Timing-relevant environment variables, minus anything that looks like a secret."""
-    from .redact import looks_secret
-
     source = os.environ if environ is None else environ
     return {k: v for k, v in sorted(source.items()) if TIMING_ENV.match(k) and not looks_secret(k, v)}
 
@@ -114,8 +112,6 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
     (:func:`pytest_aaco.redact.fingerprint_options`): a change is still detected, the value is never stored.
     """
     import onnxruntime as ort
-
-    from .redact import fingerprint_options
 
     fields: dict[str, Any] = {
         "model_sha256": model_sha256,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .redact import redact_options
+
 #: short name -> ONNX Runtime execution provider name
 EP_NAMES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -70,8 +72,6 @@ class ProviderSpec:
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
     def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
-        from .redact import redact_options
-
         return f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r})"
 
     @property
