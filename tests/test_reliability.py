@@ -133,7 +133,7 @@ def test_a_device_lock_that_cannot_be_taken_never_fails_the_item(aaco_project, t
         stand_in.mkdir(parents=True)  # a path no process can open as a file (the old and the new place)
     monkeypatch.setattr(tempfile, "tempdir", str(blocked))
     monkeypatch.setattr(devicelock, "LOCK_ROOT", blocked / "pytest-aaco-locks", raising=False)
-    result = aaco_project.run("-W", "default::pytest_aaco.warnings.AacoWarning")  # this suite makes warnings errors
+    result = aaco_project.run("-W", "always::pytest_aaco.warnings.AacoWarning")  # this suite makes warnings errors
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*AacoLockWarning*could not take the device lock*measured without it*"])
 
