@@ -176,9 +176,9 @@ def feeds_for(model: Any, session: Any) -> dict[str, np.ndarray]:
 
 
 def timed_block(run: Any, n: int) -> np.ndarray:
-    from pytest_aaco.runner import _timed
+    from pytest_aaco.interleave import time_iterations
 
-    return _timed(run, n) / 1e6
+    return time_iterations(run, n) / 1e6
 
 
 # ------------------------------------------------------------------------------------- phases

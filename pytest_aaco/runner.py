@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .interleave import time_iterations
 from .providers import ProviderSpec, placement_problem
 from .results import BenchmarkResult, RoundResult
 
@@ -235,27 +236,17 @@ def _new_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, 
     return run_with_binding
 
 
-def _timed(run: Callable[[], Any], count: int) -> np.ndarray:
-    lat = np.empty(count, dtype=np.int64)
-    clock = time.perf_counter_ns
-    for i in range(count):
-        t0 = clock()
-        run()
-        lat[i] = clock() - t0
-    return lat
-
-
 def warmup(run: Callable[[], Any], iterations: int) -> tuple[float, np.ndarray]:
     """First run (ms) and the warmup latencies (ms): *iterations*, extended to
     :data:`MIN_WARMUP_S` for fast models so caches, allocators and clocks settle."""
-    first_ms = float(_timed(run, 1)[0]) / 1e6
-    lat = _timed(run, iterations)
+    first_ms = float(time_iterations(run, 1)[0]) / 1e6
+    lat = time_iterations(run, iterations)
     spent = lat.sum() / 1e9
     if spent < MIN_WARMUP_S and lat.size:
         per_iter = max(spent / lat.size, 1e-6)
         extra = int(min(MAX_EXTRA_WARMUP, (MIN_WARMUP_S - spent) / per_iter))
         if extra > 0:
-            lat = np.concatenate([lat, _timed(run, extra)])
+            lat = np.concatenate([lat, time_iterations(run, extra)])
     return first_ms, lat / 1e6
 
 
@@ -271,7 +262,7 @@ def measure_rounds(run: Callable[[], Any], rounds: int, iterations: int) -> list
     results = []
     for index in range(rounds):
         start = time.perf_counter_ns()
-        lat = _timed(run, iterations)
+        lat = time_iterations(run, iterations)
         results.append(RoundResult(index, lat / 1e6, start, time.perf_counter_ns()))
     return results
 
