@@ -215,8 +215,8 @@ def phase_options(ctx: argparse.Namespace) -> dict[str, Any]:
 
     import onnxruntime as ort
 
+    from pytest_aaco.measure import SessionError, build_session
     from pytest_aaco.registry import model_path
-    from pytest_aaco.runner import SessionError, build_session
 
     model = ctx.small_model
     path = model_path(model)
@@ -274,8 +274,8 @@ def _close(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 def phase_iobinding(ctx: argparse.Namespace) -> dict[str, Any]:
     """Per model: none / inputs / all (and CUDA graphs) on one session, interleaved blocks."""
+    from pytest_aaco.measure import bind_run, build_session
     from pytest_aaco.registry import model_path
-    from pytest_aaco.runner import bind_runner, build_session
 
     results: dict[str, Any] = {}
     rows: list[list[Any]] = []
@@ -301,7 +301,7 @@ def phase_iobinding(ctx: argparse.Namespace) -> dict[str, Any]:
             for mode in modes:
                 key = mode + tag
                 try:
-                    run = bind_runner(handle, feeds, mode, ctx.device_id)
+                    run = bind_run(handle, feeds, mode, ctx.device_id)
                     first = timed_block(run, 1)[0]
                     warm = timed_block(run, 5)
                     outs = _outputs(handle.session, run, mode)
@@ -491,8 +491,8 @@ import time
 
 import numpy as np
 
-from pytest_aaco.gate import RUN_KEY
-from pytest_aaco.runner import ORT_DEVICE, MIN_WARMUP_S
+from pytest_aaco.records import RUN_KEY
+from pytest_aaco.measure import ORT_DEVICE, MIN_WARMUP_S
 
 
 def bare_runner(session, feeds, mode, device, device_id):

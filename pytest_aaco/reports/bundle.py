@@ -146,6 +146,11 @@ class SessionBundle:
         return atomic_write_json(self._path / META_FILE, meta)
 
 
+def is_bundle(path: Path) -> bool:
+    """A session bundle folder has a ``session_meta.json``."""
+    return path.is_dir() and (path / META_FILE).is_file()
+
+
 def list_sessions(root: str | Path) -> list[Path]:
     """Bundle folders under *root*, newest first (by the UTC timestamp in the name, then by the
     modification time of ``session_meta.json``). ``[]`` when *root* does not exist."""
