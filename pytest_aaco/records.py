@@ -27,6 +27,8 @@ PLUGIN_NAME = "aaco-plugin"
 WORKER_RECORDS = "aaco_records"
 #: key of the controller's bundle folder in a pytest-xdist worker's ``workerinput``
 WORKER_BUNDLE = "aaco_bundle"
+#: key of a pytest-xdist worker's LOND state (``LondFdr.to_dict()``) in its ``workeroutput``
+WORKER_LOND = "aaco_lond"
 
 
 class Outcome(str, Enum):

@@ -41,6 +41,7 @@ from .records import (
     RECORD_KEY,
     RUN_KEY,
     WORKER_BUNDLE,
+    WORKER_LOND,
     WORKER_RECORDS,
     ItemRecord,
     Outcome,
@@ -74,6 +75,7 @@ class AacoSession:
         self._placements: dict[tuple[Any, ...], Placement] = {}
         self._priors: dict[str, VariancePrior | None] = {}
         self._lond: LondFdr | None = None
+        self._worker_londs: list[dict[str, Any]] = []
         self._started = False
 
     # ------------------------------------------------------------ registry and providers
@@ -139,8 +141,17 @@ class AacoSession:
 
     @property
     def lond_state(self) -> dict[str, Any] | None:
-        """``LondFdr.to_dict()`` once an item was gated, else None."""
-        return None if self._lond is None else self._lond.to_dict()
+        """``LondFdr.to_dict()`` once an item was gated, else None. On a pytest-xdist controller,
+        the workers' states summed: each worker tests at ``q (D_worker + 1) / m`` with the
+        session's ``m`` and its own ``D_worker <= D``, never above one LOND over the session."""
+        states = ([] if self._lond is None else [self._lond.to_dict()]) + self._worker_londs
+        if not states:
+            return None
+        if len(states) == 1:
+            return states[0]
+        return {"method": "LOND", "alpha": states[0]["alpha"], "m": max(s["m"] for s in states),
+                "tests": sum(s["tests"] for s in states), "discoveries": sum(s["discoveries"] for s in states),
+                "workers": len(states)}
 
     # ------------------------------------------------------------ items
 
@@ -233,9 +244,12 @@ class AacoSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """Controller: collect a worker's records, so the summary and reports cover every item."""
-        raw = getattr(node, "workeroutput", {}).get(WORKER_RECORDS)
+        output = getattr(node, "workeroutput", {})
+        raw = output.get(WORKER_RECORDS)
         if raw:
             self.records.extend(ItemRecord.from_dict(d) for d in loads_records(raw))
+        if isinstance(output.get(WORKER_LOND), dict):
+            self._worker_londs.append(output[WORKER_LOND])
 
     # ------------------------------------------------------------ session end
 
@@ -257,8 +271,10 @@ class AacoSession:
             terminal.write_summary(terminalreporter, self.records, self.report_context())
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.is_worker:  # the controller writes the reports; ship the records to it
-            self.pytest_config.workeroutput[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])  # type: ignore[attr-defined]
+        if self.is_worker:  # the controller writes the reports; ship the records and LOND's state to it
+            output = self.pytest_config.workeroutput  # type: ignore[attr-defined]
+            output[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])
+            output[WORKER_LOND] = self.lond_state
             return
         if not self.records:
             return
