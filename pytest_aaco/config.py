@@ -8,11 +8,11 @@ naming the option and the fix.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pytest
 
@@ -24,8 +24,13 @@ from .options import (  # noqa: F401 - the shared value parsers, re-exported for
     OptionDef,
     fraction_below,
     int_at_least,
+    setting,
 )
 from .providers import ProviderError, ProviderSpec, parse_provider_list
+from .verdict import GateSettings
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # ---------------------------------------------------------------- option parsers
 # Each raises ``pytest.UsageError`` naming the option; the value rules are in pytest_aaco.options.
@@ -40,58 +45,29 @@ def _usage_error(option: str) -> Iterator[None]:
         raise pytest.UsageError(f"{option}: {exc}") from None
 
 
-def parse_positive_int(option: str, value: Any, minimum: int = 1) -> int:
-    """An integer >= *minimum*; ``pytest.UsageError`` otherwise."""
-    with _usage_error(option):
-        return opts.int_at_least(value, minimum)
+def naming_option(rule: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[str, Any, P], T]:
+    """``parse(option, value, *args)``: the value rule *rule* of :mod:`pytest_aaco.options`, with its
+    ValueError reported as ``pytest.UsageError`` naming *option* (``--aaco-rounds: must be at least 2``)."""
+
+    def parse(option: str, value: Any, *args: P.args, **kwargs: P.kwargs) -> T:
+        with _usage_error(option):
+            return rule(value, *args, **kwargs)
+
+    parse.__name__ = f"parse_{rule.__name__}"
+    parse.__doc__ = f"{rule.__doc__}\n\n``pytest.UsageError`` naming the option otherwise."
+    return parse
 
 
-def parse_iterations(option: str, value: Any) -> int | None:
-    """``auto`` (None: adapt to the model's latency) or an integer >= 2."""
-    with _usage_error(option):
-        return opts.iterations(value)
-
-
-def parse_fraction(option: str, value: Any, upper: float = 1.0) -> float:
-    """A fraction in (0, *upper*): ``0.05`` or ``5%``; ``pytest.UsageError`` otherwise."""
-    with _usage_error(option):
-        return opts.fraction_below(value, upper)
-
-
-def parse_fraction_or_zero(option: str, value: Any, upper: float = 1.0) -> float:
-    """``0`` (off) or a fraction in (0, *upper*); ``pytest.UsageError`` otherwise."""
-    with _usage_error(option):
-        return opts.fraction_or_zero(value, upper)
-
-
-def parse_cores(option: str, value: Any) -> float | None:
-    """``off`` (None) or a non-negative number of CPU cores (``0.1``)."""
-    with _usage_error(option):
-        return opts.cores(value)
-
-
-def parse_milliseconds(option: str, value: Any) -> float:
-    """A positive duration in ms (``100`` or ``100ms``); returned in seconds."""
-    with _usage_error(option):
-        return opts.seconds_from_ms(value)
-
-
-def parse_megabytes(option: str, value: Any) -> float:
-    """A non-negative size in MB (``50`` or ``50MB``)."""
-    with _usage_error(option):
-        return opts.megabytes(value)
-
-
-def parse_on_off(option: str, value: Any) -> bool:
-    """``on``/``off`` (also true/false, yes/no, 1/0)."""
-    with _usage_error(option):
-        return opts.on_off(value)
-
-
-def parse_choice(option: str, value: Any, choices: tuple[str, ...]) -> str:
-    """One of *choices* (case-insensitive)."""
-    with _usage_error(option):
-        return opts.choice(value, choices)
+#: one parser per kind of value; the rules (and their docstrings) are in pytest_aaco.options
+parse_positive_int = naming_option(opts.int_at_least)
+parse_iterations = naming_option(opts.iterations)
+parse_fraction = naming_option(opts.fraction_below)
+parse_fraction_or_zero = naming_option(opts.fraction_or_zero)
+parse_cores = naming_option(opts.cores)
+parse_milliseconds = naming_option(opts.seconds_from_ms)
+parse_megabytes = naming_option(opts.megabytes)
+parse_on_off = naming_option(opts.on_off)
+parse_choice = naming_option(opts.choice)
 
 
 def parse_providers(option: str, values: list[str]) -> tuple[ProviderSpec, ...]:
@@ -105,10 +81,7 @@ def parse_providers(option: str, values: list[str]) -> tuple[ProviderSpec, ...]:
 parse_option_value = opts.option_value
 
 
-def parse_provider_options(option: str, values: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs (repeatable); a missing ``=`` is a UsageError."""
-    with _usage_error(option):
-        return opts.key_values(values)
+parse_provider_options = naming_option(opts.key_values)
 
 
 def parse_option(opt: OptionDef, raw: Any) -> Any:
@@ -153,45 +126,36 @@ def _raw(config: pytest.Config, opt: OptionDef) -> Any:
 # ---------------------------------------------------------------- the frozen config
 
 
-def _default_path(name: str) -> Path:
-    return Path(opts.default(name))
-
-
 @dataclass(frozen=True)
-class AacoConfig:
+class AacoConfig(GateSettings):
     """All pytest-aaco settings of one session. Durations in s, sizes in MB, thresholds as fractions.
 
-    Every default comes from the option table (:data:`pytest_aaco.options.OPTIONS`).
+    The gate's settings (threshold, history, noise, strictness, memory limits) are inherited from
+    :class:`~pytest_aaco.verdict.GateSettings`, so each is declared once. Every default comes from
+    the option table (:data:`pytest_aaco.options.OPTIONS`); fields made with
+    :func:`pytest_aaco.options.setting` are parsed by the table's parser of their option.
     """
 
     providers: tuple[ProviderSpec, ...] = parse_providers("--aaco-provider", [opts.default("provider")])
     models_path: Path | None = None
-    baseline_dir: Path = field(default_factory=lambda: _default_path("baseline-dir"))
-    save_baseline: bool = opts.default("save-baseline")
-    baseline_reset: bool = opts.default("baseline-reset")
-    history: int = opts.default("history")
-    min_history: int = opts.default("min-history")
-    run_noise: float = opts.default("run-noise")
-    warmup: int = opts.default("warmup")
-    iterations: int | None = opts.default("iterations")
-    rounds: int = opts.default("rounds")
-    threshold: float = opts.default("threshold")
-    fdr: float = opts.default("fdr")
-    confirm: bool = opts.default("confirm")
-    strict_inconclusive: bool = opts.default("strict-inconclusive")
-    fail_on_improvement: bool = opts.default("fail-on-improvement")
-    gate_p99: bool = opts.default("gate-p99")
-    device_id: int = opts.default("device-id")
-    strict_provider: bool = opts.default("strict-provider")
+    baseline_dir: Path = field(default_factory=lambda: Path(opts.default("baseline-dir")))
+    save_baseline: bool = setting("save-baseline")
+    baseline_reset: bool = setting("baseline-reset")
+    history: int = setting("history")
+    warmup: int = setting("warmup")
+    iterations: int | None = setting("iterations")
+    rounds: int = setting("rounds")
+    fdr: float = setting("fdr")
+    confirm: bool = setting("confirm")
+    device_id: int = setting("device-id")
+    strict_provider: bool = setting("strict-provider")
     provider_options: dict[str, Any] = field(default_factory=dict)
-    iobinding: str = opts.default("iobinding")
-    placement: str = opts.default("placement")
-    intra_op_threads: int = opts.default("intra-op-threads")
-    max_contention: float | None = opts.default("max-contention")
-    sample_interval_s: float = opts.default("sample-interval")
-    memory_threshold: float = opts.default("memory-threshold")
-    memory_slack_mb: float = opts.default("memory-slack")
-    session_dir: Path = field(default_factory=lambda: _default_path("session-dir"))
+    iobinding: str = setting("iobinding")
+    placement: str = setting("placement")
+    intra_op_threads: int = setting("intra-op-threads")
+    max_contention: float | None = setting("max-contention")
+    sample_interval_s: float = setting("sample-interval")
+    session_dir: Path = field(default_factory=lambda: Path(opts.default("session-dir")))
     bundle: bool = not opts.default("no-bundle")
     junit_path: Path | None = None
     html_path: Path | None = None
@@ -202,16 +166,6 @@ class AacoConfig:
         raw = {opt.name: _raw(config, opt) for opt in OPTIONS}
         root = Path(str(config.rootpath))
 
-        def value(name: str) -> Any:
-            return parse_option(opts.option(name), raw[name])
-
-        def path(name: str) -> Path | None:
-            text = str(raw[name] or "").strip()
-            return ini_path(name) if text else None
-
-        def flag(name: str) -> bool:
-            return bool(raw[name])
-
         def ini_path(name: str) -> Path:
             # ini-relative paths resolve against the rootdir, command-line ones against the cwd
             cli = config.getoption(opts.option(name).dest, default=None)
@@ -220,36 +174,19 @@ class AacoConfig:
                 return candidate
             return (Path.cwd() if cli is not None else root) / candidate
 
+        def path(name: str) -> Path | None:
+            return ini_path(name) if str(raw[name] or "").strip() else None
+
+        settings = {f.name: parse_option(opts.option(f.metadata["option"]), raw[f.metadata["option"]])
+                    for f in fields(cls) if "option" in f.metadata}
         return cls(
             providers=parse_providers("--aaco-provider", list(raw["provider"] or [opts.default("provider")])),
             models_path=path("models"),
             baseline_dir=ini_path("baseline-dir"),
-            save_baseline=flag("save-baseline"),
-            baseline_reset=flag("baseline-reset"),
-            history=value("history"),
-            min_history=value("min-history"),
-            run_noise=value("run-noise"),
-            warmup=value("warmup"),
-            iterations=value("iterations"),
-            rounds=value("rounds"),
-            threshold=value("threshold"),
-            fdr=value("fdr"),
-            confirm=value("confirm"),
-            strict_inconclusive=flag("strict-inconclusive"),
-            fail_on_improvement=flag("fail-on-improvement"),
-            gate_p99=flag("gate-p99"),
-            device_id=value("device-id"),
-            strict_provider=flag("strict-provider"),
             provider_options=parse_provider_options("--aaco-provider-option", list(raw["provider-option"] or [])),
-            iobinding=value("iobinding"),
-            placement=value("placement"),
-            intra_op_threads=value("intra-op-threads"),
-            max_contention=value("max-contention"),
-            sample_interval_s=value("sample-interval"),
-            memory_threshold=value("memory-threshold"),
-            memory_slack_mb=value("memory-slack"),
             session_dir=ini_path("session-dir"),
-            bundle=not flag("no-bundle"),
+            bundle=not raw["no-bundle"],
             junit_path=path("junit"),
             html_path=path("html"),
+            **settings,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +62,9 @@ def item_fingerprint(run: BenchmarkRun, extra: dict[str, Any]) -> Fingerprint:
 
 
 def gate_settings(config: AacoConfig, run: BenchmarkRun) -> GateSettings:
-    """The gate's thresholds for one item: session options plus the item's own threshold and p99 choice."""
-    return GateSettings(
-        threshold=run.threshold,
-        min_history=config.min_history,
-        run_noise=config.run_noise,
-        strict_inconclusive=config.strict_inconclusive,
-        fail_on_improvement=config.fail_on_improvement,
-        gate_p99=run.gate_p99,
-        memory_threshold=config.memory_threshold,
-        memory_slack_mb=config.memory_slack_mb,
-    )
+    """The gate's settings for one item: the session's, with the item's own threshold and p99 choice."""
+    shared = {f.name: getattr(config, f.name) for f in fields(GateSettings)}
+    return GateSettings(**{**shared, "threshold": run.threshold, "gate_p99": run.gate_p99})
 
 
 def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext) -> Verdict:

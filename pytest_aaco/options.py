@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ IniType = Literal["string", "bool", "linelist"]
 # ---------------------------------------------------------------- value parsers (ValueError)
 
 
-def int_at_least(value: Any, minimum: int) -> int:
+def int_at_least(value: Any, minimum: int = 1) -> int:
     """An integer >= *minimum* (``7``, ``"7"``); ValueError otherwise."""
     try:
         number = int(str(value).strip())
@@ -227,3 +227,9 @@ def default(name: str) -> Any:
     """The typed default of ``--aaco-<name>`` (``default("threshold") == 0.05``)."""
     opt = BY_NAME[name]
     return opt.value(opt.default)
+
+
+def setting(name: str) -> Any:
+    """A dataclass field for ``--aaco-<name>``: its default is the table's, and
+    :meth:`pytest_aaco.config.AacoConfig.from_pytest_config` reads it through the table's parser."""
+    return field(default=default(name), metadata={"option": name})

@@ -27,7 +27,7 @@ import numpy as np
 from . import stats
 from .baseline import Baseline
 from .fingerprint import Fingerprint
-from .options import default
+from .options import default, setting
 from .records import Outcome, Verdict
 from .results import BenchmarkResult
 
@@ -52,14 +52,14 @@ NO_REGRESSION_ALPHA = 0.05
 class GateSettings:
     """Thresholds of the gate: fractions (0.05 = 5%) and MB; defaults from the option table."""
 
-    threshold: float = default("threshold")
-    min_history: int = default("min-history")
-    run_noise: float = default("run-noise")
-    strict_inconclusive: bool = default("strict-inconclusive")
-    fail_on_improvement: bool = default("fail-on-improvement")
-    gate_p99: bool = default("gate-p99")
-    memory_threshold: float = default("memory-threshold")
-    memory_slack_mb: float = default("memory-slack")
+    threshold: float = setting("threshold")
+    min_history: int = setting("min-history")
+    run_noise: float = setting("run-noise")
+    strict_inconclusive: bool = setting("strict-inconclusive")
+    fail_on_improvement: bool = setting("fail-on-improvement")
+    gate_p99: bool = setting("gate-p99")
+    memory_threshold: float = setting("memory-threshold")
+    memory_slack_mb: float = setting("memory-slack")
 
 
 def _pct(ratio: float) -> str:
