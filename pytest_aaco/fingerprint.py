@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .environment import cpu_model, gpu_identity
 from .redact import fingerprint_options, looks_secret, redact_options
+from .samplers.clocks import fingerprint_fields, read_clock_state
 
 #: environment variables that change timings (names matching these are fingerprinted)
 TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
@@ -90,9 +92,6 @@ def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 @lru_cache(maxsize=8)
 def machine_fields(provider_short: str) -> dict[str, Any]:
     """CPU model and cores, GPU name and driver, and the clock settings (read once per provider)."""
-    from .environment import cpu_model, gpu_identity
-    from .samplers.clocks import fingerprint_fields, read_clock_state
-
     gpu = gpu_identity(provider_short) or {}
     return {
         "cpu_model": cpu_model(),

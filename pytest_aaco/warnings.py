@@ -27,9 +27,5 @@ class AacoClockWarning(AacoWarning):
     """CPU or GPU clock settings make timings unstable (governor not ``performance``, GPU perf level ``auto``)."""
 
 
-class AacoTelemetryWarning(AacoWarning):
-    """A telemetry sampler could not start or stopped reading; the benchmark itself still ran."""
-
-
 class AacoLockWarning(AacoWarning):
     """The device lock could not be taken; the benchmark ran without it (another may have shared the device)."""

@@ -192,8 +192,8 @@ class _Reported:
 
 
 def test_an_ep_that_lists_its_options_refuses_unknown_keys() -> None:
+    from pytest_aaco.measure import unknown_options
     from pytest_aaco.providers import parse_provider
-    from pytest_aaco.runner import unknown_options
 
     spec = parse_provider("tensorrt")
     full = _Reported(spec.ep_name, {"device_id": "0", "trt_fp16_enable": "0", "trt_max_workspace_size": "1"})

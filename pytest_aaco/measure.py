@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .providers import OPTION_KEYS, ProviderSpec, placement_problem
+from .interleave import time_iterations
+from .options import default
+from .providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
 from .redact import redact_options, redact_text, secret_values
 from .results import BenchmarkResult, RoundResult
 
@@ -50,8 +52,8 @@ class SessionHandle:
     model_path: Path
     create_ms: float
     options: dict[str, Any] = field(default_factory=dict)
-    #: runners built by :func:`bind_runner` on this session, by (mode, device id, feeds identity)
-    runners: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
+    #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
+    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
 
     @property
@@ -62,13 +64,15 @@ class SessionHandle:
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive)."""
+    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive),
+    the resolved IO binding (:func:`resolve_iobinding`) and the GPU device id; defaults from the
+    option table."""
 
-    warmup: int = 10
-    rounds: int = 10
-    iterations: int | None = None
+    warmup: int = default("warmup")
+    rounds: int = default("rounds")
+    iterations: int | None = default("iterations")
     iobinding: str = "none"
-    device_id: int = 0
+    device_id: int = default("device-id")
 
 
 def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
@@ -169,12 +173,12 @@ def unknown_options(provider: ProviderSpec, options: dict[str, Any], session: An
 
 def check_placement(handle: SessionHandle) -> None:
     """Raise :class:`SessionError` when ORT fell back off the requested EP."""
-    problem = placement_problem(handle.provider, list(handle.session.get_providers()))
+    problem = session_fallback_problem(handle.provider, list(handle.session.get_providers()))
     if problem:
         raise SessionError(problem)
 
 
-def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
+def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
                 device_id: int) -> Callable[[], Any]:
     """A zero-argument callable that runs the model once, built outside the timed loop.
 
@@ -194,7 +198,7 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
     :class:`SessionError` for both.
     """
     key = (mode, device_id, id(feeds))
-    cached = handle.runners.get(key)
+    cached = handle.bound_runs.get(key)
     if cached is not None and cached[0] is feeds:
         return cached[1]
     if handle.cuda_graph:
@@ -202,15 +206,15 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
             raise SessionError(f"{handle.model_path.name}: enable_cuda_graph=1 needs device inputs: use"
                                " --aaco-iobinding=all or inputs (with host feeds ORT's graph replay returned"
                                " no outputs)")
-        if handle.runners:
+        if handle.bound_runs:
             raise SessionError(f"{handle.model_path.name}: a session with enable_cuda_graph=1 replays the device"
                                " addresses it captured, so it takes one IO binding (one mode, one set of inputs)")
-    run = _new_runner(handle, feeds, mode, device_id)
-    handle.runners[key] = (feeds, run)
+    run = _new_run(handle, feeds, mode, device_id)
+    handle.bound_runs[key] = (feeds, run)
     return run
 
 
-def _new_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
+def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
     session = handle.session
     if mode == "none":
         run = session.run
@@ -242,27 +246,17 @@ def _new_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, 
     return run_with_binding
 
 
-def _timed(run: Callable[[], Any], count: int) -> np.ndarray:
-    lat = np.empty(count, dtype=np.int64)
-    clock = time.perf_counter_ns
-    for i in range(count):
-        t0 = clock()
-        run()
-        lat[i] = clock() - t0
-    return lat
-
-
 def warmup(run: Callable[[], Any], iterations: int) -> tuple[float, np.ndarray]:
     """First run (ms) and the warmup latencies (ms): *iterations*, extended to
     :data:`MIN_WARMUP_S` for fast models so caches, allocators and clocks settle."""
-    first_ms = float(_timed(run, 1)[0]) / 1e6
-    lat = _timed(run, iterations)
+    first_ms = float(time_iterations(run, 1)[0]) / 1e6
+    lat = time_iterations(run, iterations)
     spent = lat.sum() / 1e9
     if spent < MIN_WARMUP_S and lat.size:
         per_iter = max(spent / lat.size, 1e-6)
         extra = int(min(MAX_EXTRA_WARMUP, (MIN_WARMUP_S - spent) / per_iter))
         if extra > 0:
-            lat = np.concatenate([lat, _timed(run, extra)])
+            lat = np.concatenate([lat, time_iterations(run, extra)])
     return first_ms, lat / 1e6
 
 
@@ -278,7 +272,7 @@ def measure_rounds(run: Callable[[], Any], rounds: int, iterations: int) -> list
     results = []
     for index in range(rounds):
         start = time.perf_counter_ns()
-        lat = _timed(run, iterations)
+        lat = time_iterations(run, iterations)
         results.append(RoundResult(index, lat / 1e6, start, time.perf_counter_ns()))
     return results
 
@@ -292,7 +286,7 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     checked before and after measuring; a fallback raises :class:`SessionError`.
     """
     check_placement(handle)
-    run = bind_runner(handle, feeds, settings.iobinding, settings.device_id)
+    run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
     try:
         first_ms, warm_ms = warmup(run, settings.warmup)
         iterations = settings.iterations or adaptive_iterations(warm_ms)
