@@ -54,6 +54,9 @@ def test_provider_option_secrets_never_reach_an_artifact(aaco_project, monkeypat
     baseline, the bundle (items and session_meta argv), both JUnit files, the HTML and the terminal."""
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
+    summary = aaco_project.pytester.path / "job-summary.md"  # the GitHub Actions job summary is an artifact too
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     project = aaco_project
     project.registry(f"""
         models:
@@ -86,7 +89,8 @@ def test_provider_option_secrets_never_reach_an_artifact(aaco_project, monkeypat
     baselines = _all_text(root / "baselines")
     assert "api_key" in baselines, "the fingerprint keeps the option's key"
     assert "--db-password" in _all_text(root / ".aaco"), "session_meta.json keeps the command line"
-    text = "\n".join([_all_text(root / ".aaco"), baselines, (root / "perf.xml").read_text(),
+    assert summary.read_text(), "the run wrote no job summary"
+    text = "\n".join([_all_text(root / ".aaco"), baselines, (root / "perf.xml").read_text(), summary.read_text(),
                       (root / "pytest.xml").read_text(), (root / "report.html").read_text(),
                       saved.stdout.str(), result.stdout.str(), result.stderr.str()])
     planted = {**OPTION_SECRETS, "registry": REGISTRY_SECRET, "argv": ARGV_SECRET, **SECRETS}
