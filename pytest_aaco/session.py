@@ -281,7 +281,9 @@ class AacoSession:
         report = yield
         record = item.stash.get(RECORD_KEY, None)
         if record is not None and call.when == "call" and call.excinfo is not None and record.outcome == Outcome.PASSED:
-            record.outcome = Outcome.FAILED  # the test body failed after the record was kept
+            # the test body failed (or skipped itself) after the record was kept
+            skipped = call.excinfo.errisinstance(pytest.skip.Exception)
+            record.outcome = Outcome.SKIPPED if skipped else Outcome.FAILED
             self._write_item(item.nodeid, record)
         if self.is_worker and record is not None and call.when == "teardown":
             # the record travels with the item's last report, so the controller has every finished item
