@@ -366,3 +366,25 @@ def test_an_os_error_mid_measurement_is_an_error_row(aaco_project) -> None:
     items = _bundle_items(aaco_project.pytester.path)
     assert items["test_perf.py::test_latency[first-cpu]"]["verdict"]["outcome"] == "error"
     assert _junit_cases(aaco_project.pytester.path / "perf.xml")["first[cpu]"] == "error"
+
+
+READ_ONLY_BASELINES = """
+from pytest_aaco import baseline
+
+
+def refuse(path, data):
+    raise PermissionError(13, "Permission denied", str(path))
+
+
+baseline.atomic_write_json = refuse  # what a read-only baseline folder answers (this suite may run as root)
+"""
+
+
+def test_a_baseline_folder_that_cannot_be_written_is_an_error_row(aaco_project) -> None:
+    aaco_project.registry(TWO_ITEMS)
+    aaco_project.pytester.makeconftest(READ_ONLY_BASELINES)
+    result = aaco_project.run_subprocess("--aaco-save-baseline")
+    result.assert_outcomes(failed=2)
+    assert "Traceback" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*= pytest-aaco results =*", "first*cpu*error*", "second*cpu*error*",
+                                 "*cannot save the baseline (Permission denied); make * writable*"])
