@@ -12,25 +12,19 @@ beside ``{"cat": "Session", "name": "model_run"}`` per run
 * :func:`parse_profile` (pure): events -> ``{EP name: node count}`` for the first run.
 * :func:`profile_details` (pure): the same plus op types per EP (first run) and kernel time per EP
   (last run: the first one carries cuDNN's algorithm search), as :class:`Placement`.
-* :func:`node_placement` / :func:`placement_report`: build a profiling session on the EP, run it a
-  few times, ``end_profiling()``, parse. The profiling session is separate from the benchmark session, so the
-  measured session carries no profiling overhead; ORT partitions a graph deterministically for the
-  same model, EP and options, so both sessions place nodes alike.
+* :func:`node_placement` / :func:`placement_report`: a profiled pass in its own session
+  (:func:`pytest_aaco.ortprofile.profiled_events`), parsed.
 * :func:`fallback_problem`: the message that refuses a GPU result whose compute fell to the CPU.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .inputs import make_inputs
-from .measure import SessionError, build_session
+from .ortprofile import ProfileError, event_list, kernel_events, profiled_events, read_events, run_windows
 
 CPU_EP = "CPUExecutionProvider"
 #: a GPU item is refused when CPU-EP kernels take more than this share of a run's wall time
@@ -41,11 +35,10 @@ SHAPE_OPS = frozenset({"Shape", "Size"})
 COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 #: profiled runs: node counts come from the first, times from the last (warm) one
 PROFILE_RUNS = 3
-KERNEL_SUFFIX = "_kernel_time"
 
 
-class PlacementError(RuntimeError):
-    """The profiling run could not be made or its profile could not be read."""
+#: the profiling run could not be made or its profile could not be read (one error for every profile reader)
+PlacementError = ProfileError
 
 
 @dataclass
@@ -98,28 +91,6 @@ class Placement:
         }
 
 
-def _run_windows(events: list[Mapping[str, Any]]) -> list[tuple[float, float]]:
-    """``(start, end)`` of every ``model_run`` event, in time order."""
-    runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    windows = [(float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0))) for e in runs]
-    return sorted(windows)
-
-
-def _kernel_events(events: list[Mapping[str, Any]], window: tuple[float, float] | None) -> list[Mapping[str, Any]]:
-    """Kernel events (one per node and run) with a provider, inside *window* when given."""
-    found = []
-    for event in events:
-        if event.get("cat") != "Node" or not str(event.get("name", "")).endswith(KERNEL_SUFFIX):
-            continue
-        args = event.get("args") or {}
-        if not isinstance(args, Mapping) or not args.get("provider"):
-            continue
-        if window is not None and not window[0] <= float(event.get("ts", 0)) <= window[1]:
-            continue
-        found.append(event)
-    return found
-
-
 def profile_details(events: Any) -> Placement:
     """Parse ORT profile *events* (the JSON list, or ``{"traceEvents": [...]}``) into a :class:`Placement`.
 
@@ -127,21 +98,17 @@ def profile_details(events: Any) -> Placement:
     types from the first ``model_run``, times from the last one (all events when the profile has
     no run events). Raises :class:`PlacementError` for something that is not a list of events.
     """
-    if isinstance(events, Mapping):
-        events = events.get("traceEvents")
-    if not isinstance(events, list):
-        raise PlacementError(f"an ORT profile is a JSON list of events, got {type(events).__name__}")
-    events = [e for e in events if isinstance(e, Mapping)]
-    windows = _run_windows(events)
+    events = event_list(events)
+    windows = run_windows(events)
     placement = Placement()
-    for event in _kernel_events(events, windows[0] if windows else None):
+    for event in kernel_events(events, windows[0] if windows else None):
         args = event["args"]
         ep, op = str(args["provider"]), str(args.get("op_name", "?"))
         placement.nodes[ep] = placement.nodes.get(ep, 0) + 1
         ops = placement.ops.setdefault(ep, {})
         ops[op] = ops.get(op, 0) + 1
     last = windows[-1] if windows else None
-    for event in _kernel_events(events, last):
+    for event in kernel_events(events, last):
         args = event["args"]
         ep, dur = str(args["provider"]), int(event.get("dur", 0))
         placement.time_us[ep] = placement.time_us.get(ep, 0) + dur
@@ -158,16 +125,7 @@ def parse_profile(events: Any) -> dict[str, int]:
 
 def load_profile(path: str | Path) -> Placement:
     """Read an ORT profile file and parse it. Raises :class:`PlacementError` when unreadable."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            events = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise PlacementError(f"cannot read the ORT profile {path}: {exc}") from exc
-    return profile_details(events)
-
-
-def _feeds_for(session: Any, model_name: str, dims: Mapping[str, int] | None) -> dict[str, Any]:
-    return make_inputs(model_name, session.get_inputs(), dict(dims or {}), {})
+    return profile_details(read_events(path))
 
 
 def placement_report(model_path: str | Path, provider_spec: Any, device_id: int = 0, *,
@@ -182,22 +140,9 @@ def placement_report(model_path: str | Path, provider_spec: Any, device_id: int 
     *keep_profile* names where to copy it. Raises :class:`~pytest_aaco.measure.SessionError` when the session
     cannot be built or run, :class:`PlacementError` when the profile cannot be read.
     """
-    path = Path(model_path)
-    with tempfile.TemporaryDirectory(prefix="aaco-profile-") as tmp:
-        prefix = os.path.join(tmp, "ort_profile")
-        handle = build_session(path, provider_spec, device_id, profile_prefix=prefix)
-        session = handle.session
-        try:
-            run_feeds = dict(feeds) if feeds is not None else _feeds_for(session, path.stem, dims)
-            for _ in range(max(1, runs)):
-                session.run(None, run_feeds)
-        except Exception as exc:
-            raise SessionError(f"profiling run of {path.name} on {provider_spec.ep_name} failed: {exc}") from exc
-        finally:
-            profile_file = session.end_profiling()
-        if keep_profile is not None:
-            Path(keep_profile).write_bytes(Path(profile_file).read_bytes())
-        return load_profile(profile_file)
+    events = profiled_events(model_path, provider_spec, device_id, feeds=feeds, dims=dims,
+                             keep_profile=keep_profile, runs=runs)
+    return profile_details(events)
 
 
 def node_placement(model_path: str | Path, provider_spec: Any, device_id: int = 0, **kwargs: Any) -> dict[str, int]:
