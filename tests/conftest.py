@@ -1,5 +1,6 @@
 """Shared fixtures of pytest-aaco's own tests.
 
+* ``conv_models``: Conv -> MatMul models, 3x3 and 9x9, where only the Conv gets heavier.
 * ``tiny_model_path``: a deterministic ONNX MatMul/Relu chain (input ``x`` float32 ``[1, 64]``,
   three 64x64 layers), written once per session; one run takes a few microseconds.
 * ``aaco_project``: a pytester project with that model, a registry YAML pointing at it with
@@ -71,6 +72,13 @@ def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
 def make_model():
     """:func:`make_tiny_model`, for tests that need a variant (symbolic batch, float64, more layers)."""
     return make_tiny_model
+
+
+@pytest.fixture(scope="session")
+def conv_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two :func:`make_conv_model` files: a 3x3 Conv and a 9x9 one (9x the Conv FLOPs, all else equal)."""
+    folder = tmp_path_factory.mktemp("conv")
+    return make_conv_model(folder / "conv3.onnx", kernel=3), make_conv_model(folder / "conv9.onnx", kernel=9)
 
 
 @pytest.fixture(scope="session")
@@ -188,3 +196,37 @@ def aaco_project(pytester: pytest.Pytester, tiny_model_path: Path, isolated_cach
     project.registry()
     project.tests()
     return project
+
+
+def make_conv_model(path: Path, kernel: int = 3, channels: int = 32, size: int = 32, seed: int = 0) -> Path:
+    """Write ``x[1,C,S,S] -> Conv(k x k, C->C) -> Abs -> Flatten -> MatMul [C*S*S, 64] -> Tanh -> y[1,64]``.
+
+    Only the Conv depends on *kernel* (its FLOPs grow with ``kernel²``), so two kernels give one
+    operator type made much heavier and everything else the same. Deterministic for a *seed*.
+    """
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((channels, channels, kernel, kernel)) / (channels * kernel)).astype(np.float32)
+    m = (rng.standard_normal((channels * size * size, 64)) / np.sqrt(channels * size * size)).astype(np.float32)
+    pad = kernel // 2
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[pad] * 4),
+        helper.make_node("Abs", ["c"], ["a"], name="abs"),
+        helper.make_node("Flatten", ["a"], ["f"], name="flatten", axis=1),
+        helper.make_node("MatMul", ["f", "M"], ["mm"], name="matmul"),
+        helper.make_node("Tanh", ["mm"], ["y"], name="tanh"),
+    ]
+    graph = helper.make_graph(
+        nodes, "conv_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        initializer=[numpy_helper.from_array(w, "W"), numpy_helper.from_array(m, "M")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="aaco-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path))
+    return path
