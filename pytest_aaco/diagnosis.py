@@ -13,7 +13,9 @@ names the likeliest cause with the numbers behind it; it proves nothing.
 
 Inputs: *telemetry* is :meth:`pytest_aaco.samplers.TelemetrySession.to_dict`, *derived* is
 :func:`pytest_aaco.metrics.derived_metrics`, *kernel_data* (optional) is
-``{"kernel_time_ms": float, "wall_ms": float, "kernel_count": int}`` from a profiler.
+:meth:`pytest_aaco.kernels.KernelMetrics.to_diagnosis` (``busy_ms``, ``kernel_time_ms``, ``wall_ms``,
+``kernel_count``, ``microkernel_share``, ``kar``; per run) from CUPTI or rocprof; the older
+``{"kernel_time_ms", "wall_ms", "kernel_count"}`` form still works.
 """
 
 from __future__ import annotations
@@ -303,34 +305,45 @@ def _memory_growth(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str
 
 @dataclass(frozen=True)
 class _Kernels:
-    """Profiler figures of one run: GPU kernel time, wall time and the number of kernels."""
+    """Profiler figures of one run (:meth:`pytest_aaco.kernels.KernelMetrics.to_diagnosis`): time the
+    GPU was busy (the union of kernel intervals; summed kernel time when only that is known), wall
+    time, kernels per run, the share of kernels under 10 µs and KAR (kernels per ONNX node)."""
 
-    kernel_ms: float
+    busy_ms: float
     wall_ms: float
-    count: int
+    count: float
     mean_us: float | None  # None without a kernel count
+    micro_share: float | None
+    kar: float | None
 
     @property
     def busy(self) -> float:
-        return self.kernel_ms / self.wall_ms
+        return min(self.busy_ms / self.wall_ms, 1.0)
 
     def busy_evidence(self) -> str:
         return (f"kernels kept the GPU busy {self.busy:.0%} of the wall time "
-                f"({self.kernel_ms:.2f} of {self.wall_ms:.2f} ms)")
+                f"({self.busy_ms:.2f} of {self.wall_ms:.2f} ms)")
+
+
+def _optional(k: dict[str, Any], key: str) -> float | None:
+    value = k.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _kernels(k: dict[str, Any] | None) -> _Kernels | None:
     if not k:
         return None
     try:
-        kernel_ms, wall_ms = float(k["kernel_time_ms"]), float(k["wall_ms"])
+        busy_ms = float(k["busy_ms"] if k.get("busy_ms") is not None else k["kernel_time_ms"])
+        wall_ms = float(k["wall_ms"])
     except (KeyError, TypeError, ValueError):
         return None
     if wall_ms <= 0:
         return None
-    count = k.get("kernel_count")
-    mean_us = kernel_ms * 1000.0 / count if count else None
-    return _Kernels(kernel_ms, wall_ms, int(count) if count else 0, mean_us)
+    count = _optional(k, "kernel_count") or 0.0
+    kernel_ms = _optional(k, "kernel_time_ms")
+    mean_us = (kernel_ms if kernel_ms is not None else busy_ms) * 1000.0 / count if count else None
+    return _Kernels(busy_ms, wall_ms, count, mean_us, _optional(k, "microkernel_share"), _optional(k, "kar"))
 
 
 def _launch_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
@@ -338,11 +351,20 @@ def _launch_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str,
     kernels = _kernels(k)
     if kernels is None:
         return found
-    found.add(0.7, ramp(0.8 - kernels.busy, 0.1, 0.5), kernels.busy_evidence())
-    if kernels.mean_us is not None and kernels.busy < 0.7:
+    found.add(0.6, ramp(0.8 - kernels.busy, 0.1, 0.5), kernels.busy_evidence())
+    if kernels.busy >= 0.7:
+        return found
+    if kernels.micro_share is not None:
+        found.add(0.3, ramp(kernels.micro_share, 0.3, 0.7),
+                  f"{kernels.micro_share:.0%} of {kernels.count:.0f} kernels per run ran under 10 µs: "
+                  "launch overhead is comparable to their work")
+    elif kernels.mean_us is not None:
         found.add(0.3, ramp(20.0 - kernels.mean_us, 0.0, 15.0),
-                  f"{kernels.count} kernels averaging {kernels.mean_us:.1f} µs each: "
+                  f"{kernels.count:.0f} kernels averaging {kernels.mean_us:.1f} µs each: "
                   "launch overhead is comparable to the work")
+    if kernels.kar is not None:
+        found.add(0.1, ramp(kernels.kar, 1.5, 4.0),
+                  f"{kernels.kar:.1f} kernels per ONNX node (KAR): operators split into many launches")
     return found
 
 
@@ -397,8 +419,8 @@ def classify_bottleneck(
     """The likeliest bottleneck, or None when no category scores :data:`THRESHOLD` or more.
 
     *telemetry*: ``TelemetrySession.to_dict()``; *derived*: ``derived_metrics(...)``;
-    *cpu_count*: logical cores of the host; *kernel_data*: ``{"kernel_time_ms", "wall_ms",
-    "kernel_count"}`` from a profiler, which enables ``launch_bound`` / ``compute_bound``.
+    *cpu_count*: logical cores of the host; *kernel_data*: ``KernelMetrics.to_diagnosis()`` from a
+    profiler, which enables ``launch_bound`` / ``compute_bound``.
     Ties go to the category listed first in :data:`RULES`. Never raises on missing fields.
     """
     scored = score_all(telemetry, derived, cpu_count, kernel_data)
