@@ -205,3 +205,34 @@ def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> 
 
 
 GENERATORS = {"bert-encoder": bert_encoder}
+
+
+def add_folding_work(model: Any, matmuls: int, size: int = 512, seed: int = 0) -> Any:
+    """Return a copy of *model* with a chain of ``matmuls`` constant ``[size,size]`` MatMul+Tanh steps.
+
+    Every input of the chain is an initializer, so ORT's constant folding computes it while the
+    InferenceSession is created and the runs never see it: a calibrated slowdown of session creation
+    alone, for cold-start A/B tests (each step costs ``2 * size³`` FLOPs once). The chain ends in an
+    extra scalar graph output ``aaco_folding_work`` so it is not pruned. Raises ValueError for
+    ``matmuls < 1``.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    if matmuls < 1:
+        raise ValueError(f"matmuls must be >= 1, got {matmuls}")
+    rng = np.random.default_rng(seed)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    graph.initializer.append(_init("fw.h0", (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)))
+    current = "fw.h0"
+    for i in range(matmuls):
+        w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
+        graph.initializer.append(_init(f"fw.W{i}", w))
+        graph.node.append(helper.make_node("MatMul", [current, f"fw.W{i}"], [f"fw.mm{i}"], name=f"fw.mm{i}"))
+        graph.node.append(helper.make_node("Tanh", [f"fw.mm{i}"], [f"fw.h{i + 1}"], name=f"fw.tanh{i}"))
+        current = f"fw.h{i + 1}"
+    graph.node.append(helper.make_node("ReduceSum", [current], ["aaco_folding_work"], keepdims=0, name="fw.sum"))
+    graph.output.append(helper.make_tensor_value_info("aaco_folding_work", TensorProto.FLOAT, []))
+    return out
