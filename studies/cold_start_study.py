@@ -1,0 +1,129 @@
+"""Cold-start gate on CPU: what measuring it costs, false failures on unchanged runs, and detection.
+
+Each *run* is a fresh Python process, as a CI job is: it builds the item's own InferenceSession
+and runs it a few times (the state the plugin is in when the cold-start phase starts), then
+:func:`pytest_aaco.coldstart.measure_cold_start` builds ``--sessions`` fresh sessions and prints
+their samples. Per model:
+
+1. ``--history`` runs of the unchanged model form the baseline history;
+2. ``--aa`` more unchanged runs are judged against it (:func:`~pytest_aaco.coldstart.cold_start_verdict`,
+   default threshold and level): every ``regression`` is a false failure;
+3. ``--ab`` runs of a candidate whose session creation is about 2x slower are judged against the same
+   history: every ``regression`` is a detection. The candidate is the model plus a constant MatMul
+   chain that ORT folds while creating the session (:func:`pytest_aaco.modelgen.add_folding_work`),
+   sized from a calibration run so creation doubles while the runs stay the same.
+
+It also prints what one item's cold-start phase costs (median wall time of the phase) and the
+run-to-run sd of the offset a process adds (:func:`pytest_aaco.stats.run_offset_sd` over all
+unchanged runs), the figure behind ``COLD_RUN_NOISE``. Run it under the measurement lock:
+
+    flock /work/coord/measure.lock python benchmarks/cold_start_study.py --models squeezenet resnet50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def child(model_path: str, name: str, sessions: int) -> None:
+    """One run: the item's own session, 3 runs, then the timed cold-start phase; prints JSON."""
+    import onnxruntime as ort
+
+    from pytest_aaco.coldstart import measure_cold_start
+    from pytest_aaco.inputs import make_inputs
+    from pytest_aaco.providers import parse_provider
+
+    own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    feeds = make_inputs(name, own.get_inputs(), {}, {})
+    for _ in range(3):
+        own.run(None, feeds)
+    start = time.perf_counter()
+    cold = measure_cold_start(model_path, parse_provider("cpu"), feeds, sessions=sessions)
+    data = cold.to_dict()
+    data["phase_s"] = time.perf_counter() - start
+    print(json.dumps(data))
+
+
+def run_child(model_path: Path, name: str, sessions: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", str(model_path), name, str(sessions)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: Path) -> tuple[Path, int]:
+    """The model plus enough folded 256x256 MatMul steps to double its session creation."""
+    import onnx
+
+    from pytest_aaco.modelgen import add_folding_work, save_model_atomic
+
+    model = onnx.load(str(model_path))
+    probe = save_model_atomic(add_folding_work(model, 16, 256), folder / f"{name}-probe.onnx")
+    probe_ms = run_child(probe, name, 3)["median_session_create_ms"]
+    per_step = max((probe_ms - base_create_ms) / 16, 0.05)
+    steps = max(1, round(base_create_ms / per_step))
+    return save_model_atomic(add_folding_work(model, steps, 256), folder / f"{name}-fold{steps}.onnx"), steps
+
+
+def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
+    from pytest_aaco.coldstart import ColdStart, cold_start_verdict
+    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.stats import run_offset_sd
+
+    path = zoo_dir() / f"light_{name}.onnx"
+    unchanged = [run_child(path, name, args.sessions) for _ in range(args.history + args.aa)]
+    history = [ColdStart.from_dict(r) for r in unchanged[: args.history]]
+    base_create = statistics.median(r["median_session_create_ms"] for r in unchanged[: args.history])
+    false_failures, aa_outcomes = 0, []
+    for record in unchanged[args.history:]:
+        verdict = cold_start_verdict(ColdStart.from_dict(record), history, name)
+        aa_outcomes.append(verdict.outcome)
+        false_failures += verdict.fails
+    candidate, steps = folded_variant(path, name, base_create, folder)
+    detections, ab_ratios, ab_outcomes = 0, [], []
+    for _ in range(args.ab):
+        verdict = cold_start_verdict(ColdStart.from_dict(run_child(candidate, name, args.sessions)), history, name)
+        ab_outcomes.append(verdict.outcome)
+        ab_ratios.append(round(verdict.metrics["session_create_ms"].get("ratio", math.nan), 3))
+        detections += verdict.fails
+    logs = [[math.log(v) for v in r["session_create_ms"]] for r in unchanged]
+    first_logs = [[math.log(v) for v in r["first_run_ms"]] for r in unchanged]
+    return {
+        "model": name,
+        "sessions": args.sessions,
+        "phase_s_median": round(statistics.median(r["phase_s"] for r in unchanged), 3),
+        "session_create_ms_median": round(base_create, 2),
+        "first_run_ms_median": round(statistics.median(r["median_first_run_ms"] for r in unchanged), 2),
+        "run_offset_sd_create": round(math.expm1(run_offset_sd(logs)), 4),
+        "run_offset_sd_first_run": round(math.expm1(run_offset_sd(first_logs)), 4),
+        "aa_runs": args.aa, "aa_false_failures": false_failures, "aa_outcomes": aa_outcomes,
+        "candidate_fold_steps": steps, "ab_runs": args.ab, "ab_detections": detections,
+        "ab_create_ratios": ab_ratios, "ab_outcomes": ab_outcomes,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"])
+    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--history", type=int, default=5)
+    parser.add_argument("--aa", type=int, default=10)
+    parser.add_argument("--ab", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="aaco-cold-") as tmp:
+        for name in args.models:
+            print(json.dumps(study(name, args, Path(tmp))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

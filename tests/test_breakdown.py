@@ -1,0 +1,55 @@
+"""HTML blocks and plots for operators, GPU kernels and cold start (reports/breakdown.py)."""
+
+from __future__ import annotations
+
+import html
+
+from pytest_aaco.coldstart import ColdStart, cold_start_verdict
+from pytest_aaco.kernels import KernelRecord, kernel_metrics
+from pytest_aaco.opprofile import NodeTime, OpProfile, OpTime, compare_profiles
+from pytest_aaco.reports import breakdown
+
+CPU = "CPUExecutionProvider"
+
+
+def profile(conv_us: float, evil: str = "x") -> OpProfile:
+    total = conv_us + 500 + 100
+    ops = [OpTime("Conv", CPU, 3, conv_us, conv_us / total), OpTime("MatMul", CPU, 1, 500, 500 / total),
+           OpTime(evil, CPU, 1, 100, 100 / total)]
+    return OpProfile(5, total + 20, sorted(ops, key=lambda o: -o.time_us),
+                     [NodeTime("conv_0", "Conv", CPU, conv_us / 3)], [])
+
+
+def test_operator_chart_draws_both_sides():
+    svg = breakdown.plot_operators(profile(1300).to_dict(), profile(1000).to_dict())
+    assert svg is not None and svg.startswith("<svg") and "Conv" in svg and "baseline" in svg
+    assert breakdown.plot_operators({"ops": []}) is None
+
+
+def test_profile_block_shows_the_comparison_and_escapes_names():
+    evil = "<script>alert(1)</script>"
+    base, cur = profile(1000, evil), profile(1310, evil)
+    block = breakdown.profile_block(cur.to_dict(), compare_profiles(base, cur).to_dict(), base.to_dict())
+    assert "operators: Conv +31%" in block and "<svg" in block
+    assert evil not in block and html.escape(evil) in block
+    assert "<td class=\"num\">+31%</td>" in block
+    assert breakdown.profile_block(None) == ""
+
+
+def test_kernels_block_lists_the_figures():
+    records = [KernelRecord("volta_sgemm_128x64_nn", 0, 50_000), KernelRecord("elementwise", 60_000, 63_000)]
+    block = breakdown.kernels_block(kernel_metrics(records, 1, 100_000, node_count=2, source="cupti").to_dict())
+    assert "KAR (kernels per ONNX node)" in block and "1.00" in block
+    assert "volta_sgemm_128x64_nn" in block and "53.0%" in block
+    assert breakdown.kernels_block(None) == ""
+
+
+def test_cold_start_block_plots_history_and_verdict():
+    history = [ColdStart([100.0, 102.0, 98.0, 101.0, 99.0], [20.0, 21.0, 19.0, 20.0, 20.0]) for _ in range(3)]
+    current = ColdStart([210.0, 205.0, 200.0, 204.0, 206.0], [20.0, 21.0, 19.0, 20.0, 20.0])
+    verdict = cold_start_verdict(current, history, "m[cpu]")
+    block = breakdown.cold_start_block(current.to_dict(), verdict.to_dict(), [h.to_dict() for h in history])
+    assert "COLD START REGRESSION m[cpu]" in block and 'class="message bad"' in block
+    assert block.count("<svg") == 1 and "session creation, per fresh session" in block
+    assert "205.0 ms" in block
+    assert breakdown.cold_start_block(None) == ""
