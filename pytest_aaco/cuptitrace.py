@@ -85,7 +85,8 @@ def trace_runs(run: Callable[[], Any], runs: int = TRACED_RUNS, *, node_count: i
     does not wait for the device itself (e.g. IO binding with device outputs). Wall time is
     measured on CUPTI's own clock, so kernels and wall time line up. Raises :class:`CuptiError`
     when cupti-python is missing or CUPTI refuses (``cuptiError``: a driver too old for the
-    package, or profiling not permitted to this user: ``NVreg_RestrictProfilingToAdminUsers``).
+    package, or profiling not permitted to this user: ``NVreg_RestrictProfilingToAdminUsers``) and
+    when it recorded no kernel at all.
     """
     cupti = load_cupti()
     kind = cupti.ActivityKind.CONCURRENT_KERNEL
@@ -108,4 +109,8 @@ def trace_runs(run: Callable[[], Any], runs: int = TRACED_RUNS, *, node_count: i
         finally:
             cupti.activity_disable(kind)
     records = [r for r in collector.take() if start <= r.start_ns <= end]
+    if not records:
+        raise CuptiError(f"CUPTI recorded no GPU kernel in {runs} runs: the session does not run on a CUDA device,"
+                         " or CUPTI could not attach to its context (a cupti-python/nvidia-cuda-cupti newer than"
+                         " the driver's CUDA version)")
     return kernel_metrics(records, runs, max(end - start, 1), node_count, source="cupti")

@@ -267,6 +267,12 @@ def test_cupti_traces_only_the_kernels_of_the_runs(monkeypatch):
     assert metrics.active_ratio == pytest.approx(0.33)
 
 
+def test_cupti_without_kernels_says_why(monkeypatch):
+    install_fake(monkeypatch, FakeCupti([("late", 500, 510)]))
+    with pytest.raises(cuptitrace.CuptiError, match="recorded no GPU kernel in 1 runs"):
+        cuptitrace.trace_runs(lambda: None, runs=1)
+
+
 def test_cupti_is_disabled_even_when_a_run_fails(monkeypatch):
     fake = FakeCupti([])
     install_fake(monkeypatch, fake)
