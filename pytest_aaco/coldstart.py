@@ -51,12 +51,15 @@ COMPILES = {"migraphx": "the MIGraphX compile", "tensorrt": "the TensorRT engine
 class ColdStart:
     """Cold-start samples of one item, one per fresh InferenceSession (ms).
 
-    ``compiles``: what the EP compiles inside these figures (None for EPs that do not compile).
+    ``compiles``: what the EP compiles inside these figures (None for EPs that do not compile);
+    ``others_cores``: cores that other processes kept busy on average while they were measured
+    (None when unknown).
     """
 
     session_create_ms: list[float]
     first_run_ms: list[float]
     compiles: str | None = None
+    others_cores: float | None = None
 
     def values(self, key: str) -> list[float]:
         """The samples of metric *key* (``session_create_ms`` or ``first_run_ms``)."""
@@ -74,6 +77,7 @@ class ColdStart:
         data: dict[str, Any] = {key: [round(v, 3) for v in self.values(key)] for key, _ in METRICS}
         data.update({f"median_{key}": round(self.median(key), 3) for key, _ in METRICS})
         data["compiles"] = self.compiles
+        data["others_cores"] = None if self.others_cores is None else round(self.others_cores, 3)
         return data
 
     @classmethod
@@ -86,7 +90,9 @@ class ColdStart:
                     isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in raw):
                 raise ValueError(f"cold-start record: {key!r} must be a non-empty list of positive ms, got {raw!r}")
             values[key] = [float(v) for v in raw]
-        return cls(values["session_create_ms"], values["first_run_ms"], data.get("compiles"))
+        others = data.get("others_cores")
+        return cls(values["session_create_ms"], values["first_run_ms"], data.get("compiles"),
+                   float(others) if isinstance(others, (int, float)) else None)
 
 
 def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str, Any], *, device_id: int = 0,
@@ -95,12 +101,14 @@ def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str
     at a time, timing each creation and its first ``run(None, feeds)`` (ms, ``perf_counter_ns``).
 
     Each session is dropped (and garbage collected) before the next is built, so at most one
-    extra session is alive beside the item's own. Raises :class:`~pytest_aaco.runner.SessionError`
+    extra session is alive beside the item's own. ``others_cores`` is read from psutil's CPU times
+    around the whole phase (:func:`others_cores`). Raises :class:`~pytest_aaco.runner.SessionError`
     when a session cannot be built or run.
     """
     from .runner import SessionError, build_session
 
     creates, firsts = [], []
+    before = _cpu_reading()
     for _ in range(max(1, sessions)):
         handle = build_session(Path(model_path), provider, device_id, intra_op_threads)
         try:
@@ -112,7 +120,27 @@ def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str
         creates.append(handle.create_ms)
         del handle
         gc.collect()
-    return ColdStart(creates, firsts, COMPILES.get(getattr(provider, "short", "")))
+    compiles = COMPILES.get(getattr(provider, "short", ""))
+    return ColdStart(creates, firsts, compiles, others_cores(before, _cpu_reading()))
+
+
+def _cpu_reading() -> tuple[float, float, float]:
+    """(wall s, host busy CPU s over all cores, this process's CPU s)."""
+    import psutil
+
+    host = psutil.cpu_times()
+    busy = sum(host) - host.idle - getattr(host, "iowait", 0.0)
+    mine = psutil.Process().cpu_times()
+    return time.monotonic(), busy, mine.user + mine.system
+
+
+def others_cores(before: tuple[float, float, float], after: tuple[float, float, float]) -> float | None:
+    """Cores other processes kept busy between two :func:`_cpu_reading` s: (host busy CPU s - this
+    process's CPU s) / wall s, floored at 0; None for a window under 10 ms."""
+    wall = after[0] - before[0]
+    if wall < 0.01:
+        return None
+    return max(((after[1] - before[1]) - (after[2] - before[2])) / wall, 0.0)
 
 
 @dataclass
@@ -147,7 +175,8 @@ def _pct(ratio: float) -> str:
 
 def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: str, *,
                        threshold: float = DEFAULT_COLD_START_THRESHOLD, alpha: float = COLD_START_ALPHA,
-                       run_noise: float = COLD_RUN_NOISE, min_history: int = COLD_MIN_HISTORY) -> ColdStartVerdict:
+                       run_noise: float = COLD_RUN_NOISE, min_history: int = COLD_MIN_HISTORY,
+                       max_contention: float | None = None) -> ColdStartVerdict:
     """Judge *current* against the cold starts of earlier runs (*history*, oldest first).
 
     Per metric of :data:`METRICS`: :func:`pytest_aaco.verdict.comparison` on ln(ms) samples (Welch
@@ -155,7 +184,10 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
     prediction-interval test), :func:`pytest_aaco.verdict.classify` at level ``alpha / 2`` and
     *threshold*. The item's outcome is the worst of the two (regression > inconclusive >
     improvement > no-regression). *label* names the item in the message (``resnet50[cpu]``).
-    Never raises: a metric with fewer than 2 samples on a side is inconclusive.
+    With *max_contention* (cores), a regression measured while other processes kept more cores
+    busy (``current.others_cores``) is withheld as inconclusive, as the latency gate does
+    (:func:`pytest_aaco.verdict.under_contention`). Never raises: a metric with fewer than 2
+    samples on a side is inconclusive.
     """
     from .verdict import IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NO_REGRESSION, REGRESSION, classify, comparison
 
@@ -185,10 +217,17 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
             parts.append(f"{words}: {exc}")
         figures[key] = entry
         worst = max(worst, outcome, key=rank.__getitem__)
+    withheld = (worst == REGRESSION and max_contention is not None and current.others_cores is not None
+                and current.others_cores > max_contention)
+    if withheld:
+        worst = INCONCLUSIVE
     head = {REGRESSION: "COLD START REGRESSION", INCONCLUSIVE: "cold start inconclusive",
             IMPROVEMENT: "cold start improved", NO_REGRESSION: "cold start: no regression"}[worst]
     grown = [words for key, words in METRICS if figures[key]["outcome"] == REGRESSION]
     text = f"{head} {label}" + (f" ({' and '.join(grown)})" if grown else "") + ": " + "; ".join(parts)
+    if withheld:
+        text += (f"; not failed: other processes kept {current.others_cores:.2f} cores busy while it was measured"
+                 f" (CPU contention, limit {max_contention:g})")
     text += f"; threshold {threshold:.0%}, level {level:.2g} per figure, {len(history)} baseline run(s)"
     if current.compiles:
         text += f"; these figures include {current.compiles}"

@@ -65,9 +65,9 @@ def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: P
     from pytest_aaco.modelgen import add_folding_work, save_model_atomic
 
     model = onnx.load(str(model_path))
-    probe = save_model_atomic(add_folding_work(model, 16, 256), folder / f"{name}-probe.onnx")
-    probe_ms = run_child(probe, name, 3)["median_session_create_ms"]
-    per_step = max((probe_ms - base_create_ms) / 16, 0.05)
+    probe = save_model_atomic(add_folding_work(model, 32, 256), folder / f"{name}-probe.onnx")
+    probe_ms = statistics.median(run_child(probe, name, 3)["median_session_create_ms"] for _ in range(3))
+    per_step = max((probe_ms - base_create_ms) / 32, 0.05)
     steps = max(1, round(base_create_ms / per_step))
     return save_model_atomic(add_folding_work(model, steps, 256), folder / f"{name}-fold{steps}.onnx"), steps
 
@@ -81,18 +81,24 @@ def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
     unchanged = [run_child(path, name, args.sessions) for _ in range(args.history + args.aa)]
     history = [ColdStart.from_dict(r) for r in unchanged[: args.history]]
     base_create = statistics.median(r["median_session_create_ms"] for r in unchanged[: args.history])
-    false_failures, aa_outcomes = 0, []
+    false_failures, guarded_failures, aa_outcomes = 0, 0, []
     for record in unchanged[args.history:]:
         verdict = cold_start_verdict(ColdStart.from_dict(record), history, name)
         aa_outcomes.append(verdict.outcome)
         false_failures += verdict.fails
+        guarded_failures += cold_start_verdict(ColdStart.from_dict(record), history, name,
+                                               max_contention=args.max_contention).fails
     candidate, steps = folded_variant(path, name, base_create, folder)
-    detections, ab_ratios, ab_outcomes = 0, [], []
+    detections, guarded_detections, ab_ratios, ab_outcomes, ab_others = 0, 0, [], [], []
     for _ in range(args.ab):
-        verdict = cold_start_verdict(ColdStart.from_dict(run_child(candidate, name, args.sessions)), history, name)
+        record = run_child(candidate, name, args.sessions)
+        verdict = cold_start_verdict(ColdStart.from_dict(record), history, name)
         ab_outcomes.append(verdict.outcome)
         ab_ratios.append(round(verdict.metrics["session_create_ms"].get("ratio", math.nan), 3))
+        ab_others.append(record.get("others_cores"))
         detections += verdict.fails
+        guarded_detections += cold_start_verdict(ColdStart.from_dict(record), history, name,
+                                                 max_contention=args.max_contention).fails
     logs = [[math.log(v) for v in r["session_create_ms"]] for r in unchanged]
     first_logs = [[math.log(v) for v in r["first_run_ms"]] for r in unchanged]
     return {
@@ -103,9 +109,12 @@ def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
         "first_run_ms_median": round(statistics.median(r["median_first_run_ms"] for r in unchanged), 2),
         "run_offset_sd_create": round(math.expm1(run_offset_sd(logs)), 4),
         "run_offset_sd_first_run": round(math.expm1(run_offset_sd(first_logs)), 4),
+        "others_cores": [r.get("others_cores") for r in unchanged],
         "aa_runs": args.aa, "aa_false_failures": false_failures, "aa_outcomes": aa_outcomes,
+        "aa_false_failures_with_contention_guard": guarded_failures,
         "candidate_fold_steps": steps, "ab_runs": args.ab, "ab_detections": detections,
-        "ab_create_ratios": ab_ratios, "ab_outcomes": ab_outcomes,
+        "ab_detections_with_contention_guard": guarded_detections,
+        "ab_create_ratios": ab_ratios, "ab_outcomes": ab_outcomes, "ab_others_cores": ab_others,
     }
 
 
@@ -119,6 +128,7 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=5)
     parser.add_argument("--aa", type=int, default=10)
     parser.add_argument("--ab", type=int, default=5)
+    parser.add_argument("--max-contention", type=float, default=0.1, help="the contention guard's limit (cores)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="aaco-cold-") as tmp:
         for name in args.models:

@@ -53,6 +53,24 @@ def test_twice_slower_session_creation_is_a_regression_that_names_it():
     assert "threshold 20%" in verdict.message
 
 
+def test_a_regression_under_cpu_contention_is_withheld():
+    busy = cold(200, 20)
+    busy.others_cores = 0.8
+    verdict = cold_start_verdict(busy, history(), "m[cpu]", max_contention=0.1)
+    assert verdict.outcome == "inconclusive" and not verdict.fails
+    assert "not failed: other processes kept 0.80 cores busy" in verdict.message
+    busy.others_cores = 0.05
+    assert cold_start_verdict(busy, history(), "m[cpu]", max_contention=0.1).fails
+
+
+def test_others_cores_from_cpu_readings():
+    from pytest_aaco.coldstart import others_cores
+
+    assert others_cores((0.0, 10.0, 1.0), (2.0, 13.0, 2.0)) == pytest.approx(1.0)  # 3 host s - 1 own s over 2 s
+    assert others_cores((0.0, 10.0, 1.0), (2.0, 11.0, 2.0)) == 0.0
+    assert others_cores((0.0, 0.0, 0.0), (0.001, 1.0, 0.0)) is None
+
+
 def test_a_slowdown_below_the_threshold_never_fails():
     verdict = cold_start_verdict(cold(112, 20), history(), "m[cpu]")  # +11%, clearly significant
     assert not verdict.fails and verdict.outcome != "regression"
@@ -109,6 +127,7 @@ def test_real_sessions_catch_slower_creation_from_constant_folding(tiny_model_pa
     cpu = parse_provider("cpu")
     light_runs = [measure_cold_start(tiny_model_path, cpu, feeds, sessions=3) for _ in range(2)]
     assert len(light_runs[0].session_create_ms) == 3 and min(light_runs[0].first_run_ms) > 0
+    assert light_runs[0].others_cores is not None and light_runs[0].others_cores >= 0
     candidate = measure_cold_start(heavy, cpu, feeds, sessions=3)
     verdict = cold_start_verdict(candidate, light_runs, "tiny[cpu]")
     assert verdict.outcome == "regression"
