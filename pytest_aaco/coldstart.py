@@ -6,17 +6,21 @@ build) plus the first ``run()`` (allocations, algorithm search, and the compile 
 it to the first shapes it sees). :func:`measure_cold_start` builds :data:`COLD_SESSIONS` fresh
 sessions one after another and times both for each; the steady-state gate never sees these.
 
-**The test.** Each fresh session is one sample, like a round of the latency gate: its log time is
-roughly normal (timings are multiplicative), and samples of one process share that process's
-offset (page cache, allocator, CPU frequency), which the next process will not share. So the
-verdict reuses the latency gate's rule (:func:`pytest_aaco.verdict.comparison`): Welch's t-test
-on log values with a run-to-run term while the history is short, the prediction-interval test on
-run means once it is long enough (Welch 1947; Kalibera & Jones, ISMM 2013). A Mann-Whitney test
-on 5 vs 5 samples cannot reach p below 0.004 and, like a bootstrap of so few samples (Davison &
-Hinkley 1997, ch. 2: poor coverage for n < 10), ignores the between-process offset that makes a
-single run's samples look more alike than two runs are. Both metrics are tested at half the level
-(Bonferroni), and a regression needs the slowdown to reach the threshold too
-(``--aaco-cold-start-threshold``, default :data:`DEFAULT_COLD_START_THRESHOLD`).
+**The test.** Contention only ever adds time to a fresh session, so each run is summarised by
+the minimum over its fresh sessions, the location estimate that noise of that kind disturbs
+least (Chen & Revels, "Robust benchmarking in noisy environments", HPEC 2016). Runs differ by more
+than their sessions do (another process, another moment of the machine), so the unit of the test
+is the run, as for the latency gate's long histories: ln(this run's minimum) against the
+prediction interval of the earlier runs' ln(minimum) (Hahn & Meeker 1991;
+:func:`pytest_aaco.stats.prediction_interval_test`). The history's variance is moderated towards a
+prior of :data:`COLD_RUN_NOISE` with :data:`COLD_PRIOR_DF` degrees of freedom (Smyth 2004), so
+one or two earlier runs already give a usable, wide interval, and a long quiet history a narrow
+one. A Mann-Whitney test of 5 against 5 sessions, or a bootstrap of so few samples (Davison &
+Hinkley 1997, ch. 2: poor coverage below n = 10), would treat sessions as independent and miss the
+run-to-run offset: on this project's shared machine they failed half of the unchanged runs.
+Both figures are tested at half the level (Bonferroni), and a regression must also reach the
+threshold (``--aaco-cold-start-threshold``, default :data:`DEFAULT_COLD_START_THRESHOLD`); one
+measured while other processes kept the CPU busy is withheld, as the latency gate does.
 """
 
 from __future__ import annotations
@@ -35,11 +39,10 @@ COLD_SESSIONS = 5
 DEFAULT_COLD_START_THRESHOLD = 0.20
 #: significance level of the cold-start verdict, split over :data:`METRICS`
 COLD_START_ALPHA = 0.01
-#: prior sd (fraction) of the offset a process adds to its cold starts, until the history shows its own;
-#: measured in docs/cold-start.md
+#: prior sd (fraction) of a run's cold-start minimum from run to run (docs/cold-start.md)
 COLD_RUN_NOISE = 0.10
-#: history runs from which the prediction-interval test takes over
-COLD_MIN_HISTORY = 5
+#: how many runs' worth of evidence that prior carries
+COLD_PRIOR_DF = 4.0
 #: the gated figures, as (key, words for messages)
 METRICS = (("session_create_ms", "session creation"), ("first_run_ms", "first run"))
 #: what EPs compile while a session is created or first run: those figures include it
@@ -65,6 +68,10 @@ class ColdStart:
         """The samples of metric *key* (``session_create_ms`` or ``first_run_ms``)."""
         return list(getattr(self, key))
 
+    def minimum(self, key: str) -> float:
+        """The smallest sample of *key* (ms): the run's summary in the verdict; NaN without samples."""
+        return min(self.values(key), default=math.nan)
+
     def median(self, key: str) -> float:
         ordered = sorted(self.values(key))
         if not ordered:
@@ -76,6 +83,7 @@ class ColdStart:
         """JSON-ready: the samples (ms, 3 decimals), their medians, ``compiles``."""
         data: dict[str, Any] = {key: [round(v, 3) for v in self.values(key)] for key, _ in METRICS}
         data.update({f"median_{key}": round(self.median(key), 3) for key, _ in METRICS})
+        data.update({f"min_{key}": round(self.minimum(key), 3) for key, _ in METRICS})
         data["compiles"] = self.compiles
         data["others_cores"] = None if self.others_cores is None else round(self.others_cores, 3)
         return data
@@ -175,47 +183,49 @@ def _pct(ratio: float) -> str:
 
 def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: str, *,
                        threshold: float = DEFAULT_COLD_START_THRESHOLD, alpha: float = COLD_START_ALPHA,
-                       run_noise: float = COLD_RUN_NOISE, min_history: int = COLD_MIN_HISTORY,
+                       run_noise: float = COLD_RUN_NOISE, prior_df: float = COLD_PRIOR_DF,
                        max_contention: float | None = None) -> ColdStartVerdict:
     """Judge *current* against the cold starts of earlier runs (*history*, oldest first).
 
-    Per metric of :data:`METRICS`: :func:`pytest_aaco.verdict.comparison` on ln(ms) samples (Welch
-    with a run-to-run term of sd ``ln(1 + run_noise)`` below *min_history* runs, else the
-    prediction-interval test), :func:`pytest_aaco.verdict.classify` at level ``alpha / 2`` and
-    *threshold*. The item's outcome is the worst of the two (regression > inconclusive >
-    improvement > no-regression). *label* names the item in the message (``resnet50[cpu]``).
-    With *max_contention* (cores), a regression measured while other processes kept more cores
-    busy (``current.others_cores``) is withheld as inconclusive, as the latency gate does
-    (:func:`pytest_aaco.verdict.under_contention`). Never raises: a metric with fewer than 2
-    samples on a side is inconclusive.
+    Per metric of :data:`METRICS`: :func:`pytest_aaco.stats.prediction_interval_test` of
+    ln(min of this run's samples) against ln(min) of each earlier run, the history's variance
+    moderated towards the prior ``(ln(1 + run_noise))²`` with *prior_df* df; then
+    :func:`pytest_aaco.verdict.classify` at level ``alpha / 2`` and *threshold* (fractions). The
+    item's outcome is the worst of the two (regression > inconclusive > improvement >
+    no-regression). *label* names the item in the message (``resnet50[cpu]``). With
+    *max_contention* (cores), a regression measured while other processes kept more cores busy
+    (``current.others_cores``) is withheld as inconclusive, as
+    :func:`pytest_aaco.verdict.under_contention` does for latency. Never raises: a metric without
+    samples is inconclusive.
     """
-    from .verdict import IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NO_REGRESSION, REGRESSION, classify, comparison
+    from .stats import VariancePrior, prediction_interval_test
+    from .verdict import IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NO_REGRESSION, REGRESSION, classify
 
     level = alpha / len(METRICS)
     if not history:
         return ColdStartVerdict(NO_BASELINE, f"cold start {label}: no cold-start history yet; it is recorded with"
                                              " --aaco-save-baseline", threshold, level)
+    prior = VariancePrior(math.log1p(run_noise) ** 2, prior_df, 0)
     rank = {REGRESSION: 3, INCONCLUSIVE: 2, IMPROVEMENT: 1, NO_REGRESSION: 0}
     figures: dict[str, dict[str, Any]] = {}
     worst, parts = NO_REGRESSION, []
     for key, words in METRICS:
-        now = current.values(key)
-        past = [[math.log(v) for v in run.values(key)] for run in history]
-        baseline_ms = math.exp(sum(sum(r) / len(r) for r in past) / len(past))
-        current_ms = math.exp(sum(math.log(v) for v in now) / len(now))
+        now = current.minimum(key)
+        past = [run.minimum(key) for run in history]
         try:
-            comp = comparison([math.log(v) for v in now], past, min_history, run_noise)
-            outcome = classify(comp, threshold, level)
-            lo, hi = comp.ci(0.95)
-            entry = {"outcome": outcome, "ratio": comp.ratio, "ci_low": lo, "ci_high": hi, "p_value": comp.p_slower,
-                     "current_ms": current_ms, "baseline_ms": baseline_ms, "method": comp.method}
-            parts.append(f"{words} {current_ms:.1f} ms vs {baseline_ms:.1f} ms ({_pct(comp.ratio)}, 95% CI"
-                         f" {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g})")
+            comp = prediction_interval_test([math.log(now)], [math.log(v) for v in past], prior)
         except ValueError as exc:
-            outcome = INCONCLUSIVE
-            entry = {"outcome": outcome, "current_ms": current_ms, "baseline_ms": baseline_ms, "error": str(exc)}
+            figures[key] = {"outcome": INCONCLUSIVE, "error": str(exc)}
             parts.append(f"{words}: {exc}")
-        figures[key] = entry
+            worst = max(worst, INCONCLUSIVE, key=rank.__getitem__)
+            continue
+        outcome = classify(comp, threshold, level)
+        lo, hi = comp.ci(0.95)
+        baseline_ms = float(now / comp.ratio)
+        figures[key] = {"outcome": outcome, "ratio": comp.ratio, "ci_low": lo, "ci_high": hi, "p_value": comp.p_slower,
+                        "current_ms": now, "baseline_ms": baseline_ms, "method": comp.method}
+        parts.append(f"{words} {now:.1f} ms vs {baseline_ms:.1f} ms ({_pct(comp.ratio)}, 95% CI {_pct(lo)} .."
+                     f" {_pct(hi)}, p={comp.p_slower:.2g})")
         worst = max(worst, outcome, key=rank.__getitem__)
     withheld = (worst == REGRESSION and max_contention is not None and current.others_cores is not None
                 and current.others_cores > max_contention)
@@ -228,7 +238,8 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
     if withheld:
         text += (f"; not failed: other processes kept {current.others_cores:.2f} cores busy while it was measured"
                  f" (CPU contention, limit {max_contention:g})")
-    text += f"; threshold {threshold:.0%}, level {level:.2g} per figure, {len(history)} baseline run(s)"
+    text += (f"; fastest of {len(current.session_create_ms)} fresh sessions vs {len(history)} earlier run(s),"
+             f" threshold {threshold:.0%}, level {level:.2g} per figure")
     if current.compiles:
         text += f"; these figures include {current.compiles}"
     return ColdStartVerdict(worst, text, threshold, level, figures, len(history))

@@ -305,7 +305,8 @@ def prediction_interval_test(current: Any, history_run_means: Any, prior: Varian
     Args:
         current: 1-D array-like of this run's round log-means, >= 1 value; only its mean ``x`` is used.
         history_run_means: shape ``(H,)``, one value per earlier run (that run's mean of round
-            log-means), ``H >= 3``.
+            log-means), ``H >= 3``; with a *prior*, ``H >= 1`` (a single run adds no variance of its
+            own: the prior's alone is used, with its ``d0`` df).
         prior: optional :class:`VariancePrior` fitted on the other items of the same runner: the
             history's variance ``s²`` (df ``H-1``) becomes the moderated ``(d0 s0² + (H-1) s²)/(d0+H-1)``
             with ``d0 + H - 1`` df (Smyth 2004), which keeps a short history from collapsing the
@@ -321,18 +322,18 @@ def prediction_interval_test(current: Any, history_run_means: Any, prior: Varian
         many rounds as the historical runs.
 
     Raises:
-        ValueError: *current* is empty, *history_run_means* has fewer than 3 values, an input is
-            not 1-D, or holds NaN/inf.
+        ValueError: *current* is empty, *history_run_means* has fewer than 3 values (1 with a
+            prior), an input is not 1-D, or holds NaN/inf.
 
     Source: Hahn & Meeker, *Statistical Intervals* (1991), prediction interval for one future
     observation; the t-test thresholds of Bencher (https://bencher.dev/docs/explanation/thresholds/).
     """
     c = _as_1d(current, "current round log-means", 1)
-    h = _as_1d(history_run_means, "history run means", 3)
+    h = _as_1d(history_run_means, "history run means", 1 if prior is not None else 3)
     n_hist = h.size
     x = float(c.mean())
     m = float(h.mean())
-    s_sq = float(np.var(h, ddof=1))
+    s_sq = float(np.var(h, ddof=1)) if n_hist > 1 else 0.0
     df = float(n_hist - 1)
     if prior is not None:
         s_sq, df = prior.moderate(s_sq, df)
