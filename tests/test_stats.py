@@ -524,3 +524,18 @@ def test_moderated_prediction_interval_gains_power_with_a_short_history():
     moderated = stats.prediction_interval_test(current, history, prior)
     assert moderated.df == pytest.approx(64.0) and plain.df == 4.0
     assert plain.p_slower > 0.0025 > moderated.p_slower
+
+
+def test_prediction_interval_with_a_prior_accepts_one_or_two_earlier_runs():
+    """One run adds no variance of its own: the prior's alone, with its d0 df; two runs add theirs with 1 df."""
+    import scipy.stats
+
+    prior = stats.VariancePrior(s0_sq=0.1**2, d0=4.0, items=0)
+    one = stats.prediction_interval_test([np.log(13.0)], [np.log(10.0)], prior)
+    assert one.df == 4.0 and one.se == pytest.approx(0.1 * np.sqrt(2.0))
+    assert one.p_slower == pytest.approx(scipy.stats.t.sf(np.log(1.3) / (0.1 * np.sqrt(2.0)), 4))
+    two = stats.prediction_interval_test([0.5], [0.0, 0.2], prior)
+    s_sq = (4 * 0.01 + 1 * np.var([0.0, 0.2], ddof=1)) / 5
+    assert two.df == 5.0 and two.se == pytest.approx(np.sqrt(s_sq * 1.5))
+    with pytest.raises(ValueError, match="at least 3"):
+        stats.prediction_interval_test([0.5], [0.0, 0.2])
