@@ -33,6 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .interleave import balanced_orders
+from .measure import SessionError, build_session
+from .records import Outcome
+from .stats import VariancePrior, prediction_interval_test
+from .verdict import outcome_of
+
 #: fresh sessions per item
 COLD_SESSIONS = 5
 #: a cold-start regression must be at least this much slower (fraction)
@@ -103,6 +109,22 @@ class ColdStart:
                    float(others) if isinstance(others, (int, float)) else None)
 
 
+def _fresh_session(model_path: Path, provider: Any, feeds: Mapping[str, Any], device_id: int,
+                   intra_op_threads: int) -> tuple[float, float]:
+    """``(creation ms, first run ms)`` of one new InferenceSession, dropped before returning."""
+    handle = build_session(model_path, provider, device_id, intra_op_threads)
+    try:
+        start = time.perf_counter_ns()
+        handle.session.run(None, dict(feeds))
+        first_ms = (time.perf_counter_ns() - start) / 1e6
+    except Exception as exc:
+        raise SessionError(f"first run of a fresh session of {model_path.name} failed: {exc}") from exc
+    create_ms = handle.create_ms
+    del handle
+    gc.collect()
+    return create_ms, first_ms
+
+
 def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str, Any], *, device_id: int = 0,
                        intra_op_threads: int = 0, sessions: int = COLD_SESSIONS) -> ColdStart:
     """Build *sessions* fresh InferenceSessions of *model_path* on *provider* (a ProviderSpec), one
@@ -110,26 +132,41 @@ def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str
 
     Each session is dropped (and garbage collected) before the next is built, so at most one
     extra session is alive beside the item's own. ``others_cores`` is read from psutil's CPU times
-    around the whole phase (:func:`others_cores`). Raises :class:`~pytest_aaco.runner.SessionError`
+    around the whole phase (:func:`others_cores`). Raises :class:`~pytest_aaco.measure.SessionError`
     when a session cannot be built or run.
     """
-    from .runner import SessionError, build_session
-
-    creates, firsts = [], []
     before = _cpu_reading()
-    for _ in range(max(1, sessions)):
-        handle = build_session(Path(model_path), provider, device_id, intra_op_threads)
-        try:
-            start = time.perf_counter_ns()
-            handle.session.run(None, dict(feeds))
-            firsts.append((time.perf_counter_ns() - start) / 1e6)
-        except Exception as exc:
-            raise SessionError(f"first run of a fresh session of {Path(model_path).name} failed: {exc}") from exc
-        creates.append(handle.create_ms)
-        del handle
-        gc.collect()
+    samples = [_fresh_session(Path(model_path), provider, feeds, device_id, intra_op_threads)
+               for _ in range(max(1, sessions))]
     compiles = COMPILES.get(getattr(provider, "short", ""))
-    return ColdStart(creates, firsts, compiles, others_cores(before, _cpu_reading()))
+    return ColdStart([c for c, _ in samples], [f for _, f in samples], compiles, others_cores(before, _cpu_reading()))
+
+
+def measure_side_by_side(baseline_path: str | Path, candidate_path: str | Path, provider: Any,
+                         feeds: Mapping[str, Any], *, device_id: int = 0, intra_op_threads: int = 0,
+                         cycles: int = COLD_SESSIONS, seed: int = 0) -> tuple[ColdStart, ColdStart]:
+    """Fresh sessions of two models alternating in one process: ``(baseline, candidate)`` samples,
+    the i-th of each from the same cycle.
+
+    Each cycle builds one fresh session of each side in the order :func:`pytest_aaco.interleave.balanced_orders`
+    gives (AB and BA equally often, shuffled with *seed*), so a neighbour's load or a slow phase of the
+    machine hits both sides of a cycle: the paired ln ratios of a cycle cancel what a history of
+    separate runs cannot (DESIGN.md section 3; Abedi & Brecht, ICPE 2017). Raises
+    :class:`~pytest_aaco.measure.SessionError` as :func:`measure_cold_start`.
+    """
+    import numpy as np
+
+    paths = {"A": Path(baseline_path), "B": Path(candidate_path)}
+    got: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
+    before = _cpu_reading()
+    for order in balanced_orders(("A", "B"), max(1, cycles), np.random.default_rng(seed)):
+        for side in order:
+            got[side].append(_fresh_session(paths[side], provider, feeds, device_id, intra_op_threads))
+    busy = others_cores(before, _cpu_reading())
+    compiles = COMPILES.get(getattr(provider, "short", ""))
+    baseline, candidate = (ColdStart([c for c, _ in got[side]], [f for _, f in got[side]], compiles, busy)
+                           for side in ("A", "B"))
+    return baseline, candidate
 
 
 def _cpu_reading() -> tuple[float, float, float]:
@@ -158,7 +195,7 @@ class ColdStartVerdict:
     (``ratio``, ``ci_low``, ``ci_high``, ``p_value``, ``current_ms``, ``baseline_ms``, ``outcome``),
     and the message."""
 
-    outcome: str
+    outcome: Outcome
     message: str
     threshold: float
     level: float
@@ -167,12 +204,10 @@ class ColdStartVerdict:
 
     @property
     def fails(self) -> bool:
-        from .verdict import REGRESSION
-
-        return self.outcome == REGRESSION
+        return self.outcome == Outcome.REGRESSION
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "message": self.message, "threshold": self.threshold, "level": self.level,
+        return {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold, "level": self.level,
                 "baseline_runs": self.baseline_runs, "fails": self.fails,
                 "metrics": {k: dict(v) for k, v in self.metrics.items()}}
 
@@ -190,7 +225,7 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
     Per metric of :data:`METRICS`: :func:`pytest_aaco.stats.prediction_interval_test` of
     ln(min of this run's samples) against ln(min) of each earlier run, the history's variance
     moderated towards the prior ``(ln(1 + run_noise))²`` with *prior_df* df; then
-    :func:`pytest_aaco.verdict.classify` at level ``alpha / 2`` and *threshold* (fractions). The
+    :func:`pytest_aaco.verdict.outcome_of` at level ``alpha / 2`` and *threshold* (fractions). The
     item's outcome is the worst of the two (regression > inconclusive > improvement >
     no-regression). *label* names the item in the message (``resnet50[cpu]``). With
     *max_contention* (cores), a regression measured while other processes kept more cores busy
@@ -198,42 +233,39 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
     :func:`pytest_aaco.verdict.under_contention` does for latency. Never raises: a metric without
     samples is inconclusive.
     """
-    from .stats import VariancePrior, prediction_interval_test
-    from .verdict import IMPROVEMENT, INCONCLUSIVE, NO_BASELINE, NO_REGRESSION, REGRESSION, classify
-
     level = alpha / len(METRICS)
     if not history:
-        return ColdStartVerdict(NO_BASELINE, f"cold start {label}: no cold-start history yet; it is recorded with"
-                                             " --aaco-save-baseline", threshold, level)
+        return ColdStartVerdict(Outcome.NO_BASELINE, f"cold start {label}: no cold-start history yet; it is"
+                                                     " recorded with --aaco-save-baseline", threshold, level)
     prior = VariancePrior(math.log1p(run_noise) ** 2, prior_df, 0)
-    rank = {REGRESSION: 3, INCONCLUSIVE: 2, IMPROVEMENT: 1, NO_REGRESSION: 0}
+    rank = {Outcome.REGRESSION: 3, Outcome.INCONCLUSIVE: 2, Outcome.IMPROVEMENT: 1, Outcome.NO_REGRESSION: 0}
     figures: dict[str, dict[str, Any]] = {}
-    worst, parts = NO_REGRESSION, []
+    worst, parts = Outcome.NO_REGRESSION, []
     for key, words in METRICS:
         now = current.minimum(key)
         past = [run.minimum(key) for run in history]
         try:
             comp = prediction_interval_test([math.log(now)], [math.log(v) for v in past], prior)
         except ValueError as exc:
-            figures[key] = {"outcome": INCONCLUSIVE, "error": str(exc)}
+            figures[key] = {"outcome": str(Outcome.INCONCLUSIVE), "error": str(exc)}
             parts.append(f"{words}: {exc}")
-            worst = max(worst, INCONCLUSIVE, key=rank.__getitem__)
+            worst = max(worst, Outcome.INCONCLUSIVE, key=rank.__getitem__)
             continue
-        outcome = classify(comp, threshold, level)
+        outcome = outcome_of(comp, threshold, level)
         lo, hi = comp.ci(0.95)
         baseline_ms = float(now / comp.ratio)
-        figures[key] = {"outcome": outcome, "ratio": comp.ratio, "ci_low": lo, "ci_high": hi, "p_value": comp.p_slower,
-                        "current_ms": now, "baseline_ms": baseline_ms, "method": comp.method}
+        figures[key] = {"outcome": str(outcome), "ratio": comp.ratio, "ci_low": lo, "ci_high": hi,
+                        "p_value": comp.p_slower, "current_ms": now, "baseline_ms": baseline_ms, "method": comp.method}
         parts.append(f"{words} {now:.1f} ms vs {baseline_ms:.1f} ms ({_pct(comp.ratio)}, 95% CI {_pct(lo)} .."
                      f" {_pct(hi)}, p={comp.p_slower:.2g})")
         worst = max(worst, outcome, key=rank.__getitem__)
-    withheld = (worst == REGRESSION and max_contention is not None and current.others_cores is not None
+    withheld = (worst == Outcome.REGRESSION and max_contention is not None and current.others_cores is not None
                 and current.others_cores > max_contention)
     if withheld:
-        worst = INCONCLUSIVE
-    head = {REGRESSION: "COLD START REGRESSION", INCONCLUSIVE: "cold start inconclusive",
-            IMPROVEMENT: "cold start improved", NO_REGRESSION: "cold start: no regression"}[worst]
-    grown = [words for key, words in METRICS if figures[key]["outcome"] == REGRESSION]
+        worst = Outcome.INCONCLUSIVE
+    head = {Outcome.REGRESSION: "COLD START REGRESSION", Outcome.INCONCLUSIVE: "cold start inconclusive",
+            Outcome.IMPROVEMENT: "cold start improved", Outcome.NO_REGRESSION: "cold start: no regression"}[worst]
+    grown = [words for key, words in METRICS if figures[key]["outcome"] == str(Outcome.REGRESSION)]
     text = f"{head} {label}" + (f" ({' and '.join(grown)})" if grown else "") + ": " + "; ".join(parts)
     if withheld:
         text += (f"; not failed: other processes kept {current.others_cores:.2f} cores busy while it was measured"

@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from .kernels import KernelMetrics, KernelRecord, after_last_gap, kernel_metrics
+from .measure import build_session
+from .providers import parse_provider
 
 ROCPROFV3 = "rocprofv3"
 #: pause (s) between the warmup and the traced runs; kernels after a pause of half of it are the runs'
@@ -165,9 +167,6 @@ def run_pass(spec_path: str | Path) -> dict[str, int]:
     """The child's work: session, warmup, pause, timed runs; writes ``{"runs", "wall_ns"}`` to the
     spec's ``result`` path and returns it. Raises what building or running the session raises."""
     import numpy as np
-
-    from .providers import parse_provider
-    from .runner import build_session
 
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     provider = parse_provider(spec["provider"]).with_options(spec["options"])

@@ -16,7 +16,13 @@ their samples. Per model:
 It also prints what one item's cold-start phase costs (median wall time of the phase) and the
 run-to-run sd of the offset a process adds (:func:`pytest_aaco.stats.run_offset_sd` over all
 unchanged runs) and the run-to-run sd of each run's fastest session creation (what the verdict
-tests), the figures behind ``COLD_RUN_NOISE``. Run it under the measurement lock:
+tests), the figures behind ``COLD_RUN_NOISE``.
+
+With ``--side-by-side`` each run instead builds fresh sessions of the model and of the candidate
+alternating in one process (:func:`~pytest_aaco.coldstart.measure_side_by_side`, AB/BA cycles),
+judged by the one-sided paired t-test on the cycles' ln ratios (A/A: the model against itself).
+
+Run it under the measurement lock:
 
     flock /work/coord/measure.lock python benchmarks/cold_start_study.py --models squeezenet resnet50
 """
@@ -53,10 +59,60 @@ def child(model_path: str, name: str, sessions: int) -> None:
     print(json.dumps(data))
 
 
-def run_child(model_path: Path, name: str, sessions: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", str(model_path), name, str(sessions)],
+def run_child(model_path: Path, name: str, sessions: int, candidate: Path | None = None) -> dict:
+    extra = [str(candidate)] if candidate is not None else []
+    out = subprocess.run([sys.executable, __file__, "--child", str(model_path), name, str(sessions), *extra],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) -> None:
+    """One side-by-side run: the item's own session, then fresh sessions of the model and of
+    *candidate* alternating (AB/BA); prints both sides' samples."""
+    import onnxruntime as ort
+
+    from pytest_aaco.coldstart import measure_side_by_side
+    from pytest_aaco.inputs import make_inputs
+    from pytest_aaco.providers import parse_provider
+
+    own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    feeds = make_inputs(name, own.get_inputs(), {}, {})
+    for _ in range(3):
+        own.run(None, feeds)
+    base, cand = measure_side_by_side(model_path, candidate, parse_provider("cpu"), feeds, cycles=cycles)
+    print(json.dumps({"baseline": base.to_dict(), "candidate": cand.to_dict()}))
+
+
+def paired_verdict(record: dict, threshold: float, level: float) -> tuple[bool, float, float]:
+    """(fails, ratio, p): the one-sided paired t-test on the cycles' ln(candidate / baseline)
+    session-creation ratios (scipy.stats.ttest_1samp), failing at *level* and *threshold*."""
+    import numpy as np
+    import scipy.stats
+
+    d = np.log(record["candidate"]["session_create_ms"]) - np.log(record["baseline"]["session_create_ms"])
+    p = float(scipy.stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    ratio = float(np.exp(d.mean()))
+    return bool(p <= level and ratio - 1 >= threshold), ratio, p
+
+
+def side_by_side(name: str, args: argparse.Namespace, folder: Path) -> dict:
+    """A/A: the model against itself; A/B: against the folded candidate; paired verdicts."""
+    from pytest_aaco.coldstart import COLD_START_ALPHA, DEFAULT_COLD_START_THRESHOLD
+    from pytest_aaco.registry import zoo_dir
+
+    path = zoo_dir() / f"light_{name}.onnx"
+    level = COLD_START_ALPHA / 2
+    base_create = statistics.median(run_child(path, name, 3)["median_session_create_ms"] for _ in range(3))
+    candidate, steps = folded_variant(path, name, base_create, folder)
+    out: dict = {"model": name, "mode": "side-by-side", "cycles": args.sessions, "candidate_fold_steps": steps}
+    for kind, other, runs in (("aa", path, args.aa), ("ab", candidate, args.ab)):
+        results = [paired_verdict(run_child(path, name, args.sessions, other), DEFAULT_COLD_START_THRESHOLD, level)
+                   for _ in range(runs)]
+        out[f"{kind}_runs"] = runs
+        out[f"{kind}_failures"] = sum(f for f, _, _ in results)
+        out[f"{kind}_ratios"] = [round(r, 3) for _, r, _ in results]
+        out[f"{kind}_p"] = [float(f"{p:.2g}") for _, _, p in results]
+    return out
 
 
 def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: Path) -> tuple[Path, int]:
@@ -123,7 +179,10 @@ def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        if len(sys.argv) > 5:
+            child_side_by_side(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        else:
+            child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"])
@@ -132,10 +191,13 @@ def main() -> None:
     parser.add_argument("--aa", type=int, default=10)
     parser.add_argument("--ab", type=int, default=5)
     parser.add_argument("--max-contention", type=float, default=0.1, help="the contention guard's limit (cores)")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="judge fresh sessions of baseline and candidate alternating in one process instead")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="aaco-cold-") as tmp:
         for name in args.models:
-            print(json.dumps(study(name, args, Path(tmp))), flush=True)
+            found = side_by_side(name, args, Path(tmp)) if args.side_by_side else study(name, args, Path(tmp))
+            print(json.dumps(found), flush=True)
 
 
 if __name__ == "__main__":

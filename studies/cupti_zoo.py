@@ -54,18 +54,18 @@ def one_model(name: str, args: argparse.Namespace) -> dict:
     import os as _os
 
     from pytest_aaco.cuptitrace import trace_runs
-    from pytest_aaco.diagnosis import classify
+    from pytest_aaco.diagnosis import classify_bottleneck
     from pytest_aaco.inputs import make_inputs
     from pytest_aaco.kernels import onnx_node_count
+    from pytest_aaco.measure import bind_run, build_session
     from pytest_aaco.providers import parse_provider
     from pytest_aaco.registry import zoo_dir
-    from pytest_aaco.runner import bind_runner, build_session
 
     path = zoo_dir() / f"light_{name}.onnx"
     provider = parse_provider(args.provider)
     handle = build_session(path, provider, args.device_id)
     feeds = make_inputs(name, handle.session.get_inputs(), {}, {})
-    run = bind_runner(handle, feeds, args.iobinding, args.device_id)
+    run = bind_run(handle, feeds, args.iobinding, args.device_id)
     binding = getattr(run, "binding", None)
     sync = binding.synchronize_outputs if binding is not None and hasattr(binding, "synchronize_outputs") else None
     for _ in range(args.warmup):
@@ -73,7 +73,7 @@ def one_model(name: str, args: argparse.Namespace) -> dict:
     before = timed_p50(run, args.rounds, args.runs, sync)
     metrics = trace_runs(run, args.runs, node_count=onnx_node_count(path), sync=sync)
     after = timed_p50(run, args.rounds, args.runs, sync)
-    diagnosis = classify(None, None, _os.cpu_count() or 1, kernel_data=metrics.to_diagnosis())
+    diagnosis = classify_bottleneck(None, None, _os.cpu_count() or 1, kernel_data=metrics.to_diagnosis())
     return {"model": name, "provider": provider.short, "iobinding": args.iobinding,
             "untraced_ms_before": round(before, 4), "untraced_ms_after": round(after, 4),
             "traced_wall_ms": round(metrics.wall_ms, 4), "metrics": metrics.to_dict(),

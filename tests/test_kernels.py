@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_aaco import cuptitrace
-from pytest_aaco.diagnosis import classify
+from pytest_aaco.diagnosis import classify_bottleneck
 from pytest_aaco.kernels import KernelRecord, after_last_gap, busy_ns, kernel_metrics, onnx_node_count
 from pytest_aaco.providers import parse_provider
 from pytest_aaco.rocprof import (
@@ -111,7 +111,7 @@ def test_compute_bound_traces_in_v3_and_v2_layouts_read_alike():
 
 def test_launch_bound_rule_on_a_recorded_trace():
     _, _, metrics = recorded("rocprofv3_launch_bound_kernel_trace.csv", "launch_bound")
-    diagnosis = classify(None, None, 8, kernel_data=metrics.to_diagnosis())
+    diagnosis = classify_bottleneck(None, None, 8, kernel_data=metrics.to_diagnosis())
     assert diagnosis is not None and diagnosis.category == "launch_bound"
     assert diagnosis.evidence[0].startswith("kernels kept the GPU busy 2")
     assert any("90% of 40 kernels per run ran under 10 µs" in e for e in diagnosis.evidence)
@@ -121,7 +121,7 @@ def test_launch_bound_rule_on_a_recorded_trace():
 
 def test_compute_bound_rule_on_a_recorded_trace():
     _, _, metrics = recorded("rocprof_v2_compute_bound_results.csv", "compute_bound")
-    diagnosis = classify(None, None, 8, kernel_data=metrics.to_diagnosis())
+    diagnosis = classify_bottleneck(None, None, 8, kernel_data=metrics.to_diagnosis())
     assert diagnosis is not None and diagnosis.category == "compute_bound"
     assert "launch_bound" not in diagnosis.scores
 
