@@ -17,12 +17,9 @@ HTML-escaped.
 
 from __future__ import annotations
 
-import html
-import io
 import math
 import re
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +33,20 @@ from ..records import ItemRecord, Outcome, SessionSummary, Verdict
 from . import ReportContext
 from .bundle import ENVIRONMENT_FILE
 from .github import fdr_sentence
+from .markup import (
+    BASELINE_COLOR,
+    CURRENT_COLOR,
+    WARMUP_COLOR,
+    e,
+    figure_svg,
+    fmt,
+    fraction_pct,
+    is_num,
+    new_figure,
+    pct,
+    plot_or_note,
+    table_rows,
+)
 
 INSTALL_HINT = "pip install pytest-aaco[html]"
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
@@ -55,7 +66,6 @@ OUTCOME_CLASS = {
 }
 #: environment sections in reading order (others follow)
 ENVIRONMENT_ORDER = ("collected_at", "python", "platform", "cpu", "onnxruntime", "gpu", "clocks", "env", "env_redacted")
-CURRENT_COLOR, BASELINE_COLOR, WARMUP_COLOR = "#d62728", "#1f77b4", "#9e9e9e"
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
@@ -77,28 +87,6 @@ th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numer
 code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em;word-break:break-all}
 details>summary{cursor:pointer;font-weight:600;margin:.4em 0}
 """
-
-
-def e(value: Any) -> str:
-    """HTML-escape any value (None -> empty string)."""
-    return "" if value is None else html.escape(str(value), quote=True)
-
-
-def _is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _fmt(value: Any, spec: str = ".3f", suffix: str = "") -> str:
-    return format(value, spec) + suffix if _is_num(value) else "-"
-
-
-def _pct(ratio: Any) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%" if _is_num(ratio) else "-"
-
-
-def _fraction_pct(value: Any) -> str:
-    """A fraction (0.05) as a percentage (``5.0%``); ``-`` for anything else."""
-    return f"{value * 100:.1f}%" if _is_num(value) else "-"
 
 
 def _anchor(nodeid: str) -> str:
@@ -156,24 +144,6 @@ def _matplotlib_available() -> bool:
     return True
 
 
-def _svg(fig: Any) -> str:
-    """The figure as an inline ``<svg>`` element (no XML prolog, scalable width)."""
-    from matplotlib import rc_context
-
-    buffer = io.StringIO()
-    with rc_context({"svg.fonttype": "none"}):  # text stays text: smaller files, selectable labels
-        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    text = buffer.getvalue()
-    text = text[text.index("<svg"):]
-    return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 role="img"', text, count=1)
-
-
-def _figure(width_in: float, height_in: float) -> Any:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width_in, height_in), dpi=100, layout="constrained")
-
-
 def _round_latencies(result: dict[str, Any]) -> list[list[float]]:
     return [[float(x) for x in r] for r in result.get("latencies_ms") or []]
 
@@ -187,7 +157,7 @@ def plot_latency(record: ItemRecord, baseline: dict[str, Any] | None) -> str | N
     if current.size == 0:
         return None
     past = np.array(_baseline_latencies(record, baseline), dtype=float)
-    fig = _figure(11.5, 6.6)
+    fig = new_figure(11.5, 6.6)
     (ax_hist, ax_ecdf), (ax_iter, ax_rounds) = fig.subplots(2, 2)
 
     both = np.concatenate([current, past]) if past.size else current
@@ -239,7 +209,7 @@ def plot_latency(record: ItemRecord, baseline: dict[str, Any] | None) -> str | N
     ax_iter.legend(fontsize=8, markerscale=4)
 
     _plot_rounds(ax_rounds, record, result, _history(record, baseline))
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
@@ -248,7 +218,7 @@ def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: l
     labels = []
     run_means = []
     for i, run in enumerate(history):
-        means = [float(r["mean_ms"]) for r in run.get("rounds") or [] if _is_num(r.get("mean_ms"))]
+        means = [float(r["mean_ms"]) for r in run.get("rounds") or [] if is_num(r.get("mean_ms"))]
         if means:
             jitter = np.linspace(-0.15, 0.15, len(means)) if len(means) > 1 else np.zeros(1)
             ax.plot(i + jitter, means, "o", markersize=3, color=BASELINE_COLOR, alpha=0.6)
@@ -256,7 +226,7 @@ def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: l
             ax.plot([i - 0.25, i + 0.25], [run_means[-1]] * 2, color=BASELINE_COLOR, linewidth=2)
         labels.append(str(run.get("timestamp", ""))[5:10] or str(i + 1))
     x_now = len(history)
-    now = [float(r["mean_ms"]) for r in result.get("rounds") or [] if _is_num(r.get("mean_ms"))]
+    now = [float(r["mean_ms"]) for r in result.get("rounds") or [] if is_num(r.get("mean_ms"))]
     if now:
         jitter = np.linspace(-0.15, 0.15, len(now)) if len(now) > 1 else np.zeros(1)
         ax.plot(x_now + jitter, now, "o", markersize=4, color=CURRENT_COLOR, label="this run: round means")
@@ -267,7 +237,7 @@ def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: l
         reference = float(np.exp(np.mean(np.log(run_means))))
         threshold = record.verdict.threshold if record.verdict is not None else None
         ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1, label="baseline mean")
-        if isinstance(threshold, (int, float)) and _is_num(threshold):
+        if isinstance(threshold, (int, float)) and is_num(threshold):
             ax.axhline(reference * (1 + threshold), color="#ef8f00", linestyle=":", linewidth=1.2,
                        label=f"+{threshold:.0%} threshold")
     everything = [v for line in ax.get_lines() for v in np.asarray(line.get_ydata(), dtype=float) if v > 0]
@@ -287,18 +257,18 @@ def _telemetry_series(telemetry: dict[str, Any]) -> list[tuple[str, list[float],
     """``(label, seconds since the phase start, values)`` per plotted field; counters as rates."""
     samplers = telemetry.get("samplers") or {}
     columns: dict[str, tuple[list[float], list[float]]] = {}
-    starts: list[float] = [float(telemetry["start_ns"])] if _is_num(telemetry.get("start_ns")) else []
+    starts: list[float] = [float(telemetry["start_ns"])] if is_num(telemetry.get("start_ns")) else []
     for data in samplers.values():
-        starts += [float(s["t_ns"]) for s in (data or {}).get("samples") or [] if _is_num(s.get("t_ns"))]
+        starts += [float(s["t_ns"]) for s in (data or {}).get("samples") or [] if is_num(s.get("t_ns"))]
     if not starts:
         return []
     t0 = min(starts)
     for data in samplers.values():
         for sample in (data or {}).get("samples") or []:
-            if not _is_num(sample.get("t_ns")):
+            if not is_num(sample.get("t_ns")):
                 continue
             for key, value in sample.items():
-                if key != "t_ns" and _is_num(value):
+                if key != "t_ns" and is_num(value):
                     xs, ys = columns.setdefault(key, ([], []))
                     xs.append((sample["t_ns"] - t0) / 1e9)
                     ys.append(float(value))
@@ -331,7 +301,7 @@ def plot_telemetry(record: ItemRecord) -> str | None:
         return None
     cols = 3 if len(series) > 2 else len(series)
     rows = math.ceil(len(series) / cols)
-    fig = _figure(11.5, 2.3 * rows + 0.3)
+    fig = new_figure(11.5, 2.3 * rows + 0.3)
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (label, xs, ys) in zip(axes.flat, series, strict=False):
         ax.plot(xs, ys, "-o", markersize=2.5, linewidth=1.2, color="#455a64")
@@ -343,26 +313,10 @@ def plot_telemetry(record: ItemRecord) -> str | None:
         ax.set_visible(False)
     for ax in axes[-1]:
         ax.set_xlabel("seconds into the measured phase", fontsize=8)
-    return _svg(fig)
-
-
-def _plot_or_note(draw: Callable[[], str | None], what: str) -> str:
-    """Run one plot function; a failure becomes a note on the page, never an exception."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # cosmetic plotting warnings must not fail a session
-            svg = draw()
-    except Exception as exc:  # noqa: BLE001 - a report never fails the session
-        return f'<p class="muted">{e(what)} could not be drawn: {e(type(exc).__name__)}: {e(exc)}</p>'
-    return f'<div class="plot">{svg}</div>' if svg else f'<p class="muted">no data for the {e(what)}.</p>'
+    return figure_svg(fig)
 
 
 # ---------------------------------------------------------------- tables
-
-
-def _rows(pairs: list[tuple[str, str]], numeric: bool = False) -> str:
-    cls = ' class="num"' if numeric else ""
-    return "".join(f"<tr><th>{e(k)}</th><td{cls}>{v}</td></tr>" for k, v in pairs)
 
 
 def stats_table(record: ItemRecord, baseline: dict[str, Any] | None) -> str:
@@ -378,25 +332,25 @@ def stats_table(record: ItemRecord, baseline: dict[str, Any] | None) -> str:
     body = []
     for name, key, unit, spec in rows:
         now, then = summary.get(key), past.get(key)
-        change = f"{(now / then - 1) * 100:+.1f}%" if _is_num(now) and _is_num(then) and then else ""
-        body.append(f"<tr><th>{e(name)}</th><td class=\"num\">{e(_fmt(now, spec, unit))}</td>"
-                    f"<td class=\"num\">{e(_fmt(then, spec, unit))}</td><td class=\"num\">{e(change)}</td></tr>")
+        change = f"{(now / then - 1) * 100:+.1f}%" if is_num(now) and is_num(then) and then else ""
+        body.append(f"<tr><th>{e(name)}</th><td class=\"num\">{e(fmt(now, spec, unit))}</td>"
+                    f"<td class=\"num\">{e(fmt(then, spec, unit))}</td><td class=\"num\">{e(change)}</td></tr>")
     head = "<tr><th></th><th>this run</th><th>baseline, latest run</th><th>change</th></tr>"
     return f"<table>{head}{''.join(body)}</table>"
 
 
 def verdict_table(verdict: Verdict) -> str:
     """The figures behind the verdict: method, ratio with CI, p-value and level, MDE, threshold."""
-    ci = f"{_pct(verdict.ci_low)} .. {_pct(verdict.ci_high)}" if _is_num(verdict.ci_low) else "-"
+    ci = f"{pct(verdict.ci_low)} .. {pct(verdict.ci_high)}" if is_num(verdict.ci_low) else "-"
     pairs = [
         ("method", e(verdict.method or "-")),
-        ("change (ratio - 1)", e(_pct(verdict.ratio))),
+        ("change (ratio - 1)", e(pct(verdict.ratio))),
         ("95% CI", e(ci)),
-        ("one-sided p (slower)", e(_fmt(verdict.p_value, ".3g"))),
-        ("level (item's alpha)", e(_fmt(verdict.level, ".3g"))),
-        ("minimum detectable effect", e(_fraction_pct(verdict.mde))),
-        ("threshold", e(_fraction_pct(verdict.threshold))),
-        ("baseline mean (all runs)", e(_fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
+        ("one-sided p (slower)", e(fmt(verdict.p_value, ".3g"))),
+        ("level (item's alpha)", e(fmt(verdict.level, ".3g"))),
+        ("minimum detectable effect", e(fraction_pct(verdict.mde))),
+        ("threshold", e(fraction_pct(verdict.threshold))),
+        ("baseline mean (all runs)", e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
         ("baseline runs", e(verdict.baseline_runs)),
         ("baseline file", f"<code>{e(verdict.baseline_path or '-')}</code>"),
         ("fingerprint id", f"<code>{e(verdict.fingerprint_id or '-')}</code>"),
@@ -407,10 +361,10 @@ def verdict_table(verdict: Verdict) -> str:
         pairs.append(("confirmed by a second measurement", e("yes" if verdict.confirmed else "no")))
     p99 = verdict.p99
     if isinstance(p99, dict):
-        pairs.append(("p99 change (bootstrap CI)", e(f"{_pct(p99.get('ratio'))} ({_pct(p99.get('ci_low'))} .. "
-                                                     f"{_pct(p99.get('ci_high'))})"
+        pairs.append(("p99 change (bootstrap CI)", e(f"{pct(p99.get('ratio'))} ({pct(p99.get('ci_low'))} .. "
+                                                     f"{pct(p99.get('ci_high'))})"
                                                      + (" REGRESSED" if p99.get("regression") else ""))))
-    return f"<table>{_rows(pairs)}</table>"
+    return f"<table>{table_rows(pairs)}</table>"
 
 
 def _list(title: str, lines: list[Any]) -> str:
@@ -424,8 +378,8 @@ def diagnosis_block(diagnosis: dict[str, Any] | None) -> str:
     if not diagnosis:
         return ""
     scores = diagnosis.get("scores") or {}
-    others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if _is_num(v))
-    score = _fmt(diagnosis.get("score"), ".2f")
+    others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if is_num(v))
+    score = fmt(diagnosis.get("score"), ".2f")
     return (f"<h3>Likely bottleneck: {e(diagnosis.get('category'))} (score {e(score)})</h3>"
             + "<ul>" + "".join(f"<li>{e(x)}</li>" for x in diagnosis.get("evidence") or []) + "</ul>"
             + (f"<p><b>Try:</b> {e(diagnosis.get('recommendation'))}</p>" if diagnosis.get("recommendation") else "")
@@ -465,14 +419,14 @@ def item_section(record: ItemRecord, baseline: dict[str, Any] | None, plots: boo
             parts.append(f'<p class="muted">baseline file {e(verdict.baseline_path)} not found here: plots show'
                          " this run only.</p>")
         if plots:
-            parts.append("<h3>Latency</h3>" + _plot_or_note(lambda: plot_latency(record, baseline), "latency plots"))
+            parts.append("<h3>Latency</h3>" + plot_or_note(lambda: plot_latency(record, baseline), "latency plots"))
             parts.append("<h3>Telemetry over the measured phase</h3>"
-                         + _plot_or_note(lambda: plot_telemetry(record), "telemetry plot"))
+                         + plot_or_note(lambda: plot_telemetry(record), "telemetry plot"))
         telemetry = (record.result or {}).get("telemetry") or {}
         tsum = telemetry.get("summary") or {}
         if tsum:
-            rows = "".join(f"<tr><th>{e(k)}</th><td class=\"num\">{e(_fmt(v.get('mean'), '.4g'))}</td>"
-                           f"<td class=\"num\">{e(_fmt(v.get('max'), '.4g'))}</td></tr>"
+            rows = "".join(f"<tr><th>{e(k)}</th><td class=\"num\">{e(fmt(v.get('mean'), '.4g'))}</td>"
+                           f"<td class=\"num\">{e(fmt(v.get('max'), '.4g'))}</td></tr>"
                            for k, v in sorted(tsum.items()) if isinstance(v, dict))
             parts.append(f"<details><summary>Telemetry summary</summary><table><tr><th>field</th><th>mean</th>"
                          f"<th>max</th></tr>{rows}</table></details>")
@@ -499,15 +453,15 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
     for record in records:
         summary = record.summary
         v = record.verdict or Verdict(record.effective_outcome, record.label, 0.0)
-        change = _pct(v.ratio)
-        if _is_num(v.ci_low):
-            change += f" ({_pct(v.ci_low)} .. {_pct(v.ci_high)})"
+        change = pct(v.ratio)
+        if is_num(v.ci_low):
+            change += f" ({pct(v.ci_low)} .. {pct(v.ci_high)})"
         flags = (" unstable" if v.unstable else "") + (" memory" if v.memory else "")
         body.append(
             f"<tr><td><a href=\"#{e(_anchor(record.nodeid))}\">{e(record.label)}</a></td>"
-            + "".join(f'<td class="num">{e(_fmt(summary.get(k), s))}</td>'
+            + "".join(f'<td class="num">{e(fmt(summary.get(k), s))}</td>'
                       for k, s in (("mean_ms", ".3f"), ("p50_ms", ".3f"), ("p99_ms", ".3f"), ("throughput", ".1f")))
-            + f'<td class="num">{e(change)}</td><td class="num">{e(_fmt(v.p_value, ".2g"))}</td>'
+            + f'<td class="num">{e(change)}</td><td class="num">{e(fmt(v.p_value, ".2g"))}</td>'
             f"<td>{_badge(record.effective_outcome)}{e(flags)}</td></tr>")
     return f"<table>{head}{''.join(body)}</table>"
 
