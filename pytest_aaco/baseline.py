@@ -238,14 +238,23 @@ def _legacy_file(path: Path, nodeid: str) -> Path | None:
     return legacy if isinstance(data, dict) and data.get("item") == nodeid else None
 
 
-def run_record(result: BenchmarkResult) -> dict[str, Any]:
-    """The history entry for one run: timestamp, round summaries, summary and telemetry summary."""
+def run_record(result: BenchmarkResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The history entry for one run: timestamp, round summaries, summary and telemetry summary,
+    plus *extra* entries (``cold_start``, ``profile``: what the run measured beside its rounds)."""
     return {
         "timestamp": _now(),
         "rounds": [r.summary() for r in result.rounds],
         "summary": result.summary(),
         "telemetry": (result.telemetry or {}).get("summary", {}),
+        **(extra or {}),
     }
+
+
+def history_entries(baseline: Baseline | None, key: str) -> list[dict[str, Any]]:
+    """The *key* entry (``cold_start``, ``profile``) of every history run that has one, oldest first."""
+    if baseline is None:
+        return []
+    return [run[key] for run in baseline.history if isinstance(run.get(key), dict)]
 
 
 def _now() -> str:
@@ -309,8 +318,9 @@ def _plural(n: int) -> str:
 
 
 def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,
-             keep: int = 30, reset: bool = False) -> SaveOutcome:
-    """Append *result* to the item's history (keeping the last *keep* runs) and write it atomically.
+             keep: int = 30, reset: bool = False, extra: dict[str, Any] | None = None) -> SaveOutcome:
+    """Append *result* (with *extra* entries, see :func:`run_record`) to the item's history
+    (keeping the last *keep* runs) and write it atomically.
 
     The read-append-write holds the file's lock (:func:`locked`). Nothing is lost: an unreadable
     file is moved aside (:func:`move_aside`); a fingerprint change, a model change or *reset* starts
@@ -322,14 +332,14 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
     try:
         _check_folder(path)
         with locked(path):
-            return _save_locked(path, nodeid, fingerprint, result, keep, reset)
+            return _save_locked(path, nodeid, fingerprint, result, keep, reset, extra)
     except OSError as exc:
         raise AacoFileError(f"{path}: cannot save the baseline ({exc.strerror or exc});"
                             f" make {path.parent} writable or point --aaco-baseline-dir elsewhere") from None
 
 
 def _save_locked(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,
-                 keep: int, reset: bool) -> SaveOutcome:
+                 keep: int, reset: bool, extra: dict[str, Any] | None = None) -> SaveOutcome:
     notes: list[str] = []
     warnings: list[str] = []
     source = path if path.exists() else (_legacy_file(path, nodeid) or path)
@@ -365,7 +375,7 @@ def _save_locked(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benc
         notes.append(text + " (aaco baseline --archived lists it, --restore brings it back)")
         if not reset:
             warnings.append(f"{nodeid}: {text}")
-    history = (history + [run_record(result)])[-keep:]
+    history = (history + [run_record(result, extra)])[-keep:]
     baseline = Baseline(
         path=path,
         item=nodeid,

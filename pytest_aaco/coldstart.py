@@ -49,6 +49,8 @@ COLD_START_ALPHA = 0.01
 COLD_RUN_NOISE = 0.10
 #: how many runs' worth of evidence that prior carries
 COLD_PRIOR_DF = 4.0
+#: a cold-start regression must also add at least this many ms (a sub-millisecond first run is timer noise)
+COLD_START_SLACK_MS = 5.0
 #: the gated figures, as (key, words for messages)
 METRICS = (("session_create_ms", "session creation"), ("first_run_ms", "first run"))
 #: what EPs compile while a session is created or first run: those figures include it
@@ -219,13 +221,14 @@ def _pct(ratio: float) -> str:
 def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: str, *,
                        threshold: float = DEFAULT_COLD_START_THRESHOLD, alpha: float = COLD_START_ALPHA,
                        run_noise: float = COLD_RUN_NOISE, prior_df: float = COLD_PRIOR_DF,
-                       max_contention: float | None = None) -> ColdStartVerdict:
+                       slack_ms: float = COLD_START_SLACK_MS, max_contention: float | None = None) -> ColdStartVerdict:
     """Judge *current* against the cold starts of earlier runs (*history*, oldest first).
 
     Per metric of :data:`METRICS`: :func:`pytest_aaco.stats.prediction_interval_test` of
     ln(min of this run's samples) against ln(min) of each earlier run, the history's variance
     moderated towards the prior ``(ln(1 + run_noise))²`` with *prior_df* df; then
-    :func:`pytest_aaco.verdict.outcome_of` at level ``alpha / 2`` and *threshold* (fractions). The
+    :func:`pytest_aaco.verdict.outcome_of` at level ``alpha / 2`` and *threshold* (fractions); a
+    regression that adds less than *slack_ms* (ms) is no regression. The
     item's outcome is the worst of the two (regression > inconclusive > improvement >
     no-regression). *label* names the item in the message (``resnet50[cpu]``). With
     *max_contention* (cores), a regression measured while other processes kept more cores busy
@@ -254,10 +257,14 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
         outcome = outcome_of(comp, threshold, level)
         lo, hi = comp.ci(0.95)
         baseline_ms = float(now / comp.ratio)
+        small = outcome == Outcome.REGRESSION and now - baseline_ms < slack_ms
+        if small:
+            outcome = Outcome.NO_REGRESSION
         figures[key] = {"outcome": str(outcome), "ratio": comp.ratio, "ci_low": lo, "ci_high": hi,
                         "p_value": comp.p_slower, "current_ms": now, "baseline_ms": baseline_ms, "method": comp.method}
+        under = f", under the {slack_ms:g} ms that count" if small else ""
         parts.append(f"{words} {now:.1f} ms vs {baseline_ms:.1f} ms ({_pct(comp.ratio)}, 95% CI {_pct(lo)} .."
-                     f" {_pct(hi)}, p={comp.p_slower:.2g})")
+                     f" {_pct(hi)}, p={comp.p_slower:.2g}{under})")
         worst = max(worst, outcome, key=rank.__getitem__)
     withheld = (worst == Outcome.REGRESSION and max_contention is not None and current.others_cores is not None
                 and current.others_cores > max_contention)

@@ -162,6 +162,11 @@ class AacoConfig(GateSettings):
     intra_op_threads: int = setting("intra-op-threads")
     max_contention: float | None = setting("max-contention")
     sample_interval_s: float = setting("sample-interval")
+    profile: str = setting("profile")
+    cold_start_sessions: int = setting("cold-start")
+    cold_start_threshold: float = setting("cold-start-threshold")
+    cupti: bool = setting("cupti")
+    rocprof: str | None = setting("rocprof")
     session_dir: Path = field(default_factory=lambda: Path(opts.default("session-dir")))
     bundle: bool = not opts.default("no-bundle")
     junit_path: Path | None = None

@@ -1,4 +1,5 @@
-"""The per-item gate: fingerprint, baseline, verdict, confirmation look, contention, diagnosis.
+"""The per-item gate: fingerprint, baseline, verdict, confirmation look, contention, the extra
+passes (cold start, GPU kernels, operator profile: :mod:`pytest_aaco.insight`), diagnosis.
 
 :func:`judge` turns one finished :class:`~pytest_aaco.benchmark.BenchmarkRun` into an
 :class:`~pytest_aaco.records.ItemRecord` with its :class:`~pytest_aaco.records.Verdict`. It
@@ -14,11 +15,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .baseline import baseline_path, load_baseline, other_runners, save_run
+from .baseline import Baseline, baseline_path, load_baseline, other_runners, save_run
 from .benchmark import BenchmarkRun
 from .config import AacoConfig
 from .diagnosis import classify_bottleneck
 from .fingerprint import Fingerprint, build_fingerprint
+from .insight import Insight, judge_insight, kernel_data, measure_insight
 from .jsonio import AacoFileError
 from .measure import MeasureSettings
 from .metrics import derived_metrics, other_processes_cores
@@ -67,18 +69,25 @@ def gate_settings(config: AacoConfig, run: BenchmarkRun) -> GateSettings:
     return GateSettings(**{**shared, "threshold": run.threshold, "gate_p99": run.gate_p99})
 
 
-def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext,
-             record: ItemRecord) -> Verdict:
+def _saved(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext,
+           record: ItemRecord, insight: Insight) -> Verdict:
     c = ctx.config
     label = item_label(run)
     settings = gate_settings(c, run)
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
-    if c.save_baseline:
-        saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset)
-        record.warnings.extend(saved.warnings)  # a file moved aside, a history archived: the terminal says so
-        return finish(Verdict(Outcome.SAVED, label, settings.threshold, reason=f"{label}: {saved.note}",
-                              current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs,
-                              baseline_path=str(path), fingerprint_id=fp.id), settings)
+    saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset, insight.baseline_extra())
+    record.warnings.extend(saved.warnings)  # a file moved aside, a history archived: the terminal says so
+    return finish(Verdict(Outcome.SAVED, label, settings.threshold, reason=f"{label}: {saved.note}",
+                          current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs,
+                          baseline_path=str(path), fingerprint_id=fp.id), settings)
+
+
+def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint,
+             ctx: GateContext) -> tuple[Verdict, Baseline | None]:
+    c = ctx.config
+    label = item_label(run)
+    settings = gate_settings(c, run)
+    path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     baseline = load_baseline(path, nodeid)
     gated = baseline is not None and fp.matches(baseline.fingerprint)
     level = ctx.lond.next_level() if gated else c.fdr
@@ -97,14 +106,16 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
                                    c.max_contention, settings)
     if gated:
         ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
-    return verdict
+    return verdict, baseline if gated else None
 
 
-def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any]) -> dict[str, Any] | None:
-    """The bottleneck diagnosis, for failing, unstable and inconclusive items only."""
+def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any],
+             kernels: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The bottleneck diagnosis, for failing, unstable and inconclusive items only; *kernels*
+    (``KernelMetrics.to_diagnosis()``) lets it call a run launch- or compute-bound."""
     if not (verdict.fails or verdict.unstable or verdict.outcome == Outcome.INCONCLUSIVE):
         return None
-    found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1)
+    found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1, kernels)
     return found.to_dict() if found is not None else None
 
 
@@ -116,20 +127,31 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: dict[str, Any], ctx
     The record's ``outcome`` is ``failed`` when the verdict fails.
     """
     result = run.results[-1]
+    c = ctx.config
     record = ItemRecord(nodeid, run.model.name, run.provider.short, item_label(run), placement=run.placement)
+    insight, baseline = Insight(), None
     try:
         fp = item_fingerprint(run, extra_fingerprint)
         record.fingerprint = fp.fields
-        verdict = _verdict(nodeid, run, result, fp, ctx, record)
+        if c.save_baseline:
+            insight = measure_insight(run, profile=c.profile != "off")
+            verdict = _saved(nodeid, run, result, fp, ctx, record, insight)
+        else:
+            verdict, baseline = _verdict(nodeid, run, result, fp, ctx)
+            insight = measure_insight(run, profile=c.profile == "on" or (c.profile == "failing" and verdict.fails))
     except AacoFileError as exc:
         verdict = finish(Verdict(Outcome.ERROR, record.label, run.threshold, reason=str(exc)),
-                         gate_settings(ctx.config, run))
+                         gate_settings(c, run))
+    insight_fields = judge_insight(insight, baseline, record.label, c, gated=not c.save_baseline)
+    record.insight_notes = insight_fields.pop("insight_notes")
+    for key, value in insight_fields.items():
+        setattr(record, key, value)
     record.result = result.to_dict(raw=True)  # after the confirmation look, which the result carries
     record.verdict = verdict
     record.derived = derived_metrics(result.latencies_ms, result.warmup_latencies_ms, result.first_run_ms,
                                      result.batch_size)
-    record.diagnosis = diagnose(result, verdict, record.derived)
-    record.outcome = Outcome.FAILED if verdict.fails else Outcome.PASSED
+    record.diagnosis = diagnose(result, verdict, record.derived, kernel_data(insight))
+    record.outcome = Outcome.FAILED if verdict.fails or record.cold_start_fails else Outcome.PASSED
     return record
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
+PROFILE_MODES = ("off", "on", "failing")
 #: the ``Parser.addini`` types the options use
 IniType = Literal["string", "bool", "linelist"]
 
@@ -102,6 +103,16 @@ def on_off(value: Any) -> bool:
     if text in ("off", "false", "no", "0"):
         return False
     raise ValueError(f"expected on or off, got {value!r}")
+
+
+def executable(value: Any, default_name: str) -> str | None:
+    """``off`` (None), ``on`` (*default_name*, looked up on PATH when used) or the path of an executable."""
+    text = str(value).strip()
+    if text.lower() in ("off", "false", "no", "0", ""):
+        return None
+    if text.lower() in ("on", "true", "yes", "1"):
+        return default_name
+    return text
 
 
 def choice(value: Any, choices: tuple[str, ...]) -> str:
@@ -209,6 +220,19 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("memory-threshold", "peak RSS/VRAM growth that counts as a memory regression", "10%", "FRACTION",
               parse=partial(fraction_below, upper=10.0)),
     OptionDef("memory-slack", "growth in MB below which memory is never a regression", "50", "MB", parse=megabytes),
+    OptionDef("profile", "per-operator profile: one extra profiled pass per item in a separate session, after the"
+              " measured rounds; on: every item, failing: only items that fail, off", "off", "MODE",
+              parse=partial(choice, choices=PROFILE_MODES)),
+    OptionDef("cold-start", "fresh InferenceSessions per item timed for cold start (session creation, first run),"
+              " gated against the item's cold-start history (0: off)", "3", "N",
+              parse=partial(int_at_least, minimum=0)),
+    OptionDef("cold-start-threshold", "practical threshold of a cold-start regression (fraction or %)", "20%",
+              "FRACTION", parse=partial(fraction_below, upper=10.0)),
+    OptionDef("cupti", "trace GPU kernels with CUPTI (pip install pytest-aaco[cupti]) in a short phase after the"
+              " measured rounds: kernels per run, KAR, GPU active ratio, microkernels", "off", "on|off", parse=on_off),
+    OptionDef("rocprof", "run the item's profile pass under rocprofv3 (kernel trace): on (rocprofv3 from PATH),"
+              " off, or the path of the executable", "off", "EXE",
+              parse=partial(executable, default_name="rocprofv3")),
     OptionDef("session-dir", "where session bundles are written", ".aaco/sessions", "DIR"),
     OptionDef("no-bundle", "do not write a session bundle", False, ini_type="bool"),
     OptionDef("junit", "write a performance JUnit XML file", "", "PATH"),

@@ -145,7 +145,10 @@ class ItemRecord:
     ``outcome`` is pytest's outcome of the item (passed, failed, skipped); ``result`` is
     ``BenchmarkResult.to_dict(raw=True)`` (latencies in ms); ``diagnosis`` is
     ``Diagnosis.to_dict()``; ``derived`` is :func:`pytest_aaco.metrics.derived_metrics`;
-    ``placement`` is the node placement of a device EP (``Placement.to_dict()``).
+    ``placement`` is the node placement of a device EP (``Placement.to_dict()``); ``profile`` is
+    ``OpProfile.to_dict()`` with ``comparison`` (``ProfileComparison.to_dict()``) against the
+    baseline's; ``kernels`` is ``KernelMetrics.to_dict()``; ``cold_start`` is ``ColdStart.to_dict()``
+    with ``verdict`` (``ColdStartVerdict.to_dict()``); ``insight_notes`` say why an extra pass failed.
     """
 
     nodeid: str
@@ -162,6 +165,10 @@ class ItemRecord:
     placement: dict[str, Any] | None = None
     #: what the terminal must warn about (a baseline moved aside, a history archived), each naming the files
     warnings: list[str] = field(default_factory=list)
+    profile: dict[str, Any] | None = None
+    kernels: dict[str, Any] | None = None
+    cold_start: dict[str, Any] | None = None
+    insight_notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -170,20 +177,36 @@ class ItemRecord:
     # ------------------------------------------------------------ the one outcome rule
 
     @property
+    def cold_start_verdict(self) -> dict[str, Any]:
+        """``ColdStartVerdict.to_dict()`` of the item, or {} when cold start was not judged."""
+        return dict((self.cold_start or {}).get("verdict") or {})
+
+    @property
+    def cold_start_fails(self) -> bool:
+        """The cold-start verdict is a regression (it fails the item like a latency regression)."""
+        return bool(self.cold_start_verdict.get("fails"))
+
+    @property
     def effective_outcome(self) -> Outcome:
-        """The verdict's outcome when the item was judged, else pytest's outcome of the item."""
-        return self.verdict.outcome if self.verdict is not None else self.outcome
+        """The verdict's outcome when the item was judged (``regression`` when only its cold start
+        regressed), else pytest's outcome of the item."""
+        if self.verdict is None:
+            return self.outcome
+        return Outcome.REGRESSION if self.cold_start_fails else self.verdict.outcome
 
     @property
     def fails(self) -> bool:
-        """The item failed: a regression (latency, p99, memory), strict inconclusive, a provider error."""
-        return self.outcome == Outcome.FAILED or (self.verdict is not None and self.verdict.fails)
+        """The item failed: a regression (latency, p99, memory, cold start), strict inconclusive,
+        a provider error."""
+        return (self.outcome == Outcome.FAILED or (self.verdict is not None and self.verdict.fails)
+                or self.cold_start_fails)
 
     @property
     def is_regression(self) -> bool:
-        """A latency, p99 or memory regression (not a provider error or a strict inconclusive)."""
+        """A latency, p99, memory or cold-start regression (not a provider error or a strict inconclusive)."""
         v = self.verdict
-        return v is not None and (v.outcome == Outcome.REGRESSION or bool(v.memory) or v.p99_regressed)
+        return self.cold_start_fails or (
+            v is not None and (v.outcome == Outcome.REGRESSION or bool(v.memory) or v.p99_regressed))
 
     @property
     def is_warning(self) -> bool:
@@ -196,7 +219,7 @@ class ItemRecord:
         """Whether summaries print the verdict's message: anything a person may act on (failed,
         regression, improvement, inconclusive, not gated, unstable)."""
         v = self.verdict
-        return v is not None and (v.fails or bool(v.unstable) or v.outcome in (
+        return self.cold_start_fails or v is not None and (v.fails or bool(v.unstable) or v.outcome in (
             Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE, Outcome.MISMATCH))
 
     @property
@@ -206,9 +229,21 @@ class ItemRecord:
             return self.verdict.message
         return self.error or str(self.outcome)
 
+    def insight_lines(self) -> list[str]:
+        """For a failing item: the cold-start regression, and the operator types that grew against
+        the baseline's profile (``operators: Conv +31% ...``) when the item was profiled."""
+        lines = []
+        if self.cold_start_fails:
+            lines.append(str(self.cold_start_verdict.get("message")))
+        comparison = (self.profile or {}).get("comparison") or {}
+        if self.fails and comparison.get("message"):
+            lines.append(str(comparison["message"]))
+        return lines
+
     def explanation(self, with_recommendation: bool = True) -> str:
-        """:attr:`message` plus the likely cause (and what to try) when there is a diagnosis."""
-        text = self.message
+        """:attr:`message`, the :meth:`insight_lines`, and the likely cause (and what to try) when
+        there is a diagnosis."""
+        text = "\n".join([self.message, *self.insight_lines()])
         d = self.diagnosis
         if d:
             text += f"\nlikely cause: {d.get('category')}: " + "; ".join(d.get("evidence") or [])
@@ -236,6 +271,11 @@ class ItemRecord:
             data["placement"] = self.placement
         if self.warnings:
             data["warnings"] = list(self.warnings)
+        for key in ("profile", "kernels", "cold_start"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        if self.insight_notes:
+            data["insight_notes"] = list(self.insight_notes)
         return data
 
     @classmethod

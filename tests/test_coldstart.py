@@ -70,6 +70,13 @@ def test_others_cores_from_cpu_readings():
     assert others_cores((0.0, 0.0, 0.0), (0.001, 1.0, 0.0)) is None
 
 
+def test_a_slowdown_of_less_than_the_slack_never_fails():
+    verdict = cold_start_verdict(cold(3, 0.2), [cold(1, 0.1) for _ in range(4)], "m[cpu]")  # 3x, +2 ms
+    assert verdict.outcome == "no-regression" and not verdict.fails
+    assert "under the 5 ms that count" in verdict.message
+    assert cold_start_verdict(cold(3, 0.2), [cold(1, 0.1) for _ in range(4)], "m", slack_ms=1).fails
+
+
 def test_a_slowdown_below_the_threshold_never_fails():
     verdict = cold_start_verdict(cold(112, 20), history(8), "m[cpu]")  # +11%
     assert not verdict.fails and verdict.outcome != "regression"

@@ -168,6 +168,23 @@ def test_every_option_has_metavar_or_is_a_flag_and_an_ini_twin():
         assert (opt.metavar is None) == (opt.default is False), opt.name
 
 
+def test_profile_cold_start_and_kernel_options_parse():
+    from pytest_aaco.config import parse_option
+    from pytest_aaco.options import default, option
+
+    assert default("profile") == "off" and default("cold-start") == 3
+    assert default("cold-start-threshold") == pytest.approx(0.20)
+    assert default("cupti") is False and default("rocprof") is None
+    assert parse_option(option("profile"), "FAILING") == "failing"
+    assert parse_option(option("cold-start"), "0") == 0
+    assert parse_option(option("cold-start-threshold"), "50%") == pytest.approx(0.5)
+    assert parse_option(option("rocprof"), "on") == "rocprofv3"
+    assert parse_option(option("rocprof"), "/opt/rocm/bin/rocprofv3") == "/opt/rocm/bin/rocprofv3"
+    assert parse_option(option("rocprof"), "off") is None
+    with usage_error("--aaco-cold-start-threshold", "must be between 0 and 10"):
+        parse_option(option("cold-start-threshold"), "0")
+
+
 def test_config_is_frozen():
     config = AacoConfig()
     with pytest.raises(AttributeError):
@@ -226,6 +243,10 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-run-noise=lots", "--aaco-run-noise: expected a fraction*"),
     ("--aaco-placement=strict", "--aaco-placement: expected one of check, warn, off*"),
     ("--aaco-max-contention=much", "--aaco-max-contention: expected a number of cores*"),
+    ("--aaco-profile=sometimes", "--aaco-profile: expected one of off, on, failing*"),
+    ("--aaco-cold-start=-1", "--aaco-cold-start: must be at least 0, got -1"),
+    ("--aaco-cold-start-threshold=2x", "--aaco-cold-start-threshold: expected a fraction*"),
+    ("--aaco-cupti=maybe", "--aaco-cupti: expected on or off*"),
 ])
 def test_bad_values_are_usage_errors(pytester, option, fragment):
     result = pytester.runpytest(option)
@@ -336,7 +357,7 @@ def test_help_shows_the_aaco_group_with_defaults(pytester):
 
 HEAVY = ("onnxruntime", "scipy")
 #: every library the plugin imports only where it is used
-HEAVY_LIBRARIES = (*HEAVY, "onnx", "matplotlib", "pynvml", "amdsmi")
+HEAVY_LIBRARIES = (*HEAVY, "onnx", "matplotlib", "pynvml", "amdsmi", "cupti")
 
 
 def test_importing_the_plugin_does_not_import_onnxruntime_or_scipy():

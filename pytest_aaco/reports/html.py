@@ -6,8 +6,11 @@ raw iterations; every iteration in time order, warmup included; the round means 
 beside those of the baseline history), the telemetry over the measured phase, the bottleneck
 diagnosis with its evidence, and the fingerprint. Then the machine's environment record.
 
-Plots are drawn with matplotlib (the optional ``html`` extra: ``pip install pytest-aaco[html]``),
-imported only when a report is written, through ``matplotlib.figure.Figure`` (no pyplot, no
+Where the item recorded them, the operator profile, the GPU kernel figures and the cold start
+over its history follow (:mod:`pytest_aaco.reports.breakdown`).
+
+Plots are drawn with matplotlib (a dependency of pytest-aaco since the plots must come with a
+plain install), imported only when a report is written, through ``matplotlib.figure.Figure`` (no pyplot, no
 global backend state) and ``savefig(format="svg")``. Without matplotlib the page has the tables
 and says how to get the plots. Every text from records, messages and the environment is
 HTML-escaped.
@@ -31,6 +34,7 @@ from ..environment import collect_environment
 from ..jsonio import AacoFileError, atomic_write_text, read_json
 from ..records import ItemRecord, Outcome, SessionSummary, Verdict
 from . import ReportContext
+from .breakdown import cold_start_block, kernels_block, profile_block
 from .bundle import ENVIRONMENT_FILE
 from .github import fdr_sentence
 from .markup import (
@@ -48,7 +52,7 @@ from .markup import (
     table_rows,
 )
 
-INSTALL_HINT = "pip install pytest-aaco[html]"
+INSTALL_HINT = "pip install matplotlib"
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
 TELEMETRY_PREFERRED = (
     "process_cpu_percent", "system_cpu_percent", "cpu_freq_mhz", "rss_mb", "gpu_util_percent", "gfx_clock_mhz",
@@ -434,6 +438,15 @@ def item_section(record: ItemRecord, baseline: dict[str, Any] | None, plots: boo
                   if isinstance(data, dict) and data.get("error")}
         if errors:
             parts.append(_list("Telemetry notes", [f"{k}: {v}" for k, v in errors.items()]))
+    history = _history(record, baseline)
+    profiles = [run["profile"] for run in history if isinstance(run.get("profile"), dict)]
+    parts.append(profile_block(record.profile, (record.profile or {}).get("comparison"),
+                               profiles[-1] if profiles else None, plots))
+    parts.append(kernels_block(record.kernels))
+    cold_history = [{**run["cold_start"], "timestamp": run.get("timestamp")} for run in history
+                    if isinstance(run.get("cold_start"), dict)]
+    parts.append(cold_start_block(record.cold_start, (record.cold_start or {}).get("verdict"), cold_history, plots))
+    parts.append(_list("Extra passes", record.insight_notes))
     if verdict is not None:
         parts.append(_list("Unstable", verdict.unstable))
         parts.append(_list("Memory", verdict.memory))
