@@ -171,15 +171,9 @@ def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> 
     computes on every call. Each step costs ``2 * size³`` FLOPs. Raises ValueError for
     ``matmuls < 1`` or a model without a runtime input.
     """
-    import onnx
     from onnx import TensorProto, helper
 
-    if matmuls < 1:
-        raise ValueError(f"matmuls must be >= 1, got {matmuls}")
-    rng = np.random.default_rng(seed)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    graph = out.graph
+    out, graph, rng = _copy_for_chain(model, matmuls, seed)
     # IR < 4 models (most of the onnx zoo) list their initializers as graph inputs too: starting
     # from one of those would let ORT constant-fold the whole chain away, so take a real input
     initializers = {init.name for init in graph.initializer}
@@ -192,16 +186,37 @@ def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> 
     base = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
     graph.initializer.append(_init("xw.base", base))
     graph.node.append(helper.make_node("Add", ["xw.base", "xw.mean"], ["xw.h0"], name="xw.h0"))
-    current = "xw.h0"
+    _tanh_chain(graph, rng, "xw", matmuls, size, "aaco_extra_work")
+    return out
+
+
+def _copy_for_chain(model: Any, matmuls: int, seed: int) -> tuple[Any, Any, np.random.Generator]:
+    """``(copy of model, its graph, rng(seed))`` for a transform adding *matmuls* steps; ValueError below 1."""
+    import onnx
+
+    if matmuls < 1:
+        raise ValueError(f"matmuls must be >= 1, got {matmuls}")
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out, out.graph, np.random.default_rng(seed)
+
+
+def _tanh_chain(graph: Any, rng: np.random.Generator, prefix: str, matmuls: int, size: int, output: str) -> None:
+    """Append ``matmuls`` MatMul([size,size] weights)+Tanh steps to *graph*, from ``<prefix>.h0`` to a
+    scalar ``ReduceSum`` graph output *output*; weights drawn from *rng* as ``N(0, 1/size)``."""
+    from onnx import TensorProto, helper
+
+    current = f"{prefix}.h0"
     for i in range(matmuls):
         w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
-        graph.initializer.append(_init(f"xw.W{i}", w))
-        graph.node.append(helper.make_node("MatMul", [current, f"xw.W{i}"], [f"xw.mm{i}"], name=f"xw.mm{i}"))
-        graph.node.append(helper.make_node("Tanh", [f"xw.mm{i}"], [f"xw.h{i + 1}"], name=f"xw.tanh{i}"))
-        current = f"xw.h{i + 1}"
-    graph.node.append(helper.make_node("ReduceSum", [current], ["aaco_extra_work"], keepdims=0, name="xw.sum"))
-    graph.output.append(helper.make_tensor_value_info("aaco_extra_work", TensorProto.FLOAT, []))
-    return out
+        graph.initializer.append(_init(f"{prefix}.W{i}", w))
+        graph.node.append(helper.make_node("MatMul", [current, f"{prefix}.W{i}"], [f"{prefix}.mm{i}"],
+                                           name=f"{prefix}.mm{i}"))
+        graph.node.append(helper.make_node("Tanh", [f"{prefix}.mm{i}"], [f"{prefix}.h{i + 1}"],
+                                           name=f"{prefix}.tanh{i}"))
+        current = f"{prefix}.h{i + 1}"
+    graph.node.append(helper.make_node("ReduceSum", [current], [output], keepdims=0, name=f"{prefix}.sum"))
+    graph.output.append(helper.make_tensor_value_info(output, TensorProto.FLOAT, []))
 
 
 GENERATORS = {"bert-encoder": bert_encoder}
@@ -216,23 +231,7 @@ def add_folding_work(model: Any, matmuls: int, size: int = 512, seed: int = 0) -
     extra scalar graph output ``aaco_folding_work`` so it is not pruned. Raises ValueError for
     ``matmuls < 1``.
     """
-    import onnx
-    from onnx import TensorProto, helper
-
-    if matmuls < 1:
-        raise ValueError(f"matmuls must be >= 1, got {matmuls}")
-    rng = np.random.default_rng(seed)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    graph = out.graph
+    out, graph, rng = _copy_for_chain(model, matmuls, seed)
     graph.initializer.append(_init("fw.h0", (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)))
-    current = "fw.h0"
-    for i in range(matmuls):
-        w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
-        graph.initializer.append(_init(f"fw.W{i}", w))
-        graph.node.append(helper.make_node("MatMul", [current, f"fw.W{i}"], [f"fw.mm{i}"], name=f"fw.mm{i}"))
-        graph.node.append(helper.make_node("Tanh", [f"fw.mm{i}"], [f"fw.h{i + 1}"], name=f"fw.tanh{i}"))
-        current = f"fw.h{i + 1}"
-    graph.node.append(helper.make_node("ReduceSum", [current], ["aaco_folding_work"], keepdims=0, name="fw.sum"))
-    graph.output.append(helper.make_tensor_value_info("aaco_folding_work", TensorProto.FLOAT, []))
+    _tanh_chain(graph, rng, "fw", matmuls, size, "aaco_folding_work")
     return out

@@ -37,6 +37,18 @@ FAST_ARGS = ("--aaco-warmup=2", "--aaco-rounds=3", "--aaco-iterations=5", "--aac
              "--aaco-max-contention=off")
 
 
+def save_test_model(graph, path: Path) -> Path:
+    """Wrap *graph* in an opset-17 model (IR 8), check it and write it to *path*."""
+    from onnx import helper
+
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="aaco-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
 def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
                     batch: int | str = 1, dtype: str = "float") -> Path:
     """Write ``x -> (MatMul W_i -> Relu) * layers -> y`` to *path*; deterministic for a given *seed*."""
@@ -60,12 +72,7 @@ def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
         [helper.make_tensor_value_info("y", elem, [batch, width])],
         initializer=inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="aaco-tests")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(path))
-    return path
+    return save_test_model(graph, path)
 
 
 @pytest.fixture(scope="session")
@@ -204,7 +211,6 @@ def make_conv_model(path: Path, kernel: int = 3, channels: int = 32, size: int =
     Only the Conv depends on *kernel* (its FLOPs grow with ``kernel²``), so two kernels give one
     operator type made much heavier and everything else the same. Deterministic for a *seed*.
     """
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -224,9 +230,4 @@ def make_conv_model(path: Path, kernel: int = 3, channels: int = 32, size: int =
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
         initializer=[numpy_helper.from_array(w, "W"), numpy_helper.from_array(m, "M")],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="aaco-tests")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(path))
-    return path
+    return save_test_model(graph, path)

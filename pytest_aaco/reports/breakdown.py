@@ -16,19 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..coldstart import METRICS
-from .markup import (
-    BASELINE_COLOR,
-    CURRENT_COLOR,
-    e,
-    figure_svg,
-    fmt,
-    fraction_pct,
-    is_num,
-    new_figure,
-    pct,
-    plot_or_note,
-    table_rows,
-)
+from . import markup as mk
+from .markup import e, fmt, fraction_pct, is_num
 
 #: op types drawn in the operator chart
 MAX_OPS_PLOTTED = 12
@@ -51,22 +40,22 @@ def plot_operators(profile: Mapping[str, Any], baseline: Mapping[str, Any] | Non
     labels = [f"{o['op']}" + (f" ({str(o['ep']).removesuffix('ExecutionProvider')})" if several else "")
               + f"  {float(o.get('share') or 0):.0%}" for o in ops]
     now = np.array([float(o["time_us"]) / 1000 for o in ops])
-    fig = new_figure(8.5, 0.35 * len(ops) + 1.2)
+    fig = mk.new_figure(8.5, 0.35 * len(ops) + 1.2)
     ax = fig.subplots()
     y = np.arange(len(ops))[::-1]
     if past:
         then = np.array([past.get(_op_key(o), 0.0) / 1000 for o in ops])
-        ax.barh(y + 0.2, then, height=0.4, color=BASELINE_COLOR, label="baseline")
-        ax.barh(y - 0.2, now, height=0.4, color=CURRENT_COLOR, label="this run")
+        ax.barh(y + 0.2, then, height=0.4, color=mk.BASELINE_COLOR, label="baseline")
+        ax.barh(y - 0.2, now, height=0.4, color=mk.CURRENT_COLOR, label="this run")
         ax.legend(fontsize=8, loc="lower right")
     else:
-        ax.barh(y, now, height=0.6, color=CURRENT_COLOR)
+        ax.barh(y, now, height=0.6, color=mk.CURRENT_COLOR)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_xlabel("ms per run (ORT profiler, profiled session)")
     ax.set_title("time by operator type (label: share of this run)", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
-    return figure_svg(fig)
+    return mk.figure_svg(fig)
 
 
 def plot_cold_start(current: Mapping[str, Any], history: Sequence[Mapping[str, Any]] = ()) -> str | None:
@@ -77,14 +66,14 @@ def plot_cold_start(current: Mapping[str, Any], history: Sequence[Mapping[str, A
     runs = [*history, current]
     if not any(current.get(key) for key, _ in METRICS):
         return None
-    fig = new_figure(11.5, 2.8)
+    fig = mk.new_figure(11.5, 2.8)
     axes = fig.subplots(1, len(METRICS))
     for ax, (key, words) in zip(axes, METRICS, strict=True):
         for i, run in enumerate(runs):
             values = [float(v) for v in run.get(key) or [] if is_num(v)]
             if not values:
                 continue
-            color = CURRENT_COLOR if i == len(runs) - 1 else BASELINE_COLOR
+            color = mk.CURRENT_COLOR if i == len(runs) - 1 else mk.BASELINE_COLOR
             jitter = np.linspace(-0.15, 0.15, len(values)) if len(values) > 1 else np.zeros(1)
             ax.plot(i + jitter, values, "o", markersize=3.5, color=color, alpha=0.8)
             ax.plot([i - 0.25, i + 0.25], [float(np.median(values))] * 2, color=color, linewidth=2)
@@ -95,7 +84,7 @@ def plot_cold_start(current: Mapping[str, Any], history: Sequence[Mapping[str, A
         ax.set_ylabel("ms")
         ax.set_title(f"{words}, per fresh session", fontsize=10)
         ax.grid(alpha=0.3, axis="y")
-    return figure_svg(fig)
+    return mk.figure_svg(fig)
 
 
 def profile_block(profile: Mapping[str, Any] | None, comparison: Mapping[str, Any] | None = None,
@@ -108,7 +97,7 @@ def profile_block(profile: Mapping[str, Any] | None, comparison: Mapping[str, An
     if comparison and comparison.get("message"):
         parts.append(f'<div class="message">{e(comparison["message"])}</div>')
     if plots:
-        parts.append(plot_or_note(lambda: plot_operators(profile, baseline), "operator chart"))
+        parts.append(mk.plot_or_note(lambda: plot_operators(profile, baseline), "operator chart"))
     past = {_op_key(o): o for o in (baseline or {}).get("ops") or []}
     rows = []
     for op in (profile.get("ops") or [])[:15]:
@@ -155,7 +144,7 @@ def kernels_block(metrics: Mapping[str, Any] | None) -> str:
     top = "".join(f"<tr><td><code>{e(str(t.get('name'))[:120])}</code></td><td class=\"num\">{e(t.get('count'))}</td>"
                   f"<td class=\"num\">{e(fmt(t.get('total_ms'), '.3f'))}</td>"
                   f"<td class=\"num\">{e(fraction_pct(t.get('share')))}</td></tr>" for t in metrics.get("top") or [])
-    return ("<h3>GPU kernels</h3><div class=\"grid\"><div>" + f"<table>{table_rows(pairs)}</table></div>"
+    return ("<h3>GPU kernels</h3><div class=\"grid\"><div>" + f"<table>{mk.table_rows(pairs)}</table></div>"
             + (f"<div><table><tr><th>kernel</th><th>count</th><th>ms</th><th>share</th></tr>{top}</table></div>"
                if top else "") + "</div>")
 
@@ -173,13 +162,13 @@ def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] 
     for key, words in METRICS:
         figures = ((verdict or {}).get("metrics") or {}).get(key) or {}
         cells = [fmt(cold.get(f"median_{key}"), ".1f", " ms"), fmt(figures.get("baseline_ms"), ".1f", " ms"),
-                 pct(figures.get("ratio"))]
+                 mk.pct(figures.get("ratio"))]
         rows.append(f"<tr><th>{e(words)}</th>" + "".join(f'<td class="num">{e(c)}</td>' for c in cells)
                     + f"<td>{e(figures.get('outcome') or '')}</td></tr>")
     parts.append("<table><tr><th></th><th>this run (median)</th><th>baseline (geometric mean)</th><th>change</th>"
                  f"<th>verdict</th></tr>{''.join(rows)}</table>")
     if plots:
-        parts.append(plot_or_note(lambda: plot_cold_start(cold, history), "cold-start plot"))
+        parts.append(mk.plot_or_note(lambda: plot_cold_start(cold, history), "cold-start plot"))
     if cold.get("compiles"):
         parts.append(f'<p class="muted">These figures include {e(cold["compiles"])}.</p>')
     return "".join(parts)
