@@ -51,5 +51,5 @@ def test_cold_start_block_plots_history_and_verdict():
     block = breakdown.cold_start_block(current.to_dict(), verdict.to_dict(), [h.to_dict() for h in history])
     assert "COLD START REGRESSION m[cpu]" in block and 'class="message bad"' in block
     assert block.count("<svg") == 1 and "session creation, per fresh session" in block
-    assert "205.0 ms" in block
+    assert "200.0 ms" in block and "this run (fastest session)" in block
     assert breakdown.cold_start_block(None) == ""

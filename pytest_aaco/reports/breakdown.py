@@ -151,7 +151,7 @@ def kernels_block(metrics: Mapping[str, Any] | None) -> str:
 
 def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] | None = None,
                      history: Sequence[Mapping[str, Any]] = (), plots: bool = True) -> str:
-    """Cold start: the verdict's message, medians against the history's, and the plot."""
+    """Cold start: the verdict's message, this run's fastest session against the earlier runs', and the plot."""
     if not cold:
         return ""
     parts = ["<h3>Cold start</h3>"]
@@ -161,11 +161,12 @@ def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] 
     rows = []
     for key, words in METRICS:
         figures = ((verdict or {}).get("metrics") or {}).get(key) or {}
-        cells = [fmt(cold.get(f"median_{key}"), ".1f", " ms"), fmt(figures.get("baseline_ms"), ".1f", " ms"),
+        cells = [fmt(cold.get(f"min_{key}"), ".1f", " ms"), fmt(figures.get("baseline_ms"), ".1f", " ms"),
                  mk.pct(figures.get("ratio"))]
         rows.append(f"<tr><th>{e(words)}</th>" + "".join(f'<td class="num">{e(c)}</td>' for c in cells)
                     + f"<td>{e(figures.get('outcome') or '')}</td></tr>")
-    parts.append("<table><tr><th></th><th>this run (median)</th><th>baseline (geometric mean)</th><th>change</th>"
+    parts.append("<table><tr><th></th><th>this run (fastest session)</th><th>baseline (earlier runs' fastest)</th>"
+                 "<th>change</th>"
                  f"<th>verdict</th></tr>{''.join(rows)}</table>")
     if plots:
         parts.append(mk.plot_or_note(lambda: plot_cold_start(cold, history), "cold-start plot"))
