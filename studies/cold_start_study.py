@@ -24,7 +24,7 @@ judged by the one-sided paired t-test on the cycles' ln ratios (A/A: the model a
 
 Run it under the measurement lock:
 
-    flock /work/coord/measure.lock python benchmarks/cold_start_study.py --models squeezenet resnet50
+    flock /work/coord/measure.lock python studies/cold_start_study.py --models squeezenet resnet50
 """
 
 from __future__ import annotations

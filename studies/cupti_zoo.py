@@ -18,7 +18,7 @@ CUDA version of nvidia-cuda-cupti, so pick the 13.0 wheels for a 580 driver)::
     pip install --no-deps wheels/cupti_python-13.0.1-*.whl wheels/nvidia_cuda_cupti-13.0.85-*.whl \\
         wheels/cuda_bindings-13.0.3-*.whl wheels/cuda_pathfinder-1.9.0-*.whl
     pip install -e . --no-deps
-    python benchmarks/cupti_zoo.py            # six zoo models, IO binding "all", 20 traced runs each
+    python studies/cupti_zoo.py            # six zoo models, IO binding "all", 20 traced runs each
 
 A CUPTI error (e.g. ``CUPTI_ERROR_INSUFFICIENT_PRIVILEGES``: profiling restricted to admin users
 by ``NVreg_RestrictProfilingToAdminUsers``) is printed per model and the script exits 2.

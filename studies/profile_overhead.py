@@ -16,7 +16,7 @@ Per zoo model whose p50 is at most ``--max-p50-ms`` on this machine:
 
 Run under the measurement lock:
 
-    flock /work/coord/measure.lock python benchmarks/profile_overhead.py
+    flock /work/coord/measure.lock python studies/profile_overhead.py
 """
 
 from __future__ import annotations
