@@ -53,3 +53,20 @@ def test_cold_start_block_plots_history_and_verdict():
     assert block.count("<svg") == 1 and "session creation, per fresh session" in block
     assert "200.0 ms" in block and "this run (fastest session)" in block
     assert breakdown.cold_start_block(None) == ""
+
+
+def test_junit_properties_carry_cold_start_and_operators():
+    from pytest_aaco.records import ItemRecord
+    from pytest_aaco.reports.junit import properties
+
+    history = [ColdStart([100.0, 101.0, 99.0], [20.0, 21.0, 19.0]) for _ in range(3)]
+    current = ColdStart([210.0, 205.0, 200.0], [20.0, 21.0, 19.0])
+    verdict = cold_start_verdict(current, history, "m[cpu]")
+    base, cur = profile(1000), profile(1310)
+    record = ItemRecord("t.py::x[m-cpu]", "m", "cpu", "m[cpu]",
+                        cold_start={**current.to_dict(), "verdict": verdict.to_dict()},
+                        profile={**cur.to_dict(), "comparison": compare_profiles(base, cur).to_dict()})
+    props = dict(properties(record))
+    assert props["aaco_cold_start_verdict"] == str(verdict.outcome)
+    assert props["aaco_cold_start_session_create_ms"] == "200.0000"
+    assert props["aaco_operators"].startswith("operators: Conv +31%")

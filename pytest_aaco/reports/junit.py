@@ -39,7 +39,9 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     """The ``aaco_*`` properties of one item, for both JUnit files (``--aaco-junit`` and pytest's
     own ``--junitxml`` through ``user_properties``): summary values with 4 decimals, the change
     (%), CI bounds (ratios) and one-sided p with 6 significant digits, the verdict, the
-    fingerprint id, the label, the threshold (fraction) and the baseline runs."""
+    fingerprint id, the label, the threshold (fraction) and the baseline runs; with a cold start,
+    its verdict and this run's fastest session creation and first run (ms); with an operator
+    profile compared to the baseline's, the one-line comparison."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
     summary = record.summary
     props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]
@@ -57,6 +59,15 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
         props.append(("aaco_threshold", f"{v.threshold:.6g}"))
         if v.baseline_runs:
             props.append(("aaco_baseline_runs", str(v.baseline_runs)))
+    cold = record.cold_start or {}
+    if record.cold_start_verdict:
+        props.append(("aaco_cold_start_verdict", str(record.cold_start_verdict.get("outcome"))))
+    for key in ("min_session_create_ms", "min_first_run_ms"):
+        if _number(cold.get(key)):
+            props.append((f"aaco_cold_start_{key.removeprefix('min_')}", f"{cold[key]:.4f}"))
+    comparison = (record.profile or {}).get("comparison") or {}
+    if comparison.get("message"):
+        props.append(("aaco_operators", str(comparison["message"])))
     return props
 
 
