@@ -172,7 +172,7 @@ def test_profile_cold_start_and_kernel_options_parse():
     from pytest_aaco.config import parse_option
     from pytest_aaco.options import default, option
 
-    assert default("profile") == "off" and default("cold-start") == 3
+    assert default("profile") == "off" and default("cold-start") == 0
     assert default("cold-start-threshold") == pytest.approx(0.20)
     assert default("cupti") is False and default("rocprof") is None
     assert parse_option(option("profile"), "FAILING") == "failing"
