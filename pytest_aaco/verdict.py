@@ -92,6 +92,8 @@ class Verdict:
     confirmed: bool | None = None
     notes: list[str] = field(default_factory=list)
     fails: bool = False
+    #: side-by-side figures (REF, cycles, per-cycle ratios, memory of each side), when gated side by side
+    side_by_side: dict[str, Any] | None = None
 
     @property
     def change_pct(self) -> float | None:
@@ -136,17 +138,20 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
     return stats.welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
 
 
-def classify(comp: Any, threshold: float, level: float, faster_level: float | None = None) -> str:
+def classify(comp: Any, threshold: float, level: float, faster_level: float | None = None,
+             upper_alpha: float | None = None) -> str:
     """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
     >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);
     *no-regression* when the one-sided 95% upper bound of the slowdown is below *threshold* (a claim
-    of no change is not a discovery, so it needs no false-discovery control); else *inconclusive*."""
+    of no change is not a discovery, so it needs no false-discovery control); else *inconclusive*.
+    *upper_alpha* sets the upper bound's level instead (a sequential look spends its share of it).
+    *comp* needs ``ratio``, ``p_slower``, ``p_faster`` and ``upper(alpha)``."""
     slowdown = comp.ratio - 1
     if comp.p_slower <= level and slowdown >= threshold:
         return REGRESSION
     if comp.p_faster <= (level if faster_level is None else faster_level) and -slowdown >= threshold:
         return IMPROVEMENT
-    if comp.upper(max(level, NO_REGRESSION_ALPHA)) - 1 < threshold:
+    if comp.upper(max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha) - 1 < threshold:
         return NO_REGRESSION
     return INCONCLUSIVE
 

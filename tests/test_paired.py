@@ -123,20 +123,25 @@ def test_spending_functions_reach_alpha_and_grow() -> None:
 def test_plan_levels_add_up_to_alpha() -> None:
     plan = SequentialPlan.steps(10, 10, 40)
     assert plan.looks == (10, 20, 30, 40)
-    assert sum(plan.regression_level(k, 0.01) for k in range(4)) == pytest.approx(0.01)
-    assert sum(plan.no_regression_level(k, 0.05) for k in range(4)) == pytest.approx(0.05)
-    assert plan.regression_level(0, 0.01) < plan.regression_level(3, 0.01)
+    assert sum(plan.level(k, 0.01) for k in range(4)) == pytest.approx(0.01)
+    assert plan.level(0, 0.01) > plan.level(3, 0.01)  # Pocock spends most at the first look
+    obf = SequentialPlan.steps(10, 10, 40, spending="obrien-fleming")
+    assert sum(obf.level(k, 0.05) for k in range(4)) == pytest.approx(0.05)
+    assert obf.level(0, 0.05) < obf.level(3, 0.05)
     assert SequentialPlan.steps(8, 10, 30).looks == (8, 18, 28, 30)
+    with pytest.raises(ValueError, match="spending"):
+        SequentialPlan((10,), spending="haybittle")
 
 
-def test_repeated_looks_keep_the_false_alarm_rate() -> None:
+@pytest.mark.parametrize("spending", ["pocock", "obrien-fleming"])
+def test_repeated_looks_keep_the_false_alarm_rate(spending: str) -> None:
     # null cycles, four looks: testing each look at alpha would inflate the false alarms; the plan does not
-    plan, alpha = SequentialPlan.steps(10, 10, 40), 0.05
+    plan, alpha = SequentialPlan.steps(10, 10, 40, spending), 0.05
     rng = np.random.default_rng(0)
     runs = 20000
     d = rng.normal(0, 0.01, (runs, 40))
     ps = np.stack([scipy.stats.ttest_1samp(d[:, :n], 0, axis=1, alternative="greater").pvalue for n in plan.looks])
-    levels = np.array([plan.regression_level(k, alpha) for k in range(len(plan.looks))])[:, None]
+    levels = np.array([plan.level(k, alpha) for k in range(len(plan.looks))])[:, None]
     assert np.mean((ps <= alpha).any(axis=0)) > 0.08  # about 0.1 for four looks
     assert np.mean((ps <= levels).any(axis=0)) <= alpha + 0.005
 
