@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from .interleave import time_iterations
 from .providers import ProviderSpec, placement_problem
 from .results import BenchmarkResult, RoundResult
+from .timedloop import MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP  # re-exported: the warmup lives in timedloop.py,
+from .timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared with the side worker
+from .timedloop import bound_runner, time_iterations, warmup
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
 AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
@@ -32,8 +34,6 @@ CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
 #: adaptive iterations: aim at this much time per round, within these bounds
 TARGET_ROUND_S = 0.35
 MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
-#: warmup runs at least this long (s), with at most this many extra iterations
-MIN_WARMUP_S, MAX_EXTRA_WARMUP = 0.25, 500
 
 
 class SessionError(RuntimeError):
@@ -205,49 +205,8 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
 
 
 def _new_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
-    session = handle.session
-    if mode == "none":
-        run = session.run
-        return lambda: run(None, feeds)
-    import onnxruntime as ort
-
     device = ORT_DEVICE.get(handle.provider.short, "cpu")
-    binding = session.io_binding()
-    for name, array in feeds.items():  # copied to the device once: fixed input addresses
-        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array, device, device_id))
-    names = [output.name for output in session.get_outputs()]
-    for name in names:
-        if mode == "all":
-            binding.bind_output(name, device, device_id)
-        else:
-            binding.bind_output(name)
-    run_bound = session.run_with_iobinding
-    fixed = mode != "all"
-
-    def run_with_binding() -> None:
-        nonlocal fixed
-        run_bound(binding)
-        if not fixed:  # ``all``, first run only: pin the outputs ORT just allocated
-            for name, value in zip(names, binding.get_outputs(), strict=True):
-                binding.bind_ortvalue_output(name, value)
-            fixed = True
-
-    run_with_binding.binding = binding  # type: ignore[attr-defined]  # for reading outputs back
-    return run_with_binding
-
-
-def warmup(run: Callable[[], Any], iterations: int) -> tuple[float, np.ndarray]:
-    """First run (ms) and the warmup latencies (ms): *iterations*, extended to
-    :data:`MIN_WARMUP_S` for fast models so caches, allocators and clocks settle."""
-    first_ms = float(time_iterations(run, 1)[0]) / 1e6
-    lat = time_iterations(run, iterations)
-    spent = lat.sum() / 1e9
-    if spent < MIN_WARMUP_S and lat.size:
-        per_iter = max(spent / lat.size, 1e-6)
-        extra = int(min(MAX_EXTRA_WARMUP, (MIN_WARMUP_S - spent) / per_iter))
-        if extra > 0:
-            lat = np.concatenate([lat, time_iterations(run, extra)])
-    return first_ms, lat / 1e6
+    return bound_runner(handle.session, feeds, mode, device, device_id)
 
 
 def adaptive_iterations(warmup_ms: np.ndarray) -> int:
