@@ -428,7 +428,7 @@ class WorkerSide:
             if remaining <= 0:
                 tails = self._tails()
                 self._terminate()
-                raise WorkerError(f"{self._who()}: no reply to {op} within {timeout_s:.0f} s; the worker was stopped"
+                raise WorkerError(f"{self._who()}: no reply to {op} within {timeout_s:.3g} s; the worker was stopped"
                                   + tails)
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
