@@ -169,6 +169,22 @@ def parse_provider_options(option: str, values: list[str]) -> dict[str, Any]:
     return result
 
 
+def parse_compare_python(option: str, value: Any) -> str | None:
+    """The interpreter that runs the baseline side (``--aaco-compare-python``), or None when empty.
+
+    An absolute path, symlinks kept (a virtualenv's ``bin/python`` selects its packages only by its
+    own path); a bare name is looked up on ``PATH``. ``pytest.UsageError`` when it is not an
+    executable file. Whether it has numpy and onnxruntime is checked when the worker starts
+    (:class:`pytest_aaco.sideprocess.WorkerSide`).
+    """
+    from .sideprocess import find_interpreter
+
+    if not str(value or "").strip():
+        return None
+    with _usage_error(option):
+        return find_interpreter(str(value))
+
+
 # ---------------------------------------------------------------- option table
 
 
