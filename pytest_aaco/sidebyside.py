@@ -137,6 +137,22 @@ class LocalFactory:
     intra_op_threads: int = 0
     config_entries: dict[str, str] = field(default_factory=dict)
 
+    feeds: dict[str, np.ndarray] | None = field(default=None, repr=False)
+
+    def shared_feeds(self) -> dict[str, np.ndarray]:
+        """The inputs this side runs on (seeded: the same values every call), for a side in another
+        interpreter that loads the same model; built from a CPU session when no side is open yet."""
+        if self.feeds is None:
+            import onnxruntime as ort
+
+            from .inputs import make_inputs
+
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            session = ort.InferenceSession(str(self.model_file), sess_options=so, providers=["CPUExecutionProvider"])
+            self.feeds = make_inputs(self.spec.name, session.get_inputs(), self.spec.dims, self.spec.inputs)
+        return self.feeds
+
     def open(self, name: str) -> OpenedSide:
         import onnxruntime as ort
 
@@ -148,6 +164,7 @@ class LocalFactory:
                                config_entries=self.config_entries)
         check_placement(handle)
         feeds = make_inputs(self.spec.name, handle.session.get_inputs(), self.spec.dims, self.spec.inputs)
+        self.feeds = feeds
         run = bind_runner(handle, feeds, self.iobinding, self.device_id)
         first_ms, warm_ms = warmup(run, self.warmup)
         after = own_memory_mb(self.provider, self.device_id)
@@ -156,6 +173,48 @@ class LocalFactory:
         info = {"ort_version": ort.__version__, "memory_source": after[1] if after else None,
                 "model_file": self.model_file.name}
         return OpenedSide(LocalSide(name, run), per_iter, footprint, handle.create_ms, first_ms, info)
+
+
+@dataclass
+class WorkerFactory:
+    """Sides in another interpreter (``--aaco-compare-python``): each :meth:`open` starts a fresh
+    worker (:class:`pytest_aaco.sideprocess.WorkerSide`), loads *model_file* on *provider* with
+    the inputs from *feeds* (a callable, e.g. the candidate's :meth:`LocalFactory.shared_feeds`:
+    both sides run the same values), and warms it up. The footprint is the worker's own: its RSS
+    growth over loading and warmup, or its GPU memory growth on NVIDIA GPU EPs."""
+
+    python: str
+    model_file: Path
+    provider: Any
+    feeds: Callable[[], dict[str, np.ndarray]]
+    warmup: int = 10
+    iobinding: str = "none"
+    device_id: int = 0
+    intra_op_threads: int = 0
+    config_entries: dict[str, str] = field(default_factory=dict)
+
+    def open(self, name: str) -> OpenedSide:
+        from .sideprocess import WorkerSide
+
+        side = WorkerSide(self.python, name=name)
+        try:
+            info = side.start()
+            gpu = self.provider.is_gpu
+            before = side.memory()
+            session = side.load(self.model_file, self.provider, self.feeds(), iobinding=self.iobinding,
+                                device_id=self.device_id, intra_op_threads=self.intra_op_threads,
+                                config_entries=self.config_entries)
+            first_ms, warm_ms = side.warmup(self.warmup)
+            after = side.memory()
+        except BaseException:
+            side.close()
+            raise
+        old, new = (before.gpu_mb, after.gpu_mb) if gpu else (before.rss_mb, after.rss_mb)
+        footprint = new - old if old is not None and new is not None else None
+        per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
+        details = {"ort_version": info.ort_version, "python": info.python_version, "executable": info.executable,
+                   "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name}
+        return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
 
 
 @dataclass(frozen=True)
