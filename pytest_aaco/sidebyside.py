@@ -510,3 +510,21 @@ def to_verdict(result: SideBySide, label: str) -> Any:
                       memory=list(result.memory), confirmed=result.confirmed, side_by_side=result.to_dict())
     verdict.fails = result.outcome == "regression" or bool(result.memory)
     return verdict
+
+
+def candidate_result(result: SideBySide, model: str, provider: str, batch_size: int = 1,
+                     iobinding: str = "none") -> Any:
+    """The candidate's blocks of the deciding measurement as a
+    :class:`~pytest_aaco.results.BenchmarkResult` (one round per block, ms), so the table, the
+    percentiles and the user's own asserts see what the comparison measured, without a second
+    measurement. Session creation and first-run times are the first candidate session's."""
+    from .results import BenchmarkResult, RoundResult
+
+    m = result.measurement
+    blocks = sorted((c.block(CANDIDATE) for cs in m.cycles_by_pair for c in cs), key=lambda b: b.start_ns)
+    rounds = [RoundResult(i, b.latencies_ms, b.start_ns, b.end_ns) for i, b in enumerate(blocks)]
+    info = m.sides_info[CANDIDATE]
+    return BenchmarkResult(model=model, provider=provider, rounds=rounds, warmup_iterations=0,
+                           warmup_latencies_ms=np.empty(0), session_create_ms=float(info["create_ms"][0]),
+                           first_run_ms=float(info["first_run_ms"][0]), providers_used=[],
+                           batch_size=batch_size, iobinding=iobinding)

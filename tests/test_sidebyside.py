@@ -188,3 +188,12 @@ def test_real_onnxruntime_sides(tmp_path: Path) -> None:
     data = slow.to_dict()
     assert data["sides"][BASELINE]["ort_version"] and data["sides"][CANDIDATE]["memory_source"] == "rss"
     assert data["spin_bleed"]["blocks_after_other"] > 0
+
+
+def test_the_candidates_blocks_become_its_result() -> None:
+    from pytest_aaco.sidebyside import candidate_result
+
+    result = compare(ScriptedFactory(2.0), ScriptedFactory(2.5, seed=100), FAST, alpha=0.05, ref="HEAD~1")
+    bench = candidate_result(result, "m", "cpu")
+    assert len(bench.rounds) == result.measurement.cycles and bench.measure_iterations == 3 * len(bench.rounds)
+    assert bench.mean_ms == pytest.approx(2.5, rel=0.05) and bench.session_create_ms == 5.0
