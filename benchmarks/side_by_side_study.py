@@ -55,12 +55,12 @@ def _provider(kind: str, algo: str | None) -> Any:
     return provider.with_options({"cudnn_conv_algo_search": algo}) if algo else provider
 
 
-def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool = True) -> Any:
+def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool = True, threads: int = 0) -> Any:
     from pytest_aaco.sidebyside import LocalFactory
 
     entries = {} if spinning else {"session.intra_op.allow_spinning": "0"}
     return LocalFactory(path, _spec(model), _provider(kind, algo), iobinding="all" if kind == "cuda" else "none",
-                        config_entries=entries)
+                        config_entries=entries, intra_op_threads=threads)
 
 
 def _zoo_file(model: str) -> Path:
@@ -94,19 +94,26 @@ def build_slowed(model: str, matmuls: int, size: int, out: Path) -> Path:
 
 
 def paired_effect(base: Path, variant: Path, model: str, kind: str, algo: str | None, cycles: int,
-                  discard: int = 2, spinning: bool = True, seed: int = 0) -> dict[str, Any]:
+                  discard: int = 2, spinning: bool = True, seed: int = 0, threads: int = 0) -> dict[str, Any]:
     """Interleave one fresh session of each for *cycles* cycles: mean per-cycle d, its se, spin bleed."""
     from pytest_aaco.interleave import block_iterations, paired_log_ratios, run_cycles, spin_bleed
     from pytest_aaco.sidebyside import BASELINE, CANDIDATE
 
-    a = _factory(base, model, kind, algo, spinning).open(BASELINE)
-    b = _factory(variant, model, kind, algo, spinning).open(CANDIDATE)
+    a = _factory(base, model, kind, algo, spinning, threads).open(BASELINE)
+    b = _factory(variant, model, kind, algo, spinning, threads).open(CANDIDATE)
     its = {BASELINE: block_iterations(a.per_iteration_ms), CANDIDATE: block_iterations(b.per_iteration_ms)}
     cycles_run = run_cycles([a.runner, b.runner], its, cycles, discard=discard, rng=np.random.default_rng(seed))
     d = paired_log_ratios(cycles_run, BASELINE, CANDIDATE)
     lat = np.concatenate([c.block(BASELINE).latencies_ms for c in cycles_run])
+
+    def whole(c: Any, side: str) -> float:  # the block's log-mean with its discarded iterations kept
+        b = c.block(side)
+        return float(np.log(np.concatenate([b.discarded_ms, b.latencies_ms])).mean())
+
+    d_all = np.array([whole(c, CANDIDATE) - whole(c, BASELINE) for c in cycles_run])
     return {"effect": float(np.expm1(d.mean())), "se_log": float(d.std(ddof=1) / math.sqrt(d.size)),
             "sd_d": float(d.std(ddof=1)), "cycles": int(d.size), "base_ms": float(np.exp(np.log(lat).mean())),
+            "effect_with_discarded": float(np.expm1(d_all.mean())), "sd_d_with_discarded": float(d_all.std(ddof=1)),
             "spin_bleed": spin_bleed(cycles_run).to_dict(), "iterations": its}
 
 
@@ -214,10 +221,10 @@ def spin(args: argparse.Namespace) -> None:
     rows = []
     for rep in range(args.trials):
         for model in args.models:
-            for label, spinning, discard in (("spin, discard 0", True, 0), ("spin, discard 2", True, 2),
-                                             ("allow_spinning=0, discard 0", False, 0)):
-                cmd = [sys.executable, str(HERE), "spin-one", "--model", model, "--out", str(out),
-                       "--discard", str(discard), "--seed", str(rep)] + ([] if spinning else ["--no-spinning"])
+            for label, spinning, threads in (("spinning on", True, 0), ("allow_spinning=0", False, 0),
+                                             ("spinning on, 1 intra-op thread", True, 1)):
+                cmd = [sys.executable, str(HERE), "spin-one", "--model", model, "--out", str(out), "--discard", "2",
+                       "--seed", str(rep), "--threads", str(threads)] + ([] if spinning else ["--no-spinning"])
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
                 line = next((x for x in proc.stdout.splitlines()[::-1] if x.startswith("{")), None)
                 if line is None:
@@ -233,14 +240,16 @@ def spin(args: argparse.Namespace) -> None:
 def spin_one(args: argparse.Namespace) -> None:
     cosmetic = build_cosmetic(args.model, Path(args.out))
     print(json.dumps(paired_effect(_zoo_file(args.model), cosmetic, args.model, "cpu", None, cycles=30,
-                                   discard=args.discard, spinning=not args.no_spinning, seed=args.seed)), flush=True)
+                                   discard=args.discard, spinning=not args.no_spinning, seed=args.seed,
+                                   threads=args.threads)), flush=True)
 
 
 def summarize_spin(out: Path) -> None:
     rows = [json.loads(x) for x in (out / "spin.jsonl").read_text().splitlines() if x]
-    print("| model | config | processes | median bleed after the other side | after the same side |"
-          " sd of d per cycle | A latency ms | mean A/A effect (abs) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | config | processes | bleed of the first 2 iterations after the other side | after the same"
+          " side | sd of d per cycle, first 2 discarded | kept | A latency ms | mean abs A/A effect, discarded |"
+          " kept |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     keys = sorted({(r["model"], r["config"]) for r in rows})
     for model, config in keys:
         rs = [r for r in rows if r["model"] == model and r["config"] == config]
@@ -248,9 +257,15 @@ def summarize_spin(out: Path) -> None:
         def med(key: str, rs: list[dict[str, Any]] = rs) -> float:
             return float(np.nanmedian([r["spin_bleed"][key] for r in rs]))
 
+        def mid(key: str, rs: list[dict[str, Any]] = rs) -> float:
+            return float(np.median([r.get(key, np.nan) for r in rs]))
+
+        def mean_abs(key: str, rs: list[dict[str, Any]] = rs) -> float:
+            return float(np.mean([abs(r.get(key, np.nan)) for r in rs]))
+
         print(f"| {model} | {config} | {len(rs)} | {med('after_other'):+.1%} | {med('after_same'):+.1%} |"
-              f" {np.median([r['sd_d'] for r in rs]):.2%} | {np.median([r['base_ms'] for r in rs]):.1f} |"
-              f" {np.mean([abs(r['effect']) for r in rs]):.2%} |")
+              f" {mid('sd_d'):.1%} | {mid('sd_d_with_discarded'):.1%} | {mid('base_ms'):.1f} |"
+              f" {mean_abs('effect'):.2%} | {mean_abs('effect_with_discarded'):.2%} |")
 
 
 def _clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
@@ -319,6 +334,7 @@ def main() -> None:
     one.add_argument("--discard", type=int, default=0)
     one.add_argument("--seed", type=int, default=0)
     one.add_argument("--no-spinning", action="store_true")
+    one.add_argument("--threads", type=int, default=0)
     summ = sub.add_parser("summarize")
     summ.add_argument("out")
     args = parser.parse_args()
