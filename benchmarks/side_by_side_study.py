@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve()
+if str(HERE.parents[1]) not in sys.path:  # run from a checkout without installing: pytest_aaco is one level up
+    sys.path.insert(0, str(HERE.parents[1]))
 VARIANTS = ("cosmetic", "slow5", "slow10")
 TARGETS = {"slow5": 0.05, "slow10": 0.10}
 
@@ -117,16 +119,17 @@ def paired_effect(base: Path, variant: Path, model: str, kind: str, algo: str | 
             "spin_bleed": spin_bleed(cycles_run).to_dict(), "iterations": its}
 
 
-def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any) -> dict[str, Any]:
-    """MatMul steps for each target: probe 20 steps of 128x128, scale linearly, measure the result."""
+def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycles: int = 40) -> dict[str, Any]:
+    """MatMul steps for each target: probe 20 steps of 128x128, scale linearly, measure the result
+    over *cycles* cycles (half that for the probe)."""
     base = _zoo_file(model)
-    probe = paired_effect(base, build_slowed(model, 20, 128, out), model, kind, algo, cycles=20)
+    probe = paired_effect(base, build_slowed(model, 20, 128, out), model, kind, algo, cycles=max(cycles // 2, 4))
     per_step = max(probe["effect"] / 20, 1e-4)
     chosen: dict[str, Any] = {}
     for name, target in TARGETS.items():
         matmuls = max(1, round(target / per_step))
         path = build_slowed(model, matmuls, 128, out)
-        true = paired_effect(base, path, model, kind, algo, cycles=40, seed=1)
+        true = paired_effect(base, path, model, kind, algo, cycles=cycles, seed=1)
         chosen[name] = {"matmuls": matmuls, "size": 128, "path": str(path), "true_effect": true["effect"],
                         "se_log": true["se_log"]}
         log(f"  {model} {name}: {matmuls} x 128 steps, true effect {true['effect']:+.2%} (se {true['se_log']:.2%})")
@@ -188,7 +191,7 @@ def campaign(args: argparse.Namespace, kind: str, algos: list[str | None]) -> No
         for model in args.models:
             key = f"{model}/{algo}"
             print(f"calibrating {key}", flush=True)
-            calib[key] = calibrate(model, kind, algo, out, lambda s: print(s, flush=True))
+            calib[key] = calibrate(model, kind, algo, out, lambda s: print(s, flush=True), args.calibration_cycles)
             calib[key]["cosmetic"] = str(build_cosmetic(model, out))
     (out / "meta.json").write_text(json.dumps({**meta, "calibration": calib}, indent=1))
     with results.open("a") as sink:
@@ -274,9 +277,10 @@ def _clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
     return 1.0 if k == n else float(scipy.stats.beta.ppf(level, k + 1, n - k))
 
 
-def summarize(out: Path) -> None:
-    """Print the table of outcomes per model, algorithm and variant."""
-    rows = [json.loads(x) for x in (Path(out) / "trials.jsonl").read_text().splitlines() if x]
+def summarize(*folders: Path) -> None:
+    """Print the table of outcomes per model, algorithm and variant, pooling the folders' trials."""
+    rows = [json.loads(x) for out in folders if (Path(out) / "trials.jsonl").exists()
+            for x in (Path(out) / "trials.jsonl").read_text().splitlines() if x]
     print("| model | EP / algo | variant | true effect | trials | regression | no regression | inconclusive |"
           " memory alarms | median time per item (s) | median cycles |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -307,12 +311,14 @@ def main() -> None:
     for name in ("cpu", "gpu"):
         p = sub.add_parser(name)
         p.add_argument("--out", required=True)
-        p.add_argument("--models", nargs="+", default=["squeezenet", "shufflenet"] if name == "cpu"
-                       else ["resnet50", "squeezenet"])
-        p.add_argument("--trials", type=int, default=20 if name == "cpu" else 5)
+        p.add_argument("--models", nargs="+", default=["squeezenet", "shufflenet"] if name == "cpu" else ["resnet50"])
+        p.add_argument("--trials", type=int, default=20 if name == "cpu" else 30)
+        p.add_argument("--calibration-cycles", type=int, default=40 if name == "cpu" else 20)
         p.add_argument("--deadline", type=float, default=3600.0 if name == "cpu" else 480.0,
                        help="stop starting trials after this many seconds, then summarize")
         p.add_argument("--algos", nargs="+", default=["EXHAUSTIVE", "HEURISTIC"])
+        p.add_argument("--kind", default="cpu" if name == "cpu" else "cuda",
+                       help="execution provider (gpu: 'cpu' runs the GPU path on the CPU EP, to debug the script)")
     for name in ("cpu", "gpu", "trial"):
         p = sub.choices[name] if name in sub.choices else sub.add_parser(name)
         p.add_argument("--threshold", type=float, default=0.03)
@@ -336,12 +342,12 @@ def main() -> None:
     one.add_argument("--no-spinning", action="store_true")
     one.add_argument("--threads", type=int, default=0)
     summ = sub.add_parser("summarize")
-    summ.add_argument("out")
+    summ.add_argument("out", nargs="+", help="one or more output folders (their trials are pooled)")
     args = parser.parse_args()
     if args.command == "cpu":
         campaign(args, "cpu", [None])
     elif args.command == "gpu":
-        campaign(args, "cuda", list(args.algos))
+        campaign(args, args.kind, list(args.algos))
     elif args.command == "trial":
         trial(args)
     elif args.command == "spin":
@@ -349,9 +355,10 @@ def main() -> None:
     elif args.command == "spin-one":
         spin_one(args)
     else:
-        summarize(Path(args.out))
-        if (Path(args.out) / "spin.jsonl").exists():
-            summarize_spin(Path(args.out))
+        summarize(*[Path(o) for o in args.out])
+        for folder in args.out:
+            if (Path(folder) / "spin.jsonl").exists():
+                summarize_spin(Path(folder))
 
 
 if __name__ == "__main__":
