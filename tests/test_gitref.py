@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
@@ -13,38 +13,16 @@ from pytest_aaco.gitref import CHANGED, NEW, UNCHANGED, GitRefError, RefTree, re
 from pytest_aaco.registry import load_registry, zoo_dir
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-REGISTRY = """models:
-  net:
-    path: models/net.onnx
-    dims: {batch: 1}
-  zoo:
-    zoo: squeezenet
-"""
-
-
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "models").mkdir(parents=True)
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", root / "models" / "net.onnx")
-    (root / "models.yaml").write_text(REGISTRY)
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "base")
-    return root
+def repo(model_repo: Path) -> Path:
+    return model_repo
 
 
 def specs(repo: Path) -> dict:
     return {s.name: s for s in load_registry(repo / "models.yaml")}
 
 
-def commit(repo: Path, message: str) -> None:
+def commit(git: Any, repo: Path, message: str) -> None:
     git(repo, "commit", "-qam", message)
 
 
@@ -56,11 +34,11 @@ def test_untouched_items_are_unchanged_and_not_copied(repo: Path) -> None:
         assert tree.baseline_side(specs(repo)["zoo"], "cpu").status == UNCHANGED
 
 
-def test_cosmetic_change_is_changed_with_the_old_file(repo: Path) -> None:
+def test_cosmetic_change_is_changed_with_the_old_file(repo: Path, git: Any) -> None:
     model = onnx.load(str(repo / "models" / "net.onnx"))
     model.doc_string = "same compute, different bytes"
     onnx.save(model, str(repo / "models" / "net.onnx"))
-    commit(repo, "cosmetic")
+    commit(git, repo, "cosmetic")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(specs(repo)["net"], "cpu")
         assert side.status == CHANGED and side.changes == ["model bytes"]
@@ -71,10 +49,10 @@ def test_cosmetic_change_is_changed_with_the_old_file(repo: Path) -> None:
     assert not root.exists()  # the temporary copy is removed
 
 
-def test_options_and_inputs_count_as_changes(repo: Path) -> None:
-    (repo / "models.yaml").write_text(REGISTRY.replace("dims: {batch: 1}", "dims: {batch: 2}\n    providers:"
+def test_options_and_inputs_count_as_changes(repo: Path, git: Any, repo_registry: Any) -> None:
+    (repo / "models.yaml").write_text(repo_registry.replace("dims: {batch: 1}", "dims: {batch: 2}\n    providers:"
                                                        " {cpu: {x: '1'}}"))
-    commit(repo, "options")
+    commit(git, repo, "options")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(specs(repo)["net"], "cpu")
         assert side.status == CHANGED and side.changes == ["inputs", "cpu provider options"]
@@ -82,19 +60,19 @@ def test_options_and_inputs_count_as_changes(repo: Path) -> None:
         assert tree.baseline_side(specs(repo)["net"], "cuda").changes == ["inputs"]
 
 
-def test_new_model_and_new_registry(repo: Path) -> None:
+def test_new_model_and_new_registry(repo: Path, git: Any, repo_registry: Any) -> None:
     shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "other.onnx")
-    (repo / "models.yaml").write_text(REGISTRY + "  other:\n    path: models/other.onnx\n")
+    (repo / "models.yaml").write_text(repo_registry + "  other:\n    path: models/other.onnx\n")
     git(repo, "add", ".")
-    commit(repo, "new model")
+    commit(git, repo, "new model")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(specs(repo)["other"], "cpu")
         assert side.status == NEW and "no model 'other'" in side.describe("HEAD~1")
     (repo / "sub").mkdir()
     shutil.copy(repo / "models.yaml", repo / "sub" / "models.yaml")
-    (repo / "sub" / "models.yaml").write_text(REGISTRY.replace("models/net.onnx", "../models/net.onnx"))
+    (repo / "sub" / "models.yaml").write_text(repo_registry.replace("models/net.onnx", "../models/net.onnx"))
     git(repo, "add", ".")
-    commit(repo, "second registry")
+    commit(git, repo, "second registry")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(load_registry(repo / "sub" / "models.yaml")[0], "cpu")
         assert side.status == NEW and "models.yaml did not exist" in side.changes[0]
@@ -102,27 +80,27 @@ def test_new_model_and_new_registry(repo: Path) -> None:
         assert tree.baseline_side(load_registry(repo / "sub" / "models.yaml")[0], "cpu").status == UNCHANGED
 
 
-def test_model_file_missing_at_ref_is_new(repo: Path) -> None:
+def test_model_file_missing_at_ref_is_new(repo: Path, git: Any, repo_registry: Any) -> None:
     # at REF the entry named a file that the commit did not hold; now the file is committed
-    (repo / "models.yaml").write_text(REGISTRY + "  ghost:\n    path: models/ghost.onnx\n")
-    commit(repo, "entry first")
+    (repo / "models.yaml").write_text(repo_registry + "  ghost:\n    path: models/ghost.onnx\n")
+    commit(git, repo, "entry first")
     shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "ghost.onnx")
     git(repo, "add", ".")
-    commit(repo, "file later")
+    commit(git, repo, "file later")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(specs(repo)["ghost"], "cpu")
         assert side.status == NEW and side.changes == ["model file models/ghost.onnx did not exist"]
 
 
-def test_untracked_files_are_named(repo: Path) -> None:
+def test_untracked_files_are_named(repo: Path, git: Any, repo_registry: Any) -> None:
     shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "loose.onnx")
-    (repo / "models.yaml").write_text(REGISTRY + "  loose:\n    path: models/loose.onnx\n")
-    commit(repo, "entry only")  # the registry names a file that git does not track
+    (repo / "models.yaml").write_text(repo_registry + "  loose:\n    path: models/loose.onnx\n")
+    commit(git, repo, "entry only")  # the registry names a file that git does not track
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         assert tree.baseline_side(specs(repo)["loose"], "cpu").status == NEW
     with RefTree(resolve_ref("HEAD", repo)) as tree, pytest.raises(GitRefError, match=r"loose\.onnx: not tracked"):
         tree.baseline_side(specs(repo)["loose"], "cpu")
-    (repo / "extra.yaml").write_text(REGISTRY)
+    (repo / "extra.yaml").write_text(repo_registry)
     match = r"extra\.yaml: not tracked.*git add"
     with RefTree(resolve_ref("HEAD", repo)) as tree, pytest.raises(GitRefError, match=match):
         tree.baseline_side(load_registry(repo / "extra.yaml")[0], "cpu")
@@ -137,31 +115,31 @@ def test_bad_ref_names_the_option_and_the_fix(repo: Path, tmp_path: Path) -> Non
         resolve_ref("HEAD", outside)
 
 
-def test_large_model_is_streamed_to_disk(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_large_model_is_streamed_to_disk(repo: Path, git: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # a model bigger than what git would hand over in one read; the copy must match byte for byte
     big = (zoo_dir() / "light_squeezenet.onnx").read_bytes()
     model = onnx.load_from_string(big)
     model.doc_string = "x" * (8 * 2**20)
     onnx.save(model, str(repo / "models" / "net.onnx"))
-    commit(repo, "big")
+    commit(git, repo, "big")
     expected = (repo / "models" / "net.onnx").read_bytes()
     shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "net.onnx")
-    commit(repo, "small again")
+    commit(git, repo, "small again")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(specs(repo)["net"], "cpu")
         assert side.model_file is not None and side.model_file.read_bytes() == expected
 
 
-def test_external_data_comes_along(repo: Path) -> None:
+def test_external_data_comes_along(repo: Path, git: Any, repo_registry: Any) -> None:
     model = onnx.load(str(repo / "models" / "net.onnx"))
     onnx.save(model, str(repo / "models" / "net.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
               location="net.data", size_threshold=0)
     git(repo, "add", ".")
-    commit(repo, "external")
+    commit(git, repo, "external")
     if not (repo / "models" / "net.data").exists():
         pytest.skip("the zoo model has no initializer to move out")
-    (repo / "models.yaml").write_text(REGISTRY.replace("dims: {batch: 1}", "dims: {batch: 2}"))
-    commit(repo, "dims")
+    (repo / "models.yaml").write_text(repo_registry.replace("dims: {batch: 1}", "dims: {batch: 2}"))
+    commit(git, repo, "dims")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(specs(repo)["net"], "cpu")
         assert side.status == CHANGED

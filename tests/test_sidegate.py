@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
@@ -21,22 +21,9 @@ FAST = CompareSettings(block_s=0.03, threshold=0.10)
 ITEM = ItemMeasure(warmup=3, intra_op_threads=1)
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-
-
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "models").mkdir(parents=True)
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", root / "models" / "net.onnx")
-    (root / "models.yaml").write_text("models:\n  net:\n    path: models/net.onnx\n")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "base")
-    return root
+def repo(model_repo: Path) -> Path:
+    return model_repo
 
 
 def spec(repo: Path) -> ModelSpec:
@@ -59,7 +46,7 @@ def test_unchanged_is_not_measured(repo: Path) -> None:
         gate.close()
 
 
-def test_cosmetic_change_passes_and_slowdown_fails(repo: Path) -> None:
+def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None:
     model = onnx.load(str(repo / "models" / "net.onnx"))
     model.doc_string = "same compute, different bytes"
     onnx.save(model, str(repo / "models" / "net.onnx"))
@@ -87,10 +74,10 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path) -> None:
         gate.close()
 
 
-def test_new_item_and_bad_ref(repo: Path) -> None:
+def test_new_item_and_bad_ref(repo: Path, git: Any) -> None:
     shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "other.onnx")
     (repo / "models.yaml").write_text("models:\n  net:\n    path: models/net.onnx\n"
-                                      "  other:\n    path: models/other.onnx\n")
+                                      "  other:\n    path: models/other.onnx\n")  # net first: spec() is net
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "new model")
     gate = SideBySideGate("HEAD~1", None, FAST, repo)
