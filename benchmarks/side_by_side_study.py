@@ -113,7 +113,10 @@ def paired_effect(base: Path, variant: Path, model: str, kind: str, algo: str | 
         return float(np.log(np.concatenate([b.discarded_ms, b.latencies_ms])).mean())
 
     d_all = np.array([whole(c, CANDIDATE) - whole(c, BASELINE) for c in cycles_run])
-    return {"effect": float(np.expm1(d.mean())), "se_log": float(d.std(ddof=1) / math.sqrt(d.size)),
+    lat_b = np.concatenate([c.block(CANDIDATE).latencies_ms for c in cycles_run])
+    p10 = float(np.percentile(lat_b, 10) / np.percentile(lat, 10))
+    return {"effect": float(np.expm1(d.mean())), "effect_p10": p10 - 1.0,
+            "se_log": float(d.std(ddof=1) / math.sqrt(d.size)),
             "sd_d": float(d.std(ddof=1)), "cycles": int(d.size), "base_ms": float(np.exp(np.log(lat).mean())),
             "effect_with_discarded": float(np.expm1(d_all.mean())), "sd_d_with_discarded": float(d_all.std(ddof=1)),
             "spin_bleed": spin_bleed(cycles_run).to_dict(), "iterations": its}
@@ -121,37 +124,46 @@ def paired_effect(base: Path, variant: Path, model: str, kind: str, algo: str | 
 
 def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycles: int = 40) -> dict[str, Any]:
     """MatMul steps for each target: probe 20 steps of 128x128, scale linearly, measure the result
-    over *cycles* cycles (half that for the probe)."""
+    over *cycles* cycles (half that for the probe).
+
+    The effects are ratios of the 10th percentiles of all iterations, not of the means: on a
+    shared machine the means of a few dozen cycles moved by +-5% (se), while the lower quantiles
+    show the extra compute itself, which is what a deterministic slowdown adds."""
     base = _zoo_file(model)
     probe = paired_effect(base, build_slowed(model, 20, 128, out), model, kind, algo, cycles=max(cycles // 2, 4))
-    per_step = max(probe["effect"] / 20, 1e-4)
+    per_step = max(probe["effect_p10"] / 20, 1e-4)
     chosen: dict[str, Any] = {}
     for name, target in TARGETS.items():
         matmuls = max(1, round(target / per_step))
         path = build_slowed(model, matmuls, 128, out)
         true = paired_effect(base, path, model, kind, algo, cycles=cycles, seed=1)
-        chosen[name] = {"matmuls": matmuls, "size": 128, "path": str(path), "true_effect": true["effect"],
-                        "se_log": true["se_log"]}
-        log(f"  {model} {name}: {matmuls} x 128 steps, true effect {true['effect']:+.2%} (se {true['se_log']:.2%})")
+        chosen[name] = {"matmuls": matmuls, "size": 128, "path": str(path), "true_effect": true["effect_p10"],
+                        "paired_mean_effect": true["effect"], "se_log": true["se_log"]}
+        log(f"  {model} {name}: {matmuls} x 128 steps, true effect (p10 ratio) {true['effect_p10']:+.2%};"
+            f" paired mean {true['effect']:+.2%} (se {true['se_log']:.2%})")
     return {"probe": probe, "variants": chosen}
 
 
 def trial(args: argparse.Namespace) -> None:
     """One comparison in this process; prints one JSON line."""
-    from pytest_aaco.sidebyside import CompareSettings, compare, describe
+    from pytest_aaco.sidebyside import BASELINE, CANDIDATE, CompareSettings, compare, describe
 
     settings = CompareSettings(threshold=args.threshold, seed=args.seed, budget_s=args.budget,
                                discard=args.discard)
     t0 = time.perf_counter()
-    result = compare(_factory(Path(args.base), args.model, args.kind, args.algo),
-                     _factory(Path(args.candidate), args.model, args.kind, args.algo), settings,
+    result = compare(_factory(Path(args.base), args.model, args.kind, args.algo, threads=args.threads),
+                     _factory(Path(args.candidate), args.model, args.kind, args.algo, threads=args.threads), settings,
                      alpha=args.alpha, ref="study", device=args.kind != "cpu")
     item_s = time.perf_counter() - t0
     data = result.to_dict()
     data.pop("sides", None)
+    data["ratios_median"] = [[float(np.exp(np.median(np.log(c.block(CANDIDATE).latencies_ms))
+                                                    - np.median(np.log(c.block(BASELINE).latencies_ms))))
+                               for c in cs] for cs in result.measurement.cycles_by_pair]
     data["ratios_first"] = ([[float(math.exp(x)) for x in d] for d in result.first.log_ratios()]
                             if result.first else None)
     print(json.dumps({"model": args.model, "variant": args.variant, "kind": args.kind, "algo": args.algo,
+                      "threads": args.threads,
                       "seed": args.seed, "item_s": item_s, "message": describe(result, f"{args.model}[{args.kind}]"),
                       **data}), flush=True)
 
@@ -160,7 +172,8 @@ def _run_trial(base: Path, candidate: Path, model: str, variant: str, kind: str,
                args: argparse.Namespace) -> dict[str, Any] | None:
     cmd = [sys.executable, str(HERE), "trial", "--base", str(base), "--candidate", str(candidate), "--model", model,
            "--variant", variant, "--kind", kind, "--seed", str(seed), "--threshold", str(args.threshold),
-           "--alpha", str(args.alpha), "--budget", str(args.budget), "--discard", str(args.discard)]
+           "--alpha", str(args.alpha), "--budget", str(args.budget), "--discard", str(args.discard),
+           "--threads", str(args.threads)]
     if algo:
         cmd += ["--algo", algo]
     t0 = time.perf_counter()
@@ -180,7 +193,8 @@ def campaign(args: argparse.Namespace, kind: str, algos: list[str | None]) -> No
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
             "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "kind": kind,
             "python": platform.python_version(), "threshold": args.threshold, "alpha": args.alpha,
-            "budget_s": args.budget, "discard": args.discard, "trials": args.trials, "models": args.models}
+            "budget_s": args.budget, "discard": args.discard, "trials": args.trials, "models": args.models,
+            "threads": args.threads}
     import onnxruntime as ort
 
     meta["onnxruntime"] = ort.__version__
@@ -325,6 +339,7 @@ def main() -> None:
         p.add_argument("--alpha", type=float, default=0.05)
         p.add_argument("--budget", type=float, default=60.0)
         p.add_argument("--discard", type=int, default=2)
+        p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: ORT's default)")
     t = sub.choices["trial"]
     for arg in ("--base", "--candidate", "--model", "--variant", "--kind"):
         t.add_argument(arg, required=True)
