@@ -122,7 +122,8 @@ def paired_effect(base: Path, variant: Path, model: str, kind: str, algo: str | 
             "spin_bleed": spin_bleed(cycles_run).to_dict(), "iterations": its}
 
 
-def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycles: int = 40) -> dict[str, Any]:
+def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycles: int = 40,
+              threads: int = 0) -> dict[str, Any]:
     """MatMul steps for each target: probe 20 steps of 128x128, scale linearly, measure the result
     over *cycles* cycles (half that for the probe).
 
@@ -130,13 +131,14 @@ def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycl
     shared machine the means of a few dozen cycles moved by +-5% (se), while the lower quantiles
     show the extra compute itself, which is what a deterministic slowdown adds."""
     base = _zoo_file(model)
-    probe = paired_effect(base, build_slowed(model, 20, 128, out), model, kind, algo, cycles=max(cycles // 2, 4))
+    probe = paired_effect(base, build_slowed(model, 20, 128, out), model, kind, algo, cycles=max(cycles // 2, 4),
+                          threads=threads)
     per_step = max(probe["effect_p10"] / 20, 1e-4)
     chosen: dict[str, Any] = {}
     for name, target in TARGETS.items():
         matmuls = max(1, round(target / per_step))
         path = build_slowed(model, matmuls, 128, out)
-        true = paired_effect(base, path, model, kind, algo, cycles=cycles, seed=1)
+        true = paired_effect(base, path, model, kind, algo, cycles=cycles, seed=1, threads=threads)
         chosen[name] = {"matmuls": matmuls, "size": 128, "path": str(path), "true_effect": true["effect_p10"],
                         "paired_mean_effect": true["effect"], "se_log": true["se_log"]}
         log(f"  {model} {name}: {matmuls} x 128 steps, true effect (p10 ratio) {true['effect_p10']:+.2%};"
@@ -205,7 +207,8 @@ def campaign(args: argparse.Namespace, kind: str, algos: list[str | None]) -> No
         for model in args.models:
             key = f"{model}/{algo}"
             print(f"calibrating {key}", flush=True)
-            calib[key] = calibrate(model, kind, algo, out, lambda s: print(s, flush=True), args.calibration_cycles)
+            calib[key] = calibrate(model, kind, algo, out, lambda s: print(s, flush=True), args.calibration_cycles,
+                                   args.threads)
             calib[key]["cosmetic"] = str(build_cosmetic(model, out))
     (out / "meta.json").write_text(json.dumps({**meta, "calibration": calib}, indent=1))
     with results.open("a") as sink:
