@@ -9,7 +9,7 @@ This module finds that item without touching the user's working tree:
   only when its bytes differ from the working tree's (compared by git blob id, which
   ``git hash-object`` computes while streaming); identical files are linked, not copied;
 * an ONNX model with external data (the only way past protobuf's 2 GB) has its data files
-  brought along the same way.
+  brought along the same way, and a changed data file makes the model's bytes count as changed.
 
 An item is :data:`UNCHANGED` when the model bytes, the input specification (``dims``,
 ``inputs``) and the provider options for its EP are identical at REF: it needs no second
@@ -196,14 +196,19 @@ class RefTree:
                 self._registries[key] = (self.root / rel, data if isinstance(data, dict) else {})
         return self._registries[key]
 
-    def _external_data(self, model_rel: str, model_file: Path) -> None:
-        """Materialise the external data files a small ONNX graph file at REF refers to."""
+    def _external_data(self, model_rel: str, model_file: Path) -> list[str]:
+        """Materialise the external data files a small ONNX graph file at REF refers to; returns
+        those whose bytes differ from the working tree's (copied, not linked)."""
         if model_file.stat().st_size > EXTERNAL_DATA_SCAN_MAX_BYTES:
-            return
+            return []
         import onnx
 
-        model = onnx.load(str(model_file), load_external_data=False)
+        try:
+            model = onnx.load(str(model_file), load_external_data=False)
+        except Exception:  # noqa: BLE001  # not an ONNX file: ORT will say so when it loads it
+            return []
         folder = Path(model_rel).parent
+        differ: list[str] = []
         for tensor in model.graph.initializer:
             if tensor.data_location != onnx.TensorProto.EXTERNAL:
                 continue
@@ -214,7 +219,9 @@ class RefTree:
                 if blob is None:
                     raise GitRefError(f"{model_rel} at {self.gitref.ref}: its external data file {rel} is not"
                                       " in that revision")
-                self.materialize(rel, blob)
+                if rel not in differ and not self.materialize(rel, blob).is_symlink():
+                    differ.append(rel)
+        return differ
 
     def baseline_side(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
         """What item (*spec*, *provider_short*) was at REF: unchanged, new, or changed (with files).
@@ -234,6 +241,7 @@ class RefTree:
         defaults: dict[str, Any] = data["defaults"] if isinstance(data.get("defaults"), dict) else {}
         entry = entries[spec.name]
         raw_path = ({**defaults, **entry} if isinstance(entry, dict) else {}).get("path")
+        external: list[str] = []
         if raw_path is not None:
             if spec.source.startswith("path:"):
                 self.require_tracked(Path(spec.source.removeprefix("path:")))
@@ -241,7 +249,7 @@ class RefTree:
             blob = self.blob_at_ref(rel)
             if blob is None:
                 return BaselineSide(NEW, changes=[f"model file {rel} did not exist"])
-            self._external_data(rel, self.materialize(rel, blob))
+            external = self._external_data(rel, self.materialize(rel, blob))
         try:
             ref_spec = parse_model(spec.name, entry, ref_registry, defaults)
             ref_file = model_path(ref_spec)
@@ -249,7 +257,7 @@ class RefTree:
             raise GitRefError(f"{OPTION}={self.gitref.ref}: the registry at that revision does not load: {exc}")\
                 from None
         changes = []
-        if content_hash(ref_file) != content_hash(model_path(spec)):
+        if content_hash(ref_file) != content_hash(model_path(spec)) or external:
             changes.append("model bytes")
         if ref_spec.dims != spec.dims or ref_spec.inputs != spec.inputs:
             changes.append("inputs")

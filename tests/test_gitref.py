@@ -138,9 +138,14 @@ def test_external_data_comes_along(repo: Path, git: Any, repo_registry: Any) -> 
     commit(git, repo, "external")
     if not (repo / "models" / "net.data").exists():
         pytest.skip("the zoo model has no initializer to move out")
-    (repo / "models.yaml").write_text(repo_registry.replace("dims: {batch: 1}", "dims: {batch: 2}"))
-    commit(git, repo, "dims")
+    with RefTree(resolve_ref("HEAD", repo)) as tree:
+        assert tree.baseline_side(specs(repo)["net"], "cpu").status == UNCHANGED
+    # new weights, same graph file: the external data file alone changed
+    data = (repo / "models" / "net.data").read_bytes()
+    (repo / "models" / "net.data").write_bytes(bytes(len(data)))
+    commit(git, repo, "weights")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.baseline_side(specs(repo)["net"], "cpu")
-        assert side.status == CHANGED
-        assert (tree.root / "models" / "net.data").exists()
+        assert side.status == CHANGED and side.changes == ["model bytes"]
+        copied = tree.root / "models" / "net.data"
+        assert not copied.is_symlink() and copied.read_bytes() == data
