@@ -57,10 +57,13 @@ def _provider(kind: str, algo: str | None) -> Any:
     return provider.with_options({"cudnn_conv_algo_search": algo}) if algo else provider
 
 
-def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool = True, threads: int = 0) -> Any:
-    from pytest_aaco.sidebyside import LocalFactory
+def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool | None = None,
+             threads: int = 0) -> Any:
+    """A side as --aaco-compare builds it; *spinning* None: the product's default (CompareSettings)."""
+    from pytest_aaco.sidebyside import CompareSettings, LocalFactory
 
-    entries = {} if spinning else {"session.intra_op.allow_spinning": "0"}
+    entries = CompareSettings(spinning=bool(spinning)).session_config() if spinning is not None \
+        else CompareSettings().session_config()
     return LocalFactory(path, _spec(model), _provider(kind, algo), iobinding="all" if kind == "cuda" else "none",
                         config_entries=entries, intra_op_threads=threads)
 
@@ -96,12 +99,12 @@ def build_slowed(model: str, matmuls: int, size: int, out: Path) -> Path:
 
 
 def paired_effect(base: Path, variant: Path, model: str, kind: str, algo: str | None, cycles: int,
-                  discard: int = 2, spinning: bool = True, seed: int = 0, threads: int = 0) -> dict[str, Any]:
+                  discard: int = 2, spinning: bool | None = None, seed: int = 0, threads: int = 0) -> dict[str, Any]:
     """Interleave one fresh session of each for *cycles* cycles: mean per-cycle d, its se, spin bleed."""
     from pytest_aaco.interleave import block_iterations, paired_log_ratios, run_cycles, spin_bleed
     from pytest_aaco.sidebyside import BASELINE, CANDIDATE
 
-    a = _factory(base, model, kind, algo, spinning, threads).open(BASELINE)
+    a = _factory(base, model, kind, algo, spinning, threads).open(BASELINE)  # spinning None: product default
     b = _factory(variant, model, kind, algo, spinning, threads).open(CANDIDATE)
     its = {BASELINE: block_iterations(a.per_iteration_ms), CANDIDATE: block_iterations(b.per_iteration_ms)}
     cycles_run = run_cycles([a.runner, b.runner], its, cycles, discard=discard, rng=np.random.default_rng(seed))

@@ -15,6 +15,9 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (DESIGN.md section 3, i
    at that side's warmup latency; its first ``discard`` iterations are timed but not measured
    (intra-op spinning and caches of the other side's block bleed into them), and
    :func:`~pytest_aaco.interleave.spin_bleed` records how much.
+   Both sides run with ``session.intra_op.allow_spinning=0`` unless ``spinning`` is set
+   (:meth:`CompareSettings.session_config`: spinning threads of one side took 35% from the
+   other side's first iterations on the shared test machine).
 3. **Looks** (:class:`pytest_aaco.paired.SequentialPlan`): at ``first_cycles`` cycles, then every
    ``step_cycles`` up to ``max_cycles`` while the result is inconclusive and the time budget
    allows, the per-cycle ``d = mean ln(candidate) - mean ln(baseline)`` are tested
@@ -55,6 +58,8 @@ DEVICE_SESSION_PAIRS, CPU_SESSION_PAIRS = 2, 1
 DEVICE_SESSION_SD = 0.01
 #: one-sided level spent over the looks by the no-regression upper bound
 NO_REGRESSION_ALPHA = 0.05
+#: session configuration entry that stops ORT's intra-op threads spinning after a run
+NO_SPINNING = {"session.intra_op.allow_spinning": "0"}
 #: the side names in cycles and records
 BASELINE, CANDIDATE = "baseline", "candidate"
 METHODS = ("t", "wilcoxon")
@@ -78,6 +83,18 @@ class CompareSettings:
     memory_threshold: float = 0.10
     memory_slack_mb: float = 50.0
     seed: int = 0
+    spinning: bool = False
+
+    def session_config(self) -> dict[str, str]:
+        """Session configuration entries for both sides: :data:`NO_SPINNING` unless ``spinning``.
+
+        Measured on the shared 2-core machine (docs/verdict-quality.md, "Side by side"): with
+        spinning on, the first two iterations of a block that followed the other side's block
+        ran 35% slower (median over blocks; 9% after a block of the same side); with
+        ``allow_spinning=0``, 4.5% (1.6%). Both sides get the same setting, so the ratio stays a
+        like-for-like comparison.
+        """
+        return {} if self.spinning else dict(NO_SPINNING)
 
     def pairs_for(self, device: bool) -> int:
         """Session pairs to open: the setting, else 2 on device EPs and 1 on CPU EPs."""

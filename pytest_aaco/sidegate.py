@@ -101,16 +101,17 @@ class SideBySideGate:
 
         assert side.spec is not None and side.model_file is not None  # CHANGED sides carry both
         provider = provider_for(spec)
+        entries = self.settings.session_config()
         candidate = LocalFactory(model_path(spec), spec, provider, item.warmup, item.iobinding, item.device_id,
-                                 item.intra_op_threads)
+                                 item.intra_op_threads, entries)
         base_provider = provider_for(side.spec)
         baseline: Any
         if self.python:
             baseline = WorkerFactory(self.python, side.model_file, base_provider, candidate.shared_feeds, item.warmup,
-                                     item.iobinding, item.device_id, item.intra_op_threads)
+                                     item.iobinding, item.device_id, item.intra_op_threads, entries)
         else:
             baseline = LocalFactory(side.model_file, side.spec, base_provider, item.warmup, item.iobinding,
-                                    item.device_id, item.intra_op_threads)
+                                    item.device_id, item.intra_op_threads, entries)
         settings = replace(self.settings, threshold=threshold)
         device = bool(provider.is_gpu)
         if lock is None:
