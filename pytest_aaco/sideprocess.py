@@ -39,8 +39,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from .providers import ProviderSpec, placement_problem
-from .runner import (
+from .providers import ProviderSpec, session_fallback_problem
+from .measure import (
     ORT_DEVICE,
     SessionError,
     creation_failure,
@@ -325,7 +325,7 @@ class WorkerSide:
         version = self.info.ort_version if self.info else "?"
         problem = (creation_problem(path, provider, options, str(reply.get("printed") or ""), used,
                                     reply.get("provider_options") or {}, version)
-                   or placement_problem(provider, used))
+                   or session_fallback_problem(provider, used))
         if problem:
             raise SessionError(f"{self._who()}: {problem}")
         self._per_iteration_s = 0.0

@@ -25,7 +25,3 @@ class AacoBaselineWarning(AacoWarning):
 
 class AacoClockWarning(AacoWarning):
     """CPU or GPU clock settings make timings unstable (governor not ``performance``, GPU perf level ``auto``)."""
-
-
-class AacoTelemetryWarning(AacoWarning):
-    """A telemetry sampler could not start or stopped reading; the benchmark itself still ran."""

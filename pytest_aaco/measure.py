@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .providers import ProviderSpec, placement_problem
+from .options import default
+from .providers import ProviderSpec, session_fallback_problem
 from .results import BenchmarkResult, RoundResult
 from .timedloop import MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP  # re-exported: the warmup lives in timedloop.py,
 from .timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared with the side worker
@@ -49,8 +50,8 @@ class SessionHandle:
     model_path: Path
     create_ms: float
     options: dict[str, Any] = field(default_factory=dict)
-    #: runners built by :func:`bind_runner` on this session, by (mode, device id, feeds identity)
-    runners: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
+    #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
+    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
 
     @property
@@ -66,13 +67,15 @@ def cuda_graph_on(options: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive)."""
+    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive),
+    the resolved IO binding (:func:`resolve_iobinding`) and the GPU device id; defaults from the
+    option table."""
 
-    warmup: int = 10
-    rounds: int = 10
-    iterations: int | None = None
+    warmup: int = default("warmup")
+    rounds: int = default("rounds")
+    iterations: int | None = default("iterations")
     iobinding: str = "none"
-    device_id: int = 0
+    device_id: int = default("device-id")
 
 
 def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
@@ -203,12 +206,12 @@ def unknown_options(provider: ProviderSpec, options: dict[str, Any],
 
 def check_placement(handle: SessionHandle) -> None:
     """Raise :class:`SessionError` when ORT fell back off the requested EP."""
-    problem = placement_problem(handle.provider, list(handle.session.get_providers()))
+    problem = session_fallback_problem(handle.provider, list(handle.session.get_providers()))
     if problem:
         raise SessionError(problem)
 
 
-def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
+def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
                 device_id: int) -> Callable[[], Any]:
     """A zero-argument callable that runs the model once, built outside the timed loop.
 
@@ -228,7 +231,7 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
     :class:`SessionError` for both.
     """
     key = (mode, device_id, id(feeds))
-    cached = handle.runners.get(key)
+    cached = handle.bound_runs.get(key)
     if cached is not None and cached[0] is feeds:
         return cached[1]
     if handle.cuda_graph:
@@ -236,15 +239,15 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
             raise SessionError(f"{handle.model_path.name}: enable_cuda_graph=1 needs device inputs: use"
                                " --aaco-iobinding=all or inputs (with host feeds ORT's graph replay returned"
                                " no outputs)")
-        if handle.runners:
+        if handle.bound_runs:
             raise SessionError(f"{handle.model_path.name}: a session with enable_cuda_graph=1 replays the device"
                                " addresses it captured, so it takes one IO binding (one mode, one set of inputs)")
-    run = _new_runner(handle, feeds, mode, device_id)
-    handle.runners[key] = (feeds, run)
+    run = _new_run(handle, feeds, mode, device_id)
+    handle.bound_runs[key] = (feeds, run)
     return run
 
 
-def _new_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
+def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
     device = ORT_DEVICE.get(handle.provider.short, "cpu")
     return bound_runner(handle.session, feeds, mode, device, device_id)
 
@@ -275,7 +278,7 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     checked before and after measuring; a fallback raises :class:`SessionError`.
     """
     check_placement(handle)
-    run = bind_runner(handle, feeds, settings.iobinding, settings.device_id)
+    run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
     try:
         first_ms, warm_ms = warmup(run, settings.warmup)
         iterations = settings.iterations or adaptive_iterations(warm_ms)
