@@ -8,14 +8,10 @@ samplers; and a fresh-session re-measurement for the confirmation look.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import gc
 import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +19,7 @@ import numpy as np
 import pytest
 
 from .config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
+from .footprint import rss_mb
 from .inputs import batch_size, make_inputs
 from .measure import (
     MeasureSettings,
@@ -141,38 +138,6 @@ def device_lock_path(provider: ProviderSpec, device_id: int) -> Path:
     """One lock file per device: the host for CPU-side EPs, the GPU id otherwise."""
     name = f"gpu{device_id}" if provider.is_gpu else "host"
     return Path(tempfile.gettempdir()) / f"pytest-aaco-{name}.lock"
-
-
-@lru_cache(maxsize=1)
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None elsewhere (looked up once: ``find_library`` runs ldconfig)."""
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-def _release_free_memory() -> None:
-    """Collect garbage and hand the C heap's free pages back to the OS (glibc ``malloc_trim``,
-    where available), so RSS shows live memory rather than what the allocator happens to keep."""
-    gc.collect()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-def rss_mb() -> float:
-    """This process's resident set size in MB (psutil), after releasing free heap pages.
-
-    Without the release, an item's footprint depended on how much freed memory of earlier items
-    (dropped sessions, a confirmation look) the allocator could reuse: BERT measured 446 MB in
-    saving runs and 634 MB in a gating run of the same suite.
-    """
-    import psutil
-
-    _release_free_memory()
-    return float(psutil.Process().memory_info().rss / 1e6)
 
 
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:

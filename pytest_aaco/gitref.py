@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .registry import ModelSpec, RegistryError, model_path
+from .registry import ModelSpec, RegistryError, content_hash, model_path, parse_model
 
 UNCHANGED, NEW, CHANGED = "unchanged", "new", "changed"
 #: the option the errors name
@@ -229,8 +229,6 @@ class RefTree:
         Raises GitRefError for an untracked registry or model file, a registry at REF that no
         longer parses, and the errors of :meth:`materialize`.
         """
-        from .registry import content_hash, parse_model
-
         found = self.registry_at_ref(spec.registry_path)
         if found is None:
             return BaselineSide(NEW, changes=[f"{spec.registry_path.name} did not exist"])

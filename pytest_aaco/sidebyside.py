@@ -23,7 +23,7 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (DESIGN.md section 3, i
    allows, the per-cycle ``d = mean ln(candidate) - mean ln(baseline)`` are tested
    (:func:`pytest_aaco.paired.paired_t`, the session pair as a level; or the signed-rank test) at
    the look's share of the item's alpha. The outcome rule is the gate's
-   (:func:`pytest_aaco.verdict.classify`): regression needs significance **and** an estimate
+   (:func:`pytest_aaco.verdict.outcome_of`): regression needs significance **and** an estimate
    >= the threshold; no-regression needs the upper bound below it; else inconclusive with the MDE.
 4. **Confirmation**: a regression is measured again with fresh sessions and fresh cycles; only
    two regressions fail the item (intersection-union, as for stored baselines).
@@ -38,13 +38,31 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from .interleave import BLOCK_TARGET_S, BlockRunner, Cycle, LocalSide, block_iterations, run_cycles, spin_bleed
+from .footprint import rss_mb
+from .inputs import make_inputs
+from .interleave import (
+    BLOCK_TARGET_S,
+    BlockRunner,
+    Cycle,
+    LocalSide,
+    block_iterations,
+    paired_log_ratios,
+    run_cycles,
+    spin_bleed,
+)
+from .measure import bind_run, build_session, check_placement, warmup
+from .paired import SequentialPlan, paired_t, signed_rank
+from .records import Outcome, Verdict
+from .results import BenchmarkResult, RoundResult
+from .samplers.nvidia import process_gpu_memory_mb
+from .sideprocess import WorkerSide
+from .verdict import INCONCLUSIVE, REGRESSION, GateSettings, finish, outcome_of
 
 #: per-item time budget (s) for adding cycles while inconclusive (the default of --aaco-compare-budget)
 DEFAULT_BUDGET_S = 60.0
@@ -122,7 +140,7 @@ class OpenedSide:
 class SideFactory(Protocol):
     """Opens fresh sessions of one side. ``open(name)`` builds the session, warms it up and returns
     an :class:`OpenedSide` whose runner is called *name*; it raises on failure
-    (:class:`~pytest_aaco.runner.SessionError` in process)."""
+    (:class:`~pytest_aaco.measure.SessionError` in process)."""
 
     def open(self, name: str) -> OpenedSide: ...
 
@@ -131,11 +149,7 @@ def own_memory_mb(provider: Any, device_id: int) -> tuple[float, str] | None:
     """This process's own memory (MB) and its source: RSS on CPU EPs; on NVIDIA GPU EPs NVML's
     per-process figure (or the device's used memory where the process is not listed)."""
     if provider.is_gpu and provider.short in ("cuda", "tensorrt"):
-        from .samplers.nvidia import process_gpu_memory_mb
-
         return process_gpu_memory_mb(device_id)
-    from .benchmark import rss_mb
-
     return rss_mb(), "rss"
 
 
@@ -162,8 +176,6 @@ class LocalFactory:
         if self.feeds is None:
             import onnxruntime as ort
 
-            from .inputs import make_inputs
-
             so = ort.SessionOptions()
             so.log_severity_level = 3
             session = ort.InferenceSession(str(self.model_file), sess_options=so, providers=["CPUExecutionProvider"])
@@ -173,16 +185,13 @@ class LocalFactory:
     def open(self, name: str) -> OpenedSide:
         import onnxruntime as ort
 
-        from .inputs import make_inputs
-        from .runner import bind_runner, build_session, check_placement, warmup
-
         before = own_memory_mb(self.provider, self.device_id)
         handle = build_session(self.model_file, self.provider, self.device_id, self.intra_op_threads,
                                config_entries=self.config_entries)
         check_placement(handle)
         feeds = make_inputs(self.spec.name, handle.session.get_inputs(), self.spec.dims, self.spec.inputs)
         self.feeds = feeds
-        run = bind_runner(handle, feeds, self.iobinding, self.device_id)
+        run = bind_run(handle, feeds, self.iobinding, self.device_id)
         first_ms, warm_ms = warmup(run, self.warmup)
         after = own_memory_mb(self.provider, self.device_id)
         footprint = after[0] - before[0] if before and after and before[1] == after[1] else None
@@ -211,8 +220,6 @@ class WorkerFactory:
     config_entries: dict[str, str] = field(default_factory=dict)
 
     def open(self, name: str) -> OpenedSide:
-        from .sideprocess import WorkerSide
-
         side = WorkerSide(self.python, name=name)
         try:
             info = side.start()
@@ -270,8 +277,6 @@ class Measurement:
 
     def log_ratios(self) -> list[np.ndarray]:
         """Per-cycle ``d`` per session pair (ln units)."""
-        from .interleave import paired_log_ratios
-
         return [paired_log_ratios(c, BASELINE, CANDIDATE) for c in self.cycles_by_pair]
 
 
@@ -282,8 +287,6 @@ def _test(d_by_pair: list[np.ndarray], settings: CompareSettings, device: bool) 
     the companion (one session pair only). ``"wilcoxon"``: the reverse; with several session pairs
     the t-test decides anyway, since the signed-rank test has no session level.
     """
-    from .paired import paired_t, signed_rank
-
     comp = paired_t(d_by_pair, settings.session_sd_for(device))
     rank = signed_rank(np.concatenate(d_by_pair)) if len(d_by_pair) == 1 else None
     if settings.method == "wilcoxon" and rank is not None:
@@ -299,9 +302,6 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
 
     Raises what the factories or the runners raise (a broken side), ValueError for bad settings.
     """
-    from .paired import SequentialPlan
-    from .verdict import classify
-
     if settings.method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {settings.method!r}")
     start = clock()
@@ -339,7 +339,7 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
             comp, rank = _test(d_by_pair, settings, device)
             level = plan.level(k, alpha)
             upper_alpha = plan.level(k, NO_REGRESSION_ALPHA)
-            outcome = classify(comp, settings.threshold, level, upper_alpha=upper_alpha)
+            outcome = str(outcome_of(comp, settings.threshold, level, upper_alpha=upper_alpha))
             looks.append(Look(target, level, upper_alpha, outcome, float(comp.ratio), float(comp.p_slower),
                               clock() - start))
             if outcome != "inconclusive":
@@ -466,12 +466,10 @@ def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
     """
     first = measure(baseline, candidate, settings, alpha, device, clock)
     result = SideBySide(first.outcome, first, ref, alpha, settings.threshold, discard=settings.discard)
-    if first.outcome == "regression" and settings.confirm:
-        from dataclasses import replace
-
+    if first.outcome == REGRESSION and settings.confirm:
         second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock)
-        result = SideBySide(first.outcome if second.outcome == "regression" else "inconclusive", second, ref, alpha,
-                            settings.threshold, first=first, confirmed=second.outcome == "regression",
+        result = SideBySide(first.outcome if second.outcome == REGRESSION else str(INCONCLUSIVE), second, ref, alpha,
+                            settings.threshold, first=first, confirmed=second.outcome == REGRESSION,
                             discard=settings.discard)
     footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
                   for side in (BASELINE, CANDIDATE)}
@@ -479,54 +477,21 @@ def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
     return result
 
 
-def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
-
-
-HEADS = {"regression": "REGRESSION", "improvement": "IMPROVEMENT", "no-regression": "no regression",
-         "inconclusive": "inconclusive"}
-
-
-def describe(result: SideBySide, label: str) -> str:
-    """The one-line message, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main (95% CI +7.1 ..
-    +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.0041, threshold 5%``."""
-    comp, m = result.comparison, result.measurement
-    lo, hi = result.ci()
-    pairs = len(m.cycles_by_pair)
-    p_shown = comp.p_faster if result.outcome == "improvement" else comp.p_slower
-    text = (f"{HEADS[result.outcome]} {label}: {_pct(comp.ratio)} vs {result.ref}"
-            f" (95% CI {(lo - 1) * 100:+.1f} .. {_pct(hi)}),"
-            f" measured side by side over {m.cycles} cycles"
-            + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
-            + f", p={p_shown:.2g} at level {result.level:.2g}, threshold {result.threshold:.0%}")
-    if result.confirmed:
-        text += f"; confirmed by {m.cycles} more cycles on fresh sessions"
-    elif result.confirmed is False and result.first is not None:
-        text += (f"; the first look said {_pct(result.first.comparison.ratio)}"
-                 f" (p={result.first.comparison.p_slower:.2g}) but fresh sessions did not confirm it")
-    if result.outcome == "inconclusive":
-        text += (f"; minimum detectable effect {result.mde():.1%}: raise --aaco-compare-budget or run on a"
-                 " quieter runner")
-    for line in result.memory:
-        text += f"; MEMORY REGRESSION {line}"
-    return text
-
-
-def to_verdict(result: SideBySide, label: str) -> Any:
-    """The :class:`pytest_aaco.verdict.Verdict` the reports show (``method="side-by-side"``)."""
-    from .verdict import Verdict
-
+def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = None) -> Verdict:
+    """The :class:`~pytest_aaco.records.Verdict` the reports show (``method="side-by-side"``), finished
+    by the gate's own rule (:func:`pytest_aaco.verdict.finish`: which outcomes fail under *settings*,
+    and the message, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main (95% CI +7.1 .. +11.8%),
+    measured side by side over 24 cycles, p=2e-06 at level 0.041, threshold 5%``)."""
     comp, m = result.comparison, result.measurement
     lo, hi = result.ci()
     means = {side: float(np.exp(np.mean([c.block(side).log_mean for cs in m.cycles_by_pair for c in cs])))
              for side in (BASELINE, CANDIDATE)}
-    verdict = Verdict(outcome=result.outcome, label=label, message=describe(result, label),
-                      threshold=result.threshold, method="side-by-side", ratio=float(comp.ratio), ci_low=lo,
-                      ci_high=hi, p_value=float(comp.p_slower), p_faster=float(comp.p_faster), level=result.level,
-                      mde=result.mde(), current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
+    verdict = Verdict(outcome=Outcome(result.outcome), label=label, threshold=result.threshold, method="side-by-side",
+                      ratio=float(comp.ratio), ci_low=lo, ci_high=hi, p_value=float(comp.p_slower),
+                      p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
+                      current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
                       memory=list(result.memory), confirmed=result.confirmed, side_by_side=result.to_dict())
-    verdict.fails = result.outcome == "regression" or bool(result.memory)
-    return verdict
+    return finish(verdict, settings or GateSettings(threshold=result.threshold))
 
 
 def candidate_result(result: SideBySide, model: str, provider: str, batch_size: int = 1,
@@ -535,8 +500,6 @@ def candidate_result(result: SideBySide, model: str, provider: str, batch_size: 
     :class:`~pytest_aaco.results.BenchmarkResult` (one round per block, ms), so the table, the
     percentiles and the user's own asserts see what the comparison measured, without a second
     measurement. Session creation and first-run times are the first candidate session's."""
-    from .results import BenchmarkResult, RoundResult
-
     m = result.measurement
     blocks = sorted((c.block(CANDIDATE) for cs in m.cycles_by_pair for c in cs), key=lambda b: b.start_ns)
     rounds = [RoundResult(i, b.latencies_ms, b.start_ns, b.end_ns) for i, b in enumerate(blocks)]

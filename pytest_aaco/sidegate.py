@@ -16,16 +16,20 @@ ValueError with messages naming the option, for the shell to turn into ``pytest.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .gitref import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
+from .inputs import batch_size
+from .records import Outcome, Verdict
 from .registry import ModelSpec, model_path
+from .results import BenchmarkResult
 from .sidebyside import CompareSettings, LocalFactory, SideBySide, WorkerFactory, candidate_result, compare, to_verdict
+from .verdict import GateSettings, finish
 
 #: outcomes of items that were not measured side by side (they never fail)
-UNCHANGED_OUTCOME, NEW_OUTCOME = "unchanged", "new"
+UNCHANGED_OUTCOME, NEW_OUTCOME = Outcome.UNCHANGED, Outcome.NEW
 
 
 @dataclass(frozen=True)
@@ -79,26 +83,22 @@ class SideBySideGate:
 
     def static_verdict(self, side: BaselineSide, label: str, threshold: float, mean_ms: float | None) -> Any:
         """The verdict of an item that is not measured side by side: ``unchanged`` or ``new``."""
-        from .verdict import Verdict
-
         outcome = UNCHANGED_OUTCOME if side.status == UNCHANGED else NEW_OUTCOME
-        text = side.describe(self.ref or "")
-        return Verdict(outcome=outcome, label=label, threshold=threshold, current_mean_ms=mean_ms,
-                       message=f"{label}: {text}" + ("; not measured again" if outcome == UNCHANGED_OUTCOME else
-                                                    "; nothing to compare with"))
+        text = f"{label}: {side.describe(self.ref or '')}" + ("; not measured again" if outcome == UNCHANGED_OUTCOME
+                                                                 else "; nothing to compare with")
+        return Verdict(outcome=outcome, label=label, threshold=threshold, current_mean_ms=mean_ms, reason=text,
+                       message=text)
 
     def measure(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], Any],
-                item: ItemMeasure, threshold: float, alpha: float, label: str,
-                lock: Callable[[], Any] | None = None) -> tuple[Any, Any, SideBySide]:
+                item: ItemMeasure, gate: GateSettings, alpha: float, label: str,
+                lock: Callable[[], Any] | None = None) -> tuple[BenchmarkResult, Verdict, SideBySide]:
         """Compare the item with its baseline side; returns (candidate BenchmarkResult, Verdict, SideBySide).
 
         *provider_for(spec)* gives the EP with that spec's registry options and the command line's
         merged in (the baseline side gets the options it had at REF). *lock* is a context-manager
         factory held while measuring (the device lock). Raises what the sides raise
-        (:class:`~pytest_aaco.runner.SessionError`, :class:`~pytest_aaco.sideprocess.WorkerError`).
+        (:class:`~pytest_aaco.measure.SessionError`, :class:`~pytest_aaco.sideprocess.WorkerError`).
         """
-        from dataclasses import replace
-
         assert side.spec is not None and side.model_file is not None  # CHANGED sides carry both
         provider = provider_for(spec)
         entries = self.settings.session_config()
@@ -112,18 +112,18 @@ class SideBySideGate:
         else:
             baseline = LocalFactory(side.model_file, side.spec, base_provider, item.warmup, item.iobinding,
                                     item.device_id, item.intra_op_threads, entries)
-        settings = replace(self.settings, threshold=threshold)
+        settings = replace(self.settings, threshold=gate.threshold, memory_threshold=gate.memory_threshold,
+                           memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
         if lock is None:
             result = compare(baseline, candidate, settings, alpha, self.name, device)
         else:
             with lock():
                 result = compare(baseline, candidate, settings, alpha, self.name, device)
-        verdict = to_verdict(result, label)
+        verdict = to_verdict(result, label, gate)
         if side.changes:
             verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
-        from .inputs import batch_size
-
+            verdict = finish(verdict, gate)
         bench = candidate_result(result, spec.name, provider.short, batch_size(candidate.feeds or {}) or 1,
                                  item.iobinding)
         return bench, verdict, result

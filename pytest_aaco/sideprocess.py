@@ -9,14 +9,14 @@ time, so the two sides never run at the same time. The protocol is documented in
 ``sideworker.py``.
 
 The judgement stays here, in the plugin's process: IO binding resolution, provider options, the
-"EP Error" fallback check, unknown options and the placement check reuse :mod:`pytest_aaco.runner`
+"EP Error" fallback check, unknown options and the placement check reuse :mod:`pytest_aaco.measure`
 on what the worker reports; the worker only creates the session and times it with the shared
 :mod:`pytest_aaco.timedloop`.
 
 Errors: :class:`WorkerEnvironmentError` (the interpreter is missing, not executable, not Python,
 or lacks numpy or onnxruntime: the message gives the fix), :class:`WorkerError` (the worker died,
 timed out or broke the protocol: the message quotes the end of its stderr), and
-:class:`~pytest_aaco.runner.SessionError` for what ORT refused in the worker, as in process.
+:class:`~pytest_aaco.measure.SessionError` for what ORT refused in the worker, as in process.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import collections
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -39,7 +38,6 @@ from typing import IO, Any
 
 import numpy as np
 
-from .providers import ProviderSpec, session_fallback_problem
 from .measure import (
     ORT_DEVICE,
     SessionError,
@@ -50,6 +48,8 @@ from .measure import (
     resolve_iobinding,
     session_providers,
 )
+from .options import find_interpreter as find_interpreter  # the option's parser, re-exported
+from .providers import ProviderSpec, session_fallback_problem
 
 #: the worker script, launched as ``PYTHON WORKER_SCRIPT``
 WORKER_SCRIPT = Path(__file__).with_name("sideworker.py")
@@ -80,34 +80,6 @@ def install_hint(python: str) -> str:
     """What the other environment needs, as a command."""
     return (f"{python} -m pip install onnxruntime numpy (or the onnxruntime build under test, e.g."
             " onnxruntime-gpu)")
-
-
-def find_interpreter(value: str) -> str:
-    """The path of the interpreter named by ``--aaco-compare-python``: absolute, symlinks kept.
-
-    *value* is a path (``.venv-old/bin/python``, ``~/envs/ort117/bin/python``) or a command on
-    ``PATH`` (``python3.10``). Symlinks are not resolved: a virtualenv's ``bin/python`` is a link
-    to the base interpreter, and only its own path selects the virtualenv's packages. Raises
-    ValueError saying what is wrong (empty, not found, a folder, not executable).
-    """
-    text = str(value).strip()
-    if not text:
-        raise ValueError("expected the path of a Python interpreter, e.g. .venv-old/bin/python")
-    text = os.path.expanduser(text)
-    if os.sep not in text and not Path(text).exists():
-        found = shutil.which(text)
-        if found is None:
-            raise ValueError(f"no {text!r} on PATH; give the path of a Python interpreter, e.g. .venv-old/bin/python")
-        text = found
-    path = os.path.abspath(text)
-    if not os.path.exists(path):
-        raise ValueError(f"no such file {path}; give the path of a Python interpreter, e.g. .venv-old/bin/python")
-    if os.path.isdir(path):
-        inside = os.path.join(path, "bin", "python")
-        raise ValueError(f"{path} is a folder; give the interpreter inside it, e.g. {inside}")
-    if not os.access(path, os.X_OK):
-        raise ValueError(f"{path} is not executable; give the path of a Python interpreter")
-    return path
 
 
 @dataclass(frozen=True)
@@ -290,7 +262,7 @@ class WorkerSide:
              config_entries: Mapping[str, str] | None = None) -> WorkerSession:
         """Create the InferenceSession in the worker (releasing the previous one) and bind *feeds*.
 
-        As :func:`pytest_aaco.runner.build_session` plus :func:`~pytest_aaco.runner.bind_runner`:
+        As :func:`pytest_aaco.measure.build_session` plus :func:`~pytest_aaco.measure.bind_run`:
         *iobinding* ``auto`` resolves per EP; GPU EPs get ``device_id`` and the CPU EP as fallback;
         *config_entries* go to ``SessionOptions.add_session_config_entry`` (e.g.
         ``{"session.intra_op.allow_spinning": "0"}``). *feeds* travel as ``.npy`` files in a
@@ -334,7 +306,7 @@ class WorkerSide:
         return self.session
 
     def warmup(self, iterations: int) -> tuple[float, np.ndarray]:
-        """As :func:`pytest_aaco.runner.warmup`, in the worker: first run (ms) and the warmup
+        """As :func:`pytest_aaco.measure.warmup`, in the worker: first run (ms) and the warmup
         latencies (ms, float64, at least *iterations*, extended to 0.25 s for fast models)."""
         reply = self._request("warmup", self.load_timeout_s, iterations=int(iterations))
         latencies_ms = decode_array(reply["latencies_ms"]).astype(np.float64)

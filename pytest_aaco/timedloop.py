@@ -3,7 +3,7 @@
 This module is self-contained on purpose. It imports only the standard library and numpy (and
 onnxruntime lazily), never the rest of pytest-aaco, because it runs in two places:
 
-* in the plugin's process, through :mod:`pytest_aaco.runner` and :mod:`pytest_aaco.interleave`;
+* in the plugin's process, through :mod:`pytest_aaco.measure` and :mod:`pytest_aaco.interleave`;
 * in another interpreter, such as a virtualenv holding an older onnxruntime: the side worker
   (``sideworker.py``, launched as a script by :mod:`pytest_aaco.sideprocess`) loads this file by
   its path, in an environment where pytest-aaco, pytest and scipy are not installed.

@@ -151,7 +151,7 @@ def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycl
 
 def trial(args: argparse.Namespace) -> None:
     """One comparison in this process; prints one JSON line."""
-    from pytest_aaco.sidebyside import BASELINE, CANDIDATE, CompareSettings, compare, describe
+    from pytest_aaco.sidebyside import BASELINE, CANDIDATE, CompareSettings, compare, to_verdict
 
     settings = CompareSettings(threshold=args.threshold, seed=args.seed, budget_s=args.budget,
                                discard=args.discard)
@@ -169,7 +169,7 @@ def trial(args: argparse.Namespace) -> None:
                             if result.first else None)
     print(json.dumps({"model": args.model, "variant": args.variant, "kind": args.kind, "algo": args.algo,
                       "threads": args.threads,
-                      "seed": args.seed, "item_s": item_s, "message": describe(result, f"{args.model}[{args.kind}]"),
+                      "seed": args.seed, "item_s": item_s, "message": to_verdict(result, f"{args.model}[{args.kind}]").message,
                       **data}), flush=True)
 
 

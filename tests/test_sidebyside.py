@@ -17,7 +17,6 @@ from pytest_aaco.sidebyside import (
     LocalFactory,
     OpenedSide,
     compare,
-    describe,
     to_verdict,
 )
 
@@ -82,7 +81,7 @@ def test_a_slowdown_is_confirmed_on_fresh_sessions_and_named_plainly() -> None:
     result = compare(a, b, FAST, alpha=0.01, ref="origin/main")
     assert result.outcome == "regression" and result.confirmed is True
     assert a.opened == b.opened == 2  # the confirmation opened fresh sessions
-    message = describe(result, "resnet50[cpu]")
+    message = to_verdict(result, "resnet50[cpu]").message
     assert re.match(r"REGRESSION resnet50\[cpu\]: \+20\.\d% vs origin/main \(95% CI \+\d+\.\d \.\. \+\d+\.\d%\),"
                     r" measured side by side over 10 cycles, p=\S+ at level \S+, threshold 5%; confirmed", message)
     assert to_verdict(result, "resnet50[cpu]").fails
@@ -92,7 +91,7 @@ def test_an_unconfirmed_slowdown_is_inconclusive() -> None:
     a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, factors=[1.2, 1.0], seed=100)
     result = compare(a, b, FAST, alpha=0.01, ref="HEAD~1")
     assert result.outcome == "inconclusive" and result.confirmed is False
-    assert "fresh sessions did not confirm it" in describe(result, "m[cpu]")
+    assert "fresh sessions did not confirm it" in to_verdict(result, "m[cpu]").message
     assert not to_verdict(result, "m[cpu]").fails
 
 
@@ -104,7 +103,7 @@ def test_inconclusive_adds_cycles_up_to_the_last_look_and_reports_the_mde() -> N
     assert [look.cycles for look in result.measurement.looks] == [10, 20, 30, 40]
     levels = [look.level for look in result.measurement.looks]
     assert levels == sorted(levels, reverse=True)  # Pocock: the first look gets the most of alpha
-    assert "minimum detectable effect" in describe(result, "m[cpu]") and result.mde() > 0.05
+    assert "minimum detectable effect" in to_verdict(result, "m[cpu]").message and result.mde() > 0.05
 
 
 def test_the_budget_stops_adding_cycles() -> None:
@@ -128,7 +127,7 @@ def test_device_sides_use_session_pairs_as_a_level() -> None:
     # the pooled cycles would claim a tight interval; the session level keeps it honest (wide)
     lo, hi = result.ci()
     assert hi - lo > 0.05
-    assert "over 40 cycles on 5 fresh session pairs" in describe(result, "m[cuda]")
+    assert "over 40 cycles on 5 fresh session pairs" in to_verdict(result, "m[cuda]").message
 
 
 def test_memory_is_judged_on_each_sides_own_footprint() -> None:
@@ -183,7 +182,7 @@ def test_real_onnxruntime_sides(tmp_path: Path) -> None:
     same = compare(factory(original), factory(cosmetic), settings, alpha=0.05, ref="HEAD~1")
     assert same.outcome in ("no-regression", "inconclusive") and same.memory == []
     slow = compare(factory(original), factory(slowed), settings, alpha=0.05, ref="HEAD~1")
-    assert slow.outcome == "regression", describe(slow, "squeezenet[cpu]")
+    assert slow.outcome == "regression", to_verdict(slow, "squeezenet[cpu]").message
     assert slow.comparison.ratio > 1.3
     data = slow.to_dict()
     assert data["sides"][BASELINE]["ort_version"] and data["sides"][CANDIDATE]["memory_source"] == "rss"

@@ -15,10 +15,12 @@ from pytest_aaco.providers import parse_provider
 from pytest_aaco.registry import ModelSpec, load_registry, zoo_dir
 from pytest_aaco.sidebyside import CompareSettings
 from pytest_aaco.sidegate import ItemMeasure, SideBySideGate
+from pytest_aaco.verdict import GateSettings
 
 CPU = parse_provider("cpu")
 FAST = CompareSettings(block_s=0.03, threshold=0.10)
 ITEM = ItemMeasure(warmup=3, intra_op_threads=1)
+GATE = GateSettings(threshold=0.10)
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
     try:
         side = gate.baseline_side(spec(repo), "cpu")
         assert side.status == CHANGED
-        bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, 0.10, 0.05, "net[cpu]")
+        bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
         assert verdict.outcome in ("no-regression", "inconclusive") and not verdict.fails, verdict.message
         assert len(bench.rounds) == result.measurement.cycles and bench.mean_ms > 0
     finally:
@@ -66,7 +68,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
     gate = SideBySideGate("HEAD~1", None, FAST, repo)
     try:
         side = gate.baseline_side(spec(repo), "cpu")
-        bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, 0.10, 0.05, "net[cpu]")
+        bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
         assert verdict.outcome == "regression" and verdict.fails, verdict.message
         assert verdict.message.startswith("REGRESSION net[cpu]: +") and "vs HEAD~1" in verdict.message
         assert "changed since the baseline side: model bytes" in verdict.notes

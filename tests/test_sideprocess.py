@@ -22,8 +22,8 @@ import pytest
 
 from pytest_aaco.config import parse_compare_python
 from pytest_aaco.interleave import LocalSide, paired_log_ratios, run_cycles
+from pytest_aaco.measure import SessionError, bind_run, build_session
 from pytest_aaco.providers import parse_provider
-from pytest_aaco.runner import SessionError, bind_runner, build_session
 from pytest_aaco.sideprocess import (
     MARKER,
     WORKER_SCRIPT,
@@ -141,7 +141,7 @@ def test_a_worker_side_interleaves_with_a_local_side(side, other_python, models,
 
     # the candidate, in this process, runs 8x the layers: every cycle must see it much slower
     handle = build_session(models["large"], CPU, intra_op_threads=1)
-    local = LocalSide("candidate", bind_runner(handle, feeds, "none", 0))
+    local = LocalSide("candidate", bind_run(handle, feeds, "none", 0))
     cycles = run_cycles([side, local], {"baseline": 40, "candidate": 40}, cycles=4, discard=2)
     for cycle in cycles:
         block = cycle.block("baseline")
