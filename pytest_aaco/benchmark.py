@@ -31,6 +31,7 @@ from .measure import (
 )
 from .placement import Placement, PlacementError, describe_placement, fallback_problem
 from .providers import ProviderError, ProviderSpec, parse_provider
+from .records import Verdict
 from .registry import ModelSpec
 from .results import BenchmarkResult
 from .samplers import TelemetrySession, build_samplers
@@ -182,6 +183,11 @@ class BenchmarkRun:
     results: list[BenchmarkResult] = field(default_factory=list)
     placement: dict[str, Any] | None = None
     _feeds: dict[str, np.ndarray] | None = None
+    #: with ``--aaco-compare`` / ``--aaco-compare-python``: measures the item side by side and
+    #: returns (the candidate's result, its Verdict) (:meth:`pytest_aaco.session.AacoSession.compare_item`)
+    compare: Callable[[BenchmarkRun, MeasureSettings], tuple[BenchmarkResult, Verdict]] | None = None
+    #: the side-by-side verdict of the last measurement, which the gate then records as is
+    side_verdict: Verdict | None = None
 
     @property
     def feeds(self) -> dict[str, np.ndarray]:
@@ -217,8 +223,12 @@ class BenchmarkRun:
         return self.run_with(self.settings_for(**overrides))
 
     def run_with(self, settings: MeasureSettings) -> BenchmarkResult:
-        """Measure with *settings* on the item's session and keep the result for the gate."""
-        result = self.measure(self.handle, settings)
+        """Measure with *settings* on the item's session and keep the result for the gate; side by
+        side (:attr:`compare`), the candidate's blocks are the result and the verdict is kept too."""
+        if self.compare is not None:
+            result, self.side_verdict = self.compare(self, settings)
+        else:
+            result = self.measure(self.handle, settings)
         self.results.append(result)
         return result
 

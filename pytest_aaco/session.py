@@ -28,10 +28,11 @@ import numpy as np
 import pytest
 
 from .baseline import VariancePrior, runner_variance_prior
-from .benchmark import BenchmarkRun, build_tracked
+from .benchmark import BenchmarkRun, build_tracked, device_lock_path
 from .config import AacoConfig
 from .environment import collect_environment
-from .gate import GateContext, error_record, judge
+from .gate import GateContext, error_record, gate_settings, judge
+from .gitref import NEW, UNCHANGED, GitRefError
 from .jsonio import dumps, loads_records
 from .measure import MeasureSettings, SessionHandle
 from .placement import Placement, placement_report
@@ -46,12 +47,16 @@ from .records import (
     ItemRecord,
     Outcome,
     SessionSummary,
+    Verdict,
 )
 from .registry import ModelSpec, load_registry, model_path
 from .reports import ReportContext, github, html, junit, terminal
 from .reports.bundle import ENVIRONMENT_FILE, SessionBundle
 from .reports.progress import announce, write_line
+from .results import BenchmarkResult
 from .samplers.clocks import clock_warnings, read_clock_state
+from .sidebyside import CompareSettings
+from .sidegate import ItemMeasure, SideBySideGate
 from .stats import LondFdr
 from .warnings import AacoClockWarning
 
@@ -77,6 +82,15 @@ class AacoSession:
         self._lond: LondFdr | None = None
         self._worker_londs: list[dict[str, Any]] = []
         self._started = False
+        self.side_gate: SideBySideGate | None = None
+        if config.side_by_side:
+            try:
+                self.side_gate = SideBySideGate(config.compare_ref, config.compare_python,
+                                                CompareSettings(budget_s=config.compare_budget_s,
+                                                                confirm=config.confirm),
+                                                Path(str(pytest_config.rootpath)))
+            except GitRefError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
     # ------------------------------------------------------------ registry and providers
 
@@ -196,6 +210,30 @@ class AacoSession:
         if record.fails:
             pytest.fail(record.explanation(with_recommendation=False), pytrace=False)
 
+    def compare_item(self, run: BenchmarkRun, settings: MeasureSettings) -> tuple[BenchmarkResult, Verdict]:
+        """Measure *run*'s item side by side with its baseline side (``--aaco-compare``,
+        ``--aaco-compare-python``): the candidate's result and the Verdict, at the item's LOND level.
+
+        An item unchanged at REF, or new there, is measured once as usual and gets that verdict.
+        Raises SessionError / WorkerError from either side, GitRefError for a file git cannot give.
+        """
+        gate = self.side_gate
+        assert gate is not None  # compare_item is only handed to runs of a side-by-side session
+        label = f"{run.model.name}[{run.provider.short}]"
+        gate_for_item = gate_settings(self.config, run)
+        side = gate.baseline_side(run.model, run.provider.short)
+        if side.status in (UNCHANGED, NEW):
+            result = run.measure(run.handle, settings)
+            return result, gate.static_verdict(side, label, gate_for_item.threshold, result.mean_ms)
+        raw = ProviderSpec(run.provider.short, run.provider.ep_name)
+        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads)
+        from filelock import FileLock  # third-party, loaded only when a comparison runs
+
+        lock = FileLock(str(device_lock_path(run.provider, self.config.device_id)))
+        result, verdict, _ = gate.measure(run.model, side, lambda model: self.provider_for(model, raw), item,
+                                          gate_for_item, self.lond().next_level(), label, lock=lambda: lock)
+        return result, verdict
+
     def fail_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None:
         """Keep a failed record of *item* and fail it with *message*, without a traceback."""
         self.keep(item, error_record(item.nodeid, model, provider, message, Outcome.FAILED))
@@ -276,6 +314,8 @@ class AacoSession:
             output[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])
             output[WORKER_LOND] = self.lond_state
             return
+        if self.side_gate is not None:
+            self.side_gate.close()
         if not self.records:
             return
         context = self.report_context()
