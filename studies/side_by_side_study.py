@@ -169,7 +169,8 @@ def trial(args: argparse.Namespace) -> None:
                             if result.first else None)
     print(json.dumps({"model": args.model, "variant": args.variant, "kind": args.kind, "algo": args.algo,
                       "threads": args.threads,
-                      "seed": args.seed, "item_s": item_s, "message": to_verdict(result, f"{args.model}[{args.kind}]").message,
+                      "seed": args.seed, "item_s": item_s,
+                      "message": to_verdict(result, f"{args.model}[{args.kind}]").message,
                       **data}), flush=True)
 
 
