@@ -52,7 +52,7 @@ def repo(aaco_project) -> object:
     return aaco_project
 
 
-def test_a_pull_request_job_gates_only_what_changed(repo):
+def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     root = repo.pytester.path
     model = onnx.load(str(root / "cosmetic.onnx"))
     model.doc_string = "same compute, different bytes"
@@ -61,7 +61,9 @@ def test_a_pull_request_job_gates_only_what_changed(repo):
     repo.registry(REGISTRY + NEW_ENTRY)
     git(root, "commit", "-qam", "the pull request")
 
-    result = repo.run_subprocess("--aaco-compare=HEAD~1", "--aaco-junit=perf.xml", *ARGS, timeout=300)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(root / "summary.md"))
+    result = repo.run_subprocess("--aaco-compare=HEAD~1", "--aaco-junit=perf.xml", "--aaco-html=perf.html", *ARGS,
+                                 timeout=300)
     text = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     result.assert_outcomes(passed=3, failed=1)
@@ -74,6 +76,11 @@ def test_a_pull_request_job_gates_only_what_changed(repo):
     assert "false-alarm control: LOND at FDR 0.05 over 4 benchmark items; 2 gated, 1 regression(s)" in text
     junit = (root / "perf.xml").read_text()
     assert "unchanged at HEAD~1" in junit and "measured side by side" in junit
+    summary = (root / "summary.md").read_text()
+    assert r"Compared side by side with HEAD\~1: 2 measured, 1 unchanged, 1 new." in summary  # Markdown-escaped
+    page = (root / "perf.html").read_text()
+    assert "Side by side: per-cycle ratios" in page
+    assert "<svg" in page.split("Side by side: per-cycle ratios", 1)[1][:400]
 
 
 def test_a_bad_revision_is_a_usage_error(repo):
