@@ -298,6 +298,12 @@ def _clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
     return 1.0 if k == n else float(scipy.stats.beta.ppf(level, k + 1, n - k))
 
 
+def _sd_d(record: dict[str, Any]) -> float:
+    """sd of the per-cycle log-ratios of a trial's deciding measurement (pooled over session pairs)."""
+    d = np.log([x for xs in record["ratios"] for x in xs])
+    return float(d.std(ddof=1)) if d.size > 1 else float("nan")
+
+
 def summarize(*folders: Path) -> None:
     """Print the table of outcomes per model, algorithm and variant, pooling the folders' trials."""
     rows = [json.loads(x) for out in folders if (Path(out) / "trials.jsonl").exists()
@@ -320,6 +326,20 @@ def summarize(*folders: Path) -> None:
         print(f"| {model} | {kind} {algo} | {variant} | {true} | {n} | {reg} | {counts['no-regression']} |"
               f" {counts['inconclusive']} | {mem} | {np.median([r['item_s'] for r in rs]):.1f} |"
               f" {np.median([r['cycles'] for r in rs]):.0f} |")
+    print("\nBy the noise each trial met (sd of the per-cycle log-ratio d, pooled over its cycles):\n")
+    print("| variant | noise band | trials | regression | no regression | inconclusive | median time (s) |"
+          " median MDE |")
+    print("|---|---|---|---|---|---|---|---|")
+    bands = (("sd(d) < 5% (quiet)", 0.0, 0.05), ("5% <= sd(d) < 15%", 0.05, 0.15), ("sd(d) >= 15% (busy)", 0.15, 9.0))
+    for variant in VARIANTS:
+        for label, low, high in bands:
+            rs = [r for r in rows if r["variant"] == variant and low <= _sd_d(r) < high]
+            if not rs:
+                continue
+            counts = {o: sum(r["outcome"] == o for r in rs) for o in ("regression", "no-regression", "inconclusive")}
+            print(f"| {variant} | {label} | {len(rs)} | {counts['regression']} | {counts['no-regression']} |"
+                  f" {counts['inconclusive']} | {np.median([r['item_s'] for r in rs]):.1f} |"
+                  f" {np.median([r['mde'] for r in rs]):.1%} |")
     bleed = [r["spin_bleed"]["after_other"] for r in rows if r["spin_bleed"]["after_other"] == r["spin_bleed"]
              ["after_other"]]
     if bleed:
