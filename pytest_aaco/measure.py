@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from .options import default
-from .providers import ProviderSpec, session_fallback_problem
+from .providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
+from .redact import redact_options, redact_text, secret_values
 from .results import BenchmarkResult, RoundResult
 from .timedloop import MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP  # re-exported: the warmup lives in timedloop.py,
 from .timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared with the side worker
@@ -30,7 +31,8 @@ AUTO_IOBINDING_GPU = "inputs"
 #: ORT device names for ``OrtValue.ortvalue_from_numpy`` per provider
 ORT_DEVICE = {"cuda": "cuda", "tensorrt": "cuda", "migraphx": "cuda", "rocm": "cuda", "dml": "dml"}
 #: EPs whose ``get_provider_options()`` lists every option they accept (verified on onnxruntime-gpu
-#: 1.31.1, docs/gpu.md): a requested key missing there is an unknown option, refused
+#: 1.31.1, docs/gpu.md): a requested key missing there is an unknown option, refused (other EPs: see
+#: :func:`unknown_options`)
 CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
 #: adaptive iterations: aim at this much time per round, within these bounds
 TARGET_ROUND_S = 0.35
@@ -128,7 +130,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
             session = ort.InferenceSession(str(model_path), sess_options=so,
                                            providers=session_providers(provider, options))
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
-        raise SessionError(creation_failure(model_path, provider, options, exc)) from exc
+        raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
     create_ms = (time.perf_counter_ns() - start) / 1e6
     problem = creation_problem(model_path, provider, options, printed.getvalue(), list(session.get_providers()),
                                session.get_provider_options(), ort.__version__)
@@ -147,9 +149,10 @@ def session_providers(provider: ProviderSpec, options: dict[str, Any]) -> list[A
 
 
 def creation_failure(model_path: Path, provider: ProviderSpec, options: dict[str, Any], error: object) -> str:
-    """The message for an InferenceSession that ORT refused to create (*error*: what ORT raised)."""
+    """The message for an InferenceSession that ORT refused to create (*error*: what ORT raised);
+    option values that may be credentials are redacted (:mod:`pytest_aaco.redact`)."""
     return (f"could not create an InferenceSession for {model_path.name} on {provider.ep_name} with options"
-            f" {options}: {error}")
+            f" {redact_options(options)}: {redact_text(str(error), secret_values(options))}")
 
 
 def creation_problem(model_path: Path, provider: ProviderSpec, options: dict[str, Any], printed: str,
@@ -162,10 +165,11 @@ def creation_problem(model_path: Path, provider: ProviderSpec, options: dict[str
     *reported_options* is ``session.get_provider_options()``: a requested option missing there
     was ignored (:func:`unknown_options`).
     """
-    ep_error = _ep_error(printed)
+    ep_error = redact_text(_ep_error(printed), secret_values(options))
     if ep_error and provider.ep_name not in providers_used:
-        return (f"{provider.ep_name} could not be created for {model_path.name} with options {options}: {ep_error};"
-                f" ONNX Runtime fell back to {', '.join(providers_used)}: not recorded as a {provider.short} result")
+        return (f"{provider.ep_name} could not be created for {model_path.name} with options"
+                f" {redact_options(options)}: {ep_error}; ONNX Runtime fell back to {', '.join(providers_used)}:"
+                f" not recorded as a {provider.short} result")
     unknown = unknown_options(provider, options, reported_options)
     if unknown:
         known = sorted(reported_options.get(provider.ep_name, {}))
@@ -193,13 +197,17 @@ def unknown_options(provider: ProviderSpec, options: dict[str, Any],
     """Requested option keys that the EP does not report in *reported_options*
     (``session.get_provider_options()``).
 
-    Checked only for EPs in :data:`CHECKED_OPTION_EPS`, whose reported options were verified to
-    list every option they accept; ``[]`` when the EP reports no options at all.
+    For EPs without a table in :data:`pytest_aaco.providers.OPTION_KEYS` (tabled EPs were checked when
+    the options were read). The report is trusted as the full list of options for the EPs in
+    :data:`CHECKED_OPTION_EPS`, and for any other EP that reports keys beyond those requested (its
+    defaults: a full list). ``[]`` when the EP reports nothing, or only echoes the request.
     """
-    if provider.ep_name not in CHECKED_OPTION_EPS:
+    if OPTION_KEYS.get(provider.short) is not None:
         return []
     reported = reported_options.get(provider.ep_name) or {}
     if not reported:
+        return []
+    if provider.ep_name not in CHECKED_OPTION_EPS and not set(reported) - set(options):
         return []
     return sorted(k for k in options if k not in reported)
 

@@ -25,3 +25,11 @@ class AacoBaselineWarning(AacoWarning):
 
 class AacoClockWarning(AacoWarning):
     """CPU or GPU clock settings make timings unstable (governor not ``performance``, GPU perf level ``auto``)."""
+
+
+class AacoLockWarning(AacoWarning):
+    """The device lock could not be taken; the benchmark ran without it (another may have shared the device)."""
+
+
+class AacoReportWarning(AacoWarning):
+    """A report or the session bundle could not be written; the benchmarks and the other reports went on."""
