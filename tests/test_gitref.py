@@ -51,13 +51,13 @@ def test_cosmetic_change_is_changed_with_the_old_file(repo: Path, git: Any) -> N
 
 def test_options_and_inputs_count_as_changes(repo: Path, git: Any, repo_registry: Any) -> None:
     (repo / "models.yaml").write_text(repo_registry.replace("dims: {batch: 1}", "dims: {batch: 2}\n    providers:"
-                                                       " {cpu: {x: '1'}}"))
+                                                       " {cuda: {cudnn_conv_algo_search: HEURISTIC}}"))
     commit(git, repo, "options")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["net"], "cpu")
-        assert side.status == CHANGED and side.changes == ["inputs", "cpu provider options"]
+        side = tree.baseline_side(specs(repo)["net"], "cuda")
+        assert side.status == CHANGED and side.changes == ["inputs", "cuda provider options"]
         assert side.spec is not None and side.spec.dims == {"batch": 1}
-        assert tree.baseline_side(specs(repo)["net"], "cuda").changes == ["inputs"]
+        assert tree.baseline_side(specs(repo)["net"], "cpu").changes == ["inputs"]
 
 
 def test_new_model_and_new_registry(repo: Path, git: Any, repo_registry: Any) -> None:
