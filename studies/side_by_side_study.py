@@ -54,7 +54,8 @@ def _provider(kind: str, algo: str | None) -> Any:
     from pytest_aaco.providers import parse_provider
 
     provider = parse_provider(kind)
-    return provider.with_options({"cudnn_conv_algo_search": algo}) if algo else provider
+    # the CPU EP takes no options: with --kind cpu the algorithm name only labels the run
+    return provider.with_options({"cudnn_conv_algo_search": algo}) if algo and kind != "cpu" else provider
 
 
 def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool | None = None,
