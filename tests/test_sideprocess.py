@@ -171,6 +171,8 @@ def test_what_ort_refuses_in_the_worker_is_a_session_error_and_the_worker_lives_
         side.load(broken, CPU, feeds)
     with pytest.raises(SessionError, match="CUDAExecutionProvider"):  # not in this build: placement refuses it
         side.load(models["small"], parse_provider("cuda"), feeds, iobinding="none")
+    with pytest.raises(WorkerError, match="block before a session was loaded"):  # the CPU fallback is not measured
+        side.block(3)
     with pytest.raises(SessionError, match="enable_cuda_graph=1 needs device inputs"):
         side.load(models["small"], parse_provider("cuda").with_options({"enable_cuda_graph": 1}), feeds,
                   iobinding="none")
