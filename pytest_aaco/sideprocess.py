@@ -367,6 +367,8 @@ class WorkerSide:
     # ------------------------------------------------------------ the pipe
 
     def _loaded(self, op: str) -> None:
+        if self._proc is None:
+            raise WorkerError(f"{self._who()}: the worker is not running (call start())")
         if self.session is None:
             raise WorkerError(f"{self._who()}: {op} before a session was loaded (call load(); a session that"
                               " failed its checks is not measured)")
