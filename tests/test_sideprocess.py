@@ -280,3 +280,29 @@ def test_what_is_not_a_python_is_refused_with_its_stderr(tmp_path):
         WorkerSide(garbage).start()
     with pytest.raises(WorkerEnvironmentError, match=r"--aaco-compare-python=.*no such file"):
         WorkerSide(tmp_path / "missing" / "python").start()
+
+
+# ---------------------------------------------------------------- on a CUDA GPU (skipped elsewhere)
+
+
+def _has_cuda() -> bool:
+    import onnxruntime
+
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs CUDAExecutionProvider: onnxruntime-gpu on a CUDA machine")
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_cuda_session_in_the_worker(models, feeds, graph):
+    # the worker runs this interpreter: onnxruntime-gpu's CUDA libraries come from its site-packages
+    cuda = parse_provider("cuda").with_options({"enable_cuda_graph": 1} if graph else {})
+    with WorkerSide(sys.executable) as worker:
+        session = worker.load(models["large"], cuda, feeds, iobinding="auto")
+        assert session.providers_used[0] == "CUDAExecutionProvider" and session.iobinding == "all"
+        worker.warmup(5)
+        lat = worker.block(50)
+        assert lat.shape == (50,) and (lat > 0).all()
+        memory = worker.memory()
+        assert "nvidia-smi" in memory.gpu_source
+        assert memory.gpu_mb is None or memory.gpu_mb > 0  # None where nvidia-smi shows host pids
