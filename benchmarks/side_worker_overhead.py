@@ -2,7 +2,7 @@
 
     python benchmarks/side_worker_overhead.py [--models squeezenet,densenet121] [--provider cpu]
         [--python PATH] [--cycles 20] [--discard 2] [--iobinding auto] [--intra-op-threads 0]
-        [--device-id 0] [--json OUT]
+        [--device-id 0] [--allow-spinning 1] [--json OUT]
 
 For each model (a name of the registry's zoo, ``onnx/backend/test/data/light/``, or a path) it
 runs two interleaved measurements of the *same* model with :func:`pytest_aaco.interleave.run_cycles`,
@@ -15,8 +15,10 @@ Figures per side: **overhead per block**, the block's wall time in ``run_cycles`
 of its timed iterations (ms; for a LocalSide the Python loop, for a WorkerSide also the pipe round
 trip, JSON and base64), as median and p90; and per pair the **paired log-ratio** d per cycle
 (second side vs first): mean and sd in %. Both pairs are A/A, so d should be about 0; its sd says
-whether the process boundary adds noise. With ``--provider cuda`` the worker's own GPU memory
-(``nvidia-smi``) is printed too. Prints a table, then the JSON (also written to ``--json``).
+whether the process boundary adds noise. ``--allow-spinning 0`` sets
+``session.intra_op.allow_spinning=0`` on every session (the side-by-side default). With
+``--provider cuda`` the worker's own GPU memory (``nvidia-smi``) is printed too. Prints a table,
+then the JSON (also written to ``--json``).
 """
 
 from __future__ import annotations
@@ -46,10 +48,14 @@ def model_path(name: str) -> Path:
 
 
 def local_side(name: str, path: Path, provider: Any, feeds: dict[str, np.ndarray], args: argparse.Namespace) -> Any:
-    handle = build_session(path, provider, args.device_id, args.intra_op_threads)
+    handle = build_session(path, provider, args.device_id, args.intra_op_threads, config_entries=config_entries(args))
     run = bind_runner(handle, feeds, resolve_iobinding(args.iobinding, provider), args.device_id)
     _, warm_ms = warmup(run, 10)
     return LocalSide(name, run), float(np.median(warm_ms))
+
+
+def config_entries(args: argparse.Namespace) -> dict[str, str]:
+    return {"session.intra_op.allow_spinning": args.allow_spinning}
 
 
 def measure(sides: list[BlockRunner], per_iteration_ms: float, args: argparse.Namespace) -> dict[str, Any]:
@@ -81,11 +87,13 @@ def main() -> int:
     parser.add_argument("--iobinding", default="auto")
     parser.add_argument("--intra-op-threads", type=int, default=0)
     parser.add_argument("--device-id", type=int, default=0)
+    parser.add_argument("--allow-spinning", default="1", choices=["0", "1"])
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     provider = parse_provider(args.provider)
     report: dict[str, Any] = {"provider": provider.short, "python": args.python, "cycles": args.cycles,
-                              "discard": args.discard, "models": {}}
+                              "discard": args.discard, "intra_op_threads": args.intra_op_threads,
+                              "allow_spinning": args.allow_spinning, "models": {}}
     with WorkerSide(args.python, name="worker") as worker:
         info = worker.info
         report["worker"] = {"python": info.python_version, "onnxruntime": info.ort_version} if info else {}
@@ -99,7 +107,7 @@ def main() -> int:
             start = time.perf_counter()
             pairs = {"local/local": measure([second, first], first_ms, args)}
             session = worker.load(path, provider, feeds, iobinding=args.iobinding, device_id=args.device_id,
-                                  intra_op_threads=args.intra_op_threads)
+                                  intra_op_threads=args.intra_op_threads, config_entries=config_entries(args))
             worker.warmup(10)
             pairs["worker/local"] = measure([worker, first], first_ms, args)
             memory = worker.memory()
