@@ -219,6 +219,32 @@ def test_the_protocol_line_by_line(tmp_path):
     assert b"fd noise\n" in err and b"print noise\n" in err
 
 
+@pytest.mark.parametrize("name", ["sideworker.py", "timedloop.py"])
+def test_the_worker_files_parse_as_python_3_8(name):
+    # older onnxruntime wheels exist only for older Pythons (1.19.2 on 3.8 was run by hand with
+    # AACO_TEST_COMPARE_PYTHON below); this catches new syntax, not new library calls
+    import ast
+
+    ast.parse((WORKER_SCRIPT.parent / name).read_text(), feature_version=(3, 8))
+
+
+@pytest.mark.skipif(not os.environ.get("AACO_TEST_COMPARE_PYTHON"),
+                    reason="set AACO_TEST_COMPARE_PYTHON to an interpreter with another numpy and onnxruntime")
+def test_an_interpreter_given_by_the_environment(models, feeds):
+    # e.g. AACO_TEST_COMPARE_PYTHON=/tmp/py38/bin/python after `python3.8 -m venv /tmp/py38 &&
+    # /tmp/py38/bin/python -m pip install "onnxruntime<1.20" numpy`
+    with WorkerSide(os.environ["AACO_TEST_COMPARE_PYTHON"]) as worker:
+        for mode in ("none", "inputs", "all"):
+            worker.load(models["small"], CPU, feeds, iobinding=mode)
+            worker.warmup(3)
+            assert worker.block(5).shape == (5,)
+        handle = build_session(models["large"], CPU, intra_op_threads=1)
+        local = LocalSide("candidate", bind_runner(handle, feeds, "none", 0))
+        worker.load(models["small"], CPU, feeds, intra_op_threads=1)
+        cycles = run_cycles([worker, local], {"baseline": 40, "candidate": 40}, cycles=2, discard=2)
+        assert (paired_log_ratios(cycles, "baseline", "candidate") > np.log(2)).all()
+
+
 # ---------------------------------------------------------------- failures: clear errors, no hang, no zombie
 
 
