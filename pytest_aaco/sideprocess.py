@@ -17,6 +17,7 @@ Errors: :class:`WorkerEnvironmentError` (the interpreter is missing, not executa
 or lacks numpy or onnxruntime: the message gives the fix), :class:`WorkerError` (the worker died,
 timed out or broke the protocol: the message quotes the end of its stderr), and
 :class:`~pytest_aaco.measure.SessionError` for what ORT refused in the worker, as in process.
+POSIX only: the pipe is read with ``select``.
 """
 
 from __future__ import annotations
@@ -270,6 +271,7 @@ class WorkerSide:
         model or the options, fell back off the EP (placement), or ignored an option;
         :class:`WorkerError` when the worker fails.
         """
+        self.session = None  # the worker releases its session first; a refused one is never measured
         path = Path(model_path).absolute()
         mode = resolve_iobinding(iobinding, provider)
         options = effective_options(provider, device_id)
@@ -308,6 +310,7 @@ class WorkerSide:
     def warmup(self, iterations: int) -> tuple[float, np.ndarray]:
         """As :func:`pytest_aaco.measure.warmup`, in the worker: first run (ms) and the warmup
         latencies (ms, float64, at least *iterations*, extended to 0.25 s for fast models)."""
+        self._loaded("warmup")
         reply = self._request("warmup", self.load_timeout_s, iterations=int(iterations))
         latencies_ms = decode_array(reply["latencies_ms"]).astype(np.float64)
         if latencies_ms.size:
@@ -316,6 +319,7 @@ class WorkerSide:
 
     def block(self, iterations: int) -> np.ndarray:
         """Run the model *iterations* times back to back in the worker: int64 ns, shape ``(iterations,)``."""
+        self._loaded("block")
         count = int(iterations)
         timeout = self.timeout_s + BLOCK_SLACK * count * self._per_iteration_s
         reply = self._request("block", timeout, iterations=count)
@@ -333,6 +337,13 @@ class WorkerSide:
                             str(reply.get("gpu_source", "")))
 
     # ------------------------------------------------------------ the pipe
+
+    def _loaded(self, op: str) -> None:
+        if self._proc is None:
+            raise WorkerError(f"{self._who()}: the worker is not running (call start())")
+        if self.session is None:
+            raise WorkerError(f"{self._who()}: {op} before a session was loaded (call load(); a session that"
+                              " failed its checks is not measured)")
 
     def _who(self) -> str:
         version = f"onnxruntime {self.info.ort_version}, " if self.info else ""

@@ -171,6 +171,8 @@ def test_what_ort_refuses_in_the_worker_is_a_session_error_and_the_worker_lives_
         side.load(broken, CPU, feeds)
     with pytest.raises(SessionError, match="CUDAExecutionProvider"):  # not in this build: placement refuses it
         side.load(models["small"], parse_provider("cuda"), feeds, iobinding="none")
+    with pytest.raises(WorkerError, match="block before a session was loaded"):  # the CPU fallback is not measured
+        side.block(3)
     with pytest.raises(SessionError, match="enable_cuda_graph=1 needs device inputs"):
         side.load(models["small"], parse_provider("cuda").with_options({"enable_cuda_graph": 1}), feeds,
                   iobinding="none")
@@ -215,6 +217,32 @@ def test_the_protocol_line_by_line(tmp_path):
     assert noise.startswith(b"startup noise") and noise.replace(b"startup noise, no newline", b"") == b""
     assert rest.startswith(MARKER) and rest.count(b"\n") == 2 * len(replies) - 1  # nothing else came
     assert b"fd noise\n" in err and b"print noise\n" in err
+
+
+@pytest.mark.parametrize("name", ["sideworker.py", "timedloop.py"])
+def test_the_worker_files_parse_as_python_3_8(name):
+    # older onnxruntime wheels exist only for older Pythons (1.19.2 on 3.8 was run by hand with
+    # AACO_TEST_COMPARE_PYTHON below); this catches new syntax, not new library calls
+    import ast
+
+    ast.parse((WORKER_SCRIPT.parent / name).read_text(), feature_version=(3, 8))
+
+
+@pytest.mark.skipif(not os.environ.get("AACO_TEST_COMPARE_PYTHON"),
+                    reason="set AACO_TEST_COMPARE_PYTHON to an interpreter with another numpy and onnxruntime")
+def test_an_interpreter_given_by_the_environment(models, feeds):
+    # e.g. AACO_TEST_COMPARE_PYTHON=/tmp/py38/bin/python after `python3.8 -m venv /tmp/py38 &&
+    # /tmp/py38/bin/python -m pip install "onnxruntime<1.20" numpy`
+    with WorkerSide(os.environ["AACO_TEST_COMPARE_PYTHON"]) as worker:
+        for mode in ("none", "inputs", "all"):
+            worker.load(models["small"], CPU, feeds, iobinding=mode)
+            worker.warmup(3)
+            assert worker.block(5).shape == (5,)
+        handle = build_session(models["large"], CPU, intra_op_threads=1)
+        local = LocalSide("candidate", bind_run(handle, feeds, "none", 0))
+        worker.load(models["small"], CPU, feeds, intra_op_threads=1)
+        cycles = run_cycles([worker, local], {"baseline": 40, "candidate": 40}, cycles=2, discard=2)
+        assert (paired_log_ratios(cycles, "baseline", "candidate") > np.log(2)).all()
 
 
 # ---------------------------------------------------------------- failures: clear errors, no hang, no zombie
@@ -302,3 +330,29 @@ def test_compare_with_the_baseline_in_another_interpreter(other_python, models):
     slow = LocalFactory(models["large"], spec, CPU, warmup=3, intra_op_threads=1)
     result = compare(baseline, slow, settings, alpha=0.05, ref="onnxruntime (other env)")
     assert result.outcome == "regression" and result.comparison.ratio > 2
+
+
+# ---------------------------------------------------------------- on a CUDA GPU (skipped elsewhere)
+
+
+def _has_cuda() -> bool:
+    import onnxruntime
+
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs CUDAExecutionProvider: onnxruntime-gpu on a CUDA machine")
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_cuda_session_in_the_worker(models, feeds, graph):
+    # the worker runs this interpreter: onnxruntime-gpu's CUDA libraries come from its site-packages
+    cuda = parse_provider("cuda").with_options({"enable_cuda_graph": 1} if graph else {})
+    with WorkerSide(sys.executable) as worker:
+        session = worker.load(models["large"], cuda, feeds, iobinding="auto")
+        assert session.providers_used[0] == "CUDAExecutionProvider" and session.iobinding == "all"
+        worker.warmup(5)
+        lat = worker.block(50)
+        assert lat.shape == (50,) and (lat > 0).all()
+        memory = worker.memory()
+        assert "nvidia-smi" in memory.gpu_source
+        assert memory.gpu_mb is None or memory.gpu_mb > 0  # None where nvidia-smi shows host pids
