@@ -356,3 +356,16 @@ def test_a_cuda_session_in_the_worker(models, feeds, graph):
         memory = worker.memory()
         assert "nvidia-smi" in memory.gpu_source
         assert memory.gpu_mb is None or memory.gpu_mb > 0  # None where nvidia-smi shows host pids
+
+
+def test_compare_python_through_the_plugin(aaco_project, other_python):
+    """``pytest --aaco-compare-python=PATH`` as a user runs it: the item is measured against itself in
+    the other environment (the same onnxruntime here), so it must not regress, and the verdict says
+    it was measured side by side against that interpreter."""
+    result = aaco_project.run_subprocess(f"--aaco-compare-python={other_python}", "--aaco-threshold=90%",
+                                         "--aaco-intra-op-threads=1", "--aaco-junit=perf.xml", "-v", timeout=300)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tiny*cpu*no-regression", "false-alarm control: LOND*1 gated, 0 regression(s)"])
+    junit = (aaco_project.pytester.path / "perf.xml").read_text()
+    assert f"vs {other_python}" in junit and "measured side by side" in junit
