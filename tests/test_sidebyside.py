@@ -174,7 +174,7 @@ def test_real_onnxruntime_sides(tmp_path: Path) -> None:
     original, cosmetic, slowed = _model_files(tmp_path)
     spec = next(s for s in load_registry() if s.name == "squeezenet")
     cpu = parse_provider("cpu")
-    settings = CompareSettings(block_s=0.05, threshold=0.10)
+    settings = CompareSettings(block_s=0.05, threshold=0.50)  # wide: the A/A must never flip on a loaded machine
 
     def factory(path: Path) -> LocalFactory:
         return LocalFactory(path, spec, cpu, warmup=3, intra_op_threads=1)

@@ -18,9 +18,9 @@ from pytest_aaco.sidegate import ItemMeasure, SideBySideGate
 from pytest_aaco.verdict import GateSettings
 
 CPU = parse_provider("cpu")
-FAST = CompareSettings(block_s=0.03, threshold=0.10)
+FAST = CompareSettings(block_s=0.03, threshold=0.50)  # wide: an A/A under xdist on a loaded 2-core machine
 ITEM = ItemMeasure(warmup=3, intra_op_threads=1)
-GATE = GateSettings(threshold=0.10)
+GATE = GateSettings(threshold=0.50)
 
 
 @pytest.fixture
