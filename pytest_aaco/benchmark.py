@@ -8,13 +8,9 @@ under xdist); the telemetry samplers; and a fresh-session re-measurement for the
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import gc
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +19,7 @@ import pytest
 
 from .config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from .devicelock import hold_device
+from .footprint import rss_mb
 from .inputs import batch_size, make_inputs
 from .measure import (
     MeasureSettings,
@@ -34,6 +31,7 @@ from .measure import (
 )
 from .placement import Placement, PlacementError, describe_placement, fallback_problem
 from .providers import ProviderError, ProviderSpec, parse_provider
+from .records import Verdict
 from .registry import ModelSpec
 from .results import BenchmarkResult
 from .samplers import TelemetrySession, build_samplers
@@ -137,38 +135,6 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
     return settings, float(pick("threshold", config.threshold)), gate_p99
 
 
-@lru_cache(maxsize=1)
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None elsewhere (looked up once: ``find_library`` runs ldconfig)."""
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-def _release_free_memory() -> None:
-    """Collect garbage and hand the C heap's free pages back to the OS (glibc ``malloc_trim``,
-    where available), so RSS shows live memory rather than what the allocator happens to keep."""
-    gc.collect()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-def rss_mb() -> float:
-    """This process's resident set size in MB (psutil), after releasing free heap pages.
-
-    Without the release, an item's footprint depended on how much freed memory of earlier items
-    (dropped sessions, a confirmation look) the allocator could reuse: BERT measured 446 MB in
-    saving runs and 634 MB in a gating run of the same suite.
-    """
-    import psutil
-
-    _release_free_memory()
-    return float(psutil.Process().memory_info().rss / 1e6)
-
-
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
     """:func:`~pytest_aaco.measure.build_session`, recording the RSS the session added (MB)."""
     before = rss_mb()
@@ -211,6 +177,11 @@ class BenchmarkRun:
     results: list[BenchmarkResult] = field(default_factory=list)
     placement: dict[str, Any] | None = None
     _feeds: dict[str, np.ndarray] | None = None
+    #: with ``--aaco-compare`` / ``--aaco-compare-python``: measures the item side by side and
+    #: returns (the candidate's result, its Verdict) (:meth:`pytest_aaco.session.AacoSession.compare_item`)
+    compare: Callable[[BenchmarkRun, MeasureSettings], tuple[BenchmarkResult, Verdict]] | None = None
+    #: the side-by-side verdict of the last measurement, which the gate then records as is
+    side_verdict: Verdict | None = None
 
     @property
     def feeds(self) -> dict[str, np.ndarray]:
@@ -244,8 +215,12 @@ class BenchmarkRun:
         return self.run_with(self.settings_for(**overrides))
 
     def run_with(self, settings: MeasureSettings) -> BenchmarkResult:
-        """Measure with *settings* on the item's session and keep the result for the gate."""
-        result = self.measure(self.handle, settings)
+        """Measure with *settings* on the item's session and keep the result for the gate; side by
+        side (:attr:`compare`), the candidate's blocks are the result and the verdict is kept too."""
+        if self.compare is not None:
+            result, self.side_verdict = self.compare(self, settings)
+        else:
+            result = self.measure(self.handle, settings)
         self.results.append(result)
         return result
 

@@ -84,6 +84,10 @@ parse_option_value = opts.option_value
 parse_provider_options = naming_option(opts.key_values)
 
 
+#: ``--aaco-compare-python``'s parser: None when empty, else the interpreter's path (symlinks kept)
+parse_compare_python = naming_option(opts.interpreter_or_none)
+
+
 def check_provider_options(option: str, providers: tuple[ProviderSpec, ...], options: dict[str, Any]) -> None:
     """Each key of *options* must be taken by some requested EP (:func:`pytest_aaco.providers.check_options`);
     a UsageError names the key and the valid ones otherwise (never a value: it may be a credential)."""
@@ -171,6 +175,14 @@ class AacoConfig(GateSettings):
     bundle: bool = not opts.default("no-bundle")
     junit_path: Path | None = None
     html_path: Path | None = None
+    compare_ref: str | None = setting("compare")
+    compare_python: str | None = setting("compare-python")
+    compare_budget_s: float = setting("compare-budget")
+
+    @property
+    def side_by_side(self) -> bool:
+        """Whether items are gated side by side (``--aaco-compare`` or ``--aaco-compare-python``)."""
+        return bool(self.compare_ref or self.compare_python)
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> AacoConfig:

@@ -87,6 +87,10 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
     c = ctx.config
     label = item_label(run)
     settings = gate_settings(c, run)
+    if run.side_verdict is not None:  # judged side by side while measuring (--aaco-compare)
+        if run.side_verdict.side_by_side is not None:  # measured against its baseline side: one LOND test
+            ctx.lond.record(run.side_verdict.outcome == Outcome.REGRESSION and run.side_verdict.fails)
+        return run.side_verdict, None
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     baseline = load_baseline(path, nodeid)
     gated = baseline is not None and fp.matches(baseline.fingerprint)

@@ -30,6 +30,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .timedloop import time_iterations as time_iterations  # shared with the side worker
+
 #: a block aims at this much time (s): long enough to smooth per-iteration jitter, short enough
 #: to follow the machine's phases (0.2 to 0.3 s blocks gave the figures in DESIGN.md section 3)
 BLOCK_TARGET_S = 0.2
@@ -48,21 +50,6 @@ class BlockRunner(Protocol):
     name: str
 
     def block(self, iterations: int) -> np.ndarray: ...
-
-
-def time_iterations(run: Callable[[], Any], count: int) -> np.ndarray:
-    """Time *count* calls of *run*: int64 nanoseconds, shape ``(count,)``.
-
-    The loop does nothing but ``perf_counter_ns(); run(); perf_counter_ns()`` into a
-    preallocated array.
-    """
-    lat = np.empty(count, dtype=np.int64)
-    clock = time.perf_counter_ns
-    for i in range(count):
-        t0 = clock()
-        run()
-        lat[i] = clock() - t0
-    return lat
 
 
 @dataclass

@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from .interleave import time_iterations
 from .options import default
 from .providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
 from .redact import redact_options, redact_text, secret_values
 from .results import BenchmarkResult, RoundResult
+from .timedloop import MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP  # re-exported: the warmup lives in timedloop.py,
+from .timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared with the side worker
+from .timedloop import bound_runner, time_iterations, warmup
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
 AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
@@ -35,8 +37,6 @@ CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
 #: adaptive iterations: aim at this much time per round, within these bounds
 TARGET_ROUND_S = 0.35
 MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
-#: warmup runs at least this long (s), with at most this many extra iterations
-MIN_WARMUP_S, MAX_EXTRA_WARMUP = 0.25, 500
 
 
 class SessionError(RuntimeError):
@@ -59,7 +59,12 @@ class SessionHandle:
     @property
     def cuda_graph(self) -> bool:
         """Whether the session was created with ``enable_cuda_graph`` on."""
-        return str(self.options.get("enable_cuda_graph", "0")).strip().lower() in ("1", "true", "yes")
+        return cuda_graph_on(self.options)
+
+
+def cuda_graph_on(options: dict[str, Any]) -> bool:
+    """Whether provider *options* turn ``enable_cuda_graph`` on."""
+    return str(options.get("enable_cuda_graph", "0")).strip().lower() in ("1", "true", "yes")
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,8 @@ def effective_options(provider: ProviderSpec, device_id: int) -> dict[str, Any]:
 
 
 def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
-                  intra_op_threads: int = 0, profile_prefix: str | None = None) -> SessionHandle:
+                  intra_op_threads: int = 0, profile_prefix: str | None = None,
+                  config_entries: dict[str, str] | None = None) -> SessionHandle:
     """Create an InferenceSession for *model_path* on *provider*, timing the creation (ms).
 
     GPU EPs get the CPU EP as a fallback for the nodes they cannot run, as ORT expects; the
@@ -101,7 +107,9 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     :class:`SessionError` with ORT's message when the session cannot be created, when ORT's
     Python layer fell back to the CPU because the EP could not be created (its "EP Error" text,
     which it prints instead of raising, is captured and put in the message), and when the
-    EP does not know a requested option (:func:`unknown_options`).
+    EP does not know a requested option (:func:`unknown_options`). *config_entries* are session
+    configuration entries (``SessionOptions.add_session_config_entry``), for example
+    ``{"session.intra_op.allow_spinning": "0"}``.
     """
     import onnxruntime as ort
 
@@ -109,34 +117,65 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     so.log_severity_level = 3
     if intra_op_threads:
         so.intra_op_num_threads = intra_op_threads
+    for key, value in (config_entries or {}).items():
+        so.add_session_config_entry(key, value)
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
     options = effective_options(provider, device_id)
-    providers: list[Any] = [(provider.ep_name, options)]
-    if provider.short != "cpu":
-        providers.append("CPUExecutionProvider")
     printed = io.StringIO()
     start = time.perf_counter_ns()
     try:
         with contextlib.redirect_stdout(printed):
-            session = ort.InferenceSession(str(model_path), sess_options=so, providers=providers)
+            session = ort.InferenceSession(str(model_path), sess_options=so,
+                                           providers=session_providers(provider, options))
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
-        raise SessionError(f"could not create an InferenceSession for {model_path.name} on "
-                           f"{provider.ep_name} with options {redact_options(options)}:"
-                           f" {redact_text(str(exc), secret_values(options))}") from None
+        raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
     create_ms = (time.perf_counter_ns() - start) / 1e6
-    ep_error = redact_text(_ep_error(printed.getvalue()), secret_values(options))
-    if ep_error and provider.ep_name not in session.get_providers():
-        raise SessionError(f"{provider.ep_name} could not be created for {model_path.name} with options"
-                           f" {redact_options(options)}: {ep_error}; ONNX Runtime fell back to"
-                           f" {', '.join(session.get_providers())}: not recorded as a {provider.short} result")
-    unknown = unknown_options(provider, options, session)
-    if unknown:
-        known = sorted(session.get_provider_options().get(provider.ep_name, {}))
-        raise SessionError(f"unknown {provider.ep_name} option(s) {', '.join(unknown)} for {model_path.name}"
-                           f" (ONNX Runtime {ort.__version__} ignored them); valid: {', '.join(known)}")
+    problem = creation_problem(model_path, provider, options, printed.getvalue(), list(session.get_providers()),
+                               session.get_provider_options(), ort.__version__)
+    if problem:
+        raise SessionError(problem)
     return SessionHandle(session, provider, model_path, create_ms, options)
+
+
+def session_providers(provider: ProviderSpec, options: dict[str, Any]) -> list[Any]:
+    """The ``providers`` argument of ``InferenceSession``: the EP with *options*, then the CPU EP as
+    the fallback for nodes a device EP cannot run, as ORT expects."""
+    providers: list[Any] = [(provider.ep_name, options)]
+    if provider.short != "cpu":
+        providers.append("CPUExecutionProvider")
+    return providers
+
+
+def creation_failure(model_path: Path, provider: ProviderSpec, options: dict[str, Any], error: object) -> str:
+    """The message for an InferenceSession that ORT refused to create (*error*: what ORT raised);
+    option values that may be credentials are redacted (:mod:`pytest_aaco.redact`)."""
+    return (f"could not create an InferenceSession for {model_path.name} on {provider.ep_name} with options"
+            f" {redact_options(options)}: {redact_text(str(error), secret_values(options))}")
+
+
+def creation_problem(model_path: Path, provider: ProviderSpec, options: dict[str, Any], printed: str,
+                     providers_used: list[str], reported_options: dict[str, dict[str, Any]],
+                     ort_version: str) -> str | None:
+    """Why a session that ORT created must not be measured, or None.
+
+    *printed* is what ORT's Python layer printed while creating it: its "EP Error" notice when
+    the EP could not be created and it fell back to *providers_used* instead of raising.
+    *reported_options* is ``session.get_provider_options()``: a requested option missing there
+    was ignored (:func:`unknown_options`).
+    """
+    ep_error = redact_text(_ep_error(printed), secret_values(options))
+    if ep_error and provider.ep_name not in providers_used:
+        return (f"{provider.ep_name} could not be created for {model_path.name} with options"
+                f" {redact_options(options)}: {ep_error}; ONNX Runtime fell back to {', '.join(providers_used)}:"
+                f" not recorded as a {provider.short} result")
+    unknown = unknown_options(provider, options, reported_options)
+    if unknown:
+        known = sorted(reported_options.get(provider.ep_name, {}))
+        return (f"unknown {provider.ep_name} option(s) {', '.join(unknown)} for {model_path.name}"
+                f" (ONNX Runtime {ort_version} ignored them); valid: {', '.join(known)}")
+    return None
 
 
 def _ep_error(printed: str) -> str:
@@ -153,8 +192,10 @@ def _ep_error(printed: str) -> str:
     return text
 
 
-def unknown_options(provider: ProviderSpec, options: dict[str, Any], session: Any) -> list[str]:
-    """Requested option keys that the EP does not report in ``session.get_provider_options()``.
+def unknown_options(provider: ProviderSpec, options: dict[str, Any],
+                    reported_options: dict[str, dict[str, Any]]) -> list[str]:
+    """Requested option keys that the EP does not report in *reported_options*
+    (``session.get_provider_options()``).
 
     For EPs without a table in :data:`pytest_aaco.providers.OPTION_KEYS` (tabled EPs were checked when
     the options were read). The report is trusted as the full list of options for the EPs in
@@ -163,7 +204,7 @@ def unknown_options(provider: ProviderSpec, options: dict[str, Any], session: An
     """
     if OPTION_KEYS.get(provider.short) is not None:
         return []
-    reported = session.get_provider_options().get(provider.ep_name) or {}
+    reported = reported_options.get(provider.ep_name) or {}
     if not reported:
         return []
     if provider.ep_name not in CHECKED_OPTION_EPS and not set(reported) - set(options):
@@ -215,49 +256,8 @@ def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
 
 
 def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
-    session = handle.session
-    if mode == "none":
-        run = session.run
-        return lambda: run(None, feeds)
-    import onnxruntime as ort
-
     device = ORT_DEVICE.get(handle.provider.short, "cpu")
-    binding = session.io_binding()
-    for name, array in feeds.items():  # copied to the device once: fixed input addresses
-        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array, device, device_id))
-    names = [output.name for output in session.get_outputs()]
-    for name in names:
-        if mode == "all":
-            binding.bind_output(name, device, device_id)
-        else:
-            binding.bind_output(name)
-    run_bound = session.run_with_iobinding
-    fixed = mode != "all"
-
-    def run_with_binding() -> None:
-        nonlocal fixed
-        run_bound(binding)
-        if not fixed:  # ``all``, first run only: pin the outputs ORT just allocated
-            for name, value in zip(names, binding.get_outputs(), strict=True):
-                binding.bind_ortvalue_output(name, value)
-            fixed = True
-
-    run_with_binding.binding = binding  # type: ignore[attr-defined]  # for reading outputs back
-    return run_with_binding
-
-
-def warmup(run: Callable[[], Any], iterations: int) -> tuple[float, np.ndarray]:
-    """First run (ms) and the warmup latencies (ms): *iterations*, extended to
-    :data:`MIN_WARMUP_S` for fast models so caches, allocators and clocks settle."""
-    first_ms = float(time_iterations(run, 1)[0]) / 1e6
-    lat = time_iterations(run, iterations)
-    spent = lat.sum() / 1e9
-    if spent < MIN_WARMUP_S and lat.size:
-        per_iter = max(spent / lat.size, 1e-6)
-        extra = int(min(MAX_EXTRA_WARMUP, (MIN_WARMUP_S - spent) / per_iter))
-        if extra > 0:
-            lat = np.concatenate([lat, time_iterations(run, extra)])
-    return first_ms, lat / 1e6
+    return bound_runner(handle.session, feeds, mode, device, device_id)
 
 
 def adaptive_iterations(warmup_ms: np.ndarray) -> int:

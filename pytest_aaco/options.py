@@ -11,10 +11,13 @@ value came from (an option, a registry key, a marker, a command argument) and it
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
@@ -76,6 +79,48 @@ def amount(value: Any, unit: str, example: str, positive: bool) -> float:
     if number < 0:
         raise ValueError(f"must not be negative, got {value!r}")
     return number
+
+
+def find_interpreter(value: str) -> str:
+    """The path of the interpreter named by ``--aaco-compare-python``: absolute, symlinks kept.
+
+    *value* is a path (``.venv-old/bin/python``, ``~/envs/ort117/bin/python``) or a command on
+    ``PATH`` (``python3.10``). Symlinks are not resolved: a virtualenv's ``bin/python`` is a link
+    to the base interpreter, and only its own path selects the virtualenv's packages. Raises
+    ValueError saying what is wrong (empty, not found, a folder, not executable).
+    """
+    text = str(value).strip()
+    if not text:
+        raise ValueError("expected the path of a Python interpreter, e.g. .venv-old/bin/python")
+    text = os.path.expanduser(text)
+    if os.sep not in text and not Path(text).exists():
+        found = shutil.which(text)
+        if found is None:
+            raise ValueError(f"no {text!r} on PATH; give the path of a Python interpreter, e.g. .venv-old/bin/python")
+        text = found
+    path = os.path.abspath(text)
+    if not os.path.exists(path):
+        raise ValueError(f"no such file {path}; give the path of a Python interpreter, e.g. .venv-old/bin/python")
+    if os.path.isdir(path):
+        inside = os.path.join(path, "bin", "python")
+        raise ValueError(f"{path} is a folder; give the interpreter inside it, e.g. {inside}")
+    if not os.access(path, os.X_OK):
+        raise ValueError(f"{path} is not executable; give the path of a Python interpreter")
+    return path
+
+
+def interpreter_or_none(value: Any) -> str | None:
+    """``--aaco-compare-python``: None when empty, else :func:`find_interpreter`."""
+    return find_interpreter(str(value)) if str(value or "").strip() else None
+
+
+def revision_or_none(value: Any) -> str | None:
+    """``--aaco-compare``: a git revision (``origin/main``, a SHA, ``HEAD~1``), None when empty.
+    Whether it exists is checked against the repository when the session starts."""
+    text = str(value or "").strip()
+    if text.startswith("-"):
+        raise ValueError(f"expected a git revision such as origin/main, got {text!r}")
+    return text or None
 
 
 def cores(value: Any) -> float | None:
@@ -238,6 +283,15 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("no-bundle", "do not write a session bundle", False, ini_type="bool"),
     OptionDef("junit", "write a performance JUnit XML file", "", "PATH"),
     OptionDef("html", "write a self-contained HTML report", "", "PATH"),
+    OptionDef("compare", "gate each item side by side against the same item at this git revision (origin/main,"
+              " a SHA, HEAD~1), measured interleaved in this job; unchanged items are not measured again", "",
+              "REF", parse=revision_or_none),
+    OptionDef("compare-python", "run the baseline side in this Python interpreter (a virtualenv holding another"
+              " onnxruntime, with numpy); alone: the same item in both environments", "", "PATH",
+              parse=interpreter_or_none),
+    OptionDef("compare-budget", "seconds per item for adding cycles while a side-by-side verdict is"
+              " inconclusive", "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
+                                                     positive=True)),
 )
 
 BY_NAME = {opt.name: opt for opt in OPTIONS}

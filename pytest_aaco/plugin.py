@@ -16,6 +16,7 @@ import pytest
 from . import hookspecs
 from .benchmark import MARKER_HELP, AacoMarker, BenchmarkRun, item_settings, node_placement_problem
 from .config import AacoConfig, add_options
+from .gitref import GitRefError
 from .inputs import InputError
 from .measure import SessionError, SessionHandle, check_placement
 from .providers import ProviderSpec
@@ -23,6 +24,7 @@ from .records import PLUGIN_NAME, RUN_KEY
 from .registry import ModelSpec, RegistryError
 from .results import BenchmarkResult
 from .session import AacoSession, get_session
+from .sideprocess import WorkerError
 from .warnings import AacoProviderWarning
 
 
@@ -148,7 +150,8 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
     provider = ort_session.provider
     marker = AacoMarker.of(request.node)  # validated at collection already
     settings, threshold, gate_p99 = item_settings(session.config, aaco_model, provider, marker)
-    run = BenchmarkRun(session.config, aaco_model, provider, ort_session, settings, threshold, gate_p99)
+    run = BenchmarkRun(session.config, aaco_model, provider, ort_session, settings, threshold, gate_p99,
+                       compare=session.compare_item if session.side_gate is not None else None)
     label = f"{aaco_model.name}[{provider.short}]"
 
     def guarded(**overrides: Any) -> BenchmarkResult:
@@ -157,7 +160,7 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
         crash: Exception | None = None
         try:
             return run.run_with(chosen)
-        except (SessionError, InputError, RegistryError) as exc:
+        except (SessionError, InputError, RegistryError, GitRefError, WorkerError) as exc:
             problem = str(exc)
         except Exception as exc:  # noqa: BLE001 - an OS error mid-item is an error row, not a lost item
             crash = exc

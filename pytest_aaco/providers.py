@@ -34,7 +34,7 @@ ROCM_REMOVED_IN = (1, 23)
 #: provider option keys per EP, where ORT cannot say itself which it takes. A frozenset is a documented
 #: table, checked when the options are read (command line, registry). None: the EP lists its options in
 #: ``InferenceSession.get_provider_options()``, and a requested key missing there is refused once the
-#: session exists (:func:`pytest_aaco.runner.unknown_options`).
+#: session exists (:func:`pytest_aaco.measure.unknown_options`).
 #: The CPU EP takes none: ORT's Python binding builds it from session options only and ignores every
 #: provider option without a word (checked on onnxruntime 1.32.0: ``intra_op_num_threads=abc`` and
 #: ``no_such_option=1`` both load, and ``get_provider_options()`` reports ``{}``).

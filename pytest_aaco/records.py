@@ -32,8 +32,10 @@ WORKER_LOND = "aaco_lond"
 
 
 class Outcome(str, Enum):
-    """Outcome words. The first eight are the gate's verdicts; the last three are pytest's own
-    outcome of an item, used when an item has no verdict (a provider error, a skip)."""
+    """Outcome words. The first ten are the gate's verdicts (``unchanged`` and ``new``: side by side,
+    an item identical at the compared revision, or absent there, is not measured against it); the
+    last three are pytest's own outcome of an item, used when an item has no verdict (a provider
+    error, a skip)."""
 
     REGRESSION = "regression"
     IMPROVEMENT = "improvement"
@@ -43,6 +45,8 @@ class Outcome(str, Enum):
     MISMATCH = "fingerprint-mismatch"
     SAVED = "saved"
     ERROR = "error"
+    UNCHANGED = "unchanged"
+    NEW = "new"
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -107,6 +111,9 @@ class Verdict:
     contention: dict[str, float] | None = None
     notes: list[str] = field(default_factory=list)
     fails: bool = False
+    #: side-by-side figures (``SideBySide.to_dict()``: REF, cycles, per-cycle ratios, looks, each
+    #: side's memory) when the item was gated side by side (``--aaco-compare``)
+    side_by_side: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)

@@ -31,8 +31,10 @@ import pytest
 from .baseline import VariancePrior, runner_variance_prior
 from .benchmark import BenchmarkRun, build_tracked
 from .config import AacoConfig
+from .devicelock import hold_device
 from .environment import collect_environment
-from .gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
+from .gate import GateContext, cause_and_fix, crash_record, error_record, gate_settings, judge, mark_error
+from .gitref import NEW, UNCHANGED, GitRefError
 from .jsonio import dumps, loads_records
 from .measure import MeasureSettings, SessionHandle
 from .placement import Placement, placement_report
@@ -47,13 +49,17 @@ from .records import (
     ItemRecord,
     Outcome,
     SessionSummary,
+    Verdict,
 )
 from .redact import redact_argv
 from .registry import ModelSpec, load_registry, model_path
 from .reports import ReportContext, github, html, junit, terminal
 from .reports.bundle import ENVIRONMENT_FILE, SessionBundle
 from .reports.progress import announce, write_line
+from .results import BenchmarkResult
 from .samplers.clocks import clock_warnings, read_clock_state
+from .sidebyside import CompareSettings
+from .sidegate import ItemMeasure, SideBySideGate
 from .stats import LondFdr
 from .warnings import AacoBaselineWarning, AacoClockWarning, AacoReportWarning
 
@@ -81,6 +87,15 @@ class AacoSession:
         #: node ids whose records a pytest-xdist worker already sent (controller)
         self._shipped: set[str] = set()
         self._started = False
+        self.side_gate: SideBySideGate | None = None
+        if config.side_by_side:
+            try:
+                self.side_gate = SideBySideGate(config.compare_ref, config.compare_python,
+                                                CompareSettings(budget_s=config.compare_budget_s,
+                                                                confirm=config.confirm),
+                                                Path(str(pytest_config.rootpath)))
+            except GitRefError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
     # ------------------------------------------------------------ registry and providers
 
@@ -236,6 +251,28 @@ class AacoSession:
         if record.fails and not user_failed:
             pytest.fail(record.explanation(with_recommendation=False), pytrace=False)
 
+    def compare_item(self, run: BenchmarkRun, settings: MeasureSettings) -> tuple[BenchmarkResult, Verdict]:
+        """Measure *run*'s item side by side with its baseline side (``--aaco-compare``,
+        ``--aaco-compare-python``): the candidate's result and the Verdict, at the item's LOND level.
+
+        An item unchanged at REF, or new there, is measured once as usual and gets that verdict.
+        Raises SessionError / WorkerError from either side, GitRefError for a file git cannot give.
+        """
+        gate = self.side_gate
+        assert gate is not None  # compare_item is only handed to runs of a side-by-side session
+        label = f"{run.model.name}[{run.provider.short}]"
+        gate_for_item = gate_settings(self.config, run)
+        side = gate.baseline_side(run.model, run.provider.short)
+        if side.status in (UNCHANGED, NEW):
+            result = run.measure(run.handle, settings)
+            return result, gate.static_verdict(side, label, gate_for_item.threshold, result.mean_ms)
+        raw = ProviderSpec(run.provider.short, run.provider.ep_name)
+        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads)
+        result, verdict, _ = gate.measure(run.model, side, lambda model: self.provider_for(model, raw), item,
+                                          gate_for_item, self.lond().next_level(), label,
+                                          lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id, label))
+        return result, verdict
+
     def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:
         """*exc* escaped pytest-aaco's own work for *item* while it tried *doing*: keep an ``error`` row
         with a one-line cause and fix (:func:`pytest_aaco.gate.cause_and_fix`) and fail the item, no traceback."""
@@ -359,6 +396,8 @@ class AacoSession:
             output[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])
             output[WORKER_LOND] = self.lond_state
             return
+        if self.side_gate is not None:
+            self.side_gate.close()
         if not self.records:
             return
         context = self.report_context()

@@ -40,6 +40,8 @@ NO_BASELINE = Outcome.NO_BASELINE
 MISMATCH = Outcome.MISMATCH
 SAVED = Outcome.SAVED
 ERROR = Outcome.ERROR
+UNCHANGED = Outcome.UNCHANGED
+NEW = Outcome.NEW
 #: drift within the measured phase beyond this fraction (and p < DRIFT_P) flags an item unstable
 DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
 #: round-to-round spread this many times the history's flags an item unstable
@@ -94,17 +96,20 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
     return stats.welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
 
 
-def outcome_of(comp: stats.Comparison, threshold: float, level: float, faster_level: float | None = None) -> Outcome:
+def outcome_of(comp: stats.Comparison | Any, threshold: float, level: float, faster_level: float | None = None,
+               upper_alpha: float | None = None) -> Outcome:
     """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
     >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);
     *no-regression* when the one-sided 95% upper bound of the slowdown is below *threshold* (a claim
-    of no change is not a discovery, so it needs no false-discovery control); else *inconclusive*."""
+    of no change is not a discovery, so it needs no false-discovery control); else *inconclusive*.
+    *upper_alpha* sets the upper bound's level instead (a sequential look spends its share of it).
+    *comp* needs ``ratio``, ``p_slower``, ``p_faster`` and ``upper(alpha)``."""
     slowdown = comp.ratio - 1
     if comp.p_slower <= level and slowdown >= threshold:
         return REGRESSION
     if comp.p_faster <= (level if faster_level is None else faster_level) and -slowdown >= threshold:
         return IMPROVEMENT
-    if comp.upper(max(level, NO_REGRESSION_ALPHA)) - 1 < threshold:
+    if comp.upper(max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha) - 1 < threshold:
         return NO_REGRESSION
     return INCONCLUSIVE
 
@@ -239,11 +244,39 @@ def confirmation_note(first_look: dict[str, Any]) -> str:
             f" p={first_look['p_value']:.2g})")
 
 
+def _side_by_side_text(v: Verdict) -> str:
+    """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
+    (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
+    threshold 5%``, from *v* and ``v.side_by_side`` (:meth:`pytest_aaco.sidebyside.SideBySide.to_dict`)."""
+    sbs = v.side_by_side or {}
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
+    pairs = int(sbs.get("session_pairs") or 1)
+    p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
+    text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {_pct(v.ratio)} vs {sbs.get('ref')}"
+            f" (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)}), measured side by side over"
+            f" {sbs.get('cycles')} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+            + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+    first = sbs.get("first_look")
+    if v.confirmed:
+        text += f"; confirmed by {sbs.get('cycles')} more cycles on fresh sessions"
+    elif v.confirmed is False and first:
+        text += (f"; the first look said {_pct(first['ratio'])} (p={first['p_slower']:.2g}) but fresh sessions did"
+                 " not confirm it")
+    if v.outcome == INCONCLUSIVE:
+        text += (f"; minimum detectable effect {v.mde:.1%}: raise --aaco-compare-budget, or run on a quieter"
+                 " runner (--aaco-intra-op-threads=1 helps on a shared one)")
+    for note in v.notes:
+        text += f"; {note}"
+    return text + _memory_text(v)
+
+
 def render_message(v: Verdict) -> str:
     """The one-line message a person can act on, rendered from the final fields of *v*.
 
     Called once, by :func:`finish`, after the last rule (confirmation, contention) changed *v*.
     """
+    if v.side_by_side is not None and v.ratio is not None:
+        return _side_by_side_text(v)
     if v.contention is not None:
         return (f"inconclusive {v.label}: looks like {_pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
                 f" kept {v.contention['cores']:.2f} cores busy while it was measured (CPU contention, limit"

@@ -17,6 +17,7 @@ import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx  # noqa: F401 - see below
@@ -231,3 +232,50 @@ def make_conv_model(path: Path, kernel: int = 3, channels: int = 32, size: int =
         initializer=[numpy_helper.from_array(w, "W"), numpy_helper.from_array(m, "M")],
     )
     return save_test_model(graph, path)
+
+
+def _git(repo: Path, *args: str) -> str:
+    """Run git in *repo*; its stdout, stripped. Raises CalledProcessError on failure."""
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+#: the registry of :func:`model_repo`: a model file tracked in the repository, and a zoo model
+REPO_REGISTRY = """models:
+  net:
+    path: models/net.onnx
+    dims: {batch: 1}
+  zoo:
+    zoo: squeezenet
+"""
+
+
+@pytest.fixture
+def git() -> Any:
+    """``git(repo, *args) -> stdout``: run git in a test repository (CalledProcessError on failure)."""
+    return _git
+
+
+@pytest.fixture
+def repo_registry() -> str:
+    """The text of :func:`model_repo`'s ``models.yaml``."""
+    return REPO_REGISTRY
+
+
+@pytest.fixture
+def model_repo(tmp_path: Path) -> Path:
+    """A git repository with one commit: ``models.yaml`` (:data:`REPO_REGISTRY`) and
+    ``models/net.onnx`` (the zoo's squeezenet), for the side-by-side tests."""
+    from pytest_aaco.registry import zoo_dir
+
+    root = tmp_path / "repo"
+    (root / "models").mkdir(parents=True)
+    _git(root, "init", "-q")
+    _git(root, "config", "user.email", "t@example.com")
+    _git(root, "config", "user.name", "t")
+    shutil.copy(zoo_dir() / "light_squeezenet.onnx", root / "models" / "net.onnx")
+    (root / "models.yaml").write_text(REPO_REGISTRY)
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "base")
+    return root

@@ -247,6 +247,10 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-cold-start=-1", "--aaco-cold-start: must be at least 0, got -1"),
     ("--aaco-cold-start-threshold=2x", "--aaco-cold-start-threshold: expected a fraction*"),
     ("--aaco-cupti=maybe", "--aaco-cupti: expected on or off*"),
+    ("--aaco-compare-budget=0", "--aaco-compare-budget: must be positive*"),
+    ("--aaco-compare-budget=soon", "--aaco-compare-budget: expected a number of seconds*"),
+    ("--aaco-compare-python=/no/such/python", "--aaco-compare-python: no such file /no/such/python*"),
+    ("--aaco-compare=--force", "--aaco-compare: expected a git revision*"),
 ])
 def test_bad_values_are_usage_errors(pytester, option, fragment):
     result = pytester.runpytest(option)
@@ -434,3 +438,24 @@ def test_placement_mode_parser():
     assert parsed == list(PLACEMENT_MODES)
     with pytest.raises(pytest.UsageError, match="--aaco-placement: expected one of check, warn, off"):
         parse_choice("--aaco-placement", "strict", PLACEMENT_MODES)
+
+
+def test_compare_options_parse_and_have_ini_twins(pytester):
+    from pytest_aaco import options as opts
+    from pytest_aaco.config import parse_option
+
+    assert opts.default("compare") is None and opts.default("compare-python") is None
+    assert opts.default("compare-budget") == 60.0
+    assert parse_option(opts.option("compare"), " origin/main ") == "origin/main"
+    assert parse_option(opts.option("compare-budget"), "45s") == 45.0
+    for name, metavar in (("compare", "REF"), ("compare-python", "PATH"), ("compare-budget", "S")):
+        assert opts.option(name).metavar == metavar
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*--aaco-compare=REF*", "*--aaco-compare-python=PATH*", "*--aaco-compare-budget=S*",
+                                 "*verdict is inconclusive (default: 60)*", "*aaco_compare_budget (string):*"])
+    pytester.makeini("""
+        [pytest]
+        aaco_compare_budget = 30
+    """)
+    pytester.makepyfile(test_show=SHOW_CONFIG.replace("c.threshold,", "c.compare_budget_s,"))
+    assert shown(pytester)["threshold"] == 30.0

@@ -200,10 +200,12 @@ def test_an_ep_that_lists_its_options_refuses_unknown_keys() -> None:
 
     spec = parse_provider("tensorrt")
     full = _Reported(spec.ep_name, {"device_id": "0", "trt_fp16_enable": "0", "trt_max_workspace_size": "1"})
-    assert unknown_options(spec, {"device_id": "0", "bogus": "1"}, full) == ["bogus"]
+    # unknown_options takes what session.get_provider_options() reported (shared with the side worker)
+    assert unknown_options(spec, {"device_id": "0", "bogus": "1"}, full.get_provider_options()) == ["bogus"]
     echo = _Reported(spec.ep_name, {"device_id": "0", "bogus": "1"})  # only echoes the request: cannot say
-    assert unknown_options(spec, {"device_id": "0", "bogus": "1"}, echo) == []
-    assert unknown_options(parse_provider("cpu"), {"x": "1"}, _Reported("CPUExecutionProvider", {"y": "1"})) == []
+    assert unknown_options(spec, {"device_id": "0", "bogus": "1"}, echo.get_provider_options()) == []
+    assert unknown_options(parse_provider("cpu"), {"x": "1"},
+                           _Reported("CPUExecutionProvider", {"y": "1"}).get_provider_options()) == []
 
 
 def test_global_options_go_to_the_eps_that_take_them() -> None:

@@ -164,11 +164,28 @@ def fdr_sentence(summary: SessionSummary) -> str | None:
             f" {fdr.get('discoveries')} regression(s).")
 
 
+def compare_sentence(records: Sequence[ItemRecord]) -> str | None:
+    """``Compared side by side with origin/main: 2 measured, 5 unchanged, 1 new.``, or None when
+    no item was gated side by side (``--aaco-compare``)."""
+    refs = sorted({str(r.verdict.side_by_side.get("ref")) for r in records
+                   if r.verdict is not None and r.verdict.side_by_side})
+    unchanged = sum(r.effective_outcome == Outcome.UNCHANGED for r in records)
+    new = sum(r.effective_outcome == Outcome.NEW for r in records)
+    if not refs and not unchanged and not new:
+        return None
+    measured = sum(1 for r in records if r.verdict is not None and r.verdict.side_by_side)
+    named = ", ".join(refs) if refs else "the compared revision"
+    return f"Compared side by side with {named}: {measured} measured, {unchanged} unchanged, {new} new."
+
+
 def job_summary(records: Sequence[ItemRecord], summary: SessionSummary) -> str:
     """The Markdown appended to ``GITHUB_STEP_SUMMARY``: failed items, the table, the fingerprint."""
     failed = sorted((r for r in records if r.fails), key=lambda r: r.effective_outcome != Outcome.REGRESSION)
     warned = [r for r in records if r.is_warning]
     lines = [f"## pytest-aaco: {md_text(summary.counts_text)}", ""]
+    compared = compare_sentence(records)
+    if compared:
+        lines += [md_text(compared), ""]
     if failed:
         lines += [f"### Failed ({len(failed)})", ""]
         for record in failed:

@@ -320,6 +320,36 @@ def plot_telemetry(record: ItemRecord) -> str | None:
     return figure_svg(fig)
 
 
+def plot_cycle_ratios(record: ItemRecord) -> str | None:
+    """A side-by-side item's per-cycle ratios candidate / baseline (one series per fresh session
+    pair), with the estimate, its 95% CI and the threshold; None for other items."""
+    verdict = record.verdict
+    sbs = verdict.side_by_side if verdict is not None else None
+    if not sbs or not sbs.get("ratios") or verdict is None:
+        return None
+    fig = new_figure(11.5, 3.0)
+    ax = fig.subplots()
+    start = 0
+    for index, ratios in enumerate(sbs["ratios"]):
+        xs = list(range(start, start + len(ratios)))
+        ax.plot(xs, [(r - 1) * 100 for r in ratios], "o", markersize=3.5, label=f"session pair {index + 1}")
+        start += len(ratios)
+    if verdict.ratio is not None:
+        ax.axhline((verdict.ratio - 1) * 100, color="#263238", linewidth=1.2, label="estimate")
+    if verdict.ci_low is not None and verdict.ci_high is not None:
+        ax.axhspan((verdict.ci_low - 1) * 100, (verdict.ci_high - 1) * 100, color="#90a4ae", alpha=0.3,
+                   label="95% CI")
+    ax.axhline(verdict.threshold * 100, color="#c62828", linestyle="--", linewidth=1, label="threshold")
+    ax.axhline(0, color="#607080", linewidth=0.6)
+    ax.set_xlabel(f"cycle (one block of each side; vs {sbs.get('ref')})", fontsize=8)
+    ax.set_ylabel("candidate / baseline - 1 (%)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return figure_svg(fig)
+
+
+
 # ---------------------------------------------------------------- tables
 
 
@@ -422,6 +452,9 @@ def item_section(record: ItemRecord, baseline: dict[str, Any] | None, plots: boo
         if baseline is None and verdict is not None and verdict.baseline_path and outcome != Outcome.SAVED:
             parts.append(f'<p class="muted">baseline file {e(verdict.baseline_path)} not found here: plots show'
                          " this run only.</p>")
+        if plots and verdict is not None and verdict.side_by_side:
+            parts.append("<h3>Side by side: per-cycle ratios</h3>"
+                         + plot_or_note(lambda: plot_cycle_ratios(record), "per-cycle ratios"))
         if plots:
             parts.append("<h3>Latency</h3>" + plot_or_note(lambda: plot_latency(record, baseline), "latency plots"))
             parts.append("<h3>Telemetry over the measured phase</h3>"

@@ -1,0 +1,198 @@
+"""Side-by-side comparison: looks, confirmation, session pairs, memory, the message; and real ORT."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_aaco.sidebyside import (
+    BASELINE,
+    CANDIDATE,
+    CompareSettings,
+    LocalFactory,
+    OpenedSide,
+    compare,
+    to_verdict,
+)
+
+
+@dataclass
+class NoisySide:
+    """Latencies ``base_ms * factor * exp(N(0, sd))`` per iteration, seeded."""
+
+    name: str
+    base_ms: float
+    sd: float
+    rng: np.random.Generator
+
+    def block(self, iterations: int) -> np.ndarray:
+        lat = self.base_ms * np.exp(self.rng.normal(0, self.sd, iterations))
+        return (lat * 1e6).astype(np.int64)
+
+
+@dataclass
+class ScriptedFactory:
+    """Opens :class:`NoisySide` sides; ``factors`` gives each successive session's speed factor."""
+
+    base_ms: float
+    factors: list[float] = field(default_factory=lambda: [1.0])
+    sd: float = 0.01
+    footprint_mb: float = 100.0
+    opened: int = 0
+    closed: int = 0
+    seed: int = 0
+
+    def open(self, name: str) -> OpenedSide:
+        factor = self.factors[min(self.opened, len(self.factors) - 1)]
+        self.opened += 1
+        rng = np.random.default_rng(self.seed + self.opened)
+        side = NoisySide(name, self.base_ms * factor, self.sd, rng)
+
+        def close() -> None:
+            self.closed += 1
+
+        return OpenedSide(side, self.base_ms * factor, self.footprint_mb, 5.0, 2.0, {"ort_version": "x"}, close)
+
+
+FAST = CompareSettings(block_s=0.0, discard=1)  # 3 iterations per block: scripted sides cost nothing
+
+
+def test_equal_sides_pass_at_the_first_look() -> None:
+    a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, seed=100)
+    result = compare(a, b, FAST, alpha=0.05, ref="origin/main")
+    assert result.outcome == "no-regression" and result.measurement.cycles == 10 and result.confirmed is None
+    assert a.opened == b.opened == 1 and a.closed == b.closed == 1
+    assert result.memory == []
+    data = result.to_dict()
+    assert data["cycles"] == 10 and len(data["ratios"][0]) == 10 and data["looks"][0]["outcome"] == "no-regression"
+    assert data["companion"]["method"].startswith("wilcoxon")
+    verdict = to_verdict(result, "m[cpu]")
+    assert verdict.outcome == "no-regression" and not verdict.fails and verdict.method == "side-by-side"
+    assert verdict.message.startswith("no regression m[cpu]: ") and "vs origin/main" in verdict.message
+
+
+def test_a_slowdown_is_confirmed_on_fresh_sessions_and_named_plainly() -> None:
+    a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, factors=[1.2], seed=100)
+    result = compare(a, b, FAST, alpha=0.01, ref="origin/main")
+    assert result.outcome == "regression" and result.confirmed is True
+    assert a.opened == b.opened == 2  # the confirmation opened fresh sessions
+    message = to_verdict(result, "resnet50[cpu]").message
+    assert re.match(r"REGRESSION resnet50\[cpu\]: \+20\.\d% vs origin/main \(95% CI \+\d+\.\d \.\. \+\d+\.\d%\),"
+                    r" measured side by side over 10 cycles, p=\S+ at level \S+, threshold 5%; confirmed", message)
+    assert to_verdict(result, "resnet50[cpu]").fails
+
+
+def test_an_unconfirmed_slowdown_is_inconclusive() -> None:
+    a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, factors=[1.2, 1.0], seed=100)
+    result = compare(a, b, FAST, alpha=0.01, ref="HEAD~1")
+    assert result.outcome == "inconclusive" and result.confirmed is False
+    assert "fresh sessions did not confirm it" in to_verdict(result, "m[cpu]").message
+    assert not to_verdict(result, "m[cpu]").fails
+
+
+def test_inconclusive_adds_cycles_up_to_the_last_look_and_reports_the_mde() -> None:
+    # a 5% slowdown under 15% per-iteration noise: more cycles, never a pass or fail
+    a, b = ScriptedFactory(2.0, sd=0.4), ScriptedFactory(2.0, factors=[1.05], sd=0.4, seed=100)
+    result = compare(a, b, FAST, alpha=0.001, ref="HEAD~1")
+    assert result.outcome == "inconclusive"
+    assert [look.cycles for look in result.measurement.looks] == [10, 20, 30, 40]
+    levels = [look.level for look in result.measurement.looks]
+    assert levels == sorted(levels, reverse=True)  # Pocock: the first look gets the most of alpha
+    assert "minimum detectable effect" in to_verdict(result, "m[cpu]").message and result.mde() > 0.05
+
+
+def test_the_budget_stops_adding_cycles() -> None:
+    ticks = itertools.count(0, 5.0)  # every clock reading is 5 s later
+    a, b = ScriptedFactory(2.0, sd=0.4), ScriptedFactory(2.0, factors=[1.05], sd=0.4, seed=100)
+    settings = CompareSettings(block_s=0.0, discard=1, budget_s=8.0)
+    result = compare(a, b, settings, alpha=0.001, ref="HEAD~1", clock=lambda: next(ticks))
+    assert len(result.measurement.looks) == 1 and result.outcome == "inconclusive"
+
+
+def test_device_sides_use_session_pairs_as_a_level() -> None:
+    # each fresh candidate session lands on its own algorithm: -3% and +3% (mean 0)
+    a = ScriptedFactory(2.0)
+    b = ScriptedFactory(2.0, factors=[0.97, 1.03] * 3, seed=100)
+    result = compare(a, b, FAST, alpha=0.05, ref="HEAD~1", device=True)
+    # two pairs at the first look, then one fresh pair per look: the between-pair spread needs pairs
+    assert [len(c) for c in result.measurement.cycles_by_pair] == [5, 5, 10, 10, 10]
+    assert a.opened == b.opened == 5
+    assert result.comparison.method == "paired-t, session level"
+    assert result.outcome == "inconclusive"
+    # the pooled cycles would claim a tight interval; the session level keeps it honest (wide)
+    lo, hi = result.ci()
+    assert hi - lo > 0.05
+    assert "over 40 cycles on 5 fresh session pairs" in to_verdict(result, "m[cuda]").message
+
+
+def test_memory_is_judged_on_each_sides_own_footprint() -> None:
+    a, b = ScriptedFactory(2.0, footprint_mb=100.0), ScriptedFactory(2.0, footprint_mb=400.0, seed=100)
+    result = compare(a, b, FAST, alpha=0.05, ref="HEAD~1")
+    assert result.outcome == "no-regression" and result.memory
+    assert "own footprint 400 MB vs 100 MB" in result.memory[0]
+    assert to_verdict(result, "m[cpu]").fails
+    same = compare(ScriptedFactory(2.0, footprint_mb=100.0), ScriptedFactory(2.0, footprint_mb=130.0, seed=9), FAST,
+                   alpha=0.05, ref="HEAD~1")
+    assert same.memory == []  # +30 MB is within the slack
+
+
+def test_wilcoxon_can_decide() -> None:
+    a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, factors=[1.2], seed=100)
+    result = compare(a, b, CompareSettings(block_s=0.0, discard=1, method="wilcoxon", confirm=False),
+                     alpha=0.01, ref="HEAD~1")
+    assert result.outcome == "regression" and result.to_dict()["test"].startswith("wilcoxon")
+    assert result.to_dict()["companion"]["method"] == "paired-t"
+    with pytest.raises(ValueError, match="method"):
+        compare(a, b, CompareSettings(method="sign"), alpha=0.01, ref="HEAD~1")
+
+
+def _model_files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    import onnx
+
+    from pytest_aaco.modelgen import add_extra_work
+    from pytest_aaco.registry import zoo_dir
+
+    original = zoo_dir() / "light_squeezenet.onnx"
+    model = onnx.load(str(original))
+    cosmetic = tmp_path / "cosmetic.onnx"
+    model.doc_string = "same compute, different bytes"
+    onnx.save(model, str(cosmetic))
+    slowed = tmp_path / "slowed.onnx"
+    onnx.save(add_extra_work(onnx.load(str(original)), matmuls=12, size=256), str(slowed))
+    return original, cosmetic, slowed
+
+
+def test_real_onnxruntime_sides(tmp_path: Path) -> None:
+    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.registry import load_registry
+
+    original, cosmetic, slowed = _model_files(tmp_path)
+    spec = next(s for s in load_registry() if s.name == "squeezenet")
+    cpu = parse_provider("cpu")
+    settings = CompareSettings(block_s=0.05, threshold=0.50)  # wide: the A/A must never flip on a loaded machine
+
+    def factory(path: Path) -> LocalFactory:
+        return LocalFactory(path, spec, cpu, warmup=3, intra_op_threads=1)
+
+    same = compare(factory(original), factory(cosmetic), settings, alpha=0.05, ref="HEAD~1")
+    assert same.outcome in ("no-regression", "inconclusive") and same.memory == []
+    slow = compare(factory(original), factory(slowed), settings, alpha=0.05, ref="HEAD~1")
+    assert slow.outcome == "regression", to_verdict(slow, "squeezenet[cpu]").message
+    assert slow.comparison.ratio > 1.3
+    data = slow.to_dict()
+    assert data["sides"][BASELINE]["ort_version"] and data["sides"][CANDIDATE]["memory_source"] == "rss"
+    assert data["spin_bleed"]["blocks_after_other"] > 0
+
+
+def test_the_candidates_blocks_become_its_result() -> None:
+    from pytest_aaco.sidebyside import candidate_result
+
+    result = compare(ScriptedFactory(2.0), ScriptedFactory(2.5, seed=100), FAST, alpha=0.05, ref="HEAD~1")
+    bench = candidate_result(result, "m", "cpu")
+    assert len(bench.rounds) == result.measurement.cycles and bench.measure_iterations == 3 * len(bench.rounds)
+    assert bench.mean_ms == pytest.approx(2.5, rel=0.05) and bench.session_create_ms == 5.0

@@ -1,0 +1,101 @@
+"""The side-by-side gate of one item, in a temporary git repository with real ONNX Runtime."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import onnx
+import pytest
+
+from pytest_aaco.gitref import CHANGED, NEW, UNCHANGED, GitRefError
+from pytest_aaco.modelgen import add_extra_work
+from pytest_aaco.providers import parse_provider
+from pytest_aaco.registry import ModelSpec, load_registry, zoo_dir
+from pytest_aaco.sidebyside import CompareSettings
+from pytest_aaco.sidegate import ItemMeasure, SideBySideGate
+from pytest_aaco.verdict import GateSettings
+
+CPU = parse_provider("cpu")
+FAST = CompareSettings(block_s=0.03, threshold=0.50)  # wide: an A/A under xdist on a loaded 2-core machine
+ITEM = ItemMeasure(warmup=3, intra_op_threads=1)
+GATE = GateSettings(threshold=0.50)
+
+
+@pytest.fixture
+def repo(model_repo: Path) -> Path:
+    return model_repo
+
+
+def spec(repo: Path) -> ModelSpec:
+    return load_registry(repo / "models.yaml")[0]
+
+
+def provider_for(model: ModelSpec) -> object:
+    return CPU.with_options(model.options_for("cpu"))
+
+
+def test_unchanged_is_not_measured(repo: Path) -> None:
+    gate = SideBySideGate("HEAD", None, FAST, repo)
+    try:
+        side = gate.baseline_side(spec(repo), "cpu")
+        assert side.status == UNCHANGED
+        verdict = gate.static_verdict(side, "net[cpu]", 0.05, 2.0)
+        assert verdict.outcome == "unchanged" and not verdict.fails
+        assert verdict.message == "net[cpu]: unchanged at HEAD; not measured again"
+    finally:
+        gate.close()
+
+
+def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None:
+    model = onnx.load(str(repo / "models" / "net.onnx"))
+    model.doc_string = "same compute, different bytes"
+    onnx.save(model, str(repo / "models" / "net.onnx"))
+    git(repo, "commit", "-qam", "cosmetic")
+    gate = SideBySideGate("HEAD~1", None, FAST, repo)
+    try:
+        side = gate.baseline_side(spec(repo), "cpu")
+        assert side.status == CHANGED
+        bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
+        assert verdict.outcome in ("no-regression", "inconclusive") and not verdict.fails, verdict.message
+        assert len(bench.rounds) == result.measurement.cycles and bench.mean_ms > 0
+    finally:
+        gate.close()
+    onnx.save(add_extra_work(onnx.load(str(zoo_dir() / "light_squeezenet.onnx")), matmuls=12, size=256),
+              str(repo / "models" / "net.onnx"))
+    git(repo, "commit", "-qam", "slower")
+    gate = SideBySideGate("HEAD~1", None, FAST, repo)
+    try:
+        side = gate.baseline_side(spec(repo), "cpu")
+        bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
+        assert verdict.outcome == "regression" and verdict.fails, verdict.message
+        assert verdict.message.startswith("REGRESSION net[cpu]: +") and "vs HEAD~1" in verdict.message
+        assert "changed since the baseline side: model bytes" in verdict.notes
+    finally:
+        gate.close()
+
+
+def test_new_item_and_bad_ref(repo: Path, git: Any) -> None:
+    shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "other.onnx")
+    (repo / "models.yaml").write_text("models:\n  net:\n    path: models/net.onnx\n"
+                                      "  other:\n    path: models/other.onnx\n")  # net first: spec() is net
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "new model")
+    gate = SideBySideGate("HEAD~1", None, FAST, repo)
+    try:
+        other = load_registry(repo / "models.yaml")[1]
+        side = gate.baseline_side(other, "cpu")
+        assert side.status == NEW
+        assert gate.static_verdict(side, "other[cpu]", 0.05, None).outcome == "new"
+    finally:
+        gate.close()
+    with pytest.raises(GitRefError, match="--aaco-compare=nope"):
+        SideBySideGate("nope", None, FAST, repo)
+
+
+def test_python_only_always_measures_the_same_item(repo: Path) -> None:
+    gate = SideBySideGate(None, "/usr/bin/python3", FAST, repo)
+    side = gate.baseline_side(spec(repo), "cpu")
+    assert side.status == CHANGED and side.changes == ["environment"] and gate.name == "/usr/bin/python3"
+    gate.close()
