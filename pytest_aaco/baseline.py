@@ -18,7 +18,9 @@ from .fingerprint import Fingerprint
 from .jsonio import AacoFileError, atomic_write_json, read_json
 from .results import BenchmarkResult
 
-SCHEMA_VERSION = 1
+#: 2: each history run may hold ``reference`` (the reference workload's round log-means, the
+#: normalized ones and its identity); files of version 1 are read as runs without a reference
+SCHEMA_VERSION = 2
 
 
 class SchemaVersionError(AacoFileError):
@@ -47,7 +49,9 @@ def other_runners(baseline_dir: Path, machine_key: str, nodeid: str) -> list[str
 @dataclass
 class Baseline:
     """A loaded baseline file. ``history`` is oldest first; each run is a dict with ``timestamp``,
-    ``rounds`` (round summaries), ``summary`` (mean/p50/p99 ms ...) and ``telemetry`` (summary)."""
+    ``rounds`` (round summaries), ``summary`` (mean/p50/p99 ms ...), ``telemetry`` (summary) and,
+    when a reference workload was measured alongside, ``reference``
+    (:meth:`pytest_aaco.results.ReferenceSeries.to_dict`: ``id``, ``log_means``, ``normalized`` ...)."""
 
     path: Path
     item: str
@@ -63,6 +67,16 @@ class Baseline:
     def run_round_log_means(self) -> list[list[float]]:
         """Per run, its round log-means (mean ln ms of each round); shape ``(runs, rounds_i)``."""
         return [[r["log_mean"] for r in run["rounds"]] for run in self.history]
+
+    def reference_runs(self, reference_id: str) -> list[dict[str, Any]]:
+        """The ``reference`` records of the runs measured with reference *reference_id*, oldest first."""
+        return [run["reference"] for run in self.history
+                if isinstance(run.get("reference"), dict) and run["reference"].get("id") == reference_id]
+
+    def reference_ids(self) -> list[str]:
+        """The distinct reference identities in the history, in order of first use."""
+        ids = [run["reference"]["id"] for run in self.history if isinstance(run.get("reference"), dict)]
+        return list(dict.fromkeys(ids))
 
     def latest(self) -> dict[str, Any]:
         return self.history[-1]
@@ -85,6 +99,21 @@ def _require(path: Path, data: Any, key: str, kind: type) -> Any:
     return data[key]
 
 
+def _check_reference(path: Path, run: dict[str, Any], rounds: int) -> None:
+    """A run's ``reference`` record, when present, has an ``id`` and one log-mean and one normalized
+    value per round; AacoFileError naming the file otherwise."""
+    ref = run.get("reference")
+    if ref is None:
+        return
+    ok = isinstance(ref, dict) and isinstance(ref.get("id"), str) and all(
+        isinstance(ref.get(key), list) and len(ref[key]) == rounds
+        and all(isinstance(v, (int, float)) for v in ref[key]) for key in ("log_means", "normalized"))
+    if not ok:
+        raise AacoFileError(f"{path}: a history run's 'reference' needs 'id' and one 'log_means' and"
+                            " 'normalized' value per round; re-record it with --aaco-save-baseline"
+                            " --aaco-baseline-reset")
+
+
 def load_baseline(path: Path) -> Baseline | None:
     """Load a baseline file; None when it does not exist.
 
@@ -104,6 +133,7 @@ def load_baseline(path: Path) -> Baseline | None:
         if not rounds or not all(isinstance(r, dict) and "log_mean" in r for r in rounds):
             raise AacoFileError(f"{path}: a history run has no round summaries with 'log_mean';"
                                 " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+        _check_reference(path, run, len(rounds))
         summary = _require(path, run, "summary", dict)
         if not isinstance(summary.get("mean_ms"), (int, float)):  # the verdict reports the baseline mean
             raise AacoFileError(f"{path}: a history run has no summary 'mean_ms';"
@@ -119,13 +149,18 @@ def load_baseline(path: Path) -> Baseline | None:
 
 
 def run_record(result: BenchmarkResult) -> dict[str, Any]:
-    """The history entry for one run: timestamp, round summaries, summary and telemetry summary."""
-    return {
+    """The history entry for one run: timestamp, round summaries (raw round log-means), summary,
+    telemetry summary and, with a reference workload, its series (:class:`~pytest_aaco.results.ReferenceSeries`:
+    the reference's round log-means, the normalized ones and its identity)."""
+    record = {
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "rounds": [r.summary() for r in result.rounds],
         "summary": result.summary(),
         "telemetry": (result.telemetry or {}).get("summary", {}),
     }
+    if result.reference is not None:
+        record["reference"] = result.reference.to_dict()
+    return record
 
 
 def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,

@@ -4,6 +4,9 @@
   "BERT: Pre-training of Deep Bidirectional Transformers", table of BERT-base: 12 layers,
   hidden 768, 12 heads, FFN 3072) from standard ONNX ops with seeded weights. Its outputs
   are meaningless: it exists for timing.
+* :func:`reference_mix` builds the reference workload measured alongside every item for stored
+  baselines (:mod:`pytest_aaco.reference`): a few convolutions, a token MLP and the elementwise
+  ops between them, so its compute and memory traffic follow the machine the way typical models do.
 * :func:`add_extra_work` appends a chain of MatMul/Tanh on a side output that depends on the
   model's input, so ORT cannot constant-fold it away: a calibrated, real slowdown for A/B tests.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -204,4 +208,66 @@ def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> 
     return out
 
 
-GENERATORS = {"bert-encoder": bert_encoder}
+def reference_mix(channels: int = 32, size: int = 56, hidden: int = 256, seed: int = 0) -> Any:
+    """The generated reference workload: a small CNN stem followed by a transformer-style MLP.
+
+    Input ``x`` float32 ``[1, channels, size, size]``; output ``y`` float32 ``[size²/4, 2*channels]``.
+    Ops: Conv 3x3 (channels -> 2c) + Relu, Conv 3x3 stride 2 (2c -> 2c) + BatchNormalization + Relu,
+    Conv 1x1, then the ``(size/2)²`` positions as tokens: MatMul (2c -> *hidden*), erf GELU, MatMul
+    (*hidden* -> 2c), residual Add, LayerNormalization, Softmax. About 0.2 GFLOP at the defaults
+    (a few ms on one CPU core; docs/verdict-quality.md has the measured cost). Weights are drawn
+    from ``N(0, 1/fan_in)`` with *seed*, so the file is the same on every machine (same bytes,
+    same hash). Raises ValueError for an odd *size* or a non-positive argument.
+    """
+    from onnx import TensorProto, helper
+
+    if min(channels, size, hidden) < 1 or size % 2:
+        raise ValueError(f"reference_mix needs positive channels/hidden and an even size, got"
+                         f" channels={channels}, size={size}, hidden={hidden}")
+    rng = np.random.default_rng(seed)
+    c2, tokens = 2 * channels, (size // 2) ** 2
+    inits: list[Any] = []
+    nodes: list[Any] = []
+
+    def weight(name: str, *shape: int) -> str:
+        fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
+        inits.append(_init(name, (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)))
+        return name
+
+    def const(name: str, array: np.ndarray) -> str:
+        inits.append(_init(name, array))
+        return name
+
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    h = node("Relu", [node("Conv", ["x", weight("c1.W", c2, channels, 3, 3)], "c1", pads=[1, 1, 1, 1])], "c1.relu")
+    h = node("Conv", [h, weight("c2.W", c2, c2, 3, 3)], "c2", pads=[1, 1, 1, 1], strides=[2, 2])
+    ones, zeros = np.ones(c2, np.float32), np.zeros(c2, np.float32)
+    h = node("BatchNormalization", [h, const("bn.scale", ones), const("bn.bias", zeros),
+                                    const("bn.mean", zeros), const("bn.var", ones)], "bn")
+    h = node("Conv", [node("Relu", [h], "c2.relu"), weight("c3.W", c2, c2, 1, 1)], "c3")
+    tokens_shape = const("shape.tokens", np.array([c2, tokens], np.int64))
+    t = node("Transpose", [node("Reshape", [h, tokens_shape], "tok.r")], "tok", perm=[1, 0])
+    u = node("MatMul", [t, weight("mlp1.W", c2, hidden)], "mlp1")
+    erf = node("Erf", [node("Mul", [u, const("rsqrt2", np.array(1 / np.sqrt(2.0), np.float32))], "gelu.s")],
+               "gelu.erf")
+    u = node("Mul", [u, node("Add", [erf, const("one", np.array(1.0, np.float32))], "gelu.a")], "gelu.m")
+    u = node("Mul", [u, const("half", np.array(0.5, np.float32))], "gelu")
+    r = node("Add", [t, node("MatMul", [u, weight("mlp2.W", hidden, c2)], "mlp2")], "res")
+    r = node("LayerNormalization", [r, const("ln.g", ones), const("ln.b", zeros)], "ln", axis=-1)
+    nodes.append(helper.make_node("Softmax", [r], ["y"], name="softmax", axis=-1))
+    graph = helper.make_graph(
+        nodes, "aaco_reference_mix",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [tokens, c2])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="pytest-aaco")
+    model.ir_version = 8
+    return model
+
+
+#: generator name (as in the registry's ``generator:`` key) -> function returning an ``onnx.ModelProto``
+GENERATORS: dict[str, Callable[..., Any]] = {"bert-encoder": bert_encoder, "reference-mix": reference_mix}
