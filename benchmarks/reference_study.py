@@ -23,6 +23,18 @@ Measurements hold ``/work/coord/measure.lock`` when it exists (``flock``), one p
 
     python benchmarks/reference_study.py --phases candidates --processes 10
     python benchmarks/reference_study.py --phases quality --history 5 --gates 8
+
+* ``gpu``: on ``--provider cuda`` (one command within 9 minutes, ``--minutes``): the slower
+  variant is calibrated (``--slowdown``, default 9%; use 0.10), ``--history`` processes are the
+  history, then gate processes (3 unchanged, 1 slower, repeated) run until the time budget, at
+  least ``--min-aa`` unchanged. Each gate process measures twice, the second time on a fresh
+  session after releasing the first (the confirmation look), and records RSS growth, the
+  process's own device memory (:class:`pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`) and the
+  device-wide peak. Printed per gate: the verdict on the normalized series, the raw change, the
+  machine's drift, memory figures, and what the old device-peak VRAM rule would have said.
+
+    python benchmarks/reference_study.py --phases gpu --provider cuda --iobinding all --no-lock \\
+        --models resnet50 --slowdown 0.10 --minutes 8 --workdir /tmp/rs-gpu --out gpu_reference.md
 """
 
 from __future__ import annotations
@@ -47,40 +59,75 @@ LOCK = Path("/work/coord/measure.lock")
 
 # ------------------------------------------------------------------------------- worker (one process)
 
+def measure_once(handle_args: tuple[Any, ...], name: str, ref: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """One look as the plugin measures an item: device-memory probe and RSS around the session's
+    creation and the measured rounds, telemetry during the rounds, the reference alongside."""
+    from pytest_aaco.baseline import run_record
+    from pytest_aaco.benchmark import add_rss_growth, rss_mb
+    from pytest_aaco.inputs import make_inputs
+    from pytest_aaco.runner import MeasureSettings, build_session, run_benchmark
+    from pytest_aaco.samplers import TelemetrySession, build_samplers
+    from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
+
+    path, provider = handle_args
+    probe = DeviceMemoryProbe(provider.short, 0)
+    probe.start()
+    before = rss_mb()
+    handle = build_session(Path(path), provider, 0, args.threads)
+    build_rss = rss_mb() - before
+    feeds = make_inputs(name, handle.session.get_inputs(), {"batch": 1, "N": 1}, {})
+    settings = MeasureSettings(warmup=args.warmup, rounds=args.rounds, iobinding=args.iobinding)
+    start = rss_mb()
+    telemetry = TelemetrySession(build_samplers(provider.short, 0, 0.1)) if args.memory else None
+    result = run_benchmark(handle, feeds, settings, name, 1, telemetry=telemetry, reference=ref)
+    add_rss_growth(result, build_rss, start)
+    mb, method = probe.stop()
+    summary = (result.telemetry or {}).setdefault("summary", {})
+    record_own_vram(summary, mb, method)
+    series = result.reference
+    assert series is not None
+    return {"model": name, "reference": ref.name, "reference_id": ref.id,
+            "rounds": result.round_log_means.tolist(), "ref_log_means": series.log_means.tolist(),
+            "normalized": series.normalized.tolist(), "mean_ms": result.mean_ms,
+            "ref_mean_ms": series.mean_ms, "share": series.share, "pid": os.getpid(), "time": time.time(),
+            "record": run_record(result) if args.memory else None}
+
+
 def worker(args: argparse.Namespace) -> None:
-    """Measure each model once per reference in this process; print one JSON line per measurement."""
-    from pytest_aaco.inputs import batch_size, make_inputs
+    """Measure each model once per reference (and per look) in this process; one JSON line each.
+
+    With ``--looks 2`` the second look is the confirmation: the first session is released, then
+    a fresh one is built and measured, as the plugin's confirmation does."""
+    import gc
+
     from pytest_aaco.providers import parse_provider
     from pytest_aaco.reference import build_reference
-    from pytest_aaco.runner import MeasureSettings, build_session, run_benchmark
 
     provider = parse_provider(args.provider)
     refs = [build_reference(name, provider, 0, args.threads, args.iobinding) for name in args.refs.split(",")]
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
-    settings = MeasureSettings(warmup=args.warmup, rounds=args.rounds, iobinding=args.iobinding)
     for model in args.models.split(","):
         name, _, path = model.partition("=")
-        handle = build_session(Path(path), provider, 0, args.threads)
-        feeds = make_inputs(name, handle.session.get_inputs(), {"batch": 1, "N": 1}, {})
         for ref in [refs[i] for i in rng.permutation(len(refs))]:
-            result = run_benchmark(handle, feeds, settings, name, batch_size(feeds), reference=ref)
-            series = result.reference
-            assert series is not None
-            print(json.dumps({"model": name, "reference": ref.name, "reference_id": ref.id,
-                              "rounds": result.round_log_means.tolist(), "ref_log_means": series.log_means.tolist(),
-                              "normalized": series.normalized.tolist(), "mean_ms": result.mean_ms,
-                              "ref_mean_ms": series.mean_ms, "share": series.share, "pid": os.getpid(),
-                              "time": time.time()}), flush=True)
+            for look in range(args.looks):
+                row = measure_once((path, provider), name, ref, args)
+                row["look"] = look
+                print(json.dumps(row), flush=True)
+                gc.collect()  # the look's session is released before the next one is built
 
 
-def spawn(models: dict[str, Path], refs: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
+def spawn(models: dict[str, Path], refs: list[str], args: argparse.Namespace, looks: int = 1) -> list[dict[str, Any]]:
     """One fresh worker process (under the measurement lock); its JSON lines."""
     cmd = [sys.executable, __file__, "--worker", "--models", ",".join(f"{k}={v}" for k, v in models.items()),
            "--refs", ",".join(refs), "--rounds", str(args.rounds), "--warmup", str(args.warmup),
-           "--provider", args.provider, "--threads", str(args.threads), "--iobinding", args.iobinding]
+           "--provider", args.provider, "--threads", str(args.threads), "--iobinding", args.iobinding,
+           "--looks", str(looks)] + (["--memory"] if args.memory else [])
     if LOCK.exists() and not args.no_lock:
         cmd = ["flock", str(LOCK), *cmd]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=args.spawn_timeout)
+    if done.returncode:
+        raise SystemExit(f"worker failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-3000:]}")
+    out = done.stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
@@ -108,8 +155,8 @@ def candidates(args: argparse.Namespace, out: list[str]) -> None:
         mine = [r for r in rows if r["reference"] == ref]
         raw = np.array([np.mean(r["rounds"]) for r in mine])
         norm = np.array([np.mean(r["normalized"]) for r in mine])
-        out.append(f"| {ref} | {np.std(raw, ddof=1):.2%} | {np.std(norm, ddof=1):.2%} |"
-                   f" {np.median([r['ref_mean_ms'] for r in mine]):.2f} | {np.median([r['share'] for r in mine]):.0%} |")
+        ref_ms, share = np.median([r["ref_mean_ms"] for r in mine]), np.median([r["share"] for r in mine])
+        out.append(f"| {ref} | {np.std(raw, ddof=1):.2%} | {np.std(norm, ddof=1):.2%} | {ref_ms:.2f} | {share:.0%} |")
     out.append(f"\nResNet-50 mean latency: median {np.median([r['mean_ms'] for r in rows]):.1f} ms per iteration.")
 
 
@@ -117,34 +164,34 @@ def candidates(args: argparse.Namespace, out: list[str]) -> None:
 
 def slower_variant(name: str, slowdown: float, args: argparse.Namespace) -> tuple[Path, float]:
     """A copy of zoo model *name* about *slowdown* slower (extra MatMul/Tanh work), and its true
-    slowdown measured by interleaving A and B blocks in this process (median of paired log-ratios)."""
+    slowdown measured by interleaving A and B blocks in this process on ``--provider`` (median of
+    the paired log-ratios, :func:`pytest_aaco.interleave.paired_log_ratios`)."""
     import onnx
-    import onnxruntime as ort
 
     from pytest_aaco.inputs import make_inputs
     from pytest_aaco.interleave import LocalSide, block_iterations, paired_log_ratios, run_cycles
     from pytest_aaco.modelgen import add_extra_work, save_model_atomic
+    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.runner import bind_runner, build_session, warmup
 
+    provider = parse_provider(args.provider)
     base = onnx.load(str(model_file(name)))
-    so = ort.SessionOptions()
-    if args.threads:
-        so.intra_op_num_threads = args.threads
 
-    def side(label: str, model: Any) -> tuple[LocalSide, float]:
-        session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        feeds = make_inputs(name, session.get_inputs(), {"batch": 1, "N": 1}, {})
-        for _ in range(5):
-            session.run(None, feeds)
-        t0 = time.perf_counter()
-        for _ in range(5):
-            session.run(None, feeds)
-        return LocalSide(label, lambda: session.run(None, feeds)), (time.perf_counter() - t0) / 5 * 1000
+    def side(label: str, path: Path) -> tuple[LocalSide, float]:
+        handle = build_session(path, provider, 0, args.threads)
+        feeds = make_inputs(name, handle.session.get_inputs(), {"batch": 1, "N": 1}, {})
+        run = bind_runner(handle, feeds, args.iobinding, 0)
+        _, warm = warmup(run, 20)
+        return LocalSide(label, run), float(np.median(warm[len(warm) // 2:]))
 
-    a, a_ms = side("a", base)
-    matmuls = max(1, round(slowdown * a_ms / 0.4))  # first guess: ~0.4 ms per 256² MatMul+Tanh here
-    for _ in range(4):
-        variant = add_extra_work(base, matmuls)
-        b, _ = side("b", variant)
+    a, a_ms = side("a", model_file(name))
+    per_matmul_ms = 0.4 if provider.short == "cpu" else 0.01  # first guess: a 256² MatMul+Tanh step
+    matmuls = max(1, round(slowdown * a_ms / per_matmul_ms))
+    path = args.workdir / f"{name}-{provider.short}-slower.onnx"
+    true = 0.0
+    for _ in range(5):
+        save_model_atomic(add_extra_work(base, matmuls), path)
+        b, _ = side("b", path)
         n = block_iterations(a_ms, 0.3)
         cycles = run_cycles([a, b], {"a": n, "b": n}, 12, discard=1)
         true = float(np.exp(np.median(paired_log_ratios(cycles, "a", "b"))) - 1)
@@ -152,8 +199,6 @@ def slower_variant(name: str, slowdown: float, args: argparse.Namespace) -> tupl
         if abs(true - slowdown) < 0.015:
             break
         matmuls = max(1, round(matmuls * slowdown / max(true, 0.005)))
-    path = args.workdir / f"{name}-slower.onnx"
-    save_model_atomic(variant, path)
     return path, true
 
 
@@ -188,8 +233,9 @@ def quality(args: argparse.Namespace, out: list[str]) -> None:
     report_quality(data, models, args, out)
 
 
-def as_result(row: dict[str, Any], with_reference: bool) -> Any:
-    """A BenchmarkResult carrying the recorded round log-means (each round as its exp, one iteration)."""
+def as_result(row: dict[str, Any], with_reference: bool, telemetry: bool = False) -> Any:
+    """A BenchmarkResult carrying the recorded round log-means (each round as its exp, one iteration)
+    and, with *telemetry*, the recorded telemetry summary (memory figures)."""
     from pytest_aaco.results import BenchmarkResult, ReferenceSeries, RoundResult
 
     rounds = [RoundResult(i, np.array([np.exp(v)]), 0, 0) for i, v in enumerate(row["rounds"])]
@@ -197,12 +243,13 @@ def as_result(row: dict[str, Any], with_reference: bool) -> Any:
     if with_reference:
         series = ReferenceSeries(row["reference"], row["reference_id"], np.array(row["ref_log_means"]),
                                  np.array(row["normalized"]), row["ref_mean_ms"], 1, row["share"])
+    summary = (row.get("record") or {}).get("telemetry", {}) if telemetry else {}
     return BenchmarkResult(row["model"], "cpu", rounds, 0, np.empty(0), 0.0, 0.0, ["CPUExecutionProvider"],
-                           reference=series)
+                           reference=series, telemetry={"summary": summary})
 
 
 def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_reference: bool,
-          workdir: Path) -> Any:
+          workdir: Path, telemetry: bool = False) -> Any:
     from pytest_aaco.baseline import load_baseline, save_run
     from pytest_aaco.fingerprint import Fingerprint
     from pytest_aaco.verdict import GateSettings, compare
@@ -211,9 +258,9 @@ def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_ref
     path = workdir / "judge" / f"{gate_row['model']}-{os.getpid()}.json"
     path.unlink(missing_ok=True)
     for row in history_rows:
-        save_run(path, gate_row["model"], fp, as_result(row, with_reference))
+        save_run(path, gate_row["model"], fp, as_result(row, with_reference, telemetry))
     baseline = load_baseline(path)
-    return compare(as_result(gate_row, with_reference), baseline, fp, GateSettings(threshold=0.05),
+    return compare(as_result(gate_row, with_reference, telemetry), baseline, fp, GateSettings(threshold=0.05),
                    level=0.05, label=gate_row["model"])
 
 
@@ -254,6 +301,102 @@ def report_quality(data: dict[str, Any], models: list[str], args: argparse.Names
                f" range {min(drifts):+.1%} .. {max(drifts):+.1%}.")
 
 
+# ------------------------------------------------------------------------------- gpu phase
+
+def _gate(history_rows: list[dict[str, Any]], looks: list[dict[str, Any]], workdir: Path,
+          with_reference: bool = True) -> Any:
+    """The plugin's rule on one gate: first look, and the confirmation look when it regressed."""
+    from pytest_aaco.verdict import GateSettings, confirm, needs_confirmation
+
+    settings = GateSettings(threshold=0.05)
+    first = judge(history_rows, looks[0], with_reference, workdir, telemetry=True)
+    if needs_confirmation(first) and len(looks) > 1:
+        second = judge(history_rows, looks[1], with_reference, workdir, telemetry=True)
+        return confirm(first, second, settings)
+    return first
+
+
+def device_peak_rule(history_rows: list[dict[str, Any]], row: dict[str, Any]) -> float | None:
+    """The old memory rule, for contrast: peak device-used VRAM now minus the history's median (MB),
+    when it exceeds +10% and +50 MB; None when it passes or there is no figure."""
+    def peak(r: dict[str, Any]) -> float | None:
+        value = ((r.get("record") or {}).get("telemetry", {}).get("vram_used_mb") or {}).get("max")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    past = [p for p in (peak(r) for r in history_rows) if p is not None]
+    now = peak(row)
+    if now is None or not past:
+        return None
+    median = float(np.median(past))
+    return now - median if now > median * 1.10 and now - median > 50 else None
+
+
+def gpu(args: argparse.Namespace, out: list[str]) -> None:
+    """History of 5 processes, then unchanged (A/A) and slower (A/B) gates until the time budget."""
+    from pytest_aaco.verdict import REGRESSION
+
+    deadline = time.monotonic() + args.minutes * 60
+    args.memory = True
+    name = args.models.split(",")[0]
+    b_path, true = slower_variant(name, args.slowdown, args)
+    a_models, b_models = {name: model_file(name)}, {name: b_path}
+    t0 = time.time()
+    history = [spawn(a_models, [args.reference], args)[0] for _ in range(args.history)]
+    print(f"  history of {len(history)} runs in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    gates: list[dict[str, Any]] = []
+    per_gate = 0.0
+    while True:
+        kind = "A/B" if len(gates) % 4 == 3 else "A/A"
+        left = deadline - time.monotonic()
+        aa_done = sum(g["kind"] == "A/A" for g in gates)
+        if left < per_gate * 1.2 + 5 and aa_done >= args.min_aa:
+            break
+        if left < per_gate + 5:
+            print("  out of time before the planned gates were done", file=sys.stderr, flush=True)
+            break
+        started = time.monotonic()
+        looks = spawn(b_models if kind == "A/B" else a_models, [args.reference], args, looks=2)
+        per_gate = max(per_gate, time.monotonic() - started)
+        v = _gate(history, looks, args.workdir)
+        v_raw = _gate(history, looks, args.workdir, with_reference=False)
+        gates.append({"kind": kind, "t_s": looks[0]["time"] - history[0]["time"], "verdict": v.to_dict(),
+                      "raw_verdict": v_raw.to_dict(), "old_memory_mb": device_peak_rule(history, looks[0]),
+                      "own_vram_mb": ((looks[0]["record"]["telemetry"].get("vram_own_mb") or {}).get("max"),
+                                      (looks[0]["record"]["telemetry"].get("vram_own_mb") or {}).get("method")),
+                      "peak_vram_mb": (looks[0]["record"]["telemetry"].get("vram_used_mb") or {}).get("max"),
+                      "rss_growth_mb": (looks[0]["record"]["telemetry"].get("rss_growth_mb") or {}).get("max")})
+        print(f"  {kind} gate {len(gates)} at +{gates[-1]['t_s']:.0f} s: {v.outcome} {v.change_pct or 0:+.1f}%"
+              f" (raw {((v.raw_ratio or 1) - 1) * 100:+.1f}%, machine {(v.reference_drift or 0) * 100:+.1f}%)"
+              f" memory {v.memory}", file=sys.stderr, flush=True)
+    (args.workdir / "gpu.json").write_text(json.dumps({"history": history, "gates": gates, "true": true},
+                                                      default=str))
+    out.append(f"### Stored-baseline gate on {args.provider}: {name}, {len(history)}-run history, reference"
+               f" {args.reference}, threshold 5%, level 0.05, confirmation look on a fresh session\n")
+    out.append("| gate | at (s) | kind | outcome | change (normalized) | raw change | machine drift (reference)"
+               " | own device MB (method) | device peak MB | memory failures | old rule: peak VRAM |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for i, g in enumerate(gates, 1):
+        v = g["verdict"]
+        old = f"FAIL +{g['old_memory_mb']:.0f} MB" if g["old_memory_mb"] else "pass"
+        own, method = g["own_vram_mb"]
+        out.append(f"| {i} | {g['t_s']:.0f} | {g['kind']} | {v['outcome']}{' (fails)' if v['fails'] else ''} |"
+                   f" {v['change_pct'] or 0:+.1f}% | {((v['raw_ratio'] or 1) - 1) * 100:+.1f}% |"
+                   f" {(v['reference_drift'] or 0) * 100:+.1f}% | {own if own is None else round(own)} ({method}) |"
+                   f" {g['peak_vram_mb'] if g['peak_vram_mb'] is None else round(g['peak_vram_mb'])} |"
+                   f" {len(v['memory'])} | {old} |")
+    aa = [g for g in gates if g["kind"] == "A/A"]
+    ab = [g for g in gates if g["kind"] == "A/B"]
+    span = (gates[-1]["t_s"] if gates else 0.0) / 60
+    out.append(f"\nUnchanged gates: {len(aa)}, false failures {sum(g['verdict']['fails'] for g in aa)}"
+               f" (latency {sum(g['verdict']['outcome'] == REGRESSION and g['verdict']['fails'] for g in aa)},"
+               f" memory {sum(bool(g['verdict']['memory']) for g in aa)}); on raw figures they would have been"
+               f" {sum(g['raw_verdict']['fails'] for g in aa)}; the old device-peak VRAM rule would have failed"
+               f" {sum(bool(g['old_memory_mb']) for g in aa)}.")
+    out.append(f"Slower variant (true {true:+.1%}, interleaved A/B in one process): detected"
+               f" {sum(g['verdict']['outcome'] == REGRESSION and g['verdict']['fails'] for g in ab)}/{len(ab)}.")
+    out.append(f"History to last gate: {span:.1f} minutes.")
+
+
 # ------------------------------------------------------------------------------- main
 
 def main() -> None:
@@ -275,6 +418,11 @@ def main() -> None:
     p.add_argument("--iobinding", default="none")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/aaco-reference-study"))
     p.add_argument("--no-lock", action="store_true", help="do not take /work/coord/measure.lock")
+    p.add_argument("--looks", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--memory", action="store_true", help="probe RSS and own device memory (the gpu phase sets it)")
+    p.add_argument("--spawn-timeout", type=float, default=300.0, help="seconds one worker process may take")
+    p.add_argument("--minutes", type=float, default=8.0, help="gpu phase: wall-time budget of the whole phase")
+    p.add_argument("--min-aa", type=int, default=10, help="gpu phase: at least this many unchanged gates")
     p.add_argument("--out", type=Path, help="append the tables to this markdown file")
     args = p.parse_args()
     if args.worker:
@@ -286,7 +434,7 @@ def main() -> None:
            f" work (load average at start {os.getloadavg()[0]:.2f}).",
            f"Command: `python benchmarks/reference_study.py {' '.join(sys.argv[1:])}`\n"]
     for phase in args.phases.split(","):
-        {"candidates": candidates, "quality": quality}[phase](args, out)
+        {"candidates": candidates, "quality": quality, "gpu": gpu}[phase](args, out)
         out.append("")
     out.append(f"Load average at the end {os.getloadavg()[0]:.2f}.")
     text = "\n".join(out)

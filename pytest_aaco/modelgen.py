@@ -208,24 +208,26 @@ def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> 
     return out
 
 
-def reference_mix(channels: int = 32, size: int = 56, hidden: int = 256, seed: int = 0) -> Any:
+def reference_mix(channels: int = 32, size: int = 56, embed: int = 256, hidden: int = 1024, seed: int = 0) -> Any:
     """The generated reference workload: a small CNN stem followed by a transformer-style MLP.
 
-    Input ``x`` float32 ``[1, channels, size, size]``; output ``y`` float32 ``[size²/4, 2*channels]``.
-    Ops: Conv 3x3 (channels -> 2c) + Relu, Conv 3x3 stride 2 (2c -> 2c) + BatchNormalization + Relu,
-    Conv 1x1, then the ``(size/2)²`` positions as tokens: MatMul (2c -> *hidden*), erf GELU, MatMul
-    (*hidden* -> 2c), residual Add, LayerNormalization, Softmax. About 0.2 GFLOP at the defaults
-    (a few ms on one CPU core; docs/verdict-quality.md has the measured cost). Weights are drawn
-    from ``N(0, 1/fan_in)`` with *seed*, so the file is the same on every machine (same bytes,
-    same hash). Raises ValueError for an odd *size* or a non-positive argument.
+    Input ``x`` float32 ``[1, channels, size, size]``; output ``y`` float32 ``[(size/4)², embed]``.
+    Ops: Conv 3x3 (channels -> 2c) + Relu; Conv 3x3 stride 2 (2c -> 2c) + BatchNormalization +
+    Relu; Conv 3x3 stride 2 (2c -> *embed*) + Relu; then the ``(size/4)²`` positions as tokens:
+    MatMul (*embed* -> *hidden*), erf GELU, MatMul (*hidden* -> *embed*), residual Add,
+    LayerNormalization, Softmax. At the defaults about 0.45 GFLOP and 2.4 MB of weights, so it
+    exercises caches and memory bandwidth as well as the arithmetic units (docs/verdict-quality.md
+    has its measured cost). Weights are drawn from ``N(0, 1/fan_in)`` with *seed*, so the file is the
+    same on every machine (same bytes, same hash). Raises ValueError for a *size* not divisible by
+    4 or a non-positive argument.
     """
     from onnx import TensorProto, helper
 
-    if min(channels, size, hidden) < 1 or size % 2:
-        raise ValueError(f"reference_mix needs positive channels/hidden and an even size, got"
-                         f" channels={channels}, size={size}, hidden={hidden}")
+    if min(channels, size, embed, hidden) < 1 or size % 4:
+        raise ValueError(f"reference_mix needs positive sizes and a size divisible by 4, got channels={channels},"
+                         f" size={size}, embed={embed}, hidden={hidden}")
     rng = np.random.default_rng(seed)
-    c2, tokens = 2 * channels, (size // 2) ** 2
+    c2, tokens = 2 * channels, (size // 4) ** 2
     inits: list[Any] = []
     nodes: list[Any] = []
 
@@ -242,26 +244,30 @@ def reference_mix(channels: int = 32, size: int = 56, hidden: int = 256, seed: i
         nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
-    h = node("Relu", [node("Conv", ["x", weight("c1.W", c2, channels, 3, 3)], "c1", pads=[1, 1, 1, 1])], "c1.relu")
-    h = node("Conv", [h, weight("c2.W", c2, c2, 3, 3)], "c2", pads=[1, 1, 1, 1], strides=[2, 2])
+    pads, stride2 = [1, 1, 1, 1], [2, 2]
+    h = node("Relu", [node("Conv", ["x", weight("c1.W", c2, channels, 3, 3)], "c1", pads=pads)], "c1.relu")
+    h = node("Conv", [h, weight("c2.W", c2, c2, 3, 3)], "c2", pads=pads, strides=stride2)
     ones, zeros = np.ones(c2, np.float32), np.zeros(c2, np.float32)
     h = node("BatchNormalization", [h, const("bn.scale", ones), const("bn.bias", zeros),
                                     const("bn.mean", zeros), const("bn.var", ones)], "bn")
-    h = node("Conv", [node("Relu", [h], "c2.relu"), weight("c3.W", c2, c2, 1, 1)], "c3")
-    tokens_shape = const("shape.tokens", np.array([c2, tokens], np.int64))
-    t = node("Transpose", [node("Reshape", [h, tokens_shape], "tok.r")], "tok", perm=[1, 0])
-    u = node("MatMul", [t, weight("mlp1.W", c2, hidden)], "mlp1")
+    h = node("Conv", [node("Relu", [h], "c2.relu"), weight("c3.W", embed, c2, 3, 3)], "c3", pads=pads,
+             strides=stride2)
+    tokens_shape = const("shape.tokens", np.array([embed, tokens], np.int64))
+    t = node("Transpose", [node("Reshape", [node("Relu", [h], "c3.relu"), tokens_shape], "tok.r")], "tok",
+             perm=[1, 0])
+    u = node("MatMul", [t, weight("mlp1.W", embed, hidden)], "mlp1")
     erf = node("Erf", [node("Mul", [u, const("rsqrt2", np.array(1 / np.sqrt(2.0), np.float32))], "gelu.s")],
                "gelu.erf")
     u = node("Mul", [u, node("Add", [erf, const("one", np.array(1.0, np.float32))], "gelu.a")], "gelu.m")
     u = node("Mul", [u, const("half", np.array(0.5, np.float32))], "gelu")
-    r = node("Add", [t, node("MatMul", [u, weight("mlp2.W", hidden, c2)], "mlp2")], "res")
-    r = node("LayerNormalization", [r, const("ln.g", ones), const("ln.b", zeros)], "ln", axis=-1)
+    r = node("Add", [t, node("MatMul", [u, weight("mlp2.W", hidden, embed)], "mlp2")], "res")
+    r = node("LayerNormalization", [r, const("ln.g", np.ones(embed, np.float32)),
+                                    const("ln.b", np.zeros(embed, np.float32))], "ln", axis=-1)
     nodes.append(helper.make_node("Softmax", [r], ["y"], name="softmax", axis=-1))
     graph = helper.make_graph(
         nodes, "aaco_reference_mix",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [tokens, c2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [tokens, embed])],
         initializer=inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="pytest-aaco")

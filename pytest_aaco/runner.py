@@ -88,8 +88,7 @@ def effective_options(provider: ProviderSpec, device_id: int) -> dict[str, Any]:
 
 
 def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
-                  intra_op_threads: int = 0, profile_prefix: str | None = None,
-                  config_entries: dict[str, str] | None = None) -> SessionHandle:
+                  intra_op_threads: int = 0, profile_prefix: str | None = None) -> SessionHandle:
     """Create an InferenceSession for *model_path* on *provider*, timing the creation (ms).
 
     GPU EPs get the CPU EP as a fallback for the nodes they cannot run, as ORT expects; the
@@ -97,15 +96,12 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     :class:`SessionError` with ORT's message when the session cannot be created, when ORT's
     Python layer fell back to the CPU because the EP could not be created (its "EP Error" text,
     which it prints instead of raising, is captured and put in the message), and when the
-    EP does not know a requested option (:func:`unknown_options`). *config_entries* are ORT
-    session configuration entries (``SessionOptions.add_session_config_entry``).
+    EP does not know a requested option (:func:`unknown_options`).
     """
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    for key, value in (config_entries or {}).items():  # e.g. session.intra_op.allow_spinning
-        so.add_session_config_entry(key, value)
     if intra_op_threads:
         so.intra_op_num_threads = intra_op_threads
     if profile_prefix:
