@@ -249,7 +249,7 @@ def as_result(row: dict[str, Any], with_reference: bool, telemetry: bool = False
 
 
 def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_reference: bool,
-          workdir: Path, telemetry: bool = False) -> Any:
+          workdir: Path, telemetry: bool = False, level: float = 0.05) -> Any:
     from pytest_aaco.baseline import load_baseline, save_run
     from pytest_aaco.fingerprint import Fingerprint
     from pytest_aaco.verdict import GateSettings, compare
@@ -261,7 +261,7 @@ def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_ref
         save_run(path, gate_row["model"], fp, as_result(row, with_reference, telemetry))
     baseline = load_baseline(path)
     return compare(as_result(gate_row, with_reference, telemetry), baseline, fp, GateSettings(threshold=0.05),
-                   level=0.05, label=gate_row["model"])
+                   level=level, label=gate_row["model"])
 
 
 def report_quality(data: dict[str, Any], models: list[str], args: argparse.Namespace, out: list[str]) -> None:
@@ -269,7 +269,8 @@ def report_quality(data: dict[str, Any], models: list[str], args: argparse.Names
 
     out.append(f"### Stored-baseline gate on {args.provider}: {len(data['history'])}-run history,"
                f" {len(data['aa'])} unchanged (A/A) and {len(data['ab'])} slower (A/B) gate processes,"
-               f" threshold 5%, level 0.05, reference {args.reference}\n")
+               f" threshold 5%, level {args.level:g} (LOND's first level for {len(models)} items at FDR 0.05),"
+               f" reference {args.reference}\n")
     out.append("| model | series | A/A false alarms | A/A leave-one-out false alarms | median MDE (A/A) |"
                " A/B detected | true slowdown of B |")
     out.append("|---|---|---|---|---|---|---|")
@@ -278,13 +279,13 @@ def report_quality(data: dict[str, Any], models: list[str], args: argparse.Names
         aa = [next(r for r in proc if r["model"] == name) for proc in data["aa"]]
         ab = [next(r for r in proc if r["model"] == name) for proc in data["ab"]]
         for with_ref in (True, False):
-            v_aa = [judge(hist, g, with_ref, args.workdir) for g in aa]
-            v_ab = [judge(hist, g, with_ref, args.workdir) for g in ab]
+            v_aa = [judge(hist, g, with_ref, args.workdir, level=args.level) for g in aa]
+            v_ab = [judge(hist, g, with_ref, args.workdir, level=args.level) for g in ab]
             pool = hist + aa
             loo = []
             for i in range(len(pool)):
                 others = [pool[(i + k) % len(pool)] for k in range(1, len(hist) + 1)]
-                loo.append(judge(others, pool[i], with_ref, args.workdir))
+                loo.append(judge(others, pool[i], with_ref, args.workdir, level=args.level))
             fa = sum(v.outcome == REGRESSION for v in v_aa)
             fl = sum(v.outcome == REGRESSION for v in loo)
             det = sum(v.outcome == REGRESSION for v in v_ab)
@@ -422,6 +423,7 @@ def main() -> None:
     p.add_argument("--memory", action="store_true", help="probe RSS and own device memory (the gpu phase sets it)")
     p.add_argument("--spawn-timeout", type=float, default=300.0, help="seconds one worker process may take")
     p.add_argument("--minutes", type=float, default=8.0, help="gpu phase: wall-time budget of the whole phase")
+    p.add_argument("--level", type=float, default=0.025, help="quality phase: the items' test level")
     p.add_argument("--min-aa", type=int, default=10, help="gpu phase: at least this many unchanged gates")
     p.add_argument("--out", type=Path, help="append the tables to this markdown file")
     args = p.parse_args()

@@ -19,7 +19,7 @@ default choice.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +148,41 @@ def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: 
         raise SessionError(f"reference workload {value} on {provider.ep_name}: session.run failed: {exc}") from exc
     per_iteration = float(np.median(warm_ms[len(warm_ms) // 2:]))
     return Reference(value, reference_id(value, path), run, per_iteration, handle.session)
+
+
+@dataclass
+class ReferenceCache:
+    """One reference per (EP, options, device, threads, IO binding) for the whole session: built on
+    first use, reused by every later item (its session stays warm), released by :meth:`close`.
+
+    ``get`` returns None when the reference is off (*name* ``none``); a reference that cannot be
+    built raises once and is remembered as broken (:attr:`errors`), so later items go on raw
+    without retrying.
+    """
+
+    name: str = DEFAULT_REFERENCE
+    built: dict[tuple[Any, ...], Reference] = field(default_factory=dict)
+    errors: dict[tuple[Any, ...], str] = field(default_factory=dict)
+
+    def get(self, provider: Any, device_id: int, intra_op_threads: int, iobinding: str) -> Reference | None:
+        """The reference for these settings; None when off or broken before. Raises
+        :class:`~pytest_aaco.runner.SessionError` the first time it cannot be built."""
+        if check_reference(self.name) is None:
+            return None
+        key = (provider.short, tuple(sorted((str(k), str(v)) for k, v in provider.options.items())),
+               device_id, intra_op_threads, iobinding)
+        if key in self.errors:
+            return None
+        if key not in self.built:
+            from .runner import SessionError
+
+            try:
+                self.built[key] = build_reference(self.name, provider, device_id, intra_op_threads, iobinding)
+            except SessionError as exc:
+                self.errors[key] = str(exc)
+                raise
+        return self.built[key]
+
+    def close(self) -> None:
+        """Release the reference sessions."""
+        self.built.clear()

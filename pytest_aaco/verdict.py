@@ -518,3 +518,23 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
         v.message += f"; MEMORY REGRESSION {line}"
     v.fails = fails(v, settings)
     return v
+
+
+@dataclass
+class MachineOffset:
+    """The session's running record of raw changes, to see a machine speed change that moves every
+    item (:func:`pytest_aaco.stats.common_offset`): the gate passes :meth:`current` to
+    :func:`compare` as *machine_offset*, then :meth:`record`\\ s the verdict."""
+
+    log_changes: list[float] = field(default_factory=list)
+
+    def record(self, verdict: Verdict) -> None:
+        """Keep ``ln(raw ratio)`` of a judged item (ignored when it has none)."""
+        if verdict.raw_ratio is not None and verdict.raw_ratio > 0:
+            self.log_changes.append(float(np.log(verdict.raw_ratio)))
+
+    def current(self) -> float | None:
+        """The shared slowdown (fraction) of the items judged so far, or None."""
+        from .stats import common_offset
+
+        return common_offset(self.log_changes)

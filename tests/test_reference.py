@@ -118,3 +118,15 @@ def test_memory_gate_real_allocation(tmp_path):
     assert 90 <= grown <= 250
     v = compare(measured_footprint(big), baseline, fp, settings, 0.05, "g[cpu]")
     assert v.fails and "MEMORY REGRESSION RSS growth" in v.message
+
+
+def test_reference_cache_builds_once_and_can_be_off(isolated_cache):
+    from pytest_aaco.reference import ReferenceCache
+
+    cache = ReferenceCache("mix")
+    first = cache.get(CPU, 0, 1, "none")
+    assert first is not None and cache.get(CPU, 0, 1, "none") is first
+    assert cache.get(CPU, 0, 2, "none") is not first  # other thread settings: another reference
+    cache.close()
+    assert cache.built == {}
+    assert ReferenceCache("none").get(CPU, 0, 1, "none") is None

@@ -207,3 +207,16 @@ def test_reference_identity_is_recorded_but_not_compared():
     assert with_ref.fields["reference"] == REF_ID and "reference" not in without.fields
     assert with_ref.id == other_ref.id == without.id
     assert with_ref.matches(other_ref.fields) and with_ref.version_only(other_ref.fields) == []
+
+
+def test_machine_offset_tracks_the_session(result_factory):
+    from pytest_aaco.verdict import MachineOffset
+
+    offset = MachineOffset()
+    base = history(result_factory, with_reference=False)
+    for seed in range(3):
+        assert offset.current() is None  # fewer than 3 items so far
+        offset.record(judge(run(result_factory, 12.0, seed=seed, with_reference=False), base))
+    assert offset.current() == pytest.approx(0.2, abs=0.03)
+    offset.record(judge(run(result_factory, 12.0, seed=9), None))  # no baseline: no raw ratio, ignored
+    assert len(offset.log_changes) == 3
