@@ -63,6 +63,26 @@ def _init(name: str, array: np.ndarray) -> Any:
     return numpy_helper.from_array(array, name)
 
 
+class _Graph:
+    """The initializers and nodes of a graph being generated, in the order they are added."""
+
+    def __init__(self) -> None:
+        self.inits: list[Any] = []
+        self.nodes: list[Any] = []
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        """Add initializer *name* holding *array*; returns the name."""
+        self.inits.append(_init(name, array))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        """Add one node with a single *output* (also its name); returns the output name."""
+        from onnx import helper
+
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+
 def bert_encoder(
     layers: int = 12,
     hidden: int = 768,
@@ -85,20 +105,11 @@ def bert_encoder(
         raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
     rng = np.random.default_rng(seed)
     head_dim = hidden // heads
-    inits: list[Any] = []
-    nodes: list[Any] = []
+    g = _Graph()
+    inits, nodes, const, node = g.inits, g.nodes, g.const, g.node
 
     def weight(name: str, *shape: int) -> str:
-        inits.append(_init(name, (rng.standard_normal(shape) * 0.02).astype(np.float32)))
-        return name
-
-    def const(name: str, array: np.ndarray) -> str:
-        inits.append(_init(name, array))
-        return name
-
-    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
+        return const(name, (rng.standard_normal(shape) * 0.02).astype(np.float32))
 
     def layer_norm(x: str, prefix: str) -> str:
         gamma = const(f"{prefix}.gamma", np.ones(hidden, np.float32))
@@ -228,21 +239,12 @@ def reference_mix(channels: int = 32, size: int = 56, embed: int = 256, hidden: 
                          f" size={size}, embed={embed}, hidden={hidden}")
     rng = np.random.default_rng(seed)
     c2, tokens = 2 * channels, (size // 4) ** 2
-    inits: list[Any] = []
-    nodes: list[Any] = []
+    g = _Graph()
+    inits, nodes, const, node = g.inits, g.nodes, g.const, g.node
 
     def weight(name: str, *shape: int) -> str:
         fan_in = int(np.prod(shape[1:])) if len(shape) == 4 else shape[0]
-        inits.append(_init(name, (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)))
-        return name
-
-    def const(name: str, array: np.ndarray) -> str:
-        inits.append(_init(name, array))
-        return name
-
-    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
+        return const(name, (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32))
 
     pads, stride2 = [1, 1, 1, 1], [2, 2]
     h = node("Relu", [node("Conv", ["x", weight("c1.W", c2, channels, 3, 3)], "c1", pads=pads)], "c1.relu")

@@ -183,33 +183,28 @@ def test_memory_growth_within_limits_passes(result_factory, now, settings):
     assert v.memory == [] and not v.fails
 
 
-def test_own_device_memory_regression(result_factory):
+PROCESS_MB = {"method": "process"}
+
+
+@pytest.mark.parametrize(("past", "now", "expected"), [
+    ({"vram_own_mb": {"max": 1000.0, **PROCESS_MB}}, {"vram_own_mb": {"max": 1200.0, **PROCESS_MB}},
+     "own device memory 1200 MB vs baseline 1000 MB (+200 MB"),
+    # peak device-used VRAM moved +130..+400 MB in unchanged H100 gates (issue 11): never gated
+    ({"vram_used_mb": {"max": 1000.0}, "vram_own_mb": {"max": 900.0, **PROCESS_MB}},
+     {"vram_used_mb": {"max": 1400.0}, "vram_own_mb": {"max": 905.0, **PROCESS_MB}}, None),
+    # a figure from the device-wide difference is never judged against per-process figures
+    ({"vram_own_mb": {"max": 300.0, "method": "device-difference"}}, {"vram_own_mb": {"max": 900.0, **PROCESS_MB}},
+     None),
+])
+def test_device_memory_is_the_items_own(result_factory, past, now, expected):
     base = history(result_factory)
     for run in base.history:
-        run["telemetry"] = {"vram_own_mb": {"max": 1000.0, "method": "process"}}
-    now = {"summary": {"vram_own_mb": {"max": 1200.0, "method": "process"}}}
-    v = judge(result(result_factory, 10.0, seed=7, telemetry=now), base)
-    assert v.fails and v.memory[0].startswith("own device memory 1200 MB vs baseline 1000 MB (+200 MB")
-
-
-def test_device_wide_vram_is_never_gated(result_factory):
-    """Peak device-used VRAM moved +130..+400 MB in unchanged H100 gates (issue 11): not gated."""
-    base = history(result_factory)
-    for run in base.history:
-        run["telemetry"] = {"vram_used_mb": {"max": 1000.0}, "vram_own_mb": {"max": 900.0, "method": "process"}}
-    now = {"summary": {"vram_used_mb": {"max": 1400.0}, "vram_own_mb": {"max": 905.0, "method": "process"}}}
-    v = judge(result(result_factory, 10.0, seed=7, telemetry=now), base)
-    assert v.memory == [] and not v.fails
-
-
-def test_own_device_memory_compares_like_with_like(result_factory):
-    """A figure from the device-wide difference is never judged against per-process figures."""
-    base = history(result_factory)
-    for run in base.history:
-        run["telemetry"] = {"vram_own_mb": {"max": 300.0, "method": "device-difference"}}
-    now = {"summary": {"vram_own_mb": {"max": 900.0, "method": "process"}}}
-    v = judge(result(result_factory, 10.0, seed=7, telemetry=now), base)
-    assert v.memory == []
+        run["telemetry"] = past
+    v = judge(result(result_factory, 10.0, seed=7, telemetry={"summary": now}), base)
+    if expected is None:
+        assert v.memory == [] and not v.fails
+    else:
+        assert v.fails and v.memory[0].startswith(expected)
 
 
 # ---------------------------------------------------------------- p99
