@@ -25,6 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from .inputs import make_inputs
+from .interleave import LocalSide, block_iterations, run_cycles
+from .modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
+from .registry import content_hash, zoo_dir
+from .results import ReferenceSeries, RoundResult
+from .runner import SessionError, bind_runner, build_session, warmup
+
 #: the reference used unless the user picks another (``--aaco-reference``)
 DEFAULT_REFERENCE = "mix"
 #: the value that turns the reference off
@@ -73,11 +80,7 @@ def reference_path(name: str) -> Path:
     if value is None:
         raise ReferenceError("the reference workload is turned off (none): there is no file")
     if value in ZOO:
-        from .registry import zoo_dir
-
         return zoo_dir() / f"light_{value}.onnx"
-    from .modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
-
     generator, params = GENERATED[value]
     target = cache_dir() / "models" / f"{generator}-{cache_key(generator, params)}.onnx"
     if not target.is_file():
@@ -88,15 +91,11 @@ def reference_path(name: str) -> Path:
 def reference_id(name: str, path: Path) -> str:
     """``name:`` plus 16 hex digits of the file's SHA-256: stored with every run, so a run is only
     ever normalized by the very same reference."""
-    from .registry import content_hash
-
     return f"{name}:{content_hash(path)[:16]}"
 
 
 def reference_feeds(session_inputs: list[Any]) -> dict[str, np.ndarray]:
     """Seeded inputs for the reference session (symbolic dimensions as 1)."""
-    from .inputs import make_inputs
-
     dims = {str(d): 1 for i in session_inputs for d in i.shape if not isinstance(d, int)}
     return make_inputs("reference", session_inputs, dims, {})
 
@@ -114,9 +113,35 @@ class Reference:
 
     def iterations_for(self, item_round_s: float, share: float = REFERENCE_SHARE) -> int:
         """Measured iterations of one reference block: about ``share * item_round_s`` seconds."""
-        from .interleave import block_iterations
-
         return block_iterations(self.per_iteration_ms, target_s=share * item_round_s)
+
+    def measure_alongside(self, run: Callable[[], Any], rounds: int, iterations: int,
+                          item_round_s: float) -> tuple[list[RoundResult], ReferenceSeries]:
+        """*rounds* cycles of one item block (*iterations* measured runs of *run*) and one short
+        block of this reference, in balanced AB/BA order (:func:`pytest_aaco.interleave.run_cycles`),
+        the first :data:`REFERENCE_DISCARD` iterations of each block kept out.
+
+        Returns the item's rounds (RoundResults in ms, one per cycle) and the reference series:
+        per cycle the reference block's log-mean and ``ln(item) - ln(reference)``. *item_round_s*
+        (s) sizes the reference block (:meth:`iterations_for`). Raises whatever *run* raises.
+        """
+        ref_iterations = self.iterations_for(item_round_s)
+        cycles = run_cycles([LocalSide("item", run), LocalSide("reference", self.run)],
+                            {"item": iterations, "reference": ref_iterations}, rounds, discard=REFERENCE_DISCARD)
+        items = [c.block("item") for c in cycles]
+        refs = [c.block("reference") for c in cycles]
+        results = [RoundResult(c.index, b.latencies_ms, b.start_ns, b.end_ns)
+                   for c, b in zip(cycles, items, strict=True)]
+        ref_log = np.array([b.log_mean for b in refs])
+        item_ns = sum(b.end_ns - b.start_ns for b in items)
+        ref_ns = sum(b.end_ns - b.start_ns for b in refs)
+        series = ReferenceSeries(
+            name=self.name, id=self.id, log_means=ref_log,
+            normalized=np.array([b.log_mean for b in items]) - ref_log,
+            mean_ms=float(np.concatenate([b.latencies_ms for b in refs]).mean()),
+            iterations=ref_iterations, share=ref_ns / max(item_ns + ref_ns, 1),
+        )
+        return results, series
 
 
 def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: int, iobinding: str,
@@ -125,8 +150,6 @@ def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: 
     bind its runner like the item's (*iobinding*), warm it up for about *warmup_s* seconds and time
     it. Raises ReferenceError for an unknown name and :class:`~pytest_aaco.runner.SessionError`
     when ORT cannot build or run it."""
-    from .runner import SessionError, bind_runner, build_session, warmup
-
     value = check_reference(name)
     if value is None:
         raise ReferenceError("the reference workload is turned off (none)")
@@ -174,8 +197,6 @@ class ReferenceCache:
         if key in self.errors:
             return None
         if key not in self.built:
-            from .runner import SessionError
-
             try:
                 self.built[key] = build_reference(self.name, provider, device_id, intra_op_threads, iobinding)
             except SessionError as exc:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .interleave import time_iterations
 from .providers import ProviderSpec, placement_problem
-from .results import BenchmarkResult, ReferenceSeries, RoundResult
+from .results import BenchmarkResult, RoundResult
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
 AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
@@ -267,38 +267,6 @@ def measure_rounds(run: Callable[[], Any], rounds: int, iterations: int) -> list
     return results
 
 
-def measure_with_reference(run: Callable[[], Any], reference: Any, rounds: int, iterations: int,
-                           item_round_s: float) -> tuple[list[RoundResult], ReferenceSeries]:
-    """*rounds* cycles of one item block (*iterations* measured runs) and one short block of
-    *reference* (a :class:`pytest_aaco.reference.Reference`), in balanced AB/BA order
-    (:func:`pytest_aaco.interleave.run_cycles`), the first
-    :data:`~pytest_aaco.reference.REFERENCE_DISCARD` iterations of each block kept out.
-
-    Returns the item's rounds (RoundResults in ms, one per cycle) and the reference series:
-    per cycle the reference block's log-mean and ``ln(item) - ln(reference)``.
-    *item_round_s* (s) sizes the reference block (:data:`~pytest_aaco.reference.REFERENCE_SHARE`).
-    """
-    from .interleave import LocalSide, run_cycles
-    from .reference import REFERENCE_DISCARD
-
-    ref_iterations = reference.iterations_for(item_round_s)
-    cycles = run_cycles([LocalSide("item", run), LocalSide("reference", reference.run)],
-                        {"item": iterations, "reference": ref_iterations}, rounds, discard=REFERENCE_DISCARD)
-    items = [c.block("item") for c in cycles]
-    refs = [c.block("reference") for c in cycles]
-    results = [RoundResult(c.index, b.latencies_ms, b.start_ns, b.end_ns) for c, b in zip(cycles, items, strict=True)]
-    ref_log = np.array([b.log_mean for b in refs])
-    item_ns = sum(b.end_ns - b.start_ns for b in items)
-    ref_ns = sum(b.end_ns - b.start_ns for b in refs)
-    series = ReferenceSeries(
-        name=reference.name, id=reference.id, log_means=ref_log,
-        normalized=np.array([b.log_mean for b in items]) - ref_log,
-        mean_ms=float(np.concatenate([b.latencies_ms for b in refs]).mean()),
-        iterations=ref_iterations, share=ref_ns / max(item_ns + ref_ns, 1),
-    )
-    return results, series
-
-
 def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
                   model: str, batch: int, telemetry: Any = None, reference: Any = None) -> BenchmarkResult:
     """Warm up, then measure ``settings.rounds`` rounds on *handle*.
@@ -306,7 +274,8 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     *telemetry* is an object with ``start()``, ``stop()`` and ``to_dict()`` (a
     TelemetrySession), run during the measured rounds only. With *reference* (a
     :class:`pytest_aaco.reference.Reference`), every round is paired with a reference block
-    (:func:`measure_with_reference`) and the result's ``reference`` holds that series. The
+    (:meth:`~pytest_aaco.reference.Reference.measure_alongside`) and the result's ``reference``
+    holds that series. The
     session's providers are checked before and after measuring; a fallback raises
     :class:`SessionError`.
     """
@@ -323,7 +292,7 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
                 rounds = measure_rounds(run, settings.rounds, iterations)
             else:
                 round_s = iterations * float(np.median(warm_ms[len(warm_ms) // 2:])) / 1000 if warm_ms.size else 0.1
-                rounds, series = measure_with_reference(run, reference, settings.rounds, iterations, round_s)
+                rounds, series = reference.measure_alongside(run, settings.rounds, iterations, round_s)
         finally:
             if telemetry is not None:
                 telemetry.stop()

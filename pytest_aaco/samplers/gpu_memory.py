@@ -26,6 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .amd import import_amdsmi
+from .nvidia import import_pynvml
+
 BYTES_PER_MB = 1024 * 1024
 #: how an own-footprint figure was obtained; only figures of the same method are compared
 PROCESS, DEVICE_DIFFERENCE = "process", "device-difference"
@@ -56,8 +59,6 @@ def amd_process_mb(processes: Iterable[Mapping[str, Any]], pid: int) -> float | 
 
 
 def _nvidia_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
-    from .nvidia import import_pynvml
-
     nvml = import_pynvml()
     nvml.nvmlInit()
     try:
@@ -80,8 +81,6 @@ def _amd_processes(amdsmi: Any, handle: Any) -> list[Mapping[str, Any]]:
 
 
 def _amd_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
-    from .amd import import_amdsmi
-
     amdsmi = import_amdsmi()
     amdsmi.amdsmi_init()
     try:
