@@ -46,7 +46,7 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     assert sorted(files) == ["test_perf.py--test_latency-changing-cpu.json",
                              "test_perf.py--test_latency-steady-cpu.json"]
     for data in files.values():
-        assert data["schema_version"] == 1 and len(data["history"]) == 2
+        assert data["schema_version"] == 2 and len(data["history"]) == 2
         assert data["fingerprint"]["provider"] == "CPUExecutionProvider"
         assert data["fingerprint"]["intra_op_threads"] == 1
     steady = files["test_perf.py--test_latency-steady-cpu.json"]
