@@ -338,6 +338,10 @@ def gpu(args: argparse.Namespace, out: list[str]) -> None:
 
     deadline = time.monotonic() + args.minutes * 60
     args.memory = True
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        out.append("WARNING: nvidia-ml-py (pynvml) is not importable: no own device-memory figures.\n")
     name = args.models.split(",")[0]
     b_path, true = slower_variant(name, args.slowdown, args)
     a_models, b_models = {name: model_file(name)}, {name: b_path}
