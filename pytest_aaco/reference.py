@@ -30,7 +30,7 @@ from .interleave import LocalSide, block_iterations, run_cycles
 from .modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
 from .registry import content_hash, zoo_dir
 from .results import ReferenceSeries, RoundResult
-from .runner import SessionError, bind_runner, build_session, warmup
+from .runner import SessionError, bind_runner, build_session, check_placement, warmup
 
 #: the reference used unless the user picks another (``--aaco-reference``)
 DEFAULT_REFERENCE = "mix"
@@ -158,9 +158,10 @@ def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: 
     # runs slowed 60-160% under CPU contention while the spinning item slowed 10-90%, so it
     # tracked the load, not the item; the spin bleed between blocks is discarded instead
     handle = build_session(path, provider, device_id, intra_op_threads)
-    feeds = reference_feeds(list(handle.session.get_inputs()))
-    run = bind_runner(handle, feeds, iobinding, device_id)
+    check_placement(handle)  # a reference that fell back to the CPU would not track the device
     try:
+        feeds = reference_feeds(list(handle.session.get_inputs()))
+        run = bind_runner(handle, feeds, iobinding, device_id)
         _, warm_ms = warmup(run, 5)
         spent_ms = float(warm_ms.sum())
         while spent_ms < warmup_s * 1000:  # warmup() extends fast models to its own minimum only
@@ -168,7 +169,7 @@ def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: 
             warm_ms = np.concatenate([warm_ms, more])
             spent_ms += float(more.sum())
     except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-        raise SessionError(f"reference workload {value} on {provider.ep_name}: session.run failed: {exc}") from exc
+        raise SessionError(f"reference workload {value} on {provider.ep_name}: could not run: {exc}") from exc
     per_iteration = float(np.median(warm_ms[len(warm_ms) // 2:]))
     return Reference(value, reference_id(value, path), run, per_iteration, handle.session)
 
