@@ -1,4 +1,4 @@
-"""Baseline files: one JSON file per item and runner, holding a history of earlier runs.
+"""Baseline files: one JSON file per item and runner (CI machine), holding a history of earlier runs.
 
 Layout: ``<baseline dir>/<machine key>/<item slug>.json``, so baselines of several runners live
 side by side in git. Each file has a ``schema_version``, stable key order and indentation, and
@@ -14,9 +14,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .fingerprint import Fingerprint
 from .jsonio import AacoFileError, atomic_write_json, read_json
 from .results import BenchmarkResult
+from .stats import VariancePrior, fit_variance_prior
 
 #: 2: each history run may hold ``reference`` (the reference workload's round log-means, the
 #: normalized ones and its identity); files of version 1 are read as runs without a reference
@@ -201,17 +204,13 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
     return baseline, note + f"baseline saved ({len(history)} run{'s' if len(history) != 1 else ''} in history)"
 
 
-def runner_variance_prior(folder: Path, min_runs: int = 3) -> Any:
+def runner_variance_prior(folder: Path, min_runs: int = 3) -> VariancePrior | None:
     """The variance prior of one runner's items (:func:`pytest_aaco.stats.fit_variance_prior`).
 
     Reads every baseline file in *folder* (one runner), takes each history with at least
     *min_runs* runs, and fits the prior to the variances of their run means (ln units²). Files
     that cannot be read are skipped. None with fewer than 3 usable items.
     """
-    import numpy as np
-
-    from .stats import fit_variance_prior
-
     variances, dfs = [], []
     for path in sorted(folder.glob("*.json")):
         try:

@@ -1,13 +1,19 @@
 """What the ``benchmark_model`` fixture returns: a callable that measures one model × EP.
 
-It owns the per-item work around the runner: settings from options, registry and marker;
-the device lock (never two benchmarks on one device at once, also under xdist); the
-telemetry samplers; and a fresh-session re-measurement for the confirmation look.
+It owns the per-item work around the measurement loop (:mod:`pytest_aaco.measure`): settings
+from options, registry and the typed ``@pytest.mark.aaco`` marker (:class:`AacoMarker`); the
+device lock (never two benchmarks on one device at once, also under xdist); the telemetry
+samplers; and a fresh-session re-measurement for the confirmation look.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import tempfile
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -16,62 +22,111 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .config import AacoConfig
+from .config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from .inputs import batch_size, make_inputs
-from .providers import ProviderSpec
+from .measure import (
+    MeasureSettings,
+    SessionError,
+    SessionHandle,
+    build_session,
+    resolve_iobinding,
+    run_benchmark,
+)
+from .placement import Placement, PlacementError, describe_placement, fallback_problem
+from .providers import ProviderError, ProviderSpec, parse_provider
+from .reference import Reference
 from .registry import ModelSpec
 from .results import BenchmarkResult
-from .runner import MeasureSettings, SessionHandle, build_session, resolve_iobinding, run_benchmark
+from .samplers import TelemetrySession, build_samplers
+from .samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
+from .warnings import AacoProviderWarning
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
+MARKER_HELP = (
+    "aaco(models=None, providers=None, threshold=None, warmup=None, iterations=None, rounds=None,"
+    " gate_p99=None): narrow the models or execution providers of a pytest-aaco benchmark, or override"
+    " its settings"
+)
 
 
-def _marker_value(key: str, value: Any) -> Any:
-    """Validate one ``@pytest.mark.aaco`` value with the option parsers; raises ``pytest.UsageError``."""
-    from .config import parse_fraction, parse_iterations, parse_positive_int
-
-    where = f"@pytest.mark.aaco({key}=...)"
-    if value is None or key in ("models", "providers"):
-        return value
-    if key == "threshold":
-        return parse_fraction(where, value)
-    if key == "iterations":
-        return parse_iterations(where, value)
-    if key in ("warmup", "rounds"):
-        return parse_positive_int(where, value, minimum=1 if key == "warmup" else 2)
-    if not isinstance(value, bool):
-        raise pytest.UsageError(f"{where}: expected True or False, got {value!r}")
-    return value
+def _names(value: Any) -> frozenset[str] | None:
+    if value is None:
+        return None
+    return frozenset({value} if isinstance(value, str) else value)
 
 
-def marker_overrides(item: Any) -> dict[str, Any]:
-    """Validated keyword arguments of the closest ``@pytest.mark.aaco(...)``.
+@dataclass(frozen=True)
+class AacoMarker:
+    """The validated ``@pytest.mark.aaco(...)`` of an item; None means "not set here".
 
-    Raises ``pytest.UsageError`` naming the marker key for positional arguments, unknown keys
-    and bad values (``threshold="3%"`` and ``0.03`` both work; ``threshold=5`` does not).
+    ``models``: registry names; ``providers``: EP short names; ``threshold``: a fraction;
+    ``warmup``/``rounds``/``iterations``: counts (``iterations="auto"`` is None, as not set);
+    ``gate_p99``: also gate p99 latency.
     """
-    marker = item.get_closest_marker("aaco") if item is not None else None
-    if marker is None:
-        return {}
-    if marker.args:
-        raise pytest.UsageError("@pytest.mark.aaco takes keyword arguments only,"
-                                " e.g. @pytest.mark.aaco(threshold=0.03)")
-    unknown = set(marker.kwargs) - set(MARKER_KEYS)
-    if unknown:
-        raise pytest.UsageError(f"@pytest.mark.aaco got unknown keyword(s) {sorted(unknown)};"
-                                f" valid: {', '.join(MARKER_KEYS)}")
-    return {key: _marker_value(key, value) for key, value in marker.kwargs.items()}
+
+    models: frozenset[str] | None = None
+    providers: frozenset[str] | None = None
+    threshold: float | None = None
+    warmup: int | None = None
+    iterations: int | None = None
+    rounds: int | None = None
+    gate_p99: bool | None = None
+
+    @classmethod
+    def of(cls, node: Any) -> AacoMarker:
+        """The closest ``@pytest.mark.aaco`` of *node* (an item or a function definition), validated.
+
+        Raises ``pytest.UsageError`` naming the marker key for positional arguments, unknown keys
+        and bad values (``threshold="3%"`` and ``0.03`` both work; ``threshold=5`` does not).
+        """
+        marker = node.get_closest_marker("aaco") if node is not None else None
+        if marker is None:
+            return cls()
+        if marker.args:
+            raise pytest.UsageError("@pytest.mark.aaco takes keyword arguments only,"
+                                    " e.g. @pytest.mark.aaco(threshold=0.03)")
+        unknown = set(marker.kwargs) - set(MARKER_KEYS)
+        if unknown:
+            raise pytest.UsageError(f"@pytest.mark.aaco got unknown keyword(s) {sorted(unknown)};"
+                                    f" valid: {', '.join(MARKER_KEYS)}")
+        kw = marker.kwargs
+
+        def where(key: str) -> str:
+            return f"@pytest.mark.aaco({key}=...)"
+
+        def given(key: str, parse: Any, *args: Any) -> Any:
+            value = kw.get(key)
+            return None if value is None else parse(where(key), value, *args)
+
+        gate_p99 = kw.get("gate_p99")
+        if gate_p99 is not None and not isinstance(gate_p99, bool):
+            raise pytest.UsageError(f"{where('gate_p99')}: expected True or False, got {gate_p99!r}")
+        providers = _names(kw.get("providers"))
+        if providers is not None:
+            try:
+                providers = frozenset(parse_provider(name).short for name in providers)
+            except ProviderError as exc:
+                raise pytest.UsageError(f"{where('providers')}: {exc}") from None
+        return cls(
+            models=_names(kw.get("models")),
+            providers=providers,
+            threshold=given("threshold", parse_fraction),
+            warmup=given("warmup", parse_positive_int, 1),
+            iterations=given("iterations", parse_iterations),
+            rounds=given("rounds", parse_positive_int, 2),
+            gate_p99=gate_p99,
+        )
 
 
-def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, marker: dict[str, Any]
+def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, marker: AacoMarker
                   ) -> tuple[MeasureSettings, float, bool]:
     """Measurement settings, threshold and p99 gating for one item: marker > registry > command line."""
 
-    def pick(key: str, default: Any) -> Any:
-        if marker.get(key) is not None:
-            return marker[key]
-        value = getattr(model, key)
-        return default if value is None else value
+    def pick(key: str, fallback: Any) -> Any:
+        for value in (getattr(marker, key), getattr(model, key)):
+            if value is not None:
+                return value
+        return fallback
 
     settings = MeasureSettings(
         warmup=int(pick("warmup", config.warmup)),
@@ -80,7 +135,7 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
         iobinding=resolve_iobinding(config.iobinding, provider),
         device_id=config.device_id,
     )
-    gate_p99 = config.gate_p99 if marker.get("gate_p99") is None else bool(marker["gate_p99"])
+    gate_p99 = config.gate_p99 if marker.gate_p99 is None else marker.gate_p99
     return settings, float(pick("threshold", config.threshold)), gate_p99
 
 
@@ -93,9 +148,6 @@ def device_lock_path(provider: ProviderSpec, device_id: int) -> Path:
 @lru_cache(maxsize=1)
 def _malloc_trim() -> Any:
     """glibc's ``malloc_trim``, or None elsewhere (looked up once: ``find_library`` runs ldconfig)."""
-    import ctypes
-    import ctypes.util
-
     name = ctypes.util.find_library("c")
     try:
         return ctypes.CDLL(name).malloc_trim if name else None
@@ -106,8 +158,6 @@ def _malloc_trim() -> Any:
 def _release_free_memory() -> None:
     """Collect garbage and hand the C heap's free pages back to the OS (glibc ``malloc_trim``,
     where available), so RSS shows live memory rather than what the allocator happens to keep."""
-    import gc
-
     gc.collect()
     trim = _malloc_trim()
     if trim is not None:
@@ -128,10 +178,14 @@ def rss_mb() -> float:
 
 
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
-    """:func:`~pytest_aaco.runner.build_session`, recording the RSS the session added (MB)."""
+    """:func:`~pytest_aaco.measure.build_session`, recording the RSS the session added (MB) and
+    starting the probe of its own device memory (:class:`~pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`)."""
+    probe = DeviceMemoryProbe(provider.short, device_id)
+    probe.start()
     before = rss_mb()
     handle = build_session(model_path, provider, device_id, intra_op_threads)
     handle.build_rss_mb = rss_mb() - before
+    handle.device_probe = probe
     return handle
 
 
@@ -156,7 +210,8 @@ class BenchmarkRun:
     """The callable behind ``benchmark_model``: ``benchmark_model(**overrides) -> BenchmarkResult``.
 
     Overrides: ``warmup``, ``rounds``, ``iterations`` (ints). Each call measures afresh and the
-    last result is the one the gate judges.
+    last result is the one the gate judges. With a *reference* (:mod:`pytest_aaco.reference`),
+    every round is paired with a short block of it.
     """
 
     config: AacoConfig
@@ -168,6 +223,7 @@ class BenchmarkRun:
     gate_p99: bool = False
     results: list[BenchmarkResult] = field(default_factory=list)
     placement: dict[str, Any] | None = None
+    reference: Reference | None = None
     _feeds: dict[str, np.ndarray] | None = None
 
     @property
@@ -177,9 +233,7 @@ class BenchmarkRun:
                                       self.model.inputs)
         return self._feeds
 
-    def _telemetry(self) -> Any:
-        from .samplers import TelemetrySession, build_samplers
-
+    def _telemetry(self) -> TelemetrySession:
         samplers = build_samplers(self.provider.short, self.config.device_id, self.config.sample_interval_s)
         return TelemetrySession(samplers)
 
@@ -190,8 +244,10 @@ class BenchmarkRun:
         with FileLock(str(device_lock_path(self.provider, self.config.device_id))):
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
-                                   telemetry=self._telemetry())
+                                   telemetry=self._telemetry(), reference=self.reference)
         add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
+        if handle.device_probe is not None and "summary" in (result.telemetry or {}):
+            record_own_vram(result.telemetry["summary"], *handle.device_probe.stop())
         return result
 
     def settings_for(self, **overrides: Any) -> MeasureSettings:
@@ -221,22 +277,18 @@ class BenchmarkRun:
         return self.measure(handle, settings)
 
 
-def placement_problem(plugin: Any, run: BenchmarkRun) -> str | None:
-    """Profile where the nodes ran (``plugin.placement``, recorded on *run*); why the result must not
-    count as the EP's, or None. Cheap CPU nodes only warn (``AacoProviderWarning``)."""
-    import warnings
-
-    from .placement import PlacementError, describe, fallback_problem
-    from .runner import SessionError
-    from .warnings import AacoProviderWarning
-
+def node_placement_problem(run: BenchmarkRun, profile: Callable[[SessionHandle, dict[str, np.ndarray]], Placement]
+                      ) -> str | None:
+    """Profile where the nodes of *run* ran (*profile*: the session's cached
+    :meth:`~pytest_aaco.session.AacoSession.placement`), record it on *run*, and say why the result
+    must not count as the EP's, or None. Cheap CPU nodes only warn (``AacoProviderWarning``)."""
     try:
-        report = plugin.placement(run.handle, run.feeds)
+        report = profile(run.handle, run.feeds)
     except (SessionError, PlacementError) as exc:
         return f"placement check failed: {exc}"
     run.placement = report.to_dict()
     problem: str | None = fallback_problem(report, run.provider)
     if problem is None and report.cpu_nodes:
-        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe(report)}"),
+        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe_placement(report)}"),
                       stacklevel=3)
     return problem

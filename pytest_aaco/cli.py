@@ -11,14 +11,8 @@ Exit status: 0 ok, 1 a regression was found (``diff``, ``report``), 2 usage or i
 (the message names the file). Errors are one line on stderr, never a traceback (set
 ``AACO_DEBUG=1`` to see one).
 
-``aaco diff`` uses the gate's statistics (:mod:`pytest_aaco.verdict`): the unit is the round
-log-mean; A is the reference and B the candidate. When A holds at least ``--min-history``
-runs (a baseline file with a history) the prediction-interval t-test is used, otherwise
-Welch's t-test on the rounds. Regression: one-sided p at or below the level **and** slowdown
-at least the threshold; no-regression: the one-sided upper bound below the threshold;
-otherwise inconclusive. Many items are compared at once, so the level is the
-Benjamini-Hochberg level of the family at FDR ``--fdr`` (``k q / m`` for ``k`` rejections
-among ``m`` items; ``q / m`` when there are none).
+``aaco diff`` compares with the gate's statistics; :mod:`pytest_aaco.diff` is its engine and
+says how.
 """
 
 from __future__ import annotations
@@ -26,15 +20,29 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+import platform
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
+
+from . import __version__
+from .baseline import Baseline, load_baseline
+from .diff import DiffInputError, baseline_files, diff_items, load_sides
+from .environment import collect_environment
+from .fingerprint import Fingerprint, machine_fields
+from .jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
+from .options import default, fraction_below, fraction_or_zero, int_at_least
+from .providers import EP_NAMES, ProviderError, parse_provider_list
+from .records import ItemRecord, SessionSummary
+from .reports.bundle import META_FILE, is_bundle, list_sessions, load_session
+from .reports.html import render_html
+from .reports.terminal import detail_lines, format_rows, format_table, num, pct
+from .samplers.clocks import clock_warnings
 
 OK, REGRESSION_FOUND, USAGE_ERROR = 0, 1, 2
-DEFAULT_SESSION_DIR = Path(".aaco/sessions")
-DEFAULT_BASELINE_DIR = Path("baselines")
+DEFAULT_SESSION_DIR = Path(default("session-dir"))
+DEFAULT_BASELINE_DIR = Path(default("baseline-dir"))
 
 
 class CliError(Exception):
@@ -52,89 +60,49 @@ def _err(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _num(value: Any, spec: str) -> str:
-    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+def _argument(parse: Any, *args: Any) -> Any:
+    """An argparse ``type=`` from a value parser of :mod:`pytest_aaco.options` (ValueError -> usage error)."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text, *args)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
-def _pct(ratio: float | None) -> str:
-    return "-" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
-
-
-def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int] | None = None) -> list[str]:
-    """Aligned text table: header, a rule, the rows; columns in *numeric* are right-aligned."""
-    numeric = numeric or set()
-    table = [list(header)] + [list(r) for r in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
-
-    return [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(r) for r in table[1:]]
-
-
-def _positive_int(text: str) -> int:
-    from .config import int_at_least
-
-    try:
-        return int_at_least(text, 1)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _fraction_or_zero(text: str) -> float:
-    return 0.0 if text.strip().rstrip("%") in ("0", "0.0") else _fraction(text)
-
-
-def _fraction(text: str) -> float:
-    from .config import fraction_below
-
-    try:
-        return fraction_below(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+_positive_int = _argument(int_at_least, 1)
+_fraction = _argument(fraction_below)
+_fraction_or_zero = _argument(fraction_or_zero)
 
 
 # ---------------------------------------------------------------- aaco info
 
 
 def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
-    """What ``aaco info`` shows, as a JSON-ready dict: package, Python, ORT, CPU, clocks, GPU and
-    the machine fingerprint fields (with the baseline folder name) per provider short name."""
-    import platform
-
-    from . import __version__
-    from .environment import cpu_info, gpu_identity, onnxruntime_info
-    from .fingerprint import Fingerprint, machine_fields
-    from .providers import EP_NAMES
-    from .samplers.clocks import clock_warnings, read_clock_state
-
-    info: dict[str, Any] = {"pytest_aaco": __version__,
-                            "python": f"{platform.python_version()} ({sys.executable})"}
-    errors: dict[str, str] = {}
-
-    def section(name: str, build: Callable[[], Any]) -> Any:
-        try:
-            return build()
-        except Exception as exc:  # noqa: BLE001 - report what can be read
-            errors[name] = f"{type(exc).__name__}: {exc}"
-            return None
-
-    info["onnxruntime"] = section("onnxruntime", onnxruntime_info)
-    info["cpu"] = section("cpu", cpu_info)
-    clocks = section("clocks", read_clock_state) or {}
-    info["clocks"] = clocks
-    info["clock_warnings"] = clock_warnings(clocks) if clocks else []
-    info["gpu"] = section("gpu", lambda: gpu_identity(None))
+    """What ``aaco info`` shows, as a JSON-ready dict: package, Python, ORT, CPU, clocks, GPU (from
+    :func:`pytest_aaco.environment.collect_environment`), the clock warnings, and the machine
+    fingerprint fields (with the baseline folder name) per provider short name."""
+    env = collect_environment()
+    errors: dict[str, str] = dict(env.get("errors") or {})
+    clocks = env.get("clocks") or {}
+    info: dict[str, Any] = {
+        "pytest_aaco": __version__, "python": f"{platform.python_version()} ({sys.executable})",
+        "onnxruntime": env.get("onnxruntime"), "cpu": env.get("cpu"), "clocks": clocks,
+        "clock_warnings": clock_warnings(clocks) if clocks else [], "gpu": env.get("gpu"),
+    }
     if providers is None:
         available = (info["onnxruntime"] or {}).get("available_providers") or []
         by_ep = {ep: short for short, ep in EP_NAMES.items()}
         providers = ["cpu"] + [by_ep[ep] for ep in available if ep in by_ep and by_ep[ep] != "cpu"]
     fingerprints = {}
     for short in providers:
-        fields = section(f"fingerprint[{short}]", lambda s=short: machine_fields(s))  # type: ignore[misc]
-        if fields is not None:
-            fingerprints[short] = {"fields": fields, "machine_key": Fingerprint(fields).machine_key}
+        try:
+            fields = machine_fields(short)
+        except Exception as exc:  # noqa: BLE001 - report what can be read
+            errors[f"fingerprint[{short}]"] = f"{type(exc).__name__}: {exc}"
+            continue
+        fingerprints[short] = {"fields": fields, "machine_key": Fingerprint(fields).machine_key}
     info["fingerprint"] = fingerprints
     info["errors"] = errors
     return info
@@ -143,16 +111,12 @@ def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
 def cmd_info(args: argparse.Namespace) -> int:
     providers = None
     if args.provider:
-        from .providers import ProviderError, parse_provider_list
-
         try:
             providers = [p.short for p in parse_provider_list(args.provider)]
         except ProviderError as exc:
             raise CliError(f"--provider: {exc}") from None
     info = machine_info(providers)
     if args.json:
-        from .jsonio import dumps
-
         sys.stdout.write(dumps(info))
         return OK
     ort = info["onnxruntime"] or {}
@@ -163,7 +127,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     _out(f"ONNX Runtime {ort.get('version', 'not importable')} (device {ort.get('device', '-')})")
     _out(f"  execution providers: {', '.join(ort.get('available_providers') or []) or '-'}")
     _out(f"CPU: {cpu.get('model', '-')}, {cpu.get('logical_cores', '-')} logical / {cpu.get('physical_cores', '-')}"
-         f" physical cores, {_num(cpu.get('memory_total_mb'), '.0f')} MB memory")
+         f" physical cores, {num(cpu.get('memory_total_mb'), '.0f')} MB memory")
     governor = clocks.get("cpu_governor") or "unknown (no cpufreq in sysfs: container or VM?)"
     boost = "-" if clocks.get("cpu_boost") is None else ("on" if clocks["cpu_boost"] else "off")
     _out(f"  governor: {governor}, driver: {clocks.get('cpu_driver') or '-'}, boost: {boost}")
@@ -183,189 +147,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     return OK
 
 
-# ---------------------------------------------------------------- loading bundles and baselines
-
-
-@dataclass
-class Side:
-    """One item on one side of a diff: its runs' round log-means (oldest run first) and figures."""
-
-    nodeid: str
-    label: str
-    source: str
-    runs: list[list[float]]
-    run_means_ms: list[float]
-    threshold: float | None = None
-    fingerprint: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def is_bundle(path: Path) -> bool:
-    """A session bundle folder has a ``session_meta.json``."""
-    from .reports.bundle import META_FILE
-
-    return path.is_dir() and (path / META_FILE).is_file()
+# ---------------------------------------------------------------- aaco diff
 
 
 def load_bundle(path: Path) -> dict[str, Any]:
-    """:func:`pytest_aaco.reports.bundle.load_session`, with read problems as :class:`CliError`."""
-    from .jsonio import AacoFileError
-    from .reports.bundle import load_session
-
+    """:func:`pytest_aaco.reports.bundle.load_session`, with a missing or wrong folder as :class:`CliError`."""
     if not path.exists():
         raise CliError(f"{path}: no such file or folder")
     if not is_bundle(path):
         raise CliError(f"{path}: not a session bundle (no session_meta.json); list bundles with `aaco ls`")
-    try:
-        return load_session(path)
-    except AacoFileError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _bundle_sides(path: Path) -> dict[str, Side]:
-    session = load_bundle(path)
-    for name, problem in (session.get("errors") or {}).items():
-        _err(f"aaco: warning: {path}: {name} skipped: {problem}")
-    sides = {}
-    for nodeid, record in session["items"].items():
-        result = (record or {}).get("result") or {}
-        rounds = result.get("rounds") or []
-        log_means = [float(r["log_mean"]) for r in rounds if isinstance(r, dict) and r.get("log_mean") is not None]
-        verdict = record.get("verdict") or {}
-        mean_ms = (result.get("summary") or {}).get("mean_ms")
-        sides[nodeid] = Side(
-            nodeid=nodeid, label=str(record.get("label") or nodeid), source=str(path),
-            runs=[log_means] if log_means else [], run_means_ms=[float(mean_ms)] if mean_ms is not None else [],
-            threshold=verdict.get("threshold"), fingerprint=record.get("fingerprint"),
-            notes=[] if log_means else [f"no measured rounds ({record.get('outcome')}: {record.get('error') or '-'})"],
-        )
-    return sides
-
-
-def _baseline_side(path: Path) -> Side:
-    from .baseline import load_baseline
-    from .jsonio import AacoFileError
-
-    try:
-        baseline = load_baseline(path)
-    except AacoFileError as exc:
-        raise CliError(str(exc)) from None
-    if baseline is None:
-        raise CliError(f"{path}: no such baseline file")
-    nodeid = baseline.item or path.stem
-    label = nodeid.rsplit("::", 1)[-1]
-    return Side(nodeid=nodeid, label=label, source=str(path), runs=baseline.run_round_log_means(),
-                run_means_ms=[float(run["summary"]["mean_ms"]) for run in baseline.history
-                              if isinstance(run.get("summary"), dict) and run["summary"].get("mean_ms") is not None],
-                fingerprint=baseline.fingerprint)
-
-
-def baseline_files(root: Path) -> list[Path]:
-    """Baseline JSON files under *root* (recursive, temporary ``.*`` files left out), sorted."""
-    return sorted(p for p in root.rglob("*.json") if not p.name.startswith("."))
-
-
-def load_sides(path: Path) -> tuple[str, dict[str, Side]]:
-    """``(kind, {nodeid: Side})`` for a bundle folder, a baseline file or a folder of baseline files.
-
-    Raises :class:`CliError` naming *path* when it is none of those, or when a folder of
-    baselines holds one item twice (baselines of several runners: pick one runner's folder).
-    """
-    if not path.exists():
-        raise CliError(f"{path}: no such file or folder")
-    if is_bundle(path):
-        return "bundle", _bundle_sides(path)
-    if path.is_file():
-        side = _baseline_side(path)
-        return "baseline", {side.nodeid: side}
-    files = baseline_files(path)
-    if not files:
-        raise CliError(f"{path}: not a session bundle (no session_meta.json) and holds no baseline files")
-    sides: dict[str, Side] = {}
-    for file in files:
-        side = _baseline_side(file)
-        if side.nodeid in sides:
-            raise CliError(f"{path}: item {side.nodeid} has baselines in {sides[side.nodeid].source} and {file}"
-                           " (several runners?); pass one runner's folder or file")
-        sides[side.nodeid] = side
-    return "baselines", sides
-
-
-# ---------------------------------------------------------------- aaco diff
-
-
-@dataclass
-class DiffRow:
-    """The comparison of one item: reference A against candidate B."""
-
-    nodeid: str
-    label: str
-    a_mean_ms: float | None
-    b_mean_ms: float | None
-    outcome: str
-    comparison: Any = None
-    threshold: float = 0.05
-    note: str = ""
-
-
-def bh_level(pvalues: list[float], q: float) -> float:
-    """The Benjamini-Hochberg level of a family: ``k q / m`` for ``k`` rejections among ``m``
-    p-values, ``q / m`` when none (so a single p-value is tested at ``q``)."""
-    from . import stats
-
-    if not pvalues:
-        return q
-    rejected, _ = stats.benjamini_hochberg(pvalues, q)
-    k = int(rejected.sum())
-    return q * max(k, 1) / len(pvalues)
-
-
-def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None, fdr: float,
-               min_history: int, run_noise: float = 0.02) -> tuple[list[DiffRow], float]:
-    """Compare every item present on both sides (B is the candidate); returns the rows, in B's
-    order, and the level used."""
-    from .fingerprint import Fingerprint
-    from .verdict import INCONCLUSIVE, classify, comparison
-
-    rows: list[DiffRow] = []
-    pending = []
-    for nodeid, cand in b.items():
-        ref = a.get(nodeid)
-        if ref is None:
-            continue
-        t = threshold or cand.threshold or ref.threshold or 0.05
-        row = DiffRow(nodeid, cand.label, _mean(ref.run_means_ms), cand.run_means_ms[-1] if cand.run_means_ms else None,
-                      INCONCLUSIVE, threshold=t)
-        notes = ref.notes + cand.notes
-        if ref.fingerprint and cand.fingerprint:
-            differs = Fingerprint(cand.fingerprint).diff(ref.fingerprint)
-            if differs:
-                notes.append("fingerprint differs: " + ", ".join(differs))
-        try:
-            if not cand.runs:
-                raise ValueError("the candidate has no measured rounds")
-            row.comparison = comparison(cand.runs[-1], ref.runs, min_history, run_noise)
-            pending.append(row)
-        except ValueError as exc:
-            notes.append(str(exc))
-        row.note = "; ".join(notes)
-        rows.append(row)
-    level = bh_level([r.comparison.p_slower for r in pending], fdr)
-    faster_level = bh_level([r.comparison.p_faster for r in pending], fdr)
-    for row in pending:
-        row.outcome = classify(row.comparison, row.threshold, level, faster_level)
-    return rows, level
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    return load_session(path)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .verdict import REGRESSION
-
-    kind_a, a = load_sides(Path(args.a))
-    kind_b, b = load_sides(Path(args.b))
+    try:
+        side_a, side_b = load_sides(Path(args.a)), load_sides(Path(args.b))
+    except DiffInputError as exc:
+        raise CliError(str(exc)) from None
+    for problem in side_a.problems + side_b.problems:
+        _err(f"aaco: warning: {problem}")
+    kind_a, a, kind_b, b = side_a.kind, side_a.items, side_b.kind, side_b.items
     if kind_a == kind_b == "baseline" and set(a) != set(b):
         # two single files: compare them even when their node ids differ
         (single,) = b.values()
@@ -379,14 +180,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
         ci = "-"
         if comp is not None:
             lo, hi = comp.ci(0.95)
-            ci = f"{_pct(lo)} .. {_pct(hi)}"
-        table.append((row.label, _num(row.a_mean_ms, ".3f"), _num(row.b_mean_ms, ".3f"),
-                      _pct(comp.ratio) if comp else "-", ci, _num(comp.p_slower, ".2g") if comp else "-",
-                      comp.method if comp else "-", row.outcome))
+            ci = f"{pct(lo)} .. {pct(hi)}"
+        table.append((row.label, num(row.a_mean_ms, ".3f"), num(row.b_mean_ms, ".3f"),
+                      pct(comp.ratio) if comp else "-", ci, num(comp.p_slower, ".2g") if comp else "-",
+                      comp.method if comp else "-", str(row.outcome)))
     _out(f"A (reference): {args.a} [{kind_a}]")
     _out(f"B (candidate): {args.b} [{kind_b}]")
     header = ("item", "A mean ms", "B mean ms", "change", "95% CI", "p (slower)", "method", "verdict")
-    for line in format_rows(header, table, numeric={1, 2, 3, 5}):
+    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 5})):
         _out(line)
     _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {sum(r.comparison is not None for r in rows)}"
          f" compared item(s); threshold {'per item' if args.threshold is None else f'{args.threshold:.0%}'}")
@@ -399,72 +200,39 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _out(f"only in A ({len(only_a)}): " + ", ".join(only_a))
     if only_b:
         _out(f"only in B ({len(only_b)}): " + ", ".join(only_b))
-    return REGRESSION_FOUND if any(r.outcome == REGRESSION for r in rows) else OK
+    return REGRESSION_FOUND if any(r.outcome == "regression" for r in rows) else OK
 
 
 # ---------------------------------------------------------------- aaco report / ls
 
 
-def _records(session: dict[str, Any]) -> list[dict[str, Any]]:
-    defaults = {"model": "-", "provider": "-", "label": "-", "result": None, "verdict": None,
-                "fingerprint": None, "outcome": "-", "error": None, "diagnosis": None}
-    return [{**defaults, "nodeid": nodeid, **(record if isinstance(record, dict) else {})}
-            for nodeid, record in session["items"].items()]
-
-
-def _is_regression(record: dict[str, Any]) -> bool:
-    """A latency, p99 or memory regression (not a provider error or a strict inconclusive)."""
-    verdict = record.get("verdict") or {}
-    return (verdict.get("outcome") == "regression" or bool(verdict.get("memory"))
-            or bool((verdict.get("p99") or {}).get("regression")))
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from types import SimpleNamespace
-
-    from .reports.terminal import format_table
-
     path = Path(args.bundle)
     session = load_bundle(path)
     for name, problem in (session.get("errors") or {}).items():
         _err(f"aaco: warning: {name} skipped: {problem}")
-    records = _records(session)
+    records = [ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
+               for nodeid, data in session["items"].items()]
     meta = session.get("meta") or {}
-    summary = meta.get("summary") or {}
     _out(f"session {path} started {meta.get('started_at') or meta.get('bundle_started_at') or '-'},"
          f" providers {', '.join(meta.get('providers') or []) or '-'}, {len(records)} item(s)")
     if records:
-        for line in format_table([cast(Any, SimpleNamespace(**r)) for r in records]):
+        for line in format_table(records) + detail_lines(records):
             _out(line)
     else:
         _out("no items in this bundle")
-    for record in records:
-        verdict = record.get("verdict") or {}
-        if verdict.get("fails") or verdict.get("outcome") in ("regression", "inconclusive", "fingerprint-mismatch"):
-            _out(f"  {verdict.get('message')}")
     if args.html:
-        from .jsonio import atomic_write_text
-        from .reports.html import render_html
-
-        if not summary:
-            counts: dict[str, int] = {}
-            for record in records:
-                key = (record.get("verdict") or {}).get("outcome") or record.get("outcome") or "-"
-                counts[key] = counts.get(key, 0) + 1
-            summary = {"items": len(records), "verdicts": counts}
+        summary = SessionSummary.from_dict(meta.get("summary")) if meta.get("summary") else SessionSummary.of(records)
         text = render_html(records, summary, session.get("environment"), title=f"pytest-aaco report: {path.name}")
         try:
             atomic_write_text(Path(args.html), text)
         except OSError as exc:
             raise CliError(f"{args.html}: cannot write the HTML report ({exc.strerror or exc})") from None
         _out(f"HTML report: {args.html}")
-    return REGRESSION_FOUND if any(_is_regression(r) for r in records) else OK
+    return REGRESSION_FOUND if any(r.is_regression for r in records) else OK
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from .jsonio import AacoFileError, read_json
-    from .reports.bundle import META_FILE, list_sessions
-
     root = Path(args.session_dir) if args.session_dir else DEFAULT_SESSION_DIR
     if args.session_dir and not root.is_dir():
         raise CliError(f"{root}: no such folder (--session-dir)")
@@ -485,7 +253,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         rows.append((str(folder), str(meta.get("started_at") or meta.get("bundle_started_at") or "-"),
                      ",".join(meta.get("providers") or []) or "-",
                      str(summary.get("items", meta.get("items_written", "-"))), (verdicts or "-") + finished))
-    for line in format_rows(("session", "started (UTC)", "providers", "items", "verdicts"), rows, numeric={3}):
+    for line in format_rows(("session", "started (UTC)", "providers", "items", "verdicts"), rows,
+                            numeric=frozenset({3})):
         _out(line)
     return OK
 
@@ -501,15 +270,13 @@ def _matches(pattern: str | None, nodeid: str, rel: str) -> bool:
     return pattern in nodeid or pattern in rel
 
 
-def _baselines(root: Path, pattern: str | None) -> tuple[list[Any], list[str]]:
+def _baselines(root: Path, pattern: str | None) -> tuple[list[Baseline], list[str]]:
     """Loaded baselines under *root* matching *pattern* (a glob, or a substring of the node id
     or relative path), and one problem line per unreadable file."""
-    from .baseline import load_baseline
-    from .jsonio import AacoFileError
-
     if not root.is_dir():
         raise CliError(f"{root}: no such folder (--baseline-dir)")
-    found, problems = [], []
+    found: list[Baseline] = []
+    problems: list[str] = []
     for path in baseline_files(root):
         try:
             baseline = load_baseline(path)
@@ -532,10 +299,10 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
     rows = []
     for b in found:
         latest = b.history[-1] if b.history else {}
-        rows.append((b.path.parent.name, b.item, str(b.runs), _num((latest.get("summary") or {}).get("mean_ms"), ".3f"),
+        rows.append((b.path.parent.name, b.item, str(b.runs), num((latest.get("summary") or {}).get("mean_ms"), ".3f"),
                      str(latest.get("timestamp", "-")), b.fingerprint_id))
     for line in format_rows(("runner", "item", "runs", "latest mean ms", "latest run", "fingerprint"), rows,
-                            numeric={2, 3}):
+                            numeric=frozenset({2, 3})):
         _out(line)
     if len(found) == 1:
         (b,) = found
@@ -544,16 +311,14 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
         for i, run in enumerate(b.history):
             figures = run.get("summary") or {}
             hist.append((str(i + 1), str(run.get("timestamp", "-")), str(len(run.get("rounds") or [])),
-                         *(_num(figures.get(k), ".3f") for k in ("mean_ms", "p50_ms", "p99_ms"))))
+                         *(num(figures.get(k), ".3f") for k in ("mean_ms", "p50_ms", "p99_ms"))))
         header = ("#", "timestamp", "rounds", "mean ms", "p50 ms", "p99 ms")
-        for line in format_rows(header, hist, numeric={0, 2, 3, 4, 5}):
+        for line in format_rows(header, hist, numeric=frozenset({0, 2, 3, 4, 5})):
             _out(line)
     return USAGE_ERROR if problems else OK
 
 
 def cmd_baseline_prune(args: argparse.Namespace) -> int:
-    from .jsonio import atomic_write_json
-
     root = Path(args.baseline_dir)
     found, problems = _baselines(root, args.pattern)
     for problem in problems:
@@ -604,14 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("a", metavar="A", help="reference: bundle folder, baseline file or baseline folder")
     p.add_argument("b", metavar="B", help="candidate: bundle folder, baseline file or baseline folder")
     p.add_argument("--threshold", type=_fraction, default=None, metavar="FRACTION",
-                   help="practical threshold, e.g. 0.05 or 5%% (default: the item's own from B's bundle, else 5%%)")
-    p.add_argument("--fdr", type=_fraction, default=0.05, metavar="Q",
-                   help="false discovery rate over the compared items, Benjamini-Hochberg (default: 0.05)")
-    p.add_argument("--min-history", type=_positive_int, default=5, metavar="N",
-                   help="reference runs needed for the prediction-interval test (default: 5)")
-    p.add_argument("--run-noise", type=_fraction_or_zero, default=0.02, metavar="FRACTION",
+                   help="practical threshold, e.g. 0.05 or 5%% (default: the item's own from B's bundle, else"
+                        f" {default('threshold') * 100:g}%%)")
+    p.add_argument("--fdr", type=_fraction, default=default("fdr"), metavar="Q",
+                   help="false discovery rate over the compared items, Benjamini-Hochberg (default: %(default)g)")
+    p.add_argument("--min-history", type=_positive_int, default=default("min-history"), metavar="N",
+                   help="reference runs needed for the prediction-interval test (default: %(default)s)")
+    p.add_argument("--run-noise", type=_fraction_or_zero, default=default("run-noise"), metavar="FRACTION",
                    help="assumed run-to-run sd while the reference has fewer runs than --min-history,"
-                        " as in the gate; 0 for the plain Welch test on rounds (default: 2%%)")
+                        " as in the gate; 0 for the plain Welch test on rounds (default: %(default)g)")
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("report", help="print a session bundle's results; optionally write HTML",
@@ -650,8 +416,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``aaco`` command; returns the exit status (0 ok, 1 regression found, 2 usage or
     input error). Never raises: errors are printed as one line on stderr."""
-    from .jsonio import AacoFileError
-
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 
 Each category has weighted indicators. An indicator has a *strength* in [0, 1], a linear ramp
 between a threshold where it starts to count and one where it is certain (:func:`ramp`); a
-category's score is ``min(1, sum(weight * strength))``. :func:`classify` returns the best
+category's score is ``min(1, sum(weight * strength))``. :func:`classify_bottleneck` returns the best
 category if its score reaches :data:`THRESHOLD`, else None. Weights are set so that no single
 *setting* (a governor, a perf level) diagnoses a run alone: an observed effect must agree.
 
@@ -26,7 +26,7 @@ from typing import Any
 from pytest_aaco.samplers.clocks import FIX_AMD_PERF_LEVEL, FIX_CPU_GOVERNOR
 from pytest_aaco.samplers.nvidia import POWER_REASONS, THERMAL_REASONS
 
-#: minimum score for :func:`classify` to name a category
+#: minimum score for :func:`classify_bottleneck` to name a category
 THRESHOLD = 0.5
 #: GPU utilisation (%) above which a GPU clock reading counts as "under load"
 BUSY_GPU_PERCENT = 50.0
@@ -388,7 +388,7 @@ def score_all(
     return results
 
 
-def classify(
+def classify_bottleneck(
     telemetry: dict[str, Any] | None,
     derived: dict[str, Any] | None,
     cpu_count: int,

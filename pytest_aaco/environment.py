@@ -20,6 +20,9 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .samplers import AMD_PROVIDERS, NVIDIA_PROVIDERS, amd, nvidia
+from .samplers.clocks import read_clock_state
+
 #: environment variable families kept by :func:`performance_env`
 ENV_PREFIXES = ("ORT_", "MIGRAPHX_", "HIP_", "ROCR_", "HSA_", "CUDA_", "OMP_")
 ENV_SUFFIXES = ("_NUM_THREADS",)
@@ -143,19 +146,15 @@ def gpu_identity(provider: str | None, device_id: int = 0) -> dict[str, Any]:
     baseline does not depend on the GPU driver. ``provider=None`` tries NVIDIA, then AMD (for the
     lockbox). Values the driver does not report are None. Never raises.
     """
-    from pytest_aaco.samplers import AMD_PROVIDERS, NVIDIA_PROVIDERS
-    from pytest_aaco.samplers.amd import amd_gpu_identity
-    from pytest_aaco.samplers.nvidia import nvidia_gpu_identity
-
     empty: dict[str, Any] = {"vendor": None, "name": None, "driver": None, "runtime": None}
     short = provider.strip().lower() if provider else None
     try:
         if short in NVIDIA_PROVIDERS or short is None:
-            found = nvidia_gpu_identity(device_id)
+            found = nvidia.nvidia_gpu_identity(device_id)
             if found.get("name") or short is not None:
                 return {**empty, "vendor": "nvidia", **found}
         if short in AMD_PROVIDERS or short is None:
-            found = amd_gpu_identity(device_id)
+            found = amd.amd_gpu_identity(device_id)
             if found.get("name") or short is not None:
                 return {**empty, "vendor": "amd", **found}
     except Exception:  # noqa: BLE001
@@ -238,8 +237,6 @@ def collect_environment(
     dropped secret-looking variables), ``packages`` (installed distributions and versions).
     A section that fails holds None and its error is in ``errors``.
     """
-    from pytest_aaco.samplers.clocks import read_clock_state
-
     environ = os.environ if environ is None else environ
     errors: dict[str, str] = {}
 

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .environment import cpu_model, gpu_identity, looks_secret
+from .samplers.clocks import fingerprint_fields, read_clock_state
+
 #: environment variables that change timings (names matching these are fingerprinted)
 TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
 #: fields describing the machine: they pick the baseline folder, so runners live side by side
@@ -88,8 +91,6 @@ class Fingerprint:
 
 def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Timing-relevant environment variables, minus anything that looks like a secret."""
-    from .environment import looks_secret
-
     source = os.environ if environ is None else environ
     return {k: v for k, v in sorted(source.items()) if TIMING_ENV.match(k) and not looks_secret(k, v)}
 
@@ -97,9 +98,6 @@ def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 @lru_cache(maxsize=8)
 def machine_fields(provider_short: str) -> dict[str, Any]:
     """CPU model and cores, GPU name and driver, and the clock settings (read once per provider)."""
-    from .environment import cpu_model, gpu_identity
-    from .samplers.clocks import fingerprint_fields, read_clock_state
-
     gpu = gpu_identity(provider_short) or {}
     return {
         "cpu_model": cpu_model(),

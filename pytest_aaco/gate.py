@@ -1,221 +1,143 @@
-"""The one plugin object of a session: registry and session caches, the gate, the records.
+"""The per-item gate: fingerprint, baseline, verdict, confirmation look, contention, diagnosis.
 
-Session-wide false-alarm control: items are judged one at a time, as pytest runs them, with
-LOND (Javanmard & Montanari, Ann. Statist. 2018). The i-th gated item is tested at
-``alpha_i = q * (D + 1) / m``, where ``m`` is the number of benchmark items collected and ``D``
-the regressions found so far. Each decision is final when made, so the failure stays on the
-item that regressed, and the session's false discovery rate stays at most ``q`` (``--aaco-fdr``).
+:func:`judge` turns one finished :class:`~pytest_aaco.benchmark.BenchmarkRun` into an
+:class:`~pytest_aaco.records.ItemRecord` with its :class:`~pytest_aaco.records.Verdict`. It
+needs no pytest: the session object (:mod:`pytest_aaco.session`) calls it after the test body
+returned, and does the side effects (the item's stash, ``pytest.fail``, hooks, the bundle).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass, field
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from .baseline import baseline_path, load_baseline, other_runners, save_run
 from .benchmark import BenchmarkRun
 from .config import AacoConfig
-from .providers import ProviderSpec, available_providers, unavailable_reason
-from .registry import ModelSpec, load_registry, model_path
-from .runner import SessionHandle
-
-PLUGIN_NAME = "aaco-plugin"
-#: key of the JSON list of item records a pytest-xdist worker sends to the controller
-WORKER_RECORDS = "aaco_records"
-#: key of the controller's bundle folder in a pytest-xdist worker's workerinput
-WORKER_BUNDLE = "aaco_bundle"
-SESSION_CACHE_SIZE = 2
-
-
-@dataclass
-class ItemRecord:
-    """What the reports need about one item: ids, the result summary, the verdict, the fingerprint."""
-
-    nodeid: str
-    model: str
-    provider: str
-    label: str
-    result: dict[str, Any] | None = None
-    verdict: dict[str, Any] | None = None
-    fingerprint: dict[str, Any] | None = None
-    outcome: str = "passed"
-    error: str | None = None
-    diagnosis: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid, "model": self.model, "provider": self.provider, "label": self.label,
-            "result": self.result, "verdict": self.verdict, "fingerprint": self.fingerprint,
-            "outcome": self.outcome, "error": self.error, "diagnosis": self.diagnosis, **self.extra,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
-        """Inverse of :meth:`to_dict` (keys it does not know go to ``extra``)."""
-        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
-        return cls(**{k: v for k, v in data.items() if k in known},
-                   extra={k: v for k, v in data.items() if k not in known})
+from .diagnosis import classify_bottleneck
+from .fingerprint import Fingerprint, build_fingerprint
+from .jsonio import AacoFileError
+from .measure import MeasureSettings
+from .metrics import derived_metrics, other_processes_cores
+from .records import ItemRecord, Outcome, Verdict
+from .registry import content_hash
+from .results import BenchmarkResult
+from .stats import LondFdr, VariancePrior
+from .verdict import GateSettings, MachineOffset, compare, confirm, finish, needs_confirmation, under_contention
 
 
-class AacoPlugin:
-    """Session state of pytest-aaco, registered as ``aaco-plugin``; reach it with :func:`get_plugin`."""
+@dataclass(frozen=True)
+class GateContext:
+    """What the gate needs from the session: the settings, the session's LOND procedure, the
+    machine's variance prior per baseline folder, a way to say a confirmation look starts, and
+    the session's shared raw change (a machine speed change that moves every item)."""
 
-    def __init__(self, pytest_config: pytest.Config, config: AacoConfig) -> None:
-        self.pytest_config = pytest_config
-        self.config = config
-        self._models: list[ModelSpec] | None = None
-        self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
-        self._available: list[str] | None = None
-        self._placements: dict[tuple[Any, ...], Any] = {}
-        self._priors: dict[str, Any] = {}
-        self.gated_items = 0
-        self.records: list[ItemRecord] = []
-        self._lond: Any = None
-        self.bundle: Any = None
-        self.started_at: str | None = None
-        self._first_done = False
-
-    # ------------------------------------------------------------ registry and providers
-
-    def models(self) -> list[ModelSpec]:
-        """The registry's models (loaded once). Raises RegistryError."""
-        if self._models is None:
-            self._models = load_registry(self.config.models_path)
-        return self._models
-
-    def available(self) -> list[str]:
-        if self._available is None:
-            self._available = available_providers()
-        return self._available
-
-    def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
-        """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
-        return provider.with_options({**model.options_for(provider.short), **self.config.provider_options})
-
-    def skip_reason(self, provider: ProviderSpec) -> str | None:
-        import onnxruntime as ort
-
-        return unavailable_reason(provider, self.available(), ort.__version__)
-
-    def session(self, model: ModelSpec, provider: ProviderSpec) -> SessionHandle:
-        """A cached InferenceSession per (model, provider, options); the last few are kept."""
-        path = model_path(model)
-        key = (str(path), provider.ep_name, tuple(sorted(provider.options.items())), self.config.device_id)
-        if key in self._sessions:
-            self._sessions.move_to_end(key)
-            return self._sessions[key]
-        from .benchmark import build_tracked
-
-        handle = build_tracked(path, provider, self.config.device_id, self.config.intra_op_threads)
-        self._sessions[key] = handle
-        while len(self._sessions) > SESSION_CACHE_SIZE:
-            self._sessions.popitem(last=False)
-        return handle
-
-    def placement(self, handle: SessionHandle, feeds: dict[str, Any]) -> Any:
-        """Node placement of *handle*'s model and EP (:func:`pytest_aaco.placement.placement_report`),
-        profiled once per (model, EP, options). Raises SessionError / PlacementError."""
-        key = (str(handle.model_path), handle.provider.ep_name, tuple(sorted(handle.options.items())))
-        if key not in self._placements:
-            from .placement import placement_report
-
-            self._placements[key] = placement_report(handle.model_path, handle.provider, self.config.device_id,
-                                                     feeds=feeds)
-        return self._placements[key]
-
-    def variance_prior(self, folder: Path) -> Any:
-        """The runner's variance prior (:func:`pytest_aaco.baseline.runner_variance_prior`), read once."""
-        key = str(folder)
-        if key not in self._priors:
-            from .baseline import runner_variance_prior
-
-            self._priors[key] = runner_variance_prior(folder)
-        return self._priors[key]
-
-    # ------------------------------------------------------------ session-wide error control
-
-    def lond(self) -> Any:
-        if self._lond is None:
-            from .stats import LondFdr
-
-            self._lond = LondFdr(self.config.fdr, max(self.gated_items, 1))
-        return self._lond
-
-    # ------------------------------------------------------------ hooks
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        # counted after deselection (-k, -m), so m is the number of benchmarks that will run
-        self.gated_items = sum(1 for item in session.items if "benchmark_model" in getattr(item, "fixturenames", ()))
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        result = yield
-        run: BenchmarkRun | None = item.stash.get(RUN_KEY, None)
-        if run is not None and run.results:
-            from .judge import judge_item
-
-            judge_item(self, item, run)
-        return result
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-        record: ItemRecord | None = item.stash.get(RECORD_KEY, None)
-        if record is not None and call.when == "call" and call.excinfo is not None and record.outcome == "passed":
-            record.outcome = "failed"
-
-    # ------------------------------------------------------------ pytest-xdist
-
-    @property
-    def is_worker(self) -> bool:
-        return hasattr(self.pytest_config, "workerinput")
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """Controller: one bundle for the whole session; workers write their items into it."""
-        if not self.config.bundle:
-            return
-        if self.bundle is None:
-            from .reports.bundle import SessionBundle
-
-            self.bundle = SessionBundle(self.config.session_dir)
-        node.workerinput[WORKER_BUNDLE] = str(self.bundle.path)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Controller: collect a worker's records, so the summary and reports cover every item."""
-        from .jsonio import loads_records
-
-        raw = getattr(node, "workeroutput", {}).get(WORKER_RECORDS)
-        if raw:
-            self.records.extend(ItemRecord.from_dict(d) for d in loads_records(raw))
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from .reports.terminal import write_summary
-
-        write_summary(terminalreporter, self)
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.is_worker:  # the controller writes the reports; ship the records to it
-            from .jsonio import dumps
-
-            self.pytest_config.workeroutput[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])  # type: ignore[attr-defined]
-            return
-        from .reports.lifecycle import finish_reports
-
-        finish_reports(self)
+    config: AacoConfig
+    lond: LondFdr
+    variance_prior: Callable[[Path], VariancePrior | None]
+    announce: Callable[[str, MeasureSettings], None]
+    machine_offset: MachineOffset = field(default_factory=MachineOffset)
 
 
-RUN_KEY = pytest.StashKey[BenchmarkRun]()
-RECORD_KEY = pytest.StashKey[ItemRecord]()
+def item_label(run: BenchmarkRun) -> str:
+    """``model[provider]``, as in the regression message."""
+    return f"{run.model.name}[{run.provider.short}]"
 
 
-def get_plugin(config: pytest.Config) -> AacoPlugin:
-    """The session's :class:`AacoPlugin`; raises RuntimeError when the plugin is not configured."""
-    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
-    if not isinstance(plugin, AacoPlugin):
-        raise RuntimeError("pytest-aaco is not active in this session (was it disabled with -p no:aaco?)")
-    return plugin
+def item_fingerprint(run: BenchmarkRun, extra: dict[str, Any]) -> Fingerprint:
+    """The item's fingerprint, with *extra* fields (from ``pytest_aaco_fingerprint`` implementations)."""
+    feeds = run.feeds
+    return build_fingerprint(
+        model_sha256=content_hash(run.handle.model_path),
+        input_shapes={k: list(v.shape) for k, v in feeds.items()},
+        input_dtypes={k: str(v.dtype) for k, v in feeds.items()},
+        provider=run.provider.short,
+        ep_name=run.provider.ep_name,
+        provider_options=run.handle.options,
+        iobinding=run.settings.iobinding,
+        intra_op_threads=run.config.intra_op_threads,
+        extra=extra,
+        reference=run.reference.id if run.reference is not None else None,
+    )
+
+
+def gate_settings(config: AacoConfig, run: BenchmarkRun) -> GateSettings:
+    """The gate's settings for one item: the session's, with the item's own threshold and p99 choice."""
+    shared = {f.name: getattr(config, f.name) for f in fields(GateSettings)}
+    return GateSettings(**{**shared, "threshold": run.threshold, "gate_p99": run.gate_p99})
+
+
+def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext) -> Verdict:
+    c = ctx.config
+    label = item_label(run)
+    settings = gate_settings(c, run)
+    path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
+    if c.save_baseline:
+        saved, note = save_run(path, nodeid, fp, result, c.history, c.baseline_reset)
+        return finish(Verdict(Outcome.SAVED, label, settings.threshold, reason=f"{label}: {note}",
+                              current_mean_ms=result.mean_ms, baseline_runs=saved.runs, baseline_path=str(path),
+                              fingerprint_id=fp.id), settings)
+    baseline = load_baseline(path)
+    # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
+    gated = baseline is not None and (fp.matches(baseline.fingerprint) or bool(fp.version_only(baseline.fingerprint)))
+    level = ctx.lond.next_level() if gated else c.fdr
+    others = other_runners(c.baseline_dir, fp.machine_key, nodeid) if baseline is None else None
+    prior = ctx.variance_prior(path.parent) if gated else None
+    offset = ctx.machine_offset.current()
+    verdict = compare(result, baseline, fp, settings, level, label, others, prior, machine_offset=offset)
+    if c.confirm and needs_confirmation(verdict):
+        ctx.announce(f"{label} again (confirmation)", run.settings)
+        result.confirmation = run.remeasure()
+        second = compare(result.confirmation, baseline, fp, settings, level, label, prior=prior,
+                         machine_offset=offset)
+        verdict = confirm(verdict, second, settings)
+    if c.max_contention is not None:
+        looks = [result] + ([result.confirmation] if result.confirmation is not None else [])
+        busy = [other_processes_cores(r.telemetry, os.cpu_count() or 1) for r in looks]
+        verdict = under_contention(verdict, max((b for b in busy if b is not None), default=0.0),
+                                   c.max_contention, settings)
+    if gated:
+        ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
+        ctx.machine_offset.record(verdict)
+    return verdict
+
+
+def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """The bottleneck diagnosis, for failing, unstable and inconclusive items only."""
+    if not (verdict.fails or verdict.unstable or verdict.outcome == Outcome.INCONCLUSIVE):
+        return None
+    found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1)
+    return found.to_dict() if found is not None else None
+
+
+def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: dict[str, Any], ctx: GateContext) -> ItemRecord:
+    """The record of the item *nodeid*, judged on the last result of *run*.
+
+    *extra_fingerprint*: fields added by ``pytest_aaco_fingerprint`` hooks. A baseline file
+    that cannot be read becomes an ``error`` verdict that fails the item (never an exception).
+    The record's ``outcome`` is ``failed`` when the verdict fails.
+    """
+    result = run.results[-1]
+    record = ItemRecord(nodeid, run.model.name, run.provider.short, item_label(run), placement=run.placement)
+    try:
+        fp = item_fingerprint(run, extra_fingerprint)
+        record.fingerprint = fp.fields
+        verdict = _verdict(nodeid, run, result, fp, ctx)
+    except AacoFileError as exc:
+        verdict = finish(Verdict(Outcome.ERROR, record.label, run.threshold, reason=str(exc)),
+                         gate_settings(ctx.config, run))
+    record.result = result.to_dict(raw=True)  # after the confirmation look, which the result carries
+    record.verdict = verdict
+    record.derived = derived_metrics(result.latencies_ms, result.warmup_latencies_ms, result.first_run_ms,
+                                     result.batch_size)
+    record.diagnosis = diagnose(result, verdict, record.derived)
+    record.outcome = Outcome.FAILED if verdict.fails else Outcome.PASSED
+    return record
+
+
+def error_record(nodeid: str, model: str, provider: str, message: str, outcome: Outcome) -> ItemRecord:
+    """The record of an item that failed or was skipped before it was measured (a provider error)."""
+    return ItemRecord(nodeid, model, provider, f"{model}[{provider}]", outcome=outcome, error=message)

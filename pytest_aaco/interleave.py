@@ -42,7 +42,7 @@ class BlockRunner(Protocol):
 
     ``block(n)`` runs the model ``n`` times back to back and returns the latencies as an int64
     array of shape ``(n,)`` in nanoseconds (``time.perf_counter_ns`` differences). It raises
-    whatever the side's runtime raises (a :class:`~pytest_aaco.runner.SessionError` in process).
+    whatever the side's runtime raises (a :class:`~pytest_aaco.measure.SessionError` in process).
     """
 
     name: str
@@ -68,7 +68,7 @@ def time_iterations(run: Callable[[], Any], count: int) -> np.ndarray:
 @dataclass
 class LocalSide:
     """A side in this process: *run* is a zero-argument callable that runs the model once
-    (:func:`pytest_aaco.runner.bind_runner` builds it outside the timed loop)."""
+    (:func:`pytest_aaco.measure.bind_run` builds it outside the timed loop)."""
 
     name: str
     run: Callable[[], Any]

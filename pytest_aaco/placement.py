@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .inputs import make_inputs
+from .measure import SessionError, build_session
+
 CPU_EP = "CPUExecutionProvider"
 #: a GPU item is refused when CPU-EP kernels take more than this share of a run's wall time
 MAX_CPU_TIME_SHARE = 0.05
@@ -164,8 +167,6 @@ def load_profile(path: str | Path) -> Placement:
 
 
 def _feeds_for(session: Any, model_name: str, dims: Mapping[str, int] | None) -> dict[str, Any]:
-    from .inputs import make_inputs
-
     return make_inputs(model_name, session.get_inputs(), dict(dims or {}), {})
 
 
@@ -175,14 +176,12 @@ def placement_report(model_path: str | Path, provider_spec: Any, device_id: int 
     """Profile one run of *model_path* on *provider_spec* (a :class:`~pytest_aaco.providers.ProviderSpec`).
 
     Builds a separate InferenceSession with profiling on (through
-    :func:`pytest_aaco.runner.build_session`, so options and the CPU fallback EP are the
+    :func:`pytest_aaco.measure.build_session`, so options and the CPU fallback EP are the
     benchmark's), runs it *runs* times on *feeds* (generated from the model's inputs and *dims*
     when None), calls ``end_profiling()`` and parses the file, which is deleted unless
-    *keep_profile* names where to copy it. Raises :class:`~pytest_aaco.runner.SessionError` when the session
+    *keep_profile* names where to copy it. Raises :class:`~pytest_aaco.measure.SessionError` when the session
     cannot be built or run, :class:`PlacementError` when the profile cannot be read.
     """
-    from .runner import SessionError, build_session
-
     path = Path(model_path)
     with tempfile.TemporaryDirectory(prefix="aaco-profile-") as tmp:
         prefix = os.path.join(tmp, "ort_profile")
@@ -237,7 +236,7 @@ def fallback_problem(placement: Placement, provider_spec: Any,
     return None
 
 
-def describe(placement: Placement) -> str:
+def describe_placement(placement: Placement) -> str:
     """One line for reports: ``CUDAExecutionProvider 120 nodes, CPUExecutionProvider 1 node (Hardmax)``."""
     parts = []
     for ep, count in sorted(placement.nodes.items(), key=lambda kv: -kv[1]):

@@ -1,27 +1,29 @@
 """pytest entry point (``pytest11: aaco``): options, hooks and fixtures only.
 
 Importing this module is cheap: onnxruntime, scipy and the GPU libraries load only when a
-benchmark fixture or an ``--aaco-*`` feature needs them.
+benchmark fixture or an ``--aaco-*`` feature needs them. The state and every side effect of
+the gate live in the session object (:mod:`pytest_aaco.session`).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 import pytest
 
+from . import hookspecs
+from .benchmark import MARKER_HELP, AacoMarker, BenchmarkRun, item_settings, node_placement_problem
 from .config import AacoConfig, add_options
-from .gate import PLUGIN_NAME, RUN_KEY, AacoPlugin, get_plugin
-from .providers import ProviderError, ProviderSpec, parse_provider
+from .inputs import InputError
+from .measure import SessionError, SessionHandle, check_placement
+from .providers import ProviderSpec
+from .records import PLUGIN_NAME, RUN_KEY
 from .registry import ModelSpec, RegistryError
-
-MARKER_HELP = (
-    "aaco(models=None, providers=None, threshold=None, warmup=None, iterations=None, rounds=None,"
-    " gate_p99=None): narrow the models or execution providers of a pytest-aaco benchmark, or override"
-    " its settings"
-)
+from .results import BenchmarkResult
+from .session import AacoSession, get_session
+from .warnings import AacoProviderWarning
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,36 +31,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    plugin = AacoPlugin(config, AacoConfig.from_pytest_config(config))
-    config.pluginmanager.register(plugin, PLUGIN_NAME)
-    from .reports.lifecycle import start_reports
-
-    start_reports(plugin)
+    config.pluginmanager.register(AacoSession(config, AacoConfig.from_pytest_config(config)), PLUGIN_NAME)
 
 
 # ------------------------------------------------------------------ parametrization
-
-
-def _narrow(values: Any, option: str) -> set[str] | None:
-    if values is None:
-        return None
-    return {values} if isinstance(values, str) else set(values)
-
-
-def _marker_providers(names: set[str] | None) -> set[str] | None:
-    if names is None:
-        return None
-    try:
-        return {parse_provider(n).short for n in names}
-    except ProviderError as exc:
-        raise pytest.Collector.CollectError(f"@pytest.mark.aaco(providers=...): {exc}") from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -66,28 +47,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     wants_provider = "aaco_provider" in metafunc.fixturenames
     if not (wants_model or wants_provider):
         return
-    plugin = get_plugin(metafunc.config)
-    marker = metafunc.definition.get_closest_marker("aaco")
-    kwargs = marker.kwargs if marker else {}
+    session = get_session(metafunc.config)
+    where = metafunc.definition.nodeid
+    try:
+        marker = AacoMarker.of(metafunc.definition)
+    except pytest.UsageError as exc:
+        raise pytest.Collector.CollectError(f"{where}: {exc}") from None
     if wants_model:
         try:
-            models = plugin.models()
+            models = session.models()
         except RegistryError as exc:
             raise pytest.Collector.CollectError(str(exc)) from None
-        wanted = _narrow(kwargs.get("models"), "models")
-        if wanted is not None:
-            unknown = wanted - {m.name for m in models}
+        if marker.models is not None:
+            unknown = marker.models - {m.name for m in models}
             if unknown:
                 names = ", ".join(m.name for m in models)
-                raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: @pytest.mark.aaco(models=...)"
+                raise pytest.Collector.CollectError(f"{where}: @pytest.mark.aaco(models=...)"
                                                     f" names {sorted(unknown)}, not in the registry ({names})")
-            models = [m for m in models if m.name in wanted]
+            models = [m for m in models if m.name in marker.models]
         metafunc.parametrize("aaco_model", models, ids=[m.name for m in models])
     if wants_provider:
-        providers = list(plugin.config.providers)
-        wanted_p = _marker_providers(_narrow(kwargs.get("providers"), "providers"))
-        if wanted_p is not None:
-            providers = [p for p in providers if p.short in wanted_p]
+        providers = [p for p in session.config.providers if marker.providers is None or p.short in marker.providers]
         metafunc.parametrize("aaco_provider", providers, ids=[p.short for p in providers])
 
 
@@ -97,7 +77,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(scope="session")
 def aaco_config(pytestconfig: pytest.Config) -> AacoConfig:
     """The session's frozen :class:`~pytest_aaco.config.AacoConfig`."""
-    return get_plugin(pytestconfig).config
+    return get_session(pytestconfig).config
 
 
 @pytest.fixture
@@ -112,103 +92,68 @@ def aaco_provider(request: pytest.FixtureRequest) -> ProviderSpec:
     return request.param  # type: ignore[no-any-return]
 
 
-def _record_failure(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> None:
+def _fail(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> NoReturn:
     """Fail this item only, with a message and no traceback from inside the plugin."""
-    from .judge import record_error
-
-    record_error(get_plugin(request.config), request.node, model.name, provider.short, reason, "failed")
-    pytest.fail(reason, pytrace=False)
-
-
-def _unavailable(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> None:
-    """Skip the item for an EP this ORT build lacks, or fail it under ``--aaco-strict-provider``."""
-    from .judge import record_error
-
-    plugin = get_plugin(request.config)
-    if plugin.config.strict_provider:
-        record_error(plugin, request.node, model.name, provider.short, reason, "failed")
-        pytest.fail(f"{reason} (--aaco-strict-provider)", pytrace=False)
-    record_error(plugin, request.node, model.name, provider.short, reason, "skipped")
-    pytest.skip(reason)
-
-
-def _check_placement(request: pytest.FixtureRequest, plugin: Any, run: Any) -> None:
-    """Fail (``--aaco-placement=check``) or warn (``warn``) when the compute fell to the CPU, so it
-    is never recorded as the device EP's result."""
-    from .benchmark import placement_problem
-    from .warnings import AacoProviderWarning
-
-    problem = placement_problem(plugin, run)
-    if problem is None:
-        return
-    if plugin.config.placement == "warn":
-        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {problem}"), stacklevel=2)
-        return
-    _record_failure(request, run.model, run.provider, problem)
+    get_session(request.config).fail_item(request.node, model.name, provider.short, reason)
+    raise AssertionError("unreachable: fail_item raises")  # pragma: no cover
 
 
 @pytest.fixture
-def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_provider: ProviderSpec) -> Any:
-    """A :class:`~pytest_aaco.runner.SessionHandle`: the InferenceSession (``.session``) for this
+def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_provider: ProviderSpec) -> SessionHandle:
+    """A :class:`~pytest_aaco.measure.SessionHandle`: the InferenceSession (``.session``) for this
     model × EP, built once per (model, provider, options), with its creation time (``.create_ms``).
 
     Skips (or fails with ``--aaco-strict-provider``) when the EP is not in this ORT build; fails
     with ORT's message when the session cannot be created.
     """
-    from .runner import SessionError, check_placement
-
-    plugin = get_plugin(request.config)
-    provider = plugin.provider_for(aaco_model, aaco_provider)
-    reason = plugin.skip_reason(provider)
+    session = get_session(request.config)
+    provider = session.provider_for(aaco_model, aaco_provider)
+    reason = session.skip_reason(provider)
     if reason:
-        _unavailable(request, aaco_model, provider, reason)
+        if session.config.strict_provider:
+            _fail(request, aaco_model, provider, f"{reason} (--aaco-strict-provider)")
+        session.skip_item(request.node, aaco_model.name, provider.short, reason)
     try:
-        handle = plugin.session(aaco_model, provider)
+        handle = session.session(aaco_model, provider)
         check_placement(handle)  # a session that fell back whole is refused before anything runs
         return handle
     except (SessionError, RegistryError) as exc:
         problem = str(exc)
-    _record_failure(request, aaco_model, provider, problem)
+    _fail(request, aaco_model, provider, problem)  # outside except: no chained trace
 
 
 @pytest.fixture
-def benchmark_model(request: pytest.FixtureRequest, ort_session: Any, aaco_model: ModelSpec) -> Iterator[Any]:
+def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, aaco_model: ModelSpec
+                    ) -> Iterator[Callable[..., BenchmarkResult]]:
     """``benchmark_model(**overrides) -> BenchmarkResult``: warmup, then K rounds × N iterations on
     this item's InferenceSession, with telemetry; the gate then judges the last result.
 
     Overrides: ``warmup``, ``rounds``, ``iterations``. Raises ``pytest.fail`` with ORT's message
     when a run fails or ORT fell back off the requested EP (never recorded as that EP's result).
     """
-    from .benchmark import BenchmarkRun, item_settings, marker_overrides
-    from .inputs import InputError
-    from .runner import SessionError
+    session = get_session(request.config)
+    provider = ort_session.provider
+    marker = AacoMarker.of(request.node)  # validated at collection already
+    settings, threshold, gate_p99 = item_settings(session.config, aaco_model, provider, marker)
+    run = BenchmarkRun(session.config, aaco_model, provider, ort_session, settings, threshold, gate_p99,
+                       reference=session.reference_for(provider))
+    label = f"{aaco_model.name}[{provider.short}]"
 
-    plugin = get_plugin(request.config)
-    try:
-        marker = marker_overrides(request.node)
-    except pytest.UsageError as exc:
-        problem = f"{request.node.nodeid}: {exc}"
-        marker = None
-    if marker is None:
-        pytest.fail(problem, pytrace=False)
-    settings, threshold, gate_p99 = item_settings(plugin.config, aaco_model, ort_session.provider, marker)
-    run = BenchmarkRun(plugin.config, aaco_model, ort_session.provider, ort_session, settings, threshold, gate_p99)
-
-    def guarded(**overrides: Any) -> Any:
-        from .reports.progress import announce
-
+    def guarded(**overrides: Any) -> BenchmarkResult:
         chosen = run.settings_for(**overrides)
-        announce(plugin, f"{aaco_model.name}[{ort_session.provider.short}]", chosen)
+        session.announce(label, chosen)
         try:
             return run.run_with(chosen)
         except (SessionError, InputError, RegistryError) as exc:
             problem = str(exc)
-        _record_failure(request, aaco_model, ort_session.provider, problem)  # outside except: no chained trace
+        _fail(request, aaco_model, provider, problem)  # outside except: no chained trace
 
-    from .reports.lifecycle import first_benchmark
-
-    first_benchmark(plugin)
-    if ort_session.provider.is_gpu and plugin.config.placement != "off":
-        _check_placement(request, plugin, run)
+    session.start_benchmark()
+    if provider.is_gpu and session.config.placement != "off":
+        problem = node_placement_problem(run, session.placement)
+        if problem is not None and session.config.placement == "warn":
+            warnings.warn(AacoProviderWarning(f"{label}: {problem}"), stacklevel=2)
+        elif problem is not None:
+            _fail(request, aaco_model, provider, problem)
     request.node.stash[RUN_KEY] = run
     yield guarded

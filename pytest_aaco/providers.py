@@ -123,7 +123,7 @@ def unavailable_reason(spec: ProviderSpec, available: list[str], ort_version: st
     return reason
 
 
-def placement_problem(spec: ProviderSpec, session_providers: list[str]) -> str | None:
+def session_fallback_problem(spec: ProviderSpec, session_providers: list[str]) -> str | None:
     """Check that the session really runs on the requested EP.
 
     *session_providers* is ``InferenceSession.get_providers()``. Returns a message when ORT fell

@@ -27,23 +27,18 @@ import numpy as np
 
 from .inputs import make_inputs
 from .interleave import LocalSide, block_iterations, run_cycles
+from .measure import SessionError, bind_run, build_session, check_placement, warmup
 from .modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
+from .options import NO_REFERENCE, REFERENCE_GENERATED, REFERENCE_ZOO, default, reference_name
 from .registry import content_hash, zoo_dir
 from .results import ReferenceSeries, RoundResult
-from .runner import SessionError, bind_runner, build_session, check_placement, warmup
 
-#: the reference used unless the user picks another (``--aaco-reference``)
-DEFAULT_REFERENCE = "mix"
-#: the value that turns the reference off
-NO_REFERENCE = "none"
-#: generated references: name -> (generator, parameters)
+#: generated references: name -> (generator, parameters); names as in the option table
 GENERATED = {
     "mix": ("reference-mix", {"channels": 32, "size": 56, "embed": 256, "hidden": 1024, "seed": 0}),
-    # the first candidate measured: L2-resident (0.4 MB of weights), tracked ResNet-50 worst
+    # the first candidate measured: L2-resident (0.5 MB of weights), tracked ResNet-50 worst
     "mix-small": ("reference-mix", {"channels": 32, "size": 56, "embed": 64, "hidden": 256, "seed": 0}),
 }
-#: model-zoo architectures that may serve as the reference (shipped inside the onnx package)
-ZOO = ("squeezenet", "inception_v1", "shufflenet", "resnet50", "densenet121")
 #: a reference block lasts this fraction of an item round: the reference costs share/(1+share)
 #: of the measured time (0.2 -> 17%, within the 25% budget of issue 11)
 REFERENCE_SHARE = 0.2
@@ -60,17 +55,15 @@ class ReferenceError(ValueError):
 
 def reference_names() -> list[str]:
     """Valid values for the reference option: the generated ones, the zoo ones and ``none``."""
-    return [*GENERATED, *ZOO, NO_REFERENCE]
+    return [*REFERENCE_GENERATED, *REFERENCE_ZOO, NO_REFERENCE]
 
 
 def check_reference(name: str) -> str | None:
     """*name* normalised (lower case, stripped), or None for ``none``; ReferenceError otherwise."""
-    value = str(name).strip().lower()
-    if value == NO_REFERENCE:
-        return None
-    if value not in GENERATED and value not in ZOO:
-        raise ReferenceError(f"unknown reference workload {name!r}; valid: {', '.join(reference_names())}")
-    return value
+    try:
+        return reference_name(name)
+    except ValueError as exc:
+        raise ReferenceError(f"unknown reference workload {name!r}: {exc}") from None
 
 
 def reference_path(name: str) -> Path:
@@ -79,7 +72,7 @@ def reference_path(name: str) -> Path:
     value = check_reference(name)
     if value is None:
         raise ReferenceError("the reference workload is turned off (none): there is no file")
-    if value in ZOO:
+    if value in REFERENCE_ZOO:
         return zoo_dir() / f"light_{value}.onnx"
     generator, params = GENERATED[value]
     target = cache_dir() / "models" / f"{generator}-{cache_key(generator, params)}.onnx"
@@ -147,8 +140,8 @@ class Reference:
 def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: int, iobinding: str,
                     warmup_s: float = 0.25) -> Reference:
     """Build the reference session on *provider* (a :class:`~pytest_aaco.providers.ProviderSpec`),
-    bind its runner like the item's (*iobinding*), warm it up for about *warmup_s* seconds and time
-    it. Raises ReferenceError for an unknown name and :class:`~pytest_aaco.runner.SessionError`
+    bind its run callable like the item's (*iobinding*), warm it up for about *warmup_s* seconds and time
+    it. Raises ReferenceError for an unknown name and :class:`~pytest_aaco.measure.SessionError`
     when ORT cannot build or run it."""
     value = check_reference(name)
     if value is None:
@@ -161,7 +154,7 @@ def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: 
     check_placement(handle)  # a reference that fell back to the CPU would not track the device
     try:
         feeds = reference_feeds(list(handle.session.get_inputs()))
-        run = bind_runner(handle, feeds, iobinding, device_id)
+        run = bind_run(handle, feeds, iobinding, device_id)
         _, warm_ms = warmup(run, 5)
         spent_ms = float(warm_ms.sum())
         while spent_ms < warmup_s * 1000:  # warmup() extends fast models to its own minimum only
@@ -179,19 +172,19 @@ class ReferenceCache:
     """One reference per (EP, options, device, threads, IO binding) for the whole session: built on
     first use, reused by every later item (its session stays warm), released by :meth:`close`.
 
-    ``get`` returns None when the reference is off (*name* ``none``); a reference that cannot be
+    ``get`` returns None when the reference is off (*name* None or ``none``); a reference that cannot be
     built raises once and is remembered as broken (:attr:`errors`), so later items go on raw
     without retrying.
     """
 
-    name: str = DEFAULT_REFERENCE
+    name: str | None = field(default_factory=lambda: default("reference"))
     built: dict[tuple[Any, ...], Reference] = field(default_factory=dict)
     errors: dict[tuple[Any, ...], str] = field(default_factory=dict)
 
     def get(self, provider: Any, device_id: int, intra_op_threads: int, iobinding: str) -> Reference | None:
         """The reference for these settings; None when off or broken before. Raises
-        :class:`~pytest_aaco.runner.SessionError` the first time it cannot be built."""
-        if check_reference(self.name) is None:
+        :class:`~pytest_aaco.measure.SessionError` the first time it cannot be built."""
+        if self.name is None or check_reference(self.name) is None:
             return None
         key = (provider.short, tuple(sorted((str(k), str(v)) for k, v in provider.options.items())),
                device_id, intra_op_threads, iobinding)

@@ -31,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from .config import fraction_below
+from .modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
+from .options import fraction_below
 from .providers import ProviderError, parse_provider
 
 INPUT_KINDS = ("normal", "uniform", "ints", "ones", "zeros", "constant")
@@ -165,8 +166,6 @@ def _source(where: str, entry: dict[str, Any], registry_path: Path) -> str:
         if not resolved.is_file():
             raise _fail(f"{where}.path", f"{resolved} does not exist (paths are relative to the registry file)")
         return f"path:{resolved}"
-    from .modelgen import GENERATORS
-
     if value not in GENERATORS:
         raise _fail(f"{where}.generator", f"unknown generator {value!r}; valid: {', '.join(GENERATORS)}")
     return f"generator:{value}"
@@ -259,8 +258,6 @@ def _base_path(spec: ModelSpec) -> Path:
         return zoo_dir() / f"light_{value}.onnx"
     if kind == "path":
         return Path(value)
-    from .modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
-
     target = cache_dir() / "models" / f"{value}-{cache_key(value, spec.params)}.onnx"
     if not target.is_file():
         save_model_atomic(GENERATORS[value](**spec.params), target)
@@ -278,8 +275,6 @@ def model_path(spec: ModelSpec) -> Path:
         raise RegistryError(f"{spec.registry_path}: models.{spec.name}.params: {exc}") from None
     if not spec.extra_work:
         return base
-    from .modelgen import add_extra_work, cache_dir, save_model_atomic
-
     key = hashlib.sha256(f"{content_hash(base)}:{sorted(spec.extra_work.items())}:{EXTRA_WORK_VERSION}".encode()
                          ).hexdigest()[:12]
     target = cache_dir() / "models" / f"{base.stem}-xw-{key}.onnx"

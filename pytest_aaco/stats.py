@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.stats
 
 __all__ = [
     "SE_FLOOR",
@@ -119,7 +118,9 @@ class Comparison:
         return self.estimate / self.se
 
     def _tq(self, prob: float) -> float:
-        return float(scipy.stats.t.ppf(prob, self.df))
+        from scipy.stats import t as student_t
+
+        return float(student_t.ppf(prob, self.df))
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
         """Two-sided confidence bounds of the ratio: ``exp(estimate -/+ t_{(1+level)/2, df} * se)``.
@@ -175,8 +176,10 @@ class Comparison:
 
 def _t_pvalues(estimate: float, se: float, df: float) -> tuple[float, float]:
     """(p_slower, p_faster) of ``t = estimate / se`` against Student t with *df* degrees of freedom."""
+    from scipy.stats import t as student_t
+
     t = estimate / se
-    return float(scipy.stats.t.sf(t, df)), float(scipy.stats.t.cdf(t, df))
+    return float(student_t.sf(t, df)), float(student_t.cdf(t, df))
 
 
 def welch_rounds(current: Any, baseline: Any, run_sd: float = 0.0, baseline_runs: int = 1) -> Comparison:

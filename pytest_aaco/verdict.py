@@ -29,31 +29,33 @@ Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item'
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from . import stats
 from .baseline import Baseline
 from .fingerprint import Fingerprint
+from .options import default, setting
+from .records import Outcome, Verdict
 from .results import BenchmarkResult
 
-REGRESSION = "regression"
-IMPROVEMENT = "improvement"
-NO_REGRESSION = "no-regression"
-INCONCLUSIVE = "inconclusive"
-NO_BASELINE = "no-baseline"
-MISMATCH = "fingerprint-mismatch"
-SAVED = "saved"
-ERROR = "error"
+#: the outcome words as module constants (``verdict.outcome == REGRESSION``)
+REGRESSION = Outcome.REGRESSION
+IMPROVEMENT = Outcome.IMPROVEMENT
+NO_REGRESSION = Outcome.NO_REGRESSION
+INCONCLUSIVE = Outcome.INCONCLUSIVE
+NO_BASELINE = Outcome.NO_BASELINE
+MISMATCH = Outcome.MISMATCH
+SAVED = Outcome.SAVED
+ERROR = Outcome.ERROR
 #: drift within the measured phase beyond this fraction (and p < DRIFT_P) flags an item unstable
 DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
 #: round-to-round spread this many times the history's flags an item unstable
 SPREAD_LIMIT = 3.0
 #: one-sided level of the upper bound that must lie below the threshold for "no regression"
 NO_REGRESSION_ALPHA = 0.05
-#: assumed sd of the run-to-run offset (fraction) until the history is long enough to measure it
-DEFAULT_RUN_NOISE = 0.02
 #: a machine speed change beyond this fraction (the reference's drift, significant at REGIME_P, or
 #: the offset shared by the session's items) is a regime change: raw figures cannot gate
 REGIME_FRACTION, REGIME_P = 0.03, 0.01
@@ -63,70 +65,16 @@ NORMALIZED, RAW = "normalized", "raw"
 
 @dataclass(frozen=True)
 class GateSettings:
-    """Thresholds of the gate: fractions (0.05 = 5%) and MB."""
+    """Thresholds of the gate: fractions (0.05 = 5%) and MB; defaults from the option table."""
 
-    threshold: float = 0.05
-    min_history: int = 5
-    run_noise: float = DEFAULT_RUN_NOISE
-    strict_inconclusive: bool = False
-    fail_on_improvement: bool = False
-    gate_p99: bool = False
-    memory_threshold: float = 0.10
-    memory_slack_mb: float = 50.0
-
-
-@dataclass
-class Verdict:
-    """The outcome for one item, with the figures behind it (ratios, not percentages).
-
-    ``ratio``/``ci_low``/``ci_high`` are current/baseline latency (95% two-sided CI);
-    ``p_value`` is the one-sided p for a slowdown; ``level`` the α_i it was judged at.
-    """
-
-    outcome: str
-    label: str
-    message: str
-    threshold: float
-    method: str | None = None
-    ratio: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    p_value: float | None = None
-    p_faster: float | None = None
-    level: float | None = None
-    mde: float | None = None
-    current_mean_ms: float | None = None
-    baseline_mean_ms: float | None = None
-    baseline_runs: int = 0
-    baseline_path: str | None = None
-    fingerprint_id: str | None = None
-    fingerprint_diff: list[str] = field(default_factory=list)
-    p99: dict[str, Any] | None = None
-    memory: list[str] = field(default_factory=list)
-    unstable: list[str] = field(default_factory=list)
-    confirmed: bool | None = None
-    notes: list[str] = field(default_factory=list)
-    fails: bool = False
-    series: str | None = None
-    raw_ratio: float | None = None
-    reference: dict[str, Any] | None = None
-    version_change: list[str] = field(default_factory=list)
-
-    @property
-    def reference_drift(self) -> float | None:
-        """How much slower (fraction, > 0) or faster (< 0) the reference ran than in the history:
-        the machine's own change of speed; None without a comparable reference."""
-        return None if self.reference is None else self.reference.get("drift")
-
-    @property
-    def change_pct(self) -> float | None:
-        return None if self.ratio is None else (self.ratio - 1) * 100
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["change_pct"] = self.change_pct
-        data["reference_drift"] = self.reference_drift
-        return data
+    threshold: float = setting("threshold")
+    min_history: int = setting("min-history")
+    run_noise: float = setting("run-noise")
+    strict_inconclusive: bool = setting("strict-inconclusive")
+    fail_on_improvement: bool = setting("fail-on-improvement")
+    gate_p99: bool = setting("gate-p99")
+    memory_threshold: float = setting("memory-threshold")
+    memory_slack_mb: float = setting("memory-slack")
 
 
 def _pct(ratio: float) -> str:
@@ -134,7 +82,8 @@ def _pct(ratio: float) -> str:
 
 
 def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_history: int,
-               run_noise: float = DEFAULT_RUN_NOISE, prior: Any = None) -> Any:
+               run_noise: float = default("run-noise"), prior: stats.VariancePrior | None = None
+               ) -> stats.Comparison:
     """The gate's test of this run's round log-means against earlier runs' round log-means.
 
     *current*: shape ``(rounds,)``, mean ln(ms) per round. *history_runs*: one sequence of round
@@ -147,8 +96,6 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
     the history's variance in the prediction-interval test.
     Returns a :class:`pytest_aaco.stats.Comparison`; raises ValueError for too few rounds or runs.
     """
-    from . import stats
-
     runs = [np.asarray(r, dtype=float) for r in history_runs if len(r)]
     if not runs:
         raise ValueError("the baseline has no measured rounds")
@@ -185,8 +132,6 @@ def reference_drift(current_log_means: Any, history_log_means: list[list[float]]
     speed differs, not whether the item regressed. Returns ``{"drift": ratio - 1, "ci_low",
     "ci_high" (95%, fractions), "p_value" (two-sided), "runs"}``.
     """
-    from . import stats
-
     comp = stats.welch_rounds(current_log_means, np.concatenate([np.asarray(r, float) for r in history_log_means]))
     lo, hi = comp.ci(0.95)
     return {"drift": comp.ratio - 1, "ci_low": lo - 1, "ci_high": hi - 1,
@@ -197,8 +142,6 @@ def reference_unstable(ref: Any, history: list[dict[str, Any]]) -> str:
     """Why the reference cannot normalize this run ('' when it can): its blocks drifted within the
     measured phase, or their spread is :data:`SPREAD_LIMIT` times the history's. *ref* is the run's
     :class:`~pytest_aaco.results.ReferenceSeries`; *history* the matching runs' reference records."""
-    from . import stats
-
     found = stats.drift(ref.log_means)
     if found is not None and found.p_value < DRIFT_P and abs(found.ratio - 1) > DRIFT_FRACTION:
         return (f"the reference drifted {_pct(found.ratio)} within the measured phase"
@@ -249,7 +192,7 @@ def regime_change(reference: dict[str, Any] | None, machine_offset: float | None
     return ""
 
 
-def classify(comp: Any, threshold: float, level: float, faster_level: float | None = None) -> str:
+def outcome_of(comp: stats.Comparison, threshold: float, level: float, faster_level: float | None = None) -> Outcome:
     """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
     >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);
     *no-regression* when the one-sided 95% upper bound of the slowdown is below *threshold* (a claim
@@ -264,18 +207,17 @@ def classify(comp: Any, threshold: float, level: float, faster_level: float | No
     return INCONCLUSIVE
 
 
-def _method_text(comp: Any, runs: int) -> str:
-    if comp.method == "prediction-interval":
-        return f"prediction-interval t-test over {runs} baseline runs"
-    return (f"Welch t-test on {comp.n_current} vs {comp.n_baseline} rounds ({runs} baseline run{'s' * (runs != 1)},"
+def _method_text(v: Verdict) -> str:
+    if v.method == "prediction-interval":
+        return f"prediction-interval t-test over {v.baseline_runs} baseline runs"
+    runs = v.baseline_runs
+    return (f"Welch t-test on {v.current_rounds} vs {v.baseline_rounds} rounds ({runs} baseline run{'s' * (runs != 1)},"
             " run-to-run term included)")
 
 
 def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
     """Reasons to flag the item unstable: drift between the halves of the measured phase, or a
     round-to-round spread far above the history's."""
-    from . import stats
-
     reasons = []
     log_means = result.round_log_means
     drift = stats.drift(log_means)
@@ -337,8 +279,6 @@ def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: Ga
 
 def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> dict[str, Any] | None:
     """Bootstrap over rounds of the p99 ratio against the latest baseline run's raw iterations."""
-    from . import stats
-
     past = [np.asarray(r, dtype=float) for r in baseline.latest_latencies_ms if len(r)]
     if len(past) < 2 or len(result.rounds) < 2:
         return None
@@ -349,14 +289,9 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, thresho
     return data
 
 
-def base_verdict(label: str, threshold: float, **kwargs: Any) -> Verdict:
-    return Verdict(outcome=kwargs.pop("outcome"), label=label, message=kwargs.pop("message"),
-                   threshold=threshold, **kwargs)
-
-
 def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
-            level: float, label: str, other_runners: list[str] | None = None, prior: Any = None,
-            machine_offset: float | None = None) -> Verdict:
+            level: float, label: str, other_runners: list[str] | None = None,
+            prior: stats.VariancePrior | None = None, machine_offset: float | None = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
@@ -368,15 +303,14 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     t = settings.threshold
     if baseline is None:
         hint = f" (other runners have one: {', '.join(other_runners)})" if other_runners else ""
-        return base_verdict(label, t, outcome=NO_BASELINE, current_mean_ms=result.mean_ms,
-                            message=f"no baseline for {label}{hint}; record one with --aaco-save-baseline")
+        return finish(Verdict(NO_BASELINE, label, t, current_mean_ms=result.mean_ms,
+                              reason=f"no baseline for {label}{hint}; record one with --aaco-save-baseline"), settings)
     versions = fingerprint.version_only(baseline.fingerprint)
     if not fingerprint.matches(baseline.fingerprint) and not versions:
-        diff = fingerprint.diff(baseline.fingerprint)
-        return base_verdict(label, t, outcome=MISMATCH, current_mean_ms=result.mean_ms,
-                            baseline_path=str(baseline.path), fingerprint_diff=diff,
-                            message=f"not gated: fingerprint differs from {baseline.path.name}"
-                                    f" ({fingerprint.describe_diff(baseline.fingerprint)})")
+        return finish(Verdict(MISMATCH, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
+                              fingerprint_diff=fingerprint.diff(baseline.fingerprint),
+                              reason=f"not gated: fingerprint differs from {baseline.path.name}"
+                                     f" ({fingerprint.describe_diff(baseline.fingerprint)})"), settings)
     version_text = ""
     if versions:
         version_text = (f"compared across a version change ({fingerprint.describe_diff(baseline.fingerprint)})"
@@ -390,18 +324,18 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
         comp = comparison(series.current, series.history, settings.min_history, settings.run_noise,
                           prior if series.kind == RAW else None)
     except ValueError as exc:
-        return base_verdict(label, t, outcome=INCONCLUSIVE, current_mean_ms=result.mean_ms,
-                            baseline_path=str(baseline.path), message=f"inconclusive for {label}: {exc}")
+        return finish(Verdict(INCONCLUSIVE, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
+                              reason=f"inconclusive for {label}: {exc}"), settings)
     lo, hi = comp.ci(0.95)
-    baseline_ms = float(np.mean([run["summary"]["mean_ms"] for run in baseline.history]))
-    verdict = base_verdict(
-        label, t, outcome=INCONCLUSIVE, message="", method=comp.method, ratio=comp.ratio, ci_low=lo, ci_high=hi,
-        p_value=comp.p_slower, p_faster=comp.p_faster, level=level, mde=comp.mde(level), current_mean_ms=result.mean_ms,
-        baseline_mean_ms=baseline_ms, baseline_runs=len(series.history), baseline_path=str(baseline.path),
-        fingerprint_id=fingerprint.id, series=series.kind, reference=series.reference, version_change=versions,
-        raw_ratio=(raw_comp or comp).ratio,
+    verdict = Verdict(
+        outcome_of(comp, t, level), label, t, method=comp.method, ratio=comp.ratio, ci_low=lo, ci_high=hi,
+        p_value=comp.p_slower, p_faster=comp.p_faster, level=level, mde=comp.mde(level),
+        current_mean_ms=result.mean_ms,
+        baseline_mean_ms=float(np.mean([run["summary"]["mean_ms"] for run in baseline.history])),
+        current_rounds=comp.n_current, baseline_rounds=comp.n_baseline, baseline_runs=len(series.history),
+        baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, series=series.kind,
+        raw_ratio=(raw_comp or comp).ratio, reference=series.reference, version_change=versions,
     )
-    verdict.outcome = classify(comp, t, level)
     if series.kind == RAW and result.reference is not None and not versions:
         verdict.notes.append(f"raw figures: {series.reason}")
     if versions:
@@ -412,7 +346,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     regime = regime_change(series.reference, machine_offset)
     if regime:
         if series.kind == RAW and verdict.outcome in (REGRESSION, IMPROVEMENT):
-            verdict.notes.append(f"{verdict.outcome} withheld: {regime}; raw figures cannot tell it from"
+            verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; raw figures cannot tell it from"
                                  " the machine's change")
             verdict.outcome = INCONCLUSIVE
         else:
@@ -423,25 +357,44 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     verdict.memory = memory_regressions(result, baseline, settings)
     if settings.gate_p99:
         verdict.p99 = p99_check(result, baseline, level, t)
-    verdict.message = describe(verdict, comp, len(series.history))
-    verdict.fails = fails(verdict, settings)
-    return verdict
+    return finish(verdict, settings)
 
 
-def describe(v: Verdict, comp: Any, runs: int) -> str:
-    """The one-line message a person can act on."""
-    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None  # set by compare()
+_HEADS = {REGRESSION: "REGRESSION", IMPROVEMENT: "IMPROVEMENT", NO_REGRESSION: "no regression",
+          INCONCLUSIVE: "inconclusive"}
+
+
+def _memory_text(v: Verdict) -> str:
+    return "".join(f"; MEMORY REGRESSION {line}" for line in v.memory)
+
+
+def confirmation_note(first_look: dict[str, Any]) -> str:
+    """The note a confirmed regression carries about its first look."""
+    return (f"confirmed by a second measurement (first look {_pct(first_look['ratio'] or 1)},"
+            f" p={first_look['p_value']:.2g})")
+
+
+def render_message(v: Verdict) -> str:
+    """The one-line message a person can act on, rendered from the final fields of *v*.
+
+    Called once, by :func:`finish`, after the last rule (confirmation, contention) changed *v*.
+    """
+    if v.contention is not None:
+        return (f"inconclusive {v.label}: looks like {_pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
+                f" kept {v.contention['cores']:.2f} cores busy while it was measured (CPU contention, limit"
+                f" {v.contention['limit']:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
+                + _memory_text(v))
+    if v.confirmed is False and v.first_look is not None:
+        return (f"inconclusive {v.label}: first look suggested {_pct(v.first_look['ratio'] or 1)}"
+                f" (p={v.first_look['p_value']:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
+                + _memory_text(v))
+    if v.reason is not None or v.ratio is None or v.outcome not in _HEADS:
+        return v.reason or f"{v.outcome} {v.label}"
+    assert v.ci_low is not None and v.ci_high is not None and v.level is not None  # set with the ratio
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
-    figures = (f"mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms ({_pct(v.ratio)},"
-               f" 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}), p={p_shown:.2g} at level {v.level:.2g},"
-               f" threshold {v.threshold:.0%}; {_method_text(comp, runs)}")
-    head = {
-        REGRESSION: "REGRESSION",
-        IMPROVEMENT: "IMPROVEMENT",
-        NO_REGRESSION: "no regression",
-        INCONCLUSIVE: "inconclusive",
-    }[v.outcome]
-    text = f"{head} {v.label}: {figures}"
+    text = (f"{_HEADS[v.outcome]} {v.label}: mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms"
+            f" ({_pct(v.ratio)}, 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}), p={p_shown:.2g} at level"
+            f" {v.level:.2g}, threshold {v.threshold:.0%}; {_method_text(v)}")
     if v.outcome == INCONCLUSIVE:
         text += f"; minimum detectable effect {v.mde:.1%}: add rounds or history (--aaco-rounds, --aaco-save-baseline)"
     if v.outcome == IMPROVEMENT:
@@ -449,19 +402,29 @@ def describe(v: Verdict, comp: Any, runs: int) -> str:
     if v.p99 is not None:
         text += (f"; p99 {_pct(v.p99['ratio'])} (CI {_pct(v.p99['ci_low'])} .. {_pct(v.p99['ci_high'])})"
                  + (" REGRESSED" if v.p99["regression"] else ""))
+    skip = confirmation_note(v.first_look) if v.confirmed and v.first_look is not None else None
     for note in v.notes:
-        text += f"; {note}"
-    for line in v.memory:
-        text += f"; MEMORY REGRESSION {line}"
+        if note != skip:
+            text += f"; {note}"
+    text += _memory_text(v)
     for line in v.unstable:
         text += f"; unstable: {line}"
+    if v.confirmed:
+        text += "; confirmed by a second measurement with a fresh session"
     return text
 
 
+def finish(v: Verdict, settings: GateSettings) -> Verdict:
+    """Set whether *v* fails and render its message from its final fields; returns *v*."""
+    v.fails = fails(v, settings)
+    v.message = render_message(v)
+    return v
+
+
 def fails(v: Verdict, settings: GateSettings) -> bool:
-    """Whether the item must fail: regressions (latency, p99, memory) always; improvements and
-    inconclusive results only when the user opted in."""
-    if v.outcome == REGRESSION or v.memory or (v.p99 or {}).get("regression"):
+    """Whether the item must fail: regressions (latency, p99, memory) and errors (an unreadable
+    baseline) always; improvements and inconclusive results only when the user opted in."""
+    if v.outcome in (REGRESSION, ERROR) or v.memory or v.p99_regressed:
         return True
     if v.outcome == IMPROVEMENT and settings.fail_on_improvement:
         return True
@@ -470,7 +433,7 @@ def fails(v: Verdict, settings: GateSettings) -> bool:
 
 def needs_confirmation(v: Verdict) -> bool:
     """A latency regression on the first look: re-measure before failing."""
-    return v.outcome == REGRESSION or bool((v.p99 or {}).get("regression"))
+    return v.outcome == REGRESSION or v.p99_regressed
 
 
 def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = None) -> Verdict:
@@ -482,22 +445,19 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     memory regression or ``--aaco-strict-inconclusive`` still fails an unconfirmed item.
     """
     settings = settings or GateSettings(threshold=second.threshold)
+    first_look = {"ratio": first.ratio, "p_value": first.p_value}
     if needs_confirmation(second) and fails(second, settings):
         second.confirmed = True
-        second.notes.append(f"confirmed by a second measurement (first look {_pct(first.ratio or 1)},"
-                            f" p={first.p_value:.2g})")
-        second.message += "; confirmed by a second measurement with a fresh session"
-        return second
+        second.first_look = first_look
+        second.notes.append(confirmation_note(first_look))
+        return finish(second, settings)
     first.confirmed = False
+    first.first_look = first_look
     first.outcome = INCONCLUSIVE
     first.p99 = None if first.p99 is None else {**first.p99, "regression": False}
+    first.unconfirmed_by = second.message
     first.notes.append("not confirmed: " + second.message)
-    first.message = (f"inconclusive {first.label}: first look suggested {_pct(first.ratio or 1)}"
-                     f" (p={first.p_value:.2g}) but the confirmation measurement did not ({second.message})")
-    for line in first.memory:
-        first.message += f"; MEMORY REGRESSION {line}"
-    first.fails = fails(first, settings)
-    return first
+    return finish(first, settings)
 
 
 def under_contention(v: Verdict, others_cores: float, limit: float, settings: GateSettings) -> Verdict:
@@ -510,14 +470,9 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
         return v
     v.outcome = INCONCLUSIVE
     v.confirmed = None
+    v.contention = {"cores": others_cores, "limit": limit}
     v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")
-    v.message = (f"inconclusive {v.label}: looks like {_pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
-                 f" kept {others_cores:.2f} cores busy while it was measured (CPU contention, limit {limit:g}):"
-                 " not failed; re-run on a quiet runner, or raise --aaco-max-contention")
-    for line in v.memory:
-        v.message += f"; MEMORY REGRESSION {line}"
-    v.fails = fails(v, settings)
-    return v
+    return finish(v, settings)
 
 
 @dataclass
@@ -535,6 +490,4 @@ class MachineOffset:
 
     def current(self) -> float | None:
         """The shared slowdown (fraction) of the items judged so far, or None."""
-        from .stats import common_offset
-
-        return common_offset(self.log_changes)
+        return stats.common_offset(self.log_changes)

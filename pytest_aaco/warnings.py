@@ -27,5 +27,5 @@ class AacoClockWarning(AacoWarning):
     """CPU or GPU clock settings make timings unstable (governor not ``performance``, GPU perf level ``auto``)."""
 
 
-class AacoTelemetryWarning(AacoWarning):
-    """A telemetry sampler could not start or stopped reading; the benchmark itself still ran."""
+class AacoReferenceWarning(AacoWarning):
+    """The reference workload could not be built or run on an EP: its items are judged on raw figures."""

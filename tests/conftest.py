@@ -7,20 +7,28 @@
 * ``write_registry``: a registry YAML next to a copy of the tiny model, for registry unit tests.
 * ``result_factory``: BenchmarkResults built from numbers (no ONNX Runtime), for baseline and
   verdict tests.
-* ``pytester`` is overridden so heavy C extensions are imported before it snapshots
-  ``sys.modules`` (in-process runs would otherwise try to load numpy.fft twice).
 """
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx  # noqa: F401 - see below
+import onnxruntime  # noqa: F401 - see below
 import pytest
+import scipy.stats  # noqa: F401 - see below
+
+# pytester's in-process runs (``runpytest``) drop every module first imported during the run, and
+# C extensions (onnx, onnxruntime, numpy.fft under scipy, matplotlib) cannot be loaded twice in one
+# process. The plugin imports them only when a benchmark needs them, so the test process imports
+# them once here, up front. (The plugin's own modules are all imported by the plugin itself.)
+with contextlib.suppress(ImportError):  # the html extra is optional
+    import matplotlib.figure  # noqa: F401
 
 #: warmup 2, 3 rounds of 5 iterations, no session bundle: fast enough for unit tests; a regression is
 #: never withheld for CPU contention (the test machine is busy by design; that rule has unit tests)
@@ -31,7 +39,6 @@ FAST_ARGS = ("--aaco-warmup=2", "--aaco-rounds=3", "--aaco-iterations=5", "--aac
 def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
                     batch: int | str = 1, dtype: str = "float") -> Path:
     """Write ``x -> (MatMul W_i -> Relu) * layers -> y`` to *path*; deterministic for a given *seed*."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     elem = {"float": TensorProto.FLOAT, "double": TensorProto.DOUBLE}[dtype]
@@ -171,34 +178,6 @@ class AacoProject:
 
     def run_subprocess(self, *extra: str, timeout: float = 120) -> pytest.RunResult:
         return self.pytester.runpytest_subprocess(*self.args(*extra), timeout=timeout)
-
-
-#: imported before in-process pytester runs: pytester drops modules first imported during a run,
-#: and C extensions (numpy.fft under scipy, onnxruntime) cannot be loaded twice in one process
-PRELOAD = (
-    "onnxruntime", "onnx", "scipy.stats", "numpy.fft", "psutil", "filelock",
-    "pytest_aaco.stats", "pytest_aaco.runner", "pytest_aaco.judge", "pytest_aaco.environment",
-    "pytest_aaco.samplers", "pytest_aaco.diagnosis", "pytest_aaco.metrics", "pytest_aaco.reports.bundle",
-    "pytest_aaco.reports.terminal", "pytest_aaco.reports.lifecycle", "pytest_aaco.reports.junit",
-    "pytest_aaco.reports.github", "pytest_aaco.reports.html", "pytest_aaco.reports.progress", "pytest_aaco.cli",
-    "junit_xml", "matplotlib", "matplotlib.figure",
-)
-
-
-@pytest.fixture(scope="session")
-def _preloaded() -> None:
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:  # optional parts (samplers, reports) may not exist in every checkout
-            pass
-
-
-@pytest.fixture
-def pytester(_preloaded: None, pytester: pytest.Pytester) -> pytest.Pytester:
-    """pytester, with the heavy modules imported before it snapshots ``sys.modules``
-    (a session fixture is set up before the function-scoped pytester)."""
-    return pytester
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_aaco.diagnosis import RECOMMENDATIONS, THRESHOLD, Diagnosis, classify, ramp, score_all
+from pytest_aaco.diagnosis import RECOMMENDATIONS, THRESHOLD, Diagnosis, classify_bottleneck, ramp, score_all
 from pytest_aaco.metrics import derived_metrics
 
 S = 1_000_000_000  # ns per second
@@ -101,11 +101,11 @@ STEADY = {
 }
 
 
-# -- classify ---------------------------------------------------------------------------------------
+# -- classify_bottleneck ---------------------------------------------------------------------------------------
 def test_quiet_run_has_no_diagnosis():
     t = telemetry({"system": quiet_system(), "clocks": [{"cpu_freq_mhz": 3000.0}] * 20})
-    assert classify(t, STEADY, cpu_count=2) is None
-    assert classify({}, {}, cpu_count=2) is None  # missing everything: no opinion, no exception
+    assert classify_bottleneck(t, STEADY, cpu_count=2) is None
+    assert classify_bottleneck({}, {}, cpu_count=2) is None  # missing everything: no opinion, no exception
 
 
 def test_cpu_contention():
@@ -115,7 +115,7 @@ def test_cpu_contention():
         system_cpu_percent=100.0,
         process_cpu_percent=110.0,
     )
-    diagnosis = classify(telemetry({"system": rows}, duration_s=10.0), STEADY, cpu_count=2)
+    diagnosis = classify_bottleneck(telemetry({"system": rows}, duration_s=10.0), STEADY, cpu_count=2)
     assert diagnosis is not None and diagnosis.category == "cpu_contention"
     assert diagnosis.score == 1.0
     text = " | ".join(diagnosis.evidence)
@@ -128,12 +128,12 @@ def test_cpu_contention():
 def test_frequency_scaling_needs_an_observed_effect_not_just_a_setting():
     clocks_flat = [{"cpu_freq_mhz": 2000.0}] * 20
     t = telemetry({"system": quiet_system(), "clocks": clocks_flat}, clock_state={"cpu_governor": "powersave"})
-    assert classify(t, STEADY, cpu_count=2) is None
+    assert classify_bottleneck(t, STEADY, cpu_count=2) is None
     assert score_all(t, STEADY, 2)["frequency_scaling"][0] == pytest.approx(0.25)
 
     clocks_moving = [{"cpu_freq_mhz": 1500.0 + 100.0 * (i % 10)} for i in range(20)]
     t = telemetry({"system": quiet_system(), "clocks": clocks_moving}, clock_state={"cpu_governor": "powersave"})
-    diagnosis = classify(t, STEADY, cpu_count=2)
+    diagnosis = classify_bottleneck(t, STEADY, cpu_count=2)
     assert diagnosis.category == "frequency_scaling"
     assert "CPU frequency governor is 'powersave'" in diagnosis.evidence[-1]
     assert any("CPU clock varied between 1500 and 2400 MHz" in e for e in diagnosis.evidence)
@@ -150,7 +150,7 @@ def test_frequency_scaling_from_gpu_power_cap():
         }
         for i in range(20)
     ]
-    diagnosis = classify(telemetry({"nvidia_gpu": gpu}), STEADY, cpu_count=8)
+    diagnosis = classify_bottleneck(telemetry({"nvidia_gpu": gpu}), STEADY, cpu_count=8)
     assert diagnosis.category == "frequency_scaling"
     assert any("power clock-event reasons (sw_power_cap) in 50% of 20 samples" in e for e in diagnosis.evidence)
     assert any("GPU clock under load varied between 1500 and 1980 MHz" in e for e in diagnosis.evidence)
@@ -171,7 +171,7 @@ def test_thermal_throttling():
         }
         for i in range(21)
     ]
-    diagnosis = classify(telemetry({"amd_gpu": gpu}), STEADY, cpu_count=8)
+    diagnosis = classify_bottleneck(telemetry({"amd_gpu": gpu}), STEADY, cpu_count=8)
     assert diagnosis.category == "thermal_throttling" and diagnosis.score == 1.0
     text = " | ".join(diagnosis.evidence)
     assert "thermal clock-event reasons (hw_thermal_slowdown) in 52% of 21 samples" in text
@@ -188,7 +188,7 @@ def test_warmup_instability():
         "mean_ms": 12.0,
         "std_ms": 3.0,
     }
-    diagnosis = classify(telemetry({"system": quiet_system()}), derived, cpu_count=2)
+    diagnosis = classify_bottleneck(telemetry({"system": quiet_system()}), derived, cpu_count=2)
     assert diagnosis.category == "warmup_instability" and diagnosis.score == 1.0
     text = " | ".join(diagnosis.evidence)
     assert "last warmup iterations were 1.40x the measured median" in text
@@ -200,7 +200,7 @@ def test_warmup_instability():
 def test_memory_growth_rss_and_vram():
     rows = quiet_system(rss_mb=lambda i: 400.0 + 20.0 * i, page_faults_major=lambda i: i)
     gpu = [{"vram_used_mb": 2000.0 + 50.0 * i} for i in range(20)]
-    diagnosis = classify(telemetry({"system": rows, "nvidia_gpu": gpu}), STEADY, cpu_count=2)
+    diagnosis = classify_bottleneck(telemetry({"system": rows, "nvidia_gpu": gpu}), STEADY, cpu_count=2)
     assert diagnosis.category == "memory_growth"
     text = " | ".join(diagnosis.evidence)
     assert "process RSS grew from 430 MB to 750 MB (+320 MB, +74%) over 10.0 s" in text
@@ -215,21 +215,24 @@ def test_small_rss_wobble_is_not_growth():
 
 def test_launch_and_compute_bound_only_with_kernel_data():
     t = telemetry({"nvidia_gpu": [{"gpu_util_percent": 97.0}] * 10})
-    assert classify(t, STEADY, 8) is None
-    launch = classify(t, STEADY, 8, kernel_data={"kernel_time_ms": 3.0, "wall_ms": 10.0, "kernel_count": 600})
+    assert classify_bottleneck(t, STEADY, 8) is None
+    launch = classify_bottleneck(t, STEADY, 8,
+                                 kernel_data={"kernel_time_ms": 3.0, "wall_ms": 10.0, "kernel_count": 600})
     assert launch.category == "launch_bound"
     assert "kernels kept the GPU busy 30% of the wall time (3.00 of 10.00 ms)" in launch.evidence[0]
     assert "600 kernels averaging 5.0 µs each" in launch.evidence[1]
-    compute = classify(t, STEADY, 8, kernel_data={"kernel_time_ms": 9.8, "wall_ms": 10.0, "kernel_count": 40})
+    compute = classify_bottleneck(t, STEADY, 8,
+                                  kernel_data={"kernel_time_ms": 9.8, "wall_ms": 10.0, "kernel_count": 40})
     assert compute.category == "compute_bound"
     assert any("GPU utilisation averaged 97%" in e for e in compute.evidence)
-    assert classify(t, STEADY, 8, kernel_data={"kernel_time_ms": 7.5, "wall_ms": 10.0, "kernel_count": 40}) is None
-    assert classify(t, STEADY, 8, kernel_data={"wall_ms": 10.0}) is None  # incomplete: ignored
+    busy_75 = {"kernel_time_ms": 7.5, "wall_ms": 10.0, "kernel_count": 40}
+    assert classify_bottleneck(t, STEADY, 8, kernel_data=busy_75) is None
+    assert classify_bottleneck(t, STEADY, 8, kernel_data={"wall_ms": 10.0}) is None  # incomplete: ignored
 
 
 def test_best_category_wins_and_scores_are_reported():
     rows = quiet_system(load_avg_1m=3.6, rss_mb=lambda i: 400.0 + 2.0 * i)
-    diagnosis = classify(telemetry({"system": rows}), STEADY, cpu_count=2)
+    diagnosis = classify_bottleneck(telemetry({"system": rows}), STEADY, cpu_count=2)
     assert diagnosis.category == "cpu_contention"
     assert set(diagnosis.scores) == {"cpu_contention", "memory_growth"}
     assert diagnosis.scores["memory_growth"] < THRESHOLD

@@ -2,7 +2,7 @@
 
 The tests marked ``gpu`` need ``CUDAExecutionProvider`` (onnxruntime-gpu on a CUDA machine) and are
 skipped elsewhere, so CI stays CPU-only. The rest run anywhere: :func:`parse_profile` on a profile
-recorded on an H100 (``tests/data/ort_profile_cuda.json``, trimmed), the runner's option and
+recorded on an H100 (``tests/data/ort_profile_cuda.json``, trimmed), the measure module's option and
 fallback checks with a stand-in ``InferenceSession``, and IO binding on the CPU EP.
 """
 
@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco import runner
+from pytest_aaco import measure
+from pytest_aaco.measure import SessionError, bind_run, build_session
 from pytest_aaco.placement import (
     CPU_EP,
     Placement,
     PlacementError,
-    describe,
+    describe_placement,
     fallback_problem,
     load_profile,
     node_placement,
@@ -28,11 +29,10 @@ from pytest_aaco.placement import (
     profile_details,
 )
 from pytest_aaco.providers import parse_provider
-from pytest_aaco.runner import SessionError, bind_runner, build_session
 
 CUDA_EP = "CUDAExecutionProvider"
 DATA = Path(__file__).parent / "data"
-#: recorded by benchmarks/gpu_check.py (placement phase) on an NVIDIA H200, driver 580.159.04, CUDA 13.0,
+#: recorded by studies/gpu_check.py (placement phase) on an NVIDIA H200, driver 580.159.04, CUDA 13.0,
 #: onnxruntime-gpu 1.31.1, 2026-11-21: three runs of x[1,3,112,112] -> Conv -> Relu -> Celu -> Conv
 #: (64 channels) on the CUDA EP, which has no Celu kernel, so ORT put Celu on the CPU EP between two
 #: copies. Trimmed: node events keep op_name, provider, node_index and output_type_shape only.
@@ -98,7 +98,7 @@ def test_recorded_profile_is_refused_as_a_cuda_result(recorded_events):
     assert "1 of 6 nodes ran on CPUExecutionProvider (Celu×1)" in problem
     assert "40% of the run's wall time" in problem
     assert "not recorded as a cuda result" in problem
-    assert "Celu" in describe(profile_details(recorded_events))
+    assert "Celu" in describe_placement(profile_details(recorded_events))
 
 
 def test_load_profile_reads_the_file():
@@ -167,7 +167,7 @@ def test_shape_ops_and_cheap_cpu_nodes_are_not_a_problem():
                       ops={CUDA_EP: {"MatMul": 9}, CPU_EP: {"Gather": 1}}, run_us=1000)
     assert fallback_problem(cheap, parse_provider("cuda")) is None
     assert fallback_problem(cheap, parse_provider("cuda"), max_cpu_time_share=0.001) is not None
-    assert "Gather" in describe(cheap)
+    assert "Gather" in describe_placement(cheap)
 
 
 def test_node_placement_on_the_cpu_ep(tiny_model_path):
@@ -181,7 +181,7 @@ def test_placement_report_keeps_the_profile_when_asked(tiny_model_path, tmp_path
     assert report.ops[CPU_EP] == {"MatMul": 3, "Relu": 3}
 
 
-# ------------------------------------------------------------------ runner: option and fallback checks
+# ------------------------------------------------------------------ measure: option and fallback checks
 
 
 class FakeSession:
@@ -205,8 +205,8 @@ def test_ep_error_text_is_taken_from_orts_printed_fallback_notice():
     printed = ("*************** EP Error ***************\n"
                "EP Error Unknown provider option: \"bogus\". when using [('CUDAExecutionProvider', {})]\n"
                "Falling back to ['CPUExecutionProvider'] and retrying.\n")
-    assert runner._ep_error(printed) == 'Unknown provider option: "bogus".'
-    assert runner._ep_error("nothing here") == ""
+    assert measure._ep_error(printed) == 'Unknown provider option: "bogus".'
+    assert measure._ep_error("nothing here") == ""
 
 
 def test_a_printed_ep_error_with_fallback_is_a_session_error(monkeypatch, tiny_model_path):
@@ -246,7 +246,7 @@ def test_options_of_other_eps_are_not_checked(monkeypatch, tiny_model_path):
     assert build_session(tiny_model_path, parse_provider("migraphx").with_options({"migraphx_fp16_enable": "1"}))
 
 
-# ------------------------------------------------------------------ runner: IO binding on the CPU EP
+# ------------------------------------------------------------------ measure: IO binding on the CPU EP
 
 
 @pytest.mark.parametrize("mode", ["none", "inputs", "all"])
@@ -254,7 +254,7 @@ def test_every_binding_mode_gives_the_model_output(tiny_model_path, mode):
     handle = build_session(tiny_model_path, parse_provider("cpu"))
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)}
     expected = handle.session.run(None, feeds)[0]
-    run = bind_runner(handle, feeds, mode, 0)
+    run = bind_run(handle, feeds, mode, 0)
     for _ in range(3):
         result = run()
     got = result[0] if mode == "none" else run.binding.copy_outputs_to_cpu()[0]
@@ -264,7 +264,7 @@ def test_every_binding_mode_gives_the_model_output(tiny_model_path, mode):
 def test_all_binding_reuses_one_output_buffer_after_the_first_run(tiny_model_path):
     handle = build_session(tiny_model_path, parse_provider("cpu"))
     feeds = {"x": np.ones((1, 64), np.float32)}
-    run = bind_runner(handle, feeds, "all", 0)
+    run = bind_run(handle, feeds, "all", 0)
     run()
     first = run.binding.get_outputs()[0].data_ptr()
     run()
@@ -272,20 +272,20 @@ def test_all_binding_reuses_one_output_buffer_after_the_first_run(tiny_model_pat
     assert run.binding.get_outputs()[0].data_ptr() == first
 
 
-def test_a_runner_is_built_once_per_session_mode_and_feeds(tiny_model_path):
+def test_a_run_function_is_built_once_per_session_mode_and_feeds(tiny_model_path):
     handle = build_session(tiny_model_path, parse_provider("cpu"))
     feeds = {"x": np.ones((1, 64), np.float32)}
-    run = bind_runner(handle, feeds, "inputs", 0)
-    assert bind_runner(handle, feeds, "inputs", 0) is run
-    assert bind_runner(handle, feeds, "all", 0) is not run
-    assert bind_runner(handle, {"x": np.zeros((1, 64), np.float32)}, "inputs", 0) is not run
+    run = bind_run(handle, feeds, "inputs", 0)
+    assert bind_run(handle, feeds, "inputs", 0) is run
+    assert bind_run(handle, feeds, "all", 0) is not run
+    assert bind_run(handle, {"x": np.zeros((1, 64), np.float32)}, "inputs", 0) is not run
 
 
 def test_auto_binding_per_provider():
-    assert runner.resolve_iobinding("auto", parse_provider("cpu")) == "none"
-    assert runner.resolve_iobinding("auto", parse_provider("cuda")) == "all"  # measured: docs/gpu.md
-    assert runner.resolve_iobinding("auto", parse_provider("migraphx")) == runner.AUTO_IOBINDING_GPU
-    assert runner.resolve_iobinding("inputs", parse_provider("cpu")) == "inputs"
+    assert measure.resolve_iobinding("auto", parse_provider("cpu")) == "none"
+    assert measure.resolve_iobinding("auto", parse_provider("cuda")) == "all"  # measured: docs/gpu.md
+    assert measure.resolve_iobinding("auto", parse_provider("migraphx")) == measure.AUTO_IOBINDING_GPU
+    assert measure.resolve_iobinding("inputs", parse_provider("cpu")) == "inputs"
 
 
 # ------------------------------------------------------------------ on a CUDA GPU
@@ -351,7 +351,7 @@ def test_cuda_binding_modes_match_the_cpu_output(tiny_model_path, mode, graph):
     expected = build_session(tiny_model_path, parse_provider("cpu")).session.run(None, feeds)[0]
     spec = parse_provider("cuda").with_options({"enable_cuda_graph": 1} if graph else {})
     handle = build_session(tiny_model_path, spec)
-    run = bind_runner(handle, feeds, mode, 0)
+    run = bind_run(handle, feeds, mode, 0)
     for _ in range(5):  # regular run, capture, replays
         result = run()
     got = result[0] if mode == "none" else run.binding.copy_outputs_to_cpu()[0]
@@ -412,11 +412,11 @@ def test_cuda_graph_refuses_host_feeds_and_a_second_binding(tiny_model_path):
     handle = build_session(tiny_model_path, parse_provider("cuda").with_options({"enable_cuda_graph": 1}))
     feeds = {"x": np.ones((1, 64), np.float32)}
     with pytest.raises(SessionError, match="needs device inputs"):
-        bind_runner(handle, feeds, "none", 0)
-    run = bind_runner(handle, feeds, "all", 0)
-    assert bind_runner(handle, feeds, "all", 0) is run
+        bind_run(handle, feeds, "none", 0)
+    run = bind_run(handle, feeds, "all", 0)
+    assert bind_run(handle, feeds, "all", 0) is run
     with pytest.raises(SessionError, match="one IO binding"):
-        bind_runner(handle, {"x": np.zeros((1, 64), np.float32)}, "all", 0)
+        bind_run(handle, {"x": np.zeros((1, 64), np.float32)}, "all", 0)
 
 
 
@@ -438,20 +438,20 @@ def _fake_run(placement_obj):
 
 
 def test_plugin_refuses_a_cuda_result_whose_compute_fell_to_the_cpu():
-    from pytest_aaco.benchmark import placement_problem
+    from pytest_aaco.benchmark import node_placement_problem
     from pytest_aaco.placement import Placement
 
     fell = Placement(nodes={"CUDAExecutionProvider": 5, "CPUExecutionProvider": 1},
                      time_us={"CUDAExecutionProvider": 100, "CPUExecutionProvider": 900},
                      ops={"CPUExecutionProvider": {"Celu": 1}}, run_us=1000)
     plugin, run = _fake_run(fell)
-    problem = placement_problem(plugin, run)
+    problem = node_placement_problem(run, plugin.placement)
     assert problem is not None and "Celu" in problem and "not recorded as a cuda result" in problem
     assert run.placement["cpu_nodes"] == 1  # recorded for the bundle either way
 
 
 def test_plugin_warns_about_cheap_cpu_nodes_and_records_them():
-    from pytest_aaco.benchmark import placement_problem
+    from pytest_aaco.benchmark import node_placement_problem
     from pytest_aaco.placement import Placement
     from pytest_aaco.warnings import AacoProviderWarning
 
@@ -460,5 +460,5 @@ def test_plugin_warns_about_cheap_cpu_nodes_and_records_them():
                       ops={"CPUExecutionProvider": {"Celu": 1}}, run_us=10000)
     plugin, run = _fake_run(cheap)
     with pytest.warns(AacoProviderWarning, match="CPUExecutionProvider 1 node"):
-        assert placement_problem(plugin, run) is None
+        assert node_placement_problem(run, plugin.placement) is None
     assert run.placement["nodes"]["CPUExecutionProvider"] == 1

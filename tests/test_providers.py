@@ -8,17 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_aaco.providers import (
-    EP_NAMES,
-    ProviderError,
-    ProviderSpec,
-    available_providers,
-    parse_provider,
-    parse_provider_list,
-    placement_problem,
-    unavailable_reason,
-)
-from pytest_aaco.runner import (
+from pytest_aaco.measure import (
     MeasureSettings,
     SessionError,
     SessionHandle,
@@ -27,6 +17,16 @@ from pytest_aaco.runner import (
     effective_options,
     resolve_iobinding,
     run_benchmark,
+)
+from pytest_aaco.providers import (
+    EP_NAMES,
+    ProviderError,
+    ProviderSpec,
+    available_providers,
+    parse_provider,
+    parse_provider_list,
+    session_fallback_problem,
+    unavailable_reason,
 )
 
 CPU_ONLY = ["AzureExecutionProvider", "CPUExecutionProvider"]
@@ -126,11 +126,11 @@ def test_rocm_available_on_an_old_build_is_fine():
 
 def test_placement_problem():
     migraphx = parse_provider("migraphx")
-    assert placement_problem(migraphx, ["MIGraphXExecutionProvider", "CPUExecutionProvider"]) is None
-    problem = placement_problem(migraphx, ["CPUExecutionProvider"])
+    assert session_fallback_problem(migraphx, ["MIGraphXExecutionProvider", "CPUExecutionProvider"]) is None
+    problem = session_fallback_problem(migraphx, ["CPUExecutionProvider"])
     assert problem == ("MIGraphXExecutionProvider was requested but the session runs on CPUExecutionProvider"
                        " (ONNX Runtime fell back): not recorded as a migraphx result")
-    assert "runs on nothing" in placement_problem(migraphx, [])
+    assert "runs on nothing" in session_fallback_problem(migraphx, [])
 
 
 class FakeSession:

@@ -4,7 +4,6 @@ and the progress line; plus the escaping rules and the writers' failure modes, t
 from __future__ import annotations
 
 import html
-import importlib
 import importlib.util
 import re
 import types
@@ -13,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports import github, junit
 from pytest_aaco.reports import html as html_report
-
-#: imported before pytester snapshots sys.modules: matplotlib's C extensions cannot load twice
-REPORT_MODULES = ("junit_xml", "matplotlib", "matplotlib.figure", "matplotlib.backends.backend_svg",
-                  "pytest_aaco.reports.junit", "pytest_aaco.reports.github", "pytest_aaco.reports.html",
-                  "pytest_aaco.reports.progress", "pytest_aaco.modelgen")
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
@@ -37,15 +32,6 @@ PIN_MODEL_HASH = """
 def pytest_aaco_fingerprint(config, item, fields):
     fields["model_sha256"] = "pinned-for-the-report-tests"
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report_modules() -> None:
-    for name in REPORT_MODULES:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
 
 
 @pytest.fixture(autouse=True)
@@ -157,11 +143,10 @@ def test_unwritable_report_paths_are_reported_not_raised(aaco_project, tmp_path:
 
 PROGRESS_TEST = """
 import types
-from pytest_aaco.gate import get_plugin
 from pytest_aaco.reports.progress import announce
 
 def test_one(request):
-    announce(get_plugin(request.config), "resnet50[cpu]", types.SimpleNamespace(warmup=10, rounds=4, iterations=None))
+    announce(request.config, "resnet50[cpu]", types.SimpleNamespace(warmup=10, rounds=4, iterations=None))
 """
 
 
@@ -208,7 +193,9 @@ def _record(label: str = "m[cpu]", outcome: str = "regression", **verdict) -> di
 
 def test_job_summary_orders_failures_first_and_escapes_markdown():
     records = [_record("ok|<b>[cpu]", "no-regression"), _record("flaky[cpu]", "inconclusive"), _record()]
-    text = github.job_summary(records, {"verdicts": {"regression": 1, "no-regression": 1, "inconclusive": 1}})
+    records = [ItemRecord.from_dict(r) for r in records]
+    text = github.job_summary(records, SessionSummary.from_dict(
+        {"verdicts": {"regression": 1, "no-regression": 1, "inconclusive": 1}}))
     assert text.index("### Failed (1)") < text.index("### Inconclusive or unstable (1)") < text.index("### Results")
     assert "ok\\|&lt;b&gt;\\[cpu\\]" in text and "<b>" not in text
     assert "| cpu\\_model | <code>X</code> |" in text and "model\\_sha256" not in text  # machine fields only
@@ -220,22 +207,23 @@ def test_render_html_escapes_every_text_field():
     evil = "<script>alert(1)</script>"
     record = _record(evil)
     record["diagnosis"] = {"category": evil, "score": 0.9, "evidence": [evil], "recommendation": evil}
-    page = html_report.render_html([record], {"verdicts": {"regression": 1}}, {"env": {"ORT_X": evil}},
-                                   baselines={})
+    page = html_report.render_html([ItemRecord.from_dict(record)], SessionSummary.from_dict(
+        {"verdicts": {"regression": 1}}), {"env": {"ORT_X": evil}}, baselines={})
     assert "<script" not in page
     assert page.count(html.escape(evil)) >= 5
 
 
 def test_render_html_without_matplotlib_keeps_the_tables(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(html_report, "_matplotlib_available", lambda: False)
-    page = html_report.render_html([_record()], {"verdicts": {"regression": 1}}, None, baselines={})
+    page = html_report.render_html([ItemRecord.from_dict(_record())], SessionSummary.from_dict(
+        {"verdicts": {"regression": 1}}), None, baselines={})
     assert "<svg" not in page and "pip install pytest-aaco[html]" in page and "<table>" in page
 
 
 def test_junit_marks_errors_and_keeps_labels_unique():
     records = [_record(), _record(), _record("b[cpu]", "error")]
     records[1]["nodeid"] = "tests/test_x.py::test_b[m[cpu]]"
-    root = ET.fromstring(junit.render_junit(records, {"verdicts": {}}))
+    root = ET.fromstring(junit.render_junit([ItemRecord.from_dict(r) for r in records], SessionSummary()))
     names = [c.get("name") for c in root.iter("testcase")]
     assert names == ["m[cpu] test_a", "m[cpu] test_b", "b[cpu]"]
     assert root.find(".//testcase[@name='b[cpu]']/error") is not None

@@ -1,1 +1,36 @@
-"""Reports of a pytest-aaco session: terminal summary, session bundle, JUnit, GitHub job summary, HTML."""
+"""Reports of a pytest-aaco session: terminal summary, session bundle, JUnit, GitHub job summary, HTML.
+
+Writers take the item records (:class:`~pytest_aaco.records.ItemRecord`) and a
+:class:`ReportContext`; none of them knows the session object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..records import SessionSummary
+
+
+def _print(text: str, **markup: bool) -> None:
+    print(text, flush=True)
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What the report writers need besides the records.
+
+    *summary*: counts and the LOND state; *started_at*: ISO time (UTC) the session started;
+    *fdr*: ``--aaco-fdr``; *bundle_path*: the session bundle folder, or None; *junit_path* /
+    *html_path*: ``--aaco-junit`` / ``--aaco-html`` (None: not asked for); *say*: writes one line on
+    pytest's terminal (markup keywords such as ``yellow=True``), never raising.
+    """
+
+    summary: SessionSummary
+    started_at: str | None = None
+    fdr: float | None = None
+    bundle_path: Path | None = None
+    junit_path: Path | None = None
+    html_path: Path | None = None
+    say: Callable[..., None] = _print

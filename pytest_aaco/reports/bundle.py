@@ -128,7 +128,8 @@ class SessionBundle:
 
         *summary* is stored under ``"summary"``. If it is instead a whole meta dict (it has its
         own ``"summary"`` key), its keys are merged at the top level. Adds ``bundle_finished_at``,
-        ``duration_s`` and ``items_written``.
+        ``duration_s`` and ``items_written`` (item files in the folder, written by this process or
+        by pytest-xdist workers).
         """
         finished = _utc_now()
         meta = {**self._base_meta(), **self._meta}
@@ -140,10 +141,15 @@ class SessionBundle:
         meta.update(
             bundle_finished_at=finished.isoformat(timespec="seconds"),
             duration_s=round((finished - self.started).total_seconds(), 3),
-            items_written=len(self._items),
+            items_written=sum(1 for p in (self._path / ITEMS_DIR).glob("*.json") if not p.name.startswith(".")),
         )
         self._meta = meta
         return atomic_write_json(self._path / META_FILE, meta)
+
+
+def is_bundle(path: Path) -> bool:
+    """A session bundle folder has a ``session_meta.json``."""
+    return path.is_dir() and (path / META_FILE).is_file()
 
 
 def list_sessions(root: str | Path) -> list[Path]:

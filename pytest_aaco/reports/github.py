@@ -18,11 +18,13 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..gate import AacoPlugin
+from ..records import ItemRecord, Outcome, SessionSummary
+from . import ReportContext
+from .terminal import num, pct
 
 #: GitHub refuses job summaries above 1 MiB per step; keep well below
 MAX_SUMMARY_BYTES = 900_000
@@ -66,95 +68,60 @@ def md_code(text: Any) -> str:
 # ---------------------------------------------------------------- classification
 
 
-def _outcome(record: dict[str, Any]) -> str:
-    return str((record.get("verdict") or {}).get("outcome") or record.get("outcome") or "")
-
-
-def is_failure(record: dict[str, Any]) -> bool:
-    """The item failed (regression, memory / p99 regression, strict inconclusive, provider error)."""
-    return record.get("outcome") == "failed" or bool((record.get("verdict") or {}).get("fails"))
-
-
-def is_warning(record: dict[str, Any]) -> bool:
-    """Not failed, but inconclusive or flagged unstable."""
-    verdict = record.get("verdict") or {}
-    return not is_failure(record) and (verdict.get("outcome") == "inconclusive" or bool(verdict.get("unstable")))
-
-
-def _message(record: dict[str, Any]) -> str:
-    verdict = record.get("verdict") or {}
-    text = str(verdict.get("message") or record.get("error") or record.get("outcome") or "")
-    diagnosis = record.get("diagnosis")
-    if diagnosis:
-        text += f"\nlikely cause: {diagnosis.get('category')}: " + "; ".join(diagnosis.get("evidence") or [])
-        if diagnosis.get("recommendation"):
-            text += f"\ntry: {diagnosis['recommendation']}"
-    return text
-
-
-def _title(record: dict[str, Any]) -> str:
-    outcome = _outcome(record)
-    verdict = record.get("verdict") or {}
-    if outcome == "regression":
+def _title(record: ItemRecord) -> str:
+    outcome = record.effective_outcome
+    verdict = record.verdict
+    if outcome == Outcome.REGRESSION:
         head = "performance regression"
-    elif verdict.get("memory"):
+    elif verdict is not None and verdict.memory:
         head = "memory regression"
-    elif outcome == "inconclusive":
+    elif outcome == Outcome.INCONCLUSIVE:
         head = "inconclusive benchmark"
-    elif verdict.get("unstable"):
+    elif verdict is not None and verdict.unstable:
         head = "unstable benchmark"
     else:
         head = f"benchmark {outcome or 'failed'}"
-    return f"{head}: {record.get('label') or record.get('nodeid')}"
+    return f"{head}: {record.label or record.nodeid}"
 
 
-def workflow_commands(records: list[dict[str, Any]]) -> list[str]:
+def workflow_commands(records: Sequence[ItemRecord]) -> list[str]:
     """Workflow-command lines: ``::error`` for failed items, ``::warning`` for inconclusive or
     unstable ones, ``::notice`` for items not gated because the fingerprint differs."""
     lines = []
     for record in records:
-        path = str(record.get("nodeid", "")).split("::", 1)[0] or None
-        if is_failure(record):
-            lines.append(command("error", _message(record), file=path, title=_title(record)))
-        elif is_warning(record):
-            lines.append(command("warning", _message(record), file=path, title=_title(record)))
-        elif _outcome(record) == "fingerprint-mismatch":
-            lines.append(command("notice", _message(record), file=path, title=f"not gated: {record.get('label')}"))
+        path = record.nodeid.split("::", 1)[0] or None
+        if record.fails:
+            lines.append(command("error", record.explanation(), file=path, title=_title(record)))
+        elif record.is_warning:
+            lines.append(command("warning", record.explanation(), file=path, title=_title(record)))
+        elif record.effective_outcome == Outcome.MISMATCH:
+            lines.append(command("notice", record.explanation(), file=path, title=f"not gated: {record.label}"))
     return lines
 
 
 # ---------------------------------------------------------------- job summary
 
 
-def _num(value: Any, fmt: str) -> str:
-    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
-
-
-def _change(verdict: dict[str, Any]) -> str:
-    ratio = verdict.get("ratio")
-    if not isinstance(ratio, (int, float)):
+def _change(record: ItemRecord) -> str:
+    v = record.verdict
+    if v is None or v.ratio is None:
         return "-"
-    text = f"{(ratio - 1) * 100:+.1f}%"
-    lo, hi = verdict.get("ci_low"), verdict.get("ci_high")
-    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-        text += f" ({(lo - 1) * 100:+.1f} .. {(hi - 1) * 100:+.1f})"
+    text = pct(v.ratio)
+    if v.ci_low is not None and v.ci_high is not None:
+        text += f" ({(v.ci_low - 1) * 100:+.1f} .. {(v.ci_high - 1) * 100:+.1f})"
     return text
 
 
-def _verdict_cell(record: dict[str, Any]) -> str:
-    verdict = record.get("verdict") or {}
-    text = _outcome(record)
-    if verdict.get("unstable"):
+def _verdict_cell(record: ItemRecord) -> str:
+    text = str(record.effective_outcome)
+    if record.verdict is not None and record.verdict.unstable:
         text += " (unstable)"
-    if verdict.get("memory"):
+    if record.verdict is not None and record.verdict.memory:
         text += " (memory)"
-    if is_failure(record):
-        text = f"**{md_text(text)}**"
-        return text
-    return md_text(text)
+    return f"**{md_text(text)}**" if record.fails else md_text(text)
 
 
-def table(records: list[dict[str, Any]]) -> list[str]:
+def table(records: Sequence[ItemRecord]) -> list[str]:
     """Markdown table rows: item, mean / p50 / p99 ms, throughput (samples/s), change with its
     95% CI, one-sided p, verdict, fingerprint id."""
     lines = [
@@ -163,22 +130,23 @@ def table(records: list[dict[str, Any]]) -> list[str]:
         "|---|--:|--:|--:|--:|--:|--:|---|---|",
     ]
     for record in records:
-        summary = (record.get("result") or {}).get("summary") or {}
-        verdict = record.get("verdict") or {}
+        summary = record.summary
+        v = record.verdict
         cells = [
-            md_text(record.get("label") or record.get("nodeid")),
-            _num(summary.get("mean_ms"), ".3f"), _num(summary.get("p50_ms"), ".3f"), _num(summary.get("p99_ms"), ".3f"),
-            _num(summary.get("throughput"), ".1f"), md_text(_change(verdict)), _num(verdict.get("p_value"), ".2g"),
-            _verdict_cell(record), md_code(verdict["fingerprint_id"]) if verdict.get("fingerprint_id") else "-",
+            md_text(record.label or record.nodeid),
+            num(summary.get("mean_ms"), ".3f"), num(summary.get("p50_ms"), ".3f"), num(summary.get("p99_ms"), ".3f"),
+            num(summary.get("throughput"), ".1f"), md_text(_change(record)),
+            num(v.p_value if v is not None else None, ".2g"),
+            _verdict_cell(record), md_code(v.fingerprint_id) if v is not None and v.fingerprint_id else "-",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def machine_fingerprint(records: list[dict[str, Any]]) -> dict[str, Any]:
+def machine_fingerprint(records: Sequence[ItemRecord]) -> dict[str, Any]:
     """Fingerprint fields shared by every item that has one, minus the per-item fields
     (:data:`ITEM_FIELDS`): the machine and software the session ran on."""
-    prints = [r["fingerprint"] for r in records if isinstance(r.get("fingerprint"), dict)]
+    prints = [r.fingerprint for r in records if isinstance(r.fingerprint, dict)]
     if not prints:
         return {}
     common = {k: v for k, v in prints[0].items() if k not in ITEM_FIELDS}
@@ -187,32 +155,33 @@ def machine_fingerprint(records: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(sorted(common.items()))
 
 
-def _counts(summary: dict[str, Any]) -> str:
-    verdicts = summary.get("verdicts") or {}
-    return ", ".join(f"{n} {k}" for k, n in sorted(verdicts.items())) or "no items"
+def fdr_sentence(summary: SessionSummary) -> str | None:
+    """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND."""
+    fdr = summary.fdr_control or {}
+    if not fdr.get("method"):
+        return None
+    return (f"{fdr['method']} at FDR {fdr.get('alpha')} over {fdr.get('m')} items; {fdr.get('tests')} gated,"
+            f" {fdr.get('discoveries')} regression(s).")
 
 
-def job_summary(records: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+def job_summary(records: Sequence[ItemRecord], summary: SessionSummary) -> str:
     """The Markdown appended to ``GITHUB_STEP_SUMMARY``: failed items, the table, the fingerprint."""
-    failed = sorted((r for r in records if is_failure(r)), key=lambda r: _outcome(r) != "regression")
-    warned = [r for r in records if is_warning(r)]
-    lines = [f"## pytest-aaco: {md_text(_counts(summary))}", ""]
+    failed = sorted((r for r in records if r.fails), key=lambda r: r.effective_outcome != Outcome.REGRESSION)
+    warned = [r for r in records if r.is_warning]
+    lines = [f"## pytest-aaco: {md_text(summary.counts_text)}", ""]
     if failed:
         lines += [f"### Failed ({len(failed)})", ""]
         for record in failed:
-            lines.append(f"- **{md_text(record.get('label'))}** {md_code(record.get('nodeid'))}: "
-                         f"{md_text(_message(record))}")
+            lines.append(f"- **{md_text(record.label)}** {md_code(record.nodeid)}: {md_text(record.explanation())}")
         lines.append("")
     if warned:
         lines += [f"### Inconclusive or unstable ({len(warned)})", ""]
-        lines += [f"- **{md_text(r.get('label'))}**: {md_text(_message(r))}" for r in warned]
+        lines += [f"- **{md_text(r.label)}**: {md_text(r.explanation())}" for r in warned]
         lines.append("")
     lines += ["### Results", ""] + table(records) + [""]
-    fdr = summary.get("fdr_control") or {}
-    if isinstance(fdr, dict) and fdr.get("method"):
-        lines += [f"False-alarm control: {md_text(fdr['method'])} at FDR {md_text(fdr.get('alpha'))} over"
-                  f" {md_text(fdr.get('m'))} items; {md_text(fdr.get('tests'))} gated,"
-                  f" {md_text(fdr.get('discoveries'))} regression(s).", ""]
+    sentence = fdr_sentence(summary)
+    if sentence:
+        lines += [f"False-alarm control: {md_text(sentence)}", ""]
     machine = machine_fingerprint(records)
     if machine:
         lines += ["<details><summary>Machine fingerprint</summary>", "", "| field | value |", "|---|---|"]
@@ -225,24 +194,21 @@ def job_summary(records: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     return text
 
 
-def write(plugin: AacoPlugin, summary: dict[str, Any]) -> None:
+def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
     """Session-end writer: the job summary when ``GITHUB_STEP_SUMMARY`` is set, the annotations
     when ``GITHUB_ACTIONS`` is ``true``. A summary file that cannot be written is reported on
     the terminal, never raised."""
-    from .progress import write_line
-
     summary_path = os.environ.get("GITHUB_STEP_SUMMARY", "").strip()
     in_actions = os.environ.get("GITHUB_ACTIONS", "").strip().lower() == "true"
     if not summary_path and not in_actions:
         return
-    records = [r.to_dict() for r in plugin.records]
     if summary_path:
         try:
             with Path(summary_path).open("a", encoding="utf-8") as handle:
-                handle.write(job_summary(records, summary))
+                handle.write(job_summary(records, context.summary))
         except OSError as exc:
-            write_line(plugin, f"pytest-aaco: cannot append the job summary to {summary_path}: {exc.strerror or exc}",
-                       yellow=True)
+            context.say(f"pytest-aaco: cannot append the job summary to {summary_path}: {exc.strerror or exc}",
+                        yellow=True)
     if in_actions:
         for line in workflow_commands(records):
-            write_line(plugin, line)
+            context.say(line)

@@ -22,13 +22,20 @@ import io
 import math
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..gate import AacoPlugin
+import numpy as np
+
+from ..baseline import load_baseline
+from ..environment import collect_environment
+from ..jsonio import AacoFileError, atomic_write_text, read_json
+from ..records import ItemRecord, Outcome, SessionSummary, Verdict
+from . import ReportContext
+from .bundle import ENVIRONMENT_FILE
+from .github import fdr_sentence
 
 INSTALL_HINT = "pip install pytest-aaco[html]"
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
@@ -42,9 +49,9 @@ MAX_TELEMETRY_PANELS = 6
 #: histogram range: these percentiles of all latencies shown (outliers are counted, not drawn)
 CLIP_PERCENTILES = (0.5, 99.5)
 OUTCOME_CLASS = {
-    "regression": "bad", "error": "bad", "failed": "bad", "improvement": "good", "no-regression": "good",
-    "passed": "good", "inconclusive": "warn", "fingerprint-mismatch": "warn", "no-baseline": "neutral",
-    "saved": "info", "skipped": "neutral",
+    Outcome.REGRESSION: "bad", Outcome.ERROR: "bad", Outcome.FAILED: "bad", Outcome.IMPROVEMENT: "good",
+    Outcome.NO_REGRESSION: "good", Outcome.PASSED: "good", Outcome.INCONCLUSIVE: "warn", Outcome.MISMATCH: "warn",
+    Outcome.NO_BASELINE: "neutral", Outcome.SAVED: "info", Outcome.SKIPPED: "neutral",
 }
 #: environment sections in reading order (others follow)
 ENVIRONMENT_ORDER = ("collected_at", "python", "platform", "cpu", "onnxruntime", "gpu", "clocks", "env", "env_redacted")
@@ -98,28 +105,21 @@ def _anchor(nodeid: str) -> str:
     return "item-" + re.sub(r"[^A-Za-z0-9_-]+", "-", nodeid).strip("-")
 
 
-def _outcome(record: dict[str, Any]) -> str:
-    return str((record.get("verdict") or {}).get("outcome") or record.get("outcome") or "")
-
-
-def _badge(outcome: str) -> str:
+def _badge(outcome: Outcome) -> str:
     return f'<span class="badge {OUTCOME_CLASS.get(outcome, "neutral")}">{e(outcome)}</span>'
 
 
 # ---------------------------------------------------------------- baselines
 
 
-def load_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def load_baselines(records: Sequence[ItemRecord]) -> dict[str, dict[str, Any]]:
     """``{nodeid: baseline file as a dict}`` for records whose ``verdict.baseline_path`` is readable.
 
     Missing or unreadable files are skipped (the page then says the baseline was not found).
     """
-    from ..baseline import load_baseline
-    from ..jsonio import AacoFileError
-
     found = {}
     for record in records:
-        path = (record.get("verdict") or {}).get("baseline_path")
+        path = record.verdict.baseline_path if record.verdict is not None else None
         if not path:
             continue
         try:
@@ -127,20 +127,20 @@ def load_baselines(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         except (AacoFileError, OSError):
             continue
         if baseline is not None:
-            found[str(record.get("nodeid"))] = baseline.to_dict()
+            found[record.nodeid] = baseline.to_dict()
     return found
 
 
-def _history(record: dict[str, Any], baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _history(record: ItemRecord, baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Earlier runs of the baseline; the run this session just saved is not one of them."""
     history = list((baseline or {}).get("history") or [])
-    if _outcome(record) == "saved" and history:
+    if record.effective_outcome == Outcome.SAVED and history:
         history = history[:-1]
     return history
 
 
-def _baseline_latencies(record: dict[str, Any], baseline: dict[str, Any] | None) -> list[float]:
-    if baseline is None or _outcome(record) == "saved":
+def _baseline_latencies(record: ItemRecord, baseline: dict[str, Any] | None) -> list[float]:
+    if baseline is None or record.effective_outcome == Outcome.SAVED:
         return []
     return [float(x) for run in baseline.get("latest_latencies_ms") or [] for x in run]
 
@@ -178,12 +178,10 @@ def _round_latencies(result: dict[str, Any]) -> list[list[float]]:
     return [[float(x) for x in r] for r in result.get("latencies_ms") or []]
 
 
-def plot_latency(record: dict[str, Any], baseline: dict[str, Any] | None) -> str | None:
+def plot_latency(record: ItemRecord, baseline: dict[str, Any] | None) -> str | None:
     """Four panels as one SVG: histogram and ECDF against the baseline's latest raw iterations,
     every iteration in time order (warmup grey, rounds alternating), round means vs history."""
-    import numpy as np
-
-    result = record.get("result") or {}
+    result = record.result or {}
     rounds = _round_latencies(result)
     current = np.array([x for r in rounds for x in r], dtype=float)
     if current.size == 0:
@@ -244,11 +242,9 @@ def plot_latency(record: dict[str, Any], baseline: dict[str, Any] | None) -> str
     return _svg(fig)
 
 
-def _plot_rounds(ax: Any, record: dict[str, Any], result: dict[str, Any], history: list[dict[str, Any]]) -> None:
+def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
     """Round means (ms) of every baseline run and of this run, with the baseline mean and the
     threshold above it."""
-    import numpy as np
-
     labels = []
     run_means = []
     for i, run in enumerate(history):
@@ -269,7 +265,7 @@ def _plot_rounds(ax: Any, record: dict[str, Any], result: dict[str, Any], histor
     labels.append("this run")
     if run_means:
         reference = float(np.exp(np.mean(np.log(run_means))))
-        threshold = (record.get("verdict") or {}).get("threshold")
+        threshold = record.verdict.threshold if record.verdict is not None else None
         ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1, label="baseline mean")
         if isinstance(threshold, (int, float)) and _is_num(threshold):
             ax.axhline(reference * (1 + threshold), color="#ef8f00", linestyle=":", linewidth=1.2,
@@ -327,9 +323,9 @@ def _telemetry_series(telemetry: dict[str, Any]) -> list[tuple[str, list[float],
     return series
 
 
-def plot_telemetry(record: dict[str, Any]) -> str | None:
+def plot_telemetry(record: ItemRecord) -> str | None:
     """Small multiples of the telemetry over the measured phase (x: seconds since it started)."""
-    telemetry = (record.get("result") or {}).get("telemetry") or {}
+    telemetry = (record.result or {}).get("telemetry") or {}
     series = _telemetry_series(telemetry)
     if not series:
         return None
@@ -369,9 +365,9 @@ def _rows(pairs: list[tuple[str, str]], numeric: bool = False) -> str:
     return "".join(f"<tr><th>{e(k)}</th><td{cls}>{v}</td></tr>" for k, v in pairs)
 
 
-def stats_table(record: dict[str, Any], baseline: dict[str, Any] | None) -> str:
+def stats_table(record: ItemRecord, baseline: dict[str, Any] | None) -> str:
     """This run against the baseline's latest run: latencies in ms, throughput in samples/s."""
-    summary = (record.get("result") or {}).get("summary") or {}
+    summary = record.summary
     history = _history(record, baseline)
     past = (history[-1].get("summary") or {}) if history else {}
     rows = [("mean", "mean_ms", " ms", ".3f"), ("std", "std_ms", " ms", ".3f"), ("p50", "p50_ms", " ms", ".3f"),
@@ -389,28 +385,27 @@ def stats_table(record: dict[str, Any], baseline: dict[str, Any] | None) -> str:
     return f"<table>{head}{''.join(body)}</table>"
 
 
-def verdict_table(verdict: dict[str, Any]) -> str:
+def verdict_table(verdict: Verdict) -> str:
     """The figures behind the verdict: method, ratio with CI, p-value and level, MDE, threshold."""
-    ci = (f"{_pct(verdict.get('ci_low'))} .. {_pct(verdict.get('ci_high'))}"
-          if _is_num(verdict.get("ci_low")) else "-")
+    ci = f"{_pct(verdict.ci_low)} .. {_pct(verdict.ci_high)}" if _is_num(verdict.ci_low) else "-"
     pairs = [
-        ("method", e(verdict.get("method") or "-")),
-        ("change (ratio - 1)", e(_pct(verdict.get("ratio")))),
+        ("method", e(verdict.method or "-")),
+        ("change (ratio - 1)", e(_pct(verdict.ratio))),
         ("95% CI", e(ci)),
-        ("one-sided p (slower)", e(_fmt(verdict.get("p_value"), ".3g"))),
-        ("level (item's alpha)", e(_fmt(verdict.get("level"), ".3g"))),
-        ("minimum detectable effect", e(_fraction_pct(verdict.get("mde")))),
-        ("threshold", e(_fraction_pct(verdict.get("threshold")))),
-        ("baseline mean (all runs)", e(_fmt(verdict.get("baseline_mean_ms"), ".3f", " ms"))),
-        ("baseline runs", e(verdict.get("baseline_runs"))),
-        ("baseline file", f"<code>{e(verdict.get('baseline_path') or '-')}</code>"),
-        ("fingerprint id", f"<code>{e(verdict.get('fingerprint_id') or '-')}</code>"),
+        ("one-sided p (slower)", e(_fmt(verdict.p_value, ".3g"))),
+        ("level (item's alpha)", e(_fmt(verdict.level, ".3g"))),
+        ("minimum detectable effect", e(_fraction_pct(verdict.mde))),
+        ("threshold", e(_fraction_pct(verdict.threshold))),
+        ("baseline mean (all runs)", e(_fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
+        ("baseline runs", e(verdict.baseline_runs)),
+        ("baseline file", f"<code>{e(verdict.baseline_path or '-')}</code>"),
+        ("fingerprint id", f"<code>{e(verdict.fingerprint_id or '-')}</code>"),
     ]
-    if verdict.get("fingerprint_diff"):
-        pairs.append(("fingerprint fields that differ", e(", ".join(map(str, verdict["fingerprint_diff"])))))
-    if verdict.get("confirmed") is not None:
-        pairs.append(("confirmed by a second measurement", e("yes" if verdict["confirmed"] else "no")))
-    p99 = verdict.get("p99")
+    if verdict.fingerprint_diff:
+        pairs.append(("fingerprint fields that differ", e(", ".join(map(str, verdict.fingerprint_diff)))))
+    if verdict.confirmed is not None:
+        pairs.append(("confirmed by a second measurement", e("yes" if verdict.confirmed else "no")))
+    p99 = verdict.p99
     if isinstance(p99, dict):
         pairs.append(("p99 change (bootstrap CI)", e(f"{_pct(p99.get('ratio'))} ({_pct(p99.get('ci_low'))} .. "
                                                      f"{_pct(p99.get('ci_high'))})"
@@ -451,78 +446,78 @@ def _value_html(value: Any, depth: int = 0) -> str:
     return e(value) if value is not None else '<span class="muted">-</span>'
 
 
-def item_section(record: dict[str, Any], baseline: dict[str, Any] | None, plots: bool) -> str:
+def item_section(record: ItemRecord, baseline: dict[str, Any] | None, plots: bool) -> str:
     """The whole section of one item."""
-    verdict = record.get("verdict") or {}
-    outcome = _outcome(record)
-    nodeid = str(record.get("nodeid", ""))
+    verdict = record.verdict
+    outcome = record.effective_outcome
+    nodeid = record.nodeid
     parts = [f'<section class="item" id="{e(_anchor(nodeid))}">',
-             f"<h2>{e(record.get('label') or nodeid)} {_badge(outcome)}</h2>",
+             f"<h2>{e(record.label or nodeid)} {_badge(outcome)}</h2>",
              f'<div class="muted"><code>{e(nodeid)}</code></div>']
-    message = verdict.get("message") or record.get("error")
+    message = verdict.message if verdict is not None and verdict.message else record.error
     if message:
-        cls = "bad" if record.get("outcome") == "failed" or verdict.get("fails") else (
-            "warn" if outcome == "inconclusive" or verdict.get("unstable") else "")
+        cls = "bad" if record.fails else ("warn" if record.is_warning else "")
         parts.append(f'<div class="message {cls}">{e(message)}</div>')
-    if record.get("result"):
+    if record.result:
         parts.append('<div class="grid"><div><h3>Figures</h3>' + stats_table(record, baseline) + "</div>")
         parts.append("<div><h3>Verdict</h3>" + verdict_table(verdict) + "</div></div>" if verdict else "</div>")
-        if baseline is None and verdict.get("baseline_path") and outcome != "saved":
-            parts.append(f'<p class="muted">baseline file {e(verdict["baseline_path"])} not found here: plots show'
+        if baseline is None and verdict is not None and verdict.baseline_path and outcome != Outcome.SAVED:
+            parts.append(f'<p class="muted">baseline file {e(verdict.baseline_path)} not found here: plots show'
                          " this run only.</p>")
         if plots:
             parts.append("<h3>Latency</h3>" + _plot_or_note(lambda: plot_latency(record, baseline), "latency plots"))
             parts.append("<h3>Telemetry over the measured phase</h3>"
                          + _plot_or_note(lambda: plot_telemetry(record), "telemetry plot"))
-        tsum = ((record.get("result") or {}).get("telemetry") or {}).get("summary") or {}
+        telemetry = (record.result or {}).get("telemetry") or {}
+        tsum = telemetry.get("summary") or {}
         if tsum:
             rows = "".join(f"<tr><th>{e(k)}</th><td class=\"num\">{e(_fmt(v.get('mean'), '.4g'))}</td>"
                            f"<td class=\"num\">{e(_fmt(v.get('max'), '.4g'))}</td></tr>"
                            for k, v in sorted(tsum.items()) if isinstance(v, dict))
             parts.append(f"<details><summary>Telemetry summary</summary><table><tr><th>field</th><th>mean</th>"
                          f"<th>max</th></tr>{rows}</table></details>")
-        errors = {name: data.get("error") for name, data in
-                  (((record.get("result") or {}).get("telemetry") or {}).get("samplers") or {}).items()
+        errors = {name: data.get("error") for name, data in (telemetry.get("samplers") or {}).items()
                   if isinstance(data, dict) and data.get("error")}
         if errors:
             parts.append(_list("Telemetry notes", [f"{k}: {v}" for k, v in errors.items()]))
-    parts.append(_list("Unstable", verdict.get("unstable") or []))
-    parts.append(_list("Memory", verdict.get("memory") or []))
-    parts.append(_list("Notes", verdict.get("notes") or []))
-    parts.append(diagnosis_block(record.get("diagnosis")))
-    if record.get("fingerprint"):
-        parts.append("<details><summary>Fingerprint</summary>" + _value_html(record["fingerprint"]) + "</details>")
+    if verdict is not None:
+        parts.append(_list("Unstable", verdict.unstable))
+        parts.append(_list("Memory", verdict.memory))
+        parts.append(_list("Notes", verdict.notes))
+    parts.append(diagnosis_block(record.diagnosis))
+    if record.fingerprint:
+        parts.append("<details><summary>Fingerprint</summary>" + _value_html(record.fingerprint) + "</details>")
     parts.append("</section>")
     return "".join(p for p in parts if p)
 
 
-def overview_table(records: list[dict[str, Any]]) -> str:
+def overview_table(records: Sequence[ItemRecord]) -> str:
     """One row per item, linking to its section."""
     head = ("<tr><th>item</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th>"
             "<th>vs baseline (95% CI)</th><th>p (slower)</th><th>verdict</th></tr>")
     body = []
     for record in records:
-        summary = (record.get("result") or {}).get("summary") or {}
-        verdict = record.get("verdict") or {}
-        change = _pct(verdict.get("ratio"))
-        if _is_num(verdict.get("ci_low")):
-            change += f" ({_pct(verdict['ci_low'])} .. {_pct(verdict['ci_high'])})"
-        flags = (" unstable" if verdict.get("unstable") else "") + (" memory" if verdict.get("memory") else "")
+        summary = record.summary
+        v = record.verdict or Verdict(record.effective_outcome, record.label, 0.0)
+        change = _pct(v.ratio)
+        if _is_num(v.ci_low):
+            change += f" ({_pct(v.ci_low)} .. {_pct(v.ci_high)})"
+        flags = (" unstable" if v.unstable else "") + (" memory" if v.memory else "")
         body.append(
-            f"<tr><td><a href=\"#{e(_anchor(str(record.get('nodeid', ''))))}\">{e(record.get('label'))}</a></td>"
+            f"<tr><td><a href=\"#{e(_anchor(record.nodeid))}\">{e(record.label)}</a></td>"
             + "".join(f'<td class="num">{e(_fmt(summary.get(k), s))}</td>'
                       for k, s in (("mean_ms", ".3f"), ("p50_ms", ".3f"), ("p99_ms", ".3f"), ("throughput", ".1f")))
-            + f'<td class="num">{e(change)}</td><td class="num">{e(_fmt(verdict.get("p_value"), ".2g"))}</td>'
-            f"<td>{_badge(_outcome(record))}{e(flags)}</td></tr>")
+            + f'<td class="num">{e(change)}</td><td class="num">{e(_fmt(v.p_value, ".2g"))}</td>'
+            f"<td>{_badge(record.effective_outcome)}{e(flags)}</td></tr>")
     return f"<table>{head}{''.join(body)}</table>"
 
 
-def render_html(records: list[dict[str, Any]], summary: dict[str, Any], environment: dict[str, Any] | None = None,
+def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environment: dict[str, Any] | None = None,
                 *, baselines: dict[str, dict[str, Any]] | None = None, title: str = "pytest-aaco report") -> str:
     """The whole report page as a string.
 
-    *records*: ``ItemRecord.to_dict()`` each (the items of a session bundle); *summary*:
-    ``{"items", "verdicts": {outcome: count}, "fdr_control"}``; *environment*: the lockbox of
+    *records*: the items (of a session, or read back from a bundle); *summary*: their counts and
+    the LOND state; *environment*: the lockbox of
     :func:`pytest_aaco.environment.collect_environment` or None; *baselines*: ``{nodeid:
     baseline file dict}``, read from each verdict's ``baseline_path`` when None. Never raises
     for missing fields; plots that fail become notes.
@@ -530,23 +525,21 @@ def render_html(records: list[dict[str, Any]], summary: dict[str, Any], environm
     if baselines is None:
         baselines = load_baselines(records)
     plots = _matplotlib_available()
-    counts = ", ".join(f"{n} {k}" for k, n in sorted((summary.get("verdicts") or {}).items())) or "no items"
+    counts = summary.counts_text
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{e(title)}</title><style>{CSS}</style></head><body><main>",
              f"<h1>{e(title)}</h1>",
              f'<p class="muted">{e(len(records))} item(s): {e(counts)}. Generated {e(generated)}.</p>']
-    fdr = summary.get("fdr_control") or {}
-    if isinstance(fdr, dict) and fdr.get("method"):
-        parts.append(f'<p class="muted">False-alarm control: {e(fdr["method"])} at FDR {e(fdr.get("alpha"))} over'
-                     f" {e(fdr.get('m'))} items; {e(fdr.get('tests'))} gated, {e(fdr.get('discoveries'))}"
-                     " regression(s).</p>")
+    sentence = fdr_sentence(summary)
+    if sentence:
+        parts.append(f'<p class="muted">False-alarm control: {e(sentence)}</p>')
     if not plots:
         parts.append(f'<p class="message warn">Plots need matplotlib: <code>{e(INSTALL_HINT)}</code></p>')
     parts.append('<section class="block"><h2>Items</h2>' + overview_table(records) + "</section>")
     for record in records:
-        parts.append(item_section(record, baselines.get(str(record.get("nodeid"))), plots))
+        parts.append(item_section(record, baselines.get(record.nodeid), plots))
     if environment:
         env = {k: environment[k] for k in ENVIRONMENT_ORDER if k in environment}
         env.update({k: v for k, v in environment.items() if k not in env and k != "packages"})
@@ -560,37 +553,29 @@ def render_html(records: list[dict[str, Any]], summary: dict[str, Any], environm
     return "\n".join(parts)
 
 
-def _environment(plugin: AacoPlugin) -> dict[str, Any] | None:
+def _environment(bundle_path: Path | None) -> dict[str, Any] | None:
     """The session's environment record: from the bundle when there is one, else collected now."""
-    if plugin.bundle is not None:
-        from ..jsonio import AacoFileError, read_json
-        from .bundle import ENVIRONMENT_FILE
-
+    if bundle_path is not None:
         try:
-            data = read_json(Path(plugin.bundle.path) / ENVIRONMENT_FILE)
+            data = read_json(bundle_path / ENVIRONMENT_FILE)
             return data if isinstance(data, dict) else None
         except AacoFileError:
             pass
-    from ..environment import collect_environment
-
     return collect_environment()
 
 
-def write(plugin: AacoPlugin, summary: dict[str, Any]) -> None:
+def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
     """Session-end writer: ``--aaco-html PATH`` (nothing when the option is not given).
 
     Written atomically; an unwritable path is reported on the terminal, never raised.
     """
-    path = plugin.config.html_path
+    path = context.html_path
     if path is None:
         return
-    from ..jsonio import atomic_write_text
-    from .progress import write_line
-
-    text = render_html([r.to_dict() for r in plugin.records], summary, _environment(plugin))
+    text = render_html(records, context.summary, _environment(context.bundle_path))
     try:
         atomic_write_text(path, text)
     except OSError as exc:
-        write_line(plugin, f"pytest-aaco: --aaco-html: cannot write {path}: {exc.strerror or exc}", yellow=True)
+        context.say(f"pytest-aaco: --aaco-html: cannot write {path}: {exc.strerror or exc}", yellow=True)
         return
-    write_line(plugin, f"pytest-aaco: HTML report: {path}")
+    context.say(f"pytest-aaco: HTML report: {path}")

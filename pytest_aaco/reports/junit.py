@@ -5,7 +5,7 @@ Built with the ``junit-xml`` package; the file has one ``<testsuite name="pytest
 module when there is none) and ``name`` = the item label (``resnet50[cpu]``; the test function
 is appended when two items share a label). Its ``<properties>`` carry the same ``aaco_*``
 figures that pytest's own ``--junitxml`` gets through ``record_property``
-(:func:`pytest_aaco.judge.record_properties`): model, provider, mean / p50 / p99 ms, throughput
+(:func:`properties`, added by the session object): model, provider, mean / p50 / p99 ms, throughput
 (samples/s), change vs baseline (%), the 95% CI bounds (ratios current/baseline), the
 one-sided p-value, the verdict and the fingerprint id.
 
@@ -18,42 +18,45 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from ..jsonio import atomic_write_text
-
-if TYPE_CHECKING:
-    from ..gate import AacoPlugin
+from ..records import ItemRecord, Outcome, SessionSummary
+from . import ReportContext
 
 SUITE_NAME = "pytest-aaco"
-#: result summary figures exported as ``aaco_<key>`` (ms and samples/s), as in judge.record_properties
+#: result summary figures exported as ``aaco_<key>`` (ms and samples/s)
 SUMMARY_KEYS = ("mean_ms", "p50_ms", "p99_ms", "throughput")
-#: verdict figures exported as ``aaco_<key>``: change in %, CI bounds as ratios, one-sided p
-VERDICT_KEYS = ("change_pct", "ci_low", "ci_high", "p_value")
 
 
-def properties(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """The ``aaco_*`` properties of one item (``record`` is ``ItemRecord.to_dict()``).
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    Names and formats match :func:`pytest_aaco.judge.record_properties`, so both JUnit files
-    carry the same figures: summary values with 4 decimals, verdict figures with 6 significant
-    digits; plus ``aaco_label``, ``aaco_threshold`` (fraction) and ``aaco_baseline_runs`` here.
-    """
-    props = [("aaco_model", str(record.get("model", ""))), ("aaco_provider", str(record.get("provider", "")))]
-    summary = (record.get("result") or {}).get("summary") or {}
-    props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if isinstance(summary.get(k), (int, float))]
-    verdict = record.get("verdict") or {}
-    props.append(("aaco_verdict", str(verdict.get("outcome") or record.get("outcome", ""))))
-    for key in VERDICT_KEYS:
-        if isinstance(verdict.get(key), (int, float)):
-            props.append((f"aaco_{key}", f"{verdict[key]:.6g}"))
-    if verdict.get("fingerprint_id"):
-        props.append(("aaco_fingerprint", str(verdict["fingerprint_id"])))
-    props.append(("aaco_label", str(record.get("label", ""))))
-    if isinstance(verdict.get("threshold"), (int, float)):
-        props.append(("aaco_threshold", f"{verdict['threshold']:.6g}"))
-    if verdict.get("baseline_runs"):
-        props.append(("aaco_baseline_runs", str(verdict["baseline_runs"])))
+
+def properties(record: ItemRecord) -> list[tuple[str, str]]:
+    """The ``aaco_*`` properties of one item, for both JUnit files (``--aaco-junit`` and pytest's
+    own ``--junitxml`` through ``user_properties``): summary values with 4 decimals, the change
+    (%), CI bounds (ratios) and one-sided p with 6 significant digits, the verdict, the
+    fingerprint id, the label, the threshold (fraction) and the baseline runs."""
+    props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
+    summary = record.summary
+    props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]
+    props.append(("aaco_verdict", str(record.effective_outcome)))
+    v = record.verdict
+    if v is not None:
+        for key, value in (("change_pct", v.change_pct), ("ci_low", v.ci_low), ("ci_high", v.ci_high),
+                           ("p_value", v.p_value)):
+            if _number(value):
+                props.append((f"aaco_{key}", f"{value:.6g}"))
+        if v.fingerprint_id:
+            props.append(("aaco_fingerprint", v.fingerprint_id))
+    props.append(("aaco_label", record.label))
+    if v is not None:
+        props.append(("aaco_threshold", f"{v.threshold:.6g}"))
+        if v.baseline_runs:
+            props.append(("aaco_baseline_runs", str(v.baseline_runs)))
     return props
 
 
@@ -67,9 +70,9 @@ def _function(nodeid: str) -> str:
     return nodeid.split("::")[-1].split("[", 1)[0]
 
 
-def _elapsed_s(record: dict[str, Any]) -> float | None:
+def _elapsed_s(record: ItemRecord) -> float | None:
     """Time spent running the model (warmup + measured iterations), in seconds; None without a result."""
-    result = record.get("result") or {}
+    result = record.result or {}
     rounds = result.get("rounds") or []
     if not rounds:
         return None
@@ -78,12 +81,11 @@ def _elapsed_s(record: dict[str, Any]) -> float | None:
     return round((measured + warmup) / 1000.0, 6)
 
 
-def _details(record: dict[str, Any]) -> str:
+def _details(record: ItemRecord) -> str:
     """Text for ``<system-out>`` and failure bodies: the verdict message, notes and the diagnosis."""
-    verdict = record.get("verdict") or {}
-    lines = [str(verdict.get("message") or record.get("error") or "")]
-    lines += [f"note: {n}" for n in verdict.get("notes") or []]
-    diagnosis = record.get("diagnosis")
+    lines = [record.verdict.message if record.verdict is not None and record.verdict.message else record.error or ""]
+    lines += [f"note: {n}" for n in (record.verdict.notes if record.verdict is not None else [])]
+    diagnosis = record.diagnosis
     if diagnosis:
         lines.append(f"likely cause: {diagnosis.get('category')} (score {diagnosis.get('score')})")
         lines += [f"  evidence: {e}" for e in diagnosis.get("evidence") or []]
@@ -92,44 +94,39 @@ def _details(record: dict[str, Any]) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def build_cases(records: list[dict[str, Any]]) -> list[Any]:
+def build_cases(records: Sequence[ItemRecord]) -> list[TestCase]:
     """One ``junit_xml.TestCase`` per record, in run order."""
-    from junit_xml import TestCase
-
-    labels = Counter(str(r.get("label", "")) for r in records)
+    labels = Counter(r.label for r in records)
     cases = []
     for record in records:
-        nodeid = str(record.get("nodeid", ""))
-        label = str(record.get("label") or nodeid)
-        name = label if labels[label] == 1 else f"{label} {_function(nodeid)}"
-        verdict = record.get("verdict") or {}
+        nodeid = record.nodeid
+        name = record.label if labels[record.label] == 1 else f"{record.label} {_function(nodeid)}"
         details = _details(record)
-        case = TestCase(name, classname=str(record.get("provider") or _module(nodeid)), elapsed_sec=_elapsed_s(record),
-                        stdout=details or None, file=nodeid.split("::", 1)[0] or None)
-        message = str(verdict.get("message") or record.get("error") or "failed").splitlines()[0]
-        if verdict.get("outcome") == "error":
+        classname = record.provider if record.provider not in ("", "-") else _module(nodeid)
+        case = TestCase(name, classname=classname, elapsed_sec=_elapsed_s(record), stdout=details or None,
+                        file=nodeid.split("::", 1)[0] or None)
+        message = (record.verdict.message if record.verdict is not None and record.verdict.message
+                   else record.error or "failed").splitlines()[0]
+        if record.effective_outcome == Outcome.ERROR:
             case.add_error_info(message=message, output=details, error_type="aaco-error")
-        elif record.get("outcome") == "failed":
-            case.add_failure_info(message=message, output=details,
-                                  failure_type=f"aaco-{verdict.get('outcome') or 'failure'}")
-        elif record.get("outcome") == "skipped":
-            case.add_skipped_info(message=str(record.get("error") or "skipped"))
+        elif record.outcome == Outcome.FAILED:
+            kind = record.verdict.outcome if record.verdict is not None else "failure"
+            case.add_failure_info(message=message, output=details, failure_type=f"aaco-{kind}")
+        elif record.outcome == Outcome.SKIPPED:
+            case.add_skipped_info(message=record.error or "skipped")
         cases.append(case)
     return cases
 
 
-def render_junit(records: list[dict[str, Any]], summary: dict[str, Any], timestamp: str | None = None) -> str:
-    """The JUnit XML document (UTF-8 text) for *records* (``ItemRecord.to_dict()`` each).
+def render_junit(records: Sequence[ItemRecord], summary: SessionSummary, timestamp: str | None = None) -> str:
+    """The JUnit XML document (UTF-8 text) for *records*.
 
-    *summary* (``{"items", "verdicts", "fdr_control"}``) becomes suite-level properties
-    ``aaco_verdicts_<outcome>`` (counts) and ``aaco_fdr`` when LOND was used.
+    *summary* becomes suite-level properties ``aaco_verdicts_<outcome>`` (counts) and
+    ``aaco_fdr`` when LOND was used.
     """
-    from junit_xml import TestSuite, to_xml_report_string
-
-    verdicts = summary.get("verdicts") or {}
-    suite_props: dict[str, str] = {f"aaco_verdicts_{k}": str(v) for k, v in sorted(verdicts.items())}
-    fdr = summary.get("fdr_control") or {}
-    if isinstance(fdr, dict) and fdr.get("alpha") is not None:
+    suite_props: dict[str, str] = {f"aaco_verdicts_{k}": str(v) for k, v in sorted(summary.verdicts.items())}
+    fdr = summary.fdr_control or {}
+    if fdr.get("alpha") is not None:
         suite_props["aaco_fdr"] = str(fdr["alpha"])
     suite = TestSuite(SUITE_NAME, build_cases(records), timestamp=timestamp, properties=suite_props or None)
     root = ET.fromstring(to_xml_report_string([suite], prettyprint=False, encoding="utf-8"))
@@ -142,19 +139,17 @@ def render_junit(records: list[dict[str, Any]], summary: dict[str, Any], timesta
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write(plugin: AacoPlugin, summary: dict[str, Any]) -> None:
+def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
     """Session-end writer: ``--aaco-junit PATH`` (nothing when the option is not given).
 
     An unwritable path is reported on the terminal, never raised: a report must not turn a
     finished session into an internal error.
     """
-    path = plugin.config.junit_path
+    path = context.junit_path
     if path is None:
         return
-    text = render_junit([r.to_dict() for r in plugin.records], summary, plugin.started_at)
+    text = render_junit(records, context.summary, context.started_at)
     try:
         atomic_write_text(path, text)
     except OSError as exc:
-        from .progress import write_line
-
-        write_line(plugin, f"pytest-aaco: --aaco-junit: cannot write {path}: {exc.strerror or exc}", yellow=True)
+        context.say(f"pytest-aaco: --aaco-junit: cannot write {path}: {exc.strerror or exc}", yellow=True)

@@ -22,12 +22,9 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
-
-if TYPE_CHECKING:
-    from ..gate import AacoPlugin
 
 PROGRESS_PLUGIN_NAME = "aaco-progress"
 #: a transient status is only shown when at least this many columns are free on the line
@@ -110,14 +107,13 @@ class _TransientStatus:
         self.erase()
 
 
-def announce(plugin: AacoPlugin, item_label: str, settings: Any) -> None:
+def announce(config: pytest.Config, item_label: str, settings: Any) -> None:
     """Tell the user that *item_label* (``resnet50[cpu]``) is about to be measured.
 
     *settings* is the item's ``MeasureSettings`` (``warmup``, ``rounds``, ``iterations``; None
     iterations means adaptive). Does nothing without a terminal reporter (``-p no:terminal``,
     xdist workers) or with ``-q``. Never raises.
     """
-    config = plugin.pytest_config
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None or tr.verbosity < 0:
         return
@@ -138,12 +134,12 @@ def announce(plugin: AacoPlugin, item_label: str, settings: Any) -> None:
         pass
 
 
-def write_line(plugin: AacoPlugin, text: str, **markup: bool) -> None:
+def write_line(config: pytest.Config, text: str, **markup: bool) -> None:
     """Write one line on pytest's terminal (stdout), or print it when there is no terminal reporter.
 
     Used by the session-end reports (GitHub workflow commands, write errors). Never raises.
     """
-    tr = plugin.pytest_config.pluginmanager.get_plugin("terminalreporter")
+    tr = config.pluginmanager.get_plugin("terminalreporter")
     try:
         if tr is not None:
             tr.write_line(text, **markup)

@@ -1,81 +1,108 @@
-"""The results table at the end of the pytest run, through pytest's terminal reporter."""
+"""The results table at the end of the pytest run, through pytest's terminal reporter; the same
+table for ``aaco report``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..gate import AacoPlugin, ItemRecord
+from ..records import ItemRecord
+from . import ReportContext
 
-COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "vs baseline", "verdict")
+#: "machine" is the reference workload's change against the history: how much slower (+) or faster
+#: (-) the machine ran than when the baseline was recorded (:mod:`pytest_aaco.reference`)
+COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "vs baseline", "machine",
+           "verdict")
+#: right-aligned columns of :data:`COLUMNS`
+NUMERIC = frozenset({2, 3, 4, 5})
 
 
-def _num(value: Any, fmt: str) -> str:
-    return format(value, fmt) if isinstance(value, (int, float)) else "-"
+def num(value: Any, fmt: str) -> str:
+    """*value* formatted with *fmt*, or ``-`` for anything but a number."""
+    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def pct(ratio: float | None) -> str:
+    """A ratio as a signed change in % (``1.084`` -> ``+8.4%``), ``-`` for None."""
+    return "-" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+
+
+def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: frozenset[int] = frozenset()
+                ) -> list[str]:
+    """Aligned text table: header, a rule, the rows; columns in *numeric* are right-aligned."""
+    table = [list(header)] + [list(r) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(r) for r in table[1:]]
 
 
 def row(record: ItemRecord) -> tuple[str, ...]:
-    """One table row: figures in ms and samples/s, change in % with its 95% CI."""
-    summary = (record.result or {}).get("summary", {})
-    verdict = record.verdict or {}
+    """One table row: figures in ms and samples/s, change in % with its 95% CI (on the normalized
+    series when the reference workload was valid), the machine's own change, the verdict."""
+    summary = record.summary
+    verdict = record.verdict
     change = "-"
-    if verdict.get("ratio") is not None:
-        change = f"{(verdict['ratio'] - 1) * 100:+.1f}%"
-        if verdict.get("ci_low") is not None:
-            change += f" [{(verdict['ci_low'] - 1) * 100:+.1f},{(verdict['ci_high'] - 1) * 100:+.1f}]"
-    outcome = verdict.get("outcome") or record.outcome
-    if verdict.get("unstable"):
+    if verdict is not None and verdict.ratio is not None:
+        change = pct(verdict.ratio)
+        if verdict.ci_low is not None and verdict.ci_high is not None:
+            change += f" [{(verdict.ci_low - 1) * 100:+.1f},{(verdict.ci_high - 1) * 100:+.1f}]"
+    outcome = str(record.effective_outcome)
+    if verdict is not None and verdict.unstable:
         outcome += " (unstable)"
-    if verdict.get("memory"):
+    if verdict is not None and verdict.memory:
         outcome += " (memory)"
-    if record.error and not verdict:
+    if record.error and verdict is None:
         outcome = f"{record.outcome}: {record.error[:60]}"
-    return (
-        record.model,
-        record.provider,
-        _num(summary.get("mean_ms"), ".2f"),
-        _num(summary.get("p50_ms"), ".2f"),
-        _num(summary.get("p99_ms"), ".2f"),
-        _num(summary.get("throughput"), ".1f"),
-        change,
-        outcome,
-    )
+    return (record.model, record.provider, num(summary.get("mean_ms"), ".2f"), num(summary.get("p50_ms"), ".2f"),
+            num(summary.get("p99_ms"), ".2f"), num(summary.get("throughput"), ".1f"), change,
+            machine(verdict.reference_drift if verdict is not None else None), outcome)
 
 
-def format_table(records: list[ItemRecord]) -> list[str]:
+def machine(drift: float | None) -> str:
+    """The reference workload's drift as a change in % (``0.18`` -> ``+18%``), ``-`` for None."""
+    return "-" if drift is None else f"{drift * 100:+.0f}%"
+
+
+def format_table(records: Sequence[ItemRecord]) -> list[str]:
     """Aligned text lines: header, rule, one row per item in run order."""
-    rows = [COLUMNS] + [row(r) for r in records]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    numeric = {2, 3, 4, 5}
-
-    def fmt(cells: tuple[str, ...]) -> str:
-        pairs = enumerate(zip(cells, widths, strict=True))
-        padded = (c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in pairs)
-        return "  ".join(padded).rstrip()
-
-    return [fmt(rows[0]), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows[1:]]
+    return format_rows(COLUMNS, [row(r) for r in records], NUMERIC)
 
 
-def write_summary(terminalreporter: Any, plugin: AacoPlugin) -> None:
-    """Write the table and the session-wide error-control line; never raises."""
-    if not plugin.records:
-        return
+def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
+    """The message of every item worth a line (:attr:`ItemRecord.worth_a_line`), with its likely cause."""
+    lines = []
+    for record in records:
+        if record.worth_a_line:
+            lines.append(f"  {record.message}")
+        d = record.diagnosis
+        if d:
+            lines.append(f"    likely cause: {d.get('category')} ({'; '.join(d.get('evidence') or [])})"
+                         f" -> {d.get('recommendation')}")
+    return lines
+
+
+def lond_line(summary_fdr: dict[str, Any] | None) -> str | None:
+    """``false-alarm control: LOND at FDR 0.05 over 3 benchmark items; 2 gated, 1 regression(s)``."""
+    if not summary_fdr:
+        return None
+    return (f"false-alarm control: LOND at FDR {summary_fdr.get('alpha'):g} over {summary_fdr.get('m')} benchmark"
+            f" items; {summary_fdr.get('tests')} gated, {summary_fdr.get('discoveries')} regression(s)")
+
+
+def write_summary(terminalreporter: Any, records: Sequence[ItemRecord], context: ReportContext) -> None:
+    """Write the table, the session-wide error-control line and the messages; never raises."""
     tr = terminalreporter
     tr.write_sep("=", "pytest-aaco results")
-    for line in format_table(plugin.records):
+    lines = format_table(records)
+    lond = lond_line(context.summary.fdr_control)
+    if lond:
+        lines.append(lond)
+    lines += detail_lines(records)
+    if context.bundle_path is not None:
+        lines.append(f"session bundle: {context.bundle_path}")
+    for line in lines:
         tr.write_line(line)
-    lond = plugin._lond
-    if lond is not None:
-        tr.write_line(f"false-alarm control: LOND at FDR {plugin.config.fdr:g} over {lond.m} benchmark items;"
-                      f" {lond.tests} gated, {lond.discoveries} regression(s)")
-    for record in plugin.records:
-        verdict = record.verdict or {}
-        if verdict.get("outcome") in ("regression", "improvement", "inconclusive", "fingerprint-mismatch") \
-                or verdict.get("fails") or verdict.get("unstable"):
-            tr.write_line(f"  {verdict.get('message')}")
-        if record.diagnosis:
-            d = record.diagnosis
-            tr.write_line(f"    likely cause: {d.get('category')} ({'; '.join(d.get('evidence', []))})"
-                          f" -> {d.get('recommendation')}")
-    if plugin.bundle is not None:
-        tr.write_line(f"session bundle: {plugin.bundle.path}")

@@ -29,8 +29,6 @@ FIX_AMD_PERF_LEVEL = (
     "rocm-smi --setperfdeterminism <SCLK_MHz> (or: amd-smi set --perf-determinism <SCLK_MHz>; "
     "rocm-smi --setperflevel high also pins the clocks)"
 )
-#: AMD perf levels that pin or cap the clocks, so timings do not follow the load
-AMD_STABLE_LEVELS = frozenset({"high", "manual", "perf_determinism", "profile_standard", "profile_peak"})
 
 
 def _read_text(path: Path) -> str | None:

@@ -2,7 +2,7 @@
 
 A study, not a CI test. Every measurement runs in a separate Python process (runs of one process
 share its state; the gate compares runs of different processes), through the product's own
-code: :func:`pytest_aaco.runner.run_benchmark` with a :class:`pytest_aaco.reference.Reference`.
+code: :func:`pytest_aaco.measure.run_benchmark` with a :class:`pytest_aaco.reference.Reference`.
 
 Phases (``--phases``, comma-separated):
 
@@ -21,8 +21,8 @@ Phases (``--phases``, comma-separated):
 
 Measurements hold ``/work/coord/measure.lock`` when it exists (``flock``), one process at a time.
 
-    python benchmarks/reference_study.py --phases candidates --processes 10
-    python benchmarks/reference_study.py --phases quality --history 5 --gates 8
+    python studies/reference_study.py --phases candidates --processes 10
+    python studies/reference_study.py --phases quality --history 5 --gates 8
 
 * ``gpu``: on ``--provider cuda`` (one command within 9 minutes, ``--minutes``): the slower
   variant is calibrated (``--slowdown``, default 9%; use 0.10), ``--history`` processes are the
@@ -33,7 +33,7 @@ Measurements hold ``/work/coord/measure.lock`` when it exists (``flock``), one p
   device-wide peak. Printed per gate: the verdict on the normalized series, the raw change, the
   machine's drift, memory figures, and what the old device-peak VRAM rule would have said.
 
-    python benchmarks/reference_study.py --phases gpu --provider cuda --iobinding all --no-lock \\
+    python studies/reference_study.py --phases gpu --provider cuda --iobinding all --no-lock \\
         --models resnet50 --slowdown 0.10 --minutes 8 --workdir /tmp/rs-gpu --out gpu_reference.md
 """
 
@@ -65,7 +65,7 @@ def measure_once(handle_args: tuple[Any, ...], name: str, ref: Any, args: argpar
     from pytest_aaco.baseline import run_record
     from pytest_aaco.benchmark import add_rss_growth, rss_mb
     from pytest_aaco.inputs import make_inputs
-    from pytest_aaco.runner import MeasureSettings, build_session, run_benchmark
+    from pytest_aaco.measure import MeasureSettings, build_session, run_benchmark
     from pytest_aaco.samplers import TelemetrySession, build_samplers
     from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 
@@ -170,9 +170,9 @@ def slower_variant(name: str, slowdown: float, args: argparse.Namespace) -> tupl
 
     from pytest_aaco.inputs import make_inputs
     from pytest_aaco.interleave import LocalSide, block_iterations, paired_log_ratios, run_cycles
+    from pytest_aaco.measure import bind_run, build_session, warmup
     from pytest_aaco.modelgen import add_extra_work, save_model_atomic
     from pytest_aaco.providers import parse_provider
-    from pytest_aaco.runner import bind_runner, build_session, warmup
 
     provider = parse_provider(args.provider)
     base = onnx.load(str(model_file(name)))
@@ -180,7 +180,7 @@ def slower_variant(name: str, slowdown: float, args: argparse.Namespace) -> tupl
     def side(label: str, path: Path) -> tuple[LocalSide, float]:
         handle = build_session(path, provider, 0, args.threads)
         feeds = make_inputs(name, handle.session.get_inputs(), {"batch": 1, "N": 1}, {})
-        run = bind_runner(handle, feeds, args.iobinding, 0)
+        run = bind_run(handle, feeds, args.iobinding, 0)
         _, warm = warmup(run, 20)
         return LocalSide(label, run), float(np.median(warm[len(warm) // 2:]))
 
@@ -438,7 +438,7 @@ def main() -> None:
     out = [f"## Reference study, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n",
            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared with other"
            f" work (load average at start {os.getloadavg()[0]:.2f}).",
-           f"Command: `python benchmarks/reference_study.py {' '.join(sys.argv[1:])}`\n"]
+           f"Command: `python studies/reference_study.py {' '.join(sys.argv[1:])}`\n"]
     for phase in args.phases.split(","):
         {"candidates": candidates, "quality": quality, "gpu": gpu}[phase](args, out)
         out.append("")

@@ -29,8 +29,8 @@ short keeps what it measured:
 
 Usage::
 
-    python benchmarks/gpu_check.py --provider cuda --out gpu_out
-    python benchmarks/gpu_check.py --provider cpu --models squeezenet --aa-save 2 --aa-plain 1 \\
+    python studies/gpu_check.py --provider cuda --out gpu_out
+    python studies/gpu_check.py --provider cpu --models squeezenet --aa-save 2 --aa-plain 1 \\
         --pytest-args="--aaco-rounds=4" --out /tmp/gpu_check_cpu       # the script itself, on a CPU
 """
 
@@ -215,8 +215,8 @@ def phase_options(ctx: argparse.Namespace) -> dict[str, Any]:
 
     import onnxruntime as ort
 
+    from pytest_aaco.measure import SessionError, build_session
     from pytest_aaco.registry import model_path
-    from pytest_aaco.runner import SessionError, build_session
 
     model = ctx.small_model
     path = model_path(model)
@@ -274,8 +274,8 @@ def _close(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 def phase_iobinding(ctx: argparse.Namespace) -> dict[str, Any]:
     """Per model: none / inputs / all (and CUDA graphs) on one session, interleaved blocks."""
+    from pytest_aaco.measure import bind_run, build_session
     from pytest_aaco.registry import model_path
-    from pytest_aaco.runner import bind_runner, build_session
 
     results: dict[str, Any] = {}
     rows: list[list[Any]] = []
@@ -301,7 +301,7 @@ def phase_iobinding(ctx: argparse.Namespace) -> dict[str, Any]:
             for mode in modes:
                 key = mode + tag
                 try:
-                    run = bind_runner(handle, feeds, mode, ctx.device_id)
+                    run = bind_run(handle, feeds, mode, ctx.device_id)
                     first = timed_block(run, 1)[0]
                     warm = timed_block(run, 5)
                     outs = _outputs(handle.session, run, mode)
@@ -437,7 +437,7 @@ def build_cpu_op_model(op: str, channels: int = 64, size: int = 112) -> Any:
 
 def phase_placement(ctx: argparse.Namespace) -> dict[str, Any]:
     from pytest_aaco.modelgen import save_model_atomic
-    from pytest_aaco.placement import describe, fallback_problem, placement_report
+    from pytest_aaco.placement import describe_placement, fallback_problem, placement_report
     from pytest_aaco.registry import model_path
 
     profiles = ctx.out / "profiles"
@@ -450,7 +450,7 @@ def phase_placement(ctx: argparse.Namespace) -> dict[str, Any]:
             pl = placement_report(model_path(model), ctx.spec, ctx.device_id, dims=model.dims, keep_profile=keep)
             problem = fallback_problem(pl, ctx.spec)
             results["models"][model.name] = {**pl.to_dict(), "problem": problem}
-            rows.append([model.name, describe(pl), f"{pl.cpu_time_share:.1%}", problem or "ok"])
+            rows.append([model.name, describe_placement(pl), f"{pl.cpu_time_share:.1%}", problem or "ok"])
         except Exception as exc:  # noqa: BLE001
             results["models"][model.name] = {"error": str(exc)[:400]}
             rows.append([model.name, "ERROR", "", str(exc)[:100]])
@@ -466,7 +466,7 @@ def phase_placement(ctx: argparse.Namespace) -> dict[str, Any]:
             )
             problem = fallback_problem(pl, ctx.spec)
             results["candidates"][op] = {**pl.to_dict(), "problem": problem}
-            rows.append([f"demo:{op}", describe(pl), f"{pl.cpu_time_share:.1%}", problem or "ok"])
+            rows.append([f"demo:{op}", describe_placement(pl), f"{pl.cpu_time_share:.1%}", problem or "ok"])
             if chosen is None and (problem or ctx.provider == "cpu"):
                 chosen = op
         except Exception as exc:  # noqa: BLE001
@@ -491,11 +491,11 @@ import time
 
 import numpy as np
 
-from pytest_aaco.gate import RUN_KEY
-from pytest_aaco.runner import ORT_DEVICE, MIN_WARMUP_S
+from pytest_aaco.inputs import make_inputs
+from pytest_aaco.measure import MIN_WARMUP_S, ORT_DEVICE, resolve_iobinding
 
 
-def bare_runner(session, feeds, mode, device, device_id):
+def bare_binding(session, feeds, mode, device, device_id):
     if mode == "none":
         return None
     import onnxruntime as ort
@@ -545,11 +545,13 @@ def stats(lat):
             "mean_ms": float(lat.mean()), "n": int(lat.size)}
 
 
-def test_overhead(benchmark_model, request, aaco_model):
-    run = request.node.stash[RUN_KEY]
-    session, feeds, mode = run.handle.session, run.feeds, run.settings.iobinding
-    device = ORT_DEVICE.get(run.provider.short, "cpu")
-    binding = bare_runner(session, feeds, mode, device, run.settings.device_id)
+def test_overhead(benchmark_model, ort_session, aaco_model, aaco_config):
+    # the same session and the same seeded inputs as the plugin's, through public fixtures
+    session, provider = ort_session.session, ort_session.provider
+    feeds = make_inputs(aaco_model.name, session.get_inputs(), aaco_model.dims, aaco_model.inputs)
+    mode = resolve_iobinding(aaco_config.iobinding, provider)
+    device = ORT_DEVICE.get(provider.short, "cpu")
+    binding = bare_binding(session, feeds, mode, device, aaco_config.device_id)
     blocks = []
     for _ in range(int(os.environ.get("AACO_OVERHEAD_PAIRS", "2"))):
         result = benchmark_model()
@@ -708,7 +710,7 @@ FALLBACK_TEST = '''
 """Unwired: today's plugin. Wired: the node-level placement check before measuring."""
 import pytest
 
-from pytest_aaco.placement import describe, fallback_problem, placement_report
+from pytest_aaco.placement import describe_placement, fallback_problem, placement_report
 
 
 def test_unwired(benchmark_model):
@@ -722,7 +724,7 @@ def test_wired(benchmark_model, ort_session, aaco_model, aaco_config):
     problem = fallback_problem(report, ort_session.provider)
     if problem:
         pytest.fail(f"{aaco_model.name}[{ort_session.provider.short}]: {problem}", pytrace=False)
-    print("placement:", describe(report))
+    print("placement:", describe_placement(report))
     benchmark_model()
 '''
 

@@ -1,4 +1,4 @@
-"""Calibrated slowdowns for the verdict-quality study (benchmarks/verdict_quality.py).
+"""Calibrated slowdowns for the verdict-quality study (studies/verdict_quality.py).
 
 A "B" model is the registry's model with ``extra_work: {matmuls: M, size: S}`` appended
 (pytest_aaco.modelgen.add_extra_work): a chain of S x S MatMul+Tanh steps that ORT cannot fold

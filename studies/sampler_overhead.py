@@ -21,7 +21,7 @@ Three figures are printed:
 Blocks, not iterations, are the unit, because consecutive iterations are autocorrelated
 (DESIGN.md, section 3). The target is an overhead under 1%. Nothing is written to disk.
 
-    python benchmarks/sampler_overhead.py [--blocks 30] [--block-iters 20] [--interval 0.1]
+    python studies/sampler_overhead.py [--blocks 30] [--block-iters 20] [--interval 0.1]
 
 Defaults: 30 pairs of 20-iteration blocks (~40 s for ResNet-50 on 2 cores). On a shared 2-core
 VM, 10 pairs of 40 iterations left the paired CI about +-3% wide; more, shorter pairs resolve 1%.

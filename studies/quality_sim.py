@@ -34,13 +34,15 @@ import numpy as np
 import scipy.signal
 import scipy.stats
 
-from pytest_aaco.verdict import DEFAULT_RUN_NOISE
+from pytest_aaco.options import default
+
+DEFAULT_RUN_NOISE = default("run-noise")
 
 NO_REGRESSION, INCONCLUSIVE, REGRESSION, IMPROVEMENT = 0, 1, 2, 3
 OUTCOME_NAMES = {NO_REGRESSION: "no-regression", INCONCLUSIVE: "inconclusive", REGRESSION: "regression",
                  IMPROVEMENT: "improvement"}
 SE_FLOOR = 1e-9
-#: the short-history rule's run-to-run term: pytest_aaco.verdict.DEFAULT_RUN_NOISE (2%) as ln units;
+#: the short-history rule's run-to-run term: the --aaco-run-noise default (2%) as ln units;
 #: with one history run the plugin cannot learn a larger one
 SHORT_RUN_SD = math.log1p(DEFAULT_RUN_NOISE)
 

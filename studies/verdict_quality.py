@@ -11,13 +11,13 @@ suite on CPU (5 models x 4 copies = 20 items per session, from a temporary regis
    A/A and A/B sessions are interleaved in time.
 
 The true slowdown of each B variant is measured outside the plugin by interleaving A and B
-InferenceSessions (benchmarks/quality_calib.py). The recorded round data are then re-judged
-offline (benchmarks/quality_analysis.py): the plugin's own rule through
+InferenceSessions (studies/quality_calib.py). The recorded round data are then re-judged
+offline (studies/quality_analysis.py): the plugin's own rule through
 ``pytest_aaco.verdict.compare`` with a long history (5 runs, prediction interval) and a short one
 (1 run, Welch on rounds), a naive Welch test on pooled iterations, and pytest-benchmark's
 ``--benchmark-compare-fail=mean:5%`` rule; a short real pytest-benchmark run checks that the rule
 is emulated faithfully. Finally a noise model fitted to the A/A data drives thousands of simulated
-sessions (benchmarks/quality_sim.py) for precise rates, with the published scenarios (AR(1)
+sessions (studies/quality_sim.py) for precise rates, with the published scenarios (AR(1)
 rho=0.5, a 2% run-to-run offset) beside them. The tables, the machine, the load average during the
 runs and the command go to ``--out`` (docs/verdict-quality.md).
 
@@ -29,9 +29,9 @@ into every pytest run of the project's environment (``--pb-path``)::
 Before measuring it waits until the 1-minute load average is below ``--wait-load`` (polling every
 30 s, at most ``--wait-max-min`` minutes) and stops starting sessions after ``--budget-min``.
 
-    python benchmarks/verdict_quality.py --history 5 --aa 8 --ab 3 --out docs/verdict-quality.md
-    python benchmarks/verdict_quality.py --phases report ...     # re-analyse the recorded data
-    python benchmarks/verdict_quality.py --rounds 3 --history 2 --aa 1 --ab 1 --copies 1 \\
+    python studies/verdict_quality.py --history 5 --aa 8 --ab 3 --out docs/verdict-quality.md
+    python studies/verdict_quality.py --phases report ...     # re-analyse the recorded data
+    python studies/verdict_quality.py --rounds 3 --history 2 --aa 1 --ab 1 --copies 1 \\
         --models squeezenet,shufflenet --calib-cycles 3 --sim-sessions 200 --workdir /tmp/vq-tiny   # smoke test
 """
 
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
         if k not in ("phase_list", "command")
     })
-    command = ["python", "benchmarks/verdict_quality.py", *(sys.argv[1:] if argv is None else argv)]
+    command = ["python", "studies/verdict_quality.py", *(sys.argv[1:] if argv is None else argv)]
     args.command = {"argv": command, "at": dt.datetime.now().isoformat(timespec="seconds")}
     manifest.setdefault("machine", machine_description())
     suite = qr.setup_suite(args.workdir)

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from .interleave import time_iterations
-from .providers import ProviderSpec, placement_problem
+from .options import default
+from .providers import ProviderSpec, session_fallback_problem
 from .results import BenchmarkResult, RoundResult
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
@@ -49,9 +50,11 @@ class SessionHandle:
     model_path: Path
     create_ms: float
     options: dict[str, Any] = field(default_factory=dict)
-    #: runners built by :func:`bind_runner` on this session, by (mode, device id, feeds identity)
-    runners: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
+    #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
+    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
+    #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
+    device_probe: Any = None
 
     @property
     def cuda_graph(self) -> bool:
@@ -61,13 +64,15 @@ class SessionHandle:
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive)."""
+    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive),
+    the resolved IO binding (:func:`resolve_iobinding`) and the GPU device id; defaults from the
+    option table."""
 
-    warmup: int = 10
-    rounds: int = 10
-    iterations: int | None = None
+    warmup: int = default("warmup")
+    rounds: int = default("rounds")
+    iterations: int | None = default("iterations")
     iobinding: str = "none"
-    device_id: int = 0
+    device_id: int = default("device-id")
 
 
 def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
@@ -163,12 +168,12 @@ def unknown_options(provider: ProviderSpec, options: dict[str, Any], session: An
 
 def check_placement(handle: SessionHandle) -> None:
     """Raise :class:`SessionError` when ORT fell back off the requested EP."""
-    problem = placement_problem(handle.provider, list(handle.session.get_providers()))
+    problem = session_fallback_problem(handle.provider, list(handle.session.get_providers()))
     if problem:
         raise SessionError(problem)
 
 
-def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
+def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
                 device_id: int) -> Callable[[], Any]:
     """A zero-argument callable that runs the model once, built outside the timed loop.
 
@@ -188,7 +193,7 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
     :class:`SessionError` for both.
     """
     key = (mode, device_id, id(feeds))
-    cached = handle.runners.get(key)
+    cached = handle.bound_runs.get(key)
     if cached is not None and cached[0] is feeds:
         return cached[1]
     if handle.cuda_graph:
@@ -196,15 +201,15 @@ def bind_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
             raise SessionError(f"{handle.model_path.name}: enable_cuda_graph=1 needs device inputs: use"
                                " --aaco-iobinding=all or inputs (with host feeds ORT's graph replay returned"
                                " no outputs)")
-        if handle.runners:
+        if handle.bound_runs:
             raise SessionError(f"{handle.model_path.name}: a session with enable_cuda_graph=1 replays the device"
                                " addresses it captured, so it takes one IO binding (one mode, one set of inputs)")
-    run = _new_runner(handle, feeds, mode, device_id)
-    handle.runners[key] = (feeds, run)
+    run = _new_run(handle, feeds, mode, device_id)
+    handle.bound_runs[key] = (feeds, run)
     return run
 
 
-def _new_runner(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
+def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
     session = handle.session
     if mode == "none":
         run = session.run
@@ -275,12 +280,11 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     TelemetrySession), run during the measured rounds only. With *reference* (a
     :class:`pytest_aaco.reference.Reference`), every round is paired with a reference block
     (:meth:`~pytest_aaco.reference.Reference.measure_alongside`) and the result's ``reference``
-    holds that series. The
-    session's providers are checked before and after measuring; a fallback raises
-    :class:`SessionError`.
+    holds that series. The session's providers are checked before and after measuring; a
+    fallback raises :class:`SessionError`.
     """
     check_placement(handle)
-    run = bind_runner(handle, feeds, settings.iobinding, settings.device_id)
+    run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
     series = None
     try:
         first_ms, warm_ms = warmup(run, settings.warmup)

@@ -1,11 +1,11 @@
-"""Analysis and report of the verdict-quality study (benchmarks/verdict_quality.py).
+"""Analysis and report of the verdict-quality study (studies/verdict_quality.py).
 
 * live verdicts: what the plugin said in each A/A and A/B session (its session bundles);
 * offline re-judging of the same recorded data: the plugin's rule through
   ``pytest_aaco.verdict.compare`` (long history = all history runs; short = one history run), a
   naive Welch test on pooled iterations and pytest-benchmark's ``mean:5%`` rule, each replayed over
   the session's items in order (LOND for the plugin's rule);
-* a noise model fitted to the unchanged runs and a vectorised simulation (benchmarks/quality_sim.py);
+* a noise model fitted to the unchanged runs and a vectorised simulation (studies/quality_sim.py);
 * cost per item from pytest's JUnit XML.
 """
 
@@ -719,7 +719,9 @@ def render(study: Study, live: dict[str, Any], offline: dict[str, Any], fit: dic
     w = out.append
     w("# Verdict quality: false alarms, detection and cost of the gate")
     w("")
-    w(f"Date: {dt.date(2026, 11, 21).isoformat()}. Produced by `benchmarks/verdict_quality.py` (issue 3); the tables"
+    measured = [str(c.get("at", ""))[:10] for c in cmd if c.get("at")]
+    date = measured[0] if measured else dt.date.today().isoformat()  # the day the measurements started
+    w(f"Date: {date}. Produced by `studies/verdict_quality.py` (issue 3); the tables"
       " below are generated, the discussion at the end is written from them.")
     w("")
     w("Commands that produced this file: the measurements (run in the background with nohup), then the analysis"

@@ -49,7 +49,7 @@ def write_registry(path: Path, items: list[tuple[str, str, int]],
             entry["extra_work"] = dict(extra[name])
         models[name] = entry
     text = yaml.safe_dump({"models": models}, sort_keys=False)
-    path.write_text("# written by benchmarks/verdict_quality.py\n" + text)
+    path.write_text("# written by studies/verdict_quality.py\n" + text)
     return path
 
 

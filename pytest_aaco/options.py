@@ -1,0 +1,249 @@
+"""The option table: every ``--aaco-*`` option, its help, its default and its value parser, once.
+
+This module needs no pytest. :mod:`pytest_aaco.config` registers the table with pytest and
+parses it into :class:`~pytest_aaco.config.AacoConfig`; the gate's and the measurement's
+settings (:class:`~pytest_aaco.verdict.GateSettings`, :class:`~pytest_aaco.measure.MeasureSettings`)
+and the ``aaco`` command take their defaults from :func:`default`, so a default is written once.
+
+Value parsers raise ValueError saying what is wrong with the value; each caller adds where the
+value came from (an option, a registry key, a marker, a command argument) and its own error type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+IOBINDING_MODES = ("auto", "none", "inputs", "all")
+PLACEMENT_MODES = ("check", "warn", "off")
+#: reference workloads (:mod:`pytest_aaco.reference` builds them): generated ones, then model-zoo
+#: architectures shipped inside the onnx package; ``none`` turns the reference off
+REFERENCE_GENERATED = ("mix", "mix-small")
+REFERENCE_ZOO = ("squeezenet", "inception_v1", "shufflenet", "resnet50", "densenet121")
+NO_REFERENCE = "none"
+#: the ``Parser.addini`` types the options use
+IniType = Literal["string", "bool", "linelist"]
+
+
+# ---------------------------------------------------------------- value parsers (ValueError)
+
+
+def int_at_least(value: Any, minimum: int = 1) -> int:
+    """An integer >= *minimum* (``7``, ``"7"``); ValueError otherwise."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"must be at least {minimum}, got {number}")
+    return number
+
+
+def fraction_below(value: Any, upper: float = 1.0) -> float:
+    """A fraction in (0, *upper*): ``0.05`` or ``5%``; ValueError otherwise."""
+    text = str(value).strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"expected a fraction like 0.05 or 5%, got {value!r}") from None
+    if not 0 < number < upper:
+        raise ValueError(f"must be between 0 and {upper:g} (exclusive), got {text}")
+    return number
+
+
+def fraction_or_zero(value: Any, upper: float = 1.0) -> float:
+    """``0`` (off) or a fraction in (0, *upper*)."""
+    if str(value).strip().rstrip("%") in ("0", "0.0"):
+        return 0.0
+    return fraction_below(value, upper)
+
+
+def iterations(value: Any) -> int | None:
+    """``auto`` (None: adapt to the model's latency) or an integer >= 2."""
+    if str(value).strip().lower() == "auto":
+        return None
+    return int_at_least(value, 2)
+
+
+def amount(value: Any, unit: str, example: str, positive: bool) -> float:
+    """A number with an optional *unit* suffix (``50`` or ``50mb``): positive, or else not negative."""
+    text = str(value).strip().lower().removesuffix(unit)
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"expected {example}, got {value!r}") from None
+    if positive and number <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    if number < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return number
+
+
+def cores(value: Any) -> float | None:
+    """``off`` (None) or a non-negative number of CPU cores (``0.1``)."""
+    if str(value).strip().lower() == "off":
+        return None
+    return amount(value, "cores", "a number of cores like 0.1, or off", positive=False)
+
+
+def seconds_from_ms(value: Any) -> float:
+    """A positive duration in ms (``100`` or ``100ms``); returned in seconds."""
+    return amount(value, "ms", "milliseconds like 100", positive=True) / 1000.0
+
+
+def megabytes(value: Any) -> float:
+    """A non-negative size in MB (``50`` or ``50MB``)."""
+    return amount(value, "mb", "megabytes like 50", positive=False)
+
+
+def on_off(value: Any) -> bool:
+    """``on``/``off`` (also true/false, yes/no, 1/0)."""
+    text = str(value).strip().lower()
+    if text in ("on", "true", "yes", "1"):
+        return True
+    if text in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"expected on or off, got {value!r}")
+
+
+def choice(value: Any, choices: tuple[str, ...]) -> str:
+    """One of *choices* (case-insensitive)."""
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+    return text
+
+
+_SCALAR = re.compile(r"^-?\d+$")
+
+
+def reference_name(value: Any) -> str | None:
+    """A reference workload name (lower case), or None for ``none``; ValueError listing the valid ones."""
+    name = choice(value, REFERENCE_GENERATED + REFERENCE_ZOO + (NO_REFERENCE,))
+    return None if name == NO_REFERENCE else name
+
+
+def option_value(text: str) -> Any:
+    """Provider option values keep ORT's string form; ints stay ints so ``device_id=1`` works too."""
+    return int(text) if _SCALAR.match(text) else text
+
+
+def key_values(values: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (repeatable, comma-separated); ValueError for a part without ``=``."""
+    result: dict[str, Any] = {}
+    for item in values:
+        for part in (p for p in item.split(",") if p.strip()):
+            key, sep, val = part.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"expected KEY=VALUE (e.g. cudnn_conv_algo_search=EXHAUSTIVE), got {part!r}")
+            result[key.strip()] = option_value(val.strip())
+    return result
+
+
+# ---------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class OptionDef:
+    """One ``--aaco-*`` option and its ini twin.
+
+    *default* is the text a user would type (``"5%"``), or False for a flag; *parse* turns a
+    raw value into the typed setting (ValueError when it is wrong); None keeps the raw value.
+    """
+
+    name: str  # without the leading --aaco-
+    help: str
+    default: Any
+    metavar: str | None = None  # None: a flag
+    ini_type: IniType = "string"
+    multiple: bool = False
+    parse: Callable[[Any], Any] | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--aaco-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return "aaco_" + self.name.replace("-", "_")
+
+    def value(self, raw: Any) -> Any:
+        """*raw* parsed into the typed setting; ValueError when it is wrong."""
+        return raw if self.parse is None else self.parse(raw)
+
+
+OPTIONS: tuple[OptionDef, ...] = (
+    OptionDef("provider", "execution provider(s): short names (cpu, cuda, migraphx, rocm, tensorrt, openvino,"
+              " dml) or full EP names; repeatable or comma-separated", "cpu", "EP", "linelist", True),
+    OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH"),
+    OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR"),
+    OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
+    OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
+    OptionDef("history", "baseline runs kept per item", "30", "N", parse=partial(int_at_least, minimum=1)),
+    OptionDef("min-history", "runs of history needed before the prediction-interval test is used", "5", "N",
+              parse=partial(int_at_least, minimum=3)),
+    OptionDef("run-noise", "assumed run-to-run sd while the history is shorter than --aaco-min-history"
+              " (0: plain Welch test on rounds)", "2%", "FRACTION", parse=partial(fraction_or_zero, upper=0.5)),
+    OptionDef("warmup", "warmup iterations before measuring", "10", "N", parse=partial(int_at_least, minimum=1)),
+    OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N",
+              parse=iterations),
+    OptionDef("rounds", "measured rounds per item", "10", "K", parse=partial(int_at_least, minimum=2)),
+    OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
+              parse=fraction_below),
+    OptionDef("fdr", "session-wide false discovery rate across gated items (LOND)", "0.05", "Q",
+              parse=partial(fraction_below, upper=0.5)),
+    OptionDef("confirm", "re-measure a suspected regression with a fresh session before failing", "on", "on|off",
+              parse=on_off),
+    OptionDef("strict-inconclusive", "fail items whose verdict is inconclusive", False, ini_type="bool"),
+    OptionDef("fail-on-improvement", "fail items that got significantly faster (stale baseline)", False,
+              ini_type="bool"),
+    OptionDef("gate-p99", "also gate p99 latency (bootstrap over rounds)", False, ini_type="bool"),
+    OptionDef("device-id", "GPU device id passed to the execution provider", "0", "ID",
+              parse=partial(int_at_least, minimum=0)),
+    OptionDef("strict-provider", "fail, instead of skip, when a requested EP is unavailable", False,
+              ini_type="bool"),
+    OptionDef("provider-option", "provider option KEY=VALUE for every requested EP (repeatable)", "",
+              "KEY=VALUE", "linelist", True),
+    OptionDef("iobinding", "input/output binding: auto, none (host arrays, copies timed), inputs, all",
+              "auto", "MODE", parse=partial(choice, choices=IOBINDING_MODES)),
+    OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
+              " fell to the CPU, warn only warns, off skips it", "check", "MODE",
+              parse=partial(choice, choices=PLACEMENT_MODES)),
+    OptionDef("intra-op-threads", "ORT intra-op threads (0: ORT's default)", "0", "N",
+              parse=partial(int_at_least, minimum=0)),
+    OptionDef("max-contention", "cores other processes may keep busy while an item is measured before a"
+              " regression is withheld as inconclusive (off: never)", "0.1", "CORES", parse=cores),
+    OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS", parse=seconds_from_ms),
+    OptionDef("reference", "reference workload measured in short blocks alongside each round, so stored"
+              " baselines are compared on ln(item) - ln(reference): mix (generated), mix-small, squeezenet,"
+              " inception_v1, shufflenet, resnet50, densenet121, or none", "mix", "NAME", parse=reference_name),
+    OptionDef("memory-threshold", "own RSS/device-memory growth that counts as a memory regression", "10%", "FRACTION",
+              parse=partial(fraction_below, upper=10.0)),
+    OptionDef("memory-slack", "growth in MB below which memory is never a regression", "50", "MB", parse=megabytes),
+    OptionDef("session-dir", "where session bundles are written", ".aaco/sessions", "DIR"),
+    OptionDef("no-bundle", "do not write a session bundle", False, ini_type="bool"),
+    OptionDef("junit", "write a performance JUnit XML file", "", "PATH"),
+    OptionDef("html", "write a self-contained HTML report", "", "PATH"),
+)
+
+BY_NAME = {opt.name: opt for opt in OPTIONS}
+
+
+def option(name: str) -> OptionDef:
+    """The table's entry for ``--aaco-<name>``; KeyError for a name not in the table."""
+    return BY_NAME[name]
+
+
+def default(name: str) -> Any:
+    """The typed default of ``--aaco-<name>`` (``default("threshold") == 0.05``)."""
+    opt = BY_NAME[name]
+    return opt.value(opt.default)
+
+
+def setting(name: str) -> Any:
+    """A dataclass field for ``--aaco-<name>``: its default is the table's, and
+    :meth:`pytest_aaco.config.AacoConfig.from_pytest_config` reads it through the table's parser."""
+    return field(default=default(name), metadata={"option": name})

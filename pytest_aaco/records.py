@@ -1,0 +1,304 @@
+"""Typed records shared by the session, the gate and the reports (a leaf: imports no other module here).
+
+* :class:`Outcome`: every outcome word pytest-aaco writes (the verdict's and the item's).
+* :class:`Verdict`: the gate's decision for one item, with the figures behind it.
+* :class:`ItemRecord`: what the reports need about one item; :meth:`ItemRecord.to_dict` is the
+  JSON of a bundle's ``items/*.json`` and :meth:`ItemRecord.from_dict` reads it back.
+* :class:`SessionSummary`: verdict counts and the LOND state of one session.
+* The one rule for what an item counts as: :attr:`ItemRecord.effective_outcome`,
+  :attr:`ItemRecord.fails`, :attr:`ItemRecord.is_regression`, :attr:`ItemRecord.worth_a_line`.
+* The keys under which items and pytest-xdist processes exchange these records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:  # the run type lives with the fixture; only mypy needs it here
+    from .benchmark import BenchmarkRun
+
+#: name under which the session object is registered with pytest's plugin manager
+PLUGIN_NAME = "aaco-plugin"
+#: key of the JSON list of item records a pytest-xdist worker sends to the controller (``workeroutput``)
+WORKER_RECORDS = "aaco_records"
+#: key of the controller's bundle folder in a pytest-xdist worker's ``workerinput``
+WORKER_BUNDLE = "aaco_bundle"
+#: key of a pytest-xdist worker's LOND state (``LondFdr.to_dict()``) in its ``workeroutput``
+WORKER_LOND = "aaco_lond"
+
+
+class Outcome(str, Enum):
+    """Outcome words. The first eight are the gate's verdicts; the last three are pytest's own
+    outcome of an item, used when an item has no verdict (a provider error, a skip)."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    NO_REGRESSION = "no-regression"
+    INCONCLUSIVE = "inconclusive"
+    NO_BASELINE = "no-baseline"
+    MISMATCH = "fingerprint-mismatch"
+    SAVED = "saved"
+    ERROR = "error"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def parse(cls, value: Any, default: Outcome) -> Outcome:
+        """*value* as an Outcome; *default* for None or a word this version does not know."""
+        try:
+            return cls(value)
+        except ValueError:
+            return default
+
+
+@dataclass
+class Verdict:
+    """The outcome for one item, with the figures behind it (ratios, not percentages).
+
+    ``ratio``/``ci_low``/``ci_high`` are current/baseline latency (95% two-sided CI);
+    ``p_value`` is the one-sided p for a slowdown; ``level`` the α_i it was judged at;
+    ``current_rounds``/``baseline_rounds`` the rounds on each side of Welch's t-test.
+    ``reason`` is the whole message of a verdict without a comparison (no baseline, another
+    fingerprint, a file error). ``message`` is rendered once from the other fields by
+    :func:`pytest_aaco.verdict.render_message`, after the last rule changed them.
+    """
+
+    outcome: Outcome
+    label: str
+    threshold: float
+    message: str = ""
+    reason: str | None = None
+    method: str | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    p_faster: float | None = None
+    level: float | None = None
+    mde: float | None = None
+    current_mean_ms: float | None = None
+    baseline_mean_ms: float | None = None
+    current_rounds: int | None = None
+    baseline_rounds: int | None = None
+    baseline_runs: int = 0
+    baseline_path: str | None = None
+    fingerprint_id: str | None = None
+    fingerprint_diff: list[str] = field(default_factory=list)
+    p99: dict[str, Any] | None = None
+    memory: list[str] = field(default_factory=list)
+    unstable: list[str] = field(default_factory=list)
+    confirmed: bool | None = None
+    #: the first look of a confirmed or unconfirmed regression: ``{"ratio", "p_value"}``
+    first_look: dict[str, Any] | None = None
+    #: the message of the confirmation look that did not confirm the first
+    unconfirmed_by: str | None = None
+    #: ``{"cores", "limit"}`` when a regression was withheld for CPU contention
+    contention: dict[str, float] | None = None
+    notes: list[str] = field(default_factory=list)
+    fails: bool = False
+    #: the series tested: ``normalized`` (by the reference workload) or ``raw``
+    series: str | None = None
+    #: current/baseline of the raw figures, whichever series was tested
+    raw_ratio: float | None = None
+    #: the reference workload's figures (``name``, ``id``, ``drift``, ``ci_low``, ``ci_high``,
+    #: ``p_value``, ``runs``, ``mean_ms``, ``share``), None without a comparable reference
+    reference: dict[str, Any] | None = None
+    #: fingerprint fields that differ and are versions only (compared raw, with the change named)
+    version_change: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.outcome = Outcome(self.outcome)
+
+    @property
+    def reference_drift(self) -> float | None:
+        """How much slower (fraction, > 0) or faster (< 0) the reference ran than in the history:
+        the machine's own change of speed; None without a comparable reference."""
+        return None if self.reference is None else self.reference.get("drift")
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1) * 100
+
+    @property
+    def p99_regressed(self) -> bool:
+        return bool((self.p99 or {}).get("regression"))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        data["change_pct"] = self.change_pct
+        data["reference_drift"] = self.reference_drift
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        """Inverse of :meth:`to_dict`; keys it does not know are dropped, missing ones take defaults."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE)
+        kwargs.setdefault("label", "")
+        kwargs.setdefault("threshold", 0.0)
+        for name in ("fingerprint_diff", "memory", "unstable", "notes", "version_change"):
+            kwargs[name] = list(kwargs.get(name) or [])
+        return cls(**kwargs)
+
+
+@dataclass
+class ItemRecord:
+    """What the reports need about one item: ids, the result summary, the verdict, the fingerprint.
+
+    ``outcome`` is pytest's outcome of the item (passed, failed, skipped); ``result`` is
+    ``BenchmarkResult.to_dict(raw=True)`` (latencies in ms); ``diagnosis`` is
+    ``Diagnosis.to_dict()``; ``derived`` is :func:`pytest_aaco.metrics.derived_metrics`;
+    ``placement`` is the node placement of a device EP (``Placement.to_dict()``).
+    """
+
+    nodeid: str
+    model: str
+    provider: str
+    label: str
+    result: dict[str, Any] | None = None
+    verdict: Verdict | None = None
+    fingerprint: dict[str, Any] | None = None
+    outcome: Outcome = Outcome.PASSED
+    error: str | None = None
+    diagnosis: dict[str, Any] | None = None
+    derived: dict[str, Any] | None = None
+    placement: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.outcome = Outcome(self.outcome)
+
+    # ------------------------------------------------------------ the one outcome rule
+
+    @property
+    def effective_outcome(self) -> Outcome:
+        """The verdict's outcome when the item was judged, else pytest's outcome of the item."""
+        return self.verdict.outcome if self.verdict is not None else self.outcome
+
+    @property
+    def fails(self) -> bool:
+        """The item failed: a regression (latency, p99, memory), strict inconclusive, a provider error."""
+        return self.outcome == Outcome.FAILED or (self.verdict is not None and self.verdict.fails)
+
+    @property
+    def is_regression(self) -> bool:
+        """A latency, p99 or memory regression (not a provider error or a strict inconclusive)."""
+        v = self.verdict
+        return v is not None and (v.outcome == Outcome.REGRESSION or bool(v.memory) or v.p99_regressed)
+
+    @property
+    def is_warning(self) -> bool:
+        """Not failed, but inconclusive or flagged unstable."""
+        v = self.verdict
+        return not self.fails and v is not None and (v.outcome == Outcome.INCONCLUSIVE or bool(v.unstable))
+
+    @property
+    def worth_a_line(self) -> bool:
+        """Whether summaries print the verdict's message: anything a person may act on (failed,
+        regression, improvement, inconclusive, not gated, unstable)."""
+        v = self.verdict
+        return v is not None and (v.fails or bool(v.unstable) or v.outcome in (
+            Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE, Outcome.MISMATCH))
+
+    @property
+    def message(self) -> str:
+        """The verdict's message, else the error, else the outcome word."""
+        if self.verdict is not None and self.verdict.message:
+            return self.verdict.message
+        return self.error or str(self.outcome)
+
+    def explanation(self, with_recommendation: bool = True) -> str:
+        """:attr:`message` plus the likely cause (and what to try) when there is a diagnosis."""
+        text = self.message
+        d = self.diagnosis
+        if d:
+            text += f"\nlikely cause: {d.get('category')}: " + "; ".join(d.get("evidence") or [])
+            if with_recommendation and d.get("recommendation"):
+                text += f"\ntry: {d['recommendation']}"
+        return text
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The result's summary figures (``mean_ms``, ``p50_ms``, ``p99_ms``, ``throughput`` ...), or {}."""
+        return dict((self.result or {}).get("summary") or {})
+
+    # ------------------------------------------------------------ serialization
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "nodeid": self.nodeid, "model": self.model, "provider": self.provider, "label": self.label,
+            "result": self.result, "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            "fingerprint": self.fingerprint, "outcome": self.outcome.value, "error": self.error,
+            "diagnosis": self.diagnosis, **self.extra,
+        }
+        if self.derived is not None:
+            data["derived"] = self.derived
+        if self.placement is not None:
+            data["placement"] = self.placement
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
+        """Inverse of :meth:`to_dict` (keys it does not know go to ``extra``); tolerant of missing keys."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        verdict = data.get("verdict")
+        kwargs["verdict"] = Verdict.from_dict(verdict) if isinstance(verdict, dict) and verdict else None
+        kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.PASSED)
+        nodeid = str(data.get("nodeid") or "")
+        for name in ("model", "provider"):
+            kwargs[name] = str(data.get(name) or "-")
+        kwargs["nodeid"] = nodeid
+        kwargs["label"] = str(data.get("label") or nodeid)
+        return cls(**kwargs, extra={k: v for k, v in data.items() if k not in known})
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """Counts of effective outcomes and the LOND state (``LondFdr.to_dict()``) of one session."""
+
+    items: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+    fdr_control: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, records: list[ItemRecord], fdr_control: dict[str, Any] | None = None) -> SessionSummary:
+        counts: dict[str, int] = {}
+        for record in records:
+            key = record.effective_outcome.value
+            counts[key] = counts.get(key, 0) + 1
+        return cls(len(records), counts, fdr_control)
+
+    @property
+    def counts_text(self) -> str:
+        """``1 no-regression, 1 regression`` (sorted by outcome), or ``no items``."""
+        return ", ".join(f"{n} {k}" for k, n in sorted(self.verdicts.items())) or "no items"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": self.items, "verdicts": dict(self.verdicts), "fdr_control": self.fdr_control}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> SessionSummary:
+        data = data or {}
+        fdr = data.get("fdr_control")
+        return cls(int(data.get("items") or 0), dict(data.get("verdicts") or {}),
+                   fdr if isinstance(fdr, dict) else None)
+
+
+#: the item's BenchmarkRun, set by the ``benchmark_model`` fixture and judged after the test body
+RUN_KEY: pytest.StashKey[BenchmarkRun] = pytest.StashKey()
+#: the item's record, once judged or once it failed or was skipped by the plugin
+RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()

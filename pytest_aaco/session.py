@@ -1,0 +1,337 @@
+"""The one session object of pytest-aaco: caches, session-wide error control, the records, and
+every pytest side effect of the gate (stash, ``pytest.fail``, hook calls, the bundle, reports).
+
+Registered with pytest's plugin manager as ``aaco-plugin``; reach it with :func:`get_session`.
+The per-item decision itself is :func:`pytest_aaco.gate.judge`, which needs no pytest.
+
+Session-wide false-alarm control: items are judged one at a time, as pytest runs them, with
+LOND (Javanmard & Montanari, Ann. Statist. 2018). The i-th gated item is tested at
+``alpha_i = q * (D + 1) / m``, where ``m`` is the number of benchmark items collected and ``D``
+the regressions found so far. Each decision is final when made, so the failure stays on the
+item that regressed, and the session's false discovery rate stays at most ``q`` (``--aaco-fdr``).
+
+Reports open with the first benchmark, not at configure time, so ``pytest --help`` and runs
+without benchmarks stay fast.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections import OrderedDict
+from collections.abc import Generator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from .baseline import VariancePrior, runner_variance_prior
+from .benchmark import BenchmarkRun, build_tracked
+from .config import AacoConfig
+from .environment import collect_environment
+from .gate import GateContext, error_record, judge
+from .jsonio import dumps, loads_records
+from .measure import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
+from .placement import Placement, placement_report
+from .providers import ProviderSpec, available_providers, unavailable_reason
+from .records import (
+    PLUGIN_NAME,
+    RECORD_KEY,
+    RUN_KEY,
+    WORKER_BUNDLE,
+    WORKER_LOND,
+    WORKER_RECORDS,
+    ItemRecord,
+    Outcome,
+    SessionSummary,
+)
+from .reference import Reference, ReferenceCache
+from .registry import ModelSpec, load_registry, model_path
+from .reports import ReportContext, github, html, junit, terminal
+from .reports.bundle import ENVIRONMENT_FILE, SessionBundle
+from .reports.progress import announce, write_line
+from .samplers.clocks import clock_warnings, read_clock_state
+from .stats import LondFdr
+from .verdict import MachineOffset
+from .warnings import AacoClockWarning, AacoReferenceWarning
+
+#: InferenceSessions kept alive at once (each may hold a model's weights on the device)
+SESSION_CACHE_SIZE = 2
+
+
+class AacoSession:
+    """Session state of pytest-aaco, registered as ``aaco-plugin``; reach it with :func:`get_session`."""
+
+    def __init__(self, pytest_config: pytest.Config, config: AacoConfig) -> None:
+        self.pytest_config = pytest_config
+        self.config = config
+        self.records: list[ItemRecord] = []
+        self.gated_items = 0
+        self.bundle: SessionBundle | None = None
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._models: list[ModelSpec] | None = None
+        self._available: list[str] | None = None
+        self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
+        self._placements: dict[tuple[Any, ...], Placement] = {}
+        self._priors: dict[str, VariancePrior | None] = {}
+        self._lond: LondFdr | None = None
+        self._worker_londs: list[dict[str, Any]] = []
+        self._started = False
+        self._references = ReferenceCache(config.reference)
+        self.machine_offset = MachineOffset()
+
+    # ------------------------------------------------------------ registry and providers
+
+    def models(self) -> list[ModelSpec]:
+        """The registry's models (loaded once). Raises RegistryError."""
+        if self._models is None:
+            self._models = load_registry(self.config.models_path)
+        return self._models
+
+    def available(self) -> list[str]:
+        """EP names this ORT build offers (asked once)."""
+        if self._available is None:
+            self._available = available_providers()
+        return self._available
+
+    def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
+        """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
+        return provider.with_options({**model.options_for(provider.short), **self.config.provider_options})
+
+    def skip_reason(self, provider: ProviderSpec) -> str | None:
+        """Why *provider* cannot run in this ORT build, or None."""
+        import onnxruntime as ort
+
+        return unavailable_reason(provider, self.available(), ort.__version__)
+
+    def session(self, model: ModelSpec, provider: ProviderSpec) -> SessionHandle:
+        """A cached InferenceSession per (model, provider, options); the last few are kept."""
+        path = model_path(model)
+        key = (str(path), provider.ep_name, tuple(sorted(provider.options.items())), self.config.device_id)
+        if key in self._sessions:
+            self._sessions.move_to_end(key)
+            return self._sessions[key]
+        # evicted before the build, so a released session's memory never offsets the new one's
+        while len(self._sessions) >= SESSION_CACHE_SIZE:
+            self._sessions.popitem(last=False)
+        self.reference_for(provider)  # built first: its memory is never counted as an item's own
+        handle = build_tracked(path, provider, self.config.device_id, self.config.intra_op_threads)
+        self._sessions[key] = handle
+        return handle
+
+    def reference_for(self, provider: ProviderSpec) -> Reference | None:
+        """The session's reference workload on *provider* (built once per EP settings), or None when
+        it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
+        EP's items are judged on raw figures)."""
+        iobinding = resolve_iobinding(self.config.iobinding, provider)
+        try:
+            return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
+        except SessionError as exc:
+            warnings.warn(AacoReferenceWarning(f"reference workload {self.config.reference} not used on"
+                                               f" {provider.ep_name}: {exc}; items are judged on raw figures"
+                                               " (--aaco-reference=none silences this)"), stacklevel=2)
+            return None
+
+    def placement(self, handle: SessionHandle, feeds: dict[str, np.ndarray]) -> Placement:
+        """Node placement of *handle*'s model and EP (:func:`pytest_aaco.placement.placement_report`),
+        profiled once per (model, EP, options). Raises SessionError / PlacementError."""
+        key = (str(handle.model_path), handle.provider.ep_name, tuple(sorted(handle.options.items())))
+        if key not in self._placements:
+            self._placements[key] = placement_report(handle.model_path, handle.provider, self.config.device_id,
+                                                     feeds=feeds)
+        return self._placements[key]
+
+    def variance_prior(self, folder: Path) -> VariancePrior | None:
+        """The machine's variance prior (:func:`pytest_aaco.baseline.runner_variance_prior`), read once."""
+        key = str(folder)
+        if key not in self._priors:
+            self._priors[key] = runner_variance_prior(folder)
+        return self._priors[key]
+
+    # ------------------------------------------------------------ session-wide error control
+
+    def lond(self) -> LondFdr:
+        """The session's LOND procedure over the benchmark items collected (made at first use)."""
+        if self._lond is None:
+            self._lond = LondFdr(self.config.fdr, max(self.gated_items, 1))
+        return self._lond
+
+    @property
+    def lond_state(self) -> dict[str, Any] | None:
+        """``LondFdr.to_dict()`` once an item was gated, else None. On a pytest-xdist controller,
+        the workers' states summed: each worker tests at ``q (D_worker + 1) / m`` with the
+        session's ``m`` and its own ``D_worker <= D``, never above one LOND over the session."""
+        states = ([] if self._lond is None else [self._lond.to_dict()]) + self._worker_londs
+        if not states:
+            return None
+        if len(states) == 1:
+            return states[0]
+        return {"method": "LOND", "alpha": states[0]["alpha"], "m": max(s["m"] for s in states),
+                "tests": sum(s["tests"] for s in states), "discoveries": sum(s["discoveries"] for s in states),
+                "workers": len(states)}
+
+    # ------------------------------------------------------------ items
+
+    def announce(self, label: str, settings: MeasureSettings) -> None:
+        """Say on the terminal that *label* is about to be measured."""
+        announce(self.pytest_config, label, settings)
+
+    def start_benchmark(self) -> None:
+        """Called before each measurement; the first call checks clocks and opens the bundle."""
+        if self._started:
+            return
+        self._started = True
+        for message in clock_warnings(read_clock_state()):
+            warnings.warn(AacoClockWarning(message), stacklevel=3)
+        if not self.config.bundle:
+            return
+        shared = getattr(self.pytest_config, "workerinput", {}).get(WORKER_BUNDLE)
+        if shared:  # a pytest-xdist worker writes into its controller's bundle
+            self.bundle = SessionBundle.attach(shared)
+            return
+        self.bundle = SessionBundle(self.config.session_dir)
+        self._write_head(self.bundle)
+
+    def keep(self, item: pytest.Item, record: ItemRecord) -> None:
+        """Store *record*: the session's list, the item's stash, pytest's ``--junitxml`` properties
+        (:func:`pytest_aaco.reports.junit.properties`), the bundle (written now) and the
+        ``pytest_aaco_verdict`` hook."""
+        self.records.append(record)
+        item.stash[RECORD_KEY] = record
+        item.user_properties.extend(junit.properties(record))
+        if self.bundle is not None:
+            self.bundle.write_item(item.nodeid, record.to_dict())
+        item.config.hook.pytest_aaco_verdict(config=item.config, item=item, record=record.to_dict())
+
+    def judge_item(self, item: pytest.Item, run: BenchmarkRun) -> None:
+        """Judge the last result of *run*; fail *item* through ``pytest.fail`` when it must fail."""
+        extra: dict[str, Any] = {}
+        item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
+        context = GateContext(self.config, self.lond(), self.variance_prior, self.announce, self.machine_offset)
+        record = judge(item.nodeid, run, extra, context)
+        self.keep(item, record)
+        if record.fails:
+            pytest.fail(record.explanation(with_recommendation=False), pytrace=False)
+
+    def fail_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None:
+        """Keep a failed record of *item* and fail it with *message*, without a traceback."""
+        self.keep(item, error_record(item.nodeid, model, provider, message, Outcome.FAILED))
+        pytest.fail(message, pytrace=False)
+
+    def skip_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None:
+        """Keep a skipped record of *item* and skip it with *message*."""
+        self.keep(item, error_record(item.nodeid, model, provider, message, Outcome.SKIPPED))
+        pytest.skip(message)
+
+    # ------------------------------------------------------------ hooks
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # counted after deselection (-k, -m), so m is the number of benchmarks that will run
+        self.gated_items = sum(1 for item in session.items if "benchmark_model" in getattr(item, "fixturenames", ()))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        result = yield
+        run = item.stash.get(RUN_KEY, None)
+        if run is not None and run.results:
+            self.judge_item(item, run)
+        return result
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+        record = item.stash.get(RECORD_KEY, None)
+        if record is not None and call.when == "call" and call.excinfo is not None and record.outcome == Outcome.PASSED:
+            record.outcome = Outcome.FAILED
+
+    # ------------------------------------------------------------ pytest-xdist
+
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.pytest_config, "workerinput")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Controller: one bundle for the whole session; workers write their items into it."""
+        if not self.config.bundle:
+            return
+        if self.bundle is None:
+            self.bundle = SessionBundle(self.config.session_dir)
+        node.workerinput[WORKER_BUNDLE] = str(self.bundle.path)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller: collect a worker's records, so the summary and reports cover every item."""
+        output = getattr(node, "workeroutput", {})
+        raw = output.get(WORKER_RECORDS)
+        if raw:
+            self.records.extend(ItemRecord.from_dict(d) for d in loads_records(raw))
+        if isinstance(output.get(WORKER_LOND), dict):
+            self._worker_londs.append(output[WORKER_LOND])
+
+    # ------------------------------------------------------------ session end
+
+    def summary(self) -> SessionSummary:
+        """Counts of effective outcomes and the LOND state, for session_meta.json and the reports."""
+        return SessionSummary.of(self.records, self.lond_state)
+
+    def report_context(self) -> ReportContext:
+        """What the report writers need besides the records."""
+        return ReportContext(
+            summary=self.summary(), started_at=self.started_at, fdr=self.config.fdr,
+            bundle_path=None if self.bundle is None else self.bundle.path,
+            junit_path=self.config.junit_path, html_path=self.config.html_path,
+            say=lambda text, **markup: write_line(self.pytest_config, text, **markup),
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.records:
+            terminal.write_summary(terminalreporter, self.records, self.report_context())
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.is_worker:  # the controller writes the reports; ship the records and LOND's state to it
+            output = self.pytest_config.workeroutput  # type: ignore[attr-defined]
+            output[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])
+            output[WORKER_LOND] = self.lond_state
+            return
+        if not self.records:
+            return
+        context = self.report_context()
+        if self.bundle is not None:
+            if not (self.bundle.path / ENVIRONMENT_FILE).exists():  # made for xdist workers
+                self._write_head(self.bundle)
+            meta = self._meta()
+            meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            meta["summary"] = context.summary.to_dict()
+            self.bundle.finish(meta)
+        junit.write(self.records, context)
+        github.write(self.records, context)
+        html.write(self.records, context)
+
+    def _meta(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "started_at": self.started_at,
+            "argv": [a for a in sys.argv[1:] if "token" not in a.lower() and "password" not in a.lower()],
+            "providers": [p.short for p in c.providers],
+            "settings": {
+                "warmup": c.warmup, "rounds": c.rounds, "iterations": c.iterations or "auto",
+                "threshold": c.threshold, "fdr": c.fdr, "confirm": c.confirm, "iobinding": c.iobinding,
+                "save_baseline": c.save_baseline, "sample_interval_s": c.sample_interval_s,
+            },
+            "gated_items": self.gated_items,
+        }
+
+    def _write_head(self, bundle: SessionBundle) -> None:
+        """``session_meta.json`` and ``environment.json`` of the bundle."""
+        bundle.write_meta(self._meta())
+        bundle.write_environment(collect_environment())
+
+
+def get_session(config: pytest.Config) -> AacoSession:
+    """The session's :class:`AacoSession`; raises RuntimeError when the plugin is not configured."""
+    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if not isinstance(plugin, AacoSession):
+        raise RuntimeError("pytest-aaco is not active in this session (was it disabled with -p no:aaco?)")
+    return plugin

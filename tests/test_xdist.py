@@ -1,0 +1,123 @@
+"""pytest-aaco under pytest-xdist (``-n 2``), as the README promises: every item judged and
+reported once, baselines written by the workers, one merged session bundle, and LOND's levels
+counted over the whole session.
+
+Each run is a fresh process (``runpytest_subprocess``): xdist starts its own workers. The
+slowdown is made large (extra MatMul work, hundreds of times slower than the tiny model) and the
+threshold wide (90%), so neither outcome can flip on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xdist")
+
+#: four benchmark items: two models x two test functions; "fast" never changes, "slowed" may
+REGISTRY = """
+models:
+  fast:
+    path: tiny.onnx
+  slowed:
+    path: tiny.onnx
+"""
+SLOWER = REGISTRY + "    extra_work: {matmuls: 40, size: 256}\n"
+
+TESTS = """
+def test_latency(benchmark_model):
+    assert benchmark_model().measure_iterations > 0
+
+
+def test_latency_again(benchmark_model):
+    assert benchmark_model().measure_iterations > 0
+"""
+
+#: extra_work changes the model file, hence its hash: pin it so the slowed model is gated
+PIN_MODEL_HASH = """
+def pytest_aaco_fingerprint(config, item, fields):
+    fields["model_sha256"] = "pinned-for-the-xdist-tests"
+"""
+
+FDR = 0.05
+ITEMS = 4
+ARGS = ("-n", "2", "-p", "no:cacheprovider", "--aaco-models=models.yaml", "--aaco-warmup=2", "--aaco-rounds=3",
+        "--aaco-iterations=5", "--aaco-max-contention=off", "--aaco-threshold=90%", "--aaco-intra-op-threads=1",
+        "--aaco-memory-slack=100000", "--aaco-session-dir=sessions", f"--aaco-fdr={FDR}")
+
+
+def _run(project, *extra: str) -> pytest.RunResult:
+    return project.pytester.runpytest_subprocess(*ARGS, *extra, timeout=300)
+
+
+def _bundles(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "sessions").iterdir() if p.is_dir())
+
+
+def _items(bundle: Path) -> dict[str, dict]:
+    items = [json.loads(p.read_text()) for p in (bundle / "items").glob("*.json")]
+    return {item["nodeid"]: item for item in items}
+
+
+@pytest.fixture
+def project(aaco_project):
+    aaco_project.registry(REGISTRY)
+    aaco_project.tests(TESTS)
+    aaco_project.pytester.makeconftest(PIN_MODEL_HASH)
+    return aaco_project
+
+
+def test_two_workers_save_gate_and_merge_one_bundle(project):
+    root = project.pytester.path
+
+    # 1. record a baseline: each worker writes its own items' files
+    saved = _run(project, "--aaco-save-baseline")
+    assert saved.ret == 0, saved.stdout.str()
+    saved.assert_outcomes(passed=ITEMS)
+    files = sorted(p.name for p in root.glob("baselines/*/*.json"))
+    assert len(files) == ITEMS and len(set(files)) == ITEMS
+
+    # 2. nothing changed: every item passes, the controller's table lists each item once
+    gated = _run(project)
+    assert gated.ret == 0, gated.stdout.str()
+    gated.assert_outcomes(passed=ITEMS)
+    table = [line for line in gated.outlines if line.startswith(("fast ", "slowed "))]
+    assert len(table) == ITEMS and all(line.split()[1] == "cpu" for line in table)
+    gated.stdout.fnmatch_lines([f"false-alarm control: LOND at FDR {FDR:g} over {ITEMS} benchmark items;"
+                                f" {ITEMS} gated, 0 regression(s)"])
+
+    # one merged bundle per session: the workers wrote their items into the controller's folder
+    bundles = _bundles(root)
+    assert len(bundles) == 2
+    latest = bundles[-1]
+    items = _items(latest)
+    assert len(items) == ITEMS
+    assert {item["verdict"]["outcome"] for item in items.values()} <= {"no-regression", "inconclusive"}
+    meta = json.loads((latest / "session_meta.json").read_text())
+    assert meta["summary"]["items"] == ITEMS and sum(meta["summary"]["verdicts"].values()) == ITEMS
+    assert meta["items_written"] == ITEMS and (latest / "environment.json").is_file()
+    assert meta["summary"]["fdr_control"]["m"] == ITEMS and meta["summary"]["fdr_control"]["tests"] == ITEMS
+
+
+def test_lond_levels_count_the_whole_session_under_xdist(project):
+    """Each worker tests at ``q (D_worker + 1) / m`` with m the session's benchmark items (not the
+    worker's share) and D_worker <= D_session, so every level is at most what one LOND over the
+    whole session would allow: the condition of LOND's FDR bound (Javanmard & Montanari 2018)."""
+    root = project.pytester.path
+    assert _run(project, "--aaco-save-baseline").ret == 0
+    project.registry(SLOWER)
+    result = _run(project)
+    result.assert_outcomes(passed=2, failed=2)
+    items = _items(_bundles(root)[-1])
+    assert len(items) == ITEMS
+    for nodeid, item in items.items():
+        assert (item["verdict"]["outcome"] == "regression") == ("[slowed-" in nodeid), (nodeid, item["verdict"])
+    regressions = 2
+    levels = [item["verdict"]["level"] for item in items.values()]
+    allowed = {round(FDR * (k + 1) / ITEMS, 12) for k in range(regressions + 1)}
+    assert {round(level, 12) for level in levels} <= allowed, levels
+    assert min(levels) == pytest.approx(FDR / ITEMS)  # m is the session's 4 items, not a worker's 2
+    result.stdout.fnmatch_lines([f"false-alarm control: LOND at FDR {FDR:g} over {ITEMS} benchmark items;"
+                                 f" {ITEMS} gated, 2 regression(s)"])
