@@ -290,6 +290,7 @@ class AacoSession:
             terminal.write_summary(terminalreporter, self.records, self.report_context())
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._references.close()  # the reference sessions are released with the session
         if self.is_worker:  # the controller writes the reports; ship the records and LOND's state to it
             output = self.pytest_config.workeroutput  # type: ignore[attr-defined]
             output[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])

@@ -13,7 +13,7 @@ from pytest_aaco.fingerprint import Fingerprint
 from pytest_aaco.inputs import make_inputs
 from pytest_aaco.measure import MeasureSettings, build_session, run_benchmark
 from pytest_aaco.modelgen import reference_mix
-from pytest_aaco.providers import parse_provider
+from pytest_aaco.providers import available_providers, parse_provider
 from pytest_aaco.reference import (
     ReferenceError,
     build_reference,
@@ -130,3 +130,17 @@ def test_reference_cache_builds_once_and_can_be_off(isolated_cache):
     cache.close()
     assert cache.built == {}
     assert ReferenceCache("none").get(CPU, 0, 1, "none") is None
+
+
+def test_reference_cache_remembers_an_ep_it_cannot_run_on(isolated_cache):
+    """Raised once (the session turns it into a warning), then None without retrying."""
+    from pytest_aaco.measure import SessionError
+    from pytest_aaco.reference import ReferenceCache
+
+    if "MIGraphXExecutionProvider" in available_providers():
+        pytest.skip("this ORT build has MIGraphX")
+    cache = ReferenceCache("mix")
+    missing = parse_provider("migraphx")  # not in this ORT build: the session falls back to the CPU
+    with pytest.raises(SessionError):
+        cache.get(missing, 0, 1, "none")
+    assert cache.get(missing, 0, 1, "none") is None and len(cache.errors) == 1
