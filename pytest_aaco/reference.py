@@ -18,6 +18,7 @@ default choice.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +44,10 @@ GENERATED = {
 #: of the measured time (0.2 -> 17%, within the 25% budget of issue 11)
 REFERENCE_SHARE = 0.2
 #: first iterations of every block, timed but not measured: the previous session's spinning
-#: intra-op threads slow them (:func:`pytest_aaco.interleave.spin_bleed`)
-REFERENCE_DISCARD = 1
+#: intra-op threads slow them (:func:`pytest_aaco.interleave.spin_bleed`). At least one, and as
+#: many as cover SPIN_GUARD_S: a tiny item (10 µs a run) after a reference block otherwise spent
+#: its whole 5-iteration round beside the reference's spinning threads
+REFERENCE_DISCARD, SPIN_GUARD_S = 1, 0.002
 #: seed of the reference's input
 INPUT_SEED = 20261123
 
@@ -93,6 +96,13 @@ def reference_feeds(session_inputs: list[Any]) -> dict[str, np.ndarray]:
     return make_inputs("reference", session_inputs, dims, {})
 
 
+def discard_for(per_iteration_ms: float) -> int:
+    """Iterations to discard at the start of a block of a side taking *per_iteration_ms*: enough to
+    cover :data:`SPIN_GUARD_S`, at least :data:`REFERENCE_DISCARD`, at most 1000."""
+    per_s = max(float(per_iteration_ms), 1e-6) / 1000
+    return int(min(max(REFERENCE_DISCARD, math.ceil(SPIN_GUARD_S / per_s)), 1000))
+
+
 @dataclass
 class Reference:
     """A ready reference: its name, identity, and a zero-argument ``run`` callable on its session
@@ -112,15 +122,17 @@ class Reference:
                           item_round_s: float) -> tuple[list[RoundResult], ReferenceSeries]:
         """*rounds* cycles of one item block (*iterations* measured runs of *run*) and one short
         block of this reference, in balanced AB/BA order (:func:`pytest_aaco.interleave.run_cycles`),
-        the first :data:`REFERENCE_DISCARD` iterations of each block kept out.
+        the first iterations of each block kept out (:func:`discard_for`).
 
         Returns the item's rounds (RoundResults in ms, one per cycle) and the reference series:
         per cycle the reference block's log-mean and ``ln(item) - ln(reference)``. *item_round_s*
         (s) sizes the reference block (:meth:`iterations_for`). Raises whatever *run* raises.
         """
         ref_iterations = self.iterations_for(item_round_s)
+        discard = {"item": discard_for(item_round_s * 1000 / max(iterations, 1)),
+                   "reference": discard_for(self.per_iteration_ms)}
         cycles = run_cycles([LocalSide("item", run), LocalSide("reference", self.run)],
-                            {"item": iterations, "reference": ref_iterations}, rounds, discard=REFERENCE_DISCARD)
+                            {"item": iterations, "reference": ref_iterations}, rounds, discard=discard)
         items = [c.block("item") for c in cycles]
         refs = [c.block("reference") for c in cycles]
         results = [RoundResult(c.index, b.latencies_ms, b.start_ns, b.end_ns)

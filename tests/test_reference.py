@@ -35,6 +35,13 @@ def test_reference_mix_is_deterministic():
         reference_mix(size=54)
 
 
+@pytest.mark.parametrize(("per_iteration_ms", "expected"), [(0.01, 200), (1.0, 2), (25.0, 1), (1e-9, 1000)])
+def test_discard_covers_the_spin_guard(per_iteration_ms, expected):
+    from pytest_aaco.reference import discard_for
+
+    assert discard_for(per_iteration_ms) == expected
+
+
 def test_reference_names():
     assert check_reference(" MIX ") == "mix" and check_reference("none") is None
     assert check_reference("squeezenet") == "squeezenet"

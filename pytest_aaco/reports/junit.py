@@ -39,7 +39,8 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     """The ``aaco_*`` properties of one item, for both JUnit files (``--aaco-junit`` and pytest's
     own ``--junitxml`` through ``user_properties``): summary values with 4 decimals, the change
     (%), CI bounds (ratios) and one-sided p with 6 significant digits, the verdict, the
-    fingerprint id, the label, the threshold (fraction) and the baseline runs."""
+    fingerprint id, the label, the threshold (fraction), the baseline runs, and with a reference
+    workload the series tested (``normalized`` or ``raw``) and the machine's drift (fraction)."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
     summary = record.summary
     props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]
@@ -57,6 +58,10 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
         props.append(("aaco_threshold", f"{v.threshold:.6g}"))
         if v.baseline_runs:
             props.append(("aaco_baseline_runs", str(v.baseline_runs)))
+        if v.series:
+            props.append(("aaco_series", v.series))
+        if _number(v.reference_drift):
+            props.append(("aaco_reference_drift", f"{v.reference_drift:.6g}"))
     return props
 
 
