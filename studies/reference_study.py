@@ -377,15 +377,16 @@ def gpu(args: argparse.Namespace, out: list[str]) -> None:
                                                       default=str))
     out.append(f"### Stored-baseline gate on {args.provider}: {name}, {len(history)}-run history, reference"
                f" {args.reference}, threshold 5%, level 0.05, confirmation look on a fresh session\n")
-    out.append("| gate | at (s) | kind | outcome | change (normalized) | raw change | machine drift (reference)"
-               " | own device MB (method) | device peak MB | memory failures | old rule: peak VRAM |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| gate | at (s) | kind | outcome | series | change (series tested) | raw change |"
+               " machine drift (reference) | own device MB (method) | device peak MB | memory failures |"
+               " old rule: peak VRAM |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for i, g in enumerate(gates, 1):
         v = g["verdict"]
         old = f"FAIL +{g['old_memory_mb']:.0f} MB" if g["old_memory_mb"] else "pass"
         own, method = g["own_vram_mb"]
         out.append(f"| {i} | {g['t_s']:.0f} | {g['kind']} | {v['outcome']}{' (fails)' if v['fails'] else ''} |"
-                   f" {v['change_pct'] or 0:+.1f}% | {((v['raw_ratio'] or 1) - 1) * 100:+.1f}% |"
+                   f" {v['series']} | {v['change_pct'] or 0:+.1f}% | {((v['raw_ratio'] or 1) - 1) * 100:+.1f}% |"
                    f" {(v['reference_drift'] or 0) * 100:+.1f}% | {own if own is None else round(own)} ({method}) |"
                    f" {g['peak_vram_mb'] if g['peak_vram_mb'] is None else round(g['peak_vram_mb'])} |"
                    f" {len(v['memory'])} | {old} |")
