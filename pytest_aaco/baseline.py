@@ -1,14 +1,28 @@
 """Baseline files: one JSON file per item and runner (CI machine), holding a history of earlier runs.
 
-Layout: ``<baseline dir>/<machine key>/<item slug>.json``, so baselines of several runners live
-side by side in git. Each file has a ``schema_version``, stable key order and indentation, and
+Layout: ``<baseline dir>/<machine key>/<item slug>-<hash>.json``, so baselines of several runners
+live side by side in git. Each file has a ``schema_version``, stable key order and indentation, and
 is written atomically. It stores what the statistics need to be recomputed later: each run's
 round summaries (mean ln ms per round, ...) and, for the latest run only, the raw iterations.
+
+Nothing is ever destroyed (:func:`save_run`):
+
+* the read-append-write of a file holds a lock next to it (``.<name>.lock``, ``filelock``), so two
+  processes on one host and filesystem never lose each other's runs, whatever their ``TMPDIR``;
+* a file that cannot be read is moved aside byte for byte as ``<name>.corrupt-<UTC time>.json``;
+* a history restarted by a fingerprint change, a model change or ``--aaco-baseline-reset`` is
+  kept in the file's ``archive`` (one entry per restart); ``aaco baseline`` lists and restores them,
+  and a later save on an archived fingerprint resumes that history;
+* a file named by an earlier pytest-aaco (slug without hash) is migrated on the next save.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,36 +31,74 @@ from typing import Any
 import numpy as np
 
 from .fingerprint import Fingerprint
-from .jsonio import AacoFileError, atomic_write_json, read_json
+from .jsonio import AacoFileError, atomic_write_json, atomic_write_text, read_json
 from .results import BenchmarkResult
 from .stats import VariancePrior, fit_variance_prior
 
-#: 2: each history run may hold ``reference`` (the reference workload's round log-means, the
-#: normalized ones and its identity); files of version 1 are read as runs without a reference
-SCHEMA_VERSION = 2
+#: 3: history runs may hold ``reference`` (the reference workload's round log-means, the normalized
+#: ones and its identity); files of versions 1 and 2 are read as runs without a reference
+SCHEMA_VERSION = 3
+#: files without an archive are still written as version 1, which every pytest-aaco reads; a file
+#: with an archive is version 2, and one with reference series version 3, so an older pytest-aaco
+#: refuses to overwrite (and lose) what it does not understand
+PLAIN_SCHEMA_VERSION = 1
+ARCHIVE_SCHEMA_VERSION = 2
+#: readable part of a file name, in characters (the hash after it makes the name unique)
+SLUG_CHARS = 80
+#: hex digits of the item hash in a file name
+NAME_HASH_CHARS = 10
+#: seconds to wait for another process's lock on a baseline file before giving up with an error
+LOCK_TIMEOUT_S = 120.0
 
 
 class SchemaVersionError(AacoFileError):
     """A baseline file was written by a newer pytest-aaco; it is never overwritten by an older one."""
 
 
-def item_slug(nodeid: str) -> str:
-    """A file-name-safe, readable form of a pytest node id."""
+def legacy_slug(nodeid: str) -> str:
+    """The file stem pytest-aaco 0.1 used: readable, cut at 180 characters, no hash (two items could share it)."""
     slug = re.sub(r"[^A-Za-z0-9_.\-]+", "-", nodeid.replace("::", "--")).strip("-")
     return slug[:180] or "item"
 
 
+def item_slug(nodeid: str, machine_key: str = "") -> str:
+    """A unique, file-name-safe stem for *nodeid* on the runner *machine_key*.
+
+    A readable slug of the node id (at most :data:`SLUG_CHARS` characters) plus ``-`` and the first
+    :data:`NAME_HASH_CHARS` hex digits of SHA-256 over the full node id and machine key, so
+    ``net+fp16`` and ``net-fp16``, or two long ids with a common prefix, never share a file.
+    """
+    digest = hashlib.sha256(f"{machine_key}\n{nodeid}".encode()).hexdigest()[:NAME_HASH_CHARS]
+    return f"{legacy_slug(nodeid)[:SLUG_CHARS].rstrip('-.')}-{digest}"
+
+
 def baseline_path(baseline_dir: Path, machine_key: str, nodeid: str) -> Path:
-    """``<baseline_dir>/<machine_key>/<slug>.json``."""
-    return baseline_dir / machine_key / f"{item_slug(nodeid)}.json"
+    """``<baseline_dir>/<machine_key>/<slug>-<hash>.json`` (:func:`item_slug`)."""
+    return baseline_dir / machine_key / f"{item_slug(nodeid, machine_key)}.json"
+
+
+def legacy_path(path: Path, nodeid: str) -> Path:
+    """Where pytest-aaco 0.1 kept the baseline that now lives at *path*."""
+    return path.with_name(f"{legacy_slug(nodeid)}.json")
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of a baseline file: ``.<name>.lock`` next to it (hidden; see :func:`save_run`)."""
+    return path.with_name(f".{path.name}.lock")
 
 
 def other_runners(baseline_dir: Path, machine_key: str, nodeid: str) -> list[str]:
     """Machine keys of other runners that have a baseline for this item."""
-    name = f"{item_slug(nodeid)}.json"
     if not baseline_dir.is_dir():
         return []
-    return sorted(p.parent.name for p in baseline_dir.glob(f"*/{name}") if p.parent.name != machine_key)
+    found = []
+    for folder in baseline_dir.iterdir():
+        if folder.name == machine_key or not folder.is_dir():
+            continue
+        named = baseline_path(baseline_dir, folder.name, nodeid)
+        if named.is_file() or _legacy_file(named, nodeid) is not None:
+            found.append(folder.name)
+    return sorted(found)
 
 
 @dataclass
@@ -54,7 +106,10 @@ class Baseline:
     """A loaded baseline file. ``history`` is oldest first; each run is a dict with ``timestamp``,
     ``rounds`` (round summaries), ``summary`` (mean/p50/p99 ms ...), ``telemetry`` (summary) and,
     when a reference workload was measured alongside, ``reference``
-    (:meth:`pytest_aaco.results.ReferenceSeries.to_dict`: ``id``, ``log_means``, ``normalized`` ...)."""
+    (:meth:`pytest_aaco.results.ReferenceSeries.to_dict`: ``id``, ``log_means``, ``normalized`` ...).
+    ``archive`` holds the histories that restarts set aside, oldest first: each a dict with
+    ``archived_at`` (UTC ISO 8601), ``reason``, ``fingerprint``, ``fingerprint_id``, ``item``,
+    ``history`` and ``latest_latencies_ms``."""
 
     path: Path
     item: str
@@ -62,6 +117,7 @@ class Baseline:
     fingerprint_id: str
     history: list[dict[str, Any]] = field(default_factory=list)
     latest_latencies_ms: list[list[float]] = field(default_factory=list)
+    archive: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def runs(self) -> int:
@@ -84,15 +140,29 @@ class Baseline:
     def latest(self) -> dict[str, Any]:
         return self.history[-1]
 
+    def current(self) -> dict[str, Any]:
+        """The live history as an archive entry (without ``archived_at``/``reason``)."""
+        return {"item": self.item, "fingerprint": self.fingerprint, "fingerprint_id": self.fingerprint_id,
+                "history": self.history, "latest_latencies_ms": self.latest_latencies_ms}
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "item": self.item,
-            "fingerprint": self.fingerprint,
-            "fingerprint_id": self.fingerprint_id,
-            "history": self.history,
-            "latest_latencies_ms": self.latest_latencies_ms,
-        }
+        runs = self.history + [run for entry in self.archive for run in entry.get("history", [])]
+        version = (SCHEMA_VERSION if any("reference" in run for run in runs)  # an older reader must not rewrite it
+                   else ARCHIVE_SCHEMA_VERSION if self.archive else PLAIN_SCHEMA_VERSION)
+        data = {"schema_version": version, **self.current()}
+        if self.archive:
+            data["archive"] = self.archive
+        return data
+
+
+@dataclass
+class SaveOutcome:
+    """What :func:`save_run` did: the saved baseline, a sentence for the item's report, and the
+    warnings for the terminal (a file moved aside, a history archived), each naming the files."""
+
+    baseline: Baseline
+    note: str
+    warnings: list[str] = field(default_factory=list)
 
 
 def _require(path: Path, data: Any, key: str, kind: type) -> Any:
@@ -117,38 +187,90 @@ def _check_reference(path: Path, run: dict[str, Any], rounds: int) -> None:
                             " --aaco-baseline-reset")
 
 
-def load_baseline(path: Path) -> Baseline | None:
-    """Load a baseline file; None when it does not exist.
-
-    Raises :class:`~pytest_aaco.jsonio.AacoFileError` naming the file for malformed JSON, a
-    newer schema version, or missing keys.
-    """
-    if not path.is_file():
-        return None
-    data = read_json(path)
-    version = _require(path, data, "schema_version", int)
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(f"{path}: schema_version {version} is newer than this pytest-aaco understands"
-                            f" ({SCHEMA_VERSION}); upgrade pytest-aaco")
-    history = _require(path, data, "history", list)
+def _check_history(path: Path, history: list[Any]) -> None:
     for run in history:
         rounds = _require(path, run, "rounds", list)
-        if not rounds or not all(isinstance(r, dict) and "log_mean" in r for r in rounds):
+        if not rounds or not all(isinstance(r, dict) and isinstance(r.get("log_mean"), (int, float))
+                                 and not isinstance(r.get("log_mean"), bool) for r in rounds):
             raise AacoFileError(f"{path}: a history run has no round summaries with 'log_mean';"
                                 " re-record it with --aaco-save-baseline --aaco-baseline-reset")
         _check_reference(path, run, len(rounds))
         summary = _require(path, run, "summary", dict)
-        if not isinstance(summary.get("mean_ms"), (int, float)):  # the verdict reports the baseline mean
+        mean = summary.get("mean_ms")
+        if not isinstance(mean, (int, float)) or isinstance(mean, bool):  # the verdict reports the baseline mean
             raise AacoFileError(f"{path}: a history run has no summary 'mean_ms';"
                                 " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+
+
+def _latencies(path: Path, data: dict[str, Any]) -> list[list[float]]:
+    raw = data.get("latest_latencies_ms") or []
+    if not isinstance(raw, list) or not all(isinstance(r, list) for r in raw):
+        raise AacoFileError(f"{path}: baseline key 'latest_latencies_ms' is not a list of rounds;"
+                            " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+    return raw
+
+
+def _check_folder(path: Path) -> None:
+    """Raise :class:`AacoFileError` when a file stands where a folder of *path* should be."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise AacoFileError(f"{parent} is a file, but pytest-aaco keeps baselines in a folder there;"
+                                    " move the file away or point --aaco-baseline-dir elsewhere")
+            return
+
+
+def load_baseline(path: Path, nodeid: str | None = None) -> Baseline | None:
+    """Load a baseline file; None when it does not exist.
+
+    With *nodeid*, a file that pytest-aaco 0.1 named for this item (:func:`legacy_path`) is read
+    when *path* does not exist yet. Raises :class:`~pytest_aaco.jsonio.AacoFileError` naming the
+    file for malformed JSON, a newer schema version, missing or mistyped keys, and for a file
+    standing where the baseline folder should be.
+    """
+    _check_folder(path)
+    if not path.exists() and nodeid is not None:
+        path = _legacy_file(path, nodeid) or path
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise AacoFileError(f"{path} is not a file; move it away so pytest-aaco can keep the baseline there")
+    data = read_json(path)
+    version = _require(path, data, "schema_version", int)
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(f"{path}: schema_version {version} is newer than this pytest-aaco understands"
+                                 f" ({SCHEMA_VERSION}); upgrade pytest-aaco")
+    history = _require(path, data, "history", list)
+    _check_history(path, history)
+    archive = data.get("archive") or []
+    if not isinstance(archive, list):
+        raise AacoFileError(f"{path}: baseline key 'archive' is not a list; restore the file from git")
+    for entry in archive:
+        _check_history(path, _require(path, entry, "history", list))
+        _require(path, entry, "fingerprint", dict)
+        _latencies(path, entry)
     return Baseline(
         path=path,
         item=str(data.get("item", "")),
         fingerprint=_require(path, data, "fingerprint", dict),
         fingerprint_id=str(data.get("fingerprint_id", "")),
         history=history,
-        latest_latencies_ms=data.get("latest_latencies_ms") or [],
+        latest_latencies_ms=_latencies(path, data),
+        archive=archive,
     )
+
+
+def _legacy_file(path: Path, nodeid: str) -> Path | None:
+    """The 0.1-named file of *nodeid* next to *path*, when it exists and was written for this very item
+    (a 0.1 name could be shared by two items; the file's ``item`` says whose history it holds)."""
+    legacy = legacy_path(path, nodeid)
+    if legacy == path or not legacy.is_file():
+        return None
+    try:
+        data = read_json(legacy)
+    except AacoFileError:
+        return None
+    return legacy if isinstance(data, dict) and data.get("item") == nodeid else None
 
 
 def run_record(result: BenchmarkResult) -> dict[str, Any]:
@@ -156,7 +278,7 @@ def run_record(result: BenchmarkResult) -> dict[str, Any]:
     telemetry summary and, with a reference workload, its series (:class:`~pytest_aaco.results.ReferenceSeries`:
     the reference's round log-means, the normalized ones and its identity)."""
     record = {
-        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": _now(),
         "rounds": [r.summary() for r in result.rounds],
         "summary": result.summary(),
         "telemetry": (result.telemetry or {}).get("summary", {}),
@@ -166,32 +288,124 @@ def run_record(result: BenchmarkResult) -> dict[str, Any]:
     return record
 
 
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def move_aside(path: Path) -> Path:
+    """Rename an unreadable file to ``<stem>.corrupt-<UTC time>[-N].json`` in its folder (same bytes,
+    same inode) and return the new path. Raises OSError when the folder cannot be written."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.stem}.corrupt-{stamp}.json")
+    counter = 1
+    while target.exists():
+        target = path.with_name(f"{path.stem}.corrupt-{stamp}-{counter}.json")
+        counter += 1
+    os.replace(path, target)
+    return target
+
+
+@contextmanager
+def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the lock file of baseline *path* (:func:`lock_path`, ``filelock``) for a read-append-write.
+
+    The lock lives next to the file, so every process saving it on this host and filesystem takes
+    the same lock whatever its ``TMPDIR``. The folder gets a ``.gitignore`` for the lock files.
+    Raises :class:`AacoFileError` when another process holds the lock longer than *timeout_s* (s).
+    """
+    from filelock import FileLock, Timeout
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ignore = path.parent / ".gitignore"
+    if not ignore.exists():
+        atomic_write_text(ignore, "# lock files of pytest-aaco's baseline saves\n.*.lock\n")
+    lock = FileLock(str(lock_path(path)), timeout=timeout_s)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise AacoFileError(f"{path}: another process held {lock_path(path).name} for {timeout_s:.0f} s;"
+                            " if no pytest-aaco run is saving, delete the lock file and re-run") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _archived(baseline: Baseline, reason: str) -> dict[str, Any]:
+    return {"archived_at": _now(), "reason": reason, **baseline.current()}
+
+
+def _resumable(archive: list[dict[str, Any]], fingerprint: Fingerprint) -> int | None:
+    """Index of the newest archived history recorded on *fingerprint* (same model), or None."""
+    for index in range(len(archive) - 1, -1, -1):
+        stored = archive[index]["fingerprint"]
+        if fingerprint.matches(stored) and not fingerprint.subject_changes(stored):
+            return index
+    return None
+
+
+def _plural(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
+
+
 def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,
-             keep: int = 30, reset: bool = False) -> tuple[Baseline, str]:
+             keep: int = 30, reset: bool = False) -> SaveOutcome:
     """Append *result* to the item's history (keeping the last *keep* runs) and write it atomically.
 
-    A fingerprint change, or *reset*, starts a new history. Returns the saved baseline and a
-    sentence saying what happened, for the report.
+    The read-append-write holds the file's lock (:func:`locked`). Nothing is lost: an unreadable
+    file is moved aside (:func:`move_aside`); a fingerprint change, a model change or *reset* starts
+    a new history and archives the old one in the file (a later fingerprint change back resumes
+    it); a file with the 0.1 name is migrated to *path*. Returns what happened, for the report and
+    the terminal. Raises :class:`SchemaVersionError` for a file from a newer pytest-aaco (never
+    overwritten) and :class:`AacoFileError` when the file or folder cannot be written.
     """
-    existing = None
-    note = ""
     try:
-        existing = load_baseline(path)
+        _check_folder(path)
+        with locked(path):
+            return _save_locked(path, nodeid, fingerprint, result, keep, reset)
+    except OSError as exc:
+        raise AacoFileError(f"{path}: cannot save the baseline ({exc.strerror or exc});"
+                            f" make {path.parent} writable or point --aaco-baseline-dir elsewhere") from None
+
+
+def _save_locked(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,
+                 keep: int, reset: bool) -> SaveOutcome:
+    notes: list[str] = []
+    warnings: list[str] = []
+    source = path if path.exists() else (_legacy_file(path, nodeid) or path)
+    try:
+        existing = load_baseline(source)
     except SchemaVersionError:
         raise  # written by a newer pytest-aaco: replacing it would destroy its history
     except AacoFileError as exc:
-        note = f"unreadable baseline replaced ({exc}); "
+        kept = move_aside(source)
+        warnings.append(f"unreadable baseline {source} moved aside to {kept} ({exc}); a new history starts")
+        notes.append(f"unreadable baseline moved aside to {kept.name}")
+        existing, source = None, path
+    archive = list(existing.archive) if existing is not None else []
+    history = list(existing.history) if existing is not None else []
+    reason = ""
     if existing is not None and not fingerprint.matches(existing.fingerprint):
-        note += f"fingerprint changed ({fingerprint.describe_diff(existing.fingerprint)}): new history; "
-        existing = None
+        reason = f"fingerprint changed ({fingerprint.describe_diff(existing.fingerprint)})"
     elif existing is not None and reset:
-        note += "history reset; "
-        existing = None
+        reason = "history reset"
     elif existing is not None and fingerprint.subject_changes(existing.fingerprint):
-        note += "model changed since the history was recorded: new history; "
-        existing = None
-    history = (existing.history if existing else []) + [run_record(result)]
-    history = history[-keep:]
+        reason = "model changed since the history was recorded"
+    if existing is not None and reason:
+        archive.append(_archived(existing, reason))
+        history = []
+        index = None if reset else _resumable(archive[:-1], fingerprint)
+        text = f"{reason}: the {_plural(existing.runs)} history is archived in {path.name}"
+        if index is not None:
+            resumed = archive.pop(index)
+            history = list(resumed["history"])
+            text += f"; resumed the {_plural(len(history))} history archived {resumed.get('archived_at')}"
+        else:
+            text += " and a new history starts"
+        notes.append(text + " (aaco baseline --archived lists it, --restore brings it back)")
+        if not reset:
+            warnings.append(f"{nodeid}: {text}")
+    history = (history + [run_record(result)])[-keep:]
     baseline = Baseline(
         path=path,
         item=nodeid,
@@ -199,9 +413,59 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
         fingerprint_id=fingerprint.id,
         history=history,
         latest_latencies_ms=[r.latencies_ms.round(4).tolist() for r in result.rounds],
+        archive=archive,
     )
     atomic_write_json(path, baseline.to_dict())
-    return baseline, note + f"baseline saved ({len(history)} run{'s' if len(history) != 1 else ''} in history)"
+    if source != path:  # a 0.1 name: the history now lives under the new one
+        source.unlink()
+        notes.append(f"migrated from {source.name}")
+    notes.append(f"baseline saved ({_plural(len(history))} in history)")
+    return SaveOutcome(baseline, "; ".join(notes), warnings)
+
+
+def corrupt_target(copy: Path) -> Path:
+    """The baseline file a moved-aside copy (``<stem>.corrupt-<time>.json``) came from."""
+    stem, sep, _ = copy.name.rpartition(".corrupt-")
+    if not sep:
+        raise AacoFileError(f"{copy}: not a moved-aside baseline (<name>.corrupt-<time>.json)")
+    return copy.with_name(f"{stem}.json")
+
+
+def restore(path: Path, index: int | None = None, copy: Path | None = None) -> str:
+    """Bring back archived history *index* (0-based, as in ``Baseline.archive``) of *path*, or the
+    repaired moved-aside *copy* of it, as the live history; the live one goes to the archive.
+
+    Runs under the file's lock and writes atomically. Returns a sentence saying what happened.
+    Raises :class:`AacoFileError` naming the file when it (or the copy) cannot be read, or the
+    index does not exist.
+    """
+    with locked(path):
+        current = load_baseline(path)
+        if copy is not None:
+            restored = load_baseline(copy)  # still unreadable: AacoFileError naming it, nothing changes
+            if restored is None:
+                raise AacoFileError(f"{copy}: no such file")
+            archive = list(restored.archive) + (current.archive if current is not None else [])
+            if current is not None:
+                archive.append(_archived(current, f"replaced by aaco baseline restore {copy.name}"))
+            restored.path, restored.archive = path, archive
+            atomic_write_json(path, restored.to_dict())
+            copy.unlink()
+            return f"restored {path} from {copy.name} ({_plural(restored.runs)})"
+        if current is None:
+            raise AacoFileError(f"{path}: no such baseline file")
+        if index is None or not 0 <= index < len(current.archive):
+            raise AacoFileError(f"{path}: no archived history #{(index or 0) + 1};"
+                                f" it has {len(current.archive)} (aaco baseline archived lists them)")
+        archive = list(current.archive)
+        entry = archive.pop(index)
+        archive.append(_archived(current, f"replaced by aaco baseline restore #{index + 1}"))
+        baseline = Baseline(path=path, item=str(entry.get("item") or current.item), fingerprint=entry["fingerprint"],
+                            fingerprint_id=str(entry.get("fingerprint_id", "")), history=entry["history"],
+                            latest_latencies_ms=entry.get("latest_latencies_ms") or [], archive=archive)
+        atomic_write_json(path, baseline.to_dict())
+        return (f"restored the {_plural(baseline.runs)} history archived {entry.get('archived_at')} in {path}"
+                f" ({entry.get('reason')}); the live one is archived")
 
 
 def runner_variance_prior(folder: Path, min_runs: int = 3) -> VariancePrior | None:

@@ -2,8 +2,8 @@
 
 It owns the per-item work around the measurement loop (:mod:`pytest_aaco.measure`): settings
 from options, registry and the typed ``@pytest.mark.aaco`` marker (:class:`AacoMarker`); the
-device lock (never two benchmarks on one device at once, also under xdist); the telemetry
-samplers; and a fresh-session re-measurement for the confirmation look.
+device lock (:mod:`pytest_aaco.devicelock`: never two benchmarks on one device at once, also
+under xdist); the telemetry samplers; and a fresh-session re-measurement for the confirmation look.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ import numpy as np
 import pytest
 
 from .config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
+from .devicelock import hold_device
 from .inputs import batch_size, make_inputs
 from .measure import (
     MeasureSettings,
@@ -139,12 +139,6 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
     return settings, float(pick("threshold", config.threshold)), gate_p99
 
 
-def device_lock_path(provider: ProviderSpec, device_id: int) -> Path:
-    """One lock file per device: the host for CPU-side EPs, the GPU id otherwise."""
-    name = f"gpu{device_id}" if provider.is_gpu else "host"
-    return Path(tempfile.gettempdir()) / f"pytest-aaco-{name}.lock"
-
-
 @lru_cache(maxsize=1)
 def _malloc_trim() -> Any:
     """glibc's ``malloc_trim``, or None elsewhere (looked up once: ``find_library`` runs ldconfig)."""
@@ -239,9 +233,7 @@ class BenchmarkRun:
 
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult:
         """Measure on *handle* under the device lock, with telemetry during the measured rounds."""
-        from filelock import FileLock
-
-        with FileLock(str(device_lock_path(self.provider, self.config.device_id))):
+        with hold_device(self.provider.is_gpu, self.config.device_id, f"{self.model.name}[{self.provider.short}]"):
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
                                    telemetry=self._telemetry(), reference=self.reference)

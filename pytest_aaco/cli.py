@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .baseline import Baseline, load_baseline
+from .baseline import Baseline, corrupt_target, load_baseline, locked, restore
 from .diff import DiffInputError, baseline_files, diff_items, load_sides
 from .environment import collect_environment
 from .fingerprint import Fingerprint, machine_fields
@@ -331,7 +331,8 @@ def cmd_baseline_prune(args: argparse.Namespace) -> int:
         b.history = b.history[-args.keep:]
         if not args.dry_run:
             try:
-                atomic_write_json(b.path, b.to_dict())
+                with locked(b.path):
+                    atomic_write_json(b.path, b.to_dict())
             except OSError as exc:
                 raise CliError(f"{b.path}: cannot write ({exc.strerror or exc})") from None
         trimmed += 1
@@ -340,6 +341,45 @@ def cmd_baseline_prune(args: argparse.Namespace) -> int:
     _out(f"{trimmed} of {len(found)} baseline file(s) {'would be ' if args.dry_run else ''}trimmed to {args.keep}"
          " run(s)")
     return USAGE_ERROR if problems else OK
+
+
+def cmd_baseline_archived(args: argparse.Namespace) -> int:
+    """List the histories that restarts archived, and the unreadable files moved aside."""
+    root = Path(args.baseline_dir)
+    found, problems = _baselines(root, args.pattern)
+    for problem in problems:
+        _err(f"aaco: error: {problem}")
+    rows = [(b.path.parent.name, b.item, f"#{i + 1}", str(entry.get("archived_at", "-")),
+             str(len(entry.get("history") or [])), str(entry.get("reason", "-")))
+            for b in found for i, entry in enumerate(b.archive)]
+    copies = sorted(p for p in root.rglob("*.corrupt-*.json") if _matches(args.pattern, p.name, str(p)))
+    if not rows and not copies:
+        _out(f"nothing archived under {root}")
+    for line in format_rows(("runner", "item", "#", "archived at", "runs", "reason"), rows, numeric=frozenset({4})):
+        _out(line)
+    for copy in copies:
+        _out(f"moved aside (unreadable): {copy} ({copy.stat().st_size} bytes); repair it, then"
+             f" aaco baseline restore {copy}")
+    return USAGE_ERROR if problems else OK
+
+
+def cmd_baseline_restore(args: argparse.Namespace) -> int:
+    """Bring back archived history N of the one matching file, or a repaired moved-aside copy."""
+    target = Path(args.target)
+    try:
+        if target.is_file() and ".corrupt-" in target.name:
+            _out(restore(corrupt_target(target), copy=target))
+            return OK
+        if args.number is None:
+            raise CliError("give the archived history's number (aaco baseline archived lists them)")
+        found, problems = _baselines(Path(args.baseline_dir), args.target)
+        if len(found) != 1:
+            names = ", ".join(str(b.path) for b in found) or "none"
+            raise CliError(f"{args.target!r} must match exactly one baseline file; it matches {names}")
+        _out(restore(found[0].path, index=args.number - 1))
+    except AacoFileError as exc:
+        raise CliError(str(exc)) from None
+    return OK
 
 
 # ---------------------------------------------------------------- parser and entry point
@@ -393,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N (default: 20)")
     p.set_defaults(func=cmd_ls)
 
-    p = sub.add_parser("baseline", help="show or prune baseline files",
+    p = sub.add_parser("baseline", help="show, prune, list archived or restore baseline histories",
                        description="Inspect or trim the baseline store.")
     bsub = p.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
     show = bsub.add_parser("show", help="list baselines (the history too when one file matches)",
@@ -402,10 +442,24 @@ def build_parser() -> argparse.ArgumentParser:
     prune = bsub.add_parser("prune", help="keep only the last N runs of each history (atomic writes)",
                             description="Trim each matching baseline history to its last N runs; files are"
                                         " rewritten atomically.")
-    for q in (show, prune):
+    archived = bsub.add_parser("archived", help="list archived histories and unreadable files moved aside",
+                               description="List the histories that a fingerprint change, a model change or"
+                                           " --aaco-baseline-reset archived, numbered per file, and the"
+                                           " unreadable files moved aside as NAME.corrupt-TIME.json.")
+    restore = bsub.add_parser("restore", help="bring back an archived history or a repaired moved-aside file",
+                              description="aaco baseline restore PATTERN N: archived history N of the one file"
+                                          " PATTERN matches becomes the live one (the live one is archived)."
+                                          " aaco baseline restore NAME.corrupt-TIME.json: the repaired copy"
+                                          " replaces NAME.json (whose history is archived in it).")
+    for q in (show, prune, archived, restore):
         q.add_argument("--baseline-dir", default=str(DEFAULT_BASELINE_DIR), metavar="DIR",
                        help=f"baseline folder (default: {DEFAULT_BASELINE_DIR})")
+    for q in (show, prune, archived):
         q.add_argument("pattern", nargs="?", metavar="PATTERN", help="only items whose node id or path match")
+    restore.add_argument("target", metavar="PATTERN|COPY", help="one baseline file's pattern, or a .corrupt- copy")
+    restore.add_argument("number", nargs="?", type=_positive_int, metavar="N", help="archived history number")
+    archived.set_defaults(func=cmd_baseline_archived)
+    restore.set_defaults(func=cmd_baseline_restore)
     prune.add_argument("--keep", type=_positive_int, required=True, metavar="N", help="runs to keep per item")
     prune.add_argument("--dry-run", action="store_true", help="say what would be trimmed, write nothing")
     show.set_defaults(func=cmd_baseline_show)

@@ -26,7 +26,7 @@ from .options import (  # noqa: F401 - the shared value parsers, re-exported for
     int_at_least,
     setting,
 )
-from .providers import ProviderError, ProviderSpec, parse_provider_list
+from .providers import ProviderError, ProviderSpec, check_options, parse_provider_list
 from .verdict import GateSettings
 
 P = ParamSpec("P")
@@ -82,6 +82,13 @@ parse_option_value = opts.option_value
 
 
 parse_provider_options = naming_option(opts.key_values)
+
+
+def check_provider_options(option: str, providers: tuple[ProviderSpec, ...], options: dict[str, Any]) -> None:
+    """Each key of *options* must be taken by some requested EP (:func:`pytest_aaco.providers.check_options`);
+    a UsageError names the key and the valid ones otherwise (never a value: it may be a credential)."""
+    with _usage_error(option):  # ProviderError is a ValueError
+        check_options(providers, list(options))
 
 
 def parse_option(opt: OptionDef, raw: Any) -> Any:
@@ -180,11 +187,14 @@ class AacoConfig(GateSettings):
 
         settings = {f.name: parse_option(opts.option(f.metadata["option"]), raw[f.metadata["option"]])
                     for f in fields(cls) if "option" in f.metadata}
+        providers = parse_providers("--aaco-provider", list(raw["provider"] or [opts.default("provider")]))
+        provider_options = parse_provider_options("--aaco-provider-option", list(raw["provider-option"] or []))
+        check_provider_options("--aaco-provider-option", providers, provider_options)
         return cls(
-            providers=parse_providers("--aaco-provider", list(raw["provider"] or [opts.default("provider")])),
+            providers=providers,
             models_path=path("models"),
             baseline_dir=ini_path("baseline-dir"),
-            provider_options=parse_provider_options("--aaco-provider-option", list(raw["provider-option"] or [])),
+            provider_options=provider_options,
             session_dir=ini_path("session-dir"),
             bundle=not raw["no-bundle"],
             junit_path=path("junit"),

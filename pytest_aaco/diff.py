@@ -90,8 +90,9 @@ def baseline_side(path: Path) -> Side:
 
 
 def baseline_files(root: Path) -> list[Path]:
-    """Baseline JSON files under *root* (recursive, temporary ``.*`` files left out), sorted."""
-    return sorted(p for p in root.rglob("*.json") if not p.name.startswith("."))
+    """Baseline JSON files under *root* (recursive, temporary ``.*`` files and moved-aside
+    ``*.corrupt-*.json`` copies left out), sorted."""
+    return sorted(p for p in root.rglob("*.json") if not p.name.startswith(".") and ".corrupt-" not in p.name)
 
 
 def load_sides(path: Path) -> Sides:

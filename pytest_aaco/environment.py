@@ -5,87 +5,28 @@
 
 Environment variables are filtered twice: only the families that tune ONNX Runtime and its
 GPU stacks are kept (:func:`performance_env`), and of those any that looks like a secret is
-dropped (:func:`looks_secret`). A session bundle is uploaded as a CI artifact, so the lockbox
-must never carry a token.
+dropped (:func:`pytest_aaco.redact.looks_secret`, the one rule for every channel). A session
+bundle is uploaded as a CI artifact, so the lockbox must never carry a token.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import os
 import platform
-import re
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+# the one secret rule lives in pytest_aaco.redact; re-exported for callers of the lockbox
+from .redact import looks_secret as looks_secret
+from .redact import shannon_entropy as shannon_entropy
 from .samplers import AMD_PROVIDERS, NVIDIA_PROVIDERS, amd, nvidia
 from .samplers.clocks import read_clock_state
 
 #: environment variable families kept by :func:`performance_env`
 ENV_PREFIXES = ("ORT_", "MIGRAPHX_", "HIP_", "ROCR_", "HSA_", "CUDA_", "OMP_")
 ENV_SUFFIXES = ("_NUM_THREADS",)
-#: name fragments that mark a variable as a secret (upper-case comparison)
-SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
-#: value prefixes of well-known credential formats (GitHub, Slack, AWS, OpenAI-style, JWT, PEM)
-_SECRET_VALUE = re.compile(
-    r"^(?:gh[pousr]_|github_pat_|xox[abposr]-|AKIA|ASIA|sk-|eyJ|glpat-|-----BEGIN)"
-    r"|://[^/\s:@]+:[^/\s@]+@",  # credentials inside a URL: scheme://user:password@host
-)
-_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/_\-=]{32,}$")
-_UUID = re.compile(r"^(?:GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-#: bits of Shannon entropy per character above which a long token-like string counts as random
-ENTROPY_BITS_PER_CHAR = 3.5
-#: ... and whose longest run of base64 characters (``[A-Za-z0-9+/=]``) is at least this long,
-#: so identifiers made of short words (``SOME_LONG_OPTION_NAME_2024``) are not taken for tokens
-MIN_RANDOM_RUN = 20
-
-
-def shannon_entropy(text: str) -> float:
-    """Shannon entropy of the characters of *text*, in bits per character (0 for an empty string).
-
-    H = -sum(p_c * log2 p_c) over the character frequencies p_c (Shannon, 1948).
-    """
-    if not text:
-        return 0.0
-    counts: dict[str, int] = {}
-    for ch in text:
-        counts[ch] = counts.get(ch, 0) + 1
-    n = len(text)
-    return -math.fsum(c / n * math.log2(c / n) for c in counts.values())
-
-
-def looks_secret(name: str, value: str) -> bool:
-    """True when the variable *name* = *value* may hold a credential and must not be recorded.
-
-    - the name contains TOKEN, SECRET, PASSWORD, PASSWD, KEY, CREDENTIAL, AUTH, COOKIE or SESSION;
-    - the value starts like a known token (``ghp_``, ``gho_``, ``github_pat_``, ``xoxb-``, ``AKIA``,
-      ``sk-``, ``eyJ`` (JWT), ``glpat-``, a PEM block) or carries ``user:password@`` in a URL;
-    - the value is a long random-looking string: 32 or more characters of ``[A-Za-z0-9+/_-=]``,
-      with letters and digits, more than :data:`ENTROPY_BITS_PER_CHAR` bits of entropy per
-      character and an unbroken base64 run (no ``_``/``-``) of :data:`MIN_RANDOM_RUN` or more.
-      GPU UUIDs (``GPU-xxxxxxxx-...``, as ``CUDA_VISIBLE_DEVICES`` may hold) and paths are not
-      treated as random.
-    """
-    upper = name.upper()
-    if any(part in upper for part in SECRET_NAME_PARTS):
-        return True
-    text = value.strip()
-    if _SECRET_VALUE.search(text):
-        return True
-    for item in re.split(r"[,;\s]+", text):
-        if _UUID.match(item) or item.startswith(("/", "~", ".")):
-            continue
-        if (
-            _TOKEN_CHARS.match(item)
-            and re.search(r"[A-Za-z]", item)
-            and re.search(r"\d", item)
-            and shannon_entropy(item) > ENTROPY_BITS_PER_CHAR
-            and max(len(run) for run in re.findall(r"[A-Za-z0-9+/=]+", item)) >= MIN_RANDOM_RUN
-        ):
-            return True
-    return False
 
 
 def is_performance_variable(name: str) -> bool:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .environment import cpu_model, gpu_identity, looks_secret
+from .environment import cpu_model, gpu_identity
+from .redact import fingerprint_options, looks_secret, redact_options
 from .samplers.clocks import fingerprint_fields, read_clock_state
 
 #: environment variables that change timings (names matching these are fingerprinted)
@@ -85,8 +86,16 @@ class Fingerprint:
 
     def describe_diff(self, other: Mapping[str, Any]) -> str:
         """Human-readable difference, e.g. ``ort_version: 1.20.0 -> 1.21.0``."""
-        parts = [f"{k}: {other.get(k)!r} -> {self.fields.get(k)!r}" for k in self.diff(other)]
+        parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self.fields.get(k))!r}" for k in self.diff(other)]
         return "; ".join(parts)
+
+
+def _shown(value: Any) -> Any:
+    """A fingerprint value for display: secret-looking entries of a mapping (provider options that
+    earlier versions of pytest-aaco stored raw) become ``***``; stored hashes are shown as they are."""
+    if isinstance(value, Mapping):
+        return redact_options(value)
+    return value
 
 
 def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -114,7 +123,11 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
                       reference: str | None = None) -> Fingerprint:
     """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations;
     *reference* is the reference workload's id (:func:`pytest_aaco.reference.reference_id`), None
-    when it is off."""
+    when it is off.
+
+    Provider option values that look like credentials are kept as a salted hash
+    (:func:`pytest_aaco.redact.fingerprint_options`): a change is still detected, the value is never stored.
+    """
     import onnxruntime as ort
 
     fields: dict[str, Any] = {
@@ -122,7 +135,7 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
         "input_shapes": input_shapes,
         "input_dtypes": input_dtypes,
         "provider": ep_name,
-        "provider_options": provider_options,
+        "provider_options": fingerprint_options(provider_options),
         "iobinding": iobinding,
         "intra_op_threads": intra_op_threads,
         "ort_version": ort.__version__,

@@ -70,17 +70,19 @@ def gate_settings(config: AacoConfig, run: BenchmarkRun) -> GateSettings:
     return GateSettings(**{**shared, "threshold": run.threshold, "gate_p99": run.gate_p99})
 
 
-def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext) -> Verdict:
+def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext,
+             record: ItemRecord) -> Verdict:
     c = ctx.config
     label = item_label(run)
     settings = gate_settings(c, run)
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     if c.save_baseline:
-        saved, note = save_run(path, nodeid, fp, result, c.history, c.baseline_reset)
-        return finish(Verdict(Outcome.SAVED, label, settings.threshold, reason=f"{label}: {note}",
-                              current_mean_ms=result.mean_ms, baseline_runs=saved.runs, baseline_path=str(path),
-                              fingerprint_id=fp.id), settings)
-    baseline = load_baseline(path)
+        saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset)
+        record.warnings.extend(saved.warnings)  # a file moved aside, a history archived: the terminal says so
+        return finish(Verdict(Outcome.SAVED, label, settings.threshold, reason=f"{label}: {saved.note}",
+                              current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs,
+                              baseline_path=str(path), fingerprint_id=fp.id), settings)
+    baseline = load_baseline(path, nodeid)
     # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
     gated = baseline is not None and (fp.matches(baseline.fingerprint) or bool(fp.version_only(baseline.fingerprint)))
     level = ctx.lond.next_level() if gated else c.fdr
@@ -125,7 +127,7 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: dict[str, Any], ctx
     try:
         fp = item_fingerprint(run, extra_fingerprint)
         record.fingerprint = fp.fields
-        verdict = _verdict(nodeid, run, result, fp, ctx)
+        verdict = _verdict(nodeid, run, result, fp, ctx, record)
     except AacoFileError as exc:
         verdict = finish(Verdict(Outcome.ERROR, record.label, run.threshold, reason=str(exc)),
                          gate_settings(ctx.config, run))
@@ -141,3 +143,37 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: dict[str, Any], ctx
 def error_record(nodeid: str, model: str, provider: str, message: str, outcome: Outcome) -> ItemRecord:
     """The record of an item that failed or was skipped before it was measured (a provider error)."""
     return ItemRecord(nodeid, model, provider, f"{model}[{provider}]", outcome=outcome, error=message)
+
+
+def cause_and_fix(exc: BaseException, doing: str) -> str:
+    """One line for an exception inside pytest-aaco's own per-item work: what failed, and what to do.
+
+    ``OSError``: the path and the system's reason, and to check the path, its permissions and the
+    free space. Anything else: the exception, and to re-run with ``--full-trace`` and report it.
+    """
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return (f"pytest-aaco could not {doing}: {exc.strerror or exc}{where}; check that path, its permissions"
+                " and the free space, then re-run")
+    return (f"pytest-aaco could not {doing}: {type(exc).__name__}: {exc}; re-run with --full-trace to see where,"
+            " and report it if the cause is not yours")
+
+
+def mark_error(record: ItemRecord, message: str) -> ItemRecord:
+    """Make *record* an ``error`` row (a failing ``error`` verdict, outcome failed) that says *message*;
+    what it holds besides (the measurement) stays. Returns *record*."""
+    settings = GateSettings()
+    record.verdict = finish(Verdict(Outcome.ERROR, record.label, settings.threshold,
+                                    reason=f"{record.label}: {message}"), settings)
+    record.outcome = Outcome.FAILED
+    record.error = message
+    return record
+
+
+def crash_record(nodeid: str, model: str, provider: str, message: str, result: BenchmarkResult | None = None
+                 ) -> ItemRecord:
+    """An ``error`` row: the item's own work inside pytest-aaco raised (*message* says what and the fix).
+    The measurement, when there was one, is kept in the record."""
+    record = ItemRecord(nodeid, model, provider, f"{model}[{provider}]",
+                        result=None if result is None else result.to_dict(raw=True))
+    return mark_error(record, message)

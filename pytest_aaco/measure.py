@@ -19,7 +19,8 @@ import numpy as np
 
 from .interleave import time_iterations
 from .options import default
-from .providers import ProviderSpec, session_fallback_problem
+from .providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
+from .redact import redact_options, redact_text, secret_values
 from .results import BenchmarkResult, RoundResult
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
@@ -28,7 +29,8 @@ AUTO_IOBINDING_GPU = "inputs"
 #: ORT device names for ``OrtValue.ortvalue_from_numpy`` per provider
 ORT_DEVICE = {"cuda": "cuda", "tensorrt": "cuda", "migraphx": "cuda", "rocm": "cuda", "dml": "dml"}
 #: EPs whose ``get_provider_options()`` lists every option they accept (verified on onnxruntime-gpu
-#: 1.31.1, docs/gpu.md): a requested key missing there is an unknown option, refused
+#: 1.31.1, docs/gpu.md): a requested key missing there is an unknown option, refused (other EPs: see
+#: :func:`unknown_options`)
 CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
 #: adaptive iterations: aim at this much time per round, within these bounds
 TARGET_ROUND_S = 0.35
@@ -123,12 +125,13 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
             session = ort.InferenceSession(str(model_path), sess_options=so, providers=providers)
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
         raise SessionError(f"could not create an InferenceSession for {model_path.name} on "
-                           f"{provider.ep_name} with options {options}: {exc}") from exc
+                           f"{provider.ep_name} with options {redact_options(options)}:"
+                           f" {redact_text(str(exc), secret_values(options))}") from None
     create_ms = (time.perf_counter_ns() - start) / 1e6
-    ep_error = _ep_error(printed.getvalue())
+    ep_error = redact_text(_ep_error(printed.getvalue()), secret_values(options))
     if ep_error and provider.ep_name not in session.get_providers():
         raise SessionError(f"{provider.ep_name} could not be created for {model_path.name} with options"
-                           f" {options}: {ep_error}; ONNX Runtime fell back to"
+                           f" {redact_options(options)}: {ep_error}; ONNX Runtime fell back to"
                            f" {', '.join(session.get_providers())}: not recorded as a {provider.short} result")
     unknown = unknown_options(provider, options, session)
     if unknown:
@@ -155,13 +158,17 @@ def _ep_error(printed: str) -> str:
 def unknown_options(provider: ProviderSpec, options: dict[str, Any], session: Any) -> list[str]:
     """Requested option keys that the EP does not report in ``session.get_provider_options()``.
 
-    Checked only for EPs in :data:`CHECKED_OPTION_EPS`, whose reported options were verified to
-    list every option they accept; ``[]`` when the EP reports no options at all.
+    For EPs without a table in :data:`pytest_aaco.providers.OPTION_KEYS` (tabled EPs were checked when
+    the options were read). The report is trusted as the full list of options for the EPs in
+    :data:`CHECKED_OPTION_EPS`, and for any other EP that reports keys beyond those requested (its
+    defaults: a full list). ``[]`` when the EP reports nothing, or only echoes the request.
     """
-    if provider.ep_name not in CHECKED_OPTION_EPS:
+    if OPTION_KEYS.get(provider.short) is not None:
         return []
     reported = session.get_provider_options().get(provider.ep_name) or {}
     if not reported:
+        return []
+    if provider.ep_name not in CHECKED_OPTION_EPS and not set(reported) - set(options):
         return []
     return sorted(k for k in options if k not in reported)
 

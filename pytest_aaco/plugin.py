@@ -92,6 +92,14 @@ def aaco_provider(request: pytest.FixtureRequest) -> ProviderSpec:
     return request.param  # type: ignore[no-any-return]
 
 
+def _crash(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, exc: Exception,
+           doing: str) -> NoReturn:
+    """An exception escaped pytest-aaco's own work for this item: an ``error`` row, the item fails
+    with a one-line cause and fix, the session goes on."""
+    get_session(request.config).crash_item(request.node, model.name, provider.short, exc, doing)
+    raise AssertionError("unreachable: crash_item raises")  # pragma: no cover
+
+
 def _fail(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> NoReturn:
     """Fail this item only, with a message and no traceback from inside the plugin."""
     get_session(request.config).fail_item(request.node, model.name, provider.short, reason)
@@ -113,12 +121,17 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
         if session.config.strict_provider:
             _fail(request, aaco_model, provider, f"{reason} (--aaco-strict-provider)")
         session.skip_item(request.node, aaco_model.name, provider.short, reason)
+    crash: Exception | None = None
     try:
         handle = session.session(aaco_model, provider)
         check_placement(handle)  # a session that fell back whole is refused before anything runs
         return handle
     except (SessionError, RegistryError) as exc:
         problem = str(exc)
+    except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
+        crash = exc
+    if crash is not None:
+        _crash(request, aaco_model, provider, crash, "build the InferenceSession")
     _fail(request, aaco_model, provider, problem)  # outside except: no chained trace
 
 
@@ -142,15 +155,23 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
     def guarded(**overrides: Any) -> BenchmarkResult:
         chosen = run.settings_for(**overrides)
         session.announce(label, chosen)
+        crash: Exception | None = None
         try:
             return run.run_with(chosen)
         except (SessionError, InputError, RegistryError) as exc:
             problem = str(exc)
+        except Exception as exc:  # noqa: BLE001 - an OS error mid-item is an error row, not a lost item
+            crash = exc
+        if crash is not None:
+            _crash(request, aaco_model, provider, crash, f"measure {label}")
         _fail(request, aaco_model, provider, problem)  # outside except: no chained trace
 
     session.start_benchmark()
     if provider.is_gpu and session.config.placement != "off":
-        problem = node_placement_problem(run, session.placement)
+        try:
+            problem = node_placement_problem(run, session.placement)
+        except Exception as exc:  # noqa: BLE001 - the placement check never takes the item down unseen
+            _crash(request, aaco_model, provider, exc, f"check where {label}'s nodes run")
         if problem is not None and session.config.placement == "warn":
             warnings.warn(AacoProviderWarning(f"{label}: {problem}"), stacklevel=2)
         elif problem is not None:

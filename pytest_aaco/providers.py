@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .redact import redact_options
+
 #: short name -> ONNX Runtime execution provider name
 EP_NAMES: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -29,6 +31,29 @@ GPU_PROVIDERS = frozenset({"cuda", "migraphx", "rocm", "tensorrt", "dml"})
 ROCM_REMOVED_IN = (1, 23)
 
 
+#: provider option keys per EP, where ORT cannot say itself which it takes. A frozenset is a documented
+#: table, checked when the options are read (command line, registry). None: the EP lists its options in
+#: ``InferenceSession.get_provider_options()``, and a requested key missing there is refused once the
+#: session exists (:func:`pytest_aaco.runner.unknown_options`).
+#: The CPU EP takes none: ORT's Python binding builds it from session options only and ignores every
+#: provider option without a word (checked on onnxruntime 1.32.0: ``intra_op_num_threads=abc`` and
+#: ``no_such_option=1`` both load, and ``get_provider_options()`` reports ``{}``).
+OPTION_KEYS: dict[str, frozenset[str] | None] = {
+    "cpu": frozenset(),
+    "cuda": None,
+    "migraphx": None,
+    "rocm": None,
+    "tensorrt": None,
+    "openvino": None,
+    "dml": None,
+}
+#: what to use instead of a provider option the CPU EP ignores (they are session options there)
+CPU_OPTION_HINTS = {
+    "intra_op_num_threads": "--aaco-intra-op-threads",
+    "inter_op_num_threads": "--aaco-intra-op-threads (inter-op threads are not set by pytest-aaco)",
+}
+
+
 class ProviderError(ValueError):
     """An execution provider name or option is not valid; the message lists the valid choices."""
 
@@ -44,7 +69,10 @@ class ProviderSpec:
 
     short: str
     ep_name: str
-    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
+
+    def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
+        return f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r})"
 
     @property
     def is_gpu(self) -> bool:
@@ -89,6 +117,47 @@ def parse_provider_list(values: list[str]) -> list[ProviderSpec]:
     if not specs:
         raise ProviderError(f"no execution provider given; valid: {valid_names()}")
     return specs
+
+
+def takes_option(short: str, key: str) -> bool:
+    """Whether the EP *short* may take option *key*: in its table, or the EP lists its own (checked later)."""
+    table = OPTION_KEYS.get(short)
+    return table is None or key in table
+
+
+def option_problem(short: str, keys: list[str]) -> str | None:
+    """Why the EP *short* does not take *keys* (option names, never values), or None.
+
+    The message names the keys and the valid ones, e.g. ``CPUExecutionProvider takes no provider options
+    (ONNX Runtime ignores them): got intra_op_num_threads; use --aaco-intra-op-threads``.
+    """
+    table = OPTION_KEYS.get(short)
+    bad = sorted(k for k in keys if table is not None and k not in table)
+    if not bad:
+        return None
+    ep = EP_NAMES.get(short, short)
+    if table:
+        return f"{ep} does not take option(s) {', '.join(bad)}; valid: {', '.join(sorted(table))}"
+    text = f"{ep} takes no provider options (ONNX Runtime ignores them): got {', '.join(bad)}"
+    hints = sorted({CPU_OPTION_HINTS[k] for k in bad if k in CPU_OPTION_HINTS})
+    return text + (f"; thread counts are session options: use {', '.join(hints)}" if hints else "")
+
+
+def check_options(specs: list[ProviderSpec] | tuple[ProviderSpec, ...], keys: list[str]) -> None:
+    """Options given for every requested EP: each key must be one some requested EP takes.
+
+    Raises :class:`ProviderError` naming the keys no requested EP takes and the valid ones.
+    """
+    orphans = sorted(k for k in keys if not any(takes_option(s.short, k) for s in specs))
+    if orphans:
+        problems = [option_problem(s.short, orphans) for s in specs]
+        raise ProviderError("; ".join(p for p in problems if p))
+
+
+def options_for(spec: ProviderSpec, options: dict[str, Any]) -> dict[str, Any]:
+    """The options given for every requested EP that *spec*'s EP takes (:func:`takes_option`): with
+    ``--aaco-provider=cuda,cpu``, ``cudnn_conv_algo_search`` goes to CUDA and not to the CPU EP."""
+    return {k: v for k, v in options.items() if takes_option(spec.short, k)}
 
 
 def available_providers() -> list[str]:

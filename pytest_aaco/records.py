@@ -176,6 +176,8 @@ class ItemRecord:
     diagnosis: dict[str, Any] | None = None
     derived: dict[str, Any] | None = None
     placement: dict[str, Any] | None = None
+    #: what the terminal must warn about (a baseline moved aside, a history archived), each naming the files
+    warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -248,6 +250,8 @@ class ItemRecord:
             data["derived"] = self.derived
         if self.placement is not None:
             data["placement"] = self.placement
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
         return data
 
     @classmethod
@@ -263,6 +267,8 @@ class ItemRecord:
             kwargs[name] = str(data.get(name) or "-")
         kwargs["nodeid"] = nodeid
         kwargs["label"] = str(data.get("label") or nodeid)
+        warnings = data.get("warnings")
+        kwargs["warnings"] = [str(w) for w in warnings] if isinstance(warnings, list) else []
         return cls(**kwargs, extra={k: v for k, v in data.items() if k not in known})
 
 

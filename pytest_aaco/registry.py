@@ -33,7 +33,7 @@ import yaml
 
 from .modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
 from .options import fraction_below
-from .providers import ProviderError, parse_provider
+from .providers import ProviderError, option_problem, parse_provider
 
 INPUT_KINDS = ("normal", "uniform", "ints", "ones", "zeros", "constant")
 MODEL_KEYS = {
@@ -179,6 +179,9 @@ def _provider_options(where: str, raw: Any) -> dict[str, dict[str, Any]]:
         except ProviderError as exc:
             raise _fail(f"{where}.{name}", str(exc)) from None
         result[short] = dict(_mapping(f"{where}.{name}", options))
+        problem = option_problem(short, [str(k) for k in result[short]])
+        if problem:
+            raise _fail(f"{where}.{name}", problem)
     return result
 
 

@@ -16,6 +16,7 @@ without benchmarks stay fast.
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from collections import OrderedDict
@@ -31,11 +32,11 @@ from .baseline import VariancePrior, runner_variance_prior
 from .benchmark import BenchmarkRun, build_tracked
 from .config import AacoConfig
 from .environment import collect_environment
-from .gate import GateContext, error_record, judge
+from .gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from .jsonio import dumps, loads_records
 from .measure import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
 from .placement import Placement, placement_report
-from .providers import ProviderSpec, available_providers, unavailable_reason
+from .providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from .records import (
     PLUGIN_NAME,
     RECORD_KEY,
@@ -47,6 +48,7 @@ from .records import (
     Outcome,
     SessionSummary,
 )
+from .redact import redact_argv
 from .reference import Reference, ReferenceCache
 from .registry import ModelSpec, load_registry, model_path
 from .reports import ReportContext, github, html, junit, terminal
@@ -55,7 +57,7 @@ from .reports.progress import announce, write_line
 from .samplers.clocks import clock_warnings, read_clock_state
 from .stats import LondFdr
 from .verdict import MachineOffset
-from .warnings import AacoClockWarning, AacoReferenceWarning
+from .warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
 SESSION_CACHE_SIZE = 2
@@ -78,6 +80,8 @@ class AacoSession:
         self._priors: dict[str, VariancePrior | None] = {}
         self._lond: LondFdr | None = None
         self._worker_londs: list[dict[str, Any]] = []
+        #: node ids whose records a pytest-xdist worker already sent (controller)
+        self._shipped: set[str] = set()
         self._started = False
         self._references = ReferenceCache(config.reference)
         self.machine_offset = MachineOffset()
@@ -98,7 +102,8 @@ class AacoSession:
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
         """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
-        return provider.with_options({**model.options_for(provider.short), **self.config.provider_options})
+        return provider.with_options({**model.options_for(provider.short),
+                                      **options_for(provider, self.config.provider_options)})
 
     def skip_reason(self, provider: ProviderSpec) -> str | None:
         """Why *provider* cannot run in this ORT build, or None."""
@@ -188,32 +193,75 @@ class AacoSession:
         if not self.config.bundle:
             return
         shared = getattr(self.pytest_config, "workerinput", {}).get(WORKER_BUNDLE)
-        if shared:  # a pytest-xdist worker writes into its controller's bundle
-            self.bundle = SessionBundle.attach(shared)
-            return
-        self.bundle = SessionBundle(self.config.session_dir)
-        self._write_head(self.bundle)
+        try:
+            if shared:  # a pytest-xdist worker writes into its controller's bundle
+                self.bundle = SessionBundle.attach(shared)
+                return
+            self.bundle = SessionBundle(self.config.session_dir)
+            self._write_head(self.bundle)
+        except OSError as exc:
+            self._drop_bundle(exc, shared or self.config.session_dir)
+
+    def _drop_bundle(self, exc: OSError, where: Any) -> None:
+        """The session bundle cannot be written: say so once and go on without it (never fail an item)."""
+        self.bundle = None
+        warnings.warn(AacoReportWarning(
+            f"session bundle {where}: {exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''};"
+            " the session goes on without a bundle: point --aaco-session-dir at a writable folder"), stacklevel=3)
 
     def keep(self, item: pytest.Item, record: ItemRecord) -> None:
         """Store *record*: the session's list, the item's stash, pytest's ``--junitxml`` properties
         (:func:`pytest_aaco.reports.junit.properties`), the bundle (written now) and the
-        ``pytest_aaco_verdict`` hook."""
+        ``pytest_aaco_verdict`` hook.
+
+        Never raises for the item's own work: a failing ``pytest_aaco_verdict`` hook makes the record
+        an ``error`` row, a bundle that cannot be written is dropped with a warning."""
         self.records.append(record)
         item.stash[RECORD_KEY] = record
+        try:
+            item.config.hook.pytest_aaco_verdict(config=item.config, item=item, record=record.to_dict())
+        except Exception as exc:  # noqa: BLE001 - one broken hook never takes the run down
+            mark_error(record, cause_and_fix(exc, "run a pytest_aaco_verdict hook"))
         item.user_properties.extend(junit.properties(record))
-        if self.bundle is not None:
-            self.bundle.write_item(item.nodeid, record.to_dict())
-        item.config.hook.pytest_aaco_verdict(config=item.config, item=item, record=record.to_dict())
+        self._write_item(item.nodeid, record)
 
-    def judge_item(self, item: pytest.Item, run: BenchmarkRun) -> None:
-        """Judge the last result of *run*; fail *item* through ``pytest.fail`` when it must fail."""
-        extra: dict[str, Any] = {}
-        item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
-        context = GateContext(self.config, self.lond(), self.variance_prior, self.announce, self.machine_offset)
-        record = judge(item.nodeid, run, extra, context)
+    def _write_item(self, nodeid: str, record: ItemRecord) -> None:
+        """Write (or rewrite) the item's file of the bundle; a write that fails drops the bundle, with a warning."""
+        if self.bundle is not None:
+            try:
+                self.bundle.write_item(nodeid, record.to_dict())
+            except OSError as exc:
+                self._drop_bundle(exc, self.bundle.path)
+
+    def judge_item(self, item: pytest.Item, run: BenchmarkRun, user_failed: bool = False) -> None:
+        """Judge the last result of *run*; fail *item* through ``pytest.fail`` when it must fail.
+
+        Any exception in the judging (a ``pytest_aaco_fingerprint`` hook, the disk) makes the item an
+        ``error`` row with a one-line cause and fix, its measurement kept. With *user_failed* (the test
+        body raised after measuring) the item is judged, recorded and saved, and fails for the user's
+        reason only.
+        """
+        try:
+            extra: dict[str, Any] = {}
+            item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
+            context = GateContext(self.config, self.lond(), self.variance_prior, self.announce,
+                                  self.machine_offset)
+            record = judge(item.nodeid, run, extra, context)
+        except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
+            record = crash_record(item.nodeid, run.model.name, run.provider.short,
+                                  cause_and_fix(exc, "judge the measurement"), run.results[-1])
         self.keep(item, record)
-        if record.fails:
+        for text in record.warnings:  # a baseline moved aside or a history archived, naming the files
+            warnings.warn(AacoBaselineWarning(text), stacklevel=2)
+        if record.fails and not user_failed:
             pytest.fail(record.explanation(with_recommendation=False), pytrace=False)
+
+    def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:
+        """*exc* escaped pytest-aaco's own work for *item* while it tried *doing*: keep an ``error`` row
+        with a one-line cause and fix (:func:`pytest_aaco.gate.cause_and_fix`) and fail the item, no traceback."""
+        message = cause_and_fix(exc, doing)
+        self.keep(item, crash_record(item.nodeid, model, provider, message))
+        pytest.fail(message, pytrace=False)
 
     def fail_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None:
         """Keep a failed record of *item* and fail it with *message*, without a traceback."""
@@ -233,17 +281,48 @@ class AacoSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        result = yield
-        run = item.stash.get(RUN_KEY, None)
-        if run is not None and run.results:
-            self.judge_item(item, run)
+        try:
+            result = yield
+        except (KeyboardInterrupt, SystemExit, pytest.exit.Exception):
+            raise
+        except BaseException:  # the test body failed (or skipped) after measuring: the measurement is valid
+            self._judge_measured(item, user_failed=True)
+            raise
+        self._judge_measured(item, user_failed=False)
         return result
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    def _judge_measured(self, item: pytest.Item, user_failed: bool) -> None:
+        run = item.stash.get(RUN_KEY, None)
+        if run is not None and run.results and RECORD_KEY not in item.stash:
+            self.judge_item(item, run, user_failed)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
         record = item.stash.get(RECORD_KEY, None)
         if record is not None and call.when == "call" and call.excinfo is not None and record.outcome == Outcome.PASSED:
-            record.outcome = Outcome.FAILED
+            # the test body failed (or skipped itself) after the record was kept
+            skipped = call.excinfo.errisinstance(pytest.skip.Exception)
+            record.outcome = Outcome.SKIPPED if skipped else Outcome.FAILED
+            self._write_item(item.nodeid, record)
+        if self.is_worker and record is not None and call.when == "teardown":
+            # the record travels with the item's last report, so the controller has every finished item
+            # even when this worker crashes later (its workeroutput would never arrive)
+            report.aaco_record = dumps(record.to_dict())
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Controller: keep the record a pytest-xdist worker attached to an item's teardown report."""
+        raw = getattr(report, "aaco_record", None)
+        if self.is_worker or not isinstance(raw, str):
+            return
+        try:
+            record = ItemRecord.from_dict(json.loads(raw))
+        except (ValueError, TypeError):  # not ours after all: leave the report alone
+            return
+        if record.nodeid not in self._shipped:
+            self._shipped.add(record.nodeid)
+            self.records.append(record)
 
     # ------------------------------------------------------------ pytest-xdist
 
@@ -265,8 +344,10 @@ class AacoSession:
         """Controller: collect a worker's records, so the summary and reports cover every item."""
         output = getattr(node, "workeroutput", {})
         raw = output.get(WORKER_RECORDS)
-        if raw:
-            self.records.extend(ItemRecord.from_dict(d) for d in loads_records(raw))
+        if raw:  # records without a teardown report (none so far); the rest came with the reports
+            fresh = [ItemRecord.from_dict(d) for d in loads_records(raw)]
+            self.records.extend(r for r in fresh if r.nodeid not in self._shipped)
+            self._shipped.update(r.nodeid for r in fresh)
         if isinstance(output.get(WORKER_LOND), dict):
             self._worker_londs.append(output[WORKER_LOND])
 
@@ -287,7 +368,10 @@ class AacoSession:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.records:
-            terminal.write_summary(terminalreporter, self.records, self.report_context())
+            try:
+                terminal.write_summary(terminalreporter, self.records, self.report_context())
+            except Exception as exc:  # noqa: BLE001 - never raise from the terminal summary
+                terminalreporter.write_line(cause_and_fix(exc, "write the pytest-aaco summary"), yellow=True)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session
@@ -305,16 +389,21 @@ class AacoSession:
             meta = self._meta()
             meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             meta["summary"] = context.summary.to_dict()
-            self.bundle.finish(meta)
-        junit.write(self.records, context)
-        github.write(self.records, context)
-        html.write(self.records, context)
+            try:
+                self.bundle.finish(meta)
+            except OSError as exc:
+                self._drop_bundle(exc, self.bundle.path)
+        for name, writer in (("JUnit", junit.write), ("GitHub", github.write), ("HTML", html.write)):
+            try:
+                writer(self.records, context)
+            except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
+                warnings.warn(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")), stacklevel=2)
 
     def _meta(self) -> dict[str, Any]:
         c = self.config
         return {
             "started_at": self.started_at,
-            "argv": [a for a in sys.argv[1:] if "token" not in a.lower() and "password" not in a.lower()],
+            "argv": redact_argv(sys.argv[1:]),
             "providers": [p.short for p in c.providers],
             "settings": {
                 "warmup": c.warmup, "rounds": c.rounds, "iterations": c.iterations or "auto",

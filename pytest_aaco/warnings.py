@@ -29,3 +29,11 @@ class AacoClockWarning(AacoWarning):
 
 class AacoReferenceWarning(AacoWarning):
     """The reference workload could not be built or run on an EP: its items are judged on raw figures."""
+
+
+class AacoLockWarning(AacoWarning):
+    """The device lock could not be taken; the benchmark ran without it (another may have shared the device)."""
+
+
+class AacoReportWarning(AacoWarning):
+    """A report or the session bundle could not be written; the benchmarks and the other reports went on."""

@@ -10,10 +10,13 @@ import pytest
 
 from pytest_aaco import jsonio
 from pytest_aaco.baseline import (
+    ARCHIVE_SCHEMA_VERSION,
     SCHEMA_VERSION,
     Baseline,
     baseline_path,
     item_slug,
+    legacy_path,
+    legacy_slug,
     load_baseline,
     other_runners,
     run_record,
@@ -35,17 +38,22 @@ def path(tmp_path: Path) -> Path:
 
 
 def test_paths_and_slugs(tmp_path):
-    assert item_slug(NODE) == "tests-perf-test_models.py--test_latency-resnet50-cpu"
-    assert item_slug("::") == "item"
-    assert len(item_slug("x" * 500)) == 180
+    import hashlib
+
+    digest = hashlib.sha256(f"amd-epyc-2c-1234\n{NODE}".encode()).hexdigest()[:10]
+    assert item_slug(NODE, "amd-epyc-2c-1234") == f"tests-perf-test_models.py--test_latency-resnet50-cpu-{digest}"
+    assert item_slug("::").startswith("item-")
+    assert len(item_slug("x" * 500)) == 80 + 1 + 10
+    assert item_slug("a+b") != item_slug("a-b") and legacy_slug("a+b") == legacy_slug("a-b")
     p = baseline_path(tmp_path, "amd-epyc-2c-1234", NODE)
-    assert p == tmp_path / "amd-epyc-2c-1234" / "tests-perf-test_models.py--test_latency-resnet50-cpu.json"
+    assert p == tmp_path / "amd-epyc-2c-1234" / f"tests-perf-test_models.py--test_latency-resnet50-cpu-{digest}.json"
 
 
 def test_round_trip(path, result_factory):
     result = result_factory([10.0, 10.2, 9.9], iterations=4, telemetry={"summary": {"rss_mb": {"max": 120.0}}})
-    saved, note = save_run(path, NODE, FP, result)
-    assert note == "baseline saved (1 run in history)"
+    outcome = save_run(path, NODE, FP, result)
+    saved = outcome.baseline
+    assert outcome.note == "baseline saved (1 run in history)" and outcome.warnings == []
     loaded = load_baseline(path)
     assert loaded is not None
     assert loaded.item == NODE and loaded.fingerprint == FIELDS and loaded.fingerprint_id == FP.id
@@ -69,7 +77,7 @@ def test_history_appends_and_keeps_the_last_n(path, result_factory):
     for i in range(5):
         result = result_factory([10.0 + i] * 3, seed=i)
         means.append(result.mean_ms)
-        baseline, note = save_run(path, NODE, FP, result, keep=3)
+        note = save_run(path, NODE, FP, result, keep=3).note
         assert note.endswith(f"baseline saved ({min(i + 1, 3)} run{'s' if i else ''} in history)")
     loaded = load_baseline(path)
     assert loaded.runs == 3
@@ -81,37 +89,93 @@ def test_history_appends_and_keeps_the_last_n(path, result_factory):
 def test_reset_starts_again(path, result_factory):
     save_run(path, NODE, FP, result_factory([10.0] * 3))
     save_run(path, NODE, FP, result_factory([10.0] * 3, seed=1))
-    baseline, note = save_run(path, NODE, FP, result_factory([12.0] * 3), reset=True)
-    assert note == "history reset; baseline saved (1 run in history)"
-    assert load_baseline(path).runs == 1
+    outcome = save_run(path, NODE, FP, result_factory([12.0] * 3), reset=True)
+    assert outcome.note.startswith(f"history reset: the 2 runs history is archived in {path.name} and a new")
+    assert outcome.note.endswith("baseline saved (1 run in history)")
+    assert outcome.warnings == []  # asked for: the report says so, no warning
+    loaded = load_baseline(path)
+    assert loaded.runs == 1 and [len(a["history"]) for a in loaded.archive] == [2]
+    assert json.loads(path.read_text())["schema_version"] == ARCHIVE_SCHEMA_VERSION == 2
 
 
 def test_fingerprint_change_starts_a_new_history_naming_the_field(path, result_factory):
     save_run(path, NODE, FP, result_factory([10.0] * 3))
     save_run(path, NODE, FP, result_factory([10.0] * 3, seed=1))
     upgraded = Fingerprint({**FIELDS, "ort_version": "1.32.0"})
-    baseline, note = save_run(path, NODE, upgraded, result_factory([10.0] * 3, seed=2))
-    assert note == ("fingerprint changed (ort_version: '1.31.1' -> '1.32.0'): new history;"
-                    " baseline saved (1 run in history)")
+    outcome = save_run(path, NODE, upgraded, result_factory([10.0] * 3, seed=2))
+    assert outcome.note.startswith("fingerprint changed (ort_version: '1.31.1' -> '1.32.0'): the 2 runs history"
+                                   f" is archived in {path.name} and a new history starts")
+    assert outcome.warnings == [f"{NODE}: " + outcome.note.split(" (aaco baseline")[0]]
     loaded = load_baseline(path)
     assert loaded.runs == 1 and loaded.fingerprint["ort_version"] == "1.32.0"
     assert loaded.fingerprint_id == upgraded.id != FP.id
+    [archived] = loaded.archive
+    assert archived["fingerprint"]["ort_version"] == "1.31.1" and len(archived["history"]) == 2
+    # back on the old fingerprint: its history resumes, the newer one is archived in turn
+    outcome = save_run(path, NODE, FP, result_factory([10.0] * 3, seed=3))
+    assert "resumed the 2 runs history archived" in outcome.note
+    loaded = load_baseline(path)
+    assert loaded.runs == 3 and [a["fingerprint"]["ort_version"] for a in loaded.archive] == ["1.32.0"]
 
 
 def test_model_change_starts_a_new_history(path, result_factory):
     save_run(path, NODE, FP, result_factory([10.0] * 3))
     changed = Fingerprint({**FIELDS, "model_sha256": "bb" * 32})
-    _, note = save_run(path, NODE, changed, result_factory([10.0] * 3))
-    assert note.startswith("model changed since the history was recorded: new history")
+    note = save_run(path, NODE, changed, result_factory([10.0] * 3)).note
+    assert note.startswith("model changed since the history was recorded: the 1 run history is archived")
     assert load_baseline(path).runs == 1
 
 
-def test_unreadable_file_is_replaced_with_a_note(path, result_factory):
+def test_unreadable_file_is_moved_aside_with_a_warning(path, result_factory):
     path.parent.mkdir(parents=True)
     path.write_text("{ not json")
-    _, note = save_run(path, NODE, FP, result_factory([10.0] * 3))
-    assert note.startswith(f"unreadable baseline replaced ({path}: not valid JSON")
+    outcome = save_run(path, NODE, FP, result_factory([10.0] * 3))
+    [kept] = path.parent.glob("*.corrupt-*.json")
+    assert kept.read_text() == "{ not json"
+    assert outcome.note.startswith(f"unreadable baseline moved aside to {kept.name}")
+    [warning] = outcome.warnings
+    assert warning.startswith(f"unreadable baseline {path} moved aside to {kept} ({path}: not valid JSON")
     assert load_baseline(path).runs == 1
+
+
+def test_a_file_in_place_of_the_folder_is_an_error_not_a_missing_baseline(tmp_path, result_factory):
+    (tmp_path / "baselines").write_text("not a folder")
+    path = baseline_path(tmp_path / "baselines", FP.machine_key, NODE)
+    with pytest.raises(AacoFileError, match="is a file, but pytest-aaco keeps baselines in a folder there"):
+        load_baseline(path)
+    with pytest.raises(AacoFileError, match="is a file"):
+        save_run(path, NODE, FP, result_factory([10.0] * 3))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_is_an_error_naming_the_fix(path, result_factory):
+    save_run(path, NODE, FP, result_factory([10.0] * 3))
+    path.parent.chmod(0o555)
+    try:
+        with pytest.raises(AacoFileError, match="cannot save the baseline.*make .* writable"):
+            save_run(path, NODE, FP, result_factory([10.0] * 3))
+    finally:
+        path.parent.chmod(0o755)
+
+
+def test_a_legacy_file_is_read_and_migrated(path, result_factory):
+    """Files named by pytest-aaco 0.1 (slug, no hash) are found, and moved to the new name on the next save."""
+    old = legacy_path(path, NODE)
+    save_run(old, NODE, FP, result_factory([10.0] * 3))
+    assert load_baseline(path, NODE).runs == 1
+    assert load_baseline(path) is None  # without the item, the old name is not guessed
+    outcome = save_run(path, NODE, FP, result_factory([10.0] * 3, seed=1))
+    assert f"migrated from {old.name}" in outcome.note
+    assert not old.exists() and load_baseline(path).runs == 2
+
+
+def test_a_legacy_file_of_another_item_is_left_alone(path, result_factory):
+    old = legacy_path(path, NODE)
+    other = NODE.replace("-cpu]", "+cpu]")  # the same 0.1 name
+    save_run(old, other, FP, result_factory([10.0] * 3))
+    assert load_baseline(path, NODE) is None
+    save_run(path, NODE, FP, result_factory([10.0] * 3))
+    assert old.exists() and json.loads(old.read_text())["item"] == other
 
 
 def test_newer_schema_is_not_overwritten(path, result_factory):
@@ -183,10 +247,11 @@ def test_atomic_write_keeps_the_old_file_when_replace_fails(path, result_factory
         raise OSError("simulated crash during rename")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="simulated crash"):
+    with pytest.raises(AacoFileError, match="cannot save the baseline \\(simulated crash"):
         save_run(path, NODE, FP, result_factory([20.0] * 3, seed=4))
     assert path.read_text() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary file left behind
+    # no temporary file left behind: the file, its lock and the .gitignore for lock files
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([".gitignore", f".{path.name}.lock", path.name])
 
 
 def test_atomic_write_cleans_up_on_interrupt(tmp_path, monkeypatch):

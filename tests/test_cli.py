@@ -271,7 +271,7 @@ def test_baseline_prune_keeps_the_newest_runs(store, capsys):
     pruned = load_baseline(store / "runner-a" / "resnet.json")
     assert pruned is not None and [r["timestamp"][:10] for r in pruned.history] == ["2025-01-03", "2025-01-04"]
     assert load_baseline(store / "runner-a" / "bert.json").runs == 2  # not matched by the pattern
-    assert not list(store.rglob(".*"))  # atomic writes leave no temporary files
+    assert not list(store.rglob(".*.tmp"))  # atomic writes leave no temporary files
 
 
 # ---------------------------------------------------------------- info
@@ -293,3 +293,52 @@ def test_info_text_and_bad_provider(capsys):
     assert "machine fingerprint for --aaco-provider=cpu" in out
     code, _, err = run(capsys, "info", "--provider", "bogus")
     assert code == 2 and "bogus" in err
+
+
+# ---------------------------------------------------------------- baseline archived / restore (issue 12)
+
+
+def test_baseline_archived_lists_and_restore_brings_back(tmp_path, capsys, result_factory):
+    from pytest_aaco.baseline import baseline_path, save_run
+    from pytest_aaco.fingerprint import Fingerprint
+
+    root = tmp_path / "baselines"
+    old = Fingerprint({"cpu_model": "x", "cpu_cores": 2, "gpu_name": None, "env": {"OMP_NUM_THREADS": "1"}})
+    new = Fingerprint({**old.fields, "env": {"OMP_NUM_THREADS": "2"}})
+    path = baseline_path(root, old.machine_key, NODE_A)
+    for seed in range(3):
+        save_run(path, NODE_A, old, result_factory([10.0] * 3, seed=seed))
+    save_run(path, NODE_A, new, result_factory([12.0] * 3))
+    code, out, _ = run(capsys, "baseline", "archived", "--baseline-dir", str(root))
+    assert code == 0 and NODE_A in out and "#1" in out and "fingerprint changed" in out
+    code, out, _ = run(capsys, "baseline", "restore", "--baseline-dir", str(root), "resnet", "1")
+    assert code == 0 and "restored the 3 runs history" in out
+    restored = load_baseline(path)
+    assert restored.runs == 3 and restored.fingerprint["env"] == {"OMP_NUM_THREADS": "1"}
+    assert [len(a["history"]) for a in restored.archive] == [1]
+    code, _, err = run(capsys, "baseline", "restore", "--baseline-dir", str(root), "resnet", "5")
+    assert code == 2 and "no archived history #5; it has 1" in err
+
+
+def test_baseline_restore_a_repaired_copy(tmp_path, capsys, result_factory):
+    from pytest_aaco.baseline import baseline_path, save_run
+    from pytest_aaco.fingerprint import Fingerprint
+
+    root = tmp_path / "baselines"
+    fp = Fingerprint({"cpu_model": "x", "cpu_cores": 2, "gpu_name": None})
+    path = baseline_path(root, fp.machine_key, NODE_A)
+    save_run(path, NODE_A, fp, result_factory([10.0] * 3))
+    save_run(path, NODE_A, fp, result_factory([10.0] * 3, seed=1))
+    good = path.read_text()
+    path.write_text("<<<<<<< HEAD\n" + good)  # a merge conflict
+    save_run(path, NODE_A, fp, result_factory([11.0] * 3))
+    [copy] = path.parent.glob("*.corrupt-*.json")
+    code, out, _ = run(capsys, "baseline", "archived", "--baseline-dir", str(root))
+    assert code == 0 and f"moved aside (unreadable): {copy}" in out
+    code, _, err = run(capsys, "baseline", "restore", str(copy))
+    assert code == 2 and "not valid JSON" in err and copy.exists()  # still broken: nothing changes
+    copy.write_text(good)  # repaired by hand
+    code, out, _ = run(capsys, "baseline", "restore", str(copy))
+    assert code == 0 and "restored" in out and not copy.exists()
+    restored = load_baseline(path)
+    assert restored.runs == 2 and [len(a["history"]) for a in restored.archive] == [1]

@@ -29,7 +29,9 @@ GATE = ("--aaco-threshold=90%", "--aaco-intra-op-threads=1", "--aaco-memory-slac
 
 
 def baseline_files(project) -> dict[str, dict]:
-    return {p.name: json.loads(p.read_text()) for p in project.pytester.path.glob("baselines/*/*.json")}
+    """Baseline files by name, the ``-<hash>`` suffix that keeps names unique left out."""
+    return {re.sub(r"-[0-9a-f]{10}\.json$", ".json", p.name): json.loads(p.read_text())
+            for p in project.pytester.path.glob("baselines/*/*.json")}
 
 
 def test_record_pass_then_catch_a_regression(aaco_project):
@@ -46,7 +48,7 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     assert sorted(files) == ["test_perf.py--test_latency-changing-cpu.json",
                              "test_perf.py--test_latency-steady-cpu.json"]
     for data in files.values():
-        assert data["schema_version"] == 2 and len(data["history"]) == 2
+        assert data["schema_version"] == 3 and len(data["history"]) == 2  # runs with reference series
         assert data["fingerprint"]["provider"] == "CPUExecutionProvider"
         assert data["fingerprint"]["intra_op_threads"] == 1
         assert data["fingerprint"]["reference"].startswith("mix:")  # the default reference workload

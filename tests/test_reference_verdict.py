@@ -166,9 +166,9 @@ def test_common_offset(changes, expected):
 
 def test_history_stores_raw_normalized_and_reference_series(result_factory, tmp_path):
     current = run(result_factory, 10.0, seed=7)
-    saved, _ = save_run(tmp_path / "m.json", "t::m", FP, current)
+    save_run(tmp_path / "m.json", "t::m", FP, current)
     data = json.loads((tmp_path / "m.json").read_text())
-    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["schema_version"] == SCHEMA_VERSION == 3
     stored = data["history"][0]
     assert [r["log_mean"] for r in stored["rounds"]] == pytest.approx(list(current.round_log_means))
     assert stored["reference"]["id"] == REF_ID
@@ -186,6 +186,16 @@ def test_version_1_files_are_read(result_factory, tmp_path):
                                 "fingerprint_id": FP.id, "history": [record], "latest_latencies_ms": []}))
     loaded = load_baseline(path)
     assert loaded.runs == 1 and loaded.reference_ids() == []
+
+
+def test_reference_series_survive_an_archive(result_factory, tmp_path):
+    """A reset archives the history with its reference series; the file stays version 3."""
+    path = tmp_path / "m.json"
+    save_run(path, "t::m", FP, run(result_factory, 10.0, seed=7))
+    save_run(path, "t::m", FP, run(result_factory, 10.0, seed=8, with_reference=False), reset=True)
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 3 and "reference" in data["archive"][0]["history"][0]
+    assert load_baseline(path).reference_ids() == []  # the current history has none
 
 
 def test_malformed_reference_record_names_the_file(result_factory, tmp_path):

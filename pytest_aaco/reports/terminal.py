@@ -73,11 +73,13 @@ def format_table(records: Sequence[ItemRecord]) -> list[str]:
 
 
 def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
-    """The message of every item worth a line (:attr:`ItemRecord.worth_a_line`), with its likely cause."""
+    """The message of every item worth a line (:attr:`ItemRecord.worth_a_line`), with its likely cause,
+    and every warning about the item's baseline file (moved aside, history archived)."""
     lines = []
     for record in records:
         if record.worth_a_line:
             lines.append(f"  {record.message}")
+        lines += [f"  warning: {text}" for text in record.warnings]
         d = record.diagnosis
         if d:
             lines.append(f"    likely cause: {d.get('category')} ({'; '.join(d.get('evidence') or [])})"
