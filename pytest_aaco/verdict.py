@@ -59,6 +59,11 @@ NO_REGRESSION_ALPHA = 0.05
 #: a machine speed change beyond this fraction (the reference's drift, significant at REGIME_P, or
 #: the offset shared by the session's items) is a regime change: raw figures cannot gate
 REGIME_FRACTION, REGIME_P = 0.03, 0.01
+#: beyond this machine drift even the normalized series is not trusted to declare a regression or an
+#: improvement: in the busy-CPU study (docs/verdict-quality.md) unchanged gates whose reference ran
+#: 67% to 136% slower than in the history came out 17% to 53% slower normalized (CPU contention
+#: time-shares the item and the reference unevenly)
+NORMALIZED_REGIME_LIMIT = 0.30
 #: the series a verdict was computed on
 NORMALIZED, RAW = "normalized", "raw"
 
@@ -344,10 +349,13 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
         verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference['name']}"
                              f" (raw {_pct(verdict.raw_ratio or 1)})")
     regime = regime_change(series.reference, machine_offset)
+    beyond = series.reference is not None and abs(series.reference["drift"]) > NORMALIZED_REGIME_LIMIT
     if regime:
-        if series.kind == RAW and verdict.outcome in (REGRESSION, IMPROVEMENT):
-            verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; raw figures cannot tell it from"
-                                 " the machine's change")
+        if (series.kind == RAW or beyond) and verdict.outcome in (REGRESSION, IMPROVEMENT):
+            why = ("raw figures cannot tell it from the machine's change" if series.kind == RAW else
+                   f"beyond the {NORMALIZED_REGIME_LIMIT:.0%} the reference is trusted to cancel; re-run when"
+                   " the machine is back to its usual speed")
+            verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; {why}")
             verdict.outcome = INCONCLUSIVE
         else:
             verdict.notes.append(regime)

@@ -101,6 +101,15 @@ def test_old_history_without_reference_is_judged_raw(result_factory):
     assert v.series == RAW and "the history has no reference workload" in v.message
 
 
+def test_a_machine_far_slower_withholds_even_a_normalized_regression(result_factory):
+    """Beyond NORMALIZED_REGIME_LIMIT (30%) the reference is not trusted to cancel the machine's change."""
+    v = judge(run(result_factory, 11.0, machine=1.6, seed=7), history(result_factory))
+    assert v.series == NORMALIZED and v.ratio == pytest.approx(1.10, abs=0.02)
+    assert v.outcome == INCONCLUSIVE and not v.fails
+    assert "regression withheld: the machine ran" in v.message
+    assert "beyond the 30% the reference is trusted to cancel" in v.message
+
+
 def test_regime_change_withholds_a_raw_regression(result_factory):
     """The reference drifted within the run (so it cannot normalize) and shows the machine 20%
     slower: the raw +20% may not be called a regression."""
