@@ -29,6 +29,7 @@ Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item'
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -181,6 +182,27 @@ def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "
         return replace(raw, reason=raw_only or unstable, reference=figures)
     return Series(NORMALIZED, np.asarray(ref.normalized, float), [list(r["normalized"]) for r in matching],
                   reference=figures)
+
+
+def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None) -> bool:
+    """Whether a regression or improvement must be withheld because the machine changed speed.
+
+    The machine's change is the reference's drift (else the session's shared offset). On raw
+    figures the verdict is withheld unless its change is more than twice the machine's, in ln
+    units (raw = true change x machine change, so only a change far beyond the machine's is
+    evidence); on normalized figures only beyond :data:`NORMALIZED_REGIME_LIMIT`, and then unless
+    the change exceeds the machine's. A 10x slowdown is never hidden by a 30% slower machine.
+    """
+    if v.outcome not in (REGRESSION, IMPROVEMENT) or v.ratio is None:
+        return False
+    drift = series.reference["drift"] if series.reference is not None else machine_offset
+    if drift is None:
+        return False
+    machine = abs(math.log1p(drift))
+    change = abs(math.log(v.ratio))
+    if series.kind == RAW:
+        return change <= 2 * machine
+    return abs(drift) > NORMALIZED_REGIME_LIMIT and change <= machine
 
 
 def regime_change(reference: dict[str, Any] | None, machine_offset: float | None) -> str:
@@ -349,9 +371,8 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
         verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference['name']}"
                              f" (raw {_pct(verdict.raw_ratio or 1)})")
     regime = regime_change(series.reference, machine_offset)
-    beyond = series.reference is not None and abs(series.reference["drift"]) > NORMALIZED_REGIME_LIMIT
     if regime:
-        if (series.kind == RAW or beyond) and verdict.outcome in (REGRESSION, IMPROVEMENT):
+        if withheld_by_regime(verdict, series, machine_offset):
             why = ("raw figures cannot tell it from the machine's change" if series.kind == RAW else
                    f"beyond the {NORMALIZED_REGIME_LIMIT:.0%} the reference is trusted to cancel; re-run when"
                    " the machine is back to its usual speed")

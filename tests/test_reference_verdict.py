@@ -120,6 +120,14 @@ def test_regime_change_withholds_a_raw_regression(result_factory):
     assert "regression withheld: the machine ran" in v.message and "slower than in the history" in v.message
 
 
+def test_a_regression_far_beyond_the_machines_change_is_still_declared(result_factory):
+    """A 10x slowdown is never hidden by a machine running 20% slower (raw) or 60% slower (normalized)."""
+    raw = judge(run(result_factory, 100.0, machine=1.2, seed=7, ref_trend=0.15), history(result_factory))
+    assert raw.series == RAW and raw.outcome == REGRESSION and raw.fails
+    normalized = judge(run(result_factory, 100.0, machine=1.6, seed=7), history(result_factory))
+    assert normalized.series == NORMALIZED and normalized.outcome == REGRESSION and normalized.fails
+
+
 def test_common_offset_withholds_a_raw_regression(result_factory):
     current = run(result_factory, 12.0, seed=7, with_reference=False)
     base = history(result_factory, with_reference=False)
