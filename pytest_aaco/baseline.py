@@ -35,10 +35,14 @@ from .jsonio import AacoFileError, atomic_write_json, atomic_write_text, read_js
 from .results import BenchmarkResult
 from .stats import VariancePrior, fit_variance_prior
 
-SCHEMA_VERSION = 2
+#: 3: history runs may hold ``reference`` (the reference workload's round log-means, the normalized
+#: ones and its identity); files of versions 1 and 2 are read as runs without a reference
+SCHEMA_VERSION = 3
 #: files without an archive are still written as version 1, which every pytest-aaco reads; a file
-#: with an archive is version 2, so an older pytest-aaco refuses to overwrite (and lose) the archive
+#: with an archive is version 2, and one with reference series version 3, so an older pytest-aaco
+#: refuses to overwrite (and lose) what it does not understand
 PLAIN_SCHEMA_VERSION = 1
+ARCHIVE_SCHEMA_VERSION = 2
 #: readable part of a file name, in characters (the hash after it makes the name unique)
 SLUG_CHARS = 80
 #: hex digits of the item hash in a file name
@@ -100,7 +104,9 @@ def other_runners(baseline_dir: Path, machine_key: str, nodeid: str) -> list[str
 @dataclass
 class Baseline:
     """A loaded baseline file. ``history`` is oldest first; each run is a dict with ``timestamp``,
-    ``rounds`` (round summaries), ``summary`` (mean/p50/p99 ms ...) and ``telemetry`` (summary).
+    ``rounds`` (round summaries), ``summary`` (mean/p50/p99 ms ...), ``telemetry`` (summary) and,
+    when a reference workload was measured alongside, ``reference``
+    (:meth:`pytest_aaco.results.ReferenceSeries.to_dict`: ``id``, ``log_means``, ``normalized`` ...).
     ``archive`` holds the histories that restarts set aside, oldest first: each a dict with
     ``archived_at`` (UTC ISO 8601), ``reason``, ``fingerprint``, ``fingerprint_id``, ``item``,
     ``history`` and ``latest_latencies_ms``."""
@@ -121,6 +127,16 @@ class Baseline:
         """Per run, its round log-means (mean ln ms of each round); shape ``(runs, rounds_i)``."""
         return [[r["log_mean"] for r in run["rounds"]] for run in self.history]
 
+    def reference_runs(self, reference_id: str) -> list[dict[str, Any]]:
+        """The ``reference`` records of the runs measured with reference *reference_id*, oldest first."""
+        return [run["reference"] for run in self.history
+                if isinstance(run.get("reference"), dict) and run["reference"].get("id") == reference_id]
+
+    def reference_ids(self) -> list[str]:
+        """The distinct reference identities in the history, in order of first use."""
+        ids = [run["reference"]["id"] for run in self.history if isinstance(run.get("reference"), dict)]
+        return list(dict.fromkeys(ids))
+
     def latest(self) -> dict[str, Any]:
         return self.history[-1]
 
@@ -130,7 +146,10 @@ class Baseline:
                 "history": self.history, "latest_latencies_ms": self.latest_latencies_ms}
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"schema_version": SCHEMA_VERSION if self.archive else PLAIN_SCHEMA_VERSION, **self.current()}
+        runs = self.history + [run for entry in self.archive for run in entry.get("history", [])]
+        version = (SCHEMA_VERSION if any("reference" in run for run in runs)  # an older reader must not rewrite it
+                   else ARCHIVE_SCHEMA_VERSION if self.archive else PLAIN_SCHEMA_VERSION)
+        data = {"schema_version": version, **self.current()}
         if self.archive:
             data["archive"] = self.archive
         return data
@@ -153,6 +172,21 @@ def _require(path: Path, data: Any, key: str, kind: type) -> Any:
     return data[key]
 
 
+def _check_reference(path: Path, run: dict[str, Any], rounds: int) -> None:
+    """A run's ``reference`` record, when present, has an ``id`` and one log-mean and one normalized
+    value per round; AacoFileError naming the file otherwise."""
+    ref = run.get("reference")
+    if ref is None:
+        return
+    ok = isinstance(ref, dict) and isinstance(ref.get("id"), str) and all(
+        isinstance(ref.get(key), list) and len(ref[key]) == rounds
+        and all(isinstance(v, (int, float)) for v in ref[key]) for key in ("log_means", "normalized"))
+    if not ok:
+        raise AacoFileError(f"{path}: a history run's 'reference' needs 'id' and one 'log_means' and"
+                            " 'normalized' value per round; re-record it with --aaco-save-baseline"
+                            " --aaco-baseline-reset")
+
+
 def _check_history(path: Path, history: list[Any]) -> None:
     for run in history:
         rounds = _require(path, run, "rounds", list)
@@ -160,6 +194,7 @@ def _check_history(path: Path, history: list[Any]) -> None:
                                  and not isinstance(r.get("log_mean"), bool) for r in rounds):
             raise AacoFileError(f"{path}: a history run has no round summaries with 'log_mean';"
                                 " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+        _check_reference(path, run, len(rounds))
         summary = _require(path, run, "summary", dict)
         mean = summary.get("mean_ms")
         if not isinstance(mean, (int, float)) or isinstance(mean, bool):  # the verdict reports the baseline mean
@@ -239,15 +274,20 @@ def _legacy_file(path: Path, nodeid: str) -> Path | None:
 
 
 def run_record(result: BenchmarkResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The history entry for one run: timestamp, round summaries, summary and telemetry summary,
-    plus *extra* entries (``cold_start``, ``profile``: what the run measured beside its rounds)."""
-    return {
+    """The history entry for one run: timestamp, round summaries (raw round log-means), summary,
+    telemetry summary, *extra* entries (``cold_start``, ``profile``: what the run measured beside its
+    rounds) and, with a reference workload, its series (:class:`~pytest_aaco.results.ReferenceSeries`:
+    the reference's round log-means, the normalized ones and its identity)."""
+    record = {
         "timestamp": _now(),
         "rounds": [r.summary() for r in result.rounds],
         "summary": result.summary(),
         "telemetry": (result.telemetry or {}).get("summary", {}),
         **(extra or {}),
     }
+    if result.reference is not None:
+        record["reference"] = result.reference.to_dict()
+    return record
 
 
 def history_entries(baseline: Baseline | None, key: str) -> list[dict[str, Any]]:

@@ -32,9 +32,11 @@ from .measure import (
 from .placement import Placement, PlacementError, describe_placement, fallback_problem
 from .providers import ProviderError, ProviderSpec, parse_provider
 from .records import Verdict
+from .reference import Reference
 from .registry import ModelSpec
 from .results import BenchmarkResult
 from .samplers import TelemetrySession, build_samplers
+from .samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 from .warnings import AacoProviderWarning
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
@@ -136,10 +138,14 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
 
 
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
-    """:func:`~pytest_aaco.measure.build_session`, recording the RSS the session added (MB)."""
+    """:func:`~pytest_aaco.measure.build_session`, recording the RSS the session added (MB) and
+    starting the probe of its own device memory (:class:`~pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`)."""
+    probe = DeviceMemoryProbe(provider.short, device_id)
+    probe.start()
     before = rss_mb()
     handle = build_session(model_path, provider, device_id, intra_op_threads)
     handle.build_rss_mb = rss_mb() - before
+    handle.device_probe = probe
     return handle
 
 
@@ -164,7 +170,8 @@ class BenchmarkRun:
     """The callable behind ``benchmark_model``: ``benchmark_model(**overrides) -> BenchmarkResult``.
 
     Overrides: ``warmup``, ``rounds``, ``iterations`` (ints). Each call measures afresh and the
-    last result is the one the gate judges.
+    last result is the one the gate judges. With a *reference* (:mod:`pytest_aaco.reference`),
+    every round is paired with a short block of it.
     """
 
     config: AacoConfig
@@ -176,6 +183,7 @@ class BenchmarkRun:
     gate_p99: bool = False
     results: list[BenchmarkResult] = field(default_factory=list)
     placement: dict[str, Any] | None = None
+    reference: Reference | None = None
     _feeds: dict[str, np.ndarray] | None = None
     #: with ``--aaco-compare`` / ``--aaco-compare-python``: measures the item side by side and
     #: returns (the candidate's result, its Verdict) (:meth:`pytest_aaco.session.AacoSession.compare_item`)
@@ -199,8 +207,10 @@ class BenchmarkRun:
         with hold_device(self.provider.is_gpu, self.config.device_id, f"{self.model.name}[{self.provider.short}]"):
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
-                                   telemetry=self._telemetry())
+                                   telemetry=self._telemetry(), reference=self.reference)
         add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
+        if handle.device_probe is not None and "summary" in (result.telemetry or {}):
+            record_own_vram(result.telemetry["summary"], *handle.device_probe.stop())
         return result
 
     def settings_for(self, **overrides: Any) -> MeasureSettings:

@@ -171,6 +171,7 @@ class AacoConfig(GateSettings):
     cold_start_threshold: float = setting("cold-start-threshold")
     cupti: bool = setting("cupti")
     rocprof: str | None = setting("rocprof")
+    reference: str | None = setting("reference")
     session_dir: Path = field(default_factory=lambda: Path(opts.default("session-dir")))
     bundle: bool = not opts.default("no-bundle")
     junit_path: Path | None = None

@@ -29,6 +29,15 @@ MACHINE_FIELDS = ("cpu_model", "cpu_cores", "gpu_name")
 #: are not part of the comparability key: a slower model must be *compared*, not skipped as
 #: "different", or the gate could never catch a regression in the model itself.
 SUBJECT_FIELDS = ("model_sha256",)
+#: the reference workload's identity (:mod:`pytest_aaco.reference`). Recorded, never part of the
+#: comparability key: a changed reference invalidates only the normalized series (each history run
+#: stores the id it was normalized by), the raw figures stay comparable.
+REFERENCE_FIELDS = ("reference",)
+#: fields outside the comparability key
+NOT_COMPARED = SUBJECT_FIELDS + REFERENCE_FIELDS
+#: fields that are software versions: a fingerprint differing only in these is still compared,
+#: on raw figures, with the change named (an upgrade must not silently turn the gate off)
+VERSION_FIELDS = ("ort_version", "gpu_driver")
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,8 @@ class Fingerprint:
     @property
     def id(self) -> str:
         """16 hex digits of SHA-256 over the canonical JSON of the comparability fields
-        (every field but :data:`SUBJECT_FIELDS`)."""
-        key = {k: v for k, v in self.fields.items() if k not in SUBJECT_FIELDS}
+        (every field but :data:`NOT_COMPARED`)."""
+        key = {k: v for k, v in self.fields.items() if k not in NOT_COMPARED}
         text = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -62,8 +71,14 @@ class Fingerprint:
 
     def diff(self, other: Mapping[str, Any]) -> list[str]:
         """Comparability fields whose values differ from *other* (a stored fingerprint's fields)."""
-        keys = sorted((set(self.fields) | set(other)) - set(SUBJECT_FIELDS))
+        keys = sorted((set(self.fields) | set(other)) - set(NOT_COMPARED))
         return [k for k in keys if self.fields.get(k) != other.get(k)]
+
+    def version_only(self, other: Mapping[str, Any]) -> list[str]:
+        """The differing fields when every one of them is in :data:`VERSION_FIELDS` (an ORT or
+        driver upgrade); an empty list when nothing differs or something else does too."""
+        diff = self.diff(other)
+        return diff if diff and all(k in VERSION_FIELDS for k in diff) else []
 
     def matches(self, other: Mapping[str, Any]) -> bool:
         """True when *other* (a stored fingerprint's fields) is comparable: no comparability field differs."""
@@ -104,8 +119,11 @@ def machine_fields(provider_short: str) -> dict[str, Any]:
 
 def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], input_dtypes: dict[str, str],
                       provider: str, ep_name: str, provider_options: dict[str, Any], iobinding: str,
-                      intra_op_threads: int, extra: dict[str, Any] | None = None) -> Fingerprint:
-    """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations.
+                      intra_op_threads: int, extra: dict[str, Any] | None = None,
+                      reference: str | None = None) -> Fingerprint:
+    """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations;
+    *reference* is the reference workload's id (:func:`pytest_aaco.reference.reference_id`), None
+    when it is off.
 
     Provider option values that look like credentials are kept as a salted hash
     (:func:`pytest_aaco.redact.fingerprint_options`): a change is still detected, the value is never stored.
@@ -124,5 +142,7 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
         "env": timing_env(),
         **machine_fields(provider),
     }
+    if reference is not None:
+        fields["reference"] = reference
     fields.update(extra or {})
     return Fingerprint(fields)

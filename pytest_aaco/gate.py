@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +28,20 @@ from .records import ItemRecord, Outcome, Verdict
 from .registry import content_hash
 from .results import BenchmarkResult
 from .stats import LondFdr, VariancePrior
-from .verdict import GateSettings, compare, confirm, finish, needs_confirmation, under_contention
+from .verdict import GateSettings, MachineOffset, compare, confirm, finish, needs_confirmation, under_contention
 
 
 @dataclass(frozen=True)
 class GateContext:
     """What the gate needs from the session: the settings, the session's LOND procedure, the
-    machine's variance prior per baseline folder, and a way to say a confirmation look starts."""
+    machine's variance prior per baseline folder, a way to say a confirmation look starts, and
+    the session's shared raw change (a machine speed change that moves every item)."""
 
     config: AacoConfig
     lond: LondFdr
     variance_prior: Callable[[Path], VariancePrior | None]
     announce: Callable[[str, MeasureSettings], None]
+    machine_offset: MachineOffset = field(default_factory=MachineOffset)
 
 
 def item_label(run: BenchmarkRun) -> str:
@@ -60,6 +62,7 @@ def item_fingerprint(run: BenchmarkRun, extra: dict[str, Any]) -> Fingerprint:
         iobinding=run.settings.iobinding,
         intra_op_threads=run.config.intra_op_threads,
         extra=extra,
+        reference=run.reference.id if run.reference is not None else None,
     )
 
 
@@ -93,15 +96,18 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
         return run.side_verdict, None
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     baseline = load_baseline(path, nodeid)
-    gated = baseline is not None and fp.matches(baseline.fingerprint)
+    # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
+    gated = baseline is not None and (fp.matches(baseline.fingerprint) or bool(fp.version_only(baseline.fingerprint)))
     level = ctx.lond.next_level() if gated else c.fdr
     others = other_runners(c.baseline_dir, fp.machine_key, nodeid) if baseline is None else None
     prior = ctx.variance_prior(path.parent) if gated else None
-    verdict = compare(result, baseline, fp, settings, level, label, others, prior)
+    offset = ctx.machine_offset.current()
+    verdict = compare(result, baseline, fp, settings, level, label, others, prior, machine_offset=offset)
     if c.confirm and needs_confirmation(verdict):
         ctx.announce(f"{label} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
-        second = compare(result.confirmation, baseline, fp, settings, level, label, prior=prior)
+        second = compare(result.confirmation, baseline, fp, settings, level, label, prior=prior,
+                         machine_offset=offset)
         verdict = confirm(verdict, second, settings)
     if c.max_contention is not None:
         looks = [result] + ([result.confirmation] if result.confirmation is not None else [])
@@ -110,6 +116,7 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
                                    c.max_contention, settings)
     if gated:
         ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
+        ctx.machine_offset.record(verdict)
     return verdict, baseline if gated else None
 
 

@@ -142,20 +142,23 @@ def block_iterations(per_iteration_ms: float, target_s: float = BLOCK_TARGET_S) 
 
 
 def run_cycles(sides: Sequence[BlockRunner], iterations: Mapping[str, int], cycles: int, *,
-               discard: int = 0, rng: np.random.Generator | None = None, first_index: int = 0,
+               discard: int | Mapping[str, int] = 0, rng: np.random.Generator | None = None, first_index: int = 0,
                after: str | None = None) -> list[Cycle]:
     """Run *cycles* cycles of interleaved blocks.
 
     Each block of side ``s`` runs ``discard + iterations[s]`` iterations; the first ``discard``
-    are kept apart as :attr:`Block.discarded_ms`. Orders come from :func:`balanced_orders`
-    (*rng* defaults to a fixed seed, so a run's order is reproducible). *first_index* numbers
-    the cycles when a measurement is extended; *after* names the side that ran just before the
-    first block (for :func:`spin_bleed`), when extending. Raises KeyError for a side without an
-    entry in *iterations*, ValueError for counts below 1, and whatever a side raises.
+    are kept apart as :attr:`Block.discarded_ms`. *discard* may be a mapping of side name to its
+    own count (a fast side needs more iterations to cover a slower side's spinning threads).
+    Orders come from :func:`balanced_orders` (*rng* defaults to a fixed seed, so a run's order is
+    reproducible). *first_index* numbers the cycles when a measurement is extended; *after* names
+    the side that ran just before the first block (for :func:`spin_bleed`), when extending.
+    Raises KeyError for a side without an entry in *iterations* (or in a *discard* mapping),
+    ValueError for counts below 1, and whatever a side raises.
     """
-    if discard < 0:
-        raise ValueError(f"discard must be >= 0, got {discard}")
     by_name = {s.name: s for s in sides}
+    discards = {name: int(discard[name] if isinstance(discard, Mapping) else discard) for name in by_name}
+    if min(discards.values(), default=0) < 0:
+        raise ValueError(f"discard must be >= 0, got {discard}")
     for name in by_name:
         if int(iterations[name]) < 1:
             raise ValueError(f"side {name!r}: iterations must be >= 1, got {iterations[name]}")
@@ -166,8 +169,9 @@ def run_cycles(sides: Sequence[BlockRunner], iterations: Mapping[str, int], cycl
         blocks = []
         for position, name in enumerate(order):
             start = time.perf_counter_ns()
-            lat_ms = by_name[name].block(discard + int(iterations[name])) / 1e6
-            blocks.append(Block(name, position, lat_ms[discard:], lat_ms[:discard], start,
+            skip = discards[name]
+            lat_ms = by_name[name].block(skip + int(iterations[name])) / 1e6
+            blocks.append(Block(name, position, lat_ms[skip:], lat_ms[:skip], start,
                                 time.perf_counter_ns(), previous))
             previous = name
         result.append(Cycle(first_index + offset, tuple(blocks)))

@@ -55,6 +55,8 @@ class SessionHandle:
     #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
     bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
+    #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
+    device_probe: Any = None
 
     @property
     def cuda_graph(self) -> bool:
@@ -278,22 +280,30 @@ def measure_rounds(run: Callable[[], Any], rounds: int, iterations: int) -> list
 
 
 def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
-                  model: str, batch: int, telemetry: Any = None) -> BenchmarkResult:
+                  model: str, batch: int, telemetry: Any = None, reference: Any = None) -> BenchmarkResult:
     """Warm up, then measure ``settings.rounds`` rounds on *handle*.
 
     *telemetry* is an object with ``start()``, ``stop()`` and ``to_dict()`` (a
-    TelemetrySession), run during the measured rounds only. The session's providers are
-    checked before and after measuring; a fallback raises :class:`SessionError`.
+    TelemetrySession), run during the measured rounds only. With *reference* (a
+    :class:`pytest_aaco.reference.Reference`), every round is paired with a reference block
+    (:meth:`~pytest_aaco.reference.Reference.measure_alongside`) and the result's ``reference``
+    holds that series. The session's providers are checked before and after measuring; a
+    fallback raises :class:`SessionError`.
     """
     check_placement(handle)
     run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
+    series = None
     try:
         first_ms, warm_ms = warmup(run, settings.warmup)
         iterations = settings.iterations or adaptive_iterations(warm_ms)
         if telemetry is not None:
             telemetry.start()
         try:
-            rounds = measure_rounds(run, settings.rounds, iterations)
+            if reference is None:
+                rounds = measure_rounds(run, settings.rounds, iterations)
+            else:
+                round_s = iterations * float(np.median(warm_ms[len(warm_ms) // 2:])) / 1000 if warm_ms.size else 0.1
+                rounds, series = reference.measure_alongside(run, settings.rounds, iterations, round_s)
         finally:
             if telemetry is not None:
                 telemetry.stop()
@@ -314,4 +324,5 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
         batch_size=batch,
         iobinding=settings.iobinding,
         telemetry=telemetry.to_dict() if telemetry is not None else {},
+        reference=series,
     )

@@ -23,6 +23,11 @@ from typing import Any, Literal
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
 PROFILE_MODES = ("off", "on", "failing")
+#: reference workloads (:mod:`pytest_aaco.reference` builds them): generated ones, then model-zoo
+#: architectures shipped inside the onnx package; ``none`` turns the reference off
+REFERENCE_GENERATED = ("mix", "mix-small")
+REFERENCE_ZOO = ("squeezenet", "inception_v1", "shufflenet", "resnet50", "densenet121")
+NO_REFERENCE = "none"
 #: the ``Parser.addini`` types the options use
 IniType = Literal["string", "bool", "linelist"]
 
@@ -171,6 +176,12 @@ def choice(value: Any, choices: tuple[str, ...]) -> str:
 _SCALAR = re.compile(r"^-?\d+$")
 
 
+def reference_name(value: Any) -> str | None:
+    """A reference workload name (lower case), or None for ``none``; ValueError listing the valid ones."""
+    name = choice(value, REFERENCE_GENERATED + REFERENCE_ZOO + (NO_REFERENCE,))
+    return None if name == NO_REFERENCE else name
+
+
 def option_value(text: str) -> Any:
     """Provider option values keep ORT's string form; ints stay ints so ``device_id=1`` works too."""
     return int(text) if _SCALAR.match(text) else text
@@ -262,7 +273,10 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("max-contention", "cores other processes may keep busy while an item is measured before a"
               " regression is withheld as inconclusive (off: never)", "0.1", "CORES", parse=cores),
     OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS", parse=seconds_from_ms),
-    OptionDef("memory-threshold", "peak RSS/VRAM growth that counts as a memory regression", "10%", "FRACTION",
+    OptionDef("reference", "reference workload measured in short blocks alongside each round, so stored"
+              " baselines are compared on ln(item) - ln(reference): mix (generated), mix-small, squeezenet,"
+              " inception_v1, shufflenet, resnet50, densenet121, or none", "mix", "NAME", parse=reference_name),
+    OptionDef("memory-threshold", "own RSS/device-memory growth that counts as a memory regression", "10%", "FRACTION",
               parse=partial(fraction_below, upper=10.0)),
     OptionDef("memory-slack", "growth in MB below which memory is never a regression", "50", "MB", parse=megabytes),
     OptionDef("profile", "per-operator profile: one extra profiled pass per item in a separate session, after the"

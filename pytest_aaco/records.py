@@ -114,9 +114,24 @@ class Verdict:
     #: side-by-side figures (``SideBySide.to_dict()``: REF, cycles, per-cycle ratios, looks, each
     #: side's memory) when the item was gated side by side (``--aaco-compare``)
     side_by_side: dict[str, Any] | None = None
+    #: the series tested: ``normalized`` (by the reference workload) or ``raw``
+    series: str | None = None
+    #: current/baseline of the raw figures, whichever series was tested
+    raw_ratio: float | None = None
+    #: the reference workload's figures (``name``, ``id``, ``drift``, ``ci_low``, ``ci_high``,
+    #: ``p_value``, ``runs``, ``mean_ms``, ``share``), None without a comparable reference
+    reference: dict[str, Any] | None = None
+    #: fingerprint fields that differ and are versions only (compared raw, with the change named)
+    version_change: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
+
+    @property
+    def reference_drift(self) -> float | None:
+        """How much slower (fraction, > 0) or faster (< 0) the reference ran than in the history:
+        the machine's own change of speed; None without a comparable reference."""
+        return None if self.reference is None else self.reference.get("drift")
 
     @property
     def change_pct(self) -> float | None:
@@ -130,6 +145,7 @@ class Verdict:
         data = asdict(self)
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
+        data["reference_drift"] = self.reference_drift
         return data
 
     @classmethod
@@ -140,7 +156,7 @@ class Verdict:
         kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE)
         kwargs.setdefault("label", "")
         kwargs.setdefault("threshold", 0.0)
-        for name in ("fingerprint_diff", "memory", "unstable", "notes"):
+        for name in ("fingerprint_diff", "memory", "unstable", "notes", "version_change"):
             kwargs[name] = list(kwargs.get(name) or [])
         return cls(**kwargs)
 

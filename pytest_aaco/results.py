@@ -63,6 +63,38 @@ class RoundResult:
         }
 
 
+@dataclass(frozen=True)
+class ReferenceSeries:
+    """The reference workload's blocks, one per item round (:mod:`pytest_aaco.reference`).
+
+    ``log_means``: mean ln(ms) of each reference block, shape ``(rounds,)``; ``normalized``: per
+    round pair ``ln(item) - ln(reference)`` (the item round's log-mean minus the reference
+    block's), shape ``(rounds,)``; ``mean_ms``: mean reference latency (ms); ``iterations``:
+    measured iterations per reference block; ``share``: the reference's fraction of the measured
+    time (0.17 = 17%); ``id``: name and content hash of the reference model.
+    """
+
+    name: str
+    id: str
+    log_means: np.ndarray
+    normalized: np.ndarray
+    mean_ms: float
+    iterations: int
+    share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored in baselines and bundles (lists of floats)."""
+        return {
+            "name": self.name,
+            "id": self.id,
+            "log_means": [float(v) for v in self.log_means],
+            "normalized": [float(v) for v in self.normalized],
+            "mean_ms": self.mean_ms,
+            "iterations": self.iterations,
+            "share": self.share,
+        }
+
+
 @dataclass
 class BenchmarkResult:
     """Everything measured for one (model, execution provider) item.
@@ -70,7 +102,8 @@ class BenchmarkResult:
     The fields of the classic InferenceResult are properties over the measured iterations:
     ``latencies_ms`` (shape ``(rounds * iterations,)``), ``mean_ms``, ``std_ms``, ``p50_ms``,
     ``p90_ms``, ``p99_ms``, ``throughput`` (samples/s = batch size * 1000 / mean ms),
-    ``warmup_iterations`` and ``measure_iterations``.
+    ``warmup_iterations`` and ``measure_iterations``. With a reference workload measured
+    alongside, ``rounds`` are still the item's own blocks and ``reference`` holds the rest.
     """
 
     model: str
@@ -85,6 +118,7 @@ class BenchmarkResult:
     iobinding: str = "none"
     telemetry: dict[str, Any] = field(default_factory=dict)
     confirmation: BenchmarkResult | None = None
+    reference: ReferenceSeries | None = None
 
     @property
     def latencies_ms(self) -> np.ndarray:
@@ -165,6 +199,8 @@ class BenchmarkResult:
         if raw:
             data["latencies_ms"] = [r.latencies_ms.round(6).tolist() for r in self.rounds]
             data["warmup_latencies_ms"] = self.warmup_latencies_ms.round(6).tolist()
+        if self.reference is not None:
+            data["reference"] = self.reference.to_dict()
         if self.confirmation is not None:
             data["confirmation"] = self.confirmation.to_dict(raw=raw)
         return data

@@ -36,7 +36,7 @@ from .environment import collect_environment
 from .gate import GateContext, cause_and_fix, crash_record, error_record, gate_settings, judge, mark_error
 from .gitref import NEW, UNCHANGED, GitRefError
 from .jsonio import dumps, loads_records
-from .measure import MeasureSettings, SessionHandle
+from .measure import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
 from .placement import Placement, placement_report
 from .providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from .records import (
@@ -52,6 +52,7 @@ from .records import (
     Verdict,
 )
 from .redact import redact_argv
+from .reference import Reference, ReferenceCache
 from .registry import ModelSpec, load_registry, model_path
 from .reports import ReportContext, github, html, junit, terminal
 from .reports.bundle import ENVIRONMENT_FILE, SessionBundle
@@ -61,7 +62,8 @@ from .samplers.clocks import clock_warnings, read_clock_state
 from .sidebyside import CompareSettings
 from .sidegate import ItemMeasure, SideBySideGate
 from .stats import LondFdr
-from .warnings import AacoBaselineWarning, AacoClockWarning, AacoReportWarning
+from .verdict import MachineOffset
+from .warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
 SESSION_CACHE_SIZE = 2
@@ -96,6 +98,8 @@ class AacoSession:
                                                 Path(str(pytest_config.rootpath)))
             except GitRefError as exc:
                 raise pytest.UsageError(str(exc)) from None
+        self._references = ReferenceCache(config.reference)
+        self.machine_offset = MachineOffset()
 
     # ------------------------------------------------------------ registry and providers
 
@@ -129,11 +133,26 @@ class AacoSession:
         if key in self._sessions:
             self._sessions.move_to_end(key)
             return self._sessions[key]
+        # evicted before the build, so a released session's memory never offsets the new one's
+        while len(self._sessions) >= SESSION_CACHE_SIZE:
+            self._sessions.popitem(last=False)
+        self.reference_for(provider)  # built first: its memory is never counted as an item's own
         handle = build_tracked(path, provider, self.config.device_id, self.config.intra_op_threads)
         self._sessions[key] = handle
-        while len(self._sessions) > SESSION_CACHE_SIZE:
-            self._sessions.popitem(last=False)
         return handle
+
+    def reference_for(self, provider: ProviderSpec) -> Reference | None:
+        """The session's reference workload on *provider* (built once per EP settings), or None when
+        it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
+        EP's items are judged on raw figures)."""
+        iobinding = resolve_iobinding(self.config.iobinding, provider)
+        try:
+            return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
+        except SessionError as exc:
+            warnings.warn(AacoReferenceWarning(f"reference workload {self.config.reference} not used on"
+                                               f" {provider.ep_name}: {exc}; items are judged on raw figures"
+                                               " (--aaco-reference=none silences this)"), stacklevel=2)
+            return None
 
     def placement(self, handle: SessionHandle, feeds: dict[str, np.ndarray]) -> Placement:
         """Node placement of *handle*'s model and EP (:func:`pytest_aaco.placement.placement_report`),
@@ -240,7 +259,8 @@ class AacoSession:
         try:
             extra: dict[str, Any] = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
-            context = GateContext(self.config, self.lond(), self.variance_prior, self.announce)
+            context = GateContext(self.config, self.lond(), self.variance_prior, self.announce,
+                                  self.machine_offset)
             record = judge(item.nodeid, run, extra, context)
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
@@ -391,6 +411,7 @@ class AacoSession:
                 terminalreporter.write_line(cause_and_fix(exc, "write the pytest-aaco summary"), yellow=True)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._references.close()  # the reference sessions are released with the session
         if self.is_worker:  # the controller writes the reports; ship the records and LOND's state to it
             output = self.pytest_config.workeroutput  # type: ignore[attr-defined]
             output[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])

@@ -43,6 +43,7 @@ __all__ = [
     "QuantileComparison",
     "benjamini_hochberg",
     "bootstrap_quantile_ratio",
+    "common_offset",
     "drift",
     "prediction_interval_test",
     "spread_ratio",
@@ -739,3 +740,29 @@ def summarize_history(runs: Sequence[Sequence[float]]) -> dict[str, Any]:
         "between_run_sd": between,
         "within_run_sd": _median_ignoring_nan(round_sds),
     }
+
+
+def common_offset(log_changes: Sequence[float], min_items: int = 3, agreement: float = 0.8) -> float | None:
+    """The slowdown (fraction) shared by a session's items: the machine's change of speed.
+
+    Args:
+        log_changes: per item already judged in this session, its raw ``ln(current / baseline)``.
+        min_items: fewer finite values than this give None.
+        agreement: the fraction of items that must share the sign of the median.
+
+    Returns:
+        ``exp(median) - 1`` when at least *min_items* items are given and at least *agreement* of
+        them moved in the median's direction; None otherwise (no shared offset). A model change
+        slows one item; a machine change moves them all, which is what this looks for.
+
+    Source: the sign test's idea (Conover, *Practical Nonparametric Statistics*, 3rd ed., 1999,
+    section 3.4) used as a descriptive rule, not a test: the verdict only withholds raw
+    regressions on it, it never declares one.
+    """
+    values = np.asarray([v for v in log_changes if math.isfinite(v)], dtype=float)
+    if values.size < max(min_items, 1):
+        return None
+    med = float(np.median(values))
+    if med == 0.0 or float(np.mean(np.sign(values) == np.sign(med))) < agreement:
+        return None
+    return math.expm1(med)

@@ -9,6 +9,16 @@ autocorrelated and runs differ by more than iterations do (Kalibera & Jones, ISM
   history's run means, so runner drift between CI runs is accounted for (Bencher's t-test
   threshold; Hahn & Meeker 1991).
 
+Which series is tested (:func:`choose_series`): with a reference workload measured alongside
+(:mod:`pytest_aaco.reference`), the *normalized* round log-means ``ln(item) - ln(reference)``
+when the reference is valid (measured now and in at least one history run with the same
+reference id, and stable); the raw round log-means otherwise, with the reason said. When the
+reference's own drift, or the offset shared by the session's items, shows the machine changed
+speed between the history and now, a latency regression or improvement on *raw* figures becomes
+inconclusive, naming the cause (:func:`regime_change`). A fingerprint that differs only in
+versions (ORT, GPU driver) is compared on raw figures, with the change named and the verdict
+said to be weaker than side by side.
+
 Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item's level α_i:
 
 * ``regression``: one-sided p ≤ α_i **and** estimated slowdown ≥ δ (then confirmed, see plugin);
@@ -19,7 +29,8 @@ Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +59,16 @@ DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
 SPREAD_LIMIT = 3.0
 #: one-sided level of the upper bound that must lie below the threshold for "no regression"
 NO_REGRESSION_ALPHA = 0.05
+#: a machine speed change beyond this fraction (the reference's drift, significant at REGIME_P, or
+#: the offset shared by the session's items) is a regime change: raw figures cannot gate
+REGIME_FRACTION, REGIME_P = 0.03, 0.01
+#: beyond this machine drift even the normalized series is not trusted to declare a regression or an
+#: improvement: in the busy-CPU study (docs/verdict-quality.md) unchanged gates whose reference ran
+#: 67% to 136% slower than in the history came out 17% to 53% slower normalized (CPU contention
+#: time-shares the item and the reference unevenly)
+NORMALIZED_REGIME_LIMIT = 0.30
+#: the series a verdict was computed on
+NORMALIZED, RAW = "normalized", "raw"
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,110 @@ def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_hi
     return stats.welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
 
 
+@dataclass(frozen=True)
+class Series:
+    """The round log-means the verdict tests: *kind* ``normalized`` or ``raw``; *current* shape
+    ``(rounds,)``; *history* one list per history run used; *reason* why raw (empty when
+    normalized); *reference* the reference's figures (:func:`reference_drift`), None when no
+    reference is comparable."""
+
+    kind: str
+    current: np.ndarray
+    history: list[list[float]]
+    reason: str = ""
+    reference: dict[str, Any] | None = None
+
+
+def reference_drift(current_log_means: Any, history_log_means: list[list[float]]) -> dict[str, Any]:
+    """The reference's change between the history and now, the machine's own change of speed.
+
+    *current_log_means*: the reference's block log-means of this run, shape ``(rounds,)``;
+    *history_log_means*: one list per history run. Welch's t-test (Welch 1947) of this run's blocks
+    against the history's blocks, with no run-to-run term: the question is whether the machine's
+    speed differs, not whether the item regressed. Returns ``{"drift": ratio - 1, "ci_low",
+    "ci_high" (95%, fractions), "p_value" (two-sided), "runs"}``.
+    """
+    comp = stats.welch_rounds(current_log_means, np.concatenate([np.asarray(r, float) for r in history_log_means]))
+    lo, hi = comp.ci(0.95)
+    return {"drift": comp.ratio - 1, "ci_low": lo - 1, "ci_high": hi - 1,
+            "p_value": min(1.0, 2 * min(comp.p_slower, comp.p_faster)), "runs": len(history_log_means)}
+
+
+def reference_unstable(ref: Any, history: list[dict[str, Any]]) -> str:
+    """Why the reference cannot normalize this run ('' when it can): its blocks drifted within the
+    measured phase, or their spread is :data:`SPREAD_LIMIT` times the history's. *ref* is the run's
+    :class:`~pytest_aaco.results.ReferenceSeries`; *history* the matching runs' reference records."""
+    found = stats.drift(ref.log_means)
+    if found is not None and found.p_value < DRIFT_P and abs(found.ratio - 1) > DRIFT_FRACTION:
+        return (f"the reference drifted {_pct(found.ratio)} within the measured phase"
+                f" (p={found.p_value:.1g})")
+    sds = [np.std(r["log_means"], ddof=1) for r in history if len(r["log_means"]) >= 2]
+    spread = stats.spread_ratio(ref.log_means, np.array(sds)) if sds else None
+    if spread is not None and spread > SPREAD_LIMIT:
+        return f"the reference's block-to-block spread is {spread:.1f}x the history's"
+    return ""
+
+
+def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "") -> Series:
+    """Normalized when the reference is valid, raw otherwise (see the module docstring).
+
+    *raw_only*, when not empty, forces the raw series and is the reason given (a version change).
+    The reference's drift is computed whenever this run and some history run share a reference.
+    """
+    raw = Series(RAW, result.round_log_means, baseline.run_round_log_means())
+    ref = result.reference
+    if ref is None:
+        return replace(raw, reason="no reference workload was measured")
+    matching = baseline.reference_runs(ref.id)
+    if not matching:
+        known = baseline.reference_ids()
+        why = (f"the reference changed since the history ({', '.join(known)} -> {ref.id})" if known
+               else "the history has no reference workload")
+        return replace(raw, reason=why)
+    figures = {"name": ref.name, "id": ref.id, "mean_ms": ref.mean_ms, "share": ref.share,
+               **reference_drift(ref.log_means, [r["log_means"] for r in matching])}
+    unstable = reference_unstable(ref, matching)
+    if raw_only or unstable:
+        return replace(raw, reason=raw_only or unstable, reference=figures)
+    return Series(NORMALIZED, np.asarray(ref.normalized, float), [list(r["normalized"]) for r in matching],
+                  reference=figures)
+
+
+def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None) -> bool:
+    """Whether a regression or improvement must be withheld because the machine changed speed.
+
+    The machine's change is the reference's drift (else the session's shared offset). On raw
+    figures the verdict is withheld unless its change is more than twice the machine's, in ln
+    units (raw = true change x machine change, so only a change far beyond the machine's is
+    evidence); on normalized figures only beyond :data:`NORMALIZED_REGIME_LIMIT`, and then unless
+    the change exceeds the machine's. A 10x slowdown is never hidden by a 30% slower machine.
+    """
+    if v.outcome not in (REGRESSION, IMPROVEMENT) or v.ratio is None:
+        return False
+    drift = series.reference["drift"] if series.reference is not None else machine_offset
+    if drift is None:
+        return False
+    machine = abs(math.log1p(drift))
+    change = abs(math.log(v.ratio))
+    if series.kind == RAW:
+        return change <= 2 * machine
+    return abs(drift) > NORMALIZED_REGIME_LIMIT and change <= machine
+
+
+def regime_change(reference: dict[str, Any] | None, machine_offset: float | None) -> str:
+    """The reason raw figures cannot gate ('' when they can): the reference ran
+    :data:`REGIME_FRACTION` slower or faster than in the history (p < :data:`REGIME_P`), or the
+    session's items share an offset that large (*machine_offset*, a fraction from
+    :func:`pytest_aaco.stats.common_offset`)."""
+    if reference is not None and abs(reference["drift"]) > REGIME_FRACTION and reference["p_value"] < REGIME_P:
+        return (f"the machine ran {abs(reference['drift']):.0%} {'slower' if reference['drift'] > 0 else 'faster'}"
+                f" than in the history (reference workload {reference['name']}, p={reference['p_value']:.1g})")
+    if machine_offset is not None and abs(machine_offset) > REGIME_FRACTION:
+        return (f"this session's items are {abs(machine_offset):.0%} {'slower' if machine_offset > 0 else 'faster'}"
+                " together than their histories (a machine speed change)")
+    return ""
+
+
 def outcome_of(comp: stats.Comparison | Any, threshold: float, level: float, faster_level: float | None = None,
                upper_alpha: float | None = None) -> Outcome:
     """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
@@ -139,12 +264,17 @@ def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
     return reasons
 
 
-#: telemetry summary fields gated for memory growth: (field, fallback field, label)
-MEMORY_FIELDS = (("rss_growth_mb", "rss_mb", "RSS growth"), ("vram_used_mb", None, "peak VRAM"))
+#: telemetry summary fields gated for memory growth: (field, fallback field, label). Both are the
+#: item's own footprint; the device-wide peak (``vram_used_mb``) is reported, never gated: it moves
+#: with cuDNN workspaces, a confirmation's second session and other processes (issue 11)
+MEMORY_FIELDS = (("rss_growth_mb", "rss_mb", "RSS growth"), ("vram_own_mb", None, "own device memory"))
 
 
-def _memory_figure(telemetry_summary: dict[str, Any], key: str) -> float | None:
-    value = (telemetry_summary.get(key) or {}).get("max")
+def _memory_figure(telemetry_summary: dict[str, Any], key: str, method: str | None = None) -> float | None:
+    entry = telemetry_summary.get(key) or {}
+    if method is not None and entry.get("method") != method:
+        return None
+    value = entry.get("max")
     return float(value) if isinstance(value, (int, float)) else None
 
 
@@ -154,13 +284,16 @@ def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: Ga
     RSS is judged as the item's own footprint: peak RSS during the measured rounds minus the RSS
     just before its InferenceSession was built (``rss_growth_mb``), so what earlier items or the
     plugin itself loaded does not count; older baselines without it fall back to peak RSS.
-    VRAM is the device's peak use (MB) during the measured rounds.
+    Device memory is the growth of this process's own device memory around session creation and
+    the measured rounds (``vram_own_mb``, :class:`pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`),
+    compared only with history runs measured the same way (its ``method``).
     """
     current = (result.telemetry or {}).get("summary", {})
     found = []
     for key, fallback, label in MEMORY_FIELDS:
         field_name = key
-        past = [_memory_figure((run.get("telemetry") or {}), key) for run in baseline.history]
+        method = (current.get(key) or {}).get("method")
+        past = [_memory_figure((run.get("telemetry") or {}), key, method) for run in baseline.history]
         if fallback and (_memory_figure(current, key) is None or not any(p is not None for p in past)):
             field_name = fallback
             past = [_memory_figure((run.get("telemetry") or {}), fallback) for run in baseline.history]
@@ -190,25 +323,38 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, thresho
 
 def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
             level: float, label: str, other_runners: list[str] | None = None,
-            prior: stats.VariancePrior | None = None) -> Verdict:
+            prior: stats.VariancePrior | None = None, machine_offset: float | None = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
-    *label* names the item in messages, e.g. ``resnet50[cpu]``. Never raises for statistical
-    corner cases: too few rounds make the verdict inconclusive.
+    *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
+    slowdown (fraction) shared by the session's other items (:func:`pytest_aaco.stats.common_offset`),
+    None when unknown. *prior* moderates the prediction-interval test; it is fitted on raw
+    histories, so it is used on the raw series only. Never raises for statistical corner cases:
+    too few rounds make the verdict inconclusive.
     """
     t = settings.threshold
     if baseline is None:
         hint = f" (other runners have one: {', '.join(other_runners)})" if other_runners else ""
         return finish(Verdict(NO_BASELINE, label, t, current_mean_ms=result.mean_ms,
                               reason=f"no baseline for {label}{hint}; record one with --aaco-save-baseline"), settings)
-    if not fingerprint.matches(baseline.fingerprint):
+    versions = fingerprint.version_only(baseline.fingerprint)
+    if not fingerprint.matches(baseline.fingerprint) and not versions:
         return finish(Verdict(MISMATCH, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
                               fingerprint_diff=fingerprint.diff(baseline.fingerprint),
                               reason=f"not gated: fingerprint differs from {baseline.path.name}"
                                      f" ({fingerprint.describe_diff(baseline.fingerprint)})"), settings)
-    current = result.round_log_means
+    version_text = ""
+    if versions:
+        version_text = (f"compared across a version change ({fingerprint.describe_diff(baseline.fingerprint)})"
+                        " on raw figures: weaker than a side-by-side comparison (--aaco-compare-python)")
+    series = choose_series(result, baseline, raw_only=version_text)
+    raw_comp = None
     try:
-        comp = comparison(current, baseline.run_round_log_means(), settings.min_history, settings.run_noise, prior)
+        if series.kind == NORMALIZED:
+            raw_comp = comparison(result.round_log_means, baseline.run_round_log_means(), settings.min_history,
+                                  settings.run_noise, prior)
+        comp = comparison(series.current, series.history, settings.min_history, settings.run_noise,
+                          prior if series.kind == RAW else None)
     except ValueError as exc:
         return finish(Verdict(INCONCLUSIVE, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
                               reason=f"inconclusive for {label}: {exc}"), settings)
@@ -218,9 +364,27 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
         p_value=comp.p_slower, p_faster=comp.p_faster, level=level, mde=comp.mde(level),
         current_mean_ms=result.mean_ms,
         baseline_mean_ms=float(np.mean([run["summary"]["mean_ms"] for run in baseline.history])),
-        current_rounds=comp.n_current, baseline_rounds=comp.n_baseline, baseline_runs=baseline.runs,
-        baseline_path=str(baseline.path), fingerprint_id=fingerprint.id,
+        current_rounds=comp.n_current, baseline_rounds=comp.n_baseline, baseline_runs=len(series.history),
+        baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, series=series.kind,
+        raw_ratio=(raw_comp or comp).ratio, reference=series.reference, version_change=versions,
     )
+    if series.kind == RAW and result.reference is not None and not versions:
+        verdict.notes.append(f"raw figures: {series.reason}")
+    if versions:
+        verdict.notes.append(version_text)
+    if series.kind == NORMALIZED:
+        verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference['name']}"
+                             f" (raw {_pct(verdict.raw_ratio or 1)})")
+    regime = regime_change(series.reference, machine_offset)
+    if regime:
+        if withheld_by_regime(verdict, series, machine_offset):
+            why = ("raw figures cannot tell it from the machine's change" if series.kind == RAW else
+                   f"beyond the {NORMALIZED_REGIME_LIMIT:.0%} the reference is trusted to cancel; re-run when"
+                   " the machine is back to its usual speed")
+            verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; {why}")
+            verdict.outcome = INCONCLUSIVE
+        else:
+            verdict.notes.append(regime)
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
     verdict.unstable = stability(result, baseline)
@@ -371,3 +535,21 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
     v.contention = {"cores": others_cores, "limit": limit}
     v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")
     return finish(v, settings)
+
+
+@dataclass
+class MachineOffset:
+    """The session's running record of raw changes, to see a machine speed change that moves every
+    item (:func:`pytest_aaco.stats.common_offset`): the gate passes :meth:`current` to
+    :func:`compare` as *machine_offset*, then :meth:`record`\\ s the verdict."""
+
+    log_changes: list[float] = field(default_factory=list)
+
+    def record(self, verdict: Verdict) -> None:
+        """Keep ``ln(raw ratio)`` of a judged item (ignored when it has none)."""
+        if verdict.raw_ratio is not None and verdict.raw_ratio > 0:
+            self.log_changes.append(float(np.log(verdict.raw_ratio)))
+
+    def current(self) -> float | None:
+        """The shared slowdown (fraction) of the items judged so far, or None."""
+        return stats.common_offset(self.log_changes)

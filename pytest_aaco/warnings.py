@@ -27,6 +27,10 @@ class AacoClockWarning(AacoWarning):
     """CPU or GPU clock settings make timings unstable (governor not ``performance``, GPU perf level ``auto``)."""
 
 
+class AacoReferenceWarning(AacoWarning):
+    """The reference workload could not be built or run on an EP: its items are judged on raw figures."""
+
+
 class AacoLockWarning(AacoWarning):
     """The device lock could not be taken; the benchmark ran without it (another may have shared the device)."""
 

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_aaco import jsonio
 from pytest_aaco.baseline import (
+    ARCHIVE_SCHEMA_VERSION,
     SCHEMA_VERSION,
     Baseline,
     baseline_path,
@@ -94,7 +95,7 @@ def test_reset_starts_again(path, result_factory):
     assert outcome.warnings == []  # asked for: the report says so, no warning
     loaded = load_baseline(path)
     assert loaded.runs == 1 and [len(a["history"]) for a in loaded.archive] == [2]
-    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION == 2
+    assert json.loads(path.read_text())["schema_version"] == ARCHIVE_SCHEMA_VERSION == 2
 
 
 def test_fingerprint_change_starts_a_new_history_naming_the_field(path, result_factory):

@@ -251,6 +251,7 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-compare-budget=soon", "--aaco-compare-budget: expected a number of seconds*"),
     ("--aaco-compare-python=/no/such/python", "--aaco-compare-python: no such file /no/such/python*"),
     ("--aaco-compare=--force", "--aaco-compare: expected a git revision*"),
+    ("--aaco-reference=alexnet", "--aaco-reference: expected one of mix, mix-small, squeezenet, inception_v1,*none*"),
 ])
 def test_bad_values_are_usage_errors(pytester, option, fragment):
     result = pytester.runpytest(option)
@@ -350,6 +351,8 @@ def test_help_shows_the_aaco_group_with_defaults(pytester):
         "*--aaco-save-baseline*",
     ])
     result.stdout.fnmatch_lines(["*--aaco-memory-threshold=FRACTION", "*(default: 10%)"])
+    flat = " ".join(result.stdout.str().split())  # help text wraps at the terminal width
+    assert "--aaco-reference=NAME reference workload" in flat and "densenet121, or none (default: mix)" in flat
     # ini twins are listed too
     result.stdout.fnmatch_lines(["*aaco_threshold (string):*", "*ini twin of --aaco-threshold*"])
     text = result.stdout.str()

@@ -48,9 +48,12 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     assert sorted(files) == ["test_perf.py--test_latency-changing-cpu.json",
                              "test_perf.py--test_latency-steady-cpu.json"]
     for data in files.values():
-        assert data["schema_version"] == 1 and len(data["history"]) == 2
+        assert data["schema_version"] == 3 and len(data["history"]) == 2  # runs with reference series
         assert data["fingerprint"]["provider"] == "CPUExecutionProvider"
         assert data["fingerprint"]["intra_op_threads"] == 1
+        assert data["fingerprint"]["reference"].startswith("mix:")  # the default reference workload
+        for run in data["history"]:  # raw rounds, and the reference's own and the normalized series
+            assert len(run["reference"]["log_means"]) == len(run["reference"]["normalized"]) == len(run["rounds"])
     steady = files["test_perf.py--test_latency-steady-cpu.json"]
     assert [r["n"] for r in steady["history"][-1]["rounds"]] == [200, 200, 200]
 
@@ -60,7 +63,7 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "*= pytest-aaco results =*",
-        "model*provider*mean ms*p50 ms*p99 ms*throughput/s*vs baseline*verdict*",
+        "model*provider*mean ms*p50 ms*p99 ms*throughput/s*vs baseline*machine*verdict*",
         "steady*cpu*%*",
         "changing*cpu*%*",
         "false-alarm control: LOND at FDR 0.05 over 2 benchmark items; 2 gated, 0 regression(s)",
@@ -84,6 +87,8 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     current, baseline = float(match.group(1)), float(match.group(2))
     assert current >= 3 * baseline, (current, baseline)  # the injected slowdown is large, never noise
     assert "threshold 90%" in text and "confirmed by a second measurement with a fresh session" in text
+    # normalized by the reference, or (on a machine loaded enough to upset it) raw, saying why
+    assert re.search(r"normalized by the reference workload mix \(raw \+|raw figures: the reference", text), text
     assert "REGRESSION steady" not in text
 
     # the failed run did not touch the recorded history
@@ -99,3 +104,19 @@ def test_unchanged_items_do_not_trip_the_memory_gate(aaco_project):
     result = project.run_subprocess(*args)
     assert "MEMORY REGRESSION" not in result.stdout.str()
     assert result.ret == 0
+
+
+def test_reference_can_be_chosen_or_turned_off(aaco_project):
+    """``--aaco-reference`` picks the reference workload (a zoo model here) or turns it off; a history
+    recorded with another reference, or none, is still gated, on raw figures."""
+    project = aaco_project
+    project.registry(REGISTRY)
+    assert project.run_subprocess("--aaco-save-baseline", "--aaco-reference=none", *GATE).ret == 0
+    assert project.run_subprocess("--aaco-save-baseline", "--aaco-reference=squeezenet", *GATE).ret == 0
+    for data in baseline_files(project).values():
+        first, second = data["history"]
+        assert "reference" not in first and second["reference"]["id"].startswith("squeezenet:")
+        assert second["reference"]["name"] == "squeezenet"
+    result = project.run_subprocess(*GATE)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=2)

@@ -108,3 +108,13 @@ def test_local_side_times_real_calls() -> None:
     side = LocalSide("A", lambda: calls.append(1))
     lat = side.block(5)
     assert lat.dtype == np.int64 and lat.shape == (5,) and (lat > 0).all() and len(calls) == 5
+
+
+def test_run_cycles_discards_per_side():
+    a, b = LocalSide("A", lambda: None), LocalSide("B", lambda: None)
+    cycles = run_cycles([a, b], {"A": 3, "B": 4}, cycles=2, discard={"A": 5, "B": 1})
+    for cycle in cycles:
+        assert cycle.block("A").discarded_ms.size == 5 and cycle.block("A").n == 3
+        assert cycle.block("B").discarded_ms.size == 1 and cycle.block("B").n == 4
+    with pytest.raises(ValueError, match="discard must be >= 0"):
+        run_cycles([a, b], {"A": 1, "B": 1}, cycles=1, discard={"A": -1, "B": 0})

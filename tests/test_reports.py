@@ -106,7 +106,8 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     failed_block = text[text.index("### Failed"):text.index("### Results")]
     first_item = next(line for line in failed_block.splitlines() if line.startswith("- "))
     assert first_item.startswith("- **tiny\\[cpu\\]**") and "REGRESSION tiny\\[cpu\\]" in first_item
-    assert "| tiny\\[cuda\\] |" in text and "**regression**" in text
+    # "**regression**", or "**regression (unstable)**" when the loaded test machine upset the rounds
+    assert "| tiny\\[cuda\\] |" in text and "**regression" in text
 
     # HTML: one self-contained page with the verdict and inline SVG plots, nothing fetched
     page = (out / "report.html").read_text(encoding="utf-8")

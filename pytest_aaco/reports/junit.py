@@ -41,7 +41,8 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     (%), CI bounds (ratios) and one-sided p with 6 significant digits, the verdict, the
     fingerprint id, the label, the threshold (fraction) and the baseline runs; with a cold start,
     its verdict and this run's fastest session creation and first run (ms); with an operator
-    profile compared to the baseline's, the one-line comparison."""
+    profile compared to the baseline's, the one-line comparison; with a reference workload, the
+    series tested (``normalized`` or ``raw``) and the machine's drift (fraction)."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
     summary = record.summary
     props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]
@@ -59,6 +60,10 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
         props.append(("aaco_threshold", f"{v.threshold:.6g}"))
         if v.baseline_runs:
             props.append(("aaco_baseline_runs", str(v.baseline_runs)))
+        if v.series:
+            props.append(("aaco_series", v.series))
+        if _number(v.reference_drift):
+            props.append(("aaco_reference_drift", f"{v.reference_drift:.6g}"))
     cold = record.cold_start or {}
     if record.cold_start_verdict:
         props.append(("aaco_cold_start_verdict", str(record.cold_start_verdict.get("outcome"))))

@@ -9,7 +9,10 @@ from typing import Any
 from ..records import ItemRecord
 from . import ReportContext
 
-COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "vs baseline", "verdict")
+#: "machine" is the reference workload's change against the history: how much slower (+) or faster
+#: (-) the machine ran than when the baseline was recorded (:mod:`pytest_aaco.reference`)
+COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "vs baseline", "machine",
+           "verdict")
 #: right-aligned columns of :data:`COLUMNS`
 NUMERIC = frozenset({2, 3, 4, 5})
 
@@ -38,7 +41,8 @@ def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: f
 
 
 def row(record: ItemRecord) -> tuple[str, ...]:
-    """One table row: figures in ms and samples/s, change in % with its 95% CI."""
+    """One table row: figures in ms and samples/s, change in % with its 95% CI (on the normalized
+    series when the reference workload was valid), the machine's own change, the verdict."""
     summary = record.summary
     verdict = record.verdict
     change = "-"
@@ -54,7 +58,13 @@ def row(record: ItemRecord) -> tuple[str, ...]:
     if record.error and verdict is None:
         outcome = f"{record.outcome}: {record.error[:60]}"
     return (record.model, record.provider, num(summary.get("mean_ms"), ".2f"), num(summary.get("p50_ms"), ".2f"),
-            num(summary.get("p99_ms"), ".2f"), num(summary.get("throughput"), ".1f"), change, outcome)
+            num(summary.get("p99_ms"), ".2f"), num(summary.get("throughput"), ".1f"), change,
+            machine(verdict.reference_drift if verdict is not None else None), outcome)
+
+
+def machine(drift: float | None) -> str:
+    """The reference workload's drift as a change in % (``0.18`` -> ``+18%``), ``-`` for None."""
+    return "-" if drift is None else f"{drift * 100:+.0f}%"
 
 
 def format_table(records: Sequence[ItemRecord]) -> list[str]:
