@@ -199,12 +199,14 @@ def test_the_candidates_blocks_become_its_result() -> None:
     assert bench.mean_ms == pytest.approx(2.5, rel=0.05) and bench.session_create_ms == 5.0
 
 
-def test_memory_takes_each_sides_smallest_session_footprint() -> None:
-    # the H100 A/A trial that raised a false memory alarm with medians: an extra 128 MB arena chunk
-    # in some sessions of either side (docs/gpu.md)
+def test_memory_tolerates_the_spread_of_one_sides_sessions() -> None:
+    # recorded on the H100 (docs/gpu.md): an extra 128 MB arena chunk in some sessions of either side
     recorded = {BASELINE: [404.0, 416.0, 278.0, 274.0], CANDIDATE: [278.0, 280.0, 404.0, 404.0, 410.0]}
     settings = CompareSettings()
-    assert memory_regressions(recorded, settings) == []
-    # a model that needs 100 MB more needs it in every session
-    grown = {BASELINE: recorded[BASELINE], CANDIDATE: [m + 100.0 for m in recorded[CANDIDATE]]}
-    assert "own footprint 378 MB vs 274 MB" in memory_regressions(grown, settings)[0]
+    assert memory_regressions(recorded, settings) == []  # medians 341 vs 404 MB, sessions spread 142 MB
+    chunked = {BASELINE: [384.0, 258.0, 254.0], CANDIDATE: [384.0, 386.0, 384.0]}
+    assert memory_regressions(chunked, settings) == []
+    # a model that needs 200 MB more needs it in every session
+    grown = {BASELINE: recorded[BASELINE], CANDIDATE: [m + 200.0 for m in recorded[CANDIDATE]]}
+    assert "own footprint 604 MB vs 341 MB" in memory_regressions(grown, settings)[0]
+    assert "142 MB, the spread of one side's sessions" in memory_regressions(grown, settings)[0]
