@@ -28,9 +28,9 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (DESIGN.md section 3, i
 4. **Confirmation**: a regression is measured again with fresh sessions and fresh cycles; only
    two regressions fail the item (intersection-union, as for stored baselines).
 5. **Memory**: each side's own footprint (RSS growth over its session creation and warmup on
-   CPU EPs; on GPU EPs this process's GPU memory from NVML, its change around the side's creation
-   and warmup), compared with the same rule as stored baselines (a fraction **and** MB of slack),
-   on the median over session pairs: device-wide use, which other sessions move, is never judged.
+   CPU EPs; on GPU EPs this process's device memory from NVML or amdsmi, its change around the
+   side's creation and warmup), compared by a fraction **and** a slack of at least the spread of
+   one side's sessions, on the median over session pairs: device-wide use is never judged.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from .measure import bind_run, build_session, check_placement, warmup
 from .paired import SequentialPlan, paired_t, signed_rank
 from .records import Outcome, Verdict
 from .results import BenchmarkResult, RoundResult
-from .samplers.nvidia import process_gpu_memory_mb
+from .samplers.gpu_memory import READERS, DeviceMemoryProbe
 from .sideprocess import WorkerSide
 from .verdict import INCONCLUSIVE, REGRESSION, GateSettings, finish, outcome_of
 
@@ -145,12 +145,25 @@ class SideFactory(Protocol):
     def open(self, name: str) -> OpenedSide: ...
 
 
-def own_memory_mb(provider: Any, device_id: int) -> tuple[float, str] | None:
-    """This process's own memory (MB) and its source: RSS on CPU EPs; on NVIDIA GPU EPs NVML's
-    per-process figure (or the device's used memory where the process is not listed)."""
-    if provider.is_gpu and provider.short in ("cuda", "tensorrt"):
-        return process_gpu_memory_mb(device_id)
-    return rss_mb(), "rss"
+class OwnMemory:
+    """This process's own memory added between :meth:`start` and :meth:`stop` (MB) and its source:
+    on GPU EPs with a device reader (NVML, amdsmi) the :class:`~pytest_aaco.samplers.gpu_memory.
+    DeviceMemoryProbe` figure, else the RSS growth (``"rss"``)."""
+
+    def __init__(self, provider: Any, device_id: int) -> None:
+        self.probe = DeviceMemoryProbe(provider.short, device_id) if provider.short in READERS else None
+        self.rss_before = 0.0
+
+    def start(self) -> None:
+        if self.probe is not None:
+            self.probe.start()
+        else:
+            self.rss_before = rss_mb()
+
+    def stop(self) -> tuple[float | None, str | None]:
+        if self.probe is not None:
+            return self.probe.stop()
+        return rss_mb() - self.rss_before, "rss"
 
 
 @dataclass
@@ -185,7 +198,8 @@ class LocalFactory:
     def open(self, name: str) -> OpenedSide:
         import onnxruntime as ort
 
-        before = own_memory_mb(self.provider, self.device_id)
+        own = OwnMemory(self.provider, self.device_id)
+        own.start()
         handle = build_session(self.model_file, self.provider, self.device_id, self.intra_op_threads,
                                config_entries=self.config_entries)
         check_placement(handle)
@@ -193,10 +207,9 @@ class LocalFactory:
         self.feeds = feeds
         run = bind_run(handle, feeds, self.iobinding, self.device_id)
         first_ms, warm_ms = warmup(run, self.warmup)
-        after = own_memory_mb(self.provider, self.device_id)
-        footprint = after[0] - before[0] if before and after and before[1] == after[1] else None
+        footprint, source = own.stop()
         per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
-        info = {"ort_version": ort.__version__, "memory_source": after[1] if after else None,
+        info = {"ort_version": ort.__version__, "memory_source": source,
                 "model_file": self.model_file.name}
         return OpenedSide(LocalSide(name, run), per_iter, footprint, handle.create_ms, first_ms, info)
 

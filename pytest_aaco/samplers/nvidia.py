@@ -228,29 +228,3 @@ def nvidia_gpu_identity(device_id: int = 0) -> dict[str, Any]:
         return identity
 
     return _with_nvml(query) or {"name": None, "driver": None, "runtime": None}
-
-
-def process_gpu_memory_mb(device_id: int = 0, pid: int | None = None) -> tuple[float, str] | None:
-    """GPU memory (MB) held by process *pid* (this process by default) on device *device_id*.
-
-    Returns ``(MB, "process")`` from NVML's per-process list (``nvmlDeviceGetComputeRunningProcesses``)
-    when the process is listed with a figure; where NVML cannot see it (another PID namespace, as in
-    many containers) ``(MB, "device")``: the device's used memory, whose *change* around a step of this
-    process is that step's own footprint while this process holds the device lock. None without NVML.
-    """
-    import os
-
-    wanted = os.getpid() if pid is None else pid
-
-    def query(nvml: Any) -> tuple[float, str] | None:
-        handle = nvml.nvmlDeviceGetHandleByIndex(device_id)
-        try:
-            for proc in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if int(proc.pid) == wanted and proc.usedGpuMemory is not None:
-                    return float(proc.usedGpuMemory) / BYTES_PER_MB, "process"
-        except Exception:  # noqa: BLE001  # not supported: fall back to the device figure
-            pass
-        return float(nvml.nvmlDeviceGetMemoryInfo(handle).used) / BYTES_PER_MB, "device"
-
-    result = _with_nvml(query)
-    return result if isinstance(result, tuple) else None
