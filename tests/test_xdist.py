@@ -45,7 +45,8 @@ FDR = 0.05
 ITEMS = 4
 ARGS = ("-n", "2", "-p", "no:cacheprovider", "--aaco-models=models.yaml", "--aaco-warmup=2", "--aaco-rounds=3",
         "--aaco-iterations=5", "--aaco-max-contention=off", "--aaco-threshold=90%", "--aaco-intra-op-threads=1",
-        "--aaco-memory-slack=100000", "--aaco-session-dir=sessions", f"--aaco-fdr={FDR}")
+        "--aaco-memory-slack=100000", "--aaco-session-dir=sessions", f"--aaco-fdr={FDR}",
+        "--aaco-reference=none")
 
 
 def _run(project, *extra: str) -> pytest.RunResult:
