@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from .coldstart import SideBySideColdStart
 from .config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from .devicelock import hold_device
 from .footprint import rss_mb
@@ -190,6 +191,10 @@ class BenchmarkRun:
     compare: Callable[[BenchmarkRun, MeasureSettings], tuple[BenchmarkResult, Verdict]] | None = None
     #: the side-by-side verdict of the last measurement, which the gate then records as is
     side_verdict: Verdict | None = None
+    #: with ``--aaco-compare``, for an item measured against its baseline side: measures both sides'
+    #: cold start alternately and judges it (:meth:`pytest_aaco.sidegate.SideBySideGate.cold_start`);
+    #: the cold-start pass after the rounds (:func:`pytest_aaco.insight.measure_insight`) calls it
+    compare_cold_start: Callable[[], SideBySideColdStart] | None = None
 
     @property
     def feeds(self) -> dict[str, np.ndarray]:

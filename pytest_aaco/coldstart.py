@@ -27,14 +27,20 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import statistics
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from .inputs import make_inputs
 from .interleave import balanced_orders
 from .measure import SessionError, build_session
+from .ortprofile import ProfileError, read_events
+from .paired import paired_t
 from .records import Outcome
 from .stats import VariancePrior, prediction_interval_test
 from .verdict import outcome_of
@@ -53,6 +59,11 @@ COLD_PRIOR_DF = 4.0
 COLD_START_SLACK_MS = 5.0
 #: the gated figures, as (key, words for messages)
 METRICS = (("session_create_ms", "session creation"), ("first_run_ms", "first run"))
+#: the split of session creation read from ORT's profiler, as (key, words); see :func:`creation_phases`
+PHASES = (("load_ms", "model load"), ("init_ms", "session initialization"))
+#: ORT profiler events (``cat: "Session"``) of each phase: the model's parsing (from a file or
+#: bytes), and ``InferenceSession::Initialize`` (onnxruntime/core/session/inference_session.cc)
+PHASE_EVENTS = {"load_ms": ("model_loading_uri", "model_loading_array"), "init_ms": ("session_initialization",)}
 #: what EPs compile while a session is created or first run: those figures include it
 COMPILES = {"migraphx": "the MIGraphX compile", "tensorrt": "the TensorRT engine build",
             "openvino": "the OpenVINO compile"}
@@ -64,13 +75,18 @@ class ColdStart:
 
     ``compiles``: what the EP compiles inside these figures (None for EPs that do not compile);
     ``others_cores``: cores that other processes kept busy on average while they were measured
-    (None when unknown).
+    (None when unknown). ``load_ms`` and ``init_ms``: the split of each session's creation that
+    ORT's own profiler reports (:data:`PHASES`; empty when not read, e.g. in a side worker):
+    parsing the model, and ``session_initialization`` (graph optimization, partitioning, and the
+    EP compile of compiling EPs for static shapes). Recorded and shown, not gated.
     """
 
     session_create_ms: list[float]
     first_run_ms: list[float]
     compiles: str | None = None
     others_cores: float | None = None
+    load_ms: list[float] = field(default_factory=list)
+    init_ms: list[float] = field(default_factory=list)
 
     def values(self, key: str) -> list[float]:
         """The samples of metric *key* (``session_create_ms`` or ``first_run_ms``)."""
@@ -94,6 +110,10 @@ class ColdStart:
         data.update({f"min_{key}": round(self.minimum(key), 3) for key, _ in METRICS})
         data["compiles"] = self.compiles
         data["others_cores"] = None if self.others_cores is None else round(self.others_cores, 3)
+        for key, _ in PHASES:
+            if getattr(self, key):
+                data[key] = [round(v, 3) for v in getattr(self, key)]
+                data[f"min_{key}"] = round(min(getattr(self, key)), 3)
         return data
 
     @classmethod
@@ -107,24 +127,104 @@ class ColdStart:
                 raise ValueError(f"cold-start record: {key!r} must be a non-empty list of positive ms, got {raw!r}")
             values[key] = [float(v) for v in raw]
         others = data.get("others_cores")
+        phases = {key: [float(v) for v in data.get(key) or [] if isinstance(v, (int, float))
+                        and not isinstance(v, bool)] for key, _ in PHASES}
         return cls(values["session_create_ms"], values["first_run_ms"], data.get("compiles"),
-                   float(others) if isinstance(others, (int, float)) else None)
+                   float(others) if isinstance(others, (int, float)) else None, **phases)
 
 
-def _fresh_session(model_path: Path, provider: Any, feeds: Mapping[str, Any], device_id: int,
-                   intra_op_threads: int) -> tuple[float, float]:
-    """``(creation ms, first run ms)`` of one new InferenceSession, dropped before returning."""
-    handle = build_session(model_path, provider, device_id, intra_op_threads)
-    try:
-        start = time.perf_counter_ns()
-        handle.session.run(None, dict(feeds))
-        first_ms = (time.perf_counter_ns() - start) / 1e6
-    except Exception as exc:
-        raise SessionError(f"first run of a fresh session of {model_path.name} failed: {exc}") from exc
-    create_ms = handle.create_ms
-    del handle
-    gc.collect()
-    return create_ms, first_ms
+@dataclass(frozen=True)
+class FreshSample:
+    """One fresh InferenceSession: its creation and its first ``run()`` (ms), and the split of its
+    creation from ORT's profiler (:func:`creation_phases`; None when not read)."""
+
+    create_ms: float
+    first_run_ms: float
+    load_ms: float | None = None
+    init_ms: float | None = None
+
+
+def creation_phases(events: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """``{"load_ms": ..., "init_ms": ...}`` (ms) from the events of an ORT profile that covered a
+    session's creation (:func:`pytest_aaco.ortprofile.event_list`): the summed ``dur`` (µs) of its
+    :data:`PHASE_EVENTS`, None for a phase without an event.
+
+    ORT emits no event of its own for an EP's compile (onnxruntime 1.32: the Session events of a
+    creation are ``model_loading_*`` and ``session_initialization``); compiling EPs compile inside
+    ``session_initialization`` (graph partitioning calls the EP's Compile) for static shapes, and
+    at the first run for shapes known only then. What is left of the creation besides both phases
+    is the Python layer and the EPs' own setup (a CUDA context, for instance).
+    """
+    found: dict[str, float | None] = {}
+    for key, names in PHASE_EVENTS.items():
+        durations = [float(e.get("dur", 0)) for e in events if e.get("cat") == "Session" and e.get("name") in names
+                     and isinstance(e.get("dur"), (int, float))]
+        found[key] = sum(durations) / 1000.0 if durations else None
+    return found
+
+
+class FreshSessions(Protocol):
+    """One side of a cold-start measurement: ``fresh()`` builds a new InferenceSession, runs it
+    once, drops it and returns the :class:`FreshSample`; it raises
+    :class:`~pytest_aaco.measure.SessionError` when the session cannot be built or run (a side in
+    another interpreter may also raise :class:`~pytest_aaco.sideprocess.WorkerError`)."""
+
+    def fresh(self) -> FreshSample: ...
+
+
+@dataclass
+class LocalSessions:
+    """Fresh sessions of *model_path* on *provider* (a ProviderSpec) in this process.
+
+    ``feeds``: the inputs of the first run; None makes them from the first session's inputs and
+    *spec* (``name``, ``dims``, ``inputs``: the registry entry, seeded, the same values every time).
+    ``config_entries`` go to ``SessionOptions.add_session_config_entry``.
+    """
+
+    model_path: Path
+    provider: Any
+    feeds: Mapping[str, Any] | None = None
+    spec: Any = None
+    device_id: int = 0
+    intra_op_threads: int = 0
+    config_entries: dict[str, str] = field(default_factory=dict)
+
+    def fresh(self) -> FreshSample:
+        """Build, run once and drop one session (garbage collected before returning). ORT's profiler
+        is on during the creation only (stopped before the first run), for :func:`creation_phases`."""
+        with tempfile.TemporaryDirectory(prefix="aaco-cold-") as tmp:
+            handle = build_session(self.model_path, self.provider, self.device_id, self.intra_op_threads,
+                                   profile_prefix=os.path.join(tmp, "creation"), config_entries=self.config_entries)
+            try:
+                phases = creation_phases(read_events(handle.session.end_profiling()))
+            except ProfileError:
+                phases = {}
+        if self.feeds is None:
+            spec = self.spec
+            self.feeds = make_inputs(getattr(spec, "name", self.model_path.stem), handle.session.get_inputs(),
+                                     dict(getattr(spec, "dims", None) or {}), dict(getattr(spec, "inputs", None) or {}))
+        feeds = dict(self.feeds)
+        try:
+            start = time.perf_counter_ns()
+            handle.session.run(None, feeds)
+            first_ms = (time.perf_counter_ns() - start) / 1e6
+        except Exception as exc:
+            raise SessionError(f"first run of a fresh session of {self.model_path.name} failed: {exc}") from exc
+        create_ms = handle.create_ms
+        del handle
+        gc.collect()
+        return FreshSample(create_ms, first_ms, phases.get("load_ms"), phases.get("init_ms"))
+
+
+def compiles_for(provider: Any) -> str | None:
+    """What *provider*'s EP compiles inside the cold-start figures (:data:`COMPILES`), or None."""
+    return COMPILES.get(getattr(provider, "short", ""))
+
+
+def _samples(found: Sequence[FreshSample], compiles: str | None, busy: float | None) -> ColdStart:
+    phases = {key: [v for v in (getattr(s, key) for s in found) if v is not None] for key, _ in PHASES}
+    return ColdStart([s.create_ms for s in found], [s.first_run_ms for s in found], compiles, busy,
+                     **{k: v if len(v) == len(found) else [] for k, v in phases.items()})
 
 
 def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str, Any], *, device_id: int = 0,
@@ -137,38 +237,33 @@ def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str
     around the whole phase (:func:`others_cores`). Raises :class:`~pytest_aaco.measure.SessionError`
     when a session cannot be built or run.
     """
+    side = LocalSessions(Path(model_path), provider, feeds, device_id=device_id, intra_op_threads=intra_op_threads)
     before = _cpu_reading()
-    samples = [_fresh_session(Path(model_path), provider, feeds, device_id, intra_op_threads)
-               for _ in range(max(1, sessions))]
-    compiles = COMPILES.get(getattr(provider, "short", ""))
-    return ColdStart([c for c, _ in samples], [f for _, f in samples], compiles, others_cores(before, _cpu_reading()))
+    found = [side.fresh() for _ in range(max(1, sessions))]
+    return _samples(found, compiles_for(provider), others_cores(before, _cpu_reading()))
 
 
-def measure_side_by_side(baseline_path: str | Path, candidate_path: str | Path, provider: Any,
-                         feeds: Mapping[str, Any], *, device_id: int = 0, intra_op_threads: int = 0,
-                         cycles: int = COLD_SESSIONS, seed: int = 0) -> tuple[ColdStart, ColdStart]:
-    """Fresh sessions of two models alternating in one process: ``(baseline, candidate)`` samples,
-    the i-th of each from the same cycle.
+def measure_side_by_side(baseline: FreshSessions, candidate: FreshSessions, *, cycles: int = COLD_SESSIONS,
+                         seed: int = 0, compiles: str | None = None) -> tuple[ColdStart, ColdStart]:
+    """Fresh sessions of two sides alternating: ``(baseline, candidate)`` samples, the i-th of
+    each from the same cycle.
 
     Each cycle builds one fresh session of each side in the order :func:`pytest_aaco.interleave.balanced_orders`
     gives (AB and BA equally often, shuffled with *seed*), so a neighbour's load or a slow phase of the
     machine hits both sides of a cycle: the paired ln ratios of a cycle cancel what a history of
-    separate runs cannot (DESIGN.md section 3; Abedi & Brecht, ICPE 2017). Raises
-    :class:`~pytest_aaco.measure.SessionError` as :func:`measure_cold_start`.
+    separate runs cannot (DESIGN.md section 3; Abedi & Brecht, ICPE 2017). *compiles*: what the
+    EP compiles inside these figures (:func:`compiles_for`). Raises what the sides raise.
     """
     import numpy as np
 
-    paths = {"A": Path(baseline_path), "B": Path(candidate_path)}
-    got: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
+    sides = {"A": baseline, "B": candidate}
+    got: dict[str, list[FreshSample]] = {"A": [], "B": []}
     before = _cpu_reading()
     for order in balanced_orders(("A", "B"), max(1, cycles), np.random.default_rng(seed)):
         for side in order:
-            got[side].append(_fresh_session(paths[side], provider, feeds, device_id, intra_op_threads))
+            got[side].append(sides[side].fresh())
     busy = others_cores(before, _cpu_reading())
-    compiles = COMPILES.get(getattr(provider, "short", ""))
-    baseline, candidate = (ColdStart([c for c, _ in got[side]], [f for _, f in got[side]], compiles, busy)
-                           for side in ("A", "B"))
-    return baseline, candidate
+    return _samples(got["A"], compiles, busy), _samples(got["B"], compiles, busy)
 
 
 def _cpu_reading() -> tuple[float, float, float]:
@@ -195,7 +290,9 @@ class ColdStartVerdict:
     """The cold-start outcome of one item: ``regression``, ``no-regression``, ``inconclusive``,
     ``improvement`` or ``no-baseline`` (the worst over :data:`METRICS`), per metric its figures
     (``ratio``, ``ci_low``, ``ci_high``, ``p_value``, ``current_ms``, ``baseline_ms``, ``outcome``),
-    and the message."""
+    and the message. ``method``: ``history`` (against the stored baseline's earlier runs,
+    ``baseline_runs`` of them) or ``side-by-side`` (against the baseline side ``ref``, over
+    ``cycles`` paired fresh sessions; ``confirmed``: None without a confirmation look)."""
 
     outcome: Outcome
     message: str
@@ -203,19 +300,108 @@ class ColdStartVerdict:
     level: float
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     baseline_runs: int = 0
+    method: str = "history"
+    ref: str | None = None
+    cycles: int = 0
+    confirmed: bool | None = None
 
     @property
     def fails(self) -> bool:
         return self.outcome == Outcome.REGRESSION
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold, "level": self.level,
-                "baseline_runs": self.baseline_runs, "fails": self.fails,
+        data = {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold,
+                "level": self.level, "baseline_runs": self.baseline_runs, "fails": self.fails, "method": self.method,
                 "metrics": {k: dict(v) for k, v in self.metrics.items()}}
+        if self.method == SIDE_BY_SIDE:
+            data.update(ref=self.ref, cycles=self.cycles, confirmed=self.confirmed)
+        return data
+
+
+#: ``ColdStartVerdict.method`` of a comparison with the baseline side
+SIDE_BY_SIDE = "side-by-side"
+#: how bad an outcome is, for the item's worst over :data:`METRICS`
+_RANK = {Outcome.REGRESSION: 3, Outcome.INCONCLUSIVE: 2, Outcome.IMPROVEMENT: 1, Outcome.NO_REGRESSION: 0}
+_HEAD = {Outcome.REGRESSION: "COLD START REGRESSION", Outcome.INCONCLUSIVE: "cold start inconclusive",
+         Outcome.IMPROVEMENT: "cold start improved", Outcome.NO_REGRESSION: "cold start: no regression"}
 
 
 def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.0f}%"
+
+
+@dataclass
+class _Judgement:
+    """The per-metric decisions of one cold-start verdict, gathered into its outcome and message."""
+
+    threshold: float
+    level: float
+    slack_ms: float
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    parts: list[str] = field(default_factory=list)
+    worst: Outcome = Outcome.NO_REGRESSION
+
+    def failed(self, key: str, words: str, exc: ValueError) -> None:
+        """*key* could not be tested (too few or bad samples): inconclusive, with the reason."""
+        self.figures[key] = {"outcome": str(Outcome.INCONCLUSIVE), "error": str(exc)}
+        self.parts.append(f"{words}: {exc}")
+        self.worst = max(self.worst, Outcome.INCONCLUSIVE, key=_RANK.__getitem__)
+
+    def judge(self, key: str, words: str, comp: Any, current_ms: float, baseline_ms: float, vs: str = "",
+              floor_ratio: float | None = None) -> None:
+        """Decide *key* on *comp* (a :class:`~pytest_aaco.stats.Comparison`) with
+        :func:`pytest_aaco.verdict.outcome_of`; a regression that adds less than ``slack_ms`` (ms,
+        *current_ms* - *baseline_ms*) is no regression; with *floor_ratio* (the fastest sessions'
+        ratio) a regression whose fastest sessions differ by less than the threshold is inconclusive."""
+        outcome = outcome_of(comp, self.threshold, self.level)
+        lo, hi = comp.ci(0.95)
+        note = ""
+        if outcome == Outcome.REGRESSION and current_ms - baseline_ms < self.slack_ms:
+            outcome, note = Outcome.NO_REGRESSION, f", under the {self.slack_ms:g} ms that count"
+        elif outcome == Outcome.REGRESSION and floor_ratio is not None and floor_ratio - 1 < self.threshold:
+            outcome = Outcome.INCONCLUSIVE
+            note = f"; the fastest sessions differ by only {_pct(floor_ratio)}"
+        self.figures[key] = {"outcome": str(outcome), "ratio": comp.ratio, "ci_low": lo, "ci_high": hi,
+                             "p_value": comp.p_slower, "current_ms": current_ms, "baseline_ms": baseline_ms,
+                             "method": comp.method}
+        if floor_ratio is not None:
+            self.figures[key]["fastest_ratio"] = floor_ratio
+        self.parts.append(f"{words} {current_ms:.1f} ms vs {baseline_ms:.1f} ms{vs} ({_pct(comp.ratio)}, 95% CI"
+                          f" {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g}{note})")
+        self.worst = max(self.worst, outcome, key=_RANK.__getitem__)
+
+    def split(self, current: ColdStart, baseline_phases: Mapping[str, float]) -> None:
+        """Add ORT's split of the fastest session creation (:data:`PHASES`, ms) against
+        *baseline_phases* to the session-creation figures, and to the message when it regressed."""
+        figures = self.figures.get("session_create_ms")
+        split = {key: {"current_ms": min(getattr(current, key)), "baseline_ms": float(baseline_phases[key])}
+                 for key, _ in PHASES if getattr(current, key) and key in baseline_phases}
+        if figures is None or not split:
+            return
+        figures["phases"] = split
+        if figures["outcome"] == str(Outcome.REGRESSION):
+            self.parts.append("session creation split by ORT's profiler: " + ", ".join(
+                f"{words} {split[key]['current_ms']:.1f} ms vs {split[key]['baseline_ms']:.1f} ms"
+                for key, words in PHASES if key in split))
+
+    def verdict(self, label: str, current: ColdStart, max_contention: float | None, how: str,
+                **fields: Any) -> ColdStartVerdict:
+        """The verdict: *how* says what was compared; a regression measured while other processes
+        kept more than *max_contention* cores busy is withheld as inconclusive."""
+        worst = self.worst
+        withheld = (worst == Outcome.REGRESSION and max_contention is not None and current.others_cores is not None
+                    and current.others_cores > max_contention)
+        if withheld:
+            worst = Outcome.INCONCLUSIVE
+        grown = [words for key, words in METRICS if self.figures[key]["outcome"] == str(Outcome.REGRESSION)]
+        text = f"{_HEAD[worst]} {label}" + (f" ({' and '.join(grown)})" if grown else "") + ": " + "; ".join(self.parts)
+        if withheld:
+            text += (f"; not failed: other processes kept {current.others_cores:.2f} cores busy while it was measured"
+                     f" (CPU contention, limit {max_contention:g})")
+        text += f"; {how}, threshold {self.threshold:.0%}, level {self.level:.2g} per figure"
+        if current.compiles:
+            text += f"; these figures include {current.compiles}"
+        return ColdStartVerdict(worst, text, self.threshold, self.level, self.figures, **fields)
 
 
 def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: str, *,
@@ -241,44 +427,103 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
         return ColdStartVerdict(Outcome.NO_BASELINE, f"cold start {label}: no cold-start history yet; it is"
                                                      " recorded with --aaco-save-baseline", threshold, level)
     prior = VariancePrior(math.log1p(run_noise) ** 2, prior_df, 0)
-    rank = {Outcome.REGRESSION: 3, Outcome.INCONCLUSIVE: 2, Outcome.IMPROVEMENT: 1, Outcome.NO_REGRESSION: 0}
-    figures: dict[str, dict[str, Any]] = {}
-    worst, parts = Outcome.NO_REGRESSION, []
+    judgement = _Judgement(threshold, level, slack_ms)
     for key, words in METRICS:
         now = current.minimum(key)
-        past = [run.minimum(key) for run in history]
         try:
-            comp = prediction_interval_test([math.log(now)], [math.log(v) for v in past], prior)
+            comp = prediction_interval_test([math.log(now)], [math.log(run.minimum(key)) for run in history], prior)
         except ValueError as exc:
-            figures[key] = {"outcome": str(Outcome.INCONCLUSIVE), "error": str(exc)}
-            parts.append(f"{words}: {exc}")
-            worst = max(worst, Outcome.INCONCLUSIVE, key=rank.__getitem__)
+            judgement.failed(key, words, exc)
             continue
-        outcome = outcome_of(comp, threshold, level)
-        lo, hi = comp.ci(0.95)
-        baseline_ms = float(now / comp.ratio)
-        small = outcome == Outcome.REGRESSION and now - baseline_ms < slack_ms
-        if small:
-            outcome = Outcome.NO_REGRESSION
-        figures[key] = {"outcome": str(outcome), "ratio": comp.ratio, "ci_low": lo, "ci_high": hi,
-                        "p_value": comp.p_slower, "current_ms": now, "baseline_ms": baseline_ms, "method": comp.method}
-        under = f", under the {slack_ms:g} ms that count" if small else ""
-        parts.append(f"{words} {now:.1f} ms vs {baseline_ms:.1f} ms ({_pct(comp.ratio)}, 95% CI {_pct(lo)} .."
-                     f" {_pct(hi)}, p={comp.p_slower:.2g}{under})")
-        worst = max(worst, outcome, key=rank.__getitem__)
-    withheld = (worst == Outcome.REGRESSION and max_contention is not None and current.others_cores is not None
-                and current.others_cores > max_contention)
-    if withheld:
-        worst = Outcome.INCONCLUSIVE
-    head = {Outcome.REGRESSION: "COLD START REGRESSION", Outcome.INCONCLUSIVE: "cold start inconclusive",
-            Outcome.IMPROVEMENT: "cold start improved", Outcome.NO_REGRESSION: "cold start: no regression"}[worst]
-    grown = [words for key, words in METRICS if figures[key]["outcome"] == str(Outcome.REGRESSION)]
-    text = f"{head} {label}" + (f" ({' and '.join(grown)})" if grown else "") + ": " + "; ".join(parts)
-    if withheld:
-        text += (f"; not failed: other processes kept {current.others_cores:.2f} cores busy while it was measured"
-                 f" (CPU contention, limit {max_contention:g})")
-    text += (f"; fastest of {len(current.session_create_ms)} fresh sessions vs {len(history)} earlier run(s),"
-             f" threshold {threshold:.0%}, level {level:.2g} per figure")
-    if current.compiles:
-        text += f"; these figures include {current.compiles}"
-    return ColdStartVerdict(worst, text, threshold, level, figures, len(history))
+        judgement.judge(key, words, comp, now, float(now / comp.ratio))
+    past = {key: [min(getattr(run, key)) for run in history if getattr(run, key)] for key, _ in PHASES}
+    judgement.split(current, {key: statistics.median(v) for key, v in past.items() if v})
+    how = f"fastest of {len(current.session_create_ms)} fresh sessions vs {len(history)} earlier run(s)"
+    return judgement.verdict(label, current, max_contention, how, baseline_runs=len(history))
+
+
+def side_by_side_verdict(baseline: ColdStart, candidate: ColdStart, label: str, ref: str, *,
+                         threshold: float = DEFAULT_COLD_START_THRESHOLD, alpha: float = COLD_START_ALPHA,
+                         slack_ms: float = COLD_START_SLACK_MS, max_contention: float | None = None
+                         ) -> ColdStartVerdict:
+    """Judge *candidate* against *baseline*, fresh sessions measured alternately
+    (:func:`measure_side_by_side`: the i-th sample of each side from the same cycle).
+
+    Per metric of :data:`METRICS`: the one-sided paired t-test on the cycles'
+    ``ln(candidate ms) - ln(baseline ms)`` (:func:`pytest_aaco.paired.paired_t`; Student 1908),
+    then :func:`pytest_aaco.verdict.outcome_of` at level ``alpha / 2`` and *threshold* (fractions).
+    Two guards keep an unchanged pair from failing on a loaded machine: a regression must add at
+    least *slack_ms* (ms, between the sides' fastest sessions), and the sides' fastest sessions must
+    also differ by at least the threshold (contention only adds time, so the fastest session is
+    what a neighbour disturbs least: Chen & Revels, HPEC 2016); otherwise no regression or
+    inconclusive. With *max_contention* (cores) a regression measured under more CPU contention is
+    withheld, as :func:`cold_start_verdict` does. *ref* names the baseline side in the message.
+    Never raises: fewer than 2 cycles make the metric inconclusive.
+    """
+    level = alpha / len(METRICS)
+    judgement = _Judgement(threshold, level, slack_ms)
+    for key, words in METRICS:
+        base, cand = baseline.values(key), candidate.values(key)
+        try:
+            if len(base) != len(cand):
+                raise ValueError(f"{len(cand)} candidate vs {len(base)} baseline sessions: not paired by cycle")
+            d = [math.log(c) - math.log(b) for b, c in zip(base, cand, strict=True)]
+            comp = paired_t([d])
+        except ValueError as exc:
+            judgement.failed(key, words, exc)
+            continue
+        fastest_b, fastest_c = baseline.minimum(key), candidate.minimum(key)
+        judgement.judge(key, words, comp, fastest_c, fastest_b, f" at {ref}", fastest_c / fastest_b)
+    judgement.split(candidate, {key: min(getattr(baseline, key)) for key, _ in PHASES if getattr(baseline, key)})
+    how = (f"each side's fastest of {len(candidate.session_create_ms)} alternating fresh sessions shown, ratio paired"
+           " by cycle")
+    return judgement.verdict(label, candidate, max_contention, how, method=SIDE_BY_SIDE, ref=ref,
+                             cycles=len(candidate.session_create_ms))
+
+
+@dataclass
+class SideBySideColdStart:
+    """Cold start compared side by side: both sides' samples of the deciding measurement, its
+    verdict, and the first look's verdict when a regression was measured again (confirmation)."""
+
+    baseline: ColdStart
+    candidate: ColdStart
+    verdict: ColdStartVerdict
+    first: ColdStartVerdict | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The item record's ``cold_start``: the candidate's ``ColdStart.to_dict()`` with ``verdict``,
+        ``baseline_side`` (the baseline side's samples) and ``first_look`` after a confirmation."""
+        data = {**self.candidate.to_dict(), "verdict": self.verdict.to_dict(), "baseline_side": self.baseline.to_dict()}
+        if self.first is not None:
+            data["first_look"] = self.first.to_dict()
+        return data
+
+
+def compare_cold_start(baseline: FreshSessions, candidate: FreshSessions, label: str, ref: str, *,
+                       cycles: int = COLD_SESSIONS, confirm: bool = True, seed: int = 0, compiles: str | None = None,
+                       threshold: float = DEFAULT_COLD_START_THRESHOLD, alpha: float = COLD_START_ALPHA,
+                       slack_ms: float = COLD_START_SLACK_MS, max_contention: float | None = None
+                       ) -> SideBySideColdStart:
+    """Measure both sides' cold start alternately (:func:`measure_side_by_side`, *cycles* fresh
+    sessions each) and judge it (:func:`side_by_side_verdict`). With *confirm*, a regression is
+    measured again on fresh cycles (seed + 1) and fails only when the second look is a regression
+    too (intersection-union, as the latency gate confirms); otherwise it is inconclusive. Raises
+    what the sides raise.
+    """
+    def look(seed_: int) -> tuple[ColdStart, ColdStart, ColdStartVerdict]:
+        base, cand = measure_side_by_side(baseline, candidate, cycles=cycles, seed=seed_, compiles=compiles)
+        return base, cand, side_by_side_verdict(base, cand, label, ref, threshold=threshold, alpha=alpha,
+                                                slack_ms=slack_ms, max_contention=max_contention)
+
+    base, cand, verdict = look(seed)
+    if not (verdict.fails and confirm):
+        return SideBySideColdStart(base, cand, verdict)
+    first = verdict
+    base, cand, verdict = look(seed + 1)
+    verdict.confirmed = verdict.fails
+    if not verdict.fails:
+        verdict.message = (f"{_HEAD[Outcome.INCONCLUSIVE]} {label}: a first look was a regression, fresh sessions"
+                           f" did not confirm it; {verdict.message}")
+        verdict.outcome = Outcome.INCONCLUSIVE
+    return SideBySideColdStart(base, cand, verdict, first)

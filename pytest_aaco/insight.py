@@ -4,7 +4,10 @@ None of them runs during the measured rounds, and each takes the device lock the
 (:func:`pytest_aaco.devicelock.hold_device`), so no other benchmark shares the device with them:
 
 * **cold start** (``--aaco-cold-start N``): N fresh InferenceSessions, creation and first run
-  (:func:`pytest_aaco.coldstart.measure_cold_start`);
+  (:func:`pytest_aaco.coldstart.measure_cold_start`); under ``--aaco-compare`` an item measured
+  side by side instead builds N fresh sessions of each side alternately
+  (:attr:`~pytest_aaco.benchmark.BenchmarkRun.compare_cold_start`), and one not measured side by
+  side (unchanged or new at REF) gets no cold-start pass;
 * **kernels**: CUPTI on NVIDIA EPs (``--aaco-cupti on``, :func:`pytest_aaco.cuptitrace.trace_runs`
   on the item's own session and binding) and rocprofv3 (``--aaco-rocprof``,
   :func:`pytest_aaco.rocprof.trace_with_rocprof`: the profile pass in a child process);
@@ -13,7 +16,8 @@ None of them runs during the measured rounds, and each takes the device lock the
 
 A pass that fails becomes a note on the item (``insight_notes``), never an error of the item: the
 measured result stands. Then :func:`judge_insight` judges the cold start against the baseline's
-cold-start history and compares the profile with the baseline's latest profile.
+cold-start history (side by side: the comparison already judged it) and compares the profile
+with the baseline's latest profile.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from .baseline import Baseline, history_entries
 from .benchmark import BenchmarkRun
-from .coldstart import ColdStart, cold_start_verdict, measure_cold_start
+from .coldstart import ColdStart, SideBySideColdStart, cold_start_verdict, measure_cold_start
 from .cuptitrace import CuptiError, trace_runs
 from .devicelock import hold_device
 from .kernels import KernelMetrics, onnx_node_count
@@ -31,6 +35,7 @@ from .measure import SessionError, bind_run
 from .opprofile import OpProfile, compare_profiles, profile_model, profile_runs
 from .ortprofile import ProfileError
 from .rocprof import RocprofError, trace_with_rocprof
+from .sideprocess import WorkerError
 
 #: EPs whose kernels CUPTI sees
 CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
@@ -40,9 +45,11 @@ ROCPROF_PROVIDERS = frozenset({"migraphx", "rocm"})
 
 @dataclass
 class Insight:
-    """What the extra passes of one item measured (None: not measured) and why any failed."""
+    """What the extra passes of one item measured (None: not measured) and why any failed;
+    ``side_cold_start``: the cold start compared side by side (then ``cold_start`` is None)."""
 
     cold_start: ColdStart | None = None
+    side_cold_start: SideBySideColdStart | None = None
     kernels: KernelMetrics | None = None
     profile: OpProfile | None = None
     notes: list[str] = field(default_factory=list)
@@ -84,11 +91,14 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
     with hold_device(run.provider.is_gpu, config.device_id, f"{run.model.name}[{run.provider.short}]"):
         if config.cold_start_sessions:
             try:
-                insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
-                                                        device_id=config.device_id,
-                                                        intra_op_threads=config.intra_op_threads,
-                                                        sessions=config.cold_start_sessions)
-            except SessionError as exc:
+                if run.compare_cold_start is not None:
+                    insight.side_cold_start = run.compare_cold_start()
+                elif run.compare is None:
+                    insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
+                                                            device_id=config.device_id,
+                                                            intra_op_threads=config.intra_op_threads,
+                                                            sessions=config.cold_start_sessions)
+            except (SessionError, WorkerError) as exc:
                 insight.notes.append(f"--aaco-cold-start: {exc}")
         _kernels(run, insight)
         if profile:
@@ -104,11 +114,13 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
 def judge_insight(insight: Insight, baseline: Baseline | None, label: str, config: Any,
                   gated: bool = True) -> dict[str, Any]:
     """The record fields of *insight*: ``cold_start`` (with its ``verdict`` against the baseline's
-    cold-start history), ``profile`` (with its ``comparison`` to the baseline's latest profile),
-    ``kernels``, and ``insight_notes``. With *gated* False (a run that saves the baseline) nothing
-    is judged or compared."""
+    cold-start history, or :meth:`SideBySideColdStart.record` side by side), ``profile`` (with its
+    ``comparison`` to the baseline's latest profile), ``kernels``, and ``insight_notes``. With
+    *gated* False (a run that saves the baseline) nothing is judged or compared."""
     fields: dict[str, Any] = {"insight_notes": list(insight.notes)}
-    if insight.cold_start is not None and not gated:
+    if insight.side_cold_start is not None:
+        fields["cold_start"] = insight.side_cold_start.record()
+    elif insight.cold_start is not None and not gated:
         fields["cold_start"] = insight.cold_start.to_dict()
     elif insight.cold_start is not None:
         history = []

@@ -22,6 +22,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Generator
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +277,8 @@ class AacoSession:
         ``--aaco-compare-python``): the candidate's result and the Verdict, at the item's LOND level.
 
         An item unchanged at REF, or new there, is measured once as usual and gets that verdict.
+        With ``--aaco-cold-start N`` an item measured side by side also gets its cold-start
+        comparison (:attr:`BenchmarkRun.compare_cold_start`), which the extra passes run after the rounds.
         Raises SessionError / WorkerError from either side, GitRefError for a file git cannot give.
         """
         gate = self.side_gate
@@ -287,10 +290,18 @@ class AacoSession:
             result = run.measure(run.handle, settings)
             return result, gate.static_verdict(side, label, gate_for_item.threshold, result.mean_ms)
         raw = ProviderSpec(run.provider.short, run.provider.ep_name)
+
+        def provider_for(model: ModelSpec) -> ProviderSpec:
+            return self.provider_for(model, raw)
+
         item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads)
-        result, verdict, _ = gate.measure(run.model, side, lambda model: self.provider_for(model, raw), item,
-                                          gate_for_item, self.lond().next_level(), label,
-                                          lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id, label))
+        result, verdict, _ = gate.measure(run.model, side, provider_for, item, gate_for_item, self.lond().next_level(),
+                                          label, lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id,
+                                                                          label))
+        c = self.config
+        if c.cold_start_sessions:  # measured by the cold-start pass after the rounds (insight.measure_insight)
+            run.compare_cold_start = partial(gate.cold_start, run.model, side, provider_for, item, run.feeds,
+                                             c.cold_start_sessions, label, c.cold_start_threshold, c.max_contention)
         return result, verdict
 
     def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:

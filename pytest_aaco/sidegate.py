@@ -20,12 +20,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
 from .gitref import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
 from .inputs import batch_size
 from .records import Outcome, Verdict
 from .registry import ModelSpec, model_path
 from .results import BenchmarkResult
-from .sidebyside import CompareSettings, LocalFactory, SideBySide, WorkerFactory, candidate_result, compare, to_verdict
+from .sidebyside import (
+    BASELINE,
+    CompareSettings,
+    LocalFactory,
+    SideBySide,
+    WorkerFactory,
+    candidate_result,
+    compare,
+    to_verdict,
+)
+from .sideprocess import WorkerSessions, WorkerSide
 from .verdict import GateSettings, finish
 
 #: outcomes of items that were not measured side by side (they never fail)
@@ -127,6 +138,38 @@ class SideBySideGate:
         bench = candidate_result(result, spec.name, provider.short, batch_size(candidate.feeds or {}) or 1,
                                  item.iobinding)
         return bench, verdict, result
+
+    def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], Any],
+                   item: ItemMeasure, feeds: dict[str, Any], sessions: int, label: str, threshold: float,
+                   max_contention: float | None = None) -> SideBySideColdStart:
+        """Compare the item's cold start with its baseline side's: *sessions* fresh sessions of each
+        side, alternating (:func:`pytest_aaco.coldstart.compare_cold_start`, confirmed with fresh
+        cycles when the comparison confirms), at *threshold* (fraction).
+
+        The candidate runs in this process on *feeds* (the item's inputs); the baseline side too,
+        or with ``--aaco-compare-python`` in one worker of the other interpreter that loads a fresh
+        session per cycle (:class:`~pytest_aaco.sideprocess.WorkerSessions`) on the same *feeds*.
+        Both sides get the comparison's session configuration entries. Raises
+        :class:`~pytest_aaco.measure.SessionError` / :class:`~pytest_aaco.sideprocess.WorkerError`.
+        """
+        assert side.spec is not None and side.model_file is not None  # CHANGED sides carry both
+        provider, base_provider = provider_for(spec), provider_for(side.spec)
+        entries = self.settings.session_config()
+        candidate = LocalSessions(model_path(spec), provider, feeds, spec, item.device_id, item.intra_op_threads,
+                                  entries)
+        worker = WorkerSide(self.python, name=BASELINE) if self.python else None
+        baseline: Any = (WorkerSessions(worker, side.model_file, base_provider, feeds, item.device_id,
+                                        item.intra_op_threads, entries) if worker is not None
+                         else LocalSessions(side.model_file, base_provider, None, side.spec, item.device_id,
+                                            item.intra_op_threads, entries))
+        try:
+            return compare_cold_start(baseline, candidate, label, self.name, cycles=sessions,
+                                      confirm=self.settings.confirm, seed=self.settings.seed,
+                                      compiles=compiles_for(provider), threshold=threshold,
+                                      max_contention=max_contention)
+        finally:
+            if worker is not None:
+                worker.close()
 
 
 __all__ = ["CHANGED", "NEW", "NEW_OUTCOME", "UNCHANGED", "UNCHANGED_OUTCOME", "ItemMeasure", "SideBySideGate"]

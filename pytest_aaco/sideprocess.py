@@ -33,12 +33,13 @@ import tempfile
 import time
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from .coldstart import FreshSample
 from .measure import (
     ORT_DEVICE,
     SessionError,
@@ -457,3 +458,32 @@ class WorkerSide:
         if self._noise:
             parts.append("; it also printed: " + " | ".join(self._noise))
         return "".join(parts)
+
+
+@dataclass
+class WorkerSessions:
+    """Fresh sessions in another interpreter, for a cold start compared side by side
+    (:class:`~pytest_aaco.coldstart.FreshSessions`): each :meth:`fresh` loads *model_path* in
+    *side*'s worker (which releases its previous session first, as :meth:`WorkerSide.load` says)
+    and times its first run as a block of one iteration, on host inputs (*feeds*, no IO binding,
+    as the in-process side's first run). The worker is started on first use; close *side* after.
+    """
+
+    side: WorkerSide
+    model_path: Path
+    provider: ProviderSpec
+    feeds: Mapping[str, np.ndarray]
+    device_id: int = 0
+    intra_op_threads: int = 0
+    config_entries: dict[str, str] = field(default_factory=dict)
+
+    def fresh(self) -> FreshSample:
+        """``FreshSample(creation ms, first run ms)`` of one new session in the worker; raises
+        :class:`~pytest_aaco.measure.SessionError` or :class:`WorkerError` as :meth:`WorkerSide.load`."""
+        if not self.side.running:
+            self.side.start()
+        session = self.side.load(self.model_path, self.provider, self.feeds, iobinding="none",
+                                 device_id=self.device_id, intra_op_threads=self.intra_op_threads,
+                                 config_entries=self.config_entries)
+        first_ns = self.side.block(1)
+        return FreshSample(session.create_ms, float(first_ns[0]) / 1e6)

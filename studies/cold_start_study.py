@@ -71,7 +71,7 @@ def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) 
     *candidate* alternating (AB/BA); prints both sides' samples."""
     import onnxruntime as ort
 
-    from pytest_aaco.coldstart import measure_side_by_side
+    from pytest_aaco.coldstart import LocalSessions, measure_side_by_side
     from pytest_aaco.inputs import make_inputs
     from pytest_aaco.providers import parse_provider
 
@@ -79,7 +79,9 @@ def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) 
     feeds = make_inputs(name, own.get_inputs(), {}, {})
     for _ in range(3):
         own.run(None, feeds)
-    base, cand = measure_side_by_side(model_path, candidate, parse_provider("cpu"), feeds, cycles=cycles)
+    cpu = parse_provider("cpu")
+    base, cand = measure_side_by_side(LocalSessions(Path(model_path), cpu, feeds),
+                                      LocalSessions(Path(candidate), cpu, feeds), cycles=cycles)
     print(json.dumps({"baseline": base.to_dict(), "candidate": cand.to_dict()}))
 
 

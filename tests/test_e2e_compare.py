@@ -9,6 +9,7 @@ so neither outcome can flip on a loaded machine.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from pytest_aaco.modelgen import add_extra_work
+from pytest_aaco.modelgen import add_extra_work, add_folding_work, save_model_atomic
 
 REGISTRY = """
 models:
@@ -87,3 +88,52 @@ def test_a_bad_revision_is_a_usage_error(repo):
     result = repo.run_subprocess("--aaco-compare=no-such-branch", *ARGS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--aaco-compare=no-such-branch: no such commit*fetch*"])
+
+
+COLD_REGISTRY = """
+models:
+  cosmetic:
+    path: cosmetic.onnx
+  folded:
+    path: folded.onnx
+"""
+
+
+def test_cold_start_is_compared_side_by_side(aaco_project):
+    """``--aaco-compare=REF --aaco-cold-start=5``: fresh sessions of both sides alternate. The
+    candidate whose session creation folds about 3 GFLOP of constant MatMuls (the runs are the
+    same) fails on its cold start alone; the cosmetically changed model passes."""
+    root = aaco_project.pytester.path
+    for name in ("cosmetic", "folded"):
+        shutil.copy(aaco_project.model, root / f"{name}.onnx")
+    aaco_project.registry(COLD_REGISTRY)
+    for args in (("init", "-q"), ("config", "user.email", "t@example.com"), ("config", "user.name", "t"),
+                 ("add", "."), ("commit", "-qm", "base")):
+        git(root, *args)
+    model = onnx.load(str(root / "cosmetic.onnx"))
+    model.doc_string = "same compute, different bytes"
+    onnx.save(model, str(root / "cosmetic.onnx"))
+    save_model_atomic(add_folding_work(onnx.load(str(root / "folded.onnx")), 12, 512), root / "folded.onnx")
+    git(root, "commit", "-qam", "the pull request")
+
+    fast = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
+    result = aaco_project.pytester.runpytest_subprocess(
+        *fast, "--aaco-compare=HEAD~1", "--aaco-cold-start=5", "--aaco-max-contention=off", "--aaco-junit=perf.xml",
+        "--aaco-html=perf.html", *ARGS, timeout=300)
+    text = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_latency[[]folded-cpu[]] *FAILED*",
+                                 "*COLD START REGRESSION folded[[]cpu[]] (session creation): session creation * ms vs"
+                                 " * ms at HEAD~1 (+*fastest of 5 alternating fresh sessions shown*"])
+    assert "COLD START REGRESSION cosmetic" not in text and "REGRESSION folded[cpu]: +" not in text  # runs alike
+    records = {r["model"]: r for r in (json.loads(p.read_text()) for p in root.glob(".aaco/sessions/*/items/*.json"))}
+    folded, cosmetic = records["folded"]["cold_start"], records["cosmetic"]["cold_start"]
+    assert folded["verdict"]["method"] == "side-by-side" and folded["verdict"]["fails"]
+    assert folded["verdict"]["confirmed"] is True and folded["first_look"]["outcome"] == "regression"
+    assert folded["min_session_create_ms"] > 2 * folded["baseline_side"]["min_session_create_ms"]
+    assert not cosmetic["verdict"]["fails"] and len(cosmetic["baseline_side"]["session_create_ms"]) == 5
+    junit = (root / "perf.xml").read_text()
+    assert 'name="aaco_cold_start_method" value="side-by-side"' in junit
+    page = (root / "perf.html").read_text()
+    assert "baseline side (fastest session)" in page

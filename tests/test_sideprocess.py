@@ -29,6 +29,7 @@ from pytest_aaco.sideprocess import (
     WORKER_SCRIPT,
     WorkerEnvironmentError,
     WorkerError,
+    WorkerSessions,
     WorkerSide,
     find_interpreter,
 )
@@ -332,6 +333,28 @@ def test_compare_with_the_baseline_in_another_interpreter(other_python, models):
     assert result.outcome == "regression" and result.comparison.ratio > 2
 
 
+def test_cold_start_of_the_baseline_side_in_the_worker(other_python, models, feeds, tmp_path):
+    """Cold start side by side with ``--aaco-compare-python``: one worker loads a fresh session per
+    cycle; a candidate whose creation folds ~3 GFLOP of constant MatMuls is caught."""
+    import onnx
+
+    from pytest_aaco.coldstart import LocalSessions, compare_cold_start
+    from pytest_aaco.modelgen import add_folding_work, save_model_atomic
+
+    folded = save_model_atomic(add_folding_work(onnx.load(str(models["small"])), 12, 512), tmp_path / "folded.onnx")
+    worker = WorkerSide(other_python, name="baseline")
+    try:
+        found = compare_cold_start(WorkerSessions(worker, models["small"], CPU, feeds, intra_op_threads=1),
+                                   LocalSessions(folded, CPU, feeds, intra_op_threads=1), "small[cpu]",
+                                   str(other_python), cycles=4, confirm=False)
+        assert worker.running  # one worker for every cycle
+    finally:
+        worker.close()
+    assert found.verdict.fails, found.verdict.message
+    assert len(found.baseline.session_create_ms) == 4 and min(found.baseline.first_run_ms) > 0
+    assert found.verdict.metrics["session_create_ms"]["ratio"] > 2
+
+
 # ---------------------------------------------------------------- on a CUDA GPU (skipped elsewhere)
 
 
@@ -369,3 +392,17 @@ def test_compare_python_through_the_plugin(aaco_project, other_python):
     result.stdout.fnmatch_lines(["tiny*cpu*no-regression", "false-alarm control: LOND*1 gated, 0 regression(s)"])
     junit = (aaco_project.pytester.path / "perf.xml").read_text()
     assert f"vs {other_python}" in junit and "measured side by side" in junit
+
+
+def test_compare_python_compares_cold_start_side_by_side(aaco_project, other_python):
+    """With ``--aaco-cold-start``, the unchanged item's cold start is compared with the other
+    interpreter's fresh sessions (not with a stored history), and it must not fail."""
+    fast = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
+    result = aaco_project.pytester.runpytest_subprocess(
+        *fast, f"--aaco-compare-python={other_python}", "--aaco-cold-start=4", "--aaco-threshold=90%",
+        "--aaco-intra-op-threads=1", "-v", timeout=300)
+    assert result.ret == 0, result.stdout.str()
+    record = json.loads(next(aaco_project.pytester.path.glob(".aaco/sessions/*/items/*.json")).read_text())
+    verdict = record["cold_start"]["verdict"]
+    assert verdict["method"] == "side-by-side" and verdict["ref"] == str(other_python) and not verdict["fails"]
+    assert len(record["cold_start"]["baseline_side"]["session_create_ms"]) == 4

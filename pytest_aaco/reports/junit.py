@@ -40,7 +40,8 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     own ``--junitxml`` through ``user_properties``): summary values with 4 decimals, the change
     (%), CI bounds (ratios) and one-sided p with 6 significant digits, the verdict, the
     fingerprint id, the label, the threshold (fraction) and the baseline runs; with a cold start,
-    its verdict and this run's fastest session creation and first run (ms); with an operator
+    its verdict, its method (``history`` or ``side-by-side``) and this run's fastest session creation
+    and first run (ms); with an operator
     profile compared to the baseline's, the one-line comparison; with a reference workload, the
     series tested (``normalized`` or ``raw``) and the machine's drift (fraction)."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
@@ -67,6 +68,7 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     cold = record.cold_start or {}
     if record.cold_start_verdict:
         props.append(("aaco_cold_start_verdict", str(record.cold_start_verdict.get("outcome"))))
+        props.append(("aaco_cold_start_method", str(record.cold_start_verdict.get("method") or "history")))
     for key in ("min_session_create_ms", "min_first_run_ms"):
         if _number(cold.get(key)):
             props.append((f"aaco_cold_start_{key.removeprefix('min_')}", f"{cold[key]:.4f}"))
