@@ -55,6 +55,19 @@ def test_cold_start_block_plots_history_and_verdict():
     assert breakdown.cold_start_block(None) == ""
 
 
+def test_cold_start_block_side_by_side_shows_the_baseline_side_and_the_split():
+    from pytest_aaco.coldstart import side_by_side_verdict
+
+    base = ColdStart([100.0, 102.0, 98.0, 101.0, 99.0], [20.0] * 5, load_ms=[5.0] * 5, init_ms=[80.0] * 5)
+    cand = ColdStart([210.0, 205.0, 200.0, 204.0, 206.0], [20.0] * 5, load_ms=[5.0] * 5, init_ms=[180.0] * 5)
+    verdict = side_by_side_verdict(base, cand, "m[cpu]", "origin/main")
+    block = breakdown.cold_start_block({**cand.to_dict(), "baseline_side": base.to_dict()}, verdict.to_dict())
+    assert "baseline side (fastest session)" in block and "change (paired)" in block
+    assert "earlier runs" not in block
+    assert "of it: session initialization (ORT profiler)" in block and "180.0 ms" in block and "+125.0%" in block
+    assert block.count("<svg") == 1 and ">origin/main<" in block  # the baseline side, labelled by its name
+
+
 def test_junit_properties_carry_cold_start_and_operators():
     from pytest_aaco.records import ItemRecord
     from pytest_aaco.reports.junit import properties
@@ -68,5 +81,6 @@ def test_junit_properties_carry_cold_start_and_operators():
                         profile={**cur.to_dict(), "comparison": compare_profiles(base, cur).to_dict()})
     props = dict(properties(record))
     assert props["aaco_cold_start_verdict"] == str(verdict.outcome)
+    assert props["aaco_cold_start_method"] == "history"
     assert props["aaco_cold_start_session_create_ms"] == "200.0000"
     assert props["aaco_operators"].startswith("operators: Conv +31%")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,8 +12,13 @@ import scipy.stats
 from pytest_aaco.coldstart import (
     COLD_SESSIONS,
     ColdStart,
+    FreshSample,
+    LocalSessions,
     cold_start_verdict,
+    compare_cold_start,
     measure_cold_start,
+    measure_side_by_side,
+    side_by_side_verdict,
 )
 from pytest_aaco.modelgen import add_folding_work, save_model_atomic
 from pytest_aaco.providers import parse_provider
@@ -147,3 +153,169 @@ def test_real_sessions_catch_slower_creation_from_constant_folding(tiny_model_pa
 
 def test_default_session_count():
     assert COLD_SESSIONS == 5
+
+
+# ------------------------------------------------------------------ side by side (--aaco-compare)
+
+
+def pair(base_create, cand_create, base_first=(20.0,) * 5, cand_first=(20.0,) * 5) -> tuple[ColdStart, ColdStart]:
+    return ColdStart(list(base_create), list(base_first)), ColdStart(list(cand_create), list(cand_first))
+
+
+def test_side_by_side_p_value_is_the_paired_t_test_on_log_ratios():
+    base, cand = pair([100, 104, 98, 101, 99], [150, 160, 149, 158, 151])
+    verdict = side_by_side_verdict(base, cand, "m[cpu]", "origin/main")
+    expected = scipy.stats.ttest_rel(np.log(cand.session_create_ms), np.log(base.session_create_ms),
+                                     alternative="greater").pvalue
+    figures = verdict.metrics["session_create_ms"]
+    assert figures["p_value"] == pytest.approx(expected, rel=1e-9)
+    assert figures["ratio"] == pytest.approx(math.exp(np.mean(np.log(cand.session_create_ms)
+                                                              - np.log(base.session_create_ms))))
+    assert verdict.outcome == "regression" and verdict.fails and verdict.method == "side-by-side"
+    assert verdict.message.startswith("COLD START REGRESSION m[cpu] (session creation): session creation 149.0 ms"
+                                      " vs 98.0 ms at origin/main (+53%")
+    assert ("each side's fastest of 5 alternating fresh sessions shown, ratio paired by cycle, threshold 20%,"
+            " level 0.005 per figure") in verdict.message
+    data = verdict.to_dict()
+    assert data["ref"] == "origin/main" and data["cycles"] == 5 and data["method"] == "side-by-side"
+
+
+def test_side_by_side_unchanged_pair_is_no_regression():
+    base, cand = pair([100, 104, 98, 101, 99], [101, 103, 99, 100, 100])
+    verdict = side_by_side_verdict(base, cand, "m[cpu]", "HEAD~1")
+    assert verdict.outcome == "no-regression" and not verdict.fails
+
+
+def test_side_by_side_needs_the_fastest_sessions_to_differ_by_the_threshold_too():
+    # the paired ratios say +27% (p < 0.001), but the fastest candidate session is only 15% slower
+    base, cand = pair([100, 200, 200, 200, 200], [115, 260, 260, 262, 258])
+    verdict = side_by_side_verdict(base, cand, "m[cpu]", "HEAD~1")
+    figures = verdict.metrics["session_create_ms"]
+    assert figures["p_value"] < 0.001 and figures["ratio"] > 1.2
+    assert verdict.outcome == "inconclusive" and not verdict.fails
+    assert "the fastest sessions differ by only +15%" in verdict.message
+    assert side_by_side_verdict(base, cand, "m[cpu]", "HEAD~1", threshold=0.1).fails
+
+
+def test_side_by_side_guards_slack_contention_and_unpaired_samples():
+    base, cand = pair([1.0, 1.1, 0.9, 1.0, 1.0], [3.0, 3.2, 2.9, 3.1, 3.0])  # 3x, but +2 ms
+    assert side_by_side_verdict(base, cand, "m", "r").outcome == "no-regression"
+    base, cand = pair([100, 104, 98, 101, 99], [200, 208, 196, 202, 198])
+    cand.others_cores = 0.9
+    busy = side_by_side_verdict(base, cand, "m", "r", max_contention=0.1)
+    assert busy.outcome == "inconclusive" and "not failed: other processes kept 0.90 cores busy" in busy.message
+    unpaired = side_by_side_verdict(ColdStart([100.0] * 4, [20.0] * 4), cand, "m", "r")
+    assert unpaired.outcome == "inconclusive" and "not paired by cycle" in unpaired.message
+
+
+class ScriptedSide:
+    """A side whose fresh sessions take the scripted (create ms, first run ms), in order."""
+
+    def __init__(self, samples):
+        self.samples = list(samples)
+        self.calls = 0
+
+    def fresh(self) -> FreshSample:
+        self.calls += 1
+        return FreshSample(*self.samples.pop(0))
+
+
+def test_a_side_by_side_regression_is_confirmed_on_fresh_cycles():
+    base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(10)])
+    slow = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(10)])
+    found = compare_cold_start(base, slow, "m[cpu]", "HEAD~1", cycles=5)
+    assert base.calls == slow.calls == 10
+    assert found.verdict.fails and found.verdict.confirmed is True and found.first is not None
+    record = found.record()
+    assert record["verdict"]["confirmed"] is True and record["first_look"]["outcome"] == "regression"
+    assert record["baseline_side"]["min_session_create_ms"] == 100.0 and record["min_session_create_ms"] == 200.0
+
+    base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(10)])
+    once = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(5)] + [(100.0 + i % 2, 20.0) for i in range(5)])
+    found = compare_cold_start(base, once, "m[cpu]", "HEAD~1", cycles=5)
+    assert found.verdict.outcome == "inconclusive" and not found.verdict.fails and found.verdict.confirmed is False
+    assert found.verdict.message.startswith("cold start inconclusive m[cpu]: a first look was a regression")
+
+    base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(5)])
+    slow = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(5)])
+    assert compare_cold_start(base, slow, "m", "r", cycles=5, confirm=False).verdict.fails
+    assert base.calls == 5  # no second look without confirm
+
+
+def test_real_side_by_side_catches_constant_folding_and_passes_an_unchanged_pair(tiny_model_path, tmp_path):
+    import onnx
+
+    heavy = save_model_atomic(add_folding_work(onnx.load(str(tiny_model_path)), 12, 512), tmp_path / "fold.onnx")
+    feeds = {"x": np.ones((1, 64), np.float32)}
+    cpu = parse_provider("cpu")
+    light = LocalSessions(tiny_model_path, cpu, feeds)
+    base, cand = measure_side_by_side(light, LocalSessions(heavy, cpu, feeds), cycles=5)
+    assert len(base.session_create_ms) == len(cand.session_create_ms) == 5
+    verdict = side_by_side_verdict(base, cand, "tiny[cpu]", "HEAD~1")
+    assert verdict.outcome == "regression", verdict.message
+    assert verdict.metrics["session_create_ms"]["ratio"] > 3
+    same = compare_cold_start(light, LocalSessions(tiny_model_path, cpu, None), "tiny[cpu]", "HEAD~1", cycles=5)
+    assert not same.verdict.fails, same.verdict.message
+
+
+def test_local_sessions_make_inputs_from_the_spec_when_none_are_given(tiny_model_path):
+    from pytest_aaco.registry import ModelSpec
+
+    spec = ModelSpec("tiny", f"path:{tiny_model_path}", tiny_model_path)
+    side = LocalSessions(tiny_model_path, parse_provider("cpu"), None, spec)
+    sample = side.fresh()
+    assert sample.create_ms > 0 and sample.first_run_ms > 0
+    assert side.feeds is not None and side.feeds["x"].shape == (1, 64)
+
+
+# ------------------------------------------------------------------ ORT's split of session creation
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize(("name", "load_ms", "init_ms"), [
+    ("ort_profile_creation_cpu.json", 1.120, 30.741),  # onnxruntime 1.32, CPU EP, squeezenet, this machine
+    ("ort_profile_cuda.json", 0.208, 2.063),  # recorded on an H100 (CUDA EP): no other creation events either
+])
+def test_creation_phases_from_recorded_profiles(name, load_ms, init_ms):
+    from pytest_aaco.coldstart import creation_phases
+    from pytest_aaco.ortprofile import read_events
+
+    phases = creation_phases(read_events(DATA / name))
+    assert phases == {"load_ms": pytest.approx(load_ms), "init_ms": pytest.approx(init_ms)}
+
+
+def test_creation_phases_of_a_model_from_bytes_and_of_a_profile_without_them():
+    from pytest_aaco.coldstart import creation_phases
+
+    events = [{"cat": "Session", "name": "model_loading_array", "dur": 500},
+              {"cat": "Session", "name": "session_initialization", "dur": 2500},
+              {"cat": "Node", "name": "session_initialization", "dur": 9999}]
+    assert creation_phases(events) == {"load_ms": 0.5, "init_ms": 2.5}
+    assert creation_phases([]) == {"load_ms": None, "init_ms": None}
+
+
+def test_fresh_sessions_record_the_split_of_their_creation(tiny_model_path):
+    side = LocalSessions(tiny_model_path, parse_provider("cpu"), {"x": np.ones((1, 64), np.float32)})
+    cold = measure_side_by_side(side, side, cycles=2)[1]
+    assert len(cold.load_ms) == len(cold.init_ms) == 2
+    for create, load, init in zip(cold.session_create_ms, cold.load_ms, cold.init_ms, strict=True):
+        assert 0 < load and 0 < init and load + init <= create * 1.05  # both happen inside the timed creation
+    again = ColdStart.from_dict(cold.to_dict())
+    assert again.init_ms == pytest.approx(cold.init_ms, abs=1e-3)
+    old = {k: v for k, v in cold.to_dict().items() if k not in ("load_ms", "init_ms")}
+    assert ColdStart.from_dict(old).init_ms == []  # records written before the split still load
+
+
+def test_a_session_creation_regression_names_the_phase_that_grew():
+    base = ColdStart([100.0, 102, 99, 101, 100], [20.0] * 5, load_ms=[5.0] * 5, init_ms=[80.0, 82, 79, 81, 80])
+    cand = ColdStart([200.0, 204, 198, 202, 200], [20.0] * 5, load_ms=[5.0] * 5, init_ms=[180.0, 182, 179, 181, 180])
+    verdict = side_by_side_verdict(base, cand, "m[cpu]", "HEAD~1")
+    assert verdict.fails
+    assert ("session creation split by ORT's profiler: model load 5.0 ms vs 5.0 ms, session initialization"
+            " 179.0 ms vs 79.0 ms") in verdict.message
+    assert verdict.metrics["session_create_ms"]["phases"]["init_ms"] == {"current_ms": 179.0, "baseline_ms": 79.0}
+    stored = cold_start_verdict(cand, [base, base], "m[cpu]")
+    assert stored.metrics["session_create_ms"]["phases"]["init_ms"]["baseline_ms"] == 79.0
+    unchanged = side_by_side_verdict(base, base, "m[cpu]", "HEAD~1")
+    assert "split by ORT's profiler" not in unchanged.message  # only a regression spells it out

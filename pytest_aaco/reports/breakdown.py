@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..coldstart import METRICS
+from ..coldstart import METRICS, PHASES
 from . import markup as mk
 from .markup import e, fmt, fraction_pct, is_num
 
@@ -60,7 +60,8 @@ def plot_operators(profile: Mapping[str, Any], baseline: Mapping[str, Any] | Non
 
 def plot_cold_start(current: Mapping[str, Any], history: Sequence[Mapping[str, Any]] = ()) -> str | None:
     """Two panels (session creation, first run): every fresh session's ms per run, history runs
-    in the baseline colour, this run last in the current colour, a bar at each run's median."""
+    in the baseline colour, this run last in the current colour, a bar at each run's median. A
+    history run is labelled by its ``label`` (the baseline side's name) or its ``timestamp``."""
     import numpy as np
 
     runs = [*history, current]
@@ -78,7 +79,8 @@ def plot_cold_start(current: Mapping[str, Any], history: Sequence[Mapping[str, A
             ax.plot(i + jitter, values, "o", markersize=3.5, color=color, alpha=0.8)
             ax.plot([i - 0.25, i + 0.25], [float(np.median(values))] * 2, color=color, linewidth=2)
         ax.set_xticks(range(len(runs)))
-        ax.set_xticklabels([str(r.get("timestamp", ""))[5:10] or str(i + 1) for i, r in enumerate(runs[:-1])]
+        ax.set_xticklabels([str(r.get("label") or str(r.get("timestamp", ""))[5:10] or i + 1)
+                            for i, r in enumerate(runs[:-1])]
                            + ["this run"], fontsize=7, rotation=30)
         ax.set_ylim(bottom=0)
         ax.set_ylabel("ms")
@@ -151,9 +153,14 @@ def kernels_block(metrics: Mapping[str, Any] | None) -> str:
 
 def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] | None = None,
                      history: Sequence[Mapping[str, Any]] = (), plots: bool = True) -> str:
-    """Cold start: the verdict's message, this run's fastest session against the earlier runs', and the plot."""
+    """Cold start: the verdict's message, this run's fastest session against the earlier runs'
+    (or, compared side by side, against the baseline side's fastest: ``cold["baseline_side"]``,
+    then plotted in place of *history*), and the plot."""
     if not cold:
         return ""
+    side = cold.get("baseline_side")
+    if isinstance(side, Mapping):
+        history = [{**side, "label": (verdict or {}).get("ref") or "baseline side"}]
     parts = ["<h3>Cold start</h3>"]
     if verdict and verdict.get("message"):
         cls = "bad" if verdict.get("fails") else ("warn" if verdict.get("outcome") == "inconclusive" else "")
@@ -165,8 +172,17 @@ def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] 
                  mk.pct(figures.get("ratio"))]
         rows.append(f"<tr><th>{e(words)}</th>" + "".join(f'<td class="num">{e(c)}</td>' for c in cells)
                     + f"<td>{e(figures.get('outcome') or '')}</td></tr>")
-    parts.append("<table><tr><th></th><th>this run (fastest session)</th><th>baseline (earlier runs' fastest)</th>"
-                 "<th>change</th>"
+    split = ((verdict or {}).get("metrics") or {}).get("session_create_ms", {}).get("phases") or {}
+    for key, words in PHASES:
+        if is_num(cold.get(f"min_{key}")):
+            then = (split.get(key) or {}).get("baseline_ms")
+            ratio = float(cold[f"min_{key}"]) / float(then) if is_num(then) and float(then) > 0 else None
+            cells = [fmt(cold.get(f"min_{key}"), ".1f", " ms"), fmt(then, ".1f", " ms"), mk.pct(ratio)]
+            rows.append(f"<tr><td>&nbsp;&nbsp;of it: {e(words)} (ORT profiler)</td>"
+                        + "".join(f'<td class="num">{e(c)}</td>' for c in cells) + "<td>not gated</td></tr>")
+    against, change = (("baseline side (fastest session)", "change (paired)") if isinstance(side, Mapping)
+                       else ("baseline (earlier runs' fastest)", "change"))
+    parts.append(f"<table><tr><th></th><th>this run (fastest session)</th><th>{e(against)}</th><th>{e(change)}</th>"
                  f"<th>verdict</th></tr>{''.join(rows)}</table>")
     if plots:
         parts.append(mk.plot_or_note(lambda: plot_cold_start(cold, history), "cold-start plot"))
