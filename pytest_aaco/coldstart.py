@@ -78,7 +78,9 @@ class ColdStart:
     (None when unknown). ``load_ms`` and ``init_ms``: the split of each session's creation that
     ORT's own profiler reports (:data:`PHASES`; empty when not read, e.g. in a side worker):
     parsing the model, and ``session_initialization`` (graph optimization, partitioning, and the
-    EP compile of compiling EPs for static shapes). Recorded and shown, not gated.
+    EP compile of compiling EPs for static shapes). Recorded and shown, not gated. ``phase_s``:
+    the wall time the whole cold-start phase took (s, both sides when measured side by side):
+    what the pass costs an item.
     """
 
     session_create_ms: list[float]
@@ -87,6 +89,7 @@ class ColdStart:
     others_cores: float | None = None
     load_ms: list[float] = field(default_factory=list)
     init_ms: list[float] = field(default_factory=list)
+    phase_s: float | None = None
 
     def values(self, key: str) -> list[float]:
         """The samples of metric *key* (``session_create_ms`` or ``first_run_ms``)."""
@@ -110,6 +113,7 @@ class ColdStart:
         data.update({f"min_{key}": round(self.minimum(key), 3) for key, _ in METRICS})
         data["compiles"] = self.compiles
         data["others_cores"] = None if self.others_cores is None else round(self.others_cores, 3)
+        data["phase_s"] = None if self.phase_s is None else round(self.phase_s, 3)
         for key, _ in PHASES:
             if getattr(self, key):
                 data[key] = [round(v, 3) for v in getattr(self, key)]
@@ -129,8 +133,10 @@ class ColdStart:
         others = data.get("others_cores")
         phases = {key: [float(v) for v in data.get(key) or [] if isinstance(v, (int, float))
                         and not isinstance(v, bool)] for key, _ in PHASES}
+        phase_s = data.get("phase_s")
         return cls(values["session_create_ms"], values["first_run_ms"], data.get("compiles"),
-                   float(others) if isinstance(others, (int, float)) else None, **phases)
+                   float(others) if isinstance(others, (int, float)) else None, **phases,
+                   phase_s=float(phase_s) if isinstance(phase_s, (int, float)) else None)
 
 
 @dataclass(frozen=True)
@@ -221,10 +227,13 @@ def compiles_for(provider: Any) -> str | None:
     return COMPILES.get(getattr(provider, "short", ""))
 
 
-def _samples(found: Sequence[FreshSample], compiles: str | None, busy: float | None) -> ColdStart:
+def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[float, float, float]) -> ColdStart:
+    """The :class:`ColdStart` of *found*, with the contention and wall time since the reading *before*."""
+    after = _cpu_reading()
     phases = {key: [v for v in (getattr(s, key) for s in found) if v is not None] for key, _ in PHASES}
-    return ColdStart([s.create_ms for s in found], [s.first_run_ms for s in found], compiles, busy,
-                     **{k: v if len(v) == len(found) else [] for k, v in phases.items()})
+    return ColdStart([s.create_ms for s in found], [s.first_run_ms for s in found], compiles,
+                     others_cores(before, after), **{k: v if len(v) == len(found) else [] for k, v in phases.items()},
+                     phase_s=after[0] - before[0])
 
 
 def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str, Any], *, device_id: int = 0,
@@ -240,7 +249,7 @@ def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str
     side = LocalSessions(Path(model_path), provider, feeds, device_id=device_id, intra_op_threads=intra_op_threads)
     before = _cpu_reading()
     found = [side.fresh() for _ in range(max(1, sessions))]
-    return _samples(found, compiles_for(provider), others_cores(before, _cpu_reading()))
+    return _samples(found, compiles_for(provider), before)
 
 
 def measure_side_by_side(baseline: FreshSessions, candidate: FreshSessions, *, cycles: int = COLD_SESSIONS,
@@ -262,8 +271,7 @@ def measure_side_by_side(baseline: FreshSessions, candidate: FreshSessions, *, c
     for order in balanced_orders(("A", "B"), max(1, cycles), np.random.default_rng(seed)):
         for side in order:
             got[side].append(sides[side].fresh())
-    busy = others_cores(before, _cpu_reading())
-    return _samples(got["A"], compiles, busy), _samples(got["B"], compiles, busy)
+    return _samples(got["A"], compiles, before), _samples(got["B"], compiles, before)
 
 
 def _cpu_reading() -> tuple[float, float, float]:

@@ -249,8 +249,8 @@ def test_real_side_by_side_catches_constant_folding_and_passes_an_unchanged_pair
     feeds = {"x": np.ones((1, 64), np.float32)}
     cpu = parse_provider("cpu")
     light = LocalSessions(tiny_model_path, cpu, feeds)
-    base, cand = measure_side_by_side(light, LocalSessions(heavy, cpu, feeds), cycles=5)
-    assert len(base.session_create_ms) == len(cand.session_create_ms) == 5
+    base, cand = measure_side_by_side(light, LocalSessions(heavy, cpu, feeds), cycles=8)
+    assert len(base.session_create_ms) == len(cand.session_create_ms) == 8
     verdict = side_by_side_verdict(base, cand, "tiny[cpu]", "HEAD~1")
     assert verdict.outcome == "regression", verdict.message
     assert verdict.metrics["session_create_ms"]["ratio"] > 3
@@ -303,6 +303,8 @@ def test_fresh_sessions_record_the_split_of_their_creation(tiny_model_path):
         assert 0 < load and 0 < init and load + init <= create * 1.05  # both happen inside the timed creation
     again = ColdStart.from_dict(cold.to_dict())
     assert again.init_ms == pytest.approx(cold.init_ms, abs=1e-3)
+    assert cold.phase_s is not None and cold.phase_s * 1000 >= sum(cold.session_create_ms)  # the phase's wall time
+    assert again.phase_s == pytest.approx(cold.phase_s, abs=1e-3)
     old = {k: v for k, v in cold.to_dict().items() if k not in ("load_ms", "init_ms")}
     assert ColdStart.from_dict(old).init_ms == []  # records written before the split still load
 

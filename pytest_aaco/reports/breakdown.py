@@ -176,7 +176,7 @@ def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] 
     for key, words in PHASES:
         if is_num(cold.get(f"min_{key}")):
             then = (split.get(key) or {}).get("baseline_ms")
-            ratio = float(cold[f"min_{key}"]) / float(then) if is_num(then) and float(then) > 0 else None
+            ratio = float(cold[f"min_{key}"]) / then if isinstance(then, (int, float)) and then > 0 else None
             cells = [fmt(cold.get(f"min_{key}"), ".1f", " ms"), fmt(then, ".1f", " ms"), mk.pct(ratio)]
             rows.append(f"<tr><td>&nbsp;&nbsp;of it: {e(words)} (ORT profiler)</td>"
                         + "".join(f'<td class="num">{e(c)}</td>' for c in cells) + "<td>not gated</td></tr>")
