@@ -283,8 +283,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               " measured rounds; on: every item, failing: only items that fail, off", "off", "MODE",
               parse=partial(choice, choices=PROFILE_MODES)),
     OptionDef("cold-start", "fresh InferenceSessions per item timed for cold start (session creation, first run),"
-              " gated against the item's cold-start history (0: off; 5 is what docs/where-the-time-goes.md"
-              " measured)", "0", "N",
+              " gated against the item's cold-start history, or with --aaco-compare against as many fresh sessions"
+              " of the baseline side, alternating (0: off; 5 is what docs/where-the-time-goes.md measured)", "0", "N",
               parse=partial(int_at_least, minimum=0)),
     OptionDef("cold-start-threshold", "practical threshold of a cold-start regression (fraction or %)", "20%",
               "FRACTION", parse=partial(fraction_below, upper=10.0)),

@@ -18,9 +18,9 @@ run-to-run sd of the offset a process adds (:func:`pytest_aaco.stats.run_offset_
 unchanged runs) and the run-to-run sd of each run's fastest session creation (what the verdict
 tests), the figures behind ``COLD_RUN_NOISE``.
 
-With ``--side-by-side`` each run instead builds fresh sessions of the model and of the candidate
-alternating in one process (:func:`~pytest_aaco.coldstart.measure_side_by_side`, AB/BA cycles),
-judged by the one-sided paired t-test on the cycles' ln ratios (A/A: the model against itself).
+With ``--side-by-side`` each run instead compares the model with the candidate as ``--aaco-compare``
+does (:func:`~pytest_aaco.coldstart.compare_cold_start`: fresh sessions alternating in one
+process, AB/BA cycles, the paired verdict and its confirmation look; A/A: the model against itself).
 
 Run it under the measurement lock:
 
@@ -67,53 +67,51 @@ def run_child(model_path: Path, name: str, sessions: int, candidate: Path | None
 
 
 def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) -> None:
-    """One side-by-side run: the item's own session, then fresh sessions of the model and of
-    *candidate* alternating (AB/BA); prints both sides' samples."""
+    """One side-by-side run as the plugin makes it under ``--aaco-compare``: the item's own
+    session, then :func:`~pytest_aaco.coldstart.compare_cold_start` (fresh sessions of the model
+    and of *candidate* alternating, AB/BA, the shipped verdict with its confirmation look, no
+    contention guard: the parent applies it); prints the samples and the verdict."""
     import onnxruntime as ort
 
-    from pytest_aaco.coldstart import LocalSessions, measure_side_by_side
+    from pytest_aaco.coldstart import LocalSessions, compare_cold_start
     from pytest_aaco.inputs import make_inputs
     from pytest_aaco.providers import parse_provider
+    from pytest_aaco.sidebyside import NO_SPINNING
 
     own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     feeds = make_inputs(name, own.get_inputs(), {}, {})
     for _ in range(3):
         own.run(None, feeds)
     cpu = parse_provider("cpu")
-    base, cand = measure_side_by_side(LocalSessions(Path(model_path), cpu, feeds),
-                                      LocalSessions(Path(candidate), cpu, feeds), cycles=cycles)
-    print(json.dumps({"baseline": base.to_dict(), "candidate": cand.to_dict()}))
-
-
-def paired_verdict(record: dict, threshold: float, level: float) -> tuple[bool, float, float]:
-    """(fails, ratio, p): the one-sided paired t-test on the cycles' ln(candidate / baseline)
-    session-creation ratios (scipy.stats.ttest_1samp), failing at *level* and *threshold*."""
-    import numpy as np
-    import scipy.stats
-
-    d = np.log(record["candidate"]["session_create_ms"]) - np.log(record["baseline"]["session_create_ms"])
-    p = float(scipy.stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
-    ratio = float(np.exp(d.mean()))
-    return bool(p <= level and ratio - 1 >= threshold), ratio, p
+    start = time.perf_counter()
+    found = compare_cold_start(LocalSessions(Path(model_path), cpu, feeds, config_entries=dict(NO_SPINNING)),
+                               LocalSessions(Path(candidate), cpu, feeds, config_entries=dict(NO_SPINNING)),
+                               name, "baseline", cycles=cycles)
+    print(json.dumps({**found.record(), "phase_s": time.perf_counter() - start}))
 
 
 def side_by_side(name: str, args: argparse.Namespace, folder: Path) -> dict:
-    """A/A: the model against itself; A/B: against the folded candidate; paired verdicts."""
-    from pytest_aaco.coldstart import COLD_START_ALPHA, DEFAULT_COLD_START_THRESHOLD
+    """A/A: the model against itself; A/B: against the folded candidate; the shipped verdicts
+    (:func:`~pytest_aaco.coldstart.compare_cold_start`), with and without the contention guard."""
     from pytest_aaco.registry import zoo_dir
 
     path = zoo_dir() / f"light_{name}.onnx"
-    level = COLD_START_ALPHA / 2
     base_create = statistics.median(run_child(path, name, 3)["median_session_create_ms"] for _ in range(3))
     candidate, steps = folded_variant(path, name, base_create, folder)
     out: dict = {"model": name, "mode": "side-by-side", "cycles": args.sessions, "candidate_fold_steps": steps}
     for kind, other, runs in (("aa", path, args.aa), ("ab", candidate, args.ab)):
-        results = [paired_verdict(run_child(path, name, args.sessions, other), DEFAULT_COLD_START_THRESHOLD, level)
-                   for _ in range(runs)]
+        records = [run_child(path, name, args.sessions, other) for _ in range(runs)]
+        verdicts = [r["verdict"] for r in records]
+        busy = [r.get("others_cores") for r in records]
         out[f"{kind}_runs"] = runs
-        out[f"{kind}_failures"] = sum(f for f, _, _ in results)
-        out[f"{kind}_ratios"] = [round(r, 3) for _, r, _ in results]
-        out[f"{kind}_p"] = [float(f"{p:.2g}") for _, _, p in results]
+        out[f"{kind}_failures"] = sum(v["fails"] for v in verdicts)
+        out[f"{kind}_failures_with_contention_guard"] = sum(
+            v["fails"] and (b is None or b <= args.max_contention) for v, b in zip(verdicts, busy, strict=True))
+        out[f"{kind}_outcomes"] = [v["outcome"] for v in verdicts]
+        out[f"{kind}_ratios"] = [round(v["metrics"]["session_create_ms"].get("ratio", math.nan), 3) for v in verdicts]
+        out[f"{kind}_confirmation_looks"] = sum(r.get("first_look") is not None for r in records)
+        out[f"{kind}_others_cores"] = busy
+        out[f"{kind}_phase_s_median"] = round(statistics.median(r["phase_s"] for r in records), 3)
     return out
 
 

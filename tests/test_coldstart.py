@@ -223,7 +223,7 @@ class ScriptedSide:
 def test_a_side_by_side_regression_is_confirmed_on_fresh_cycles():
     base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(10)])
     slow = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(10)])
-    found = compare_cold_start(base, slow, "m[cpu]", "HEAD~1", cycles=5)
+    found = compare_cold_start(base, slow, "m[cpu]", "HEAD~1", cycles=5, discard=0)
     assert base.calls == slow.calls == 10
     assert found.verdict.fails and found.verdict.confirmed is True and found.first is not None
     record = found.record()
@@ -232,14 +232,15 @@ def test_a_side_by_side_regression_is_confirmed_on_fresh_cycles():
 
     base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(10)])
     once = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(5)] + [(100.0 + i % 2, 20.0) for i in range(5)])
-    found = compare_cold_start(base, once, "m[cpu]", "HEAD~1", cycles=5)
+    found = compare_cold_start(base, once, "m[cpu]", "HEAD~1", cycles=5, discard=0)
     assert found.verdict.outcome == "inconclusive" and not found.verdict.fails and found.verdict.confirmed is False
     assert found.verdict.message.startswith("cold start inconclusive m[cpu]: a first look was a regression")
 
-    base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(5)])
-    slow = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(5)])
-    assert compare_cold_start(base, slow, "m", "r", cycles=5, confirm=False).verdict.fails
-    assert base.calls == 5  # no second look without confirm
+    base = ScriptedSide([(500.0, 20.0)] + [(100.0 + i % 3, 20.0) for i in range(5)])  # a slow first session
+    slow = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(6)])
+    found = compare_cold_start(base, slow, "m", "r", cycles=5, confirm=False)
+    assert base.calls == 6  # one discarded session per side, and no second look without confirm
+    assert found.verdict.fails and found.baseline.session_create_ms == [100.0, 101.0, 102.0, 100.0, 101.0]
 
 
 def test_real_side_by_side_catches_constant_folding_and_passes_an_unchanged_pair(tiny_model_path, tmp_path):
