@@ -129,7 +129,12 @@ class Baseline:
 
     def reference_runs(self, reference_id: str) -> list[dict[str, Any]]:
         """The ``reference`` records of the runs measured with reference *reference_id*, oldest first."""
-        return [run["reference"] for run in self.history
+        return [ref for _, ref in self.reference_pairs(reference_id)]
+
+    def reference_pairs(self, reference_id: str) -> list[tuple[list[float], dict[str, Any]]]:
+        """Per run measured with reference *reference_id* (oldest first): the item's round log-means
+        and that run's ``reference`` record, so the two line up run by run."""
+        return [([r["log_mean"] for r in run["rounds"]], run["reference"]) for run in self.history
                 if isinstance(run.get("reference"), dict) and run["reference"].get("id") == reference_id]
 
     def reference_ids(self) -> list[str]:

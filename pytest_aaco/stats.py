@@ -345,6 +345,119 @@ def prediction_interval_test(current: Any, history_run_means: Any, prior: Varian
     return Comparison("prediction-interval", estimate, se, df, p_slower, p_faster, int(c.size), int(n_hist))
 
 
+#: prior of the item's sensitivity to the machine's speed as the reference sees it: slope 1 (item and
+#: reference slow down alike) with this sd. A history whose reference barely moved cannot tell the
+#: slope, so the prior holds it near 1 and widens the prediction for a machine that moved since; a
+#: history that spans the machine's phases outweighs it (measured slopes: 0.3 to 1.4, docs/verdict-quality.md)
+SLOPE_PRIOR_SD = 0.3
+
+
+@dataclass(frozen=True)
+class ReferenceFit:
+    """The line of the item's run means on the reference's run means over a history.
+
+    ``intercept`` and ``slope`` (the posterior mean of the item's *sensitivity* to the machine's
+    speed, as the reference sees it: 1 when both slow down alike), ``slope_var`` (its posterior
+    variance), ``residual_var`` (ln units², ``H - 2`` df), ``x_mean`` (the reference's mean run
+    mean, ln ms) and ``runs`` (H).
+    """
+
+    intercept: float
+    slope: float
+    slope_var: float
+    residual_var: float
+    x_mean: float
+    runs: int
+
+    def predict(self, x: float) -> float:
+        """The item's expected run mean (ln ms) when the reference's run mean is *x* (ln ms)."""
+        return self.intercept + self.slope * x
+
+    def prediction_var(self, x: float) -> float:
+        """Variance (ln units²) of a new run's mean around :meth:`predict` at *x*: the new run's own
+        residual, the intercept's and the slope's uncertainty, ``s²(1 + 1/H) + (x - x̄)² var(b)``."""
+        return self.residual_var * (1.0 + 1.0 / self.runs) + (x - self.x_mean) ** 2 * self.slope_var
+
+
+def fit_reference(history_run_means: Any, history_reference_means: Any,
+                  slope_prior_sd: float = SLOPE_PRIOR_SD) -> ReferenceFit:
+    """Fit ``item = a + b * reference`` over the history's runs, with a normal prior on the slope.
+
+    Args:
+        history_run_means: shape ``(H,)``, the item's run means of round log-means, ``H >= 4``.
+        history_reference_means: shape ``(H,)``, the reference's run means in the same runs.
+        slope_prior_sd: sd of the slope's prior ``N(1, sd²)``; ``math.inf`` gives ordinary least
+            squares (then equal to ``scipy.stats.linregress(reference, item)``'s slope and intercept).
+
+    The intercept has a flat prior; with the residual variance ``s²`` plugged in, the slope's
+    posterior is normal with precision ``P = Sxx/s² + 1/sd²`` and mean ``(Sxy/s² + 1/sd²)/P``
+    (conjugate normal linear regression: Gelman et al., *Bayesian Data Analysis*, 3rd ed., §14.2,
+    with the prior as one extra observation). ``s²`` is the residual variance around that line,
+    ``H - 2`` df, starting from the least-squares (or slope-1) residuals.
+
+    Raises ValueError for fewer than 4 runs, unequal lengths, or NaN/inf.
+    """
+    y = _as_1d(history_run_means, "history run means", 4)
+    x = _as_1d(history_reference_means, "history reference run means", 4)
+    if x.size != y.size:
+        raise ValueError(f"the history has {y.size} item run means but {x.size} reference run means")
+    xc, yc = x - x.mean(), y - y.mean()
+    sxx, sxy = float((xc * xc).sum()), float((xc * yc).sum())
+    prior_precision = 0.0 if math.isinf(slope_prior_sd) else 1.0 / slope_prior_sd**2
+    if sxx <= 1e-12 and prior_precision == 0.0:
+        raise ValueError("the reference workload ran at the same speed in every history run: its slope is undefined")
+    slope = sxy / sxx if sxx > 1e-12 else 1.0
+    dof = y.size - 2
+    for _ in range(3):  # s² and the slope depend on each other; three passes settle both
+        s_sq = max(float(((yc - slope * xc) ** 2).sum()) / dof, SE_FLOOR**2)
+        precision = sxx / s_sq + prior_precision
+        slope = (sxy / s_sq + prior_precision) / precision
+    s_sq = max(float(((yc - slope * xc) ** 2).sum()) / dof, SE_FLOOR**2)
+    return ReferenceFit(float(y.mean()) - slope * float(x.mean()), slope, 1.0 / precision, s_sq,
+                        float(x.mean()), int(y.size))
+
+
+def reference_adjusted_test(current: Any, current_reference: Any, history_run_means: Any,
+                            history_reference_means: Any, slope_prior_sd: float = SLOPE_PRIOR_SD) -> Comparison:
+    """Is this run's mean outside the prediction interval of the history's regression on the reference?
+
+    The machine's speed moves the item and the reference measured alongside it together, but not
+    one for one: on the project's 2-core machine a small reference moved 2.5 times as much as
+    ResNet-50 from process to process, Inception 0.7 times (correlation 0.93 in both cases,
+    docs/verdict-quality.md). Dividing by the reference (``ln(item) - ln(reference)``, a slope
+    of 1) then adds noise; fitting the slope over the history removes it. This is regression
+    adjustment by a concurrent covariate (CUPED: Deng, Xu, Kohavi & Walker, WSDM 2013) with the
+    prediction interval for one new observation of a simple linear regression (Montgomery, Peck &
+    Vining, *Introduction to Linear Regression Analysis*, 5th ed., section 2.5; Hahn & Meeker 1991),
+    the slope held near 1 by a prior (:func:`fit_reference`, :data:`SLOPE_PRIOR_SD`) so a history
+    recorded at one machine speed does not extrapolate an unknown slope.
+
+    Args:
+        current: this run's item round log-means, shape ``(rounds,)``; only the mean ``y0`` is used.
+        current_reference: this run's reference block log-means, shape ``(rounds,)``; mean ``x0``.
+        history_run_means, history_reference_means: shape ``(H,)`` each, ``H >= 4``
+            (:func:`fit_reference`, which also takes *slope_prior_sd*).
+
+    Returns:
+        A :class:`Comparison` with ``method="reference-adjusted"``, ``estimate = y0 - (a + b x0)``,
+        ``se = sqrt(s²(1 + 1/H) + (x0 - x̄)² var(b))`` (floored at :data:`SE_FLOOR`), ``df = H - 2``,
+        ``n_current = rounds``, ``n_baseline = H``. ``exp(estimate)`` is the item's change at the
+        machine speed the reference measured now.
+
+    Raises:
+        ValueError: as :func:`fit_reference`, or an empty/non-finite current series.
+    """
+    c = _as_1d(current, "current round log-means", 1)
+    cx = _as_1d(current_reference, "current reference log-means", 1)
+    fit = fit_reference(history_run_means, history_reference_means, slope_prior_sd)
+    x0 = float(cx.mean())
+    se = max(math.sqrt(fit.prediction_var(x0)), SE_FLOOR)
+    estimate = float(c.mean()) - fit.predict(x0)
+    df = float(fit.runs - 2)
+    p_slower, p_faster = _t_pvalues(estimate, se, df)
+    return Comparison("reference-adjusted", estimate, se, df, p_slower, p_faster, int(c.size), fit.runs)
+
+
 # ---------------------------------------------------------------------------------------------
 # Multiplicity: batch (BH) and online (LOND) false-discovery-rate control
 # ---------------------------------------------------------------------------------------------

@@ -100,10 +100,9 @@ def worker(args: argparse.Namespace) -> None:
     a fresh one is built and measured, as the plugin's confirmation does."""
     import gc
 
-    from pytest_aaco.providers import parse_provider
     from pytest_aaco.reference import build_reference
 
-    provider = parse_provider(args.provider)
+    provider = study_provider(args)
     refs = [build_reference(name, provider, 0, args.threads, args.iobinding) for name in args.refs.split(",")]
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
     for model in args.models.split(","):
@@ -116,12 +115,23 @@ def worker(args: argparse.Namespace) -> None:
                 gc.collect()  # the look's session is released before the next one is built
 
 
+def study_provider(args: argparse.Namespace) -> Any:
+    """The EP of ``--provider`` with the ``--provider-option KEY=VALUE`` options."""
+    from dataclasses import replace
+
+    from pytest_aaco.providers import parse_provider
+
+    options = dict(option.split("=", 1) for option in args.provider_option)
+    return replace(parse_provider(args.provider), options=options)
+
+
 def spawn(models: dict[str, Path], refs: list[str], args: argparse.Namespace, looks: int = 1) -> list[dict[str, Any]]:
     """One fresh worker process (under the measurement lock); its JSON lines."""
     cmd = [sys.executable, __file__, "--worker", "--models", ",".join(f"{k}={v}" for k, v in models.items()),
            "--refs", ",".join(refs), "--rounds", str(args.rounds), "--warmup", str(args.warmup),
            "--provider", args.provider, "--threads", str(args.threads), "--iobinding", args.iobinding,
            "--looks", str(looks)] + (["--memory"] if args.memory else [])
+    cmd += [f"--provider-option={option}" for option in args.provider_option]
     if LOCK.exists() and not args.no_lock:
         cmd = ["flock", str(LOCK), *cmd]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=args.spawn_timeout)
@@ -172,9 +182,8 @@ def slower_variant(name: str, slowdown: float, args: argparse.Namespace) -> tupl
     from pytest_aaco.interleave import LocalSide, block_iterations, paired_log_ratios, run_cycles
     from pytest_aaco.measure import bind_run, build_session, warmup
     from pytest_aaco.modelgen import add_extra_work, save_model_atomic
-    from pytest_aaco.providers import parse_provider
 
-    provider = parse_provider(args.provider)
+    provider = study_provider(args)
     base = onnx.load(str(model_file(name)))
 
     def side(label: str, path: Path) -> tuple[LocalSide, float]:
@@ -343,12 +352,19 @@ def gpu(args: argparse.Namespace, out: list[str]) -> None:
     except ImportError:
         out.append("WARNING: nvidia-ml-py (pynvml) is not importable: no own device-memory figures.\n")
     name = args.models.split(",")[0]
-    b_path, true = slower_variant(name, args.slowdown, args)
+    state = args.workdir / "gpu.json"
+    if state.is_file():  # a second command goes on gating against the same history (the "≥ 10 minutes")
+        saved = json.loads(state.read_text())
+        history, gates, true = saved["history"], saved["gates"], saved["true"]
+        b_path = Path(saved["b_path"])
+        print(f"  resuming: {len(history)} history runs, {len(gates)} gates", file=sys.stderr, flush=True)
+    else:
+        b_path, true = slower_variant(name, args.slowdown, args)
+        t0 = time.time()
+        history = [spawn({name: model_file(name)}, [args.reference], args)[0] for _ in range(args.history)]
+        gates = []
+        print(f"  history of {len(history)} runs in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     a_models, b_models = {name: model_file(name)}, {name: b_path}
-    t0 = time.time()
-    history = [spawn(a_models, [args.reference], args)[0] for _ in range(args.history)]
-    print(f"  history of {len(history)} runs in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    gates: list[dict[str, Any]] = []
     per_gate = 0.0
     while True:
         kind = "A/B" if len(gates) % 4 == 3 else "A/A"
@@ -370,11 +386,12 @@ def gpu(args: argparse.Namespace, out: list[str]) -> None:
                                       (looks[0]["record"]["telemetry"].get("vram_own_mb") or {}).get("method")),
                       "peak_vram_mb": (looks[0]["record"]["telemetry"].get("vram_used_mb") or {}).get("max"),
                       "rss_growth_mb": (looks[0]["record"]["telemetry"].get("rss_growth_mb") or {}).get("max")})
+        gates[-1]["looks"] = looks
+        state.write_text(json.dumps({"history": history, "gates": gates, "true": true, "b_path": str(b_path)},
+                                    default=str))
         print(f"  {kind} gate {len(gates)} at +{gates[-1]['t_s']:.0f} s: {v.outcome} {v.change_pct or 0:+.1f}%"
               f" (raw {((v.raw_ratio or 1) - 1) * 100:+.1f}%, machine {(v.reference_drift or 0) * 100:+.1f}%)"
               f" memory {v.memory}", file=sys.stderr, flush=True)
-    (args.workdir / "gpu.json").write_text(json.dumps({"history": history, "gates": gates, "true": true},
-                                                      default=str))
     out.append(f"### Stored-baseline gate on {args.provider}: {name}, {len(history)}-run history, reference"
                f" {args.reference}, threshold 5%, level 0.05, confirmation look on a fresh session\n")
     out.append("| gate | at (s) | kind | outcome | series | change (series tested) | raw change |"
@@ -420,6 +437,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--provider", default="cpu")
+    p.add_argument("--provider-option", action="append", default=[],
+                   help="KEY=VALUE provider option, repeatable (cudnn_conv_algo_search=HEURISTIC)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--iobinding", default="none")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/aaco-reference-study"))

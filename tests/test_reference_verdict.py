@@ -16,6 +16,7 @@ from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.results import ReferenceSeries
 from pytest_aaco.stats import common_offset
 from pytest_aaco.verdict import (
+    ADJUSTED,
     INCONCLUSIVE,
     MISMATCH,
     NO_REGRESSION,
@@ -35,23 +36,29 @@ LEVEL = 0.05
 
 
 def run(result_factory, item_ms: float, machine: float = 1.0, seed: int = 0, rounds: int = 10,
-        ref_id: str = REF_ID, ref_trend: float = 0.0, with_reference: bool = True):
-    """One run: the machine's speed factor *machine* multiplies item and reference alike, with a
-    common per-round wobble (what normalization cancels) and small independent noise.
-    *ref_trend* adds a linear drift of the reference alone across the rounds (ln units, end to end)."""
+        ref_id: str = REF_ID, ref_trend: float = 0.0, with_reference: bool = True, ref_ms: float = 2.0,
+        sensitivity: float = 1.0):
+    """One run: the machine's speed factor *machine* multiplies the reference, and the item by
+    ``machine ** sensitivity``, with a common per-round wobble (what normalization cancels) and
+    small independent noise. *ref_trend* adds a linear drift of the reference alone across the
+    rounds (ln units, end to end)."""
     rng = np.random.default_rng(seed)
     common = 0.04 * rng.standard_normal(rounds)  # machine noise shared by item and reference: 4% per round
-    item_rounds = item_ms * machine * np.exp(common + 0.003 * rng.standard_normal(rounds))
+    item_rounds = item_ms * machine**sensitivity * np.exp(sensitivity * common + 0.003 * rng.standard_normal(rounds))
     result = result_factory(list(item_rounds), iterations=20, noise=0.002, seed=seed)
-    ref_log = np.log(2.0 * machine) + common + 0.003 * rng.standard_normal(rounds) + np.linspace(0, ref_trend, rounds)
+    ref_log = (np.log(ref_ms * machine) + common + 0.003 * rng.standard_normal(rounds)
+               + np.linspace(0, ref_trend, rounds))
     if with_reference:
         result.reference = ReferenceSeries("mix", ref_id, ref_log, result.round_log_means - ref_log,
                                            float(np.exp(ref_log).mean()), 50, 0.17)
     return result
 
 
-def history(result_factory, runs: int = 5, item_ms: float = 10.0, machine: float = 1.0, **kwargs) -> Baseline:
-    records = [run_record(run(result_factory, item_ms, machine, seed=100 + i, **kwargs)) for i in range(runs)]
+def history(result_factory, runs: int = 5, item_ms: float = 10.0, machine: float | list[float] = 1.0,
+            **kwargs) -> Baseline:
+    """*runs* recorded runs; *machine* one speed factor for all, or one per run."""
+    speeds = machine if isinstance(machine, list) else [machine] * runs
+    records = [run_record(run(result_factory, item_ms, speeds[i], seed=100 + i, **kwargs)) for i in range(runs)]
     return Baseline(Path("/b/m.json"), "t::m", dict(FIELDS), FP.id, records, [])
 
 
@@ -62,20 +69,20 @@ def judge(current, baseline, fp=FP, **kwargs):
 def test_machine_slowdown_cancels_in_the_normalized_series(result_factory):
     """The GPU case of issue 11: history at one speed, gate 20% slower with nothing changed."""
     v = judge(run(result_factory, 10.0, machine=1.20, seed=7), history(result_factory))
-    assert v.series == NORMALIZED
+    assert v.series == ADJUSTED
     assert v.outcome == NO_REGRESSION and not v.fails
     assert v.raw_ratio == pytest.approx(1.20, abs=0.05)
     assert v.ratio == pytest.approx(1.0, abs=0.02)
     assert v.reference_drift == pytest.approx(0.20, abs=0.05)
     drift = round(v.reference_drift * 100)
     assert f"the machine ran {drift}% slower than in the history (reference workload mix" in v.message
-    assert "normalized by the reference workload mix" in v.message
+    assert "adjusted for the reference workload mix (sensitivity 1.0" in v.message
     assert v.to_dict()["reference_drift"] == v.reference_drift
 
 
 def test_true_regression_on_a_slower_machine_is_caught(result_factory):
     v = judge(run(result_factory, 11.0, machine=1.20, seed=7), history(result_factory))
-    assert v.series == NORMALIZED and v.outcome == REGRESSION and v.fails
+    assert v.series == ADJUSTED and v.outcome == REGRESSION and v.fails
     assert v.ratio == pytest.approx(1.10, abs=0.02)
 
 
@@ -85,8 +92,41 @@ def test_normalized_series_is_more_sensitive(result_factory):
     v_norm = judge(run(result_factory, 10.0, seed=7), base)
     raw_base = history(result_factory, with_reference=False)
     v_raw = judge(run(result_factory, 10.0, seed=7, with_reference=False), raw_base)
-    assert v_norm.series == NORMALIZED and v_raw.series == RAW
+    assert v_norm.series == ADJUSTED and v_raw.series == RAW
     assert v_norm.mde < v_raw.mde / 3
+
+
+def test_short_history_of_a_like_sized_item_is_normalized(result_factory):
+    """Fewer than min-history runs: no slope can be fitted, so ln(item) - ln(reference) is tested
+    when the two iterations last about as long."""
+    v = judge(run(result_factory, 11.0, machine=1.2, seed=7, ref_ms=10.0),
+              history(result_factory, runs=3, ref_ms=10.0))
+    assert v.series == NORMALIZED and v.ratio == pytest.approx(1.10, abs=0.03)
+    assert "normalized by the reference workload mix" in v.message
+
+
+def test_short_history_of_an_item_unlike_the_reference_stays_raw(result_factory):
+    """A 10 ms item and a 2 ms reference: dividing would assume they slow down alike."""
+    v = judge(run(result_factory, 10.0, seed=7), history(result_factory, runs=3))
+    assert v.series == RAW and v.reference is not None
+    assert "differ more than 3x, so dividing by it would add noise until 5 runs" in v.message
+
+
+def test_adjusted_test_fits_the_items_own_sensitivity(result_factory):
+    """The CPU case of issue 11: the item moves 0.4x as much as the reference from run to run.
+    Dividing by the reference (slope 1) calls an unchanged item 13% faster on a machine 25% slower
+    than usual; the fitted slope predicts it, and a true +12% is still caught."""
+    speeds = [0.95, 1.0, 1.1, 1.2, 1.02, 0.9]
+    base = history(result_factory, runs=6, machine=speeds, sensitivity=0.4)
+    same = judge(run(result_factory, 10.0, machine=1.25, seed=7, sensitivity=0.4), base)
+    assert same.series == ADJUSTED and same.outcome == NO_REGRESSION
+    assert same.reference["sensitivity"] == pytest.approx(0.4, abs=0.05)
+    assert "sensitivity 0.40 over 6 runs" in same.message
+    slow = judge(run(result_factory, 11.2, machine=1.25, seed=7, sensitivity=0.4), base)
+    assert slow.outcome == REGRESSION and slow.ratio == pytest.approx(1.12, abs=0.02)
+    normalized = (run(result_factory, 10.0, machine=1.25, seed=7, sensitivity=0.4).reference.normalized.mean()
+                  - np.mean([r["reference"]["normalized"] for r in base.history]))
+    assert np.expm1(normalized) < -0.1  # what slope 1 would have tested
 
 
 def test_changed_reference_falls_back_to_raw_and_says_why(result_factory):
@@ -104,7 +144,7 @@ def test_old_history_without_reference_is_judged_raw(result_factory):
 def test_a_machine_far_slower_withholds_even_a_normalized_regression(result_factory):
     """Beyond NORMALIZED_REGIME_LIMIT (30%) the reference is not trusted to cancel the machine's change."""
     v = judge(run(result_factory, 11.0, machine=1.6, seed=7), history(result_factory))
-    assert v.series == NORMALIZED and v.ratio == pytest.approx(1.10, abs=0.02)
+    assert v.series == ADJUSTED and v.ratio == pytest.approx(1.10, abs=0.02)
     assert v.outcome == INCONCLUSIVE and not v.fails
     assert "regression withheld: the machine ran" in v.message
     assert "beyond the 30% the reference is trusted to cancel" in v.message
@@ -121,11 +161,11 @@ def test_regime_change_withholds_a_raw_regression(result_factory):
 
 
 def test_a_regression_far_beyond_the_machines_change_is_still_declared(result_factory):
-    """A 10x slowdown is never hidden by a machine running 20% slower (raw) or 60% slower (normalized)."""
+    """A 10x slowdown is never hidden by a machine running 20% slower (raw) or 60% slower (adjusted)."""
     raw = judge(run(result_factory, 100.0, machine=1.2, seed=7, ref_trend=0.15), history(result_factory))
     assert raw.series == RAW and raw.outcome == REGRESSION and raw.fails
     normalized = judge(run(result_factory, 100.0, machine=1.6, seed=7), history(result_factory))
-    assert normalized.series == NORMALIZED and normalized.outcome == REGRESSION and normalized.fails
+    assert normalized.series == ADJUSTED and normalized.outcome == REGRESSION and normalized.fails
 
 
 def test_common_offset_withholds_a_raw_regression(result_factory):
@@ -138,7 +178,7 @@ def test_common_offset_withholds_a_raw_regression(result_factory):
 
 def test_common_offset_does_not_touch_a_normalized_regression(result_factory):
     v = judge(run(result_factory, 11.0, machine=1.2, seed=7), history(result_factory), machine_offset=0.2)
-    assert v.series == NORMALIZED and v.outcome == REGRESSION
+    assert v.series == ADJUSTED and v.outcome == REGRESSION
 
 
 def test_version_only_change_is_compared_raw_and_named(result_factory):

@@ -539,3 +539,61 @@ def test_prediction_interval_with_a_prior_accepts_one_or_two_earlier_runs():
     assert two.df == 5.0 and two.se == pytest.approx(np.sqrt(s_sq * 1.5))
     with pytest.raises(ValueError, match="at least 3"):
         stats.prediction_interval_test([0.5], [0.0, 0.2])
+
+
+# ---------------------------------------------------------------- reference-adjusted prediction interval
+
+
+REF_X = np.log([2.0, 2.1, 1.9, 2.3, 2.05, 1.95])
+ITEM_Y = 3.0 + 0.4 * REF_X + np.array([0.004, -0.006, 0.002, 0.001, -0.003, 0.002])
+
+
+def test_fit_reference_without_prior_is_scipy_linregress() -> None:
+    fit = stats.fit_reference(ITEM_Y, REF_X, slope_prior_sd=math.inf)
+    expected = scipy.stats.linregress(REF_X, ITEM_Y)
+    assert fit.slope == pytest.approx(expected.slope, rel=1e-9)
+    assert fit.intercept == pytest.approx(expected.intercept, rel=1e-9)
+    # linregress's stderr of the slope is sqrt(s² / Sxx) with s² on n - 2 df
+    assert math.sqrt(fit.slope_var) == pytest.approx(expected.stderr, rel=1e-9)
+
+
+def test_fit_reference_prior_holds_the_slope_near_one_when_the_reference_never_moved() -> None:
+    flat = np.full(5, np.log(2.0))
+    fit = stats.fit_reference([3.0, 3.01, 2.99, 3.0, 3.005], flat)
+    assert fit.slope == pytest.approx(1.0) and fit.slope_var == pytest.approx(stats.SLOPE_PRIOR_SD**2)
+    with pytest.raises(ValueError, match="ran at the same speed in every history run"):
+        stats.fit_reference([3.0, 3.01, 2.99, 3.0], flat[:4], slope_prior_sd=math.inf)
+
+
+def test_fit_reference_posterior_slope_is_the_precision_weighted_mean() -> None:
+    """With the residual variance fixed, the posterior slope mixes the data's and the prior's."""
+    fit = stats.fit_reference(ITEM_Y, REF_X, slope_prior_sd=0.3)
+    xc, yc = REF_X - REF_X.mean(), ITEM_Y - ITEM_Y.mean()
+    sxx, sxy = (xc * xc).sum(), (xc * yc).sum()
+    s_sq = ((yc - fit.slope * xc) ** 2).sum() / (len(REF_X) - 2)
+    precision = sxx / s_sq + 1 / 0.3**2
+    assert fit.slope == pytest.approx((sxy / s_sq + 1 / 0.3**2) / precision, rel=1e-3)
+    assert scipy.stats.linregress(REF_X, ITEM_Y).slope < fit.slope < 1.0
+
+
+def test_reference_adjusted_test_matches_the_regression_prediction_interval() -> None:
+    """Against the textbook interval of ordinary least squares (Montgomery et al. 2.5), without the
+    slope's prior, computed here from scipy.stats.linregress and scipy.stats.t."""
+    current, current_ref = np.array([3.0 + 0.4 * np.log(2.6) + 0.05] * 4), np.array([np.log(2.6)] * 4)
+    comp = stats.reference_adjusted_test(current, current_ref, ITEM_Y, REF_X, slope_prior_sd=math.inf)
+    lr = scipy.stats.linregress(REF_X, ITEM_Y)
+    n, x0 = len(REF_X), np.log(2.6)
+    s_sq = lr.stderr**2 * ((REF_X - REF_X.mean()) ** 2).sum()
+    se = math.sqrt(s_sq * (1 + 1 / n) + (x0 - REF_X.mean()) ** 2 * lr.stderr**2)
+    estimate = current.mean() - (lr.intercept + lr.slope * x0)
+    assert comp.method == "reference-adjusted" and comp.df == n - 2 and comp.n_baseline == n
+    assert comp.estimate == pytest.approx(estimate, rel=1e-9)
+    assert comp.se == pytest.approx(se, rel=1e-9)
+    assert comp.p_slower == pytest.approx(scipy.stats.t.sf(estimate / se, n - 2), rel=1e-9)
+
+
+def test_reference_adjusted_test_input_errors() -> None:
+    with pytest.raises(ValueError, match="needs at least 4 values"):
+        stats.reference_adjusted_test([3.0], [0.7], ITEM_Y[:3], REF_X[:3])
+    with pytest.raises(ValueError, match="6 item run means but 5 reference run means"):
+        stats.reference_adjusted_test([3.0], [0.7], ITEM_Y, REF_X[:5])
