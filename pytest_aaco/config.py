@@ -17,6 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import pytest
 
 from . import options as opts
+from .coldstart import COLD_SESSIONS
 from .options import (  # noqa: F401 - the shared value parsers, re-exported for callers of the config
     IOBINDING_MODES,
     OPTIONS,
@@ -167,7 +168,8 @@ class AacoConfig(GateSettings):
     max_contention: float | None = setting("max-contention")
     sample_interval_s: float = setting("sample-interval")
     profile: str = setting("profile")
-    cold_start_sessions: int = setting("cold-start")
+    #: ``--aaco-cold-start`` as given: a count, or None for ``auto`` (see :attr:`cold_start`)
+    cold_start_sessions: int | None = setting("cold-start")
     cold_start_threshold: float = setting("cold-start-threshold")
     cupti: bool = setting("cupti")
     rocprof: str | None = setting("rocprof")
@@ -184,6 +186,16 @@ class AacoConfig(GateSettings):
     def side_by_side(self) -> bool:
         """Whether items are gated side by side (``--aaco-compare`` or ``--aaco-compare-python``)."""
         return bool(self.compare_ref or self.compare_python)
+
+    @property
+    def cold_start(self) -> int:
+        """Fresh sessions per item for the cold-start pass (0: off). ``auto``: :data:`COLD_SESSIONS`
+        when items are compared side by side (paired and confirmed: 0 false failures in 50
+        unchanged runs here), off against stored baselines (unchanged runs failed that gate on a
+        shared machine); docs/where-the-time-goes.md has both and what the pass costs."""
+        if self.cold_start_sessions is not None:
+            return self.cold_start_sessions
+        return COLD_SESSIONS if self.side_by_side else 0
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> AacoConfig:

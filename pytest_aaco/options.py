@@ -46,6 +46,16 @@ def int_at_least(value: Any, minimum: int = 1) -> int:
     return number
 
 
+def count_or_auto(value: Any) -> int | None:
+    """``auto`` (None: the mode decides) or an integer >= 0; ValueError otherwise."""
+    if str(value).strip().lower() == "auto":
+        return None
+    try:
+        return int_at_least(value, 0)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (or auto)") from None
+
+
 def fraction_below(value: Any, upper: float = 1.0) -> float:
     """A fraction in (0, *upper*): ``0.05`` or ``5%``; ValueError otherwise."""
     text = str(value).strip()
@@ -284,8 +294,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=partial(choice, choices=PROFILE_MODES)),
     OptionDef("cold-start", "fresh InferenceSessions per item timed for cold start (session creation, first run),"
               " gated against the item's cold-start history, or with --aaco-compare against as many fresh sessions"
-              " of the baseline side, alternating (0: off; 5 is what docs/where-the-time-goes.md measured)", "0", "N",
-              parse=partial(int_at_least, minimum=0)),
+              " of the baseline side, alternating (0: off; auto: 5 side by side, off against stored baselines,"
+              " see docs/where-the-time-goes.md)", "auto", "N|auto", parse=count_or_auto),
     OptionDef("cold-start-threshold", "practical threshold of a cold-start regression (fraction or %)", "20%",
               "FRACTION", parse=partial(fraction_below, upper=10.0)),
     OptionDef("cupti", "trace GPU kernels with CUPTI (pip install pytest-aaco[cupti]) in a short phase after the"

@@ -172,17 +172,26 @@ def test_profile_cold_start_and_kernel_options_parse():
     from pytest_aaco.config import parse_option
     from pytest_aaco.options import default, option
 
-    assert default("profile") == "off" and default("cold-start") == 0
+    assert default("profile") == "off" and default("cold-start") is None  # auto
     assert default("cold-start-threshold") == pytest.approx(0.20)
     assert default("cupti") is False and default("rocprof") is None
     assert parse_option(option("profile"), "FAILING") == "failing"
     assert parse_option(option("cold-start"), "0") == 0
+    assert parse_option(option("cold-start"), " Auto ") is None
     assert parse_option(option("cold-start-threshold"), "50%") == pytest.approx(0.5)
     assert parse_option(option("rocprof"), "on") == "rocprofv3"
     assert parse_option(option("rocprof"), "/opt/rocm/bin/rocprofv3") == "/opt/rocm/bin/rocprofv3"
     assert parse_option(option("rocprof"), "off") is None
     with usage_error("--aaco-cold-start-threshold", "must be between 0 and 10"):
         parse_option(option("cold-start-threshold"), "0")
+
+
+def test_cold_start_auto_is_on_side_by_side_only():
+    assert AacoConfig().cold_start == 0  # stored baselines: off
+    assert AacoConfig(compare_ref="origin/main").cold_start == 5
+    assert AacoConfig(compare_python="/old/bin/python").cold_start == 5
+    assert AacoConfig(compare_ref="origin/main", cold_start_sessions=0).cold_start == 0
+    assert AacoConfig(cold_start_sessions=3).cold_start == 3
 
 
 def test_config_is_frozen():
@@ -244,7 +253,7 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-placement=strict", "--aaco-placement: expected one of check, warn, off*"),
     ("--aaco-max-contention=much", "--aaco-max-contention: expected a number of cores*"),
     ("--aaco-profile=sometimes", "--aaco-profile: expected one of off, on, failing*"),
-    ("--aaco-cold-start=-1", "--aaco-cold-start: must be at least 0, got -1"),
+    ("--aaco-cold-start=-1", "--aaco-cold-start: must be at least 0, got -1 (or auto)"),
     ("--aaco-cold-start-threshold=2x", "--aaco-cold-start-threshold: expected a fraction*"),
     ("--aaco-cupti=maybe", "--aaco-cupti: expected on or off*"),
     ("--aaco-compare-budget=0", "--aaco-compare-budget: must be positive*"),
