@@ -33,7 +33,7 @@ import numpy as np
 from .fingerprint import Fingerprint
 from .jsonio import AacoFileError, atomic_write_json, atomic_write_text, read_json
 from .results import BenchmarkResult
-from .stats import VariancePrior, fit_variance_prior
+from .stats import VariancePrior, fit_reference, fit_variance_prior
 
 #: 3: history runs may hold ``reference`` (the reference workload's round log-means, the normalized
 #: ones and its identity); files of versions 1 and 2 are read as runs without a reference
@@ -483,22 +483,46 @@ def restore(path: Path, index: int | None = None, copy: Path | None = None) -> s
                 f" ({entry.get('reason')}); the live one is archived")
 
 
-def runner_variance_prior(folder: Path, min_runs: int = 3) -> VariancePrior | None:
-    """The variance prior of one runner's items (:func:`pytest_aaco.stats.fit_variance_prior`).
+@dataclass(frozen=True)
+class RunnerPriors:
+    """The variance priors of one runner's items: ``raw`` for the prediction-interval test on raw
+    run means, ``adjusted`` for the residual variance of the reference-adjusted test; each None
+    with fewer than 3 usable items."""
 
-    Reads every baseline file in *folder* (one runner), takes each history with at least
-    *min_runs* runs, and fits the prior to the variances of their run means (ln units²). Files
-    that cannot be read are skipped. None with fewer than 3 usable items.
-    """
-    variances, dfs = [], []
+    raw: VariancePrior | None = None
+    adjusted: VariancePrior | None = None
+
+
+def _runner_baselines(folder: Path) -> list[Baseline]:
+    """Every readable baseline file in *folder* (one runner); unreadable ones are skipped."""
+    found = []
     for path in sorted(folder.glob("*.json")):
         try:
             baseline = load_baseline(path)
         except AacoFileError:
             continue
-        if baseline is None or baseline.runs < min_runs:
-            continue
-        means = np.array([np.mean(r) for r in baseline.run_round_log_means()])
-        variances.append(float(np.var(means, ddof=1)))
-        dfs.append(baseline.runs - 1)
-    return fit_variance_prior(variances, dfs)
+        if baseline is not None:
+            found.append(baseline)
+    return found
+
+
+def runner_priors(folder: Path, min_runs: int = 3) -> RunnerPriors:
+    """Both variance priors of one runner (:class:`RunnerPriors`, :func:`pytest_aaco.stats.fit_variance_prior`).
+
+    Reads every baseline file in *folder* (one runner); files that cannot be read are skipped.
+    ``raw`` is fitted to the variances of the run means (ln units²) of each history with at
+    least *min_runs* runs; ``adjusted`` to the residual variances (``H - 2`` df) of the items whose last reference
+    workload ran in at least 4 of their runs (:func:`pytest_aaco.stats.fit_reference`)."""
+    variances, dfs, residuals, residual_dfs = [], [], [], []
+    for baseline in _runner_baselines(folder):
+        if baseline.runs >= min_runs:
+            means = np.array([np.mean(r) for r in baseline.run_round_log_means()])
+            variances.append(float(np.var(means, ddof=1)))
+            dfs.append(baseline.runs - 1)
+        ids = baseline.reference_ids()
+        pairs = baseline.reference_pairs(ids[-1]) if ids else []
+        if len(pairs) >= 4:
+            fit = fit_reference([np.mean(rounds) for rounds, _ in pairs], [np.mean(r["log_means"]) for _, r in pairs])
+            residuals.append(fit.residual_var)
+            residual_dfs.append(len(pairs) - 2)
+    return RunnerPriors(fit_variance_prior(variances, dfs), fit_variance_prior(residuals, residual_dfs))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .baseline import Baseline, baseline_path, load_baseline, other_runners, save_run
+from .baseline import Baseline, RunnerPriors, baseline_path, load_baseline, other_runners, save_run
 from .benchmark import BenchmarkRun
 from .config import AacoConfig
 from .diagnosis import classify_bottleneck
@@ -27,7 +27,7 @@ from .metrics import derived_metrics, other_processes_cores
 from .records import ItemRecord, Outcome, Verdict
 from .registry import content_hash
 from .results import BenchmarkResult
-from .stats import LondFdr, VariancePrior
+from .stats import LondFdr
 from .verdict import GateSettings, MachineOffset, compare, confirm, finish, needs_confirmation, under_contention
 
 
@@ -39,7 +39,7 @@ class GateContext:
 
     config: AacoConfig
     lond: LondFdr
-    variance_prior: Callable[[Path], VariancePrior | None]
+    variance_priors: Callable[[Path], RunnerPriors]
     announce: Callable[[str, MeasureSettings], None]
     machine_offset: MachineOffset = field(default_factory=MachineOffset)
 
@@ -100,14 +100,15 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
     gated = baseline is not None and (fp.matches(baseline.fingerprint) or bool(fp.version_only(baseline.fingerprint)))
     level = ctx.lond.next_level() if gated else c.fdr
     others = other_runners(c.baseline_dir, fp.machine_key, nodeid) if baseline is None else None
-    prior = ctx.variance_prior(path.parent) if gated else None
+    priors = ctx.variance_priors(path.parent) if gated else RunnerPriors()
     offset = ctx.machine_offset.current()
-    verdict = compare(result, baseline, fp, settings, level, label, others, prior, machine_offset=offset)
+    verdict = compare(result, baseline, fp, settings, level, label, others, priors.raw, machine_offset=offset,
+                      adjusted_prior=priors.adjusted)
     if c.confirm and needs_confirmation(verdict):
         ctx.announce(f"{label} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
-        second = compare(result.confirmation, baseline, fp, settings, level, label, prior=prior,
-                         machine_offset=offset)
+        second = compare(result.confirmation, baseline, fp, settings, level, label, prior=priors.raw,
+                         machine_offset=offset, adjusted_prior=priors.adjusted)
         verdict = confirm(verdict, second, settings)
     if c.max_contention is not None:
         looks = [result] + ([result.confirmation] if result.confirmation is not None else [])

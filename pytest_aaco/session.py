@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .baseline import VariancePrior, runner_variance_prior
+from .baseline import RunnerPriors, runner_priors
 from .benchmark import BenchmarkRun, build_tracked
 from .config import AacoConfig
 from .devicelock import hold_device
@@ -84,7 +84,7 @@ class AacoSession:
         self._available: list[str] | None = None
         self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
         self._placements: dict[tuple[Any, ...], Placement] = {}
-        self._priors: dict[str, VariancePrior | None] = {}
+        self._priors: dict[str, RunnerPriors] = {}
         self._lond: LondFdr | None = None
         self._worker_londs: list[dict[str, Any]] = []
         #: node ids whose records a pytest-xdist worker already sent (controller)
@@ -164,11 +164,11 @@ class AacoSession:
                                                      feeds=feeds)
         return self._placements[key]
 
-    def variance_prior(self, folder: Path) -> VariancePrior | None:
-        """The machine's variance prior (:func:`pytest_aaco.baseline.runner_variance_prior`), read once."""
+    def variance_priors(self, folder: Path) -> RunnerPriors:
+        """The machine's variance priors (:func:`pytest_aaco.baseline.runner_priors`), read once."""
         key = str(folder)
         if key not in self._priors:
-            self._priors[key] = runner_variance_prior(folder)
+            self._priors[key] = runner_priors(folder)
         return self._priors[key]
 
     # ------------------------------------------------------------ session-wide error control
@@ -260,7 +260,7 @@ class AacoSession:
         try:
             extra: dict[str, Any] = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
-            context = GateContext(self.config, self.lond(), self.variance_prior, self.announce,
+            context = GateContext(self.config, self.lond(), self.variance_priors, self.announce,
                                   self.machine_offset)
             record = judge(item.nodeid, run, extra, context)
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on

@@ -357,26 +357,38 @@ class ReferenceFit:
     """The line of the item's run means on the reference's run means over a history.
 
     ``intercept`` and ``slope`` (the posterior mean of the item's *sensitivity* to the machine's
-    speed, as the reference sees it: 1 when both slow down alike), ``slope_var`` (its posterior
-    variance), ``residual_var`` (ln units², ``H - 2`` df), ``x_mean`` (the reference's mean run
-    mean, ln ms) and ``runs`` (H).
+    speed, as the reference sees it: 1 when both slow down alike), ``residual_var`` (ln units²,
+    ``H - 2`` df), ``x_mean`` (the reference's mean run mean, ln ms), ``sxx`` (its sum of squared
+    deviations), ``prior_precision`` (``1/sd²`` of the slope's prior, 0 without) and ``runs`` (H).
     """
 
     intercept: float
     slope: float
-    slope_var: float
     residual_var: float
     x_mean: float
+    sxx: float
+    prior_precision: float
     runs: int
+
+    @property
+    def slope_var(self) -> float:
+        """The slope's posterior variance, ``1 / (Sxx/s² + 1/sd²)``."""
+        return self.slope_var_at(self.residual_var)
+
+    def slope_var_at(self, residual_var: float) -> float:
+        """The slope's posterior variance with the residual variance *residual_var* plugged in."""
+        return 1.0 / (self.sxx / residual_var + self.prior_precision)
 
     def predict(self, x: float) -> float:
         """The item's expected run mean (ln ms) when the reference's run mean is *x* (ln ms)."""
         return self.intercept + self.slope * x
 
-    def prediction_var(self, x: float) -> float:
+    def prediction_var(self, x: float, residual_var: float | None = None) -> float:
         """Variance (ln units²) of a new run's mean around :meth:`predict` at *x*: the new run's own
-        residual, the intercept's and the slope's uncertainty, ``s²(1 + 1/H) + (x - x̄)² var(b)``."""
-        return self.residual_var * (1.0 + 1.0 / self.runs) + (x - self.x_mean) ** 2 * self.slope_var
+        residual, the intercept's and the slope's uncertainty, ``s²(1 + 1/H) + (x - x̄)² var(b)``;
+        *residual_var* replaces ``s²`` (a moderated one, :class:`VariancePrior`)."""
+        s_sq = self.residual_var if residual_var is None else residual_var
+        return s_sq * (1.0 + 1.0 / self.runs) + (x - self.x_mean) ** 2 * self.slope_var_at(s_sq)
 
 
 def fit_reference(history_run_means: Any, history_reference_means: Any,
@@ -413,12 +425,13 @@ def fit_reference(history_run_means: Any, history_reference_means: Any,
         precision = sxx / s_sq + prior_precision
         slope = (sxy / s_sq + prior_precision) / precision
     s_sq = max(float(((yc - slope * xc) ** 2).sum()) / dof, SE_FLOOR**2)
-    return ReferenceFit(float(y.mean()) - slope * float(x.mean()), slope, 1.0 / precision, s_sq,
-                        float(x.mean()), int(y.size))
+    return ReferenceFit(float(y.mean()) - slope * float(x.mean()), slope, s_sq, float(x.mean()), sxx,
+                        prior_precision, int(y.size))
 
 
 def reference_adjusted_test(current: Any, current_reference: Any, history_run_means: Any,
-                            history_reference_means: Any, slope_prior_sd: float = SLOPE_PRIOR_SD) -> Comparison:
+                            history_reference_means: Any, slope_prior_sd: float = SLOPE_PRIOR_SD,
+                            prior: VariancePrior | None = None) -> Comparison:
     """Is this run's mean outside the prediction interval of the history's regression on the reference?
 
     The machine's speed moves the item and the reference measured alongside it together, but not
@@ -437,6 +450,10 @@ def reference_adjusted_test(current: Any, current_reference: Any, history_run_me
         current_reference: this run's reference block log-means, shape ``(rounds,)``; mean ``x0``.
         history_run_means, history_reference_means: shape ``(H,)`` each, ``H >= 4``
             (:func:`fit_reference`, which also takes *slope_prior_sd*).
+        prior: optional :class:`VariancePrior` of the runner's items' *residual* variances
+            (:func:`pytest_aaco.baseline.runner_priors`): ``s²`` with ``H - 2`` df becomes the
+            moderated ``(d0 s0² + (H-2) s²)/(d0 + H - 2)`` with ``d0 + H - 2`` df (Smyth 2004), as in
+            :func:`prediction_interval_test`.
 
     Returns:
         A :class:`Comparison` with ``method="reference-adjusted"``, ``estimate = y0 - (a + b x0)``,
@@ -451,9 +468,12 @@ def reference_adjusted_test(current: Any, current_reference: Any, history_run_me
     cx = _as_1d(current_reference, "current reference log-means", 1)
     fit = fit_reference(history_run_means, history_reference_means, slope_prior_sd)
     x0 = float(cx.mean())
-    se = max(math.sqrt(fit.prediction_var(x0)), SE_FLOOR)
+    s_sq, df = fit.residual_var, float(fit.runs - 2)
+    if prior is not None:
+        s_sq, df = prior.moderate(s_sq, df)
+        df = min(df, 1e6)
+    se = max(math.sqrt(fit.prediction_var(x0, s_sq)), SE_FLOOR)
     estimate = float(c.mean()) - fit.predict(x0)
-    df = float(fit.runs - 2)
     p_slower, p_faster = _t_pvalues(estimate, se, df)
     return Comparison("reference-adjusted", estimate, se, df, p_slower, p_faster, int(c.size), fit.runs)
 

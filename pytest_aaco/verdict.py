@@ -148,13 +148,15 @@ class Series:
     covariate: np.ndarray | None = None
     covariate_history: list[list[float]] = field(default_factory=list)
 
-    def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None) -> stats.Comparison:
+    def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None,
+             adjusted_prior: stats.VariancePrior | None = None) -> stats.Comparison:
         """The comparison of this series (:func:`comparison`, or
         :func:`pytest_aaco.stats.reference_adjusted_test` for ``adjusted``); *prior* is used on raw
-        figures only, the population it was fitted on. Raises ValueError as those do."""
+        figures only and *adjusted_prior* on adjusted ones, the populations they were fitted on.
+        Raises ValueError as those do."""
         if self.kind == ADJUSTED and self.covariate is not None:
             return stats.reference_adjusted_test(self.current, self.covariate, [np.mean(r) for r in self.history],
-                                                 [np.mean(r) for r in self.covariate_history])
+                                                 [np.mean(r) for r in self.covariate_history], prior=adjusted_prior)
         return comparison(self.current, self.history, min_history, run_noise, prior if self.kind == RAW else None)
 
 
@@ -373,13 +375,15 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, thresho
 
 def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
             level: float, label: str, other_runners: list[str] | None = None,
-            prior: stats.VariancePrior | None = None, machine_offset: float | None = None) -> Verdict:
+            prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
+            adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
     slowdown (fraction) shared by the session's other items (:func:`pytest_aaco.stats.common_offset`),
     None when unknown. *prior* moderates the prediction-interval test; it is fitted on raw
-    histories, so it is used on the raw series only. Never raises for statistical corner cases:
+    histories, so it is used on the raw series only; *adjusted_prior*, fitted on the runner's
+    residual variances, moderates the reference-adjusted test. Never raises for statistical corner cases:
     too few rounds make the verdict inconclusive.
     """
     t = settings.threshold
@@ -404,7 +408,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
             raw_comp = comparison(result.round_log_means, baseline.run_round_log_means(), settings.min_history,
                                   settings.run_noise, prior)
         try:
-            comp = series.test(settings.min_history, settings.run_noise, prior)
+            comp = series.test(settings.min_history, settings.run_noise, prior, adjusted_prior)
         except ValueError as exc:
             if series.kind != ADJUSTED:
                 raise

@@ -258,7 +258,8 @@ def as_result(row: dict[str, Any], with_reference: bool, telemetry: bool = False
 
 
 def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_reference: bool,
-          workdir: Path, telemetry: bool = False, level: float = 0.05) -> Any:
+          workdir: Path, telemetry: bool = False, level: float = 0.05, priors: Any = None) -> Any:
+    """The plugin's first look on recorded rows; *priors* (``RunnerPriors``) moderate the variances."""
     from pytest_aaco.baseline import load_baseline, save_run
     from pytest_aaco.fingerprint import Fingerprint
     from pytest_aaco.verdict import GateSettings, compare
@@ -270,7 +271,26 @@ def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_ref
         save_run(path, gate_row["model"], fp, as_result(row, with_reference, telemetry))
     baseline = load_baseline(path)
     return compare(as_result(gate_row, with_reference, telemetry), baseline, fp, GateSettings(threshold=0.05),
-                   level=level, label=gate_row["model"])
+                   level=level, label=gate_row["model"], prior=priors and priors.raw,
+                   adjusted_prior=priors and priors.adjusted)
+
+
+def study_priors(data: dict[str, Any], models: list[str], workdir: Path) -> Any:
+    """The runner's variance priors (``pytest_aaco.baseline.runner_priors``) fitted on the history
+    runs of every model, as the plugin fits them on a baseline folder (3 models at least)."""
+    from pytest_aaco.baseline import runner_priors, save_run
+    from pytest_aaco.fingerprint import Fingerprint
+
+    folder = workdir / "priors"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in models:
+        path = folder / f"{name}.json"
+        path.unlink(missing_ok=True)
+        for proc in data["history"]:
+            row = next(r for r in proc if r["model"] == name)
+            save_run(path, name, Fingerprint({"model": name, "provider": "CPUExecutionProvider"}),
+                     as_result(row, True))
+    return runner_priors(folder)
 
 
 def report_quality(data: dict[str, Any], models: list[str], args: argparse.Namespace, out: list[str]) -> None:
@@ -283,24 +303,28 @@ def report_quality(data: dict[str, Any], models: list[str], args: argparse.Names
     out.append("| model | series | A/A false alarms | A/A leave-one-out false alarms | median MDE (A/A) |"
                " A/B detected | true slowdown of B |")
     out.append("|---|---|---|---|---|---|---|")
+    runner = study_priors(data, models, args.workdir)
     for name in models:
         hist = [next(r for r in proc if r["model"] == name) for proc in data["history"]]
         aa = [next(r for r in proc if r["model"] == name) for proc in data["aa"]]
         ab = [next(r for r in proc if r["model"] == name) for proc in data["ab"]]
         for with_ref in (True, False):
-            v_aa = [judge(hist, g, with_ref, args.workdir, level=args.level) for g in aa]
-            v_ab = [judge(hist, g, with_ref, args.workdir, level=args.level) for g in ab]
-            pool = hist + aa
-            loo = []
-            for i in range(len(pool)):
-                others = [pool[(i + k) % len(pool)] for k in range(1, len(hist) + 1)]
-                loo.append(judge(others, pool[i], with_ref, args.workdir, level=args.level))
-            fa = sum(v.outcome == REGRESSION for v in v_aa)
-            fl = sum(v.outcome == REGRESSION for v in loo)
-            det = sum(v.outcome == REGRESSION for v in v_ab)
-            mde = np.median([v.mde for v in v_aa + loo if v.mde is not None])
-            out.append(f"| {name} | {'normalized' if with_ref else 'raw'} | {fa}/{len(v_aa)} | {fl}/{len(loo)} |"
-                       f" {mde:.1%} | {det}/{len(v_ab)} | {data['variants'][name]['true']:+.1%} |")
+            for priors in [None] + ([runner] if (runner.adjusted if with_ref else runner.raw) else []):
+                v_aa = [judge(hist, g, with_ref, args.workdir, level=args.level, priors=priors) for g in aa]
+                v_ab = [judge(hist, g, with_ref, args.workdir, level=args.level, priors=priors) for g in ab]
+                pool = hist + aa
+                loo = []
+                for i in range(len(pool)):
+                    others = [pool[(i + k) % len(pool)] for k in range(1, len(hist) + 1)]
+                    loo.append(judge(others, pool[i], with_ref, args.workdir, level=args.level, priors=priors))
+                fa = sum(v.outcome == REGRESSION for v in v_aa)
+                fl = sum(v.outcome == REGRESSION for v in loo)
+                det = sum(v.outcome == REGRESSION for v in v_ab)
+                mde = np.median([v.mde for v in v_aa + loo if v.mde is not None])
+                kinds = "/".join(sorted({v.series for v in v_aa if v.series}))
+                out.append(f"| {name} | {kinds}{' + runner prior' if priors else ''} | {fa}/{len(v_aa)} |"
+                           f" {fl}/{len(loo)} | {mde:.1%} | {det}/{len(v_ab)} |"
+                           f" {data['variants'][name]['true']:+.1%} |")
     drifts = []
     for proc in data["aa"] + data["ab"]:
         for r in proc:

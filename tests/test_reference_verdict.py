@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_aaco.baseline import SCHEMA_VERSION, Baseline, load_baseline, run_record, save_run
+from pytest_aaco.baseline import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run
 from pytest_aaco.fingerprint import Fingerprint, build_fingerprint
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.results import ReferenceSeries
@@ -287,3 +287,21 @@ def test_machine_offset_tracks_the_session(result_factory):
     assert offset.current() == pytest.approx(0.2, abs=0.03)
     offset.record(judge(run(result_factory, 12.0, seed=9), None))  # no baseline: no raw ratio, ignored
     assert len(offset.log_changes) == 3
+
+
+def test_runner_priors_fit_raw_and_residual_variances(result_factory, tmp_path):
+    """Three items with 5 runs each measured with the reference: both priors are fitted; a file
+    with too few reference runs only counts for the raw prior, a broken file for neither."""
+    speeds = [0.95, 1.0, 1.1, 1.2, 1.02]
+    for item in range(3):
+        for i, speed in enumerate(speeds):
+            save_run(tmp_path / f"m{item}.json", f"t::m{item}", FP,
+                     run(result_factory, 10.0, machine=speed, seed=10 * item + i, sensitivity=0.5))
+    for i in range(3):
+        save_run(tmp_path / "short.json", "t::short", FP, run(result_factory, 10.0, seed=90 + i))
+    (tmp_path / "broken.json").write_text("{not json")
+    priors = runner_priors(tmp_path)
+    assert priors.raw is not None and priors.raw.items == 4
+    assert priors.adjusted is not None and priors.adjusted.items == 3
+    # the machine's speed moved the item's run means by about 5%; the fitted line leaves far less
+    assert priors.adjusted.s0_sq < priors.raw.s0_sq / 10

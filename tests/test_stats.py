@@ -597,3 +597,17 @@ def test_reference_adjusted_test_input_errors() -> None:
         stats.reference_adjusted_test([3.0], [0.7], ITEM_Y[:3], REF_X[:3])
     with pytest.raises(ValueError, match="6 item run means but 5 reference run means"):
         stats.reference_adjusted_test([3.0], [0.7], ITEM_Y, REF_X[:5])
+
+
+def test_reference_adjusted_test_moderates_the_residual_variance_with_a_prior() -> None:
+    """A runner prior (Smyth 2004) replaces s² (H - 2 df) by the moderated variance and adds d0 df."""
+    prior = stats.VariancePrior(s0_sq=0.01**2, d0=8.0, items=6)
+    current, current_ref = [3.3], [np.log(2.2)]
+    plain = stats.reference_adjusted_test(current, current_ref, ITEM_Y, REF_X)
+    moderated = stats.reference_adjusted_test(current, current_ref, ITEM_Y, REF_X, prior=prior)
+    fit = stats.fit_reference(ITEM_Y, REF_X)
+    s_sq = (8.0 * 0.01**2 + 4 * fit.residual_var) / 12
+    assert moderated.df == 12 and plain.df == 4
+    assert moderated.estimate == pytest.approx(plain.estimate)
+    assert moderated.se == pytest.approx(math.sqrt(fit.prediction_var(np.log(2.2), s_sq)), rel=1e-12)
+    assert moderated.p_slower == pytest.approx(scipy.stats.t.sf(moderated.estimate / moderated.se, 12), rel=1e-9)
