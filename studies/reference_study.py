@@ -150,23 +150,32 @@ def model_file(name: str) -> Path:
 # ------------------------------------------------------------------------------- candidates phase
 
 def candidates(args: argparse.Namespace, out: list[str]) -> None:
+    from pytest_aaco.stats import fit_reference
+
     refs = args.candidates.split(",")
-    rows: list[dict[str, Any]] = []
-    for i in range(args.processes):
-        rows += spawn({"resnet50": model_file("resnet50")}, refs, args)
-        print(f"  process {i + 1}/{args.processes} done", file=sys.stderr, flush=True)
-    (args.workdir / "candidates.json").write_text(json.dumps(rows))
-    out.append(f"### Reference candidates: ResNet-50 on {args.provider}, {args.processes} processes,"
+    saved = args.workdir / "candidates.json"
+    rows: list[dict[str, Any]] = json.loads(saved.read_text()) if saved.is_file() else []
+    if not rows:  # a second command with the same --workdir only recomputes the table
+        for i in range(args.processes):
+            rows += spawn({"resnet50": model_file("resnet50")}, refs, args)
+            print(f"  process {i + 1}/{args.processes} done", file=sys.stderr, flush=True)
+        saved.write_text(json.dumps(rows))
+    processes = len(rows) // len(refs)
+    out.append(f"### Reference candidates: ResNet-50 on {args.provider}, {processes} processes,"
                f" {args.rounds} rounds each\n")
-    out.append("| reference | sd raw ln(item) | sd ln(item) - ln(reference) | reference ms/iteration |"
-               " share of measured time |")
-    out.append("|---|---|---|---|---|")
+    out.append("| reference | sd raw ln(item) | sd ln(item) - ln(reference) | slope of ln(item) on ln(reference)"
+               " (correlation) | residual sd of that line | reference ms/iteration | share of measured time |")
+    out.append("|---|---|---|---|---|---|---|")
     for ref in refs:
         mine = [r for r in rows if r["reference"] == ref]
         raw = np.array([np.mean(r["rounds"]) for r in mine])
+        ref_means = np.array([np.mean(r["ref_log_means"]) for r in mine])
         norm = np.array([np.mean(r["normalized"]) for r in mine])
+        fit = fit_reference(raw, ref_means, slope_prior_sd=float("inf"))
         ref_ms, share = np.median([r["ref_mean_ms"] for r in mine]), np.median([r["share"] for r in mine])
-        out.append(f"| {ref} | {np.std(raw, ddof=1):.2%} | {np.std(norm, ddof=1):.2%} | {ref_ms:.2f} | {share:.0%} |")
+        out.append(f"| {ref} | {np.std(raw, ddof=1):.2%} | {np.std(norm, ddof=1):.2%} | {fit.slope:.2f}"
+                   f" ({np.corrcoef(raw, ref_means)[0, 1]:.2f}) | {np.sqrt(fit.residual_var):.2%} | {ref_ms:.2f} |"
+                   f" {share:.0%} |")
     out.append(f"\nResNet-50 mean latency: median {np.median([r['mean_ms'] for r in rows]):.1f} ms per iteration.")
 
 
