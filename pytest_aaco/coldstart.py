@@ -45,11 +45,8 @@ from .records import Outcome
 from .stats import VariancePrior, prediction_interval_test
 from .verdict import outcome_of
 
-#: fresh sessions per item (``--aaco-cold-start auto`` on EPs that do not compile)
+#: fresh sessions per item
 COLD_SESSIONS = 5
-#: fresh sessions per item on EPs that compile (``auto``): every fresh session compiles again, and
-#: the regressions users report there are 4 to 11x, which two sessions already show
-COLD_SESSIONS_COMPILING = 2
 #: a cold-start regression must be at least this much slower (fraction)
 DEFAULT_COLD_START_THRESHOLD = 0.20
 #: significance level of the cold-start verdict, split over :data:`METRICS`
@@ -74,12 +71,6 @@ PHASE_EVENTS = {"load_ms": ("model_loading_uri", "model_loading_array"), "init_m
 #: what EPs compile while a session is created or first run: those figures include it
 COMPILES = {"migraphx": "the MIGraphX compile", "tensorrt": "the TensorRT engine build",
             "openvino": "the OpenVINO compile"}
-
-
-def default_sessions(provider_short: str) -> int:
-    """Fresh sessions per item for ``--aaco-cold-start auto`` on EP *provider_short*:
-    :data:`COLD_SESSIONS_COMPILING` on EPs in :data:`COMPILES`, else :data:`COLD_SESSIONS`."""
-    return COLD_SESSIONS_COMPILING if provider_short in COMPILES else COLD_SESSIONS
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import pytest
 
 from . import options as opts
-from .coldstart import default_sessions
+from .coldstart import COLD_SESSIONS
 from .options import (  # noqa: F401 - the shared value parsers, re-exported for callers of the config
     IOBINDING_MODES,
     OPTIONS,
@@ -168,7 +168,7 @@ class AacoConfig(GateSettings):
     max_contention: float | None = setting("max-contention")
     sample_interval_s: float = setting("sample-interval")
     profile: str = setting("profile")
-    #: ``--aaco-cold-start`` as given: a count, or None for ``auto`` (see :meth:`cold_start_for`)
+    #: ``--aaco-cold-start`` as given: a count, or None for ``auto`` (see :attr:`cold_start`)
     cold_start_sessions: int | None = setting("cold-start")
     cold_start_threshold: float = setting("cold-start-threshold")
     cupti: bool = setting("cupti")
@@ -187,16 +187,15 @@ class AacoConfig(GateSettings):
         """Whether items are gated side by side (``--aaco-compare`` or ``--aaco-compare-python``)."""
         return bool(self.compare_ref or self.compare_python)
 
-    def cold_start_for(self, provider_short: str) -> int:
-        """Fresh sessions per item of EP *provider_short* for the cold-start pass (0: off), in both
-        modes (stored baselines and side by side). ``auto``:
-        :func:`pytest_aaco.coldstart.default_sessions` (5, or 2 on EPs that compile: every fresh
-        session compiles again). docs/where-the-time-goes.md has what the pass costs (a median of
-        14% of an item on CPU) and its false failures (0 in 30 unchanged stored-baseline runs on a
-        quiet machine, 0 in 50 side by side)."""
+    @property
+    def cold_start(self) -> int:
+        """Fresh sessions per item for the cold-start pass (0: off). ``auto``: :data:`COLD_SESSIONS`
+        when items are compared side by side (paired and confirmed: 0 false failures in 50
+        unchanged runs here), off against stored baselines (unchanged runs failed that gate on a
+        shared machine); docs/where-the-time-goes.md has both and what the pass costs."""
         if self.cold_start_sessions is not None:
             return self.cold_start_sessions
-        return default_sessions(provider_short)
+        return COLD_SESSIONS if self.side_by_side else 0
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> AacoConfig:

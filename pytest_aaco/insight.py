@@ -89,8 +89,7 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
     config = run.config
     insight = Insight()
     with hold_device(run.provider.is_gpu, config.device_id, f"{run.model.name}[{run.provider.short}]"):
-        sessions = config.cold_start_for(run.provider.short)
-        if sessions:
+        if config.cold_start:
             try:
                 if run.compare_cold_start is not None:
                     insight.side_cold_start = run.compare_cold_start()
@@ -98,7 +97,7 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
                     insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
                                                             device_id=config.device_id,
                                                             intra_op_threads=config.intra_op_threads,
-                                                            sessions=sessions)
+                                                            sessions=config.cold_start)
             except (SessionError, WorkerError) as exc:
                 insight.notes.append(f"--aaco-cold-start: {exc}")
         _kernels(run, insight)

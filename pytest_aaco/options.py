@@ -294,7 +294,7 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=partial(choice, choices=PROFILE_MODES)),
     OptionDef("cold-start", "fresh InferenceSessions per item timed for cold start (session creation, first run),"
               " gated against the item's cold-start history, or with --aaco-compare against as many fresh sessions"
-              " of the baseline side, alternating (0: off; auto: 5, or 2 on EPs that compile,"
+              " of the baseline side, alternating (0: off; auto: 5 side by side, off against stored baselines,"
               " see docs/where-the-time-goes.md)", "auto", "N|auto", parse=count_or_auto),
     OptionDef("cold-start-threshold", "practical threshold of a cold-start regression (fraction or %)", "20%",
               "FRACTION", parse=partial(fraction_below, upper=10.0)),

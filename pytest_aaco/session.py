@@ -299,10 +299,9 @@ class AacoSession:
                                           label, lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id,
                                                                           label))
         c = self.config
-        sessions = c.cold_start_for(run.provider.short)
-        if sessions:  # measured by the cold-start pass after the rounds (insight.measure_insight)
+        if c.cold_start:  # measured by the cold-start pass after the rounds (insight.measure_insight)
             run.compare_cold_start = partial(gate.cold_start, run.model, side, provider_for, item, run.feeds,
-                                             sessions, label, c.cold_start_threshold, c.max_contention)
+                                             c.cold_start, label, c.cold_start_threshold, c.max_contention)
         return result, verdict
 
     def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:

@@ -186,12 +186,12 @@ def test_profile_cold_start_and_kernel_options_parse():
         parse_option(option("cold-start-threshold"), "0")
 
 
-def test_cold_start_auto_is_5_sessions_or_2_where_the_ep_compiles():
-    assert AacoConfig().cold_start_for("cpu") == 5 and AacoConfig().cold_start_for("cuda") == 5
-    assert AacoConfig(compare_ref="origin/main").cold_start_for("cpu") == 5
-    assert AacoConfig().cold_start_for("migraphx") == 2 and AacoConfig().cold_start_for("tensorrt") == 2
-    assert AacoConfig(compare_ref="origin/main", cold_start_sessions=0).cold_start_for("cpu") == 0
-    assert AacoConfig(cold_start_sessions=3).cold_start_for("migraphx") == 3
+def test_cold_start_auto_is_on_side_by_side_only():
+    assert AacoConfig().cold_start == 0  # stored baselines: off
+    assert AacoConfig(compare_ref="origin/main").cold_start == 5
+    assert AacoConfig(compare_python="/old/bin/python").cold_start == 5
+    assert AacoConfig(compare_ref="origin/main", cold_start_sessions=0).cold_start == 0
+    assert AacoConfig(cold_start_sessions=3).cold_start == 3
 
 
 def test_config_is_frozen():
