@@ -114,7 +114,7 @@ class Verdict:
     #: side-by-side figures (``SideBySide.to_dict()``: REF, cycles, per-cycle ratios, looks, each
     #: side's memory) when the item was gated side by side (``--aaco-compare``)
     side_by_side: dict[str, Any] | None = None
-    #: the series tested: ``normalized`` (by the reference workload) or ``raw``
+    #: the series tested: ``adjusted`` for the reference workload (a fitted slope), ``normalized`` by it, or ``raw``
     series: str | None = None
     #: current/baseline of the raw figures, whichever series was tested
     raw_ratio: float | None = None

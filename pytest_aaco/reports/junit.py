@@ -43,7 +43,7 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     its verdict, its method (``history`` or ``side-by-side``) and this run's fastest session creation
     and first run (ms); with an operator
     profile compared to the baseline's, the one-line comparison; with a reference workload, the
-    series tested (``normalized`` or ``raw``) and the machine's drift (fraction)."""
+    series tested (``adjusted``, ``normalized`` or ``raw``) and the machine's drift (fraction)."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
     summary = record.summary
     props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]

@@ -41,8 +41,9 @@ def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: f
 
 
 def row(record: ItemRecord) -> tuple[str, ...]:
-    """One table row: figures in ms and samples/s, change in % with its 95% CI (on the normalized
-    series when the reference workload was valid), the machine's own change, the verdict."""
+    """One table row: figures in ms and samples/s, change in % with its 95% CI (on the series the
+    verdict tested: adjusted for or normalized by the reference workload when it was valid, else
+    raw), the machine's own change, the verdict."""
     summary = record.summary
     verdict = record.verdict
     change = "-"
