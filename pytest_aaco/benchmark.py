@@ -30,6 +30,7 @@ from .measure import (
     resolve_iobinding,
     run_benchmark,
 )
+from .options import auto_rounds
 from .placement import Placement, PlacementError, describe_placement, fallback_problem
 from .providers import ProviderError, ProviderSpec, parse_provider
 from .records import Verdict
@@ -129,7 +130,7 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
 
     settings = MeasureSettings(
         warmup=int(pick("warmup", config.warmup)),
-        rounds=int(pick("rounds", config.rounds)),
+        rounds=int(pick("rounds", auto_rounds(provider.is_gpu) if config.rounds is None else config.rounds)),
         iterations=pick("iterations", config.iterations),
         iobinding=resolve_iobinding(config.iobinding, provider),
         device_id=config.device_id,

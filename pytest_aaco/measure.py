@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .options import default
+from .options import CPU_ROUNDS, default
 from .providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
 from .redact import redact_options, redact_text, secret_values
 from .results import BenchmarkResult, RoundResult
@@ -76,7 +76,7 @@ class MeasureSettings:
     option table."""
 
     warmup: int = default("warmup")
-    rounds: int = default("rounds")
+    rounds: int = CPU_ROUNDS
     iterations: int | None = default("iterations")
     iobinding: str = "none"
     device_id: int = default("device-id")

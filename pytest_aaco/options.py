@@ -46,6 +46,27 @@ def int_at_least(value: Any, minimum: int = 1) -> int:
     return number
 
 
+#: measured rounds per item for ``--aaco-rounds auto``: on the CPU, and on device EPs, where one
+#: 0.35 s round of ResNet-50 on an H100 differed from the next by 11% and 10 rounds caught a +9%
+#: slowdown 1 time in 8 against a stored baseline, 30 rounds a +11% one 5 times in 5 (docs/gpu.md)
+CPU_ROUNDS, DEVICE_ROUNDS = 10, 30
+
+
+def auto_rounds(is_gpu: bool) -> int:
+    """Rounds for ``--aaco-rounds auto``: :data:`DEVICE_ROUNDS` on device EPs, else :data:`CPU_ROUNDS`."""
+    return DEVICE_ROUNDS if is_gpu else CPU_ROUNDS
+
+
+def rounds_or_auto(value: Any) -> int | None:
+    """``auto`` (None: :func:`auto_rounds` decides per EP) or an integer >= 2; ValueError otherwise."""
+    if str(value).strip().lower() == "auto":
+        return None
+    try:
+        return int_at_least(value, 2)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (or auto)") from None
+
+
 def count_or_auto(value: Any) -> int | None:
     """``auto`` (None: the mode decides) or an integer >= 0; ValueError otherwise."""
     if str(value).strip().lower() == "auto":
@@ -256,7 +277,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("warmup", "warmup iterations before measuring", "10", "N", parse=partial(int_at_least, minimum=1)),
     OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N",
               parse=iterations),
-    OptionDef("rounds", "measured rounds per item", "10", "K", parse=partial(int_at_least, minimum=2)),
+    OptionDef("rounds", "measured rounds per item (auto: 10 on the CPU, 30 on device EPs)", "auto", "K|auto",
+              parse=rounds_or_auto),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
               parse=fraction_below),
     OptionDef("fdr", "session-wide false discovery rate across gated items (LOND)", "0.05", "Q",

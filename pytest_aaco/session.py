@@ -456,7 +456,7 @@ class AacoSession:
             "argv": redact_argv(sys.argv[1:]),
             "providers": [p.short for p in c.providers],
             "settings": {
-                "warmup": c.warmup, "rounds": c.rounds, "iterations": c.iterations or "auto",
+                "warmup": c.warmup, "rounds": c.rounds or "auto", "iterations": c.iterations or "auto",
                 "threshold": c.threshold, "fdr": c.fdr, "confirm": c.confirm, "iobinding": c.iobinding,
                 "save_baseline": c.save_baseline, "sample_interval_s": c.sample_interval_s,
             },

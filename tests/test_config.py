@@ -224,7 +224,7 @@ def shown(pytester: pytest.Pytester, *args: str) -> dict:
 def test_defaults_through_pytest(pytester):
     pytester.makepyfile(test_show=SHOW_CONFIG)
     data = shown(pytester)
-    assert data["threshold"] == 0.05 and data["rounds"] == 10 and data["iterations"] is None
+    assert data["threshold"] == 0.05 and data["rounds"] is None and data["iterations"] is None  # rounds: auto
     assert data["providers"] == ["cpu"] and data["confirm"] is True and data["save"] is False
     assert data["models"] == "None"
     assert data["baseline_dir"] == str(pytester.path / "baselines")
@@ -242,7 +242,7 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
 
 @pytest.mark.parametrize(("option", "fragment"), [
     ("--aaco-threshold=lots", "--aaco-threshold: expected a fraction*"),
-    ("--aaco-rounds=1", "--aaco-rounds: must be at least 2, got 1"),
+    ("--aaco-rounds=1", "--aaco-rounds: must be at least 2, got 1 (or auto)"),
     ("--aaco-confirm=perhaps", "--aaco-confirm: expected on or off*"),
     ("--aaco-provider-option=fp16", "--aaco-provider-option: expected KEY=VALUE*"),
     ("--aaco-history=0", "--aaco-history: must be at least 1, got 0"),
@@ -471,3 +471,16 @@ def test_compare_options_parse_and_have_ini_twins(pytester):
     """)
     pytester.makepyfile(test_show=SHOW_CONFIG.replace("c.threshold,", "c.compare_budget_s,"))
     assert shown(pytester)["threshold"] == 30.0
+
+
+def test_rounds_auto_is_10_on_the_cpu_and_30_on_device_eps():
+    from pytest_aaco.benchmark import AacoMarker, item_settings
+    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.registry import ModelSpec
+
+    model = ModelSpec("m", "zoo:squeezenet", Path("models.yaml"))
+    rounds = {short: item_settings(AacoConfig(), model, parse_provider(short), AacoMarker())[0].rounds
+              for short in ("cpu", "cuda", "migraphx")}
+    assert rounds == {"cpu": 10, "cuda": 30, "migraphx": 30}
+    assert item_settings(AacoConfig(rounds=7), model, parse_provider("cuda"), AacoMarker())[0].rounds == 7
+    assert item_settings(AacoConfig(), model, parse_provider("cuda"), AacoMarker(rounds=4))[0].rounds == 4
