@@ -57,22 +57,13 @@ def auto_rounds(is_gpu: bool) -> int:
     return DEVICE_ROUNDS if is_gpu else CPU_ROUNDS
 
 
-def rounds_or_auto(value: Any) -> int | None:
-    """``auto`` (None: :func:`auto_rounds` decides per EP) or an integer >= 2; ValueError otherwise."""
+def int_or_auto(value: Any, minimum: int = 0) -> int | None:
+    """``auto`` (None: the setting is chosen per item, e.g. :func:`auto_rounds`) or an integer >=
+    *minimum*; ValueError otherwise."""
     if str(value).strip().lower() == "auto":
         return None
     try:
-        return int_at_least(value, 2)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (or auto)") from None
-
-
-def count_or_auto(value: Any) -> int | None:
-    """``auto`` (None: the mode decides) or an integer >= 0; ValueError otherwise."""
-    if str(value).strip().lower() == "auto":
-        return None
-    try:
-        return int_at_least(value, 0)
+        return int_at_least(value, minimum)
     except ValueError as exc:
         raise ValueError(f"{exc} (or auto)") from None
 
@@ -278,7 +269,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N",
               parse=iterations),
     OptionDef("rounds", "measured rounds per item (auto: 10 on the CPU, 30 on device EPs)", "auto", "K|auto",
-              parse=rounds_or_auto),
+              parse=partial(int_or_auto, minimum=2)),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
               parse=fraction_below),
     OptionDef("fdr", "session-wide false discovery rate across gated items (LOND)", "0.05", "Q",
@@ -317,7 +308,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("cold-start", "fresh InferenceSessions per item timed for cold start (session creation, first run),"
               " gated against the item's cold-start history, or with --aaco-compare against as many fresh sessions"
               " of the baseline side, alternating (0: off; auto: 5 side by side, off against stored baselines,"
-              " see docs/where-the-time-goes.md)", "auto", "N|auto", parse=count_or_auto),
+              " see docs/where-the-time-goes.md)", "auto", "N|auto", parse=int_or_auto),
     OptionDef("cold-start-threshold", "practical threshold of a cold-start regression (fraction or %)", "20%",
               "FRACTION", parse=partial(fraction_below, upper=10.0)),
     OptionDef("cupti", "trace GPU kernels with CUPTI (pip install pytest-aaco[cupti]) in a short phase after the"
