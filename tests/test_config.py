@@ -186,6 +186,19 @@ def test_profile_cold_start_and_kernel_options_parse():
         parse_option(option("cold-start-threshold"), "0")
 
 
+def test_rounds_option_parses_auto_and_counts():
+    from pytest_aaco.config import parse_option
+    from pytest_aaco.options import default, option
+
+    assert default("rounds") is None  # auto: per EP, item_settings
+    assert parse_option(option("rounds"), " AUTO ") is None
+    assert parse_option(option("rounds"), "30") == 30
+    with usage_error("--aaco-rounds", "must be at least 2, got 1 (or auto)"):
+        parse_option(option("rounds"), "1")
+    with usage_error("--aaco-rounds", "expected an integer, got 'many' (or auto)"):
+        parse_option(option("rounds"), "many")
+
+
 def test_cold_start_auto_is_on_side_by_side_only():
     assert AacoConfig().cold_start == 0  # stored baselines: off
     assert AacoConfig(compare_ref="origin/main").cold_start == 5
