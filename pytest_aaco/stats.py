@@ -390,6 +390,22 @@ class ReferenceFit:
         s_sq = self.residual_var if residual_var is None else residual_var
         return s_sq * (1.0 + 1.0 / self.runs) + (x - self.x_mean) ** 2 * self.slope_var_at(s_sq)
 
+    def test(self, current: Any, current_reference: Any, prior: VariancePrior | None = None) -> Comparison:
+        """This run (item round log-means *current*, reference block log-means *current_reference*,
+        shape ``(rounds,)`` each) against the prediction at the reference's speed now;
+        :func:`reference_adjusted_test` describes the result. Raises ValueError for an empty or
+        non-finite series."""
+        c = _as_1d(current, "current round log-means", 1)
+        x0 = float(_as_1d(current_reference, "current reference log-means", 1).mean())
+        s_sq, df = self.residual_var, float(self.runs - 2)
+        if prior is not None:
+            s_sq, df = prior.moderate(s_sq, df)
+            df = min(df, 1e6)
+        se = max(math.sqrt(self.prediction_var(x0, s_sq)), SE_FLOOR)
+        estimate = float(c.mean()) - self.predict(x0)
+        p_slower, p_faster = _t_pvalues(estimate, se, df)
+        return Comparison("reference-adjusted", estimate, se, df, p_slower, p_faster, int(c.size), self.runs)
+
 
 def fit_reference(history_run_means: Any, history_reference_means: Any,
                   slope_prior_sd: float = SLOPE_PRIOR_SD) -> ReferenceFit:
@@ -464,18 +480,8 @@ def reference_adjusted_test(current: Any, current_reference: Any, history_run_me
     Raises:
         ValueError: as :func:`fit_reference`, or an empty/non-finite current series.
     """
-    c = _as_1d(current, "current round log-means", 1)
-    cx = _as_1d(current_reference, "current reference log-means", 1)
-    fit = fit_reference(history_run_means, history_reference_means, slope_prior_sd)
-    x0 = float(cx.mean())
-    s_sq, df = fit.residual_var, float(fit.runs - 2)
-    if prior is not None:
-        s_sq, df = prior.moderate(s_sq, df)
-        df = min(df, 1e6)
-    se = max(math.sqrt(fit.prediction_var(x0, s_sq)), SE_FLOOR)
-    estimate = float(c.mean()) - fit.predict(x0)
-    p_slower, p_faster = _t_pvalues(estimate, se, df)
-    return Comparison("reference-adjusted", estimate, se, df, p_slower, p_faster, int(c.size), fit.runs)
+    return fit_reference(history_run_means, history_reference_means, slope_prior_sd).test(
+        current, current_reference, prior)
 
 
 # ---------------------------------------------------------------------------------------------

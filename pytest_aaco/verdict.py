@@ -137,8 +137,8 @@ class Series:
     *current* shape ``(rounds,)``; *history* one list per history run used; *reason* why raw
     (empty otherwise); *reference* the reference's figures (:func:`reference_drift`), None when no
     reference is comparable. For ``adjusted``, *current* and *history* are the item's raw round
-    log-means and *covariate* / *covariate_history* the reference's block log-means of the same
-    runs."""
+    log-means, *covariate* the reference's block log-means of this run and *fit* the item's line
+    on the reference over the history (:func:`pytest_aaco.stats.fit_reference`)."""
 
     kind: str
     current: np.ndarray
@@ -146,7 +146,7 @@ class Series:
     reason: str = ""
     reference: dict[str, Any] | None = None
     covariate: np.ndarray | None = None
-    covariate_history: list[list[float]] = field(default_factory=list)
+    fit: stats.ReferenceFit | None = None
 
     def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None,
              adjusted_prior: stats.VariancePrior | None = None) -> stats.Comparison:
@@ -154,9 +154,8 @@ class Series:
         :func:`pytest_aaco.stats.reference_adjusted_test` for ``adjusted``); *prior* is used on raw
         figures only and *adjusted_prior* on adjusted ones, the populations they were fitted on.
         Raises ValueError as those do."""
-        if self.kind == ADJUSTED and self.covariate is not None:
-            return stats.reference_adjusted_test(self.current, self.covariate, [np.mean(r) for r in self.history],
-                                                 [np.mean(r) for r in self.covariate_history], prior=adjusted_prior)
+        if self.kind == ADJUSTED and self.fit is not None:
+            return self.fit.test(self.current, self.covariate, adjusted_prior)
         return comparison(self.current, self.history, min_history, run_noise, prior if self.kind == RAW else None)
 
 
@@ -197,6 +196,7 @@ def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "
     *raw_only*, when not empty, forces the raw series and is the reason given (a version change).
     *min_history*: history runs with this reference needed for the adjusted test (at least 4).
     The reference's drift is computed whenever this run and some history run share a reference.
+    Raises ValueError for non-finite stored figures (:func:`pytest_aaco.stats.fit_reference`).
     """
     raw = Series(RAW, result.round_log_means, baseline.run_round_log_means())
     ref = result.reference
@@ -215,9 +215,10 @@ def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "
     if raw_only or unstable:
         return replace(raw, reason=raw_only or unstable, reference=figures)
     if len(pairs) >= max(min_history, 4):
-        return Series(ADJUSTED, result.round_log_means, [rounds for rounds, _ in pairs], reference=figures,
-                      covariate=np.asarray(ref.log_means, float),
-                      covariate_history=[list(r["log_means"]) for r in matching])
+        fit = stats.fit_reference([np.mean(rounds) for rounds, _ in pairs], [np.mean(r["log_means"]) for r in matching])
+        return Series(ADJUSTED, result.round_log_means, [rounds for rounds, _ in pairs],
+                      reference={**figures, "sensitivity": fit.slope}, covariate=np.asarray(ref.log_means, float),
+                      fit=fit)
     durations = sorted((max(result.mean_ms, 1e-9), max(ref.mean_ms, 1e-9)))
     if durations[1] / durations[0] > NORMALIZE_DURATION_RATIO:
         why = (f"the item's iteration ({result.mean_ms:.3g} ms) and the reference's ({ref.mean_ms:.3g} ms) differ more"
@@ -401,21 +402,13 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     if versions:
         version_text = (f"compared across a version change ({fingerprint.describe_diff(baseline.fingerprint)})"
                         " on raw figures: weaker than a side-by-side comparison (--aaco-compare-python)")
-    series = choose_series(result, baseline, raw_only=version_text, min_history=settings.min_history)
     raw_comp = None
     try:
+        series = choose_series(result, baseline, raw_only=version_text, min_history=settings.min_history)
         if series.kind != RAW:
             raw_comp = comparison(result.round_log_means, baseline.run_round_log_means(), settings.min_history,
                                   settings.run_noise, prior)
-        try:
-            comp = series.test(settings.min_history, settings.run_noise, prior, adjusted_prior)
-        except ValueError as exc:
-            if series.kind != ADJUSTED:
-                raise
-            series = Series(RAW, result.round_log_means, baseline.run_round_log_means(),
-                            reason=f"the reference-adjusted test could not be fitted ({exc})",
-                            reference=series.reference)
-            comp = series.test(settings.min_history, settings.run_noise, prior)
+        comp = series.test(settings.min_history, settings.run_noise, prior, adjusted_prior)
     except ValueError as exc:
         return finish(Verdict(INCONCLUSIVE, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
                               reason=f"inconclusive for {label}: {exc}"), settings)
@@ -436,9 +429,8 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     if series.kind == NORMALIZED:
         verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference['name']}"
                              f" (raw {_pct(verdict.raw_ratio or 1)})")
-    if series.kind == ADJUSTED and series.reference is not None:
-        fit = stats.fit_reference([np.mean(r) for r in series.history], [np.mean(r) for r in series.covariate_history])
-        series.reference["sensitivity"] = fit.slope
+    if series.kind == ADJUSTED and series.reference is not None and series.fit is not None:
+        fit = series.fit
         verdict.notes.append(f"adjusted for the reference workload {series.reference['name']} (sensitivity"
                              f" {fit.slope:.2f} over {fit.runs} runs; raw {_pct(verdict.raw_ratio or 1)})")
     regime = regime_change(series.reference, machine_offset)
