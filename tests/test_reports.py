@@ -60,13 +60,15 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     summary_file = tmp_path / "step_summary.md"
     summary_file.write_text("previous step\n", encoding="utf-8")
 
-    saved = aaco_project.run("--aaco-save-baseline", "--aaco-provider=cpu,cuda")
+    # the reference workload stays out: this test is about the reports, and under CPU load the
+    # regime rule may rightly withhold a raw regression of a 0.2 ms item (docs/verdict-quality.md)
+    saved = aaco_project.run("--aaco-save-baseline", "--aaco-provider=cpu,cuda", "--aaco-reference=none")
     saved.assert_outcomes(passed=1, skipped=1)
 
     aaco_project.registry(SLOW_REGISTRY)
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
-    result = aaco_project.run("--aaco-provider=cpu,cuda", f"--aaco-junit={out / 'aaco.xml'}",
+    result = aaco_project.run("--aaco-provider=cpu,cuda", "--aaco-reference=none", f"--aaco-junit={out / 'aaco.xml'}",
                               f"--aaco-html={out / 'report.html'}", f"--junitxml={out / 'pytest.xml'}")
     result.assert_outcomes(failed=1, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
