@@ -1,8 +1,8 @@
 """What the ``benchmark_model`` fixture returns: a callable that measures one model × EP.
 
-It owns the per-item work around the measurement loop (:mod:`pytest_aaco.measure`): settings
+It owns the per-item work around the measurement loop (:mod:`pytest_aaco.measure.inference`): settings
 from options, registry and the typed ``@pytest.mark.aaco`` marker (:class:`AacoMarker`); the
-device lock (:mod:`pytest_aaco.devicelock`: never two benchmarks on one device at once, also
+device lock (:mod:`pytest_aaco.measure.devicelock`: never two benchmarks on one device at once, also
 under xdist); the telemetry samplers; and a fresh-session re-measurement for the confirmation look.
 """
 
@@ -17,12 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .coldstart import SideBySideColdStart
-from .config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
-from .devicelock import hold_device
-from .footprint import rss_mb
-from .inputs import batch_size, make_inputs
-from .measure import (
+from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
+from pytest_aaco.measure.devicelock import hold_device
+from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
     SessionHandle,
@@ -30,16 +27,19 @@ from .measure import (
     resolve_iobinding,
     run_benchmark,
 )
-from .options import auto_rounds
-from .placement import Placement, PlacementError, describe_placement, fallback_problem
-from .providers import ProviderError, ProviderSpec, parse_provider
-from .records import Verdict
-from .reference import Reference
-from .registry import ModelSpec
-from .results import BenchmarkResult
-from .samplers import TelemetrySession, build_samplers
-from .samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
-from .warnings import AacoProviderWarning
+from pytest_aaco.measure.inputs import batch_size, make_inputs
+from pytest_aaco.measure.placement import Placement, PlacementError, describe_placement, fallback_problem
+from pytest_aaco.measure.process_memory import rss_mb
+from pytest_aaco.measure.providers import ProviderError, ProviderSpec, parse_provider
+from pytest_aaco.measure.reference_workload import Reference
+from pytest_aaco.measure.registry import ModelSpec
+from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.options import auto_rounds
+from pytest_aaco.passes.coldstart import SideBySideColdStart
+from pytest_aaco.records import Verdict
+from pytest_aaco.samplers import TelemetrySession, build_samplers
+from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
+from pytest_aaco.warnings import AacoProviderWarning
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
 MARKER_HELP = (
@@ -140,7 +140,7 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
 
 
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
-    """:func:`~pytest_aaco.measure.build_session`, recording the RSS the session added (MB) and
+    """:func:`~pytest_aaco.measure.inference.build_session`, recording the RSS the session added (MB) and
     starting the probe of its own device memory (:class:`~pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`)."""
     probe = DeviceMemoryProbe(provider.short, device_id)
     probe.start()
@@ -172,7 +172,7 @@ class BenchmarkRun:
     """The callable behind ``benchmark_model``: ``benchmark_model(**overrides) -> BenchmarkResult``.
 
     Overrides: ``warmup``, ``rounds``, ``iterations`` (ints). Each call measures afresh and the
-    last result is the one the gate judges. With a *reference* (:mod:`pytest_aaco.reference`),
+    last result is the one the gate judges. With a *reference* (:mod:`pytest_aaco.measure.reference_workload`),
     every round is paired with a short block of it.
     """
 
@@ -193,8 +193,8 @@ class BenchmarkRun:
     #: the side-by-side verdict of the last measurement, which the gate then records as is
     side_verdict: Verdict | None = None
     #: with ``--aaco-compare``, for an item measured against its baseline side: measures both sides'
-    #: cold start alternately and judges it (:meth:`pytest_aaco.sidegate.SideBySideGate.cold_start`);
-    #: the cold-start pass after the rounds (:func:`pytest_aaco.insight.measure_insight`) calls it
+    #: cold start alternately and judges it (:meth:`pytest_aaco.sidebyside.gate.SideBySideGate.cold_start`);
+    #: the cold-start pass after the rounds (:func:`pytest_aaco.extra_passes.measure_insight`) calls it
     compare_cold_start: Callable[[], SideBySideColdStart] | None = None
 
     @property

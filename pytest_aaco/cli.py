@@ -11,7 +11,7 @@ Exit status: 0 ok, 1 a regression was found (``diff``, ``report``), 2 usage or i
 (the message names the file). Errors are one line on stderr, never a traceback (set
 ``AACO_DEBUG=1`` to see one).
 
-``aaco diff`` compares with the gate's statistics; :mod:`pytest_aaco.diff` is its engine and
+``aaco diff`` compares with the gate's statistics; :mod:`pytest_aaco.reports.diff` is its engine and
 says how.
 """
 
@@ -26,19 +26,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .baseline import Baseline, corrupt_target, load_baseline, locked, restore
-from .diff import DiffInputError, baseline_files, diff_items, load_sides
-from .environment import collect_environment
-from .fingerprint import Fingerprint, machine_fields
-from .jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
-from .options import default, fraction_below, fraction_or_zero, int_at_least
-from .providers import EP_NAMES, ProviderError, parse_provider_list
-from .records import ItemRecord, SessionSummary
-from .reports.bundle import META_FILE, is_bundle, list_sessions, load_session
-from .reports.html import render_html
-from .reports.terminal import detail_lines, format_rows, format_table, num, pct
-from .samplers.clocks import clock_warnings
+from pytest_aaco import __version__
+from pytest_aaco.history.environment import collect_environment
+from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
+from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
+from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
+from pytest_aaco.measure.providers import EP_NAMES, ProviderError, parse_provider_list
+from pytest_aaco.options import default, fraction_below, fraction_or_zero, int_at_least
+from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
+from pytest_aaco.reports.diff import DiffInputError, baseline_files, diff_items, load_sides
+from pytest_aaco.reports.html import render_html
+from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
+from pytest_aaco.samplers.clocks import clock_warnings
 
 OK, REGRESSION_FOUND, USAGE_ERROR = 0, 1, 2
 DEFAULT_SESSION_DIR = Path(default("session-dir"))
@@ -81,7 +81,7 @@ _fraction_or_zero = _argument(fraction_or_zero)
 
 def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
     """What ``aaco info`` shows, as a JSON-ready dict: package, Python, ORT, CPU, clocks, GPU (from
-    :func:`pytest_aaco.environment.collect_environment`), the clock warnings, and the machine
+    :func:`pytest_aaco.history.environment.collect_environment`), the clock warnings, and the machine
     fingerprint fields (with the baseline folder name) per provider short name."""
     env = collect_environment()
     errors: dict[str, str] = dict(env.get("errors") or {})

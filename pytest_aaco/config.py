@@ -16,19 +16,19 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pytest
 
-from . import options as opts
-from .coldstart import COLD_SESSIONS
-from .options import (  # noqa: F401 - the shared value parsers, re-exported for callers of the config
+from pytest_aaco import options as opts
+from pytest_aaco.measure.providers import ProviderError, ProviderSpec, check_options, parse_provider_list
+from pytest_aaco.options import (  # noqa: F401 - the shared value parsers, re-exported for callers of the config
+    COLD_SESSIONS,
     IOBINDING_MODES,
     OPTIONS,
     PLACEMENT_MODES,
+    GateSettings,
     OptionDef,
     fraction_below,
     int_at_least,
     setting,
 )
-from .providers import ProviderError, ProviderSpec, check_options, parse_provider_list
-from .verdict import GateSettings
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -90,7 +90,7 @@ parse_compare_python = naming_option(opts.interpreter_or_none)
 
 
 def check_provider_options(option: str, providers: tuple[ProviderSpec, ...], options: dict[str, Any]) -> None:
-    """Each key of *options* must be taken by some requested EP (:func:`pytest_aaco.providers.check_options`);
+    """Each key of *options* must be taken by some requested EP (:func:`pytest_aaco.measure.providers.check_options`);
     a UsageError names the key and the valid ones otherwise (never a value: it may be a credential)."""
     with _usage_error(option):  # ProviderError is a ValueError
         check_options(providers, list(options))
@@ -143,7 +143,7 @@ class AacoConfig(GateSettings):
     """All pytest-aaco settings of one session. Durations in s, sizes in MB, thresholds as fractions.
 
     The gate's settings (threshold, history, noise, strictness, memory limits) are inherited from
-    :class:`~pytest_aaco.verdict.GateSettings`, so each is declared once. Every default comes from
+    :class:`~pytest_aaco.history.judge.GateSettings`, so each is declared once. Every default comes from
     the option table (:data:`pytest_aaco.options.OPTIONS`); fields made with
     :func:`pytest_aaco.options.setting` are parsed by the table's parser of their option.
     """

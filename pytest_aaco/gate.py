@@ -1,5 +1,5 @@
 """The per-item gate: fingerprint, baseline, verdict, confirmation look, contention, the extra
-passes (cold start, GPU kernels, operator profile: :mod:`pytest_aaco.insight`), diagnosis.
+passes (cold start, GPU kernels, operator profile: :mod:`pytest_aaco.extra_passes`), diagnosis.
 
 :func:`judge` turns one finished :class:`~pytest_aaco.benchmark.BenchmarkRun` into an
 :class:`~pytest_aaco.records.ItemRecord` with its :class:`~pytest_aaco.records.Verdict`. It
@@ -15,20 +15,28 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .baseline import Baseline, RunnerPriors, baseline_path, load_baseline, other_runners, save_run
-from .benchmark import BenchmarkRun
-from .config import AacoConfig
-from .diagnosis import classify_bottleneck
-from .fingerprint import Fingerprint, build_fingerprint
-from .insight import Insight, judge_insight, kernel_data, measure_insight
-from .jsonio import AacoFileError
-from .measure import MeasureSettings
-from .metrics import derived_metrics, other_processes_cores
-from .records import ItemRecord, Outcome, Verdict
-from .registry import content_hash
-from .results import BenchmarkResult
-from .stats import LondFdr
-from .verdict import GateSettings, MachineOffset, compare, confirm, finish, needs_confirmation, under_contention
+from pytest_aaco.benchmark import BenchmarkRun
+from pytest_aaco.config import AacoConfig
+from pytest_aaco.extra_passes import Insight, judge_insight, kernel_data, measure_insight
+from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
+from pytest_aaco.history.judge import (
+    MachineOffset,
+    compare,
+    confirm,
+    finish,
+    needs_confirmation,
+    under_contention,
+)
+from pytest_aaco.history.store import Baseline, RunnerPriors, baseline_path, load_baseline, other_runners, save_run
+from pytest_aaco.jsonio import AacoFileError
+from pytest_aaco.measure.inference import MeasureSettings
+from pytest_aaco.measure.registry import content_hash
+from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.options import GateSettings
+from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.verdict.diagnosis import classify_bottleneck
+from pytest_aaco.verdict.metrics import derived_metrics, other_processes_cores
+from pytest_aaco.verdict.stats import LondFdr
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 This module needs no pytest. :mod:`pytest_aaco.config` registers the table with pytest and
 parses it into :class:`~pytest_aaco.config.AacoConfig`; the gate's and the measurement's
-settings (:class:`~pytest_aaco.verdict.GateSettings`, :class:`~pytest_aaco.measure.MeasureSettings`)
+settings (:class:`~pytest_aaco.history.judge.GateSettings`, :class:`~pytest_aaco.measure.inference.MeasureSettings`)
 and the ``aaco`` command take their defaults from :func:`default`, so a default is written once.
 
 Value parsers raise ValueError saying what is wrong with the value; each caller adds where the
@@ -23,7 +23,7 @@ from typing import Any, Literal
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
 PROFILE_MODES = ("off", "on", "failing")
-#: reference workloads (:mod:`pytest_aaco.reference` builds them): generated ones, then model-zoo
+#: reference workloads (:mod:`pytest_aaco.measure.reference_workload` builds them): generated ones, then model-zoo
 #: architectures shipped inside the onnx package; ``none`` turns the reference off
 REFERENCE_GENERATED = ("mix", "mix-small")
 REFERENCE_ZOO = ("squeezenet", "inception_v1", "shufflenet", "resnet50", "densenet121")
@@ -349,3 +349,21 @@ def setting(name: str) -> Any:
     """A dataclass field for ``--aaco-<name>``: its default is the table's, and
     :meth:`pytest_aaco.config.AacoConfig.from_pytest_config` reads it through the table's parser."""
     return field(default=default(name), metadata={"option": name})
+
+
+#: fresh sessions per item for the cold-start pass under ``--aaco-cold-start auto`` side by side
+COLD_SESSIONS = 5
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Thresholds of the gate: fractions (0.05 = 5%) and MB; defaults from the option table."""
+
+    threshold: float = setting("threshold")
+    min_history: int = setting("min-history")
+    run_noise: float = setting("run-noise")
+    strict_inconclusive: bool = setting("strict-inconclusive")
+    fail_on_improvement: bool = setting("fail-on-improvement")
+    gate_p99: bool = setting("gate-p99")
+    memory_threshold: float = setting("memory-threshold")
+    memory_slack_mb: float = setting("memory-slack")

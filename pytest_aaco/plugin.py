@@ -13,19 +13,19 @@ from typing import Any, NoReturn
 
 import pytest
 
-from . import hookspecs
-from .benchmark import MARKER_HELP, AacoMarker, BenchmarkRun, item_settings, node_placement_problem
-from .config import AacoConfig, add_options
-from .gitref import GitRefError
-from .inputs import InputError
-from .measure import SessionError, SessionHandle, check_placement
-from .providers import ProviderSpec
-from .records import PLUGIN_NAME, RUN_KEY
-from .registry import ModelSpec, RegistryError
-from .results import BenchmarkResult
-from .session import AacoSession, get_session
-from .sideprocess import WorkerError
-from .warnings import AacoProviderWarning
+from pytest_aaco import hookspecs
+from pytest_aaco.benchmark import MARKER_HELP, AacoMarker, BenchmarkRun, item_settings, node_placement_problem
+from pytest_aaco.config import AacoConfig, add_options
+from pytest_aaco.measure.inference import SessionError, SessionHandle, check_placement
+from pytest_aaco.measure.inputs import InputError
+from pytest_aaco.measure.providers import ProviderSpec
+from pytest_aaco.measure.registry import ModelSpec, RegistryError
+from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.records import PLUGIN_NAME
+from pytest_aaco.session import RUN_KEY, AacoSession, get_session
+from pytest_aaco.sidebyside.revision import GitRefError
+from pytest_aaco.sidebyside.worker_client import WorkerError
+from pytest_aaco.warnings import AacoProviderWarning
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -110,7 +110,7 @@ def _fail(request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSp
 
 @pytest.fixture
 def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_provider: ProviderSpec) -> SessionHandle:
-    """A :class:`~pytest_aaco.measure.SessionHandle`: the InferenceSession (``.session``) for this
+    """A :class:`~pytest_aaco.measure.inference.SessionHandle`: the InferenceSession (``.session``) for this
     model × EP, built once per (model, provider, options), with its creation time (``.create_ms``).
 
     Skips (or fails with ``--aaco-strict-provider``) when the EP is not in this ORT build; fails

@@ -14,12 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any
-
-import pytest
-
-if TYPE_CHECKING:  # the run type lives with the fixture; only mypy needs it here
-    from .benchmark import BenchmarkRun
+from typing import Any
 
 #: name under which the session object is registered with pytest's plugin manager
 PLUGIN_NAME = "aaco-plugin"
@@ -75,7 +70,7 @@ class Verdict:
     ``current_rounds``/``baseline_rounds`` the rounds on each side of Welch's t-test.
     ``reason`` is the whole message of a verdict without a comparison (no baseline, another
     fingerprint, a file error). ``message`` is rendered once from the other fields by
-    :func:`pytest_aaco.verdict.render_message`, after the last rule changed them.
+    :func:`pytest_aaco.history.judge.render_message`, after the last rule changed them.
     """
 
     outcome: Outcome
@@ -167,7 +162,7 @@ class ItemRecord:
 
     ``outcome`` is pytest's outcome of the item (passed, failed, skipped); ``result`` is
     ``BenchmarkResult.to_dict(raw=True)`` (latencies in ms); ``diagnosis`` is
-    ``Diagnosis.to_dict()``; ``derived`` is :func:`pytest_aaco.metrics.derived_metrics`;
+    ``Diagnosis.to_dict()``; ``derived`` is :func:`pytest_aaco.verdict.metrics.derived_metrics`;
     ``placement`` is the node placement of a device EP (``Placement.to_dict()``); ``profile`` is
     ``OpProfile.to_dict()`` with ``comparison`` (``ProfileComparison.to_dict()``) against the
     baseline's; ``kernels`` is ``KernelMetrics.to_dict()``; ``cold_start`` is ``ColdStart.to_dict()``
@@ -350,8 +345,3 @@ class SessionSummary:
         return cls(int(data.get("items") or 0), dict(data.get("verdicts") or {}),
                    fdr if isinstance(fdr, dict) else None)
 
-
-#: the item's BenchmarkRun, set by the ``benchmark_model`` fixture and judged after the test body
-RUN_KEY: pytest.StashKey[BenchmarkRun] = pytest.StashKey()
-#: the item's record, once judged or once it failed or was skipped by the plugin
-RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()

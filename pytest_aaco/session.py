@@ -29,21 +29,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .baseline import RunnerPriors, runner_priors
-from .benchmark import BenchmarkRun, build_tracked
-from .config import AacoConfig
-from .devicelock import hold_device
-from .environment import collect_environment
-from .gate import GateContext, cause_and_fix, crash_record, error_record, gate_settings, judge, mark_error
-from .gitref import NEW, UNCHANGED, GitRefError
-from .jsonio import dumps, loads_records
-from .measure import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
-from .placement import Placement, placement_report
-from .providers import ProviderSpec, available_providers, options_for, unavailable_reason
-from .records import (
+from pytest_aaco.benchmark import BenchmarkRun, build_tracked
+from pytest_aaco.config import AacoConfig
+from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, gate_settings, judge, mark_error
+from pytest_aaco.history.environment import collect_environment
+from pytest_aaco.history.judge import MachineOffset
+from pytest_aaco.history.store import RunnerPriors, runner_priors
+from pytest_aaco.jsonio import dumps, loads_records
+from pytest_aaco.measure.devicelock import hold_device
+from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
+from pytest_aaco.measure.placement import Placement, placement_report
+from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
+from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
+from pytest_aaco.measure.registry import ModelSpec, load_registry, model_path
+from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.records import (
     PLUGIN_NAME,
-    RECORD_KEY,
-    RUN_KEY,
     WORKER_BUNDLE,
     WORKER_LOND,
     WORKER_RECORDS,
@@ -52,22 +53,24 @@ from .records import (
     SessionSummary,
     Verdict,
 )
-from .redact import redact_argv
-from .reference import Reference, ReferenceCache
-from .registry import ModelSpec, load_registry, model_path
-from .reports import ReportContext, github, html, junit, terminal
-from .reports.bundle import ENVIRONMENT_FILE, SessionBundle
-from .reports.progress import announce, write_line
-from .results import BenchmarkResult
-from .samplers.clocks import clock_warnings, read_clock_state
-from .sidebyside import CompareSettings
-from .sidegate import ItemMeasure, SideBySideGate
-from .stats import LondFdr
-from .verdict import MachineOffset
-from .warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
+from pytest_aaco.redact import redact_argv
+from pytest_aaco.reports import ReportContext, github, html, junit, terminal
+from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
+from pytest_aaco.reports.progress import announce, write_line
+from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
+from pytest_aaco.sidebyside.cycles import CompareSettings
+from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+from pytest_aaco.sidebyside.revision import NEW, UNCHANGED, GitRefError
+from pytest_aaco.verdict.stats import LondFdr
+from pytest_aaco.warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
 SESSION_CACHE_SIZE = 2
+
+#: the item's BenchmarkRun, set by the ``benchmark_model`` fixture and judged after the test body
+RUN_KEY: pytest.StashKey[BenchmarkRun] = pytest.StashKey()
+#: the item's record, once judged or once it failed or was skipped by the plugin
+RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
 
 
 class AacoSession:
@@ -156,7 +159,7 @@ class AacoSession:
             return None
 
     def placement(self, handle: SessionHandle, feeds: dict[str, np.ndarray]) -> Placement:
-        """Node placement of *handle*'s model and EP (:func:`pytest_aaco.placement.placement_report`),
+        """Node placement of *handle*'s model and EP (:func:`pytest_aaco.measure.placement.placement_report`),
         profiled once per (model, EP, options). Raises SessionError / PlacementError."""
         key = (str(handle.model_path), handle.provider.ep_name, tuple(sorted(handle.options.items())))
         if key not in self._placements:
@@ -165,7 +168,7 @@ class AacoSession:
         return self._placements[key]
 
     def variance_priors(self, folder: Path) -> RunnerPriors:
-        """The machine's variance priors (:func:`pytest_aaco.baseline.runner_priors`), read once."""
+        """The machine's variance priors (:func:`pytest_aaco.history.store.runner_priors`), read once."""
         key = str(folder)
         if key not in self._priors:
             self._priors[key] = runner_priors(folder)

@@ -12,7 +12,7 @@ cold-start phase itself), and prints one JSON line per model and a summary:
   the phase minus the phase), the extra time relative to the item's normal measurement.
 
 ``--creation-profiler`` also measures what turning ORT's profiler on during a session's creation
-(as :class:`pytest_aaco.coldstart.LocalSessions` does, for the load / initialization split)
+(as :class:`pytest_aaco.passes.coldstart.LocalSessions` does, for the load / initialization split)
 adds to the creation: fresh sessions with and without it, alternating, ``--pairs`` each.
 
 Run it under the measurement lock (it takes the lock itself per pytest run, so the lead's
@@ -65,7 +65,7 @@ def creation_profiler_overhead(pairs: int) -> dict[str, dict[str, float]]:
     """Median ms of a fresh session's creation with ORT's profiler on and off, per zoo model."""
     import onnxruntime as ort
 
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_dir
 
     found = {}
     for name in ("squeezenet", "resnet50", "densenet121"):

@@ -2,24 +2,24 @@
 
 Each *run* is a fresh Python process, as a CI job is: it builds the item's own InferenceSession
 and runs it a few times (the state the plugin is in when the cold-start phase starts), then
-:func:`pytest_aaco.coldstart.measure_cold_start` builds ``--sessions`` fresh sessions and prints
+:func:`pytest_aaco.passes.coldstart.measure_cold_start` builds ``--sessions`` fresh sessions and prints
 their samples. Per model:
 
 1. ``--history`` runs of the unchanged model form the baseline history;
-2. ``--aa`` more unchanged runs are judged against it (:func:`~pytest_aaco.coldstart.cold_start_verdict`,
+2. ``--aa`` more unchanged runs are judged against it (:func:`~pytest_aaco.passes.coldstart.cold_start_verdict`,
    default threshold and level): every ``regression`` is a false failure;
 3. ``--ab`` runs of a candidate whose session creation is about 2x slower are judged against the same
    history: every ``regression`` is a detection. The candidate is the model plus a constant MatMul
-   chain that ORT folds while creating the session (:func:`pytest_aaco.modelgen.add_folding_work`),
+   chain that ORT folds while creating the session (:func:`pytest_aaco.measure.modelgen.add_folding_work`),
    sized from a calibration run so creation doubles while the runs stay the same.
 
 It also prints what one item's cold-start phase costs (median wall time of the phase) and the
-run-to-run sd of the offset a process adds (:func:`pytest_aaco.stats.run_offset_sd` over all
+run-to-run sd of the offset a process adds (:func:`pytest_aaco.verdict.stats.run_offset_sd` over all
 unchanged runs) and the run-to-run sd of each run's fastest session creation (what the verdict
 tests), the figures behind ``COLD_RUN_NOISE``.
 
 With ``--side-by-side`` each run instead compares the model with the candidate as ``--aaco-compare``
-does (:func:`~pytest_aaco.coldstart.compare_cold_start`: fresh sessions alternating in one
+does (:func:`~pytest_aaco.passes.coldstart.compare_cold_start`: fresh sessions alternating in one
 process, AB/BA cycles, the paired verdict and its confirmation look; A/A: the model against itself).
 
 Run it under the measurement lock:
@@ -44,9 +44,9 @@ def child(model_path: str, name: str, sessions: int) -> None:
     """One run: the item's own session, 3 runs, then the timed cold-start phase; prints JSON."""
     import onnxruntime as ort
 
-    from pytest_aaco.coldstart import measure_cold_start
-    from pytest_aaco.inputs import make_inputs
-    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.measure.inputs import make_inputs
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.passes.coldstart import measure_cold_start
 
     own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     feeds = make_inputs(name, own.get_inputs(), {}, {})
@@ -68,15 +68,15 @@ def run_child(model_path: Path, name: str, sessions: int, candidate: Path | None
 
 def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) -> None:
     """One side-by-side run as the plugin makes it under ``--aaco-compare``: the item's own
-    session, then :func:`~pytest_aaco.coldstart.compare_cold_start` (fresh sessions of the model
+    session, then :func:`~pytest_aaco.passes.coldstart.compare_cold_start` (fresh sessions of the model
     and of *candidate* alternating, AB/BA, the shipped verdict with its confirmation look, no
     contention guard: the parent applies it); prints the samples and the verdict."""
     import onnxruntime as ort
 
-    from pytest_aaco.coldstart import LocalSessions, compare_cold_start
-    from pytest_aaco.inputs import make_inputs
-    from pytest_aaco.providers import parse_provider
-    from pytest_aaco.sidebyside import NO_SPINNING
+    from pytest_aaco.measure.inputs import make_inputs
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.passes.coldstart import LocalSessions, compare_cold_start
+    from pytest_aaco.sidebyside.cycles import NO_SPINNING
 
     own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     feeds = make_inputs(name, own.get_inputs(), {}, {})
@@ -92,8 +92,8 @@ def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) 
 
 def side_by_side(name: str, args: argparse.Namespace, folder: Path) -> dict:
     """A/A: the model against itself; A/B: against the folded candidate; the shipped verdicts
-    (:func:`~pytest_aaco.coldstart.compare_cold_start`), with and without the contention guard."""
-    from pytest_aaco.registry import zoo_dir
+    (:func:`~pytest_aaco.passes.coldstart.compare_cold_start`), with and without the contention guard."""
+    from pytest_aaco.measure.registry import zoo_dir
 
     path = zoo_dir() / f"light_{name}.onnx"
     base_create = statistics.median(run_child(path, name, 3)["median_session_create_ms"] for _ in range(3))
@@ -121,7 +121,7 @@ def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: P
     than resnet50's run-to-run noise and sized its candidate 14 to 37x instead of 2x."""
     import onnx
 
-    from pytest_aaco.modelgen import add_folding_work, save_model_atomic
+    from pytest_aaco.measure.modelgen import add_folding_work, save_model_atomic
 
     model = onnx.load(str(model_path))
     probe = save_model_atomic(add_folding_work(model, 16, 512), folder / f"{name}-probe.onnx")
@@ -137,9 +137,9 @@ def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: P
 
 
 def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
-    from pytest_aaco.coldstart import ColdStart, cold_start_verdict
-    from pytest_aaco.registry import zoo_dir
-    from pytest_aaco.stats import run_offset_sd
+    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
+    from pytest_aaco.verdict.stats import run_offset_sd
 
     path = zoo_dir() / f"light_{name}.onnx"
     unchanged = [run_child(path, name, args.sessions) for _ in range(args.history + args.aa)]

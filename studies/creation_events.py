@@ -1,7 +1,7 @@
 """Which events ORT's profiler records while an InferenceSession is created, per available EP.
 
 pytest-aaco splits each fresh session's creation into ``model_loading_*`` and
-``session_initialization`` (:func:`pytest_aaco.coldstart.creation_phases`) because those are the
+``session_initialization`` (:func:`pytest_aaco.passes.coldstart.creation_phases`) because those are the
 only creation events seen so far (CPU EP here, CUDA EP on an H100). A compiling EP (TensorRT,
 MIGraphX, OpenVINO) might add its own; this prints, for every EP of this onnxruntime build that
 can create a session of the model, the Session-category events of the creation, the creation's
@@ -21,11 +21,11 @@ from pathlib import Path
 def main() -> None:
     import onnxruntime as ort
 
-    from pytest_aaco.coldstart import creation_phases
-    from pytest_aaco.measure import SessionError, build_session
-    from pytest_aaco.ortprofile import read_events
-    from pytest_aaco.providers import ProviderError, parse_provider
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.inference import SessionError, build_session
+    from pytest_aaco.measure.ortprofile import read_events
+    from pytest_aaco.measure.providers import ProviderError, parse_provider
+    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.passes.coldstart import creation_phases
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="resnet50", help="a zoo model name")

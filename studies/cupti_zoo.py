@@ -5,7 +5,7 @@ For each model (``onnx/backend/test/data/light/light_<name>.onnx``, ONNX nodes c
 
 1. an InferenceSession on the CUDA EP through pytest-aaco's own runner (options, IO binding);
 2. warmup, then ``--rounds`` x ``--runs`` timed runs with CUPTI off: the untraced p50;
-3. the CUPTI phase (:func:`pytest_aaco.cuptitrace.trace_runs`): ``--runs`` runs with
+3. the CUPTI phase (:func:`pytest_aaco.passes.cupti.trace_runs`): ``--runs`` runs with
    ``CONCURRENT_KERNEL`` activity on, wall time on CUPTI's clock;
 4. the same timed runs again with CUPTI off: shows that the traced phase leaves nothing behind.
 
@@ -53,13 +53,13 @@ def timed_p50(run, rounds: int, runs: int, sync) -> float:
 def one_model(name: str, args: argparse.Namespace) -> dict:
     import os as _os
 
-    from pytest_aaco.cuptitrace import trace_runs
-    from pytest_aaco.diagnosis import classify_bottleneck
-    from pytest_aaco.inputs import make_inputs
-    from pytest_aaco.kernels import onnx_node_count
-    from pytest_aaco.measure import bind_run, build_session
-    from pytest_aaco.providers import parse_provider
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.inference import bind_run, build_session
+    from pytest_aaco.measure.inputs import make_inputs
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.passes.cupti import trace_runs
+    from pytest_aaco.passes.kernels import onnx_node_count
+    from pytest_aaco.verdict.diagnosis import classify_bottleneck
 
     path = zoo_dir() / f"light_{name}.onnx"
     provider = parse_provider(args.provider)

@@ -13,7 +13,7 @@ short keeps what it measured:
                (``enable_cuda_graph=1``, one session per mode) with an output check; picks the
                mode for ``auto`` (written to ``--state`` for ``--iobinding measured``).
 ``placement``  node counts per EP from an ORT profile for every model, and models with an op the
-               EP may lack, caught by :func:`pytest_aaco.placement.fallback_problem`.
+               EP may lack, caught by :func:`pytest_aaco.measure.placement.fallback_problem`.
 ``fallback``   a pytest run with a registry holding a clean model, an unknown provider option, a
                bad device id and the CPU-op model; unwired (today's plugin) and wired (placement
                checked before measuring) tests side by side.
@@ -158,7 +158,7 @@ def item_rows(bundle: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def load_models(names: list[str] | None) -> list[Any]:
-    from pytest_aaco.registry import load_registry
+    from pytest_aaco.measure.registry import load_registry
 
     models = load_registry()
     if names:
@@ -170,13 +170,13 @@ def load_models(names: list[str] | None) -> list[Any]:
 
 
 def feeds_for(model: Any, session: Any) -> dict[str, np.ndarray]:
-    from pytest_aaco.inputs import make_inputs
+    from pytest_aaco.measure.inputs import make_inputs
 
     return make_inputs(model.name, session.get_inputs(), model.dims, model.inputs)
 
 
 def timed_block(run: Any, n: int) -> np.ndarray:
-    from pytest_aaco.interleave import time_iterations
+    from pytest_aaco.measure.interleave import time_iterations
 
     return time_iterations(run, n) / 1e6
 
@@ -187,7 +187,7 @@ def timed_block(run: Any, n: int) -> np.ndarray:
 def phase_env(ctx: argparse.Namespace) -> dict[str, Any]:
     import onnxruntime as ort
 
-    from pytest_aaco.environment import gpu_identity
+    from pytest_aaco.history.environment import gpu_identity
 
     info: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -215,8 +215,8 @@ def phase_options(ctx: argparse.Namespace) -> dict[str, Any]:
 
     import onnxruntime as ort
 
-    from pytest_aaco.measure import SessionError, build_session
-    from pytest_aaco.registry import model_path
+    from pytest_aaco.measure.inference import SessionError, build_session
+    from pytest_aaco.measure.registry import model_path
 
     model = ctx.small_model
     path = model_path(model)
@@ -274,8 +274,8 @@ def _close(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 def phase_iobinding(ctx: argparse.Namespace) -> dict[str, Any]:
     """Per model: none / inputs / all (and CUDA graphs) on one session, interleaved blocks."""
-    from pytest_aaco.measure import bind_run, build_session
-    from pytest_aaco.registry import model_path
+    from pytest_aaco.measure.inference import bind_run, build_session
+    from pytest_aaco.measure.registry import model_path
 
     results: dict[str, Any] = {}
     rows: list[list[Any]] = []
@@ -436,9 +436,9 @@ def build_cpu_op_model(op: str, channels: int = 64, size: int = 112) -> Any:
 
 
 def phase_placement(ctx: argparse.Namespace) -> dict[str, Any]:
-    from pytest_aaco.modelgen import save_model_atomic
-    from pytest_aaco.placement import describe_placement, fallback_problem, placement_report
-    from pytest_aaco.registry import model_path
+    from pytest_aaco.measure.modelgen import save_model_atomic
+    from pytest_aaco.measure.placement import describe_placement, fallback_problem, placement_report
+    from pytest_aaco.measure.registry import model_path
 
     profiles = ctx.out / "profiles"
     profiles.mkdir(exist_ok=True)
@@ -491,8 +491,8 @@ import time
 
 import numpy as np
 
-from pytest_aaco.inputs import make_inputs
-from pytest_aaco.measure import MIN_WARMUP_S, ORT_DEVICE, resolve_iobinding
+from pytest_aaco.measure.inputs import make_inputs
+from pytest_aaco.measure.inference import MIN_WARMUP_S, ORT_DEVICE, resolve_iobinding
 
 
 def bare_binding(session, feeds, mode, device, device_id):
@@ -695,7 +695,7 @@ def write_registry(
     """A registry YAML with *models* (as in the built-in registry) plus *extra* entries."""
     import yaml
 
-    from pytest_aaco.registry import BUILTIN_REGISTRY
+    from pytest_aaco.measure.registry import BUILTIN_REGISTRY
 
     builtin = yaml.safe_load(BUILTIN_REGISTRY.read_text())["models"]
     entries = {m.name: dict(builtin[m.name]) for m in models if m.name in builtin}
@@ -710,7 +710,7 @@ FALLBACK_TEST = '''
 """Unwired: today's plugin. Wired: the node-level placement check before measuring."""
 import pytest
 
-from pytest_aaco.placement import describe_placement, fallback_problem, placement_report
+from pytest_aaco.measure.placement import describe_placement, fallback_problem, placement_report
 
 
 def test_unwired(benchmark_model):
@@ -741,7 +741,7 @@ def phase_fallback(ctx: argparse.Namespace) -> dict[str, Any]:
     )
     demo = ctx.state / "demo_models" / f"cpu_op_{op}.onnx"
     if not demo.exists():
-        from pytest_aaco.modelgen import save_model_atomic
+        from pytest_aaco.measure.modelgen import save_model_atomic
 
         save_model_atomic(build_cpu_op_model(op), demo)
     small = ctx.small_model.name
@@ -971,8 +971,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pytest-args", default="", help="extra pytest arguments for every pytest run")
     ctx = ap.parse_args(argv)
 
-    from pytest_aaco.providers import parse_provider
-    from pytest_aaco.registry import load_registry
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.measure.registry import load_registry
 
     ctx.out.mkdir(parents=True, exist_ok=True)
     (ctx.out / "logs").mkdir(exist_ok=True)

@@ -5,8 +5,8 @@ For each EP of this ONNX Runtime build (or ``--provider``), on the model zoo's s
 1. a session with no options: how many option keys ``get_provider_options()`` lists, and whether
    that list goes beyond the request (then pytest-aaco trusts it as the EP's full list);
 2. ``device_id`` (GPU EPs) or nothing (CPU): must build;
-3. an unknown key ``bogus_option``: must be refused by :func:`pytest_aaco.measure.build_session`
-   (or, on the CPU EP, by :func:`pytest_aaco.providers.check_options`), naming the key;
+3. an unknown key ``bogus_option``: must be refused by :func:`pytest_aaco.measure.inference.build_session`
+   (or, on the CPU EP, by :func:`pytest_aaco.measure.providers.check_options`), naming the key;
 4. an unknown key with a credential-like name and value (``bogus_token=<value>``): the error must
    not contain the value.
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_aaco.measure import SessionError, build_session
-from pytest_aaco.providers import OPTION_KEYS, ProviderError, available_providers, check_options, parse_provider
-from pytest_aaco.registry import zoo_dir
+from pytest_aaco.measure.inference import SessionError, build_session
+from pytest_aaco.measure.providers import OPTION_KEYS, ProviderError, available_providers, check_options, parse_provider
+from pytest_aaco.measure.registry import zoo_dir
 
 SECRET = "s3cr3t-v4lue-never-shown"
 

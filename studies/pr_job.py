@@ -39,7 +39,7 @@ def git(repo: Path, *args: str) -> None:
 
 def make_repo(root: Path, model: str) -> Path:
     """The base commit: ``models.yaml`` with one model ``net`` (a copy of the zoo's *model*)."""
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_dir
 
     root.mkdir(parents=True)
     shutil.copy(zoo_dir() / f"light_{model}.onnx", root / "net.onnx")
@@ -57,7 +57,7 @@ def candidate(root: Path, base_model: Path, variant: str, matmuls: int, size: in
     """Commit the candidate model on top of the base (the base commit is HEAD~1)."""
     import onnx
 
-    from pytest_aaco.modelgen import add_extra_work
+    from pytest_aaco.measure.modelgen import add_extra_work
 
     model = onnx.load(str(base_model))
     if variant == "cosmetic":
@@ -94,7 +94,7 @@ def main() -> int:
     parser.add_argument("--load-plugin", action="store_true", help="pass -p pytest_aaco.plugin (not installed)")
     parser.add_argument("extra", nargs="*", help="more pytest arguments, after --")
     args = parser.parse_args()
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_dir
 
     work = Path(tempfile.mkdtemp(prefix="aaco-pr-"))
     root = make_repo(work / "repo", args.model)

@@ -2,8 +2,8 @@
 
 Per zoo model whose p50 is at most ``--max-p50-ms`` on this machine:
 
-1. **time**: the profile pass as the plugin runs it (:func:`pytest_aaco.opprofile.profile_model`
-   with :func:`~pytest_aaco.opprofile.profile_runs` runs: a new profiling InferenceSession, one dropped
+1. **time**: the profile pass as the plugin runs it (:func:`pytest_aaco.passes.opprofile.profile_model`
+   with :func:`~pytest_aaco.passes.opprofile.profile_runs` runs: a new profiling InferenceSession, one dropped
    run, the profiled runs, parsing), timed end to end ``--passes`` times; the median is the extra
    time per item.
 2. **p50, side by side**: one InferenceSession is the item's. ``--pairs`` pairs of blocks run in
@@ -45,10 +45,10 @@ def round_p50(run, iterations: int) -> float:
 def study(name: str, args: argparse.Namespace, rng: random.Random) -> dict | None:
     import onnxruntime as ort
 
-    from pytest_aaco.inputs import make_inputs
-    from pytest_aaco.opprofile import profile_model, profile_runs
-    from pytest_aaco.providers import parse_provider
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.inputs import make_inputs
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.passes.opprofile import profile_model, profile_runs
 
     path = zoo_dir() / f"light_{name}.onnx"
     so = ort.SessionOptions()

@@ -2,7 +2,7 @@
 
 * live verdicts: what the plugin said in each A/A and A/B session (its session bundles);
 * offline re-judging of the same recorded data: the plugin's rule through
-  ``pytest_aaco.verdict.compare`` (long history = all history runs; short = one history run), a
+  ``pytest_aaco.history.judge.compare`` (long history = all history runs; short = one history run), a
   naive Welch test on pooled iterations and pytest-benchmark's ``mean:5%`` rule, each replayed over
   the session's items in order (LOND for the plugin's rule);
 * a noise model fitted to the unchanged runs and a vectorised simulation (studies/quality_sim.py);
@@ -162,7 +162,7 @@ def live_summary(study: Study) -> dict[str, Any]:
 
 
 def _result(rec_result: dict[str, Any]) -> Any:
-    from pytest_aaco.results import BenchmarkResult, RoundResult
+    from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 
     rounds = [RoundResult(i, lat, 0, 1) for i, lat in enumerate(rounds_of(rec_result))]
     return BenchmarkResult(model=rec_result.get("model", ""), provider="cpu", rounds=rounds, warmup_iterations=0,
@@ -171,8 +171,8 @@ def _result(rec_result: dict[str, Any]) -> Any:
 
 
 def _baseline(item: str, hist: list[dict[str, Any]]) -> Any:
-    from pytest_aaco.baseline import Baseline
-    from pytest_aaco.fingerprint import Fingerprint
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.store import Baseline
 
     fields = hist[-1]["fingerprint"]
     history = [{"rounds": h["result"]["rounds"], "summary": h["result"]["summary"], "telemetry": {}} for h in hist]
@@ -182,8 +182,8 @@ def _baseline(item: str, hist: list[dict[str, Any]]) -> Any:
 
 def variance_prior(study: Study) -> Any:
     """The runner's variance prior as the plugin fits it from the baseline folder
-    (:func:`pytest_aaco.baseline.runner_variance_prior`): every item's history of >= 3 runs."""
-    from pytest_aaco.stats import fit_variance_prior
+    (:func:`pytest_aaco.history.store.runner_variance_prior`): every item's history of >= 3 runs."""
+    from pytest_aaco.verdict.stats import fit_variance_prior
 
     variances, dfs = [], []
     for name, _, _ in study.items:
@@ -199,11 +199,12 @@ def variance_prior(study: Study) -> Any:
 def judge(rec: dict[str, Any], hist: list[dict[str, Any]], level: float, min_history: int,
           confirm: bool, prior: Any = None, max_contention: float | None = None,
           cores: int = 2) -> dict[str, Any]:
-    """The plugin's verdict on recorded data (pytest_aaco.verdict.compare + confirm, with the
+    """The plugin's verdict on recorded data (pytest_aaco.history.judge.compare + confirm, with the
     runner's variance *prior* and, when *max_contention* is set, the contention guard)."""
-    from pytest_aaco.fingerprint import Fingerprint
-    from pytest_aaco.verdict import GateSettings, compare, under_contention
-    from pytest_aaco.verdict import confirm as combine
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.judge import compare, under_contention
+    from pytest_aaco.history.judge import confirm as combine
+    from pytest_aaco.options import GateSettings
 
     settings = GateSettings(threshold=DELTA, min_history=min_history)
     fp = Fingerprint(rec["fingerprint"])
@@ -241,7 +242,7 @@ def naive_rules(rec: dict[str, Any], base_rec: dict[str, Any]) -> dict[str, bool
 def replay(study: Study, session: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Every rule over one gated session's items in order. The plugin's rules run LOND over the
     session's m items; single-run rules are evaluated against each history run in turn."""
-    from pytest_aaco.stats import LondFdr
+    from pytest_aaco.verdict.stats import LondFdr
 
     m = len(study.items)
     h = len(study.history)
@@ -891,8 +892,9 @@ def render(study: Study, live: dict[str, Any], offline: dict[str, Any], fit: dic
     w("## Side by side on the same recorded data (offline re-judging)")
     w("")
     agree, total = offline["agreement"]
-    w(f"The plugin's rule was re-run through `pytest_aaco.verdict.compare` (and `verdict.confirm` with the recorded"
-      f" confirmation look) with LOND replayed over each session's items: it reproduces {agree} of {total} live"
+    w(f"The plugin's rule was re-run through `pytest_aaco.history.judge.compare` (and `judge.confirm`"
+      " with the recorded confirmation look) with LOND replayed over each session's items:"
+      f" it reproduces {agree} of {total} live"
       " outcomes. Rules that compare with one saved run are evaluated against each history run in turn, so their"
       f" A/A session counts are sessions x {len(study.history)} saved runs (not independent). The short-history"
       " rule is a first look only: the confirmation data exist only where the live plugin asked for them.")
@@ -957,7 +959,7 @@ def render(study: Study, live: dict[str, Any], offline: dict[str, Any], fit: dic
         w(f"{sim['sessions']} simulated sessions per scenario; each session has {len(study.items)} items judged in"
           " order (LOND), a history, a current run and a confirmation run; for detection one item per session"
           " (rotating) is slower by the target, the rest unchanged. The vectorised rules were checked against"
-          f" `pytest_aaco.stats` (max |Δp| Welch {cc.get('welch_p', float('nan')):.1e}, prediction interval"
+          f" `pytest_aaco.verdict.stats` (max |Δp| Welch {cc.get('welch_p', float('nan')):.1e}, prediction interval"
           f" {cc.get('pi_p', float('nan')):.1e}; LOND levels {cc.get('lond_level', float('nan')):.1e}).")
         w("")
         for key, res in sim.items():

@@ -1,7 +1,7 @@
 """Calibrated slowdowns for the verdict-quality study (studies/verdict_quality.py).
 
 A "B" model is the registry's model with ``extra_work: {matmuls: M, size: S}`` appended
-(pytest_aaco.modelgen.add_extra_work): a chain of S x S MatMul+Tanh steps that ORT cannot fold
+(pytest_aaco.measure.modelgen.add_extra_work): a chain of S x S MatMul+Tanh steps that ORT cannot fold
 away. Two steps, both outside the plugin:
 
 1. :func:`step_costs` times one extra MatMul+Tanh step at sizes 256, 128 and 64 on its own, and
@@ -15,7 +15,7 @@ away. Two steps, both outside the plugin:
    session that ran last keep spinning and steal the cores from the next one, which distorts
    alternating sessions.
 
-Model files are built through :func:`pytest_aaco.registry.model_path`, so they are byte for byte
+Model files are built through :func:`pytest_aaco.measure.registry.model_path`, so they are byte for byte
 the files the plugin loads (same cache key under ``$AACO_CACHE_DIR``).
 """
 
@@ -40,8 +40,8 @@ BLOCK_S = 0.25
 
 
 def spec(name: str, zoo: str, registry_path: Path, extra: dict[str, int] | None = None) -> Any:
-    """A :class:`pytest_aaco.registry.ModelSpec` as the registry would parse it."""
-    from pytest_aaco.registry import parse_model
+    """A :class:`pytest_aaco.measure.registry.ModelSpec` as the registry would parse it."""
+    from pytest_aaco.measure.registry import parse_model
 
     entry: dict[str, Any] = {"zoo": zoo}
     if extra:
@@ -72,7 +72,7 @@ def interleave(paths: list[Path], zoo: str, cycles: int, block_s: float = BLOCK_
     """Interleaved blocks of every model in *paths* (index 0 is A). Returns per-variant slowdown
     ``expm1(mean d)`` with ``d`` = B block log-mean - A block log-mean of the same cycle, its standard
     error (ln units, sd(d)/sqrt(cycles)), and A's geometric-mean latency in ms."""
-    from pytest_aaco.inputs import make_inputs
+    from pytest_aaco.measure.inputs import make_inputs
 
     sessions = [_session(p) for p in paths]
     feeds = make_inputs(zoo, sessions[0].get_inputs(), {}, {})
@@ -120,7 +120,7 @@ def step_costs(steps: int = 20, seconds: float = 1.0) -> dict[int, float]:
     import onnx
     from onnx import TensorProto, helper
 
-    from pytest_aaco.modelgen import add_extra_work
+    from pytest_aaco.measure.modelgen import add_extra_work
 
     graph = helper.make_graph(
         [helper.make_node("ReduceMean", ["x"], ["y"], keepdims=0)], "tiny",
@@ -163,7 +163,7 @@ def calibrate_model(name: str, zoo: str, targets: list[float], registry_path: Pa
     Returns ``{"model", "base_ms", "variants": [{"target", "extra_work", "predicted",
     "true_slowdown", "se_log", "path"}], "measured"}``.
     """
-    from pytest_aaco.registry import model_path
+    from pytest_aaco.measure.registry import model_path
 
     base_path = model_path(spec(name, zoo, registry_path))
     base_ms = interleave([base_path], zoo, cycles=6)["base_ms"]
@@ -196,7 +196,7 @@ import os
 import onnxruntime as ort
 import pytest
 
-from pytest_aaco.inputs import make_inputs
+from pytest_aaco.measure.inputs import make_inputs
 
 MODELS = {name: path for name, path in (x.split("=", 1) for x in os.environ["VQ_PB_MODELS"].split(";"))}
 

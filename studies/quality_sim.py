@@ -16,10 +16,10 @@ round log-means, iteration sd and lag-1 autocorrelation inside rounds). :func:`s
 offset correlates with the current run's by ``confirm_corr``) for every item of many sessions.
 
 The decision rules are vectorised copies of the plugin's: :func:`welch_rounds` and
-:func:`prediction_interval` follow ``pytest_aaco.stats`` (checked against it by :func:`cross_check`),
-:func:`classify` follows ``pytest_aaco.verdict.compare`` and :func:`gate` adds LOND across the
-session's items (``pytest_aaco.stats.LondFdr``) and the confirmation look
-(``pytest_aaco.verdict.confirm``). Naive rules: :func:`naive_welch` (Welch on pooled iterations in
+:func:`prediction_interval` follow ``pytest_aaco.verdict.stats`` (checked against it by :func:`cross_check`),
+:func:`classify` follows ``pytest_aaco.history.judge.compare`` and :func:`gate` adds LOND across the
+session's items (``pytest_aaco.verdict.stats.LondFdr``) and the confirmation look
+(``pytest_aaco.history.judge.confirm``). Naive rules: :func:`naive_welch` (Welch on pooled iterations in
 ms, one-sided alpha 0.05, no threshold) and :func:`pb_mean_rule` (pytest-benchmark's
 ``mean:5%``: current mean / saved mean - 1 > 5%).
 """
@@ -211,7 +211,7 @@ def simulate(items: list[ItemNoise], sessions: int, history: int, rounds: int, s
 
 def welch_rounds(cur: np.ndarray, base: np.ndarray, run_sd: float = 0.0, baseline_runs: int = 1
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(estimate, se, df) of pytest_aaco.stats.welch_rounds over the last axis, with its run-to-run
+    """(estimate, se, df) of pytest_aaco.verdict.stats.welch_rounds over the last axis, with its run-to-run
     term ``run_sd² (1 + 1/baseline_runs)`` added to se²."""
     nc, nb = cur.shape[-1], base.shape[-1]
     vc = cur.var(axis=-1, ddof=1) / nc
@@ -225,7 +225,7 @@ def welch_rounds(cur: np.ndarray, base: np.ndarray, run_sd: float = 0.0, baselin
 
 
 def prediction_interval(cur: np.ndarray, hist_means: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(estimate, se, df) of pytest_aaco.stats.prediction_interval_test: cur (..., K), hist_means (..., H)."""
+    """(estimate, se, df) of pytest_aaco.verdict.stats.prediction_interval_test: cur (..., K), hist_means (..., H)."""
     h = hist_means.shape[-1]
     est = cur.mean(axis=-1) - hist_means.mean(axis=-1)
     se = np.maximum(hist_means.std(axis=-1, ddof=1) * math.sqrt(1 + 1 / h), SE_FLOOR)
@@ -274,7 +274,7 @@ def moderated_pi(cur: np.ndarray, hist_means: np.ndarray, n_current: int = 1
 
 def classify(est: np.ndarray, se: np.ndarray, df: np.ndarray, level: Any, delta: float,
              delta_est: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Outcome codes and MDE of pytest_aaco.verdict.compare for one look at *level* (α_i).
+    """Outcome codes and MDE of pytest_aaco.history.judge.compare for one look at *level* (α_i).
     *delta_est*: the estimated slowdown a regression needs (default *delta*, as the plugin)."""
     t = est / se
     p_slower = scipy.stats.t.sf(t, df)
@@ -391,9 +391,8 @@ def evaluate(sim: SimData, shift: np.ndarray, delta: float = 0.05, q: float = 0.
 
 
 def cross_check(sim: SimData, rng: np.random.Generator, samples: int = 200) -> dict[str, float]:
-    """Max absolute differences between the vectorised rules and pytest_aaco.stats / LondFdr."""
-    from pytest_aaco import stats
-
+    """Max absolute differences between the vectorised rules and pytest_aaco.verdict.stats / LondFdr."""
+    from pytest_aaco.verdict import stats
     h = sim.history
     s_idx = rng.integers(0, sim.logmeans.shape[0], samples)
     i_idx = rng.integers(0, sim.logmeans.shape[1], samples)

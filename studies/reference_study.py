@@ -2,7 +2,8 @@
 
 A study, not a CI test. Every measurement runs in a separate Python process (runs of one process
 share its state; the gate compares runs of different processes), through the product's own
-code: :func:`pytest_aaco.measure.run_benchmark` with a :class:`pytest_aaco.reference.Reference`.
+code: :func:`pytest_aaco.measure.inference.run_benchmark` with a
+:class:`pytest_aaco.measure.reference_workload.Reference`.
 
 Phases (``--phases``, comma-separated):
 
@@ -12,9 +13,9 @@ Phases (``--phases``, comma-separated):
   reference's share of the measured time.
 * ``quality``: for ResNet-50 and Inception (``--models``): ``--history`` processes recorded as
   the history, then ``--gates`` processes unchanged (A/A) interleaved with ``--gates`` processes of
-  a variant made slower by ``--slowdown`` (default 9%) with :func:`pytest_aaco.modelgen.add_extra_work`,
+  a variant made slower by ``--slowdown`` (default 9%) with :func:`pytest_aaco.measure.modelgen.add_extra_work`,
   whose true slowdown is measured by interleaving A and B in one process. Every gate is judged
-  with :func:`pytest_aaco.verdict.compare` on the same history twice, normalized (the reference
+  with :func:`pytest_aaco.history.judge.compare` on the same history twice, normalized (the reference
   valid) and raw (the reference dropped); printed: false alarms, detections, median MDE.
   Leave-one-out re-judging of all unchanged processes (each in turn the gate, 5 others the
   history) adds A/A judgements.
@@ -62,10 +63,10 @@ LOCK = Path("/work/coord/measure.lock")
 def measure_once(handle_args: tuple[Any, ...], name: str, ref: Any, args: argparse.Namespace) -> dict[str, Any]:
     """One look as the plugin measures an item: device-memory probe and RSS around the session's
     creation and the measured rounds, telemetry during the rounds, the reference alongside."""
-    from pytest_aaco.baseline import run_record
     from pytest_aaco.benchmark import add_rss_growth, rss_mb
-    from pytest_aaco.inputs import make_inputs
-    from pytest_aaco.measure import MeasureSettings, build_session, run_benchmark
+    from pytest_aaco.history.store import run_record
+    from pytest_aaco.measure.inference import MeasureSettings, build_session, run_benchmark
+    from pytest_aaco.measure.inputs import make_inputs
     from pytest_aaco.samplers import TelemetrySession, build_samplers
     from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 
@@ -100,7 +101,7 @@ def worker(args: argparse.Namespace) -> None:
     a fresh one is built and measured, as the plugin's confirmation does."""
     import gc
 
-    from pytest_aaco.reference import build_reference
+    from pytest_aaco.measure.reference_workload import build_reference
 
     provider = study_provider(args)
     refs = [build_reference(name, provider, 0, args.threads, args.iobinding) for name in args.refs.split(",")]
@@ -119,7 +120,7 @@ def study_provider(args: argparse.Namespace) -> Any:
     """The EP of ``--provider`` with the ``--provider-option KEY=VALUE`` options."""
     from dataclasses import replace
 
-    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.measure.providers import parse_provider
 
     options = dict(option.split("=", 1) for option in args.provider_option)
     return replace(parse_provider(args.provider), options=options)
@@ -142,7 +143,7 @@ def spawn(models: dict[str, Path], refs: list[str], args: argparse.Namespace, lo
 
 
 def model_file(name: str) -> Path:
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_dir
 
     return zoo_dir() / f"light_{name}.onnx"
 
@@ -150,7 +151,7 @@ def model_file(name: str) -> Path:
 # ------------------------------------------------------------------------------- candidates phase
 
 def candidates(args: argparse.Namespace, out: list[str]) -> None:
-    from pytest_aaco.stats import fit_reference
+    from pytest_aaco.verdict.stats import fit_reference
 
     refs = args.candidates.split(",")
     saved = args.workdir / "candidates.json"
@@ -184,13 +185,13 @@ def candidates(args: argparse.Namespace, out: list[str]) -> None:
 def slower_variant(name: str, slowdown: float, args: argparse.Namespace) -> tuple[Path, float]:
     """A copy of zoo model *name* about *slowdown* slower (extra MatMul/Tanh work), and its true
     slowdown measured by interleaving A and B blocks in this process on ``--provider`` (median of
-    the paired log-ratios, :func:`pytest_aaco.interleave.paired_log_ratios`)."""
+    the paired log-ratios, :func:`pytest_aaco.measure.interleave.paired_log_ratios`)."""
     import onnx
 
-    from pytest_aaco.inputs import make_inputs
-    from pytest_aaco.interleave import LocalSide, block_iterations, paired_log_ratios, run_cycles
-    from pytest_aaco.measure import bind_run, build_session, warmup
-    from pytest_aaco.modelgen import add_extra_work, save_model_atomic
+    from pytest_aaco.measure.inference import bind_run, build_session, warmup
+    from pytest_aaco.measure.inputs import make_inputs
+    from pytest_aaco.measure.interleave import LocalSide, block_iterations, paired_log_ratios, run_cycles
+    from pytest_aaco.measure.modelgen import add_extra_work, save_model_atomic
 
     provider = study_provider(args)
     base = onnx.load(str(model_file(name)))
@@ -254,7 +255,7 @@ def quality(args: argparse.Namespace, out: list[str]) -> None:
 def as_result(row: dict[str, Any], with_reference: bool, telemetry: bool = False) -> Any:
     """A BenchmarkResult carrying the recorded round log-means (each round as its exp, one iteration)
     and, with *telemetry*, the recorded telemetry summary (memory figures)."""
-    from pytest_aaco.results import BenchmarkResult, ReferenceSeries, RoundResult
+    from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 
     rounds = [RoundResult(i, np.array([np.exp(v)]), 0, 0) for i, v in enumerate(row["rounds"])]
     series = None
@@ -269,9 +270,10 @@ def as_result(row: dict[str, Any], with_reference: bool, telemetry: bool = False
 def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_reference: bool,
           workdir: Path, telemetry: bool = False, level: float = 0.05, priors: Any = None) -> Any:
     """The plugin's first look on recorded rows; *priors* (``RunnerPriors``) moderate the variances."""
-    from pytest_aaco.baseline import load_baseline, save_run
-    from pytest_aaco.fingerprint import Fingerprint
-    from pytest_aaco.verdict import GateSettings, compare
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.judge import compare
+    from pytest_aaco.history.store import load_baseline, save_run
+    from pytest_aaco.options import GateSettings
 
     fp = Fingerprint({"model": gate_row["model"], "provider": "CPUExecutionProvider"})
     path = workdir / "judge" / f"{gate_row['model']}-{os.getpid()}.json"
@@ -285,10 +287,10 @@ def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_ref
 
 
 def study_priors(data: dict[str, Any], models: list[str], workdir: Path) -> Any:
-    """The runner's variance priors (``pytest_aaco.baseline.runner_priors``) fitted on the history
+    """The runner's variance priors (``pytest_aaco.history.store.runner_priors``) fitted on the history
     runs of every model, as the plugin fits them on a baseline folder (3 models at least)."""
-    from pytest_aaco.baseline import runner_priors, save_run
-    from pytest_aaco.fingerprint import Fingerprint
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.store import runner_priors, save_run
 
     folder = workdir / "priors"
     folder.mkdir(parents=True, exist_ok=True)
@@ -303,7 +305,7 @@ def study_priors(data: dict[str, Any], models: list[str], workdir: Path) -> Any:
 
 
 def report_quality(data: dict[str, Any], models: list[str], args: argparse.Namespace, out: list[str]) -> None:
-    from pytest_aaco.verdict import REGRESSION
+    from pytest_aaco.history.judge import REGRESSION
 
     out.append(f"### Stored-baseline gate on {args.provider}: {len(data['history'])}-run history,"
                f" {len(data['aa'])} unchanged (A/A) and {len(data['ab'])} slower (A/B) gate processes,"
@@ -349,7 +351,8 @@ def report_quality(data: dict[str, Any], models: list[str], args: argparse.Names
 def _gate(history_rows: list[dict[str, Any]], looks: list[dict[str, Any]], workdir: Path,
           with_reference: bool = True) -> Any:
     """The plugin's rule on one gate: first look, and the confirmation look when it regressed."""
-    from pytest_aaco.verdict import GateSettings, confirm, needs_confirmation
+    from pytest_aaco.history.judge import confirm, needs_confirmation
+    from pytest_aaco.options import GateSettings
 
     settings = GateSettings(threshold=0.05)
     first = judge(history_rows, looks[0], with_reference, workdir, telemetry=True)
@@ -376,7 +379,7 @@ def device_peak_rule(history_rows: list[dict[str, Any]], row: dict[str, Any]) ->
 
 def gpu(args: argparse.Namespace, out: list[str]) -> None:
     """History of 5 processes, then unchanged (A/A) and slower (A/B) gates until the time budget."""
-    from pytest_aaco.verdict import REGRESSION
+    from pytest_aaco.history.judge import REGRESSION
 
     deadline = time.monotonic() + args.minutes * 60
     args.memory = True

@@ -1,12 +1,12 @@
 """Side-by-side verdict quality (issue 10): A/A false alarms, detection of +5% / +10%, time per item.
 
 Every trial is a **separate process** that compares a baseline model with a candidate exactly as
-``--aaco-compare`` does (:func:`pytest_aaco.sidebyside.compare`: fresh sessions, warmup, balanced
+``--aaco-compare`` does (:func:`pytest_aaco.sidebyside.cycles.compare`: fresh sessions, warmup, balanced
 AB/BA cycles, looks with alpha spending, confirmation on fresh sessions, memory of each side):
 
 * ``cosmetic``: the zoo model with a different ``doc_string``: same compute, different bytes (A/A);
 * ``slow5`` / ``slow10``: the model plus a calibrated chain of MatMul+Tanh steps
-  (:func:`pytest_aaco.modelgen.add_extra_work`), deterministic once calibrated; the true slowdown
+  (:func:`pytest_aaco.measure.modelgen.add_extra_work`), deterministic once calibrated; the true slowdown
   of each variant is measured once more with many cycles and printed.
 
 Commands (CPU, this machine; measure under the lock)::
@@ -45,13 +45,13 @@ TARGETS = {"slow5": 0.05, "slow10": 0.10}
 
 
 def _spec(model: str) -> Any:
-    from pytest_aaco.registry import load_registry
+    from pytest_aaco.measure.registry import load_registry
 
     return next(s for s in load_registry() if s.name == model)
 
 
 def _provider(kind: str, algo: str | None) -> Any:
-    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.measure.providers import parse_provider
 
     provider = parse_provider(kind)
     # the CPU EP takes no options: with --kind cpu the algorithm name only labels the run
@@ -61,7 +61,7 @@ def _provider(kind: str, algo: str | None) -> Any:
 def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool | None = None,
              threads: int = 0) -> Any:
     """A side as --aaco-compare builds it; *spinning* None: the product's default (CompareSettings)."""
-    from pytest_aaco.sidebyside import CompareSettings, LocalFactory
+    from pytest_aaco.sidebyside.cycles import CompareSettings, LocalFactory
 
     entries = CompareSettings(spinning=bool(spinning)).session_config() if spinning is not None \
         else CompareSettings().session_config()
@@ -70,7 +70,7 @@ def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool
 
 
 def _zoo_file(model: str) -> Path:
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_dir
 
     return zoo_dir() / f"light_{model}.onnx"
 
@@ -90,7 +90,7 @@ def build_cosmetic(model: str, out: Path) -> Path:
 def build_slowed(model: str, matmuls: int, size: int, out: Path) -> Path:
     import onnx
 
-    from pytest_aaco.modelgen import add_extra_work
+    from pytest_aaco.measure.modelgen import add_extra_work
 
     target = out / "models" / f"{model}-xw{matmuls}x{size}.onnx"
     if not target.exists():
@@ -102,8 +102,8 @@ def build_slowed(model: str, matmuls: int, size: int, out: Path) -> Path:
 def paired_effect(base: Path, variant: Path, model: str, kind: str, algo: str | None, cycles: int,
                   discard: int = 2, spinning: bool | None = None, seed: int = 0, threads: int = 0) -> dict[str, Any]:
     """Interleave one fresh session of each for *cycles* cycles: mean per-cycle d, its se, spin bleed."""
-    from pytest_aaco.interleave import block_iterations, paired_log_ratios, run_cycles, spin_bleed
-    from pytest_aaco.sidebyside import BASELINE, CANDIDATE
+    from pytest_aaco.measure.interleave import block_iterations, paired_log_ratios, run_cycles, spin_bleed
+    from pytest_aaco.sidebyside.cycles import BASELINE, CANDIDATE
 
     a = _factory(base, model, kind, algo, spinning, threads).open(BASELINE)  # spinning None: product default
     b = _factory(variant, model, kind, algo, spinning, threads).open(CANDIDATE)
@@ -152,7 +152,7 @@ def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycl
 
 def trial(args: argparse.Namespace) -> None:
     """One comparison in this process; prints one JSON line."""
-    from pytest_aaco.sidebyside import BASELINE, CANDIDATE, CompareSettings, compare, to_verdict
+    from pytest_aaco.sidebyside.cycles import BASELINE, CANDIDATE, CompareSettings, compare, to_verdict
 
     settings = CompareSettings(threshold=args.threshold, seed=args.seed, budget_s=args.budget,
                                discard=args.discard)

@@ -5,8 +5,8 @@
         [--device-id 0] [--allow-spinning 1] [--json OUT]
 
 For each model (a name of the registry's zoo, ``onnx/backend/test/data/light/``, or a path) it
-runs two interleaved measurements of the *same* model with :func:`pytest_aaco.interleave.run_cycles`,
-blocks of about 0.2 s (:func:`~pytest_aaco.interleave.block_iterations`):
+runs two interleaved measurements of the *same* model with :func:`pytest_aaco.measure.interleave.run_cycles`,
+blocks of about 0.2 s (:func:`~pytest_aaco.measure.interleave.block_iterations`):
 
 * ``local/local``: two LocalSides (two InferenceSessions in this process), the reference;
 * ``worker/local``: a WorkerSide in ``--python`` (default: this interpreter) and a LocalSide.
@@ -34,12 +34,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_aaco.inputs import make_inputs  # noqa: E402
-from pytest_aaco.interleave import BlockRunner, LocalSide, block_iterations, paired_log_ratios, run_cycles  # noqa: E402
-from pytest_aaco.measure import bind_run, build_session, resolve_iobinding, warmup  # noqa: E402
-from pytest_aaco.providers import parse_provider  # noqa: E402
-from pytest_aaco.registry import zoo_dir  # noqa: E402
-from pytest_aaco.sideprocess import WorkerSide  # noqa: E402
+from pytest_aaco.measure.inference import bind_run, build_session, resolve_iobinding, warmup  # noqa: E402
+from pytest_aaco.measure.inputs import make_inputs  # noqa: E402
+from pytest_aaco.measure.interleave import BlockRunner, LocalSide, block_iterations, paired_log_ratios, run_cycles  # noqa: E402
+from pytest_aaco.measure.providers import parse_provider  # noqa: E402
+from pytest_aaco.measure.registry import zoo_dir  # noqa: E402
+from pytest_aaco.sidebyside.worker_client import WorkerSide  # noqa: E402
 
 
 def model_path(name: str) -> Path:

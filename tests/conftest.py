@@ -139,7 +139,7 @@ def make_result(round_means_ms, iterations: int = 20, noise: float = 0.01, seed:
                 telemetry: dict | None = None, model: str = "m", provider: str = "cpu", batch: int = 1):
     """A BenchmarkResult without ONNX Runtime: one round per entry of *round_means_ms*, each of
     *iterations* latencies ``mean * exp(noise * N(0, 1))`` (seeded)."""
-    from pytest_aaco.results import BenchmarkResult, RoundResult
+    from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 
     rng = np.random.default_rng(seed)
     rounds, clock = [], 1_000_000
@@ -267,7 +267,7 @@ def repo_registry() -> str:
 def model_repo(tmp_path: Path) -> Path:
     """A git repository with one commit: ``models.yaml`` (:data:`REPO_REGISTRY`) and
     ``models/net.onnx`` (the zoo's squeezenet), for the side-by-side tests."""
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_dir
 
     root = tmp_path / "repo"
     (root / "models").mkdir(parents=True)

@@ -126,7 +126,7 @@ def test_no_intra_package_import_inside_a_function():
     ("pytest_aaco.gate", "pytest_aaco.session"),
     ("pytest_aaco.reports.terminal", "pytest_aaco.session"),
     ("pytest_aaco.reports.html", "pytest_aaco.session"),
-    ("pytest_aaco.verdict", "pytest_aaco.gate"),
+    ("pytest_aaco.history.judge", "pytest_aaco.gate"),
     ("pytest_aaco.session", "pytest_aaco.plugin"),
 ])
 def test_dependencies_point_down(low, high):

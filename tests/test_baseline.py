@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_aaco import jsonio
-from pytest_aaco.baseline import (
+from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.store import (
     ARCHIVE_SCHEMA_VERSION,
     SCHEMA_VERSION,
     Baseline,
@@ -22,7 +23,6 @@ from pytest_aaco.baseline import (
     run_record,
     save_run,
 )
-from pytest_aaco.fingerprint import Fingerprint
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json, dumps, read_json
 
 NODE = "tests/perf/test_models.py::test_latency[resnet50-cpu]"
@@ -313,7 +313,7 @@ def test_other_runners(tmp_path, result_factory):
 
 
 def test_fingerprint_survives_a_json_round_trip():
-    from pytest_aaco.fingerprint import build_fingerprint
+    from pytest_aaco.history.fingerprint import build_fingerprint
 
     fp = build_fingerprint(model_sha256="ab" * 32, input_shapes={"x": [1, 64]}, input_dtypes={"x": "float32"},
                            provider="cpu", ep_name="CPUExecutionProvider", provider_options={"a": "1"},
@@ -338,7 +338,7 @@ def test_fingerprint_id_and_diff():
 
 
 def test_timing_env_keeps_timing_variables_and_drops_secrets():
-    from pytest_aaco.fingerprint import timing_env
+    from pytest_aaco.history.fingerprint import timing_env
 
     env = {"OMP_NUM_THREADS": "2", "ORT_MIGRAPHX_FP16_ENABLE": "1", "HIP_VISIBLE_DEVICES": "0", "HOME": "/root",
            "ORT_API_TOKEN": "s3cr3t-value", "MIGRAPHX_PASSWORD": "hunter2"}
@@ -351,7 +351,7 @@ def test_timing_env_keeps_timing_variables_and_drops_secrets():
 def test_result_figures():
     import numpy as np
 
-    from pytest_aaco.results import BenchmarkResult, RoundResult
+    from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 
     rounds = [RoundResult(0, np.array([1.0, 2.0, 3.0, 4.0]), 0, 10_000_000),
               RoundResult(1, np.array([5.0, 6.0, 7.0, 8.0]), 20_000_000, 2_020_000_000)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import html
 
-from pytest_aaco.coldstart import ColdStart, cold_start_verdict
-from pytest_aaco.kernels import KernelRecord, kernel_metrics
-from pytest_aaco.opprofile import NodeTime, OpProfile, OpTime, compare_profiles
+from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
+from pytest_aaco.passes.kernels import KernelRecord, kernel_metrics
+from pytest_aaco.passes.opprofile import NodeTime, OpProfile, OpTime, compare_profiles
 from pytest_aaco.reports import breakdown
 
 CPU = "CPUExecutionProvider"
@@ -56,7 +56,7 @@ def test_cold_start_block_plots_history_and_verdict():
 
 
 def test_cold_start_block_side_by_side_shows_the_baseline_side_and_the_split():
-    from pytest_aaco.coldstart import side_by_side_verdict
+    from pytest_aaco.passes.coldstart import side_by_side_verdict
 
     base = ColdStart([100.0, 102.0, 98.0, 101.0, 99.0], [20.0] * 5, load_ms=[5.0] * 5, init_ms=[80.0] * 5)
     cand = ColdStart([210.0, 205.0, 200.0, 204.0, 206.0], [20.0] * 5, load_ms=[5.0] * 5, init_ms=[180.0] * 5)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from pytest_aaco import cli
-from pytest_aaco.baseline import load_baseline
-from pytest_aaco.fingerprint import Fingerprint
+from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.store import load_baseline
 from pytest_aaco.reports.bundle import safe_file_stem
 
 NODE_A = "tests/perf/test_models.py::test_latency[resnet50-cpu]"
@@ -299,8 +299,8 @@ def test_info_text_and_bad_provider(capsys):
 
 
 def test_baseline_archived_lists_and_restore_brings_back(tmp_path, capsys, result_factory):
-    from pytest_aaco.baseline import baseline_path, save_run
-    from pytest_aaco.fingerprint import Fingerprint
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.store import baseline_path, save_run
 
     root = tmp_path / "baselines"
     old = Fingerprint({"cpu_model": "x", "cpu_cores": 2, "gpu_name": None, "env": {"OMP_NUM_THREADS": "1"}})
@@ -321,8 +321,8 @@ def test_baseline_archived_lists_and_restore_brings_back(tmp_path, capsys, resul
 
 
 def test_baseline_restore_a_repaired_copy(tmp_path, capsys, result_factory):
-    from pytest_aaco.baseline import baseline_path, save_run
-    from pytest_aaco.fingerprint import Fingerprint
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.store import baseline_path, save_run
 
     root = tmp_path / "baselines"
     fp = Fingerprint({"cpu_model": "x", "cpu_cores": 2, "gpu_name": None})

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_aaco.coldstart import (
+from pytest_aaco.measure.modelgen import add_folding_work, save_model_atomic
+from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.passes.coldstart import (
     COLD_SESSIONS,
     ColdStart,
     FreshSample,
@@ -20,8 +22,6 @@ from pytest_aaco.coldstart import (
     measure_side_by_side,
     side_by_side_verdict,
 )
-from pytest_aaco.modelgen import add_folding_work, save_model_atomic
-from pytest_aaco.providers import parse_provider
 
 SPREAD = np.array([0.97, 1.0, 1.03, 0.99, 1.01])
 
@@ -69,7 +69,7 @@ def test_a_regression_under_cpu_contention_is_withheld():
 
 
 def test_others_cores_from_cpu_readings():
-    from pytest_aaco.coldstart import others_cores
+    from pytest_aaco.passes.coldstart import others_cores
 
     assert others_cores((0.0, 10.0, 1.0), (2.0, 13.0, 2.0)) == pytest.approx(1.0)  # 3 host s - 1 own s over 2 s
     assert others_cores((0.0, 10.0, 1.0), (2.0, 11.0, 2.0)) == 0.0
@@ -260,7 +260,7 @@ def test_real_side_by_side_catches_constant_folding_and_passes_an_unchanged_pair
 
 
 def test_local_sessions_make_inputs_from_the_spec_when_none_are_given(tiny_model_path):
-    from pytest_aaco.registry import ModelSpec
+    from pytest_aaco.measure.registry import ModelSpec
 
     spec = ModelSpec("tiny", f"path:{tiny_model_path}", tiny_model_path)
     side = LocalSessions(tiny_model_path, parse_provider("cpu"), None, spec)
@@ -279,15 +279,15 @@ DATA = Path(__file__).parent / "data"
     ("ort_profile_cuda.json", 0.208, 2.063),  # recorded on an H100 (CUDA EP): no other creation events either
 ])
 def test_creation_phases_from_recorded_profiles(name, load_ms, init_ms):
-    from pytest_aaco.coldstart import creation_phases
-    from pytest_aaco.ortprofile import read_events
+    from pytest_aaco.measure.ortprofile import read_events
+    from pytest_aaco.passes.coldstart import creation_phases
 
     phases = creation_phases(read_events(DATA / name))
     assert phases == {"load_ms": pytest.approx(load_ms), "init_ms": pytest.approx(init_ms)}
 
 
 def test_creation_phases_of_a_model_from_bytes_and_of_a_profile_without_them():
-    from pytest_aaco.coldstart import creation_phases
+    from pytest_aaco.passes.coldstart import creation_phases
 
     events = [{"cat": "Session", "name": "model_loading_array", "dur": 500},
               {"cat": "Session", "name": "session_initialization", "dur": 2500},

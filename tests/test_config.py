@@ -488,8 +488,8 @@ def test_compare_options_parse_and_have_ini_twins(pytester):
 
 def test_rounds_auto_is_10_on_the_cpu_and_30_on_device_eps():
     from pytest_aaco.benchmark import AacoMarker, item_settings
-    from pytest_aaco.providers import parse_provider
-    from pytest_aaco.registry import ModelSpec
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.measure.registry import ModelSpec
 
     model = ModelSpec("m", "zoo:squeezenet", Path("models.yaml"))
     rounds = {short: item_settings(AacoConfig(), model, parse_provider(short), AacoMarker())[0].rounds

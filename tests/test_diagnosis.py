@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_aaco.diagnosis import RECOMMENDATIONS, THRESHOLD, Diagnosis, classify_bottleneck, ramp, score_all
-from pytest_aaco.metrics import derived_metrics
+from pytest_aaco.verdict.diagnosis import RECOMMENDATIONS, THRESHOLD, Diagnosis, classify_bottleneck, ramp, score_all
+from pytest_aaco.verdict.metrics import derived_metrics
 
 S = 1_000_000_000  # ns per second
 
@@ -266,7 +266,7 @@ def test_classify_uses_real_session_output():
 
 
 def test_other_processes_cores_from_the_system_sampler_summary():
-    from pytest_aaco.metrics import other_processes_cores
+    from pytest_aaco.verdict.metrics import other_processes_cores
 
     busy = {"summary": {"system_cpu_percent": {"mean": 90.0}, "process_cpu_percent": {"mean": 100.0}}}
     assert other_processes_cores(busy, 2) == pytest.approx(0.8)  # 1.8 cores busy, 1.0 of them ours

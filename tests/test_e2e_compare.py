@@ -18,7 +18,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from pytest_aaco.modelgen import add_extra_work, add_folding_work, save_model_atomic
+from pytest_aaco.measure.modelgen import add_extra_work, add_folding_work, save_model_atomic
 
 REGISTRY = """
 models:

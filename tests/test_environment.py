@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from pytest_aaco import environment as env_mod
-from pytest_aaco.environment import (
+from pytest_aaco.history import environment as env_mod
+from pytest_aaco.history.environment import (
     collect_environment,
     cpu_model,
     gpu_identity,

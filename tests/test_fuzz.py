@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_aaco import config as cfg
-from pytest_aaco.baseline import load_baseline, save_run
-from pytest_aaco.fingerprint import Fingerprint
+from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.store import load_baseline, save_run
 from pytest_aaco.jsonio import AacoFileError
-from pytest_aaco.registry import RegistryError, load_registry
+from pytest_aaco.measure.registry import RegistryError, load_registry
 
 #: AACO_FUZZ_EXAMPLES=1500 for a longer search (1500 per test found nothing on 2026-11-23)
 FUZZ = settings(max_examples=int(os.environ.get("AACO_FUZZ_EXAMPLES", "150")), deadline=None,

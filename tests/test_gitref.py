@@ -9,8 +9,8 @@ from typing import Any
 import onnx
 import pytest
 
-from pytest_aaco.gitref import CHANGED, NEW, UNCHANGED, GitRefError, RefTree, resolve_ref
-from pytest_aaco.registry import load_registry, zoo_dir
+from pytest_aaco.measure.registry import load_registry, zoo_dir
+from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, GitRefError, RefTree, resolve_ref
 
 
 @pytest.fixture

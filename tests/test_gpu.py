@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco import measure
-from pytest_aaco.measure import SessionError, bind_run, build_session
-from pytest_aaco.placement import (
+from pytest_aaco.measure import inference as measure
+from pytest_aaco.measure.inference import SessionError, bind_run, build_session
+from pytest_aaco.measure.placement import (
     CPU_EP,
     Placement,
     PlacementError,
@@ -28,7 +28,7 @@ from pytest_aaco.placement import (
     placement_report,
     profile_details,
 )
-from pytest_aaco.providers import parse_provider
+from pytest_aaco.measure.providers import parse_provider
 
 CUDA_EP = "CUDAExecutionProvider"
 DATA = Path(__file__).parent / "data"
@@ -426,7 +426,7 @@ def test_cuda_graph_refuses_host_feeds_and_a_second_binding(tiny_model_path):
 def _fake_run(placement_obj):
     from types import SimpleNamespace
 
-    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.measure.providers import parse_provider
 
     class Plugin:
         def placement(self, handle, feeds):
@@ -439,7 +439,7 @@ def _fake_run(placement_obj):
 
 def test_plugin_refuses_a_cuda_result_whose_compute_fell_to_the_cpu():
     from pytest_aaco.benchmark import node_placement_problem
-    from pytest_aaco.placement import Placement
+    from pytest_aaco.measure.placement import Placement
 
     fell = Placement(nodes={"CUDAExecutionProvider": 5, "CPUExecutionProvider": 1},
                      time_us={"CUDAExecutionProvider": 100, "CPUExecutionProvider": 900},
@@ -452,7 +452,7 @@ def test_plugin_refuses_a_cuda_result_whose_compute_fell_to_the_cpu():
 
 def test_plugin_warns_about_cheap_cpu_nodes_and_records_them():
     from pytest_aaco.benchmark import node_placement_problem
-    from pytest_aaco.placement import Placement
+    from pytest_aaco.measure.placement import Placement
     from pytest_aaco.warnings import AacoProviderWarning
 
     cheap = Placement(nodes={"CUDAExecutionProvider": 50, "CPUExecutionProvider": 1},

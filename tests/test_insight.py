@@ -13,7 +13,7 @@ import shutil
 
 import onnx
 
-from pytest_aaco.modelgen import add_folding_work, save_model_atomic
+from pytest_aaco.measure.modelgen import add_folding_work, save_model_atomic
 
 GATE = ("--aaco-threshold=90%", "--aaco-intra-op-threads=1", "--aaco-memory-slack=100000", "-v")
 

@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pytest_aaco.interleave import (
+from pytest_aaco.measure.interleave import (
     LocalSide,
     balanced_orders,
     block_iterations,

@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco import cuptitrace
-from pytest_aaco.diagnosis import classify_bottleneck
-from pytest_aaco.kernels import KernelRecord, after_last_gap, busy_ns, kernel_metrics, onnx_node_count
-from pytest_aaco.providers import parse_provider
-from pytest_aaco.rocprof import (
+from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.passes import cupti as cuptitrace
+from pytest_aaco.passes.kernels import KernelRecord, after_last_gap, busy_ns, kernel_metrics, onnx_node_count
+from pytest_aaco.passes.rocprof import (
     GAP_S,
     RocprofError,
     read_kernel_csv,
     rocprof_command,
     trace_with_rocprof,
 )
+from pytest_aaco.verdict.diagnosis import classify_bottleneck
 
 DATA = Path(__file__).parent / "data" / "rocprof"
 
@@ -146,7 +146,7 @@ def test_command_line_traces_kernels_to_csv_around_the_pass(tmp_path):
     command = rocprof_command("/opt/rocm/bin/rocprofv3", tmp_path / "out", tmp_path / "spec.json")
     assert command[:7] == ["/opt/rocm/bin/rocprofv3", "--kernel-trace", "--output-format", "csv", "-d",
                            str(tmp_path / "out"), "-o"]
-    assert command[command.index("--") + 1:] == [sys.executable, "-m", "pytest_aaco.rocprof",
+    assert command[command.index("--") + 1:] == [sys.executable, "-m", "pytest_aaco.passes.rocprof",
                                                  str(tmp_path / "spec.json")]
 
 

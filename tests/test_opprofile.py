@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from pytest_aaco.opprofile import (
+from pytest_aaco.measure.ortprofile import ProfileError
+from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.passes.opprofile import (
     MAX_RUNS,
     MIN_RUNS,
     OpProfile,
@@ -15,8 +17,6 @@ from pytest_aaco.opprofile import (
     profile_model,
     profile_runs,
 )
-from pytest_aaco.ortprofile import ProfileError
-from pytest_aaco.providers import parse_provider
 
 CPU, CUDA = "CPUExecutionProvider", "CUDAExecutionProvider"
 

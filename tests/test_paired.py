@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_aaco.paired import (
+from pytest_aaco.verdict.paired import (
     SequentialPlan,
     obrien_fleming_spending,
     paired_t,

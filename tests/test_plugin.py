@@ -191,7 +191,7 @@ def test_input_error_fails_cleanly(aaco_project, make_model):
     result = aaco_project.run()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*model 'sym', input 'x': dimension 0 is symbolic ('tokens');*dims: {tokens: 128}*"])
-    assert "pytest_aaco/inputs.py" not in result.stdout.str()
+    assert "pytest_aaco/measure/inputs.py" not in result.stdout.str()
 
 
 def marked(value: str) -> str:

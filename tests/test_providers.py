@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_aaco.measure import (
+from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
     SessionHandle,
@@ -18,7 +18,7 @@ from pytest_aaco.measure import (
     resolve_iobinding,
     run_benchmark,
 )
-from pytest_aaco.providers import (
+from pytest_aaco.measure.providers import (
     EP_NAMES,
     ProviderError,
     ProviderSpec,

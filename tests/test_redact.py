@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_aaco.fingerprint import Fingerprint
-from pytest_aaco.providers import ProviderSpec
+from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.redact import (
     HASH_PREFIX,
     REDACTED,

@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco.baseline import Baseline, run_record
-from pytest_aaco.fingerprint import Fingerprint
-from pytest_aaco.inputs import make_inputs
-from pytest_aaco.measure import MeasureSettings, build_session, run_benchmark
-from pytest_aaco.modelgen import reference_mix
-from pytest_aaco.providers import available_providers, parse_provider
-from pytest_aaco.reference import (
+from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.judge import compare, memory_regressions
+from pytest_aaco.history.store import Baseline, run_record
+from pytest_aaco.measure.inference import MeasureSettings, build_session, run_benchmark
+from pytest_aaco.measure.inputs import make_inputs
+from pytest_aaco.measure.modelgen import reference_mix
+from pytest_aaco.measure.providers import available_providers, parse_provider
+from pytest_aaco.measure.reference_workload import (
     ReferenceError,
     build_reference,
     check_reference,
@@ -22,7 +23,7 @@ from pytest_aaco.reference import (
     reference_names,
     reference_path,
 )
-from pytest_aaco.verdict import GateSettings, compare, memory_regressions
+from pytest_aaco.options import GateSettings
 
 CPU = parse_provider("cpu")
 
@@ -37,7 +38,7 @@ def test_reference_mix_is_deterministic():
 
 @pytest.mark.parametrize(("per_iteration_ms", "expected"), [(0.01, 200), (1.0, 2), (25.0, 1), (1e-9, 1000)])
 def test_discard_covers_the_spin_guard(per_iteration_ms, expected):
-    from pytest_aaco.reference import discard_for
+    from pytest_aaco.measure.reference_workload import discard_for
 
     assert discard_for(per_iteration_ms) == expected
 
@@ -128,7 +129,7 @@ def test_memory_gate_real_allocation(tmp_path):
 
 
 def test_reference_cache_builds_once_and_can_be_off(isolated_cache):
-    from pytest_aaco.reference import ReferenceCache
+    from pytest_aaco.measure.reference_workload import ReferenceCache
 
     cache = ReferenceCache("mix")
     first = cache.get(CPU, 0, 1, "none")
@@ -141,8 +142,8 @@ def test_reference_cache_builds_once_and_can_be_off(isolated_cache):
 
 def test_reference_cache_remembers_an_ep_it_cannot_run_on(isolated_cache):
     """Raised once (the session turns it into a warning), then None without retrying."""
-    from pytest_aaco.measure import SessionError
-    from pytest_aaco.reference import ReferenceCache
+    from pytest_aaco.measure.inference import SessionError
+    from pytest_aaco.measure.reference_workload import ReferenceCache
 
     if "MIGraphXExecutionProvider" in available_providers():
         pytest.skip("this ORT build has MIGraphX")

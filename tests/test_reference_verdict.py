@@ -10,12 +10,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_aaco.baseline import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run
-from pytest_aaco.fingerprint import Fingerprint, build_fingerprint
-from pytest_aaco.jsonio import AacoFileError
-from pytest_aaco.results import ReferenceSeries
-from pytest_aaco.stats import common_offset
-from pytest_aaco.verdict import (
+from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
+from pytest_aaco.history.judge import (
     ADJUSTED,
     INCONCLUSIVE,
     MISMATCH,
@@ -27,6 +23,10 @@ from pytest_aaco.verdict import (
     compare,
     reference_drift,
 )
+from pytest_aaco.history.store import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run
+from pytest_aaco.jsonio import AacoFileError
+from pytest_aaco.measure.results import ReferenceSeries
+from pytest_aaco.verdict.stats import common_offset
 
 FIELDS = {"model_sha256": "aa" * 32, "provider": "CPUExecutionProvider", "ort_version": "1.31.1",
           "cpu_model": "AMD EPYC", "cpu_cores": 2, "gpu_name": None, "gpu_driver": None}
@@ -277,7 +277,7 @@ def test_reference_identity_is_recorded_but_not_compared():
 
 
 def test_machine_offset_tracks_the_session(result_factory):
-    from pytest_aaco.verdict import MachineOffset
+    from pytest_aaco.history.judge import MachineOffset
 
     offset = MachineOffset()
     base = history(result_factory, with_reference=False)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_aaco.registry import (
+from pytest_aaco.measure.registry import (
     BUILTIN_REGISTRY,
     InputSpec,
     RegistryError,

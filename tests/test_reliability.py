@@ -80,8 +80,8 @@ def test_two_items_never_share_a_baseline_file(aaco_project) -> None:
 
 
 def test_long_ids_with_a_common_prefix_keep_their_own_histories(tmp_path: Path, result_factory) -> None:
-    from pytest_aaco.baseline import baseline_path, load_baseline, save_run
-    from pytest_aaco.fingerprint import Fingerprint
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.store import baseline_path, load_baseline, save_run
 
     fp = Fingerprint({"cpu_model": "x", "cpu_cores": 2, "gpu_name": None})
     prefix = "tests/perf/test_models.py::test_latency[" + "m" * 200
@@ -99,8 +99,8 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from conftest import make_result
-from pytest_aaco.baseline import save_run
-from pytest_aaco.fingerprint import Fingerprint
+from pytest_aaco.history.store import save_run
+from pytest_aaco.history.fingerprint import Fingerprint
 
 fp = Fingerprint({{"cpu_model": "x", "cpu_cores": 2, "gpu_name": None}})
 for i in range({saves}):
@@ -129,8 +129,7 @@ def test_a_device_lock_that_cannot_be_taken_never_fails_the_item(aaco_project, t
     (Run as root here, so a directory stands in for the file no one may open.)"""
     import tempfile
 
-    from pytest_aaco import devicelock
-
+    from pytest_aaco.measure import devicelock
     blocked = tmp_path / "locks"
     for stand_in in (blocked / "pytest-aaco-host.lock", blocked / "pytest-aaco-locks" / "host.lock"):
         stand_in.mkdir(parents=True)  # a path no process can open as a file (the old and the new place)
@@ -142,8 +141,7 @@ def test_a_device_lock_that_cannot_be_taken_never_fails_the_item(aaco_project, t
 
 
 def test_the_device_lock_folder_is_shared_by_every_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_aaco import devicelock
-
+    from pytest_aaco.measure import devicelock
     monkeypatch.setattr(devicelock, "LOCK_ROOT", tmp_path / "pytest-aaco-locks")
     with devicelock.hold_device(False, 0) as held:
         assert held
@@ -195,8 +193,8 @@ class _Reported:
 
 
 def test_an_ep_that_lists_its_options_refuses_unknown_keys() -> None:
-    from pytest_aaco.measure import unknown_options
-    from pytest_aaco.providers import parse_provider
+    from pytest_aaco.measure.inference import unknown_options
+    from pytest_aaco.measure.providers import parse_provider
 
     spec = parse_provider("tensorrt")
     full = _Reported(spec.ep_name, {"device_id": "0", "trt_fp16_enable": "0", "trt_max_workspace_size": "1"})
@@ -209,7 +207,7 @@ def test_an_ep_that_lists_its_options_refuses_unknown_keys() -> None:
 
 
 def test_global_options_go_to_the_eps_that_take_them() -> None:
-    from pytest_aaco.providers import ProviderError, check_options, options_for, parse_provider
+    from pytest_aaco.measure.providers import ProviderError, check_options, options_for, parse_provider
 
     cpu, cuda = parse_provider("cpu"), parse_provider("cuda")
     check_options([cpu, cuda], ["cudnn_conv_algo_search"])
@@ -374,9 +372,7 @@ def test_an_os_error_mid_measurement_is_an_error_row(aaco_project) -> None:
 
 
 READ_ONLY_BASELINES = """
-from pytest_aaco import baseline
-
-
+from pytest_aaco.history import store as baseline
 def refuse(path, data):
     raise PermissionError(13, "Permission denied", str(path))
 

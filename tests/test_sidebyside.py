@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco.sidebyside import (
+from pytest_aaco.sidebyside.cycles import (
     BASELINE,
     CANDIDATE,
     CompareSettings,
@@ -155,8 +155,8 @@ def test_wilcoxon_can_decide() -> None:
 def _model_files(tmp_path: Path) -> tuple[Path, Path, Path]:
     import onnx
 
-    from pytest_aaco.modelgen import add_extra_work
-    from pytest_aaco.registry import zoo_dir
+    from pytest_aaco.measure.modelgen import add_extra_work
+    from pytest_aaco.measure.registry import zoo_dir
 
     original = zoo_dir() / "light_squeezenet.onnx"
     model = onnx.load(str(original))
@@ -169,8 +169,8 @@ def _model_files(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def test_real_onnxruntime_sides(tmp_path: Path) -> None:
-    from pytest_aaco.providers import parse_provider
-    from pytest_aaco.registry import load_registry
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.measure.registry import load_registry
 
     original, cosmetic, slowed = _model_files(tmp_path)
     spec = next(s for s in load_registry() if s.name == "squeezenet")
@@ -191,7 +191,7 @@ def test_real_onnxruntime_sides(tmp_path: Path) -> None:
 
 
 def test_the_candidates_blocks_become_its_result() -> None:
-    from pytest_aaco.sidebyside import candidate_result
+    from pytest_aaco.sidebyside.cycles import candidate_result
 
     result = compare(ScriptedFactory(2.0), ScriptedFactory(2.5, seed=100), FAST, alpha=0.05, ref="HEAD~1")
     bench = candidate_result(result, "m", "cpu")

@@ -9,13 +9,13 @@ from typing import Any
 import onnx
 import pytest
 
-from pytest_aaco.gitref import CHANGED, NEW, UNCHANGED, GitRefError
-from pytest_aaco.modelgen import add_extra_work
-from pytest_aaco.providers import parse_provider
-from pytest_aaco.registry import ModelSpec, load_registry, zoo_dir
-from pytest_aaco.sidebyside import CompareSettings
-from pytest_aaco.sidegate import ItemMeasure, SideBySideGate
-from pytest_aaco.verdict import GateSettings
+from pytest_aaco.measure.modelgen import add_extra_work
+from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.measure.registry import ModelSpec, load_registry, zoo_dir
+from pytest_aaco.options import GateSettings
+from pytest_aaco.sidebyside.cycles import CompareSettings
+from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, GitRefError
 
 CPU = parse_provider("cpu")
 FAST = CompareSettings(block_s=0.03, threshold=0.50)  # wide: an A/A under xdist on a loaded 2-core machine

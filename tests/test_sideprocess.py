@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from pytest_aaco.config import parse_compare_python
-from pytest_aaco.interleave import LocalSide, paired_log_ratios, run_cycles
-from pytest_aaco.measure import SessionError, bind_run, build_session
-from pytest_aaco.providers import parse_provider
-from pytest_aaco.sideprocess import (
+from pytest_aaco.measure.inference import SessionError, bind_run, build_session
+from pytest_aaco.measure.interleave import LocalSide, paired_log_ratios, run_cycles
+from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.sidebyside.worker_client import (
     MARKER,
     WORKER_SCRIPT,
     WorkerEnvironmentError,
@@ -220,13 +220,13 @@ def test_the_protocol_line_by_line(tmp_path):
     assert b"fd noise\n" in err and b"print noise\n" in err
 
 
-@pytest.mark.parametrize("name", ["sideworker.py", "timedloop.py"])
+@pytest.mark.parametrize("name", ["sidebyside/worker.py", "measure/timedloop.py"])
 def test_the_worker_files_parse_as_python_3_8(name):
     # older onnxruntime wheels exist only for older Pythons (1.19.2 on 3.8 was run by hand with
     # AACO_TEST_COMPARE_PYTHON below); this catches new syntax, not new library calls
     import ast
 
-    ast.parse((WORKER_SCRIPT.parent / name).read_text(), feature_version=(3, 8))
+    ast.parse((WORKER_SCRIPT.parent.parent / name).read_text(), feature_version=(3, 8))
 
 
 @pytest.mark.skipif(not os.environ.get("AACO_TEST_COMPARE_PYTHON"),
@@ -315,8 +315,8 @@ def test_what_is_not_a_python_is_refused_with_its_stderr(tmp_path):
 def test_compare_with_the_baseline_in_another_interpreter(other_python, models):
     """--aaco-compare-python's measurement: a worker baseline against a local candidate, the same
     model (an unchanged ORT: no regression), then a model 8x the work (a regression)."""
-    from pytest_aaco.registry import ModelSpec
-    from pytest_aaco.sidebyside import CompareSettings, LocalFactory, WorkerFactory, compare
+    from pytest_aaco.measure.registry import ModelSpec
+    from pytest_aaco.sidebyside.cycles import CompareSettings, LocalFactory, WorkerFactory, compare
 
     spec = ModelSpec("small", f"path:{models['small']}", models["small"])
     settings = CompareSettings(block_s=0.03, threshold=0.50, confirm=False)  # wide: never flips
@@ -338,8 +338,8 @@ def test_cold_start_of_the_baseline_side_in_the_worker(other_python, models, fee
     cycle; a candidate whose creation folds ~3 GFLOP of constant MatMuls is caught."""
     import onnx
 
-    from pytest_aaco.coldstart import LocalSessions, compare_cold_start
-    from pytest_aaco.modelgen import add_folding_work, save_model_atomic
+    from pytest_aaco.measure.modelgen import add_folding_work, save_model_atomic
+    from pytest_aaco.passes.coldstart import LocalSessions, compare_cold_start
 
     folded = save_model_atomic(add_folding_work(onnx.load(str(models["small"])), 12, 512), tmp_path / "folded.onnx")
     worker = WorkerSide(other_python, name="baseline")

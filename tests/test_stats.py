@@ -1,4 +1,4 @@
-"""Unit tests for pytest_aaco.stats: known answers from scipy, hand computations, calibration."""
+"""Unit tests for pytest_aaco.verdict.stats: known answers from scipy, hand computations, calibration."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_aaco import stats
-from pytest_aaco.stats import (
+from pytest_aaco.verdict import stats
+from pytest_aaco.verdict.stats import (
     Comparison,
     DriftResult,
     LondFdr,

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco.baseline import Baseline, run_record
-from pytest_aaco.fingerprint import Fingerprint
-from pytest_aaco.verdict import (
+from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.judge import (
     IMPROVEMENT,
     INCONCLUSIVE,
     MISMATCH,
@@ -22,6 +21,7 @@ from pytest_aaco.verdict import (
     fails,
     needs_confirmation,
 )
+from pytest_aaco.history.store import Baseline, run_record
 
 FIELDS = {"model_sha256": "aa" * 32, "provider": "CPUExecutionProvider", "ort_version": "1.31.1",
           "cpu_model": "AMD EPYC", "cpu_cores": 2, "gpu_name": None, "input_shapes": {"x": [1, 64]}}
@@ -289,7 +289,7 @@ def test_confirm_keeps_memory_growth_both_sessions_show_without_a_latency_regres
 
 
 def test_fails_rules():
-    from pytest_aaco.verdict import Verdict
+    from pytest_aaco.history.judge import Verdict
 
     def v(outcome, **kw):
         return Verdict(outcome=outcome, label=LABEL, message="", threshold=0.05, **kw)
@@ -357,7 +357,7 @@ def test_short_history_learns_a_larger_run_offset(result_factory):
 
 
 def test_a_regression_measured_under_contention_is_withheld(result_factory):
-    from pytest_aaco.verdict import under_contention
+    from pytest_aaco.history.judge import under_contention
 
     settings = GateSettings()
     v = under_contention(judge(result(result_factory, 13.0), history(result_factory)), 0.6, 0.1, settings)
@@ -366,14 +366,14 @@ def test_a_regression_measured_under_contention_is_withheld(result_factory):
 
 
 def test_a_quiet_regression_still_fails(result_factory):
-    from pytest_aaco.verdict import under_contention
+    from pytest_aaco.history.judge import under_contention
 
     v = under_contention(judge(result(result_factory, 13.0), history(result_factory)), 0.05, 0.1, GateSettings())
     assert v.outcome == REGRESSION and v.fails
 
 
 def test_contention_never_hides_a_memory_regression(result_factory):
-    from pytest_aaco.verdict import under_contention
+    from pytest_aaco.history.judge import under_contention
 
     base = history(result_factory, rss=300.0)
     v = judge(result(result_factory, 13.0, telemetry={"summary": {"rss_mb": {"max": 600.0}}}), base)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..records import SessionSummary
+from pytest_aaco.records import SessionSummary
 
 
 def _print(text: str, **markup: bool) -> None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..coldstart import METRICS, PHASES
-from . import markup as mk
-from .markup import e, fmt, fraction_pct, is_num
+from pytest_aaco.passes.coldstart import METRICS, PHASES
+from pytest_aaco.reports import markup as mk
+from pytest_aaco.reports.markup import e, fmt, fraction_pct, is_num
 
 #: op types drawn in the operator chart
 MAX_OPS_PLOTTED = 12

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..records import ItemRecord, Outcome, SessionSummary
-from . import ReportContext
-from .terminal import num, pct
+from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
+from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.terminal import num, pct
 
 #: GitHub refuses job summaries above 1 MiB per step; keep well below
 MAX_SUMMARY_BYTES = 900_000

@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from ..baseline import load_baseline
-from ..environment import collect_environment
-from ..jsonio import AacoFileError, atomic_write_text, read_json
-from ..records import ItemRecord, Outcome, SessionSummary, Verdict
-from . import ReportContext
-from .breakdown import cold_start_block, kernels_block, profile_block
-from .bundle import ENVIRONMENT_FILE
-from .github import fdr_sentence
-from .markup import (
+from pytest_aaco.history.environment import collect_environment
+from pytest_aaco.history.store import load_baseline
+from pytest_aaco.jsonio import AacoFileError, atomic_write_text, read_json
+from pytest_aaco.records import ItemRecord, Outcome, SessionSummary, Verdict
+from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profile_block
+from pytest_aaco.reports.bundle import ENVIRONMENT_FILE
+from pytest_aaco.reports.github import fdr_sentence
+from pytest_aaco.reports.markup import (
     BASELINE_COLOR,
     CURRENT_COLOR,
     WARMUP_COLOR,
@@ -518,7 +518,7 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
 
     *records*: the items (of a session, or read back from a bundle); *summary*: their counts and
     the LOND state; *environment*: the lockbox of
-    :func:`pytest_aaco.environment.collect_environment` or None; *baselines*: ``{nodeid:
+    :func:`pytest_aaco.history.environment.collect_environment` or None; *baselines*: ``{nodeid:
     baseline file dict}``, read from each verdict's ``baseline_path`` when None. Never raises
     for missing fields; plots that fail become notes.
     """

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from ..jsonio import atomic_write_text
-from ..records import ItemRecord, Outcome, SessionSummary
-from . import ReportContext
+from pytest_aaco.jsonio import atomic_write_text
+from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
+from pytest_aaco.reports import ReportContext
 
 SUITE_NAME = "pytest-aaco"
 #: result summary figures exported as ``aaco_<key>`` (ms and samples/s)

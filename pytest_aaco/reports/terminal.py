@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import ItemRecord
-from . import ReportContext
+from pytest_aaco.records import ItemRecord
+from pytest_aaco.reports import ReportContext
 
 #: "machine" is the reference workload's change against the history: how much slower (+) or faster
-#: (-) the machine ran than when the baseline was recorded (:mod:`pytest_aaco.reference`)
+#: (-) the machine ran than when the baseline was recorded (:mod:`pytest_aaco.measure.reference_workload`)
 COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "vs baseline", "machine",
            "verdict")
 #: right-aligned columns of :data:`COLUMNS`

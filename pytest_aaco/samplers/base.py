@@ -1,7 +1,7 @@
 """The sampler contract: a daemon thread that reads a few numbers every ``interval_s`` seconds.
 
 Each sample is ``{"t_ns": <time.perf_counter_ns()>, **reading}``. ``perf_counter_ns`` is the
-clock the latency loop uses (see :class:`pytest_aaco.results.RoundResult`), so a telemetry sample
+clock the latency loop uses (see :class:`pytest_aaco.measure.results.RoundResult`), so a telemetry sample
 can be placed against the iterations that ran at the same moment.
 
 A sampler never fails the test item: any exception in :meth:`Sampler.setup` or

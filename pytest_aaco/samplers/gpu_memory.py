@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .amd import import_amdsmi
-from .nvidia import import_pynvml
+from pytest_aaco.samplers.amd import import_amdsmi
+from pytest_aaco.samplers.nvidia import import_pynvml
 
 BYTES_PER_MB = 1024 * 1024
 #: how an own-footprint figure was obtained; only figures of the same method are compared

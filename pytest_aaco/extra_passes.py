@@ -1,0 +1,152 @@
+"""An item's extra passes after its measured rounds: cold start, GPU kernel trace, operator profile.
+
+None of them runs during the measured rounds, and each takes the device lock the rounds take
+(:func:`pytest_aaco.measure.devicelock.hold_device`), so no other benchmark shares the device with them:
+
+* **cold start** (``--aaco-cold-start N``): N fresh InferenceSessions, creation and first run
+  (:func:`pytest_aaco.passes.coldstart.measure_cold_start`); under ``--aaco-compare`` an item measured
+  side by side instead builds N fresh sessions of each side alternately
+  (:attr:`~pytest_aaco.benchmark.BenchmarkRun.compare_cold_start`), and one not measured side by
+  side (unchanged or new at REF) gets no cold-start pass;
+* **kernels**: CUPTI on NVIDIA EPs (``--aaco-cupti on``, :func:`pytest_aaco.passes.cupti.trace_runs`
+  on the item's own session and binding) and rocprofv3 (``--aaco-rocprof``,
+  :func:`pytest_aaco.passes.rocprof.trace_with_rocprof`: the profile pass in a child process);
+* **operator profile** (``--aaco-profile``): :func:`pytest_aaco.passes.opprofile.profile_model` in a
+  separate profiling session, sized by the item's p50.
+
+A pass that fails becomes a note on the item (``insight_notes``), never an error of the item: the
+measured result stands. Then :func:`judge_insight` judges the cold start against the baseline's
+cold-start history (side by side: the comparison already judged it) and compares the profile
+with the baseline's latest profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_aaco.benchmark import BenchmarkRun
+from pytest_aaco.history.store import Baseline, history_entries
+from pytest_aaco.measure.devicelock import hold_device
+from pytest_aaco.measure.inference import SessionError, bind_run
+from pytest_aaco.measure.ortprofile import ProfileError
+from pytest_aaco.passes.coldstart import ColdStart, SideBySideColdStart, cold_start_verdict, measure_cold_start
+from pytest_aaco.passes.cupti import CuptiError, trace_runs
+from pytest_aaco.passes.kernels import KernelMetrics, onnx_node_count
+from pytest_aaco.passes.opprofile import OpProfile, compare_profiles, profile_model, profile_runs
+from pytest_aaco.passes.rocprof import RocprofError, trace_with_rocprof
+from pytest_aaco.sidebyside.worker_client import WorkerError
+
+#: EPs whose kernels CUPTI sees
+CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
+#: EPs whose kernels rocprofv3 sees
+ROCPROF_PROVIDERS = frozenset({"migraphx", "rocm"})
+
+
+@dataclass
+class Insight:
+    """What the extra passes of one item measured (None: not measured) and why any failed;
+    ``side_cold_start``: the cold start compared side by side (then ``cold_start`` is None)."""
+
+    cold_start: ColdStart | None = None
+    side_cold_start: SideBySideColdStart | None = None
+    kernels: KernelMetrics | None = None
+    profile: OpProfile | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def baseline_extra(self) -> dict[str, Any]:
+        """The entries a saved baseline run keeps (``cold_start``, ``profile``)."""
+        extra: dict[str, Any] = {}
+        if self.cold_start is not None:
+            extra["cold_start"] = self.cold_start.to_dict()
+        if self.profile is not None:
+            extra["profile"] = self.profile.to_dict()
+        return extra
+
+
+def _kernels(run: BenchmarkRun, insight: Insight) -> None:
+    config, provider = run.config, run.provider
+    node_count = onnx_node_count(run.handle.model_path)
+    if config.cupti and provider.short in CUPTI_PROVIDERS:
+        try:
+            runner = bind_run(run.handle, run.feeds, run.settings.iobinding, config.device_id)
+            binding = getattr(runner, "binding", None)
+            sync = getattr(binding, "synchronize_outputs", None)
+            insight.kernels = trace_runs(runner, node_count=node_count, sync=sync)
+        except (CuptiError, SessionError) as exc:
+            insight.notes.append(f"--aaco-cupti: {exc}")
+    if config.rocprof and provider.short in ROCPROF_PROVIDERS:
+        try:
+            insight.kernels = trace_with_rocprof(run.handle.model_path, provider, run.feeds, device_id=config.device_id,
+                                                 node_count=node_count, exe=config.rocprof)
+        except RocprofError as exc:
+            insight.notes.append(f"--aaco-rocprof: {exc}")
+
+
+def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
+    """Run the extra passes the config asks for (the operator profile only when *profile*) under
+    the device lock, after the item's rounds. Never raises for a failing pass: it becomes a note."""
+    config = run.config
+    insight = Insight()
+    with hold_device(run.provider.is_gpu, config.device_id, f"{run.model.name}[{run.provider.short}]"):
+        if config.cold_start:
+            try:
+                if run.compare_cold_start is not None:
+                    insight.side_cold_start = run.compare_cold_start()
+                elif run.compare is None:
+                    insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
+                                                            device_id=config.device_id,
+                                                            intra_op_threads=config.intra_op_threads,
+                                                            sessions=config.cold_start)
+            except (SessionError, WorkerError) as exc:
+                insight.notes.append(f"--aaco-cold-start: {exc}")
+        _kernels(run, insight)
+        if profile:
+            last = run.results[-1] if run.results else None
+            try:
+                insight.profile = profile_model(run.handle.model_path, run.provider, config.device_id,
+                                                feeds=run.feeds, runs=profile_runs(last.p50_ms if last else None))
+            except (SessionError, ProfileError) as exc:
+                insight.notes.append(f"--aaco-profile: {exc}")
+    return insight
+
+
+def judge_insight(insight: Insight, baseline: Baseline | None, label: str, config: Any,
+                  gated: bool = True) -> dict[str, Any]:
+    """The record fields of *insight*: ``cold_start`` (with its ``verdict`` against the baseline's
+    cold-start history, or :meth:`SideBySideColdStart.record` side by side), ``profile`` (with its
+    ``comparison`` to the baseline's latest profile), ``kernels``, and ``insight_notes``. With
+    *gated* False (a run that saves the baseline) nothing is judged or compared."""
+    fields: dict[str, Any] = {"insight_notes": list(insight.notes)}
+    if insight.side_cold_start is not None:
+        fields["cold_start"] = insight.side_cold_start.record()
+    elif insight.cold_start is not None and not gated:
+        fields["cold_start"] = insight.cold_start.to_dict()
+    elif insight.cold_start is not None:
+        history = []
+        for entry in history_entries(baseline, "cold_start"):
+            try:
+                history.append(ColdStart.from_dict(entry))
+            except ValueError as exc:
+                fields["insight_notes"].append(f"a cold-start entry of the baseline was skipped: {exc}")
+        verdict = cold_start_verdict(insight.cold_start, history, label, threshold=config.cold_start_threshold,
+                                     max_contention=config.max_contention)
+        fields["cold_start"] = {**insight.cold_start.to_dict(), "verdict": verdict.to_dict()}
+    if insight.profile is not None:
+        profile = insight.profile.to_dict()
+        past = history_entries(baseline, "profile") if gated else []
+        if past:
+            try:
+                profile["comparison"] = compare_profiles(OpProfile.from_dict(past[-1]), insight.profile).to_dict()
+            except ValueError as exc:
+                fields["insight_notes"].append(f"the baseline's operator profile was skipped: {exc}")
+        fields["profile"] = profile
+    if insight.kernels is not None:
+        fields["kernels"] = insight.kernels.to_dict()
+    return fields
+
+
+def kernel_data(insight: Insight) -> dict[str, Any] | None:
+    """The diagnosis' *kernel_data* (:meth:`KernelMetrics.to_diagnosis`), or None without a trace."""
+    return insight.kernels.to_diagnosis() if insight.kernels is not None else None
+

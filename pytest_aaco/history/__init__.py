@@ -1,0 +1,1 @@
+"""Stored baselines: the history files, the fingerprint, the environment, and the history judgement."""

@@ -1,0 +1,148 @@
+"""The fingerprint: what must be equal for a baseline to be comparable.
+
+It covers the work (model content hash, input shapes and dtypes), how it runs (EP, provider
+options, IO binding, threads, ORT version, timing-relevant environment variables) and the
+machine (CPU model and cores, GPU and driver, CPU governor / GPU performance level). Other
+plugins add fields through the ``pytest_aaco_fingerprint`` hook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pytest_aaco.history.environment import cpu_model, gpu_identity
+from pytest_aaco.redact import fingerprint_options, looks_secret, redact_options
+from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
+
+#: environment variables that change timings (names matching these are fingerprinted)
+TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
+#: fields describing the machine: they pick the baseline folder, so runners live side by side
+MACHINE_FIELDS = ("cpu_model", "cpu_cores", "gpu_name")
+#: fields describing the thing under test. They are recorded and a change is reported, but they
+#: are not part of the comparability key: a slower model must be *compared*, not skipped as
+#: "different", or the gate could never catch a regression in the model itself.
+SUBJECT_FIELDS = ("model_sha256",)
+#: the reference workload's identity (:mod:`pytest_aaco.measure.reference_workload`). Recorded, never part of the
+#: comparability key: a changed reference invalidates only the normalized series (each history run
+#: stores the id it was normalized by), the raw figures stay comparable.
+REFERENCE_FIELDS = ("reference",)
+#: fields outside the comparability key
+NOT_COMPARED = SUBJECT_FIELDS + REFERENCE_FIELDS
+#: fields that are software versions: a fingerprint differing only in these is still compared,
+#: on raw figures, with the change named (an upgrade must not silently turn the gate off)
+VERSION_FIELDS = ("ort_version", "gpu_driver")
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A flat mapping of field name → JSON value, with a stable id."""
+
+    fields: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        """16 hex digits of SHA-256 over the canonical JSON of the comparability fields
+        (every field but :data:`NOT_COMPARED`)."""
+        key = {k: v for k, v in self.fields.items() if k not in NOT_COMPARED}
+        text = json.dumps(key, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def subject_changes(self, other: Mapping[str, Any]) -> list[str]:
+        """Subject fields (the model itself) that changed since *other* was recorded."""
+        return [k for k in SUBJECT_FIELDS if k in other and other.get(k) != self.fields.get(k)]
+
+    @property
+    def machine_key(self) -> str:
+        """Folder name for this runner's baselines: a readable CPU slug plus a short hash."""
+        machine = {k: self.fields.get(k) for k in MACHINE_FIELDS}
+        digest = hashlib.sha256(json.dumps(machine, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        slug = re.sub(r"[^a-z0-9]+", "-", str(self.fields.get("cpu_model", "cpu")).lower()).strip("-")[:40]
+        gpu = self.fields.get("gpu_name")
+        if gpu:
+            slug += "-" + re.sub(r"[^a-z0-9]+", "-", str(gpu).lower()).strip("-")[:30]
+        return f"{slug}-{self.fields.get('cpu_cores', 0)}c-{digest}"
+
+    def diff(self, other: Mapping[str, Any]) -> list[str]:
+        """Comparability fields whose values differ from *other* (a stored fingerprint's fields)."""
+        keys = sorted((set(self.fields) | set(other)) - set(NOT_COMPARED))
+        return [k for k in keys if self.fields.get(k) != other.get(k)]
+
+    def version_only(self, other: Mapping[str, Any]) -> list[str]:
+        """The differing fields when every one of them is in :data:`VERSION_FIELDS` (an ORT or
+        driver upgrade); an empty list when nothing differs or something else does too."""
+        diff = self.diff(other)
+        return diff if diff and all(k in VERSION_FIELDS for k in diff) else []
+
+    def matches(self, other: Mapping[str, Any]) -> bool:
+        """True when *other* (a stored fingerprint's fields) is comparable: no comparability field differs."""
+        return not self.diff(other)
+
+    def describe_diff(self, other: Mapping[str, Any]) -> str:
+        """Human-readable difference, e.g. ``ort_version: 1.20.0 -> 1.21.0``."""
+        parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self.fields.get(k))!r}" for k in self.diff(other)]
+        return "; ".join(parts)
+
+
+def _shown(value: Any) -> Any:
+    """A fingerprint value for display: secret-looking entries of a mapping (provider options that
+    earlier versions of pytest-aaco stored raw) become ``***``; stored hashes are shown as they are."""
+    if isinstance(value, Mapping):
+        return redact_options(value)
+    return value
+
+
+def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Timing-relevant environment variables, minus anything that looks like a secret."""
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(source.items()) if TIMING_ENV.match(k) and not looks_secret(k, v)}
+
+
+@lru_cache(maxsize=8)
+def machine_fields(provider_short: str) -> dict[str, Any]:
+    """CPU model and cores, GPU name and driver, and the clock settings (read once per provider)."""
+    gpu = gpu_identity(provider_short) or {}
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count() or 0,
+        "gpu_name": gpu.get("name"),
+        "gpu_driver": gpu.get("driver"),
+        **{f"clock_{k}": v for k, v in fingerprint_fields(read_clock_state()).items()},
+    }
+
+
+def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], input_dtypes: dict[str, str],
+                      provider: str, ep_name: str, provider_options: dict[str, Any], iobinding: str,
+                      intra_op_threads: int, extra: dict[str, Any] | None = None,
+                      reference: str | None = None) -> Fingerprint:
+    """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations;
+    *reference* is the reference workload's id (:func:`pytest_aaco.measure.reference_workload.reference_id`), None
+    when it is off.
+
+    Provider option values that look like credentials are kept as a salted hash
+    (:func:`pytest_aaco.redact.fingerprint_options`): a change is still detected, the value is never stored.
+    """
+    import onnxruntime as ort
+
+    fields: dict[str, Any] = {
+        "model_sha256": model_sha256,
+        "input_shapes": input_shapes,
+        "input_dtypes": input_dtypes,
+        "provider": ep_name,
+        "provider_options": fingerprint_options(provider_options),
+        "iobinding": iobinding,
+        "intra_op_threads": intra_op_threads,
+        "ort_version": ort.__version__,
+        "env": timing_env(),
+        **machine_fields(provider),
+    }
+    if reference is not None:
+        fields["reference"] = reference
+    fields.update(extra or {})
+    return Fingerprint(fields)

@@ -1,0 +1,612 @@
+"""BenchmarkResult + Baseline → Verdict: the decision rule of the gate, in one place.
+
+The unit of the test is the round (its mean ln latency), never the iteration: iterations are
+autocorrelated and runs differ by more than iterations do (Kalibera & Jones, ISMM 2013).
+
+* History shorter than ``min_history`` runs: Welch's t-test (Welch 1947) of this run's round
+  log-means against the history's rounds.
+* Longer history: the prediction-interval t-test, whose variance comes from the spread of the
+  history's run means, so runner drift between CI runs is accounted for (Bencher's t-test
+  threshold; Hahn & Meeker 1991).
+
+Which series is tested (:func:`choose_series`): with a reference workload measured alongside
+(:mod:`pytest_aaco.measure.reference_workload`) and valid (measured now and in history runs with the same
+reference id, and stable):
+
+* with at least ``min_history`` such runs, the *reference-adjusted* test: the item's run means
+  regressed on the reference's over the history, this run judged against the prediction at the
+  reference's speed now (:func:`pytest_aaco.verdict.stats.reference_adjusted_test`; the slope is the
+  item's own sensitivity to the machine's speed);
+* with fewer, the *normalized* round log-means ``ln(item) - ln(reference)`` (a slope of 1), but
+  only when the item's iteration lasts about as long as the reference's (within
+  :data:`NORMALIZE_DURATION_RATIO`): items much shorter or longer than the reference respond to
+  the machine's speed differently, and dividing then adds noise instead of removing it;
+* the raw round log-means otherwise, with the reason said. When the
+reference's own drift, or the offset shared by the session's items, shows the machine changed
+speed between the history and now, a latency regression or improvement on *raw* figures becomes
+inconclusive, naming the cause (:func:`regime_change`). A fingerprint that differs only in
+versions (ORT, GPU driver) is compared on raw figures, with the change named and the verdict
+said to be weaker than side by side.
+
+Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item's level α_i:
+
+* ``regression``: one-sided p ≤ α_i **and** estimated slowdown ≥ δ (then confirmed, see plugin);
+* ``improvement``: p(faster) ≤ α_i and estimated speed-up ≥ δ (fails only with fail-on-improvement);
+* ``no-regression``: the one-sided upper confidence bound of the slowdown is below δ;
+* ``inconclusive``: neither; the minimum detectable effect (power 0.8) is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.store import Baseline
+from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.options import GateSettings, default
+from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.verdict import stats
+
+#: the outcome words as module constants (``verdict.outcome == REGRESSION``)
+REGRESSION = Outcome.REGRESSION
+IMPROVEMENT = Outcome.IMPROVEMENT
+NO_REGRESSION = Outcome.NO_REGRESSION
+INCONCLUSIVE = Outcome.INCONCLUSIVE
+NO_BASELINE = Outcome.NO_BASELINE
+MISMATCH = Outcome.MISMATCH
+SAVED = Outcome.SAVED
+ERROR = Outcome.ERROR
+UNCHANGED = Outcome.UNCHANGED
+NEW = Outcome.NEW
+#: drift within the measured phase beyond this fraction (and p < DRIFT_P) flags an item unstable
+DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
+#: round-to-round spread this many times the history's flags an item unstable
+SPREAD_LIMIT = 3.0
+#: one-sided level of the upper bound that must lie below the threshold for "no regression"
+NO_REGRESSION_ALPHA = 0.05
+#: a machine speed change beyond this fraction (the reference's drift, significant at REGIME_P, or
+#: the offset shared by the session's items) is a regime change: raw figures cannot gate
+REGIME_FRACTION, REGIME_P = 0.03, 0.01
+#: beyond this machine drift even the normalized series is not trusted to declare a regression or an
+#: improvement: in the busy-CPU study (docs/verdict-quality.md) unchanged gates whose reference ran
+#: 67% to 136% slower than in the history came out 17% to 53% slower normalized (CPU contention
+#: time-shares the item and the reference unevenly)
+NORMALIZED_REGIME_LIMIT = 0.30
+#: the series a verdict was computed on
+ADJUSTED, NORMALIZED, RAW = "adjusted", "normalized", "raw"
+#: a short history is normalized by the reference (slope 1) only when the item's mean iteration and
+#: the reference's are within this factor of each other: on the 2-core study machine the run means
+#: of a 2 to 3 ms reference moved 2.5 times as much as ResNet-50's (21 ms) from process to process,
+#: Inception's (20 ms) 0.7 times (docs/verdict-quality.md, "Choosing the reference")
+NORMALIZE_DURATION_RATIO = 3.0
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_history: int,
+               run_noise: float = default("run-noise"), prior: stats.VariancePrior | None = None
+               ) -> stats.Comparison:
+    """The gate's test of this run's round log-means against earlier runs' round log-means.
+
+    *current*: shape ``(rounds,)``, mean ln(ms) per round. *history_runs*: one sequence of round
+    log-means per earlier run, oldest first. With at least *min_history* runs, the
+    prediction-interval t-test on run means, whose variance is the history's own. With fewer,
+    Welch's t-test on the rounds plus a run-to-run term: rounds of one run cannot show how much
+    the next run will differ, so the term's sd is the larger of *run_noise* (a fraction, the
+    prior) and what the history already shows (:func:`pytest_aaco.verdict.stats.run_offset_sd`).
+    *prior* (a :class:`pytest_aaco.verdict.stats.VariancePrior` from the runner's other items) moderates
+    the history's variance in the prediction-interval test.
+    Returns a :class:`pytest_aaco.verdict.stats.Comparison`; raises ValueError for too few rounds or runs.
+    """
+    runs = [np.asarray(r, dtype=float) for r in history_runs if len(r)]
+    if not runs:
+        raise ValueError("the baseline has no measured rounds")
+    current = np.asarray(current, dtype=float)
+    if len(runs) >= min_history:
+        return stats.prediction_interval_test(current, np.array([r.mean() for r in runs]), prior)
+    run_sd = float(np.log1p(run_noise))
+    learned = stats.run_offset_sd(runs)
+    if np.isfinite(learned):
+        run_sd = max(run_sd, learned)
+    return stats.welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
+
+
+@dataclass(frozen=True)
+class Series:
+    """The round log-means the verdict tests: *kind* ``adjusted``, ``normalized`` or ``raw``;
+    *current* shape ``(rounds,)``; *history* one list per history run used; *reason* why raw
+    (empty otherwise); *reference* the reference's figures (:func:`reference_drift`), None when no
+    reference is comparable. For ``adjusted``, *current* and *history* are the item's raw round
+    log-means, *covariate* the reference's block log-means of this run and *fit* the item's line
+    on the reference over the history (:func:`pytest_aaco.verdict.stats.fit_reference`)."""
+
+    kind: str
+    current: np.ndarray
+    history: list[list[float]]
+    reason: str = ""
+    reference: dict[str, Any] | None = None
+    covariate: np.ndarray | None = None
+    fit: stats.ReferenceFit | None = None
+
+    def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None,
+             adjusted_prior: stats.VariancePrior | None = None) -> stats.Comparison:
+        """The comparison of this series (:func:`comparison`, or
+        :func:`pytest_aaco.verdict.stats.reference_adjusted_test` for ``adjusted``); *prior* is used on raw
+        figures only and *adjusted_prior* on adjusted ones, the populations they were fitted on.
+        Raises ValueError as those do."""
+        if self.kind == ADJUSTED and self.fit is not None:
+            return self.fit.test(self.current, self.covariate, adjusted_prior)
+        return comparison(self.current, self.history, min_history, run_noise, prior if self.kind == RAW else None)
+
+
+def reference_drift(current_log_means: Any, history_log_means: list[list[float]]) -> dict[str, Any]:
+    """The reference's change between the history and now, the machine's own change of speed.
+
+    *current_log_means*: the reference's block log-means of this run, shape ``(rounds,)``;
+    *history_log_means*: one list per history run. Welch's t-test (Welch 1947) of this run's blocks
+    against the history's blocks, with no run-to-run term: the question is whether the machine's
+    speed differs, not whether the item regressed. Returns ``{"drift": ratio - 1, "ci_low",
+    "ci_high" (95%, fractions), "p_value" (two-sided), "runs"}``.
+    """
+    comp = stats.welch_rounds(current_log_means, np.concatenate([np.asarray(r, float) for r in history_log_means]))
+    lo, hi = comp.ci(0.95)
+    return {"drift": comp.ratio - 1, "ci_low": lo - 1, "ci_high": hi - 1,
+            "p_value": min(1.0, 2 * min(comp.p_slower, comp.p_faster)), "runs": len(history_log_means)}
+
+
+def reference_unstable(ref: Any, history: list[dict[str, Any]]) -> str:
+    """Why the reference cannot normalize this run ('' when it can): its blocks drifted within the
+    measured phase, or their spread is :data:`SPREAD_LIMIT` times the history's. *ref* is the run's
+    :class:`~pytest_aaco.measure.results.ReferenceSeries`; *history* the matching runs' reference records."""
+    found = stats.drift(ref.log_means)
+    if found is not None and found.p_value < DRIFT_P and abs(found.ratio - 1) > DRIFT_FRACTION:
+        return (f"the reference drifted {_pct(found.ratio)} within the measured phase"
+                f" (p={found.p_value:.1g})")
+    sds = [np.std(r["log_means"], ddof=1) for r in history if len(r["log_means"]) >= 2]
+    spread = stats.spread_ratio(ref.log_means, np.array(sds)) if sds else None
+    if spread is not None and spread > SPREAD_LIMIT:
+        return f"the reference's block-to-block spread is {spread:.1f}x the history's"
+    return ""
+
+
+def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "",
+                  min_history: int = default("min-history")) -> Series:
+    """Adjusted or normalized when the reference is valid, raw otherwise (see the module docstring).
+
+    *raw_only*, when not empty, forces the raw series and is the reason given (a version change).
+    *min_history*: history runs with this reference needed for the adjusted test (at least 4).
+    The reference's drift is computed whenever this run and some history run share a reference.
+    Raises ValueError for non-finite stored figures (:func:`pytest_aaco.verdict.stats.fit_reference`).
+    """
+    raw = Series(RAW, result.round_log_means, baseline.run_round_log_means())
+    ref = result.reference
+    if ref is None:
+        return replace(raw, reason="no reference workload was measured")
+    pairs = baseline.reference_pairs(ref.id)
+    matching = [r for _, r in pairs]
+    if not matching:
+        known = baseline.reference_ids()
+        why = (f"the reference changed since the history ({', '.join(known)} -> {ref.id})" if known
+               else "the history has no reference workload")
+        return replace(raw, reason=why)
+    figures = {"name": ref.name, "id": ref.id, "mean_ms": ref.mean_ms, "share": ref.share,
+               **reference_drift(ref.log_means, [r["log_means"] for r in matching])}
+    unstable = reference_unstable(ref, matching)
+    if raw_only or unstable:
+        return replace(raw, reason=raw_only or unstable, reference=figures)
+    if len(pairs) >= max(min_history, 4):
+        fit = stats.fit_reference([np.mean(rounds) for rounds, _ in pairs], [np.mean(r["log_means"]) for r in matching])
+        return Series(ADJUSTED, result.round_log_means, [rounds for rounds, _ in pairs],
+                      reference={**figures, "sensitivity": fit.slope}, covariate=np.asarray(ref.log_means, float),
+                      fit=fit)
+    durations = sorted((max(result.mean_ms, 1e-9), max(ref.mean_ms, 1e-9)))
+    if durations[1] / durations[0] > NORMALIZE_DURATION_RATIO:
+        why = (f"the item's iteration ({result.mean_ms:.3g} ms) and the reference's ({ref.mean_ms:.3g} ms) differ more"
+               f" than {NORMALIZE_DURATION_RATIO:g}x, so dividing by it would add noise until"
+               f" {max(min_history, 4)} runs with it let the gate fit the item's own sensitivity")
+        return replace(raw, reference=figures, reason=why)
+    return Series(NORMALIZED, np.asarray(ref.normalized, float), [list(r["normalized"]) for r in matching],
+                  reference=figures)
+
+
+def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None) -> bool:
+    """Whether a regression or improvement must be withheld because the machine changed speed.
+
+    The machine's change is the reference's drift (else the session's shared offset). On raw
+    figures the verdict is withheld unless its change is more than twice the machine's, in ln
+    units (raw = true change x machine change, so only a change far beyond the machine's is
+    evidence); on normalized figures only beyond :data:`NORMALIZED_REGIME_LIMIT`, and then unless
+    the change exceeds the machine's. A 10x slowdown is never hidden by a 30% slower machine.
+    """
+    if v.outcome not in (REGRESSION, IMPROVEMENT) or v.ratio is None:
+        return False
+    drift = series.reference["drift"] if series.reference is not None else machine_offset
+    if drift is None:
+        return False
+    machine = abs(math.log1p(drift))
+    change = abs(math.log(v.ratio))
+    if series.kind == RAW:
+        return change <= 2 * machine
+    return abs(drift) > NORMALIZED_REGIME_LIMIT and change <= machine
+
+
+def regime_change(reference: dict[str, Any] | None, machine_offset: float | None) -> str:
+    """The reason raw figures cannot gate ('' when they can): the reference ran
+    :data:`REGIME_FRACTION` slower or faster than in the history (p < :data:`REGIME_P`), or the
+    session's items share an offset that large (*machine_offset*, a fraction from
+    :func:`pytest_aaco.verdict.stats.common_offset`)."""
+    if reference is not None and abs(reference["drift"]) > REGIME_FRACTION and reference["p_value"] < REGIME_P:
+        return (f"the machine ran {abs(reference['drift']):.0%} {'slower' if reference['drift'] > 0 else 'faster'}"
+                f" than in the history (reference workload {reference['name']}, p={reference['p_value']:.1g})")
+    if machine_offset is not None and abs(machine_offset) > REGIME_FRACTION:
+        return (f"this session's items are {abs(machine_offset):.0%} {'slower' if machine_offset > 0 else 'faster'}"
+                " together than their histories (a machine speed change)")
+    return ""
+
+
+def outcome_of(comp: stats.Comparison | Any, threshold: float, level: float, faster_level: float | None = None,
+               upper_alpha: float | None = None) -> Outcome:
+    """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
+    >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);
+    *no-regression* when the one-sided 95% upper bound of the slowdown is below *threshold* (a claim
+    of no change is not a discovery, so it needs no false-discovery control); else *inconclusive*.
+    *upper_alpha* sets the upper bound's level instead (a sequential look spends its share of it).
+    *comp* needs ``ratio``, ``p_slower``, ``p_faster`` and ``upper(alpha)``."""
+    slowdown = comp.ratio - 1
+    if comp.p_slower <= level and slowdown >= threshold:
+        return REGRESSION
+    if comp.p_faster <= (level if faster_level is None else faster_level) and -slowdown >= threshold:
+        return IMPROVEMENT
+    if comp.upper(max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha) - 1 < threshold:
+        return NO_REGRESSION
+    return INCONCLUSIVE
+
+
+def _method_text(v: Verdict) -> str:
+    if v.method == "prediction-interval":
+        return f"prediction-interval t-test over {v.baseline_runs} baseline runs"
+    if v.method == "reference-adjusted":
+        return f"prediction interval of a regression on the reference workload over {v.baseline_runs} baseline runs"
+    runs = v.baseline_runs
+    return (f"Welch t-test on {v.current_rounds} vs {v.baseline_rounds} rounds ({runs} baseline run{'s' * (runs != 1)},"
+            " run-to-run term included)")
+
+
+def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
+    """Reasons to flag the item unstable: drift between the halves of the measured phase, or a
+    round-to-round spread far above the history's."""
+    reasons = []
+    log_means = result.round_log_means
+    drift = stats.drift(log_means)
+    if drift is not None and drift.p_value < DRIFT_P and abs(drift.ratio - 1) > DRIFT_FRACTION:
+        reasons.append(f"latency drifted {_pct(drift.ratio)} from the first to the second half of the"
+                       f" measured phase (p={drift.p_value:.1g})")
+    if baseline is not None and baseline.runs:
+        summary = stats.summarize_history(baseline.run_round_log_means())
+        spread = stats.spread_ratio(log_means, summary["round_sds"][np.isfinite(summary["round_sds"])])
+        if spread is not None and spread > SPREAD_LIMIT:
+            reasons.append(f"round-to-round spread is {spread:.1f}x the history's")
+    return reasons
+
+
+#: telemetry summary fields gated for memory growth: (field, fallback field, label). Both are the
+#: item's own footprint; the device-wide peak (``vram_used_mb``) is reported, never gated: it moves
+#: with cuDNN workspaces, a confirmation's second session and other processes (issue 11)
+MEMORY_FIELDS = (("rss_growth_mb", "rss_mb", "RSS growth"), ("vram_own_mb", None, "own device memory"))
+
+
+def _memory_figure(telemetry_summary: dict[str, Any], key: str, method: str | None = None) -> float | None:
+    entry = telemetry_summary.get(key) or {}
+    if method is not None and entry.get("method") != method:
+        return None
+    value = entry.get("max")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
+    """Memory growth beyond both ``memory_threshold`` (fraction) and ``memory_slack_mb`` (MB).
+
+    RSS is judged as the item's own footprint: peak RSS during the measured rounds minus the RSS
+    just before its InferenceSession was built (``rss_growth_mb``), so what earlier items or the
+    plugin itself loaded does not count; older baselines without it fall back to peak RSS.
+    Device memory is the growth of this process's own device memory around session creation and
+    the measured rounds (``vram_own_mb``, :class:`pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`),
+    compared only with history runs measured the same way (its ``method``).
+
+    The figure is compared with the *largest* the history recorded, not its median: a session's
+    footprint is granular. On the H100 (docs/gpu.md) fresh sessions of one unchanged ResNet-50 held
+    either about 280 or about 406 MB of device memory (and 131 or 135 MB of RSS), at random from
+    process to process; against the median of a history with both, 18 of 25 unchanged gates
+    failed. Growth beyond every footprint the history has seen is what a bigger initializer or a
+    leak produces. A first-look memory regression is confirmed on a fresh session
+    (:func:`confirm`) before it fails.
+    """
+    current = (result.telemetry or {}).get("summary", {})
+    found = []
+    for key, fallback, label in MEMORY_FIELDS:
+        field_name = key
+        method = (current.get(key) or {}).get("method")
+        past = [_memory_figure((run.get("telemetry") or {}), key, method) for run in baseline.history]
+        if fallback and (_memory_figure(current, key) is None or not any(p is not None for p in past)):
+            field_name = fallback
+            past = [_memory_figure((run.get("telemetry") or {}), fallback) for run in baseline.history]
+        now = _memory_figure(current, field_name)
+        known = [p for p in past if p is not None]
+        if now is None or not known:
+            continue
+        reference = float(max(known))
+        if now > reference * (1 + settings.memory_threshold) and now - reference > settings.memory_slack_mb:
+            found.append(f"{label if field_name == key else 'peak RSS'} {now:.0f} MB vs baseline {reference:.0f} MB"
+                         f" (+{now - reference:.0f} MB, limit +{settings.memory_threshold:.0%}"
+                         f" and +{settings.memory_slack_mb:.0f} MB)")
+    return found
+
+
+def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> dict[str, Any] | None:
+    """Bootstrap over rounds of the p99 ratio against the latest baseline run's raw iterations."""
+    past = [np.asarray(r, dtype=float) for r in baseline.latest_latencies_ms if len(r)]
+    if len(past) < 2 or len(result.rounds) < 2:
+        return None
+    comp = stats.bootstrap_quantile_ratio([r.latencies_ms for r in result.rounds], past, q=99.0,
+                                          level=1 - 2 * level)
+    data = comp.to_dict()
+    data["regression"] = bool(comp.p_slower <= level and comp.ratio - 1 >= threshold)
+    return data
+
+
+def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
+            level: float, label: str, other_runners: list[str] | None = None,
+            prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
+            adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
+    """Judge *result* against *baseline* at significance *level* (the item's α_i).
+
+    *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
+    slowdown (fraction) shared by the session's other items (:func:`pytest_aaco.verdict.stats.common_offset`),
+    None when unknown. *prior* moderates the prediction-interval test; it is fitted on raw
+    histories, so it is used on the raw series only; *adjusted_prior*, fitted on the runner's
+    residual variances, moderates the reference-adjusted test. Never raises for statistical corner cases:
+    too few rounds make the verdict inconclusive.
+    """
+    t = settings.threshold
+    if baseline is None:
+        hint = f" (other runners have one: {', '.join(other_runners)})" if other_runners else ""
+        return finish(Verdict(NO_BASELINE, label, t, current_mean_ms=result.mean_ms,
+                              reason=f"no baseline for {label}{hint}; record one with --aaco-save-baseline"), settings)
+    versions = fingerprint.version_only(baseline.fingerprint)
+    if not fingerprint.matches(baseline.fingerprint) and not versions:
+        return finish(Verdict(MISMATCH, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
+                              fingerprint_diff=fingerprint.diff(baseline.fingerprint),
+                              reason=f"not gated: fingerprint differs from {baseline.path.name}"
+                                     f" ({fingerprint.describe_diff(baseline.fingerprint)})"), settings)
+    version_text = ""
+    if versions:
+        version_text = (f"compared across a version change ({fingerprint.describe_diff(baseline.fingerprint)})"
+                        " on raw figures: weaker than a side-by-side comparison (--aaco-compare-python)")
+    raw_comp = None
+    try:
+        series = choose_series(result, baseline, raw_only=version_text, min_history=settings.min_history)
+        if series.kind != RAW:
+            raw_comp = comparison(result.round_log_means, baseline.run_round_log_means(), settings.min_history,
+                                  settings.run_noise, prior)
+        comp = series.test(settings.min_history, settings.run_noise, prior, adjusted_prior)
+    except ValueError as exc:
+        return finish(Verdict(INCONCLUSIVE, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
+                              reason=f"inconclusive for {label}: {exc}"), settings)
+    lo, hi = comp.ci(0.95)
+    verdict = Verdict(
+        outcome_of(comp, t, level), label, t, method=comp.method, ratio=comp.ratio, ci_low=lo, ci_high=hi,
+        p_value=comp.p_slower, p_faster=comp.p_faster, level=level, mde=comp.mde(level),
+        current_mean_ms=result.mean_ms,
+        baseline_mean_ms=float(np.mean([run["summary"]["mean_ms"] for run in baseline.history])),
+        current_rounds=comp.n_current, baseline_rounds=comp.n_baseline, baseline_runs=len(series.history),
+        baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, series=series.kind,
+        raw_ratio=(raw_comp or comp).ratio, reference=series.reference, version_change=versions,
+    )
+    if series.kind == RAW and result.reference is not None and not versions:
+        verdict.notes.append(f"raw figures: {series.reason}")
+    if versions:
+        verdict.notes.append(version_text)
+    if series.kind == NORMALIZED:
+        verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference['name']}"
+                             f" (raw {_pct(verdict.raw_ratio or 1)})")
+    if series.kind == ADJUSTED and series.reference is not None and series.fit is not None:
+        fit = series.fit
+        verdict.notes.append(f"adjusted for the reference workload {series.reference['name']} (sensitivity"
+                             f" {fit.slope:.2f} over {fit.runs} runs; raw {_pct(verdict.raw_ratio or 1)})")
+    regime = regime_change(series.reference, machine_offset)
+    if regime:
+        if withheld_by_regime(verdict, series, machine_offset):
+            why = ("raw figures cannot tell it from the machine's change" if series.kind == RAW else
+                   f"beyond the {NORMALIZED_REGIME_LIMIT:.0%} the reference is trusted to cancel; re-run when"
+                   " the machine is back to its usual speed")
+            verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; {why}")
+            verdict.outcome = INCONCLUSIVE
+        else:
+            verdict.notes.append(regime)
+    if fingerprint.subject_changes(baseline.fingerprint):
+        verdict.notes.append("the model file changed since the baseline was recorded")
+    verdict.unstable = stability(result, baseline)
+    verdict.memory = memory_regressions(result, baseline, settings)
+    if settings.gate_p99:
+        verdict.p99 = p99_check(result, baseline, level, t)
+    return finish(verdict, settings)
+
+
+_HEADS = {REGRESSION: "REGRESSION", IMPROVEMENT: "IMPROVEMENT", NO_REGRESSION: "no regression",
+          INCONCLUSIVE: "inconclusive"}
+
+
+def _memory_text(v: Verdict) -> str:
+    return "".join(f"; MEMORY REGRESSION {line}" for line in v.memory)
+
+
+def confirmation_note(first_look: dict[str, Any]) -> str:
+    """The note a confirmed regression carries about its first look."""
+    return (f"confirmed by a second measurement (first look {_pct(first_look['ratio'] or 1)},"
+            f" p={first_look['p_value']:.2g})")
+
+
+def _side_by_side_text(v: Verdict) -> str:
+    """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
+    (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
+    threshold 5%``, from *v* and ``v.side_by_side`` (:meth:`pytest_aaco.sidebyside.cycles.SideBySide.to_dict`)."""
+    sbs = v.side_by_side or {}
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
+    pairs = int(sbs.get("session_pairs") or 1)
+    p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
+    text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {_pct(v.ratio)} vs {sbs.get('ref')}"
+            f" (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)}), measured side by side over"
+            f" {sbs.get('cycles')} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+            + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+    first = sbs.get("first_look")
+    if v.confirmed:
+        text += f"; confirmed by {sbs.get('cycles')} more cycles on fresh sessions"
+    elif v.confirmed is False and first:
+        text += (f"; the first look said {_pct(first['ratio'])} (p={first['p_slower']:.2g}) but fresh sessions did"
+                 " not confirm it")
+    if v.outcome == INCONCLUSIVE:
+        text += (f"; minimum detectable effect {v.mde:.1%}: raise --aaco-compare-budget, or run on a quieter"
+                 " runner (--aaco-intra-op-threads=1 helps on a shared one)")
+    for note in v.notes:
+        text += f"; {note}"
+    return text + _memory_text(v)
+
+
+def render_message(v: Verdict) -> str:
+    """The one-line message a person can act on, rendered from the final fields of *v*.
+
+    Called once, by :func:`finish`, after the last rule (confirmation, contention) changed *v*.
+    """
+    if v.side_by_side is not None and v.ratio is not None:
+        return _side_by_side_text(v)
+    if v.contention is not None:
+        return (f"inconclusive {v.label}: looks like {_pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
+                f" kept {v.contention['cores']:.2f} cores busy while it was measured (CPU contention, limit"
+                f" {v.contention['limit']:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
+                + _memory_text(v))
+    if v.confirmed is False and v.first_look is not None:
+        return (f"inconclusive {v.label}: first look suggested {_pct(v.first_look['ratio'] or 1)}"
+                f" (p={v.first_look['p_value']:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
+                + _memory_text(v))
+    if v.reason is not None or v.ratio is None or v.outcome not in _HEADS:
+        return v.reason or f"{v.outcome} {v.label}"
+    assert v.ci_low is not None and v.ci_high is not None and v.level is not None  # set with the ratio
+    p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
+    text = (f"{_HEADS[v.outcome]} {v.label}: mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms"
+            f" ({_pct(v.ratio)}, 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}), p={p_shown:.2g} at level"
+            f" {v.level:.2g}, threshold {v.threshold:.0%}; {_method_text(v)}")
+    if v.outcome == INCONCLUSIVE:
+        text += f"; minimum detectable effect {v.mde:.1%}: add rounds or history (--aaco-rounds, --aaco-save-baseline)"
+    if v.outcome == IMPROVEMENT:
+        text += "; if intended, refresh the baseline with --aaco-save-baseline"
+    if v.p99 is not None:
+        text += (f"; p99 {_pct(v.p99['ratio'])} (CI {_pct(v.p99['ci_low'])} .. {_pct(v.p99['ci_high'])})"
+                 + (" REGRESSED" if v.p99["regression"] else ""))
+    skip = confirmation_note(v.first_look) if v.confirmed and v.first_look is not None else None
+    for note in v.notes:
+        if note != skip:
+            text += f"; {note}"
+    text += _memory_text(v)
+    for line in v.unstable:
+        text += f"; unstable: {line}"
+    if v.confirmed:
+        text += "; confirmed by a second measurement with a fresh session"
+    return text
+
+
+def finish(v: Verdict, settings: GateSettings) -> Verdict:
+    """Set whether *v* fails and render its message from its final fields; returns *v*."""
+    v.fails = fails(v, settings)
+    v.message = render_message(v)
+    return v
+
+
+def fails(v: Verdict, settings: GateSettings) -> bool:
+    """Whether the item must fail: regressions (latency, p99, memory) and errors (an unreadable
+    baseline) always; improvements and inconclusive results only when the user opted in."""
+    if v.outcome in (REGRESSION, ERROR) or v.memory or v.p99_regressed:
+        return True
+    if v.outcome == IMPROVEMENT and settings.fail_on_improvement:
+        return True
+    return v.outcome == INCONCLUSIVE and settings.strict_inconclusive
+
+
+def _latency_flagged(v: Verdict) -> bool:
+    return v.outcome == REGRESSION or bool(v.p99_regressed)
+
+
+def needs_confirmation(v: Verdict) -> bool:
+    """A latency or memory regression on the first look: re-measure on a fresh session before failing."""
+    return _latency_flagged(v) or bool(v.memory)
+
+
+def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = None) -> Verdict:
+    """Combine the first look with the confirmation look (fresh session, fresh rounds).
+
+    The item fails for latency only if both looks call a regression (intersection–union rule):
+    the false-alarm probability is at most that of the second look alone, which is run at the
+    item's full level α_i, so the session-wide guarantee holds without spending α twice. Memory
+    likewise: it fails only if both sessions' footprints exceed the history's (the second look's
+    figures are reported). ``--aaco-strict-inconclusive`` still fails an unconfirmed item.
+    """
+    settings = settings or GateSettings(threshold=second.threshold)
+    first_look = {"ratio": first.ratio, "p_value": first.p_value}
+    memory = second.memory if first.memory and second.memory else []
+    if first.memory and not memory:
+        first.notes.append("memory growth not confirmed by a fresh session: " + "; ".join(first.memory))
+    if not _latency_flagged(first):  # only memory was flagged: the latency verdict stands
+        first.memory = memory
+        return finish(first, settings)
+    second.memory = memory
+    first.memory = memory
+    if _latency_flagged(second) and fails(second, settings):
+        second.confirmed = True
+        second.first_look = first_look
+        second.notes.append(confirmation_note(first_look))
+        return finish(second, settings)
+    first.confirmed = False
+    first.first_look = first_look
+    first.outcome = INCONCLUSIVE
+    first.p99 = None if first.p99 is None else {**first.p99, "regression": False}
+    first.unconfirmed_by = second.message
+    first.notes.append("not confirmed: " + second.message)
+    return finish(first, settings)
+
+
+def under_contention(v: Verdict, others_cores: float, limit: float, settings: GateSettings) -> Verdict:
+    """Withhold a latency regression measured while other processes kept *others_cores* (> *limit*)
+    cores busy: the slowdown cannot be told from the neighbours' load, so the verdict becomes
+    inconclusive (a memory regression, or ``--aaco-strict-inconclusive``, still fails). In the
+    verdict-quality study this turned 14 of 160 unchanged-model false alarms on a contended
+    2-core machine into 4, keeping most detections (docs/verdict-quality.md)."""
+    if v.outcome != REGRESSION or others_cores <= limit:
+        return v
+    v.outcome = INCONCLUSIVE
+    v.confirmed = None
+    v.contention = {"cores": others_cores, "limit": limit}
+    v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")
+    return finish(v, settings)
+
+
+@dataclass
+class MachineOffset:
+    """The session's running record of raw changes, to see a machine speed change that moves every
+    item (:func:`pytest_aaco.verdict.stats.common_offset`): the gate passes :meth:`current` to
+    :func:`compare` as *machine_offset*, then :meth:`record`\\ s the verdict."""
+
+    log_changes: list[float] = field(default_factory=list)
+
+    def record(self, verdict: Verdict) -> None:
+        """Keep ``ln(raw ratio)`` of a judged item (ignored when it has none)."""
+        if verdict.raw_ratio is not None and verdict.raw_ratio > 0:
+            self.log_changes.append(float(np.log(verdict.raw_ratio)))
+
+    def current(self) -> float | None:
+        """The shared slowdown (fraction) of the items judged so far, or None."""
+        return stats.common_offset(self.log_changes)

@@ -1,0 +1,330 @@
+"""Building InferenceSessions and running the warmup / measured-rounds loop.
+
+The timed loop does nothing but ``perf_counter_ns(); run(); perf_counter_ns()`` into a
+preallocated int64 array: feeds, IO bindings and the bound ``run`` callable are built before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_aaco.measure.providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
+from pytest_aaco.measure.results import BenchmarkResult, RoundResult
+from pytest_aaco.measure.timedloop import (
+    MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP,  # re-exported: the warmup lives in timedloop.py,
+)
+from pytest_aaco.measure.timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared with the side worker
+from pytest_aaco.measure.timedloop import bound_runner, time_iterations, warmup
+from pytest_aaco.options import CPU_ROUNDS, default
+from pytest_aaco.redact import redact_options, redact_text, secret_values
+
+#: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
+AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
+AUTO_IOBINDING_GPU = "inputs"
+#: ORT device names for ``OrtValue.ortvalue_from_numpy`` per provider
+ORT_DEVICE = {"cuda": "cuda", "tensorrt": "cuda", "migraphx": "cuda", "rocm": "cuda", "dml": "dml"}
+#: EPs whose ``get_provider_options()`` lists every option they accept (verified on onnxruntime-gpu
+#: 1.31.1, docs/gpu.md): a requested key missing there is an unknown option, refused (other EPs: see
+#: :func:`unknown_options`)
+CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
+#: adaptive iterations: aim at this much time per round, within these bounds
+TARGET_ROUND_S = 0.35
+MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
+
+
+class SessionError(RuntimeError):
+    """The InferenceSession could not be created or run; the message says what ORT reported."""
+
+
+@dataclass
+class SessionHandle:
+    """A built InferenceSession, what building it cost (ms), and how much process RSS (MB) it added."""
+
+    session: Any
+    provider: ProviderSpec
+    model_path: Path
+    create_ms: float
+    options: dict[str, Any] = field(default_factory=dict)
+    #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
+    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
+    build_rss_mb: float | None = None
+    #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
+    device_probe: Any = None
+
+    @property
+    def cuda_graph(self) -> bool:
+        """Whether the session was created with ``enable_cuda_graph`` on."""
+        return cuda_graph_on(self.options)
+
+
+def cuda_graph_on(options: dict[str, Any]) -> bool:
+    """Whether provider *options* turn ``enable_cuda_graph`` on."""
+    return str(options.get("enable_cuda_graph", "0")).strip().lower() in ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How one item is measured: warmup iterations, rounds, iterations per round (None: adaptive),
+    the resolved IO binding (:func:`resolve_iobinding`) and the GPU device id; defaults from the
+    option table."""
+
+    warmup: int = default("warmup")
+    rounds: int = CPU_ROUNDS
+    iterations: int | None = default("iterations")
+    iobinding: str = "none"
+    device_id: int = default("device-id")
+
+
+def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
+    """The effective binding for *provider*: ``auto`` becomes :data:`AUTO_IOBINDING`'s entry for
+    the EP (``none`` on CPU EPs, ``all`` on CUDA, measured in docs/gpu.md), else
+    :data:`AUTO_IOBINDING_GPU` on other device EPs and ``none`` elsewhere."""
+    if mode != "auto":
+        return mode
+    return AUTO_IOBINDING.get(provider.short, AUTO_IOBINDING_GPU if provider.is_gpu else "none")
+
+
+def effective_options(provider: ProviderSpec, device_id: int) -> dict[str, Any]:
+    """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it."""
+    options = dict(provider.options)
+    if provider.is_gpu and provider.short != "dml" and "device_id" not in options:
+        options["device_id"] = device_id
+    return {k: str(v) if not isinstance(v, str) else v for k, v in options.items()}
+
+
+def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
+                  intra_op_threads: int = 0, profile_prefix: str | None = None,
+                  config_entries: dict[str, str] | None = None) -> SessionHandle:
+    """Create an InferenceSession for *model_path* on *provider*, timing the creation (ms).
+
+    GPU EPs get the CPU EP as a fallback for the nodes they cannot run, as ORT expects; the
+    placement check afterwards refuses a session that fell back entirely. Raises
+    :class:`SessionError` with ORT's message when the session cannot be created, when ORT's
+    Python layer fell back to the CPU because the EP could not be created (its "EP Error" text,
+    which it prints instead of raising, is captured and put in the message), and when the
+    EP does not know a requested option (:func:`unknown_options`). *config_entries* are session
+    configuration entries (``SessionOptions.add_session_config_entry``), for example
+    ``{"session.intra_op.allow_spinning": "0"}``.
+    """
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if intra_op_threads:
+        so.intra_op_num_threads = intra_op_threads
+    for key, value in (config_entries or {}).items():
+        so.add_session_config_entry(key, value)
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    options = effective_options(provider, device_id)
+    printed = io.StringIO()
+    start = time.perf_counter_ns()
+    try:
+        with contextlib.redirect_stdout(printed):
+            session = ort.InferenceSession(str(model_path), sess_options=so,
+                                           providers=session_providers(provider, options))
+    except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
+        raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
+    create_ms = (time.perf_counter_ns() - start) / 1e6
+    problem = creation_problem(model_path, provider, options, printed.getvalue(), list(session.get_providers()),
+                               session.get_provider_options(), ort.__version__)
+    if problem:
+        raise SessionError(problem)
+    return SessionHandle(session, provider, model_path, create_ms, options)
+
+
+def session_providers(provider: ProviderSpec, options: dict[str, Any]) -> list[Any]:
+    """The ``providers`` argument of ``InferenceSession``: the EP with *options*, then the CPU EP as
+    the fallback for nodes a device EP cannot run, as ORT expects."""
+    providers: list[Any] = [(provider.ep_name, options)]
+    if provider.short != "cpu":
+        providers.append("CPUExecutionProvider")
+    return providers
+
+
+def creation_failure(model_path: Path, provider: ProviderSpec, options: dict[str, Any], error: object) -> str:
+    """The message for an InferenceSession that ORT refused to create (*error*: what ORT raised);
+    option values that may be credentials are redacted (:mod:`pytest_aaco.redact`)."""
+    return (f"could not create an InferenceSession for {model_path.name} on {provider.ep_name} with options"
+            f" {redact_options(options)}: {redact_text(str(error), secret_values(options))}")
+
+
+def creation_problem(model_path: Path, provider: ProviderSpec, options: dict[str, Any], printed: str,
+                     providers_used: list[str], reported_options: dict[str, dict[str, Any]],
+                     ort_version: str) -> str | None:
+    """Why a session that ORT created must not be measured, or None.
+
+    *printed* is what ORT's Python layer printed while creating it: its "EP Error" notice when
+    the EP could not be created and it fell back to *providers_used* instead of raising.
+    *reported_options* is ``session.get_provider_options()``: a requested option missing there
+    was ignored (:func:`unknown_options`).
+    """
+    ep_error = redact_text(_ep_error(printed), secret_values(options))
+    if ep_error and provider.ep_name not in providers_used:
+        return (f"{provider.ep_name} could not be created for {model_path.name} with options"
+                f" {redact_options(options)}: {ep_error}; ONNX Runtime fell back to {', '.join(providers_used)}:"
+                f" not recorded as a {provider.short} result")
+    unknown = unknown_options(provider, options, reported_options)
+    if unknown:
+        known = sorted(reported_options.get(provider.ep_name, {}))
+        return (f"unknown {provider.ep_name} option(s) {', '.join(unknown)} for {model_path.name}"
+                f" (ONNX Runtime {ort_version} ignored them); valid: {', '.join(known)}")
+    return None
+
+
+def _ep_error(printed: str) -> str:
+    """The reason in ORT's printed fallback notice (``EP Error <reason> when using [...]``), or ``""``.
+
+    ORT's C++ prefix (``/onnxruntime_src/...cc:63 static ... [ONNXRuntimeError] : 1 : FAIL :
+    provider_options_utils.h:182 Parse``) is dropped, leaving e.g. ``Unknown provider option: "x".``
+    """
+    found = re.search(r"^EP Error (.*?)(?:\s+when using |\Z)", printed, re.S | re.M)
+    text = found.group(1).strip() if found else ""
+    match = re.search(r"\[ONNXRuntimeError\] : \d+ : \w+ : (.*)", text, re.S)
+    if match:
+        text = re.sub(r"^\S+\.(?:h|cc|cpp):\d+ \S+ ", "", match.group(1).strip())
+    return text
+
+
+def unknown_options(provider: ProviderSpec, options: dict[str, Any],
+                    reported_options: dict[str, dict[str, Any]]) -> list[str]:
+    """Requested option keys that the EP does not report in *reported_options*
+    (``session.get_provider_options()``).
+
+    For EPs without a table in :data:`pytest_aaco.measure.providers.OPTION_KEYS` (tabled EPs were checked when
+    the options were read). The report is trusted as the full list of options for the EPs in
+    :data:`CHECKED_OPTION_EPS`, and for any other EP that reports keys beyond those requested (its
+    defaults: a full list). ``[]`` when the EP reports nothing, or only echoes the request.
+    """
+    if OPTION_KEYS.get(provider.short) is not None:
+        return []
+    reported = reported_options.get(provider.ep_name) or {}
+    if not reported:
+        return []
+    if provider.ep_name not in CHECKED_OPTION_EPS and not set(reported) - set(options):
+        return []
+    return sorted(k for k in options if k not in reported)
+
+
+def check_placement(handle: SessionHandle) -> None:
+    """Raise :class:`SessionError` when ORT fell back off the requested EP."""
+    problem = session_fallback_problem(handle.provider, list(handle.session.get_providers()))
+    if problem:
+        raise SessionError(problem)
+
+
+def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
+                device_id: int) -> Callable[[], Any]:
+    """A zero-argument callable that runs the model once, built outside the timed loop.
+
+    ``none``: ``session.run(None, feeds)`` with host arrays (host↔device copies are timed).
+    ``inputs``: inputs copied to the device once as OrtValues; outputs come back to the host.
+    ``all``: inputs and outputs stay on the device. ORT allocates the outputs on the first run;
+    from then on the binding reuses those buffers, so every later run reads and writes fixed
+    device addresses, as CUDA graphs (``enable_cuda_graph``) need and as a deployed server does.
+    With a binding, the callable's ``binding`` attribute is the IOBinding (outputs via
+    ``binding.copy_outputs_to_cpu()``). Uses ``session.io_binding()`` and ``run_with_iobinding``
+    (https://onnxruntime.ai/docs/api/python/api_summary.html#iobinding).
+
+    The callable is built once per session, mode and feeds and reused by later calls. With
+    ``enable_cuda_graph`` ORT replays the device addresses it captured, so such a session takes
+    exactly one binding, and ``none`` is refused: with host feeds, ``session.run`` returned no
+    outputs once the graph was captured (onnxruntime-gpu 1.31.1, docs/gpu.md). Raises
+    :class:`SessionError` for both.
+    """
+    key = (mode, device_id, id(feeds))
+    cached = handle.bound_runs.get(key)
+    if cached is not None and cached[0] is feeds:
+        return cached[1]
+    if handle.cuda_graph:
+        if mode == "none":
+            raise SessionError(f"{handle.model_path.name}: enable_cuda_graph=1 needs device inputs: use"
+                               " --aaco-iobinding=all or inputs (with host feeds ORT's graph replay returned"
+                               " no outputs)")
+        if handle.bound_runs:
+            raise SessionError(f"{handle.model_path.name}: a session with enable_cuda_graph=1 replays the device"
+                               " addresses it captured, so it takes one IO binding (one mode, one set of inputs)")
+    run = _new_run(handle, feeds, mode, device_id)
+    handle.bound_runs[key] = (feeds, run)
+    return run
+
+
+def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
+    device = ORT_DEVICE.get(handle.provider.short, "cpu")
+    return bound_runner(handle.session, feeds, mode, device, device_id)
+
+
+def adaptive_iterations(warmup_ms: np.ndarray) -> int:
+    """Iterations per round so a round takes about :data:`TARGET_ROUND_S` at the warmup median."""
+    tail = warmup_ms[len(warmup_ms) // 2:] if warmup_ms.size else np.array([1.0])
+    per_iter_s = float(np.median(tail)) / 1000
+    return int(np.clip(round(TARGET_ROUND_S / max(per_iter_s, 1e-6)), MIN_ITERATIONS, MAX_ITERATIONS))
+
+
+def measure_rounds(run: Callable[[], Any], rounds: int, iterations: int) -> list[RoundResult]:
+    """*rounds* blocks of *iterations* timed runs each (``perf_counter_ns``), as RoundResults in ms."""
+    results = []
+    for index in range(rounds):
+        start = time.perf_counter_ns()
+        lat = time_iterations(run, iterations)
+        results.append(RoundResult(index, lat / 1e6, start, time.perf_counter_ns()))
+    return results
+
+
+def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
+                  model: str, batch: int, telemetry: Any = None, reference: Any = None) -> BenchmarkResult:
+    """Warm up, then measure ``settings.rounds`` rounds on *handle*.
+
+    *telemetry* is an object with ``start()``, ``stop()`` and ``to_dict()`` (a
+    TelemetrySession), run during the measured rounds only. With *reference* (a
+    :class:`pytest_aaco.measure.reference_workload.Reference`), every round is paired with a reference block
+    (:meth:`~pytest_aaco.measure.reference_workload.Reference.measure_alongside`) and the result's ``reference``
+    holds that series. The session's providers are checked before and after measuring; a
+    fallback raises :class:`SessionError`.
+    """
+    check_placement(handle)
+    run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
+    series = None
+    try:
+        first_ms, warm_ms = warmup(run, settings.warmup)
+        iterations = settings.iterations or adaptive_iterations(warm_ms)
+        if telemetry is not None:
+            telemetry.start()
+        try:
+            if reference is None:
+                rounds = measure_rounds(run, settings.rounds, iterations)
+            else:
+                round_s = iterations * float(np.median(warm_ms[len(warm_ms) // 2:])) / 1000 if warm_ms.size else 0.1
+                rounds, series = reference.measure_alongside(run, settings.rounds, iterations, round_s)
+        finally:
+            if telemetry is not None:
+                telemetry.stop()
+    except SessionError:
+        raise
+    except Exception as exc:
+        raise SessionError(f"{model} on {handle.provider.ep_name}: session.run failed: {exc}") from exc
+    check_placement(handle)
+    return BenchmarkResult(
+        model=model,
+        provider=handle.provider.short,
+        rounds=rounds,
+        warmup_iterations=int(warm_ms.size),
+        warmup_latencies_ms=warm_ms,
+        session_create_ms=handle.create_ms,
+        first_run_ms=first_ms,
+        providers_used=list(handle.session.get_providers()),
+        batch_size=batch,
+        iobinding=settings.iobinding,
+        telemetry=telemetry.to_dict() if telemetry is not None else {},
+        reference=series,
+    )

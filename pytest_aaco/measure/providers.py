@@ -1,0 +1,206 @@
+"""Execution providers: short names, full ORT names, availability and the placement check.
+
+ONNX Runtime falls back to the CPU silently when an execution provider (EP) cannot be
+used, so a benchmark must check ``InferenceSession.get_providers()`` before it records
+anything as a GPU result. Reference: https://onnxruntime.ai/docs/execution-providers/
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_aaco.redact import redact_options
+
+#: short name -> ONNX Runtime execution provider name
+EP_NAMES: dict[str, str] = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "migraphx": "MIGraphXExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "dml": "DmlExecutionProvider",
+}
+_BY_EP_NAME = {ep.lower(): short for short, ep in EP_NAMES.items()}
+_ALIASES = {"trt": "tensorrt", "directml": "dml", "ov": "openvino"}
+
+#: providers whose device needs a ``device_id`` option
+GPU_PROVIDERS = frozenset({"cuda", "migraphx", "rocm", "tensorrt", "dml"})
+#: the ORT version that removed the ROCm EP (https://github.com/microsoft/onnxruntime/releases/tag/v1.23.0)
+ROCM_REMOVED_IN = (1, 23)
+
+
+#: provider option keys per EP, where ORT cannot say itself which it takes. A frozenset is a documented
+#: table, checked when the options are read (command line, registry). None: the EP lists its options in
+#: ``InferenceSession.get_provider_options()``, and a requested key missing there is refused once the
+#: session exists (:func:`pytest_aaco.measure.inference.unknown_options`).
+#: The CPU EP takes none: ORT's Python binding builds it from session options only and ignores every
+#: provider option without a word (checked on onnxruntime 1.32.0: ``intra_op_num_threads=abc`` and
+#: ``no_such_option=1`` both load, and ``get_provider_options()`` reports ``{}``).
+OPTION_KEYS: dict[str, frozenset[str] | None] = {
+    "cpu": frozenset(),
+    "cuda": None,
+    "migraphx": None,
+    "rocm": None,
+    "tensorrt": None,
+    "openvino": None,
+    "dml": None,
+}
+#: what to use instead of a provider option the CPU EP ignores (they are session options there)
+CPU_OPTION_HINTS = {
+    "intra_op_num_threads": "--aaco-intra-op-threads",
+    "inter_op_num_threads": "--aaco-intra-op-threads (inter-op threads are not set by pytest-aaco)",
+}
+
+
+class ProviderError(ValueError):
+    """An execution provider name or option is not valid; the message lists the valid choices."""
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One requested execution provider.
+
+    ``short`` is the id used in test ids (``cpu``, ``cuda``, ``migraphx`` ...), ``ep_name`` the
+    ONNX Runtime name (``CUDAExecutionProvider``), ``options`` the provider options passed to
+    ``InferenceSession(providers=[(ep_name, options)])``.
+    """
+
+    short: str
+    ep_name: str
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
+
+    def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
+        return f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r})"
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.short in GPU_PROVIDERS
+
+    def with_options(self, options: dict[str, Any]) -> ProviderSpec:
+        """A copy with *options* merged over the current ones (later wins)."""
+        return ProviderSpec(self.short, self.ep_name, {**self.options, **options})
+
+
+def valid_names() -> str:
+    """Human-readable list of accepted provider names, for error messages."""
+    shorts = ", ".join(EP_NAMES)
+    return f"{shorts} (or the full EP names, e.g. {EP_NAMES['migraphx']})"
+
+
+def parse_provider(name: str) -> ProviderSpec:
+    """Turn a short name (``migraphx``) or a full EP name (``MIGraphXExecutionProvider``) into a spec.
+
+    Raises :class:`ProviderError` naming the valid choices for an unknown name.
+    """
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key in EP_NAMES:
+        return ProviderSpec(key, EP_NAMES[key])
+    if key in _BY_EP_NAME:
+        short = _BY_EP_NAME[key]
+        return ProviderSpec(short, EP_NAMES[short])
+    raise ProviderError(f"unknown execution provider {name.strip()!r}; valid: {valid_names()}")
+
+
+def parse_provider_list(values: list[str]) -> list[ProviderSpec]:
+    """Parse repeated and/or comma-separated provider names, keeping order and dropping repeats."""
+    specs: list[ProviderSpec] = []
+    for value in values:
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            spec = parse_provider(part)
+            if spec not in specs:
+                specs.append(spec)
+    if not specs:
+        raise ProviderError(f"no execution provider given; valid: {valid_names()}")
+    return specs
+
+
+def takes_option(short: str, key: str) -> bool:
+    """Whether the EP *short* may take option *key*: in its table, or the EP lists its own (checked later)."""
+    table = OPTION_KEYS.get(short)
+    return table is None or key in table
+
+
+def option_problem(short: str, keys: list[str]) -> str | None:
+    """Why the EP *short* does not take *keys* (option names, never values), or None.
+
+    The message names the keys and the valid ones, e.g. ``CPUExecutionProvider takes no provider options
+    (ONNX Runtime ignores them): got intra_op_num_threads; use --aaco-intra-op-threads``.
+    """
+    table = OPTION_KEYS.get(short)
+    bad = sorted(k for k in keys if table is not None and k not in table)
+    if not bad:
+        return None
+    ep = EP_NAMES.get(short, short)
+    if table:
+        return f"{ep} does not take option(s) {', '.join(bad)}; valid: {', '.join(sorted(table))}"
+    text = f"{ep} takes no provider options (ONNX Runtime ignores them): got {', '.join(bad)}"
+    hints = sorted({CPU_OPTION_HINTS[k] for k in bad if k in CPU_OPTION_HINTS})
+    return text + (f"; thread counts are session options: use {', '.join(hints)}" if hints else "")
+
+
+def check_options(specs: list[ProviderSpec] | tuple[ProviderSpec, ...], keys: list[str]) -> None:
+    """Options given for every requested EP: each key must be one some requested EP takes.
+
+    Raises :class:`ProviderError` naming the keys no requested EP takes and the valid ones.
+    """
+    orphans = sorted(k for k in keys if not any(takes_option(s.short, k) for s in specs))
+    if orphans:
+        problems = [option_problem(s.short, orphans) for s in specs]
+        raise ProviderError("; ".join(p for p in problems if p))
+
+
+def options_for(spec: ProviderSpec, options: dict[str, Any]) -> dict[str, Any]:
+    """The options given for every requested EP that *spec*'s EP takes (:func:`takes_option`): with
+    ``--aaco-provider=cuda,cpu``, ``cudnn_conv_algo_search`` goes to CUDA and not to the CPU EP."""
+    return {k: v for k, v in options.items() if takes_option(spec.short, k)}
+
+
+def available_providers() -> list[str]:
+    """The EP names this onnxruntime build offers (imports onnxruntime)."""
+    import onnxruntime as ort
+
+    return list(ort.get_available_providers())
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def unavailable_reason(spec: ProviderSpec, available: list[str], ort_version: str) -> str | None:
+    """Why *spec* cannot run on this build, or None when it can.
+
+    The reason lists the available EPs, e.g.
+    ``MIGraphXExecutionProvider not available (available: CPUExecutionProvider, AzureExecutionProvider)``.
+    """
+    if spec.ep_name in available:
+        return None
+    reason = f"{spec.ep_name} not available (available: {', '.join(available)})"
+    if spec.short == "rocm" and _version_tuple(ort_version) >= ROCM_REMOVED_IN:
+        reason += (
+            f"; ROCMExecutionProvider was removed in onnxruntime 1.23 and this is {ort_version}:"
+            " use --aaco-provider=migraphx on AMD GPUs"
+        )
+    return reason
+
+
+def session_fallback_problem(spec: ProviderSpec, session_providers: list[str]) -> str | None:
+    """Check that the session really runs on the requested EP.
+
+    *session_providers* is ``InferenceSession.get_providers()``. Returns a message when ORT fell
+    back (the requested EP is not among them), else None.
+    """
+    if spec.ep_name in session_providers:
+        return None
+    return (
+        f"{spec.ep_name} was requested but the session runs on {', '.join(session_providers) or 'nothing'}"
+        " (ONNX Runtime fell back): not recorded as a " + spec.short + " result"
+    )

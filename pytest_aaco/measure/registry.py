@@ -1,0 +1,303 @@
+"""The YAML model registry, parsed with ``yaml.safe_load`` into :class:`ModelSpec` records.
+
+Format (every key but the model source is optional)::
+
+    defaults:                 # merged under every model
+      warmup: 10
+    models:
+      resnet50:
+        zoo: resnet50         # a model shipped in onnx/backend/test/data/light/ ...
+        # path: nets/my.onnx  # ... or a path relative to this file ...
+        # generator: bert-encoder   # ... or a generated model (params: {...})
+        dims: {batch: 1}      # values for symbolic dimensions
+        inputs:               # per input: normal | uniform | ints | ones | zeros | constant
+          input_ids: {kind: ints, low: 0, high: 30522, seed: 1}
+        providers:            # provider options per execution provider (short name)
+          migraphx: {migraphx_fp16_enable: "1"}
+        extra_work: {matmuls: 20, size: 256}   # appended slowdown, for A/B tests
+        warmup: 10
+        iterations: auto
+        rounds: 10
+        threshold: 5%
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_aaco.measure.modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
+from pytest_aaco.measure.providers import ProviderError, option_problem, parse_provider
+from pytest_aaco.options import fraction_below
+
+INPUT_KINDS = ("normal", "uniform", "ints", "ones", "zeros", "constant")
+MODEL_KEYS = {
+    "zoo", "path", "generator", "params", "dims", "inputs", "providers", "extra_work",
+    "warmup", "iterations", "rounds", "threshold", "tags", "description",
+}
+#: keyword arguments of :func:`pytest_aaco.measure.modelgen.add_extra_work`
+EXTRA_WORK_KEYS = {"matmuls", "size", "seed"}
+#: part of the cache key of transformed models: bump it when add_extra_work changes what it builds
+#: (2: the chain hangs on a real input, not on an initializer listed as an input)
+EXTRA_WORK_VERSION = 2
+BUILTIN_REGISTRY = Path(__file__).parent.parent / "data" / "models.yaml"
+
+
+class RegistryError(ValueError):
+    """The model registry is malformed; the message names the file, the model and the key."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How to generate one input: ``kind`` in :data:`INPUT_KINDS`, a range, a seed, a constant."""
+
+    kind: str | None = None
+    low: float | None = None
+    high: float | None = None
+    seed: int = 0
+    value: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One registry entry. ``source`` is ``zoo:NAME``, ``path:/abs/file.onnx`` or ``generator:NAME``."""
+
+    name: str
+    source: str
+    registry_path: Path
+    params: dict[str, Any] = field(default_factory=dict)
+    dims: dict[str, int] = field(default_factory=dict)
+    inputs: dict[str, InputSpec] = field(default_factory=dict)
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra_work: dict[str, int] = field(default_factory=dict)
+    warmup: int | None = None
+    iterations: int | None = None
+    rounds: int | None = None
+    threshold: float | None = None
+    tags: tuple[str, ...] = ()
+
+    def options_for(self, provider_short: str) -> dict[str, Any]:
+        """Provider options the registry gives for this EP (``{}`` when none)."""
+        return dict(self.provider_options.get(provider_short, {}))
+
+
+def zoo_dir() -> Path:
+    """``onnx/backend/test/data/light/`` of the installed onnx package."""
+    import onnx
+
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def zoo_models() -> list[str]:
+    """Names of the model-zoo architectures the installed onnx package ships (``resnet50`` ...)."""
+    return sorted(p.stem.removeprefix("light_") for p in zoo_dir().glob("light_*.onnx"))
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _fail(where: str, message: str) -> RegistryError:
+    return RegistryError(f"{where}: {message}")
+
+
+def _int(where: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(where, f"expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _threshold(where: str, value: Any) -> float:
+    try:
+        return fraction_below(value)
+    except ValueError as exc:
+        raise _fail(where, str(exc)) from None
+
+
+def _input_spec(where: str, raw: Any) -> InputSpec:
+    if isinstance(raw, str):
+        raw = {"kind": raw}
+    if not isinstance(raw, dict):
+        raise _fail(where, f"expected a mapping like {{kind: ints, low: 0, high: 100}}, got {raw!r}")
+    unknown = set(raw) - {"kind", "low", "high", "seed", "value"}
+    if unknown:
+        raise _fail(where, f"unknown key(s) {sorted(unknown)}; allowed: kind, low, high, seed, value")
+    kind = raw.get("kind")
+    if kind is not None and kind not in INPUT_KINDS:
+        raise _fail(f"{where}.kind", f"unknown kind {kind!r}; valid: {', '.join(INPUT_KINDS)}")
+    if kind == "constant" and "value" not in raw:
+        raise _fail(where, "kind constant needs a value")
+    for key in ("low", "high", "value"):
+        number = raw.get(key)
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+            raise _fail(f"{where}.{key}", f"expected a number, got {number!r}")
+    low, high = raw.get("low"), raw.get("high")
+    if low is not None and high is not None and not float(low) < float(high):
+        raise _fail(where, f"low ({low}) must be below high ({high})")
+    return InputSpec(kind=kind, low=low, high=high, seed=_int(f"{where}.seed", raw.get("seed", 0), 0),
+                     value=raw.get("value"))
+
+
+def _mapping(where: str, raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _fail(where, f"expected a mapping, got {type(raw).__name__}")
+    return raw
+
+
+def _source(where: str, entry: dict[str, Any], registry_path: Path) -> str:
+    given = [k for k in ("zoo", "path", "generator") if k in entry]
+    if len(given) != 1:
+        raise _fail(where, "give exactly one of zoo, path or generator")
+    key = given[0]
+    value = str(entry[key])
+    if key == "zoo":
+        available = zoo_models()
+        if value not in available:
+            raise _fail(f"{where}.zoo", f"{value!r} is not shipped with onnx; available: {', '.join(available)}")
+        return f"zoo:{value}"
+    if key == "path":
+        resolved = (registry_path.parent / value).resolve()
+        if not resolved.is_file():
+            raise _fail(f"{where}.path", f"{resolved} does not exist (paths are relative to the registry file)")
+        return f"path:{resolved}"
+    if value not in GENERATORS:
+        raise _fail(f"{where}.generator", f"unknown generator {value!r}; valid: {', '.join(GENERATORS)}")
+    return f"generator:{value}"
+
+
+def _provider_options(where: str, raw: Any) -> dict[str, dict[str, Any]]:
+    result: dict[str, dict[str, Any]] = {}
+    for name, options in _mapping(where, raw).items():
+        try:
+            short = parse_provider(str(name)).short
+        except ProviderError as exc:
+            raise _fail(f"{where}.{name}", str(exc)) from None
+        result[short] = dict(_mapping(f"{where}.{name}", options))
+        problem = option_problem(short, [str(k) for k in result[short]])
+        if problem:
+            raise _fail(f"{where}.{name}", problem)
+    return result
+
+
+def parse_model(name: str, entry: Any, registry_path: Path, defaults: dict[str, Any]) -> ModelSpec:
+    """Validate one ``models:`` entry. Raises :class:`RegistryError` naming file, model and key."""
+    where = f"{registry_path}: models.{name}"
+    if not isinstance(entry, dict):
+        raise _fail(where, f"expected a mapping, got {type(entry).__name__}")
+    merged = {**defaults, **entry}
+    unknown = set(merged) - MODEL_KEYS
+    if unknown:
+        raise _fail(where, f"unknown key(s) {sorted(unknown)}; allowed: {', '.join(sorted(MODEL_KEYS))}")
+    dims = {str(k): _int(f"{where}.dims.{k}", v) for k, v in _mapping(f"{where}.dims", merged.get("dims")).items()}
+    inputs = {str(k): _input_spec(f"{where}.inputs.{k}", v)
+              for k, v in _mapping(f"{where}.inputs", merged.get("inputs")).items()}
+    extra = {str(k): _int(f"{where}.extra_work.{k}", v)
+             for k, v in _mapping(f"{where}.extra_work", merged.get("extra_work")).items()}
+    if extra and "matmuls" not in extra:
+        raise _fail(f"{where}.extra_work", "needs matmuls (and optionally size)")
+    if set(extra) - EXTRA_WORK_KEYS:
+        raise _fail(f"{where}.extra_work", f"unknown key(s) {sorted(set(extra) - EXTRA_WORK_KEYS)};"
+                                           f" allowed: {', '.join(sorted(EXTRA_WORK_KEYS))}")
+    iterations = merged.get("iterations")
+    tags = merged.get("tags") or ()
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise _fail(f"{where}.tags", "expected a list of strings")
+    return ModelSpec(
+        name=str(name),
+        source=_source(where, merged, registry_path),
+        registry_path=registry_path,
+        params=dict(_mapping(f"{where}.params", merged.get("params"))),
+        dims=dims,
+        inputs=inputs,
+        provider_options=_provider_options(f"{where}.providers", merged.get("providers")),
+        extra_work=extra,
+        warmup=None if merged.get("warmup") is None else _int(f"{where}.warmup", merged["warmup"]),
+        iterations=None if iterations in (None, "auto") else _int(f"{where}.iterations", iterations, 2),
+        rounds=None if merged.get("rounds") is None else _int(f"{where}.rounds", merged["rounds"], 2),
+        threshold=None if merged.get("threshold") is None else _threshold(f"{where}.threshold", merged["threshold"]),
+        tags=tuple(tags),
+    )
+
+
+def load_registry(path: Path | None = None) -> list[ModelSpec]:
+    """Load a registry file (the built-in one when *path* is None).
+
+    Raises :class:`RegistryError` for a missing file, YAML syntax errors and invalid entries.
+    """
+    registry_path = (path or BUILTIN_REGISTRY).resolve()
+    try:
+        text = registry_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RegistryError(f"{registry_path}: cannot read the model registry ({exc.strerror});"
+                            " check --aaco-models / aaco_models") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as exc:
+        raise RegistryError(f"{registry_path}: tag not allowed: the registry is plain YAML, read with"
+                            f" yaml.safe_load, so tags such as !!python/object are refused ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{registry_path}: invalid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict) or not data["models"]:
+        raise RegistryError(f"{registry_path}: expected a top-level 'models:' mapping with at least one model")
+    unknown = set(data) - {"models", "defaults"}
+    if unknown:
+        raise RegistryError(f"{registry_path}: unknown top-level key(s) {sorted(unknown)}; allowed: models, defaults")
+    defaults = _mapping(f"{registry_path}: defaults", data.get("defaults"))
+    return [parse_model(str(name), entry, registry_path, defaults) for name, entry in data["models"].items()]
+
+
+# ---------------------------------------------------------------- materialising model files
+
+
+def _base_path(spec: ModelSpec) -> Path:
+    kind, _, value = spec.source.partition(":")
+    if kind == "zoo":
+        return zoo_dir() / f"light_{value}.onnx"
+    if kind == "path":
+        return Path(value)
+    target = cache_dir() / "models" / f"{value}-{cache_key(value, spec.params)}.onnx"
+    if not target.is_file():
+        save_model_atomic(GENERATORS[value](**spec.params), target)
+    return target
+
+
+def model_path(spec: ModelSpec) -> Path:
+    """The ONNX file to load for *spec*: generated or transformed models are built once and cached.
+
+    Raises :class:`RegistryError` when generator parameters are invalid.
+    """
+    try:
+        base = _base_path(spec)
+    except (TypeError, ValueError) as exc:  # unknown parameter, or a value the generator refuses
+        raise RegistryError(f"{spec.registry_path}: models.{spec.name}.params: {exc}") from None
+    if not spec.extra_work:
+        return base
+    key = hashlib.sha256(f"{content_hash(base)}:{sorted(spec.extra_work.items())}:{EXTRA_WORK_VERSION}".encode()
+                         ).hexdigest()[:12]
+    target = cache_dir() / "models" / f"{base.stem}-xw-{key}.onnx"
+    if not target.is_file():
+        import onnx
+
+        save_model_atomic(add_extra_work(onnx.load(str(base)), **spec.extra_work), target)
+    return target
+
+
+@lru_cache(maxsize=64)
+def _hash_file(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def content_hash(path: Path) -> str:
+    """SHA-256 of the model file (memoised per path, size and mtime)."""
+    stat = path.stat()
+    return _hash_file(str(path), stat.st_size, stat.st_mtime_ns)

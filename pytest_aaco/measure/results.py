@@ -1,0 +1,206 @@
+"""Result records of one benchmark: rounds of iterations and their summaries.
+
+Units: every latency is in milliseconds (ms); throughput is in samples per second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def percentile_ms(latencies_ms: np.ndarray, q: float) -> float:
+    """The *q*-th percentile (0..100) of *latencies_ms* with numpy's default linear interpolation."""
+    if latencies_ms.size == 0:
+        return float("nan")
+    return float(np.percentile(latencies_ms, q))
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One round: a block of consecutive iterations timed with ``time.perf_counter_ns``.
+
+    ``latencies_ms`` has shape ``(n_iterations,)``. ``start_ns``/``end_ns`` are on the
+    ``perf_counter_ns`` clock, the one the telemetry samplers use, so both line up.
+    """
+
+    index: int
+    latencies_ms: np.ndarray
+    start_ns: int
+    end_ns: int
+
+    @property
+    def n(self) -> int:
+        return int(self.latencies_ms.size)
+
+    @property
+    def mean_ms(self) -> float:
+        return float(self.latencies_ms.mean())
+
+    @property
+    def log_mean(self) -> float:
+        """Mean of ln(latency in ms): the round-level summary the regression test runs on."""
+        return float(np.log(self.latencies_ms).mean())
+
+    @property
+    def p50_ms(self) -> float:
+        return percentile_ms(self.latencies_ms, 50)
+
+    @property
+    def p99_ms(self) -> float:
+        return percentile_ms(self.latencies_ms, 99)
+
+    def summary(self) -> dict[str, Any]:
+        """The round as stored in baselines: ``n``, ``mean_ms``, ``log_mean``, ``p50_ms``, ``p99_ms``."""
+        return {
+            "n": self.n,
+            "mean_ms": self.mean_ms,
+            "log_mean": self.log_mean,
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+        }
+
+
+@dataclass(frozen=True)
+class ReferenceSeries:
+    """The reference workload's blocks, one per item round (:mod:`pytest_aaco.measure.reference_workload`).
+
+    ``log_means``: mean ln(ms) of each reference block, shape ``(rounds,)``; ``normalized``: per
+    round pair ``ln(item) - ln(reference)`` (the item round's log-mean minus the reference
+    block's), shape ``(rounds,)``; ``mean_ms``: mean reference latency (ms); ``iterations``:
+    measured iterations per reference block; ``share``: the reference's fraction of the measured
+    time (0.17 = 17%); ``id``: name and content hash of the reference model.
+    """
+
+    name: str
+    id: str
+    log_means: np.ndarray
+    normalized: np.ndarray
+    mean_ms: float
+    iterations: int
+    share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored in baselines and bundles (lists of floats)."""
+        return {
+            "name": self.name,
+            "id": self.id,
+            "log_means": [float(v) for v in self.log_means],
+            "normalized": [float(v) for v in self.normalized],
+            "mean_ms": self.mean_ms,
+            "iterations": self.iterations,
+            "share": self.share,
+        }
+
+
+@dataclass
+class BenchmarkResult:
+    """Everything measured for one (model, execution provider) item.
+
+    The fields of the classic InferenceResult are properties over the measured iterations:
+    ``latencies_ms`` (shape ``(rounds * iterations,)``), ``mean_ms``, ``std_ms``, ``p50_ms``,
+    ``p90_ms``, ``p99_ms``, ``throughput`` (samples/s = batch size * 1000 / mean ms),
+    ``warmup_iterations`` and ``measure_iterations``. With a reference workload measured
+    alongside, ``rounds`` are still the item's own blocks and ``reference`` holds the rest.
+    """
+
+    model: str
+    provider: str
+    rounds: list[RoundResult]
+    warmup_iterations: int
+    warmup_latencies_ms: np.ndarray
+    session_create_ms: float
+    first_run_ms: float
+    providers_used: list[str]
+    batch_size: int = 1
+    iobinding: str = "none"
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    confirmation: BenchmarkResult | None = None
+    reference: ReferenceSeries | None = None
+
+    @property
+    def latencies_ms(self) -> np.ndarray:
+        if not self.rounds:
+            return np.empty(0)
+        return np.concatenate([r.latencies_ms for r in self.rounds])
+
+    @property
+    def measure_iterations(self) -> int:
+        return sum(r.n for r in self.rounds)
+
+    @property
+    def mean_ms(self) -> float:
+        return float(self.latencies_ms.mean())
+
+    @property
+    def std_ms(self) -> float:
+        lat = self.latencies_ms
+        return float(lat.std(ddof=1)) if lat.size > 1 else 0.0
+
+    @property
+    def p50_ms(self) -> float:
+        return percentile_ms(self.latencies_ms, 50)
+
+    @property
+    def p90_ms(self) -> float:
+        return percentile_ms(self.latencies_ms, 90)
+
+    @property
+    def p99_ms(self) -> float:
+        return percentile_ms(self.latencies_ms, 99)
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second at the mean latency: ``batch_size * 1000 / mean_ms``."""
+        return self.batch_size * 1000.0 / self.mean_ms
+
+    @property
+    def round_log_means(self) -> np.ndarray:
+        """Shape ``(rounds,)``: mean ln(ms) of each round."""
+        return np.array([r.log_mean for r in self.rounds])
+
+    @property
+    def duration_s(self) -> float:
+        """Wall time of the measured phase in seconds."""
+        if not self.rounds:
+            return 0.0
+        return (self.rounds[-1].end_ns - self.rounds[0].start_ns) / 1e9
+
+    def summary(self) -> dict[str, Any]:
+        """Scalar figures of the run, in ms and samples/s."""
+        return {
+            "mean_ms": self.mean_ms,
+            "std_ms": self.std_ms,
+            "p50_ms": self.p50_ms,
+            "p90_ms": self.p90_ms,
+            "p99_ms": self.p99_ms,
+            "throughput": self.throughput,
+            "warmup_iterations": self.warmup_iterations,
+            "measure_iterations": self.measure_iterations,
+            "rounds": len(self.rounds),
+            "session_create_ms": self.session_create_ms,
+            "first_run_ms": self.first_run_ms,
+        }
+
+    def to_dict(self, raw: bool = True) -> dict[str, Any]:
+        """JSON-ready record. With *raw*, the per-iteration latencies are included."""
+        data: dict[str, Any] = {
+            "model": self.model,
+            "provider": self.provider,
+            "providers_used": list(self.providers_used),
+            "batch_size": self.batch_size,
+            "iobinding": self.iobinding,
+            "summary": self.summary(),
+            "rounds": [r.summary() for r in self.rounds],
+            "telemetry": self.telemetry,
+        }
+        if raw:
+            data["latencies_ms"] = [r.latencies_ms.round(6).tolist() for r in self.rounds]
+            data["warmup_latencies_ms"] = self.warmup_latencies_ms.round(6).tolist()
+        if self.reference is not None:
+            data["reference"] = self.reference.to_dict()
+        if self.confirmation is not None:
+            data["confirmation"] = self.confirmation.to_dict(raw=raw)
+        return data

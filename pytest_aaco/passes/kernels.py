@@ -1,0 +1,176 @@
+"""GPU kernel records and the metrics derived from them, whichever tracer produced them.
+
+A tracer (CUPTI on NVIDIA, :mod:`pytest_aaco.passes.cupti`; rocprofv3 / rocprof on AMD,
+:mod:`pytest_aaco.passes.rocprof`) yields :class:`KernelRecord` s for a known number of model runs and
+the wall time of those runs. :func:`kernel_metrics` turns them into the figures of the AACO
+design:
+
+* **kernels per run**, and **KAR** (kernel-to-ONNX-node ratio): kernels per run over the model's
+  node count. Far above 1: ops split into many small kernels; below 1: fusion.
+* **GPU active ratio**: the union of kernel intervals (overlapping kernels on several streams
+  count once) over the wall time of the runs. Low: the GPU waits on the host (launch-bound).
+* **microkernel share**: the fraction of kernels shorter than :data:`MICROKERNEL_US` (10 µs),
+  whose launch costs about as much as their work.
+* **top kernels** by total time.
+
+These feed :mod:`pytest_aaco.verdict.diagnosis` (``launch_bound`` / ``compute_bound``) through
+:meth:`KernelMetrics.to_diagnosis`. The launch-bound reading of a low active ratio and of many
+short kernels follows NVIDIA's CUDA C++ Best Practices Guide (sections on kernel launch overhead
+and CUDA Graphs) and the Roofline model's split of compute- vs. overhead-bound work (Williams,
+Waterman & Patterson, CACM 2009).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: kernels shorter than this (µs) are microkernels
+MICROKERNEL_US = 10.0
+#: kernels listed in reports
+TOP_KERNELS = 10
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One GPU kernel execution: its (possibly mangled) name and start/end timestamps in ns on the
+    tracer's clock; ``device`` and ``stream`` as the tracer names them (agent / queue on AMD)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    device: str = "0"
+    stream: str = "0"
+
+    @property
+    def duration_ns(self) -> int:
+        return max(self.end_ns - self.start_ns, 0)
+
+
+def busy_ns(records: Iterable[KernelRecord]) -> int:
+    """Length (ns) of the union of the records' ``[start, end)`` intervals: time at least one kernel ran."""
+    total, current_start, current_end = 0, None, None
+    for start, end in sorted((r.start_ns, r.end_ns) for r in records if r.end_ns > r.start_ns):
+        if current_end is None or start > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
+
+
+def after_last_gap(records: list[KernelRecord], gap_ns: int) -> list[KernelRecord]:
+    """The records that start after the last pause of at least *gap_ns* between kernels (all of
+    them when there is none): how a tracer's output is cut to the runs that follow a deliberate
+    pause, whatever clock its timestamps use."""
+    ordered = sorted(records, key=lambda r: r.start_ns)
+    cut, latest_end = 0, None
+    for i, record in enumerate(ordered):
+        if latest_end is not None and record.start_ns - latest_end >= gap_ns:
+            cut = i
+        latest_end = record.end_ns if latest_end is None else max(latest_end, record.end_ns)
+    return ordered[cut:]
+
+
+@dataclass
+class KernelMetrics:
+    """Kernel figures of *runs* model runs (ms unless stated).
+
+    ``kernels``: all kernels of the runs; ``kernels_per_run``; ``node_count``: ONNX nodes of the
+    model (None when unknown) and ``kar`` = kernels per run / node count; ``kernel_ms``: summed
+    kernel time per run; ``busy_ms``: the union of kernel intervals per run; ``wall_ms``: wall
+    time per run; ``active_ratio`` = busy / wall (0..1); ``microkernel_share``: fraction of kernels
+    under :data:`MICROKERNEL_US`; ``top``: ``{"name", "count", "total_ms", "share"}`` per kernel
+    name, slowest first; ``source``: the tracer (``cupti``, ``rocprofv3``, ``rocprof``).
+    """
+
+    runs: int
+    kernels: int
+    kernels_per_run: float
+    kernel_ms: float
+    busy_ms: float
+    wall_ms: float
+    active_ratio: float
+    microkernel_share: float
+    node_count: int | None = None
+    kar: float | None = None
+    top: list[dict[str, Any]] = field(default_factory=list)
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field (floats rounded)."""
+        def r(value: float | None, digits: int = 4) -> float | None:
+            return None if value is None else round(value, digits)
+
+        return {"source": self.source, "runs": self.runs, "kernels": self.kernels,
+                "kernels_per_run": r(self.kernels_per_run, 2), "node_count": self.node_count, "kar": r(self.kar, 3),
+                "kernel_ms": r(self.kernel_ms), "busy_ms": r(self.busy_ms), "wall_ms": r(self.wall_ms),
+                "active_ratio": r(self.active_ratio), "microkernel_share": r(self.microkernel_share),
+                "top": [dict(t) for t in self.top]}
+
+    def to_diagnosis(self) -> dict[str, Any]:
+        """The *kernel_data* of :func:`pytest_aaco.verdict.diagnosis.classify`."""
+        return {"kernel_time_ms": self.kernel_ms, "busy_ms": self.busy_ms, "wall_ms": self.wall_ms,
+                "kernel_count": self.kernels_per_run, "microkernel_share": self.microkernel_share,
+                "kar": self.kar, "source": self.source}
+
+    def describe(self) -> str:
+        """One line: ``312 kernels/run (KAR 2.55), GPU active 41%, 68% under 10 µs; top: ...``."""
+        kar = f" (KAR {self.kar:.2f})" if self.kar is not None else ""
+        top = ", ".join(f"{t['name'][:60]} {t['share']:.0%}" for t in self.top[:3])
+        return (f"{self.kernels_per_run:.0f} kernels/run{kar}, GPU active {self.active_ratio:.0%}, "
+                f"{self.microkernel_share:.0%} under {MICROKERNEL_US:.0f} µs" + (f"; top: {top}" if top else ""))
+
+
+def kernel_metrics(records: list[KernelRecord], runs: int, wall_ns: int, node_count: int | None = None,
+                   source: str = "", top: int = TOP_KERNELS) -> KernelMetrics:
+    """Metrics of *records*, the kernels of *runs* model runs that took *wall_ns* ns of wall time in all.
+
+    *node_count*: ONNX nodes of the model, for KAR (None: no KAR). Raises ValueError for
+    ``runs < 1`` or ``wall_ns <= 0``; no records give zero counts and a 0 active ratio.
+    """
+    if runs < 1 or wall_ns <= 0:
+        raise ValueError(f"kernel metrics need runs >= 1 and a positive wall time, got runs={runs}, wall_ns={wall_ns}")
+    total_ns = sum(r.duration_ns for r in records)
+    busy = busy_ns(records)
+    per_name: dict[str, list[int]] = {}
+    for record in records:
+        per_name.setdefault(record.name, []).append(record.duration_ns)
+    ranked = sorted(per_name.items(), key=lambda kv: (-sum(kv[1]), kv[0]))[:top]
+    top_list = [{"name": name, "count": len(durs), "total_ms": round(sum(durs) / 1e6, 4),
+                 "share": round(sum(durs) / total_ns, 4) if total_ns else 0.0} for name, durs in ranked]
+    micro = sum(1 for r in records if r.duration_ns < MICROKERNEL_US * 1000)
+    per_run = len(records) / runs
+    return KernelMetrics(
+        runs=runs,
+        kernels=len(records),
+        kernels_per_run=per_run,
+        kernel_ms=total_ns / runs / 1e6,
+        busy_ms=busy / runs / 1e6,
+        wall_ms=wall_ns / runs / 1e6,
+        active_ratio=min(busy / wall_ns, 1.0),
+        microkernel_share=micro / len(records) if records else 0.0,
+        node_count=node_count,
+        kar=per_run / node_count if node_count else None,
+        top=top_list,
+        source=source,
+    )
+
+
+def onnx_node_count(model_path: Any) -> int | None:
+    """Nodes of the model's main graph (``len(graph.node)``), or None when the file cannot be read.
+
+    Counted in the ONNX file, before ORT's fusions: KAR says how many kernels the EP made of the
+    graph the user wrote.
+    """
+    import onnx
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - a count is optional
+        return None
+    return len(model.graph.node) or None

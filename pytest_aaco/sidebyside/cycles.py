@@ -1,0 +1,541 @@
+"""Side-by-side measurement: the baseline side and the candidate interleaved in one job.
+
+Measured minutes apart, two runs differ by the machine's drift (2% between processes on a quiet
+CPU, 8 to 16% on an H100); measured in alternating blocks, the paired log-ratio of the same two
+sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (DESIGN.md section 3, issue 10). So:
+
+1. **Open** each side (:class:`SideFactory`): build a fresh InferenceSession, warm it up, and
+   record its own memory footprint, session creation and first-run time. On device EPs
+   ``session_pairs`` (default 2) fresh pairs are opened, since each session makes its own
+   algorithm choices (cuDNN/MIOpen search, TensorRT tactics, the MIGraphX compile), and each
+   later look runs its cycles on one more fresh pair: more cycles on the same pairs cannot shrink
+   the spread between pairs.
+2. **Cycles** (:func:`pytest_aaco.measure.interleave.run_cycles`): one block of each side per cycle, in
+   balanced random AB/BA order; a block lasts about :data:`~pytest_aaco.measure.interleave.BLOCK_TARGET_S`
+   at that side's warmup latency; its first ``discard`` iterations are timed but not measured
+   (intra-op spinning and caches of the other side's block bleed into them), and
+   :func:`~pytest_aaco.measure.interleave.spin_bleed` records how much.
+   Both sides run with ``session.intra_op.allow_spinning=0`` unless ``spinning`` is set
+   (:meth:`CompareSettings.session_config`: spinning threads of one side took 35% from the
+   other side's first iterations on the shared test machine).
+3. **Looks** (:class:`pytest_aaco.verdict.paired.SequentialPlan`): at ``first_cycles`` cycles, then every
+   ``step_cycles`` up to ``max_cycles`` while the result is inconclusive and the time budget
+   allows, the per-cycle ``d = mean ln(candidate) - mean ln(baseline)`` are tested
+   (:func:`pytest_aaco.verdict.paired.paired_t`, the session pair as a level; or the signed-rank test) at
+   the look's share of the item's alpha. The outcome rule is the gate's
+   (:func:`pytest_aaco.history.judge.outcome_of`): regression needs significance **and** an estimate
+   >= the threshold; no-regression needs the upper bound below it; else inconclusive with the MDE.
+4. **Confirmation**: a regression is measured again with fresh sessions and fresh cycles; only
+   two regressions fail the item (intersection-union, as for stored baselines).
+5. **Memory**: each side's own footprint (RSS growth over its session creation and warmup on
+   CPU EPs; on GPU EPs this process's device memory from NVML or amdsmi, its change around the
+   side's creation and warmup), compared by a fraction **and** a slack of at least the spread of
+   one side's sessions, on the median over session pairs: device-wide use is never judged.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish, outcome_of
+from pytest_aaco.measure.inference import bind_run, build_session, check_placement, warmup
+from pytest_aaco.measure.inputs import make_inputs
+from pytest_aaco.measure.interleave import (
+    BLOCK_TARGET_S,
+    BlockRunner,
+    Cycle,
+    LocalSide,
+    block_iterations,
+    paired_log_ratios,
+    run_cycles,
+    spin_bleed,
+)
+from pytest_aaco.measure.process_memory import rss_mb
+from pytest_aaco.measure.results import BenchmarkResult, RoundResult
+from pytest_aaco.options import GateSettings
+from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
+from pytest_aaco.sidebyside.worker_client import WorkerSide
+from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
+
+#: per-item time budget (s) for adding cycles while inconclusive (the default of --aaco-compare-budget)
+DEFAULT_BUDGET_S = 60.0
+#: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
+FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
+#: iterations timed but not measured at the start of each block (spin bleed; docs/verdict-quality.md)
+DEFAULT_DISCARD = 2
+#: fresh session pairs per side on device EPs (session-level choices differ), and on CPU EPs
+DEVICE_SESSION_PAIRS, CPU_SESSION_PAIRS = 2, 1
+#: prior sd (ln units) of a session pair's offset on device EPs (H100: 1.5 to 3.6% between processes)
+DEVICE_SESSION_SD = 0.01
+#: one-sided level spent over the looks by the no-regression upper bound
+NO_REGRESSION_ALPHA = 0.05
+#: session configuration entry that stops ORT's intra-op threads spinning after a run
+NO_SPINNING = {"session.intra_op.allow_spinning": "0"}
+#: the side names in cycles and records
+BASELINE, CANDIDATE = "baseline", "candidate"
+METHODS = ("t", "wilcoxon")
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """How one item is compared side by side. Fractions (0.05 = 5%), seconds, MB."""
+
+    threshold: float = 0.05
+    first_cycles: int = FIRST_CYCLES
+    step_cycles: int = STEP_CYCLES
+    max_cycles: int = MAX_CYCLES
+    budget_s: float = DEFAULT_BUDGET_S
+    block_s: float = BLOCK_TARGET_S
+    discard: int = DEFAULT_DISCARD
+    session_pairs: int | None = None
+    session_sd: float | None = None
+    method: str = "t"
+    confirm: bool = True
+    memory_threshold: float = 0.10
+    memory_slack_mb: float = 50.0
+    seed: int = 0
+    spinning: bool = False
+
+    def session_config(self) -> dict[str, str]:
+        """Session configuration entries for both sides: :data:`NO_SPINNING` unless ``spinning``.
+
+        Measured on the shared 2-core machine (docs/verdict-quality.md, "Side by side"): with
+        spinning on, the first two iterations of a block that followed the other side's block
+        ran 35% slower (median over blocks; 9% after a block of the same side); with
+        ``allow_spinning=0``, 4.5% (1.6%). Both sides get the same setting, so the ratio stays a
+        like-for-like comparison.
+        """
+        return {} if self.spinning else dict(NO_SPINNING)
+
+    def pairs_for(self, device: bool) -> int:
+        """Session pairs to open: the setting, else 2 on device EPs and 1 on CPU EPs."""
+        return self.session_pairs or (DEVICE_SESSION_PAIRS if device else CPU_SESSION_PAIRS)
+
+    def session_sd_for(self, device: bool) -> float:
+        return self.session_sd if self.session_sd is not None else (DEVICE_SESSION_SD if device else 0.0)
+
+
+@dataclass
+class OpenedSide:
+    """A side ready to measure: its runner, warmup latency (ms per iteration), own memory
+    footprint (MB, None when unknown), session creation and first-run time (ms), and details
+    (ORT version, where the memory figure came from)."""
+
+    runner: BlockRunner
+    per_iteration_ms: float
+    footprint_mb: float | None
+    create_ms: float
+    first_run_ms: float
+    info: dict[str, Any] = field(default_factory=dict)
+    close: Callable[[], None] = lambda: None
+
+
+class SideFactory(Protocol):
+    """Opens fresh sessions of one side. ``open(name)`` builds the session, warms it up and returns
+    an :class:`OpenedSide` whose runner is called *name*; it raises on failure
+    (:class:`~pytest_aaco.measure.inference.SessionError` in process)."""
+
+    def open(self, name: str) -> OpenedSide: ...
+
+
+class OwnMemory:
+    """This process's own memory added between :meth:`start` and :meth:`stop` (MB) and its source:
+    on GPU EPs with a device reader (NVML, amdsmi) the :class:`~pytest_aaco.samplers.gpu_memory.
+    DeviceMemoryProbe` figure, else the RSS growth (``"rss"``)."""
+
+    def __init__(self, provider: Any, device_id: int) -> None:
+        self.probe = DeviceMemoryProbe(provider.short, device_id) if provider.short in READERS else None
+        self.rss_before = 0.0
+
+    def start(self) -> None:
+        if self.probe is not None:
+            self.probe.start()
+        else:
+            self.rss_before = rss_mb()
+
+    def stop(self) -> tuple[float | None, str | None]:
+        if self.probe is not None:
+            return self.probe.stop()
+        return rss_mb() - self.rss_before, "rss"
+
+
+@dataclass
+class LocalFactory:
+    """Sides in this process: *model_file* on *provider* (options merged), inputs from *spec*
+    (``dims``, ``inputs``; the same seeded values for both sides), ``config_entries`` as session
+    configuration entries (e.g. ``{"session.intra_op.allow_spinning": "0"}``)."""
+
+    model_file: Path
+    spec: Any
+    provider: Any
+    warmup: int = 10
+    iobinding: str = "none"
+    device_id: int = 0
+    intra_op_threads: int = 0
+    config_entries: dict[str, str] = field(default_factory=dict)
+
+    feeds: dict[str, np.ndarray] | None = field(default=None, repr=False)
+
+    def shared_feeds(self) -> dict[str, np.ndarray]:
+        """The inputs this side runs on (seeded: the same values every call), for a side in another
+        interpreter that loads the same model; built from a CPU session when no side is open yet."""
+        if self.feeds is None:
+            import onnxruntime as ort
+
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            session = ort.InferenceSession(str(self.model_file), sess_options=so, providers=["CPUExecutionProvider"])
+            self.feeds = make_inputs(self.spec.name, session.get_inputs(), self.spec.dims, self.spec.inputs)
+        return self.feeds
+
+    def open(self, name: str) -> OpenedSide:
+        import onnxruntime as ort
+
+        own = OwnMemory(self.provider, self.device_id)
+        own.start()
+        handle = build_session(self.model_file, self.provider, self.device_id, self.intra_op_threads,
+                               config_entries=self.config_entries)
+        check_placement(handle)
+        feeds = make_inputs(self.spec.name, handle.session.get_inputs(), self.spec.dims, self.spec.inputs)
+        self.feeds = feeds
+        run = bind_run(handle, feeds, self.iobinding, self.device_id)
+        first_ms, warm_ms = warmup(run, self.warmup)
+        footprint, source = own.stop()
+        per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
+        info = {"ort_version": ort.__version__, "memory_source": source,
+                "model_file": self.model_file.name}
+        return OpenedSide(LocalSide(name, run), per_iter, footprint, handle.create_ms, first_ms, info)
+
+
+@dataclass
+class WorkerFactory:
+    """Sides in another interpreter (``--aaco-compare-python``): each :meth:`open` starts a fresh
+    worker (:class:`pytest_aaco.sidebyside.worker_client.WorkerSide`), loads *model_file* on *provider* with
+    the inputs from *feeds* (a callable, e.g. the candidate's :meth:`LocalFactory.shared_feeds`:
+    both sides run the same values), and warms it up. The footprint is the worker's own: its RSS
+    growth over loading and warmup, or its GPU memory growth on NVIDIA GPU EPs."""
+
+    python: str
+    model_file: Path
+    provider: Any
+    feeds: Callable[[], dict[str, np.ndarray]]
+    warmup: int = 10
+    iobinding: str = "none"
+    device_id: int = 0
+    intra_op_threads: int = 0
+    config_entries: dict[str, str] = field(default_factory=dict)
+
+    def open(self, name: str) -> OpenedSide:
+        side = WorkerSide(self.python, name=name)
+        try:
+            info = side.start()
+            gpu = self.provider.is_gpu
+            before = side.memory()
+            session = side.load(self.model_file, self.provider, self.feeds(), iobinding=self.iobinding,
+                                device_id=self.device_id, intra_op_threads=self.intra_op_threads,
+                                config_entries=self.config_entries)
+            first_ms, warm_ms = side.warmup(self.warmup)
+            after = side.memory()
+        except BaseException:
+            side.close()
+            raise
+        old, new = (before.gpu_mb, after.gpu_mb) if gpu else (before.rss_mb, after.rss_mb)
+        footprint = new - old if old is not None and new is not None else None
+        per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
+        details = {"ort_version": info.ort_version, "python": info.python_version, "executable": info.executable,
+                   "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name}
+        return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
+
+
+@dataclass(frozen=True)
+class Look:
+    """One test of the cycles so far: cycles, the look's levels, the outcome and the figures."""
+
+    cycles: int
+    level: float
+    upper_alpha: float
+    outcome: str
+    ratio: float
+    p_slower: float
+    elapsed_s: float
+
+
+@dataclass
+class Measurement:
+    """One set of cycles on fresh session pairs, with its looks; the last look decides."""
+
+    cycles_by_pair: list[list[Cycle]]
+    looks: list[Look]
+    comparison: Any
+    companion: Any
+    iterations: dict[str, int]
+    footprints: dict[str, list[float]]
+    sides_info: dict[str, dict[str, Any]]
+    duration_s: float
+
+    @property
+    def outcome(self) -> str:
+        return self.looks[-1].outcome
+
+    @property
+    def cycles(self) -> int:
+        return sum(len(c) for c in self.cycles_by_pair)
+
+    def log_ratios(self) -> list[np.ndarray]:
+        """Per-cycle ``d`` per session pair (ln units)."""
+        return [paired_log_ratios(c, BASELINE, CANDIDATE) for c in self.cycles_by_pair]
+
+
+def _test(d_by_pair: list[np.ndarray], settings: CompareSettings, device: bool) -> tuple[Any, Any]:
+    """(the test the look decides on, the other test as a companion or None).
+
+    ``method="t"``: the paired t-test (with the session level) decides, the signed-rank test is
+    the companion (one session pair only). ``"wilcoxon"``: the reverse; with several session pairs
+    the t-test decides anyway, since the signed-rank test has no session level.
+    """
+    comp = paired_t(d_by_pair, settings.session_sd_for(device))
+    rank = signed_rank(np.concatenate(d_by_pair)) if len(d_by_pair) == 1 else None
+    if settings.method == "wilcoxon" and rank is not None:
+        return rank, comp
+    return comp, rank
+
+
+def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
+            device: bool = False, clock: Callable[[], float] = time.monotonic) -> Measurement:
+    """Open fresh session pairs of both sides and run looks of cycles until a decision, the last
+    look, or the time budget (``settings.budget_s``, counted from the start; a look is skipped when
+    the cycles it adds would not fit). *alpha* is the item's level (its LOND level).
+
+    Raises what the factories or the runners raise (a broken side), ValueError for bad settings.
+    """
+    if settings.method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {settings.method!r}")
+    start = clock()
+    plan = SequentialPlan.steps(settings.first_cycles, settings.step_cycles, settings.max_cycles)
+    pairs: list[tuple[OpenedSide, OpenedSide]] = []
+    try:
+        for _ in range(settings.pairs_for(device)):
+            pairs.append(_open_pair(baseline, candidate, len(pairs)))
+        iterations = {BASELINE: block_iterations(pairs[0][0].per_iteration_ms, settings.block_s),
+                      CANDIDATE: block_iterations(pairs[0][1].per_iteration_ms, settings.block_s)}
+        rng = np.random.default_rng(settings.seed)
+        cycles_by_pair: list[list[Cycle]] = [[] for _ in pairs]
+        looks: list[Look] = []
+        cycle_s = 0.0
+        comp: Any = None
+        rank: Any = None
+        for k, target in enumerate(plan.looks):
+            done = sum(len(c) for c in cycles_by_pair)
+            if looks and clock() - start + cycle_s * (target - done) > settings.budget_s:
+                break
+            if looks and len(pairs) > 1:
+                # more cycles cannot shrink the spread between session pairs: add a fresh pair
+                pairs.append(_open_pair(baseline, candidate, len(pairs)))
+                cycles_by_pair.append([])
+                wants = [len(c) for c in cycles_by_pair[:-1]] + [target - done]
+            else:
+                wants = [target // len(pairs) + (1 if i < target % len(pairs) else 0) for i in range(len(pairs))]
+            for (a, b), want, have in zip(pairs, wants, cycles_by_pair, strict=True):
+                if want > len(have):
+                    last = have[-1].blocks[-1].side if have else None
+                    have.extend(run_cycles([a.runner, b.runner], iterations, want - len(have),
+                                           discard=settings.discard, rng=rng, first_index=len(have), after=last))
+            cycle_s = _cycle_seconds(cycles_by_pair)
+            d_by_pair = [np.array([c.log_ratio(BASELINE, CANDIDATE) for c in cs]) for cs in cycles_by_pair]
+            comp, rank = _test(d_by_pair, settings, device)
+            level = plan.level(k, alpha)
+            upper_alpha = plan.level(k, NO_REGRESSION_ALPHA)
+            outcome = str(outcome_of(comp, settings.threshold, level, upper_alpha=upper_alpha))
+            looks.append(Look(target, level, upper_alpha, outcome, float(comp.ratio), float(comp.p_slower),
+                              clock() - start))
+            if outcome != "inconclusive":
+                break
+        footprints = {BASELINE: [p[0].footprint_mb for p in pairs if p[0].footprint_mb is not None],
+                      CANDIDATE: [p[1].footprint_mb for p in pairs if p[1].footprint_mb is not None]}
+        info = {BASELINE: _side_info(pairs, 0), CANDIDATE: _side_info(pairs, 1)}
+        return Measurement(cycles_by_pair, looks, comp, rank, iterations, footprints, info, clock() - start)
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+def _open_pair(baseline: SideFactory, candidate: SideFactory, index: int) -> tuple[OpenedSide, OpenedSide]:
+    """A fresh (baseline, candidate) pair; odd pairs build the candidate first, so neither side
+    always gets the fresher heap."""
+    if index % 2:
+        b = candidate.open(CANDIDATE)
+        return baseline.open(BASELINE), b
+    a = baseline.open(BASELINE)
+    return a, candidate.open(CANDIDATE)
+
+
+def _cycle_seconds(cycles_by_pair: list[list[Cycle]]) -> float:
+    """Median wall time of one cycle (s), from the blocks' clocks."""
+    spans = [(c.blocks[-1].end_ns - c.blocks[0].start_ns) / 1e9 for cs in cycles_by_pair for c in cs]
+    return float(np.median(spans)) if spans else 0.0
+
+
+def _side_info(pairs: list[tuple[OpenedSide, OpenedSide]], which: int) -> dict[str, Any]:
+    sides = [p[which] for p in pairs]
+    return {**sides[0].info, "create_ms": [s.create_ms for s in sides], "first_run_ms": [s.first_run_ms for s in sides],
+            "per_iteration_ms": [s.per_iteration_ms for s in sides]}
+
+
+@dataclass
+class SideBySide:
+    """The outcome for one item compared side by side, with everything the reports show.
+
+    ``outcome``: regression / improvement / no-regression / inconclusive (the gate's words);
+    ``measurement``: the deciding set of cycles (the confirmation when there was one);
+    ``first``: the first measurement when a confirmation ran; ``confirmed``: None without one;
+    ``memory``: memory regressions, in words; ``ref``: the baseline side's name (``origin/main``,
+    or the other interpreter's ``onnxruntime 1.20.1``); ``alpha``: the item's level.
+    """
+
+    outcome: str
+    measurement: Measurement
+    ref: str
+    alpha: float
+    threshold: float
+    first: Measurement | None = None
+    confirmed: bool | None = None
+    memory: list[str] = field(default_factory=list)
+    discard: int = DEFAULT_DISCARD
+
+    @property
+    def comparison(self) -> Any:
+        return self.measurement.comparison
+
+    @property
+    def level(self) -> float:
+        return self.measurement.looks[-1].level
+
+    @property
+    def duration_s(self) -> float:
+        return self.measurement.duration_s + (self.first.duration_s if self.first else 0.0)
+
+    def ci(self) -> tuple[float, float]:
+        """95% two-sided interval of the ratio candidate / baseline."""
+        comp = self.comparison
+        if hasattr(comp, "ci"):
+            return comp.ci(0.95)
+        return math.exp(comp.ci_low), math.exp(comp.ci_high)
+
+    def mde(self) -> float:
+        """Minimum detectable slowdown (fraction, power 0.8) at the last look's level (t-based)."""
+        comp = self.comparison if hasattr(self.comparison, "mde") else self.measurement.companion
+        return float(comp.mde(self.level))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready figures: per-cycle ratios per session pair, looks, memory, spin bleed, sides."""
+        m = self.measurement
+        lo, hi = self.ci()
+        cycles = [c for cs in m.cycles_by_pair for c in cs]
+        data: dict[str, Any] = {
+            "ref": self.ref, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
+            "ci_high": hi, "p_slower": float(self.comparison.p_slower), "level": self.level, "alpha": self.alpha,
+            "threshold": self.threshold, "mde": self.mde(), "cycles": m.cycles,
+            "session_pairs": len(m.cycles_by_pair), "iterations": m.iterations, "discard": self.discard,
+            "ratios": [[float(math.exp(x)) for x in d] for d in m.log_ratios()],
+            "looks": [vars(look) for look in m.looks], "spin_bleed": spin_bleed(cycles).to_dict(),
+            "footprint_mb": m.footprints, "memory": self.memory, "sides": m.sides_info,
+            "duration_s": self.duration_s, "confirmed": self.confirmed,
+            "test": getattr(self.comparison, "method", "wilcoxon signed-rank, Hodges-Lehmann"),
+        }
+        if m.companion is not None:
+            data["companion"] = m.companion.to_dict()
+        if self.first is not None:
+            data["first_look"] = {"ratio": float(self.first.comparison.ratio), "cycles": self.first.cycles,
+                                  "p_slower": float(self.first.comparison.p_slower)}
+        return data
+
+
+def memory_regressions(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
+    """The candidate's own footprint (median over its fresh sessions, MB) beyond the baseline's by
+    both ``memory_threshold`` (fraction) and a slack; [] when either side has no figure.
+
+    The slack is ``memory_slack_mb`` or, when larger, the spread (max - min) of either side's
+    session footprints: allocators reserve memory in chunks, so one model's footprint is not one
+    number. On the H100 an unchanged ResNet-50 held about 275 MB in some CUDA sessions and 405 MB in
+    others; medians over 4 and 5 sessions then differed by 63 MB in an A/A trial, and minimums by
+    130 MB between a model and the same model plus a 0.6 MB MatMul chain (docs/gpu.md). A
+    difference within what one side's own sessions already show is no evidence of growth.
+    """
+    base, cand = footprints.get(BASELINE) or [], footprints.get(CANDIDATE) or []
+    if not base or not cand:
+        return []
+    b, c = float(np.median(base)), float(np.median(cand))
+    spread = max(max(base) - min(base), max(cand) - min(cand))
+    slack = max(settings.memory_slack_mb, spread)
+    if c > max(b, 0.0) * (1 + settings.memory_threshold) and c - b > slack:
+        why = f"{settings.memory_slack_mb:.0f} MB" if slack == settings.memory_slack_mb else (
+            f"{slack:.0f} MB, the spread of one side's sessions")
+        return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
+                f" +{settings.memory_threshold:.0%} and +{why})"]
+    return []
+    b, c = float(min(base)), float(min(cand))
+    if c > max(b, 0.0) * (1 + settings.memory_threshold) and c - b > settings.memory_slack_mb:
+        return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
+                f" +{settings.memory_threshold:.0%} and +{settings.memory_slack_mb:.0f} MB)"]
+    return []
+
+
+def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float, ref: str,
+            device: bool = False, clock: Callable[[], float] = time.monotonic) -> SideBySide:
+    """Measure side by side, confirm a regression with fresh sessions, judge memory.
+
+    Returns a :class:`SideBySide`. Raises what the sides raise. See the module docstring.
+    """
+    first = measure(baseline, candidate, settings, alpha, device, clock)
+    result = SideBySide(first.outcome, first, ref, alpha, settings.threshold, discard=settings.discard)
+    if first.outcome == REGRESSION and settings.confirm:
+        second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock)
+        result = SideBySide(first.outcome if second.outcome == REGRESSION else str(INCONCLUSIVE), second, ref, alpha,
+                            settings.threshold, first=first, confirmed=second.outcome == REGRESSION,
+                            discard=settings.discard)
+    footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
+                  for side in (BASELINE, CANDIDATE)}
+    result.memory = memory_regressions(footprints, settings)
+    return result
+
+
+def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = None) -> Verdict:
+    """The :class:`~pytest_aaco.records.Verdict` the reports show (``method="side-by-side"``), finished
+    by the gate's own rule (:func:`pytest_aaco.history.judge.finish`: which outcomes fail under *settings*,
+    and the message, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main (95% CI +7.1 .. +11.8%),
+    measured side by side over 24 cycles, p=2e-06 at level 0.041, threshold 5%``)."""
+    comp, m = result.comparison, result.measurement
+    lo, hi = result.ci()
+    means = {side: float(np.exp(np.mean([c.block(side).log_mean for cs in m.cycles_by_pair for c in cs])))
+             for side in (BASELINE, CANDIDATE)}
+    verdict = Verdict(outcome=Outcome(result.outcome), label=label, threshold=result.threshold, method="side-by-side",
+                      ratio=float(comp.ratio), ci_low=lo, ci_high=hi, p_value=float(comp.p_slower),
+                      p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
+                      current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
+                      memory=list(result.memory), confirmed=result.confirmed, side_by_side=result.to_dict())
+    return finish(verdict, settings or GateSettings(threshold=result.threshold))
+
+
+def candidate_result(result: SideBySide, model: str, provider: str, batch_size: int = 1,
+                     iobinding: str = "none") -> Any:
+    """The candidate's blocks of the deciding measurement as a
+    :class:`~pytest_aaco.measure.results.BenchmarkResult` (one round per block, ms), so the table, the
+    percentiles and the user's own asserts see what the comparison measured, without a second
+    measurement. Session creation and first-run times are the first candidate session's."""
+    m = result.measurement
+    blocks = sorted((c.block(CANDIDATE) for cs in m.cycles_by_pair for c in cs), key=lambda b: b.start_ns)
+    rounds = [RoundResult(i, b.latencies_ms, b.start_ns, b.end_ns) for i, b in enumerate(blocks)]
+    info = m.sides_info[CANDIDATE]
+    return BenchmarkResult(model=model, provider=provider, rounds=rounds, warmup_iterations=0,
+                           warmup_latencies_ms=np.empty(0), session_create_ms=float(info["create_ms"][0]),
+                           first_run_ms=float(info["first_run_ms"][0]), providers_used=[],
+                           batch_size=batch_size, iobinding=iobinding)

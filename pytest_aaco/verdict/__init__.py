@@ -1,0 +1,1 @@
+"""The statistics and the rules that judge them: no onnxruntime, no pytest, no I/O."""

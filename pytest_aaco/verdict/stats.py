@@ -1,0 +1,907 @@
+"""Pure statistical functions for performance verdicts (no pytest, no I/O).
+
+Conventions used throughout:
+
+* Latencies are in milliseconds (ms).
+* A *round* is a block of consecutive iterations. Its summary is the mean of ``ln(latency_ms)``,
+  called the *round log-mean*. Rounds, not iterations, are the unit of every test here:
+  consecutive iterations are autocorrelated, and runs drift by more than iterations vary
+  (DESIGN.md section 3).
+* A *run* summary is the mean of its round log-means. A baseline *history* is a list of
+  earlier runs.
+* Estimates are on the natural-log scale: ``ratio = exp(estimate)`` (current / baseline) and
+  ``slowdown fraction = ratio - 1``.
+
+References:
+
+* Welch, B. L. (1947). "The generalization of 'Student's' problem when several different
+  population variances are involved." Biometrika 34, 28-35.
+* Hahn, G. J. & Meeker, W. Q. (1991). *Statistical Intervals*, Wiley, ch. 4 (prediction
+  interval for one future observation); Bencher's t-test thresholds
+  (https://bencher.dev/docs/explanation/thresholds/).
+* Benjamini, Y. & Hochberg, Y. (1995). "Controlling the false discovery rate." JRSS B 57, 289-300.
+* Javanmard, A. & Montanari, A. (2018). "Online rules for control of false discovery rate and
+  false discovery proportion." Annals of Statistics 46(2), 526-554 (LOND).
+* Davison, A. C. & Hinkley, D. V. (1997). *Bootstrap Methods and their Application*, CUP,
+  section 3.8 (resampling clustered data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "SE_FLOOR",
+    "Comparison",
+    "DriftResult",
+    "LondFdr",
+    "QuantileComparison",
+    "benjamini_hochberg",
+    "bootstrap_quantile_ratio",
+    "common_offset",
+    "drift",
+    "prediction_interval_test",
+    "spread_ratio",
+    "summarize_history",
+    "welch_rounds",
+]
+
+#: Smallest standard error (ln units) a :class:`Comparison` carries; it keeps ``t = estimate / se``
+#: finite when both samples have zero variance (e.g. a quantised timer).
+SE_FLOOR = 1e-9
+
+# Elements (resamples x iterations) processed at once by the bootstrap; bounds its memory.
+_BOOT_CHUNK_ELEMENTS = 2_000_000
+
+
+def _as_1d(values: Any, name: str, min_len: int) -> np.ndarray:
+    """*values* as a finite 1-D float array with at least *min_len* entries, else ValueError."""
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of numbers, got an array of shape {arr.shape}")
+    if arr.size < min_len:
+        raise ValueError(f"{name} needs at least {min_len} values, got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def _check_prob(value: float, name: str) -> None:
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Two-sample comparisons on the log scale
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Result of comparing a current run with its baseline, on the ln(latency) scale.
+
+    Attributes:
+        method: ``"welch"`` or ``"prediction-interval"``.
+        estimate: point estimate of ``ln(current / baseline)``.
+        se: standard error of *estimate* (ln units), at least :data:`SE_FLOOR`.
+        df: degrees of freedom of the Student t reference distribution.
+        p_slower: one-sided p-value for H1 "current is slower" (``estimate > 0``).
+        p_faster: one-sided p-value for H1 "current is faster" (``estimate < 0``).
+        n_current: number of current round log-means used.
+        n_baseline: number of baseline values used (rounds for Welch, runs for the prediction interval).
+
+    All bounds are *ratios* (current / baseline) obtained as ``exp`` of a t-interval on the log scale.
+    """
+
+    method: str
+    estimate: float
+    se: float
+    df: float
+    p_slower: float
+    p_faster: float
+    n_current: int
+    n_baseline: int
+
+    @property
+    def ratio(self) -> float:
+        """Point estimate of current / baseline: ``exp(estimate)``."""
+        return math.exp(self.estimate)
+
+    @property
+    def statistic(self) -> float:
+        """The t statistic ``estimate / se``."""
+        return self.estimate / self.se
+
+    def _tq(self, prob: float) -> float:
+        from scipy.stats import t as student_t
+
+        return float(student_t.ppf(prob, self.df))
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Two-sided confidence bounds of the ratio: ``exp(estimate -/+ t_{(1+level)/2, df} * se)``.
+
+        Raises ValueError unless ``0 < level < 1``.
+        """
+        _check_prob(level, "level")
+        half = self._tq((1.0 + level) / 2.0) * self.se
+        return math.exp(self.estimate - half), math.exp(self.estimate + half)
+
+    def upper(self, alpha: float) -> float:
+        """One-sided upper ratio bound at confidence ``1 - alpha``: ``exp(estimate + t_{1-alpha,df} se)``.
+
+        Raises ValueError unless ``0 < alpha < 1``.
+        """
+        _check_prob(alpha, "alpha")
+        return math.exp(self.estimate + self._tq(1.0 - alpha) * self.se)
+
+    def lower(self, alpha: float) -> float:
+        """One-sided lower ratio bound at confidence ``1 - alpha``: ``exp(estimate - t_{1-alpha,df} se)``.
+
+        Raises ValueError unless ``0 < alpha < 1``.
+        """
+        _check_prob(alpha, "alpha")
+        return math.exp(self.estimate - self._tq(1.0 - alpha) * self.se)
+
+    def mde(self, alpha: float, power: float = 0.8) -> float:
+        """Minimum detectable slowdown, as a fraction: ``exp((t_{1-alpha,df} + t_{power,df}) * se) - 1``.
+
+        The smallest true slowdown that a one-sided level-*alpha* test with this standard error
+        would detect with probability *power* (normal-theory approximation with t quantiles).
+        Report it for inconclusive results instead of guessing. Raises ValueError unless
+        *alpha* and *power* lie in (0, 1).
+        """
+        _check_prob(alpha, "alpha")
+        _check_prob(power, "power")
+        return math.expm1((self._tq(1.0 - alpha) + self._tq(power)) * self.se)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: method, estimate, se, df, p_slower, p_faster, n_current, n_baseline, ratio."""
+        return {
+            "method": self.method,
+            "estimate": float(self.estimate),
+            "se": float(self.se),
+            "df": float(self.df),
+            "p_slower": float(self.p_slower),
+            "p_faster": float(self.p_faster),
+            "n_current": int(self.n_current),
+            "n_baseline": int(self.n_baseline),
+            "ratio": self.ratio,
+        }
+
+
+def _t_pvalues(estimate: float, se: float, df: float) -> tuple[float, float]:
+    """(p_slower, p_faster) of ``t = estimate / se`` against Student t with *df* degrees of freedom."""
+    from scipy.stats import t as student_t
+
+    t = estimate / se
+    return float(student_t.sf(t, df)), float(student_t.cdf(t, df))
+
+
+def welch_rounds(current: Any, baseline: Any, run_sd: float = 0.0, baseline_runs: int = 1) -> Comparison:
+    """Welch's unequal-variance t-test on round log-means, optionally with a run-to-run term.
+
+    Args:
+        current: 1-D array-like of this run's round log-means (mean of ln(latency ms) per round), >= 2 values.
+        baseline: 1-D array-like of baseline round log-means, >= 2 values.
+        run_sd: sd (ln units) of the offset each run (process, session) adds to all its rounds.
+            Rounds inside one run cannot show it, so with a short history it comes from a prior or
+            from :func:`run_offset_sd`. The variance ``run_sd^2 * (1 + 1/baseline_runs)`` (this
+            run's offset, plus the mean offset of the baseline's runs) is added to ``se^2``, and the
+            df stay those of the sample terms. 0 gives the classic test.
+        baseline_runs: how many runs the *baseline* rounds come from (>= 1).
+
+    Returns:
+        A :class:`Comparison` with ``method="welch"``, ``estimate = mean(current) - mean(baseline)``,
+        ``se = sqrt(s_c^2/n_c + s_b^2/n_b)`` (sample variances, ddof=1; floored at :data:`SE_FLOOR`) and
+        the Welch-Satterthwaite degrees of freedom
+        ``df = (v_c + v_b)^2 / (v_c^2/(n_c-1) + v_b^2/(n_b-1))`` with ``v = s^2/n``. When both samples
+        have zero variance, df falls back to ``n_c + n_b - 2``. p-values equal
+        ``scipy.stats.ttest_ind(current, baseline, equal_var=False, alternative=...)``.
+
+    Raises:
+        ValueError: an input is not 1-D, has fewer than 2 values, or holds NaN/inf.
+
+    Note: the rounds of *one* baseline run cannot show run-to-run drift, so against a single
+    earlier run the classic test (``run_sd=0``) is anti-conservative on a drifting runner; hence
+    the ``run_sd`` term, and :func:`prediction_interval_test` once a history exists.
+
+    Source: Welch (1947); the run term is the between-run variance of a one-way random-effects
+    model (Kalibera & Jones, ISMM 2013).
+    """
+    c = _as_1d(current, "current round log-means", 2)
+    b = _as_1d(baseline, "baseline round log-means", 2)
+    if not (math.isfinite(run_sd) and run_sd >= 0) or baseline_runs < 1:
+        raise ValueError(f"run_sd must be finite and >= 0 and baseline_runs >= 1, got {run_sd}, {baseline_runs}")
+    nc, nb = c.size, b.size
+    vc = float(np.var(c, ddof=1)) / nc
+    vb = float(np.var(b, ddof=1)) / nb
+    estimate = float(c.mean() - b.mean())
+    se = max(math.sqrt(vc + vb + run_sd**2 * (1 + 1 / baseline_runs)), SE_FLOOR)
+    denom = vc * vc / (nc - 1) + vb * vb / (nb - 1)
+    df = (vc + vb) ** 2 / denom if denom > 0.0 else float(nc + nb - 2)
+    p_slower, p_faster = _t_pvalues(estimate, se, df)
+    return Comparison("welch", estimate, se, float(df), p_slower, p_faster, nc, nb)
+
+
+@dataclass(frozen=True)
+class VariancePrior:
+    """A scaled inverse-chi-square prior for the run-to-run variance of the items on one runner.
+
+    ``s0_sq``: prior variance (ln units²); ``d0``: its degrees of freedom (``math.inf`` when the
+    items' variances look like one common variance); ``items``: how many items it was fitted on.
+    """
+
+    s0_sq: float
+    d0: float
+    items: int
+
+    def moderate(self, s_sq: float, df: float) -> tuple[float, float]:
+        """Posterior variance and df: ``((d0 s0² + df s²) / (d0 + df), d0 + df)``; ``(s0², inf)`` for ``d0 = inf``."""
+        if math.isinf(self.d0):
+            return self.s0_sq, math.inf
+        return (self.d0 * self.s0_sq + df * s_sq) / (self.d0 + df), self.d0 + df
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"s0_sq": self.s0_sq, "d0": self.d0, "items": self.items}
+
+
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x, by Newton's method as in limma's ``trigammaInverse`` (Smyth 2004)."""
+    from scipy.special import polygamma
+
+    if x > 1e7:
+        return 1.0 / math.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1.0 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def fit_variance_prior(variances: Any, dfs: Any) -> VariancePrior | None:
+    """Fit the prior that moderates each item's variance towards the others' (empirical Bayes).
+
+    Args:
+        variances: shape ``(G,)``, each item's sample variance of its history's run means (ln units²).
+        dfs: shape ``(G,)``, their degrees of freedom (runs - 1, each >= 1).
+
+    Returns:
+        A :class:`VariancePrior`, or None with fewer than 3 items or a zero variance among them.
+        Moment estimator of Smyth (2004): ``e_g = ln s_g² - digamma(d_g/2) + ln(d_g/2)``;
+        ``trigamma(d0/2) = mean((e - ē)² G/(G-1) - trigamma(d_g/2))`` (``d0 = inf`` when that is <= 0);
+        ``s0² = exp(ē + digamma(d0/2) - ln(d0/2))``.
+
+    Source: G. K. Smyth, "Linear models and empirical Bayes methods for assessing differential
+    expression in microarray experiments", Stat. Appl. Genet. Mol. Biol. 3(1), 2004, section 6.2.
+    """
+    from scipy.special import digamma, polygamma
+
+    v = np.asarray(variances, dtype=float)
+    d = np.asarray(dfs, dtype=float)
+    if v.ndim != 1 or v.shape != d.shape or v.size < 3 or np.any(d < 1) or np.any(~np.isfinite(v)) or np.any(v <= 0):
+        return None
+    e = np.log(v) - digamma(d / 2) + np.log(d / 2)
+    e_bar = float(e.mean())
+    target = float(np.mean((e - e_bar) ** 2 * v.size / (v.size - 1) - polygamma(1, d / 2)))
+    if target <= 0:
+        return VariancePrior(math.exp(e_bar), math.inf, int(v.size))
+    d0 = 2.0 * _trigamma_inverse(target)
+    s0_sq = math.exp(e_bar + float(digamma(d0 / 2)) - math.log(d0 / 2))
+    return VariancePrior(s0_sq, d0, int(v.size))
+
+
+def prediction_interval_test(current: Any, history_run_means: Any, prior: VariancePrior | None = None) -> Comparison:
+    """Is this run's mean outside the prediction interval of earlier runs' means?
+
+    Args:
+        current: 1-D array-like of this run's round log-means, >= 1 value; only its mean ``x`` is used.
+        history_run_means: shape ``(H,)``, one value per earlier run (that run's mean of round
+            log-means), ``H >= 3``; with a *prior*, ``H >= 1`` (a single run adds no variance of its
+            own: the prior's alone is used, with its ``d0`` df).
+        prior: optional :class:`VariancePrior` fitted on the other items of the same runner: the
+            history's variance ``s²`` (df ``H-1``) becomes the moderated ``(d0 s0² + (H-1) s²)/(d0+H-1)``
+            with ``d0 + H - 1`` df (Smyth 2004), which keeps a short history from collapsing the
+            test's power (t at 4 df and a LOND level of 0.0025 needs t > 5.6).
+
+    Returns:
+        A :class:`Comparison` with ``method="prediction-interval"``: ``estimate = x - m``,
+        ``se = s * sqrt(1 + 1/H)`` (floored at :data:`SE_FLOOR`), ``df = H - 1``, where ``m`` and
+        ``s`` are the mean and sd (ddof=1) of the history. ``n_current = len(current)``,
+        ``n_baseline = H``. Because ``s`` is estimated from whole runs, it contains the
+        run-to-run drift as well as the within-run noise, so the test stays calibrated on a runner
+        whose runs differ by more than their rounds do. It assumes the current run has about as
+        many rounds as the historical runs.
+
+    Raises:
+        ValueError: *current* is empty, *history_run_means* has fewer than 3 values (1 with a
+            prior), an input is not 1-D, or holds NaN/inf.
+
+    Source: Hahn & Meeker, *Statistical Intervals* (1991), prediction interval for one future
+    observation; the t-test thresholds of Bencher (https://bencher.dev/docs/explanation/thresholds/).
+    """
+    c = _as_1d(current, "current round log-means", 1)
+    h = _as_1d(history_run_means, "history run means", 1 if prior is not None else 3)
+    n_hist = h.size
+    x = float(c.mean())
+    m = float(h.mean())
+    s_sq = float(np.var(h, ddof=1)) if n_hist > 1 else 0.0
+    df = float(n_hist - 1)
+    if prior is not None:
+        s_sq, df = prior.moderate(s_sq, df)
+        df = min(df, 1e6)
+    se = max(math.sqrt(s_sq) * math.sqrt(1.0 + 1.0 / n_hist), SE_FLOOR)
+    estimate = x - m
+    p_slower, p_faster = _t_pvalues(estimate, se, df)
+    return Comparison("prediction-interval", estimate, se, df, p_slower, p_faster, int(c.size), int(n_hist))
+
+
+#: prior of the item's sensitivity to the machine's speed as the reference sees it: slope 1 (item and
+#: reference slow down alike) with this sd. A history whose reference barely moved cannot tell the
+#: slope, so the prior holds it near 1 and widens the prediction for a machine that moved since; a
+#: history that spans the machine's phases outweighs it (measured slopes: 0.3 to 1.4, docs/verdict-quality.md)
+SLOPE_PRIOR_SD = 0.3
+
+
+@dataclass(frozen=True)
+class ReferenceFit:
+    """The line of the item's run means on the reference's run means over a history.
+
+    ``intercept`` and ``slope`` (the posterior mean of the item's *sensitivity* to the machine's
+    speed, as the reference sees it: 1 when both slow down alike), ``residual_var`` (ln units²,
+    ``H - 2`` df), ``x_mean`` (the reference's mean run mean, ln ms), ``sxx`` (its sum of squared
+    deviations), ``prior_precision`` (``1/sd²`` of the slope's prior, 0 without) and ``runs`` (H).
+    """
+
+    intercept: float
+    slope: float
+    residual_var: float
+    x_mean: float
+    sxx: float
+    prior_precision: float
+    runs: int
+
+    @property
+    def slope_var(self) -> float:
+        """The slope's posterior variance, ``1 / (Sxx/s² + 1/sd²)``."""
+        return self.slope_var_at(self.residual_var)
+
+    def slope_var_at(self, residual_var: float) -> float:
+        """The slope's posterior variance with the residual variance *residual_var* plugged in."""
+        return 1.0 / (self.sxx / residual_var + self.prior_precision)
+
+    def predict(self, x: float) -> float:
+        """The item's expected run mean (ln ms) when the reference's run mean is *x* (ln ms)."""
+        return self.intercept + self.slope * x
+
+    def prediction_var(self, x: float, residual_var: float | None = None) -> float:
+        """Variance (ln units²) of a new run's mean around :meth:`predict` at *x*: the new run's own
+        residual, the intercept's and the slope's uncertainty, ``s²(1 + 1/H) + (x - x̄)² var(b)``;
+        *residual_var* replaces ``s²`` (a moderated one, :class:`VariancePrior`)."""
+        s_sq = self.residual_var if residual_var is None else residual_var
+        return s_sq * (1.0 + 1.0 / self.runs) + (x - self.x_mean) ** 2 * self.slope_var_at(s_sq)
+
+    def test(self, current: Any, current_reference: Any, prior: VariancePrior | None = None) -> Comparison:
+        """This run (item round log-means *current*, reference block log-means *current_reference*,
+        shape ``(rounds,)`` each) against the prediction at the reference's speed now;
+        :func:`reference_adjusted_test` describes the result. Raises ValueError for an empty or
+        non-finite series."""
+        c = _as_1d(current, "current round log-means", 1)
+        x0 = float(_as_1d(current_reference, "current reference log-means", 1).mean())
+        s_sq, df = self.residual_var, float(self.runs - 2)
+        if prior is not None:
+            s_sq, df = prior.moderate(s_sq, df)
+            df = min(df, 1e6)
+        se = max(math.sqrt(self.prediction_var(x0, s_sq)), SE_FLOOR)
+        estimate = float(c.mean()) - self.predict(x0)
+        p_slower, p_faster = _t_pvalues(estimate, se, df)
+        return Comparison("reference-adjusted", estimate, se, df, p_slower, p_faster, int(c.size), self.runs)
+
+
+def fit_reference(history_run_means: Any, history_reference_means: Any,
+                  slope_prior_sd: float = SLOPE_PRIOR_SD) -> ReferenceFit:
+    """Fit ``item = a + b * reference`` over the history's runs, with a normal prior on the slope.
+
+    Args:
+        history_run_means: shape ``(H,)``, the item's run means of round log-means, ``H >= 4``.
+        history_reference_means: shape ``(H,)``, the reference's run means in the same runs.
+        slope_prior_sd: sd of the slope's prior ``N(1, sd²)``; ``math.inf`` gives ordinary least
+            squares (then equal to ``scipy.stats.linregress(reference, item)``'s slope and intercept).
+
+    The intercept has a flat prior; with the residual variance ``s²`` plugged in, the slope's
+    posterior is normal with precision ``P = Sxx/s² + 1/sd²`` and mean ``(Sxy/s² + 1/sd²)/P``
+    (conjugate normal linear regression: Gelman et al., *Bayesian Data Analysis*, 3rd ed., §14.2,
+    with the prior as one extra observation). ``s²`` is the residual variance around that line,
+    ``H - 2`` df, starting from the least-squares (or slope-1) residuals.
+
+    Raises ValueError for fewer than 4 runs, unequal lengths, or NaN/inf.
+    """
+    y = _as_1d(history_run_means, "history run means", 4)
+    x = _as_1d(history_reference_means, "history reference run means", 4)
+    if x.size != y.size:
+        raise ValueError(f"the history has {y.size} item run means but {x.size} reference run means")
+    xc, yc = x - x.mean(), y - y.mean()
+    sxx, sxy = float((xc * xc).sum()), float((xc * yc).sum())
+    prior_precision = 0.0 if math.isinf(slope_prior_sd) else 1.0 / slope_prior_sd**2
+    if sxx <= 1e-12 and prior_precision == 0.0:
+        raise ValueError("the reference workload ran at the same speed in every history run: its slope is undefined")
+    slope = sxy / sxx if sxx > 1e-12 else 1.0
+    dof = y.size - 2
+    for _ in range(3):  # s² and the slope depend on each other; three passes settle both
+        s_sq = max(float(((yc - slope * xc) ** 2).sum()) / dof, SE_FLOOR**2)
+        precision = sxx / s_sq + prior_precision
+        slope = (sxy / s_sq + prior_precision) / precision
+    s_sq = max(float(((yc - slope * xc) ** 2).sum()) / dof, SE_FLOOR**2)
+    return ReferenceFit(float(y.mean()) - slope * float(x.mean()), slope, s_sq, float(x.mean()), sxx,
+                        prior_precision, int(y.size))
+
+
+def reference_adjusted_test(current: Any, current_reference: Any, history_run_means: Any,
+                            history_reference_means: Any, slope_prior_sd: float = SLOPE_PRIOR_SD,
+                            prior: VariancePrior | None = None) -> Comparison:
+    """Is this run's mean outside the prediction interval of the history's regression on the reference?
+
+    The machine's speed moves the item and the reference measured alongside it together, but not
+    one for one: on the project's 2-core machine a small reference moved 2.5 times as much as
+    ResNet-50 from process to process, Inception 0.7 times (correlation 0.93 in both cases,
+    docs/verdict-quality.md). Dividing by the reference (``ln(item) - ln(reference)``, a slope
+    of 1) then adds noise; fitting the slope over the history removes it. This is regression
+    adjustment by a concurrent covariate (CUPED: Deng, Xu, Kohavi & Walker, WSDM 2013) with the
+    prediction interval for one new observation of a simple linear regression (Montgomery, Peck &
+    Vining, *Introduction to Linear Regression Analysis*, 5th ed., section 2.5; Hahn & Meeker 1991),
+    the slope held near 1 by a prior (:func:`fit_reference`, :data:`SLOPE_PRIOR_SD`) so a history
+    recorded at one machine speed does not extrapolate an unknown slope.
+
+    Args:
+        current: this run's item round log-means, shape ``(rounds,)``; only the mean ``y0`` is used.
+        current_reference: this run's reference block log-means, shape ``(rounds,)``; mean ``x0``.
+        history_run_means, history_reference_means: shape ``(H,)`` each, ``H >= 4``
+            (:func:`fit_reference`, which also takes *slope_prior_sd*).
+        prior: optional :class:`VariancePrior` of the runner's items' *residual* variances
+            (:func:`pytest_aaco.history.store.runner_priors`): ``s²`` with ``H - 2`` df becomes the
+            moderated ``(d0 s0² + (H-2) s²)/(d0 + H - 2)`` with ``d0 + H - 2`` df (Smyth 2004), as in
+            :func:`prediction_interval_test`.
+
+    Returns:
+        A :class:`Comparison` with ``method="reference-adjusted"``, ``estimate = y0 - (a + b x0)``,
+        ``se = sqrt(s²(1 + 1/H) + (x0 - x̄)² var(b))`` (floored at :data:`SE_FLOOR`), ``df = H - 2``,
+        ``n_current = rounds``, ``n_baseline = H``. ``exp(estimate)`` is the item's change at the
+        machine speed the reference measured now.
+
+    Raises:
+        ValueError: as :func:`fit_reference`, or an empty/non-finite current series.
+    """
+    return fit_reference(history_run_means, history_reference_means, slope_prior_sd).test(
+        current, current_reference, prior)
+
+
+# ---------------------------------------------------------------------------------------------
+# Multiplicity: batch (BH) and online (LOND) false-discovery-rate control
+# ---------------------------------------------------------------------------------------------
+
+
+def benjamini_hochberg(pvalues: Any, q: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Benjamini-Hochberg step-up procedure over one family of p-values.
+
+    Args:
+        pvalues: 1-D array-like of p-values in [0, 1], shape ``(m,)``; may be empty.
+        q: target false discovery rate, ``0 < q <= 1``.
+
+    Returns:
+        ``(rejected, adjusted)``, both shape ``(m,)`` in the input order: *adjusted* are the BH
+        adjusted p-values (``min_{j>=i} p_(j) m / j``, capped at 1; equal to
+        ``scipy.stats.false_discovery_control(p, method="bh")``) and ``rejected = adjusted <= q``,
+        which is exactly the set the step-up rule rejects. Under independence or positive
+        regression dependence the expected proportion of false rejections is at most ``q``.
+
+    Raises:
+        ValueError: *pvalues* is not 1-D, holds NaN or values outside [0, 1], or *q* is outside (0, 1].
+
+    Source: Benjamini & Hochberg (1995).
+    """
+    if not 0.0 < q <= 1.0:
+        raise ValueError(f"q must lie in (0, 1], got {q!r}")
+    p = _as_1d(pvalues, "p-values", 0)
+    if np.any((p < 0.0) | (p > 1.0)):
+        raise ValueError("p-values must lie in [0, 1]")
+    m = p.size
+    if m == 0:
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=float)
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adjusted_sorted = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    adjusted = np.empty(m, dtype=float)
+    adjusted[order] = adjusted_sorted
+    return adjusted <= q, adjusted
+
+
+class LondFdr:
+    """Online FDR control with LOND ("significance Levels based On Number of Discoveries").
+
+    The i-th test (1-based) is run at level ``alpha_i = alpha * gamma_i * (D_{i-1} + 1)`` where
+    ``D_{i-1}`` is the number of discoveries among the first ``i - 1`` tests and
+    ``gamma_i = 1/m`` for ``i <= m`` (``m`` = tests announced for the session), ``0`` beyond.
+    Each decision is final when made, so a pytest item can fail at its own time while the
+    session's FDR stays at most *alpha* for independent p-values. If fewer than ``m`` tests
+    are run the procedure is only more conservative. Levels never exceed *alpha*.
+
+    Usage: ``level = lond.next_level(); rejected = p <= level; lond.record(rejected)``, or
+    ``lond.decide(p)`` which does the three steps.
+
+    Raises ValueError for ``alpha`` outside (0, 1) or ``m < 1``.
+
+    Source: Javanmard & Montanari, "Online rules for control of false discovery rate and
+    false discovery proportion", Annals of Statistics 46(2), 2018.
+    """
+
+    def __init__(self, alpha: float, m: int) -> None:
+        _check_prob(alpha, "alpha")
+        if isinstance(m, bool) or int(m) != m or m < 1:
+            raise ValueError(f"m (number of tests announced) must be an integer >= 1, got {m!r}")
+        self.alpha = float(alpha)
+        self.m = int(m)
+        self._tests = 0
+        self._discoveries = 0
+
+    @property
+    def tests(self) -> int:
+        """Number of tests recorded so far."""
+        return self._tests
+
+    @property
+    def discoveries(self) -> int:
+        """Number of rejections recorded so far."""
+        return self._discoveries
+
+    def next_level(self) -> float:
+        """Significance level for the next test; does not advance the state."""
+        if self._tests >= self.m:
+            return 0.0
+        return self.alpha * (self._discoveries + 1) / self.m
+
+    def record(self, rejected: bool) -> None:
+        """Record the outcome of the test just run at :meth:`next_level`; advances to the next test."""
+        self._tests += 1
+        if rejected:
+            self._discoveries += 1
+
+    def decide(self, p_value: float) -> bool:
+        """Test *p_value* at :meth:`next_level`, record the decision and return it (True = reject)."""
+        if not 0.0 <= p_value <= 1.0:
+            raise ValueError(f"p_value must lie in [0, 1], got {p_value!r}")
+        rejected = bool(p_value <= self.next_level())
+        self.record(rejected)
+        return rejected
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready state: method, alpha, m, tests, discoveries, next_level."""
+        return {
+            "method": "LOND",
+            "alpha": self.alpha,
+            "m": self.m,
+            "tests": self._tests,
+            "discoveries": self._discoveries,
+            "next_level": self.next_level(),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"LondFdr(alpha={self.alpha!r}, m={self.m!r}, tests={self._tests}, "
+            f"discoveries={self._discoveries})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Tail latency: cluster bootstrap over rounds
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuantileComparison:
+    """Ratio of a latency percentile, current / baseline, with a cluster-bootstrap interval.
+
+    Attributes:
+        q: the percentile, 0..100 (e.g. 99.0 for p99).
+        ratio: ``percentile_q(current) / percentile_q(baseline)`` on the pooled original iterations.
+        ci_low, ci_high: percentile-bootstrap confidence bounds of the ratio.
+        p_slower: one-sided bootstrap p-value for H1 "current's percentile is larger".
+        n_boot: number of bootstrap resamples.
+    """
+
+    q: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_slower: float
+    n_boot: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of all fields."""
+        return {
+            "q": float(self.q),
+            "ratio": float(self.ratio),
+            "ci_low": float(self.ci_low),
+            "ci_high": float(self.ci_high),
+            "p_slower": float(self.p_slower),
+            "n_boot": int(self.n_boot),
+        }
+
+
+def _rounds_as_arrays(rounds: Sequence[Any], name: str) -> list[np.ndarray]:
+    if isinstance(rounds, np.ndarray) and rounds.ndim == 2:
+        rounds = list(rounds)
+    arrays = [_as_1d(r, f"{name} round {i}", 1) for i, r in enumerate(rounds)]
+    if len(arrays) < 2:
+        raise ValueError(f"{name} needs at least 2 rounds for a bootstrap over rounds, got {len(arrays)}")
+    for i, a in enumerate(arrays):
+        if np.any(a <= 0.0):
+            raise ValueError(f"{name} round {i} holds a latency <= 0 ms")
+    return arrays
+
+
+def _weighted_percentile(sorted_values: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
+    """``np.percentile(np.repeat(sorted_values, w), q)`` (linear method) for each row ``w`` of *weights*.
+
+    *sorted_values*: shape ``(M,)``, ascending. *weights*: shape ``(B, M)``, non-negative integers,
+    each row with a positive sum. Returns shape ``(B,)``. Works without materialising the
+    repeated samples: the k-th order statistic of a row is the first value whose cumulative
+    weight exceeds k.
+    """
+    cw = np.cumsum(weights, axis=1, dtype=weights.dtype)
+    total = cw[:, -1]
+    h = (total - 1) * (q / 100.0)
+    k_lo = np.floor(h).astype(cw.dtype)
+    k_hi = np.minimum(k_lo + 1, total - 1)
+    frac = h - k_lo
+    j_lo = np.sum(cw <= k_lo[:, None], axis=1)
+    j_hi = np.sum(cw <= k_hi[:, None], axis=1)
+    v_lo = sorted_values[j_lo]
+    v_hi = sorted_values[j_hi]
+    return v_lo + (v_hi - v_lo) * frac
+
+
+def _bootstrap_percentiles(
+    rounds: list[np.ndarray], q: float, n_boot: int, rng: np.random.Generator
+) -> np.ndarray:
+    """q-th percentile of the pooled iterations of *n_boot* resamples of whole rounds; shape ``(n_boot,)``."""
+    n_rounds = len(rounds)
+    values = np.concatenate(rounds)
+    labels = np.repeat(np.arange(n_rounds), [r.size for r in rounds])
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    sorted_labels = labels[order]
+    # How many times each round is drawn when n_rounds rounds are drawn with replacement.
+    counts = rng.multinomial(n_rounds, np.full(n_rounds, 1.0 / n_rounds), size=n_boot)
+    # A resample holds at most n_rounds * values.size iterations; int32 halves the memory traffic.
+    if n_rounds * values.size < np.iinfo(np.int32).max:
+        counts = counts.astype(np.int32)
+    out = np.empty(n_boot, dtype=float)
+    chunk = max(1, _BOOT_CHUNK_ELEMENTS // values.size)
+    for start in range(0, n_boot, chunk):
+        weights = counts[start : start + chunk][:, sorted_labels]
+        out[start : start + chunk] = _weighted_percentile(sorted_values, weights, q)
+    return out
+
+
+def bootstrap_quantile_ratio(
+    current_rounds: Sequence[Any],
+    baseline_rounds: Sequence[Any],
+    q: float = 99.0,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int | None = 0,
+) -> QuantileComparison:
+    """Compare a latency percentile (e.g. p99) of two runs with a cluster bootstrap over rounds.
+
+    Args:
+        current_rounds, baseline_rounds: sequences of 1-D arrays of per-iteration latencies (ms,
+            > 0), one array per round, at least 2 rounds each; rounds may differ in length.
+        q: percentile in [0, 100].
+        level: confidence level of the two-sided interval, in (0, 1).
+        n_boot: number of bootstrap resamples, >= 1.
+        seed: seed for ``np.random.default_rng``; the result is deterministic for an int seed.
+
+    Each resample draws ROUNDS with replacement within each side (never single iterations,
+    which are autocorrelated within a round), pools the drawn rounds' iterations and takes the
+    q-th percentile (numpy's linear method). ``ratio`` is computed on the original pooled data;
+    ``ci_low``/``ci_high`` are the ``(1 -/+ level)/2`` percentiles of the bootstrap ratios;
+    ``p_slower = (#{bootstrap ratio <= 1} + 1) / (n_boot + 1)``. Vectorised: the pooled data are
+    sorted once and each resample is a vector of round multiplicities, so no resample is sorted.
+
+    Raises:
+        ValueError: fewer than 2 rounds on a side, an empty round, a latency that is not finite
+            and positive, or *q*, *level*, *n_boot* out of range.
+
+    Source: Davison & Hinkley, *Bootstrap Methods and their Application* (1997), section 3.8
+    (resampling clusters as the units).
+    """
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"q is a percentile and must lie in [0, 100], got {q!r}")
+    _check_prob(level, "level")
+    if isinstance(n_boot, bool) or int(n_boot) != n_boot or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    n_boot = int(n_boot)
+    cur = _rounds_as_arrays(current_rounds, "current")
+    base = _rounds_as_arrays(baseline_rounds, "baseline")
+    ratio = float(np.percentile(np.concatenate(cur), q) / np.percentile(np.concatenate(base), q))
+    rng = np.random.default_rng(seed)
+    boot_cur = _bootstrap_percentiles(cur, q, n_boot, rng)
+    boot_base = _bootstrap_percentiles(base, q, n_boot, rng)
+    boot_ratio = boot_cur / boot_base
+    tail = 100.0 * (1.0 - level) / 2.0
+    ci_low, ci_high = np.percentile(boot_ratio, [tail, 100.0 - tail])
+    p_slower = (int(np.count_nonzero(boot_ratio <= 1.0)) + 1) / (n_boot + 1)
+    return QuantileComparison(float(q), ratio, float(ci_low), float(ci_high), float(p_slower), n_boot)
+
+
+# ---------------------------------------------------------------------------------------------
+# Within-run diagnostics and history summaries
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriftResult:
+    """Drift within one run: second half of the rounds against the first half.
+
+    Attributes:
+        ratio: ``exp(mean(second half) - mean(first half))`` of round log-means.
+        p_value: two-sided Welch p-value between the halves.
+    """
+
+    ratio: float
+    p_value: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of all fields."""
+        return {"ratio": float(self.ratio), "p_value": float(self.p_value)}
+
+
+def drift(round_log_means: Any) -> DriftResult | None:
+    """Did latency drift during a run (thermal throttling, a neighbour starting)?
+
+    Args:
+        round_log_means: 1-D array-like of round log-means in the order the rounds ran, shape ``(K,)``.
+
+    Returns:
+        None when ``K < 4``; otherwise a :class:`DriftResult` comparing the last ``K // 2`` rounds
+        with the first ``K // 2`` (for odd K the middle round belongs to neither half), with the
+        two-sided p-value of :func:`welch_rounds`.
+
+    Raises:
+        ValueError: input not 1-D or holds NaN/inf.
+
+    Source: Welch (1947); halves-split as a simple stationarity check, cf. Kalibera & Jones,
+    "Rigorous benchmarking in reasonable time" (ISMM 2013).
+    """
+    x = _as_1d(round_log_means, "round log-means", 0)
+    if x.size < 4:
+        return None
+    half = x.size // 2
+    cmp = welch_rounds(x[x.size - half :], x[:half])
+    p_two = min(1.0, 2.0 * min(cmp.p_slower, cmp.p_faster))
+    return DriftResult(ratio=cmp.ratio, p_value=p_two)
+
+
+def _median_ignoring_nan(values: np.ndarray) -> float:
+    finite = values[~np.isnan(values)]
+    return float(np.median(finite)) if finite.size else float("nan")
+
+
+def spread_ratio(current_round_log_means: Any, history_round_sds: Any) -> float | None:
+    """How noisy this run's rounds are compared with earlier runs' rounds.
+
+    Args:
+        current_round_log_means: 1-D array-like, this run's round log-means.
+        history_round_sds: 1-D array-like, one within-run sd of round log-means per earlier run
+            (as ``summarize_history(...)["round_sds"]``); NaN entries (runs with < 2 rounds) are ignored.
+
+    Returns:
+        ``sd(current, ddof=1) / median(history_round_sds)``, or None when the history has no
+        finite entry, *current* has fewer than 2 values, or the median is 0. A value well above 1
+        says this run was noisier than usual (e.g. a busy runner).
+
+    Raises:
+        ValueError: an input is not 1-D, or *current* holds NaN/inf.
+
+    Source: descriptive; a ratio of standard deviations (cf. Kalibera & Jones 2013 on
+    comparing variation between and within runs).
+    """
+    cur = _as_1d(current_round_log_means, "current round log-means", 0)
+    hist = np.asarray(history_round_sds, dtype=float)
+    if hist.ndim != 1:
+        raise ValueError(f"history round sds must be 1-D, got an array of shape {hist.shape}")
+    if cur.size < 2:
+        return None
+    med = _median_ignoring_nan(hist)
+    if not math.isfinite(med) or med == 0.0:
+        return None
+    return float(np.std(cur, ddof=1)) / med
+
+
+def run_offset_sd(runs: Sequence[Any]) -> float:
+    """The sd (ln units) of the per-run offset, estimated from a history of runs.
+
+    Args:
+        runs: one sequence of round log-means per earlier run; runs with < 2 rounds are skipped.
+
+    Returns:
+        The one-way random-effects (ANOVA) estimate ``sqrt(max(var(run means) - mean(s_i^2 / K_i), 0))``:
+        the spread of run means beyond what their rounds' own noise explains. NaN with fewer than 2 runs.
+
+    Source: method-of-moments estimator of the between-group variance (Searle, Casella &
+    McCulloch, "Variance Components", 1992, ch. 3); Kalibera & Jones (ISMM 2013).
+    """
+    arrays = [np.asarray(r, dtype=float) for r in runs if len(r) >= 2]
+    if len(arrays) < 2:
+        return float("nan")
+    means = np.array([a.mean() for a in arrays])
+    within = float(np.mean([np.var(a, ddof=1) / a.size for a in arrays]))
+    return math.sqrt(max(float(np.var(means, ddof=1)) - within, 0.0))
+
+
+def summarize_history(runs: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """Summaries of a baseline history.
+
+    Args:
+        runs: one sequence of round log-means per earlier run (``H`` runs); every run needs at
+            least one round.
+
+    Returns:
+        ``{"run_means": ndarray (H,), "round_sds": ndarray (H,), "between_run_sd": float,
+        "within_run_sd": float}`` where *run_means* are the per-run means of round log-means,
+        *round_sds* the per-run sds of round log-means (ddof=1; NaN for a run with < 2 rounds),
+        *between_run_sd* the sd of *run_means* (ddof=1; NaN if ``H < 2``) and *within_run_sd* the
+        median of the finite *round_sds* (NaN if there is none). Comparing the two sds tells
+        whether run-to-run drift dominates (then only :func:`prediction_interval_test` is calibrated).
+
+    Raises:
+        ValueError: a run is empty or holds NaN/inf.
+
+    Source: descriptive; the between/within split of a one-way random-effects model
+    (Kalibera & Jones 2013).
+    """
+    arrays = [_as_1d(r, f"history run {i}", 1) for i, r in enumerate(runs)]
+    run_means = np.array([a.mean() for a in arrays], dtype=float)
+    round_sds = np.array([np.std(a, ddof=1) if a.size >= 2 else np.nan for a in arrays], dtype=float)
+    between = float(np.std(run_means, ddof=1)) if run_means.size >= 2 else float("nan")
+    return {
+        "run_means": run_means,
+        "round_sds": round_sds,
+        "between_run_sd": between,
+        "within_run_sd": _median_ignoring_nan(round_sds),
+    }
+
+
+def common_offset(log_changes: Sequence[float], min_items: int = 3, agreement: float = 0.8) -> float | None:
+    """The slowdown (fraction) shared by a session's items: the machine's change of speed.
+
+    Args:
+        log_changes: per item already judged in this session, its raw ``ln(current / baseline)``.
+        min_items: fewer finite values than this give None.
+        agreement: the fraction of items that must share the sign of the median.
+
+    Returns:
+        ``exp(median) - 1`` when at least *min_items* items are given and at least *agreement* of
+        them moved in the median's direction; None otherwise (no shared offset). A model change
+        slows one item; a machine change moves them all, which is what this looks for.
+
+    Source: the sign test's idea (Conover, *Practical Nonparametric Statistics*, 3rd ed., 1999,
+    section 3.4) used as a descriptive rule, not a test: the verdict only withholds raw
+    regressions on it, it never declares one.
+    """
+    values = np.asarray([v for v in log_changes if math.isfinite(v)], dtype=float)
+    if values.size < max(min_items, 1):
+        return None
+    med = float(np.median(values))
+    if med == 0.0 or float(np.mean(np.sign(values) == np.sign(med))) < agreement:
+        return None
+    return math.expm1(med)
