@@ -11,10 +11,10 @@ import scipy.stats
 
 from pytest_aaco.measure.modelgen import add_folding_work, save_model_atomic
 from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.passes.coldstart import (
     COLD_SESSIONS,
     ColdStart,
-    FreshSample,
     LocalSessions,
     cold_start_verdict,
     compare_cold_start,

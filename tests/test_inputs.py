@@ -7,8 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_aaco.measure.inputs import InputError, batch_size, generate, make_inputs, resolve_shape
-from pytest_aaco.measure.registry import InputSpec
+from pytest_aaco.measure.inputs import InputError, InputSpec, batch_size, generate, make_inputs, resolve_shape
 
 
 def info(name: str, shape: list, type_: str = "tensor(float)") -> SimpleNamespace:

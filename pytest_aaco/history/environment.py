@@ -18,10 +18,13 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest_aaco.samplers.amd as amd
+import pytest_aaco.samplers.nvidia as nvidia
+
 # the one secret rule lives in pytest_aaco.redact; re-exported for callers of the lockbox
 from pytest_aaco.redact import looks_secret as looks_secret
 from pytest_aaco.redact import shannon_entropy as shannon_entropy
-from pytest_aaco.samplers import AMD_PROVIDERS, NVIDIA_PROVIDERS, amd, nvidia
+from pytest_aaco.samplers.base import AMD_PROVIDERS, NVIDIA_PROVIDERS
 from pytest_aaco.samplers.clocks import read_clock_state
 
 #: environment variable families kept by :func:`performance_env`

@@ -50,6 +50,7 @@ from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.verdict import stats
+from pytest_aaco.verdict.outcome import outcome_of
 
 #: the outcome words as module constants (``verdict.outcome == REGRESSION``)
 REGRESSION = Outcome.REGRESSION
@@ -66,8 +67,6 @@ NEW = Outcome.NEW
 DRIFT_FRACTION, DRIFT_P = 0.03, 0.01
 #: round-to-round spread this many times the history's flags an item unstable
 SPREAD_LIMIT = 3.0
-#: one-sided level of the upper bound that must lie below the threshold for "no regression"
-NO_REGRESSION_ALPHA = 0.05
 #: a machine speed change beyond this fraction (the reference's drift, significant at REGIME_P, or
 #: the offset shared by the session's items) is a regime change: raw figures cannot gate
 REGIME_FRACTION, REGIME_P = 0.03, 0.01
@@ -248,24 +247,6 @@ def regime_change(reference: dict[str, Any] | None, machine_offset: float | None
         return (f"this session's items are {abs(machine_offset):.0%} {'slower' if machine_offset > 0 else 'faster'}"
                 " together than their histories (a machine speed change)")
     return ""
-
-
-def outcome_of(comp: stats.Comparison | Any, threshold: float, level: float, faster_level: float | None = None,
-               upper_alpha: float | None = None) -> Outcome:
-    """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
-    >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);
-    *no-regression* when the one-sided 95% upper bound of the slowdown is below *threshold* (a claim
-    of no change is not a discovery, so it needs no false-discovery control); else *inconclusive*.
-    *upper_alpha* sets the upper bound's level instead (a sequential look spends its share of it).
-    *comp* needs ``ratio``, ``p_slower``, ``p_faster`` and ``upper(alpha)``."""
-    slowdown = comp.ratio - 1
-    if comp.p_slower <= level and slowdown >= threshold:
-        return REGRESSION
-    if comp.p_faster <= (level if faster_level is None else faster_level) and -slowdown >= threshold:
-        return IMPROVEMENT
-    if comp.upper(max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha) - 1 < threshold:
-        return NO_REGRESSION
-    return INCONCLUSIVE
 
 
 def _method_text(v: Verdict) -> str:

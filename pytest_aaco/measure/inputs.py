@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pytest_aaco.measure.registry import InputSpec
+#: the input kinds a registry entry may name
+INPUT_KINDS = ("normal", "uniform", "ints", "ones", "zeros", "constant")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How to generate one input: ``kind`` in :data:`INPUT_KINDS`, a range, a seed, a constant."""
+
+    kind: str | None = None
+    low: float | None = None
+    high: float | None = None
+    seed: int = 0
+    value: float | None = None
+
 
 ORT_DTYPES: dict[str, Any] = {
     "tensor(float)": np.float32,

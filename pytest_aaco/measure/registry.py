@@ -31,11 +31,11 @@ from typing import Any
 
 import yaml
 
+from pytest_aaco.measure.inputs import INPUT_KINDS, InputSpec
 from pytest_aaco.measure.modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
 from pytest_aaco.measure.providers import ProviderError, option_problem, parse_provider
 from pytest_aaco.options import fraction_below
 
-INPUT_KINDS = ("normal", "uniform", "ints", "ones", "zeros", "constant")
 MODEL_KEYS = {
     "zoo", "path", "generator", "params", "dims", "inputs", "providers", "extra_work",
     "warmup", "iterations", "rounds", "threshold", "tags", "description",
@@ -50,17 +50,6 @@ BUILTIN_REGISTRY = Path(__file__).parent.parent / "data" / "models.yaml"
 
 class RegistryError(ValueError):
     """The model registry is malformed; the message names the file, the model and the key."""
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """How to generate one input: ``kind`` in :data:`INPUT_KINDS`, a range, a seed, a constant."""
-
-    kind: str | None = None
-    low: float | None = None
-    high: float | None = None
-    seed: int = 0
-    value: float | None = None
 
 
 @dataclass(frozen=True)

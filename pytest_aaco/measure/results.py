@@ -204,3 +204,14 @@ class BenchmarkResult:
         if self.confirmation is not None:
             data["confirmation"] = self.confirmation.to_dict(raw=raw)
         return data
+
+
+@dataclass(frozen=True)
+class FreshSample:
+    """One fresh InferenceSession: its creation and its first ``run()`` (ms), and the split of its
+    creation from ORT's profiler (:func:`creation_phases`; None when not read)."""
+
+    create_ms: float
+    first_run_ms: float
+    load_ms: float | None = None
+    init_ms: float | None = None

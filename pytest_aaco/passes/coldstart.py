@@ -36,13 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_aaco.history.judge import outcome_of
 from pytest_aaco.measure.inference import SessionError, build_session
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import balanced_orders
 from pytest_aaco.measure.ortprofile import ProfileError, read_events
+from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS
 from pytest_aaco.records import Outcome
+from pytest_aaco.verdict.outcome import outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.stats import VariancePrior, prediction_interval_test
 
@@ -51,7 +52,7 @@ from pytest_aaco.verdict.stats import VariancePrior, prediction_interval_test
 DEFAULT_COLD_START_THRESHOLD = 0.20
 #: significance level of the cold-start verdict, split over :data:`METRICS`
 COLD_START_ALPHA = 0.01
-#: prior sd (fraction) of a run's cold-start minimum from run to run (docs/cold-start.md)
+#: prior sd (fraction) of a run's cold-start minimum from run to run (docs/verdict-quality.md)
 COLD_RUN_NOISE = 0.10
 #: how many runs' worth of evidence that prior carries
 COLD_PRIOR_DF = 4.0
@@ -141,17 +142,6 @@ class ColdStart:
         return cls(values["session_create_ms"], values["first_run_ms"], data.get("compiles"),
                    float(others) if isinstance(others, (int, float)) else None, **phases,
                    phase_s=float(phase_s) if isinstance(phase_s, (int, float)) else None)
-
-
-@dataclass(frozen=True)
-class FreshSample:
-    """One fresh InferenceSession: its creation and its first ``run()`` (ms), and the split of its
-    creation from ORT's profiler (:func:`creation_phases`; None when not read)."""
-
-    create_ms: float
-    first_run_ms: float
-    load_ms: float | None = None
-    init_ms: float | None = None
 
 
 def creation_phases(events: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
@@ -266,7 +256,7 @@ def measure_side_by_side(baseline: FreshSessions, candidate: FreshSessions, *, c
     Each cycle builds one fresh session of each side in the order :func:`pytest_aaco.measure.interleave.balanced_orders`
     gives (AB and BA equally often, shuffled with *seed*), so a neighbour's load or a slow phase of the
     machine hits both sides of a cycle: the paired ln ratios of a cycle cancel what a history of
-    separate runs cannot (DESIGN.md section 3; Abedi & Brecht, ICPE 2017). *compiles*: what the
+    separate runs cannot (docs/verdict-quality.md; Abedi & Brecht, ICPE 2017). *compiles*: what the
     EP compiles inside these figures (:func:`compiles_for`). Raises what the sides raise.
     """
     import numpy as np

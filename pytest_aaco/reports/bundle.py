@@ -37,8 +37,8 @@ MAX_STEM = 120
 def safe_file_stem(nodeid: str) -> str:
     """A file-name stem for a pytest node id, unique per node id and safe on Linux, macOS and Windows.
 
-    Characters other than ``[A-Za-z0-9._-]`` become ``_`` (``tests/perf/test_x.py::test_a[resnet50-cpu]``
-    -> ``tests_perf_test_x.py__test_a_resnet50-cpu_``), then the first 8 hex digits of the
+    Characters other than ``[A-Za-z0-9._-]`` become ``_`` (``tests/perf/test_models.py::test_a[resnet50-cpu]``
+    -> ``tests_perf_test_models.py__test_a_resnet50-cpu_``), then the first 8 hex digits of the
     SHA-256 of the node id are appended, so ids that map to the same characters (``a/b``, ``a_b``)
     stay apart. The readable part is cut to :data:`MAX_STEM` characters.
     """

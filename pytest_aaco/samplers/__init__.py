@@ -12,14 +12,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_aaco.samplers.amd import AMDGPUSampler
-from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception, summarize_samples
+from pytest_aaco.samplers.base import (
+    AMD_PROVIDERS,
+    NVIDIA_PROVIDERS,
+    Sampler,
+    SamplerUnavailable,
+    describe_exception,
+    summarize_samples,
+)
 from pytest_aaco.samplers.clocks import ClockMonitor, read_clock_state
 from pytest_aaco.samplers.nvidia import NVIDIAGPUSampler
 from pytest_aaco.samplers.system import SystemSampler
 
 #: providers whose device is an AMD GPU / an NVIDIA GPU
-AMD_PROVIDERS = frozenset({"migraphx", "rocm"})
-NVIDIA_PROVIDERS = frozenset({"cuda", "tensorrt"})
 
 
 def build_samplers(provider: str, device_id: int = 0, interval_s: float = 0.1) -> list[Sampler]:

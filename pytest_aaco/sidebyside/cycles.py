@@ -2,7 +2,7 @@
 
 Measured minutes apart, two runs differ by the machine's drift (2% between processes on a quiet
 CPU, 8 to 16% on an H100); measured in alternating blocks, the paired log-ratio of the same two
-sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (DESIGN.md section 3, issue 10). So:
+sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (docs/verdict-quality.md). So:
 
 1. **Open** each side (:class:`SideFactory`): build a fresh InferenceSession, warm it up, and
    record its own memory footprint, session creation and first-run time. On device EPs
@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish, outcome_of
+from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish
 from pytest_aaco.measure.inference import bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import (
@@ -63,6 +63,7 @@ from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
 from pytest_aaco.sidebyside.worker_client import WorkerSide
+from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
 
 #: per-item time budget (s) for adding cycles while inconclusive (the default of --aaco-compare-budget)
@@ -76,7 +77,6 @@ DEVICE_SESSION_PAIRS, CPU_SESSION_PAIRS = 2, 1
 #: prior sd (ln units) of a session pair's offset on device EPs (H100: 1.5 to 3.6% between processes)
 DEVICE_SESSION_SD = 0.01
 #: one-sided level spent over the looks by the no-regression upper bound
-NO_REGRESSION_ALPHA = 0.05
 #: session configuration entry that stops ORT's intra-op threads spinning after a run
 NO_SPINNING = {"session.intra_op.allow_spinning": "0"}
 #: the side names in cycles and records

@@ -50,8 +50,8 @@ from pytest_aaco.measure.inference import (
     session_providers,
 )
 from pytest_aaco.measure.providers import ProviderSpec, session_fallback_problem
+from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import find_interpreter as find_interpreter  # the option's parser, re-exported
-from pytest_aaco.passes.coldstart import FreshSample
 
 #: the worker script, launched as ``PYTHON WORKER_SCRIPT``
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")

@@ -6,7 +6,7 @@ Conventions used throughout:
 * A *round* is a block of consecutive iterations. Its summary is the mean of ``ln(latency_ms)``,
   called the *round log-mean*. Rounds, not iterations, are the unit of every test here:
   consecutive iterations are autocorrelated, and runs drift by more than iterations vary
-  (DESIGN.md section 3).
+  (docs/verdict-quality.md).
 * A *run* summary is the mean of its round log-means. A baseline *history* is a list of
   earlier runs.
 * Estimates are on the natural-log scale: ``ratio = exp(estimate)`` (current / baseline) and
