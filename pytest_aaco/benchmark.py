@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import (
     MeasureSettings,
@@ -184,7 +185,7 @@ class BenchmarkRun:
     threshold: float
     gate_p99: bool = False
     results: list[BenchmarkResult] = field(default_factory=list)
-    placement: dict[str, Any] | None = None
+    placement: JSONDict | None = None
     reference: Reference | None = None
     _feeds: dict[str, np.ndarray] | None = None
     #: with ``--aaco-compare`` / ``--aaco-compare-python``: measures the item side by side and

@@ -17,6 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import pytest
 
 from pytest_aaco import options as opts
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, check_options, parse_provider_list
 from pytest_aaco.options import (  # noqa: F401 - the shared value parsers, re-exported for callers of the config
     COLD_SESSIONS,
@@ -89,7 +90,7 @@ parse_provider_options = naming_option(opts.key_values)
 parse_compare_python = naming_option(opts.interpreter_or_none)
 
 
-def check_provider_options(option: str, providers: tuple[ProviderSpec, ...], options: dict[str, Any]) -> None:
+def check_provider_options(option: str, providers: tuple[ProviderSpec, ...], options: JSONDict) -> None:
     """Each key of *options* must be taken by some requested EP (:func:`pytest_aaco.measure.providers.check_options`);
     a UsageError names the key and the valid ones otherwise (never a value: it may be a credential)."""
     with _usage_error(option):  # ProviderError is a ValueError
@@ -162,7 +163,7 @@ class AacoConfig(GateSettings):
     confirm: bool = setting("confirm")
     device_id: int = setting("device-id")
     strict_provider: bool = setting("strict-provider")
-    provider_options: dict[str, Any] = field(default_factory=dict)
+    provider_options: JSONDict = field(default_factory=dict)
     iobinding: str = setting("iobinding")
     placement: str = setting("placement")
     intra_op_threads: int = setting("intra-op-threads")

@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 from pytest_aaco.benchmark import BenchmarkRun
 from pytest_aaco.config import AacoConfig
@@ -28,7 +27,7 @@ from pytest_aaco.history.judge import (
     under_contention,
 )
 from pytest_aaco.history.store import Baseline, RunnerPriors, baseline_path, load_baseline, other_runners, save_run
-from pytest_aaco.jsonio import AacoFileError
+from pytest_aaco.jsonio import AacoFileError, JSONDict
 from pytest_aaco.measure.inference import MeasureSettings
 from pytest_aaco.measure.registry import content_hash
 from pytest_aaco.measure.results import BenchmarkResult
@@ -57,7 +56,7 @@ def item_label(run: BenchmarkRun) -> str:
     return f"{run.model.name}[{run.provider.short}]"
 
 
-def item_fingerprint(run: BenchmarkRun, extra: dict[str, Any]) -> Fingerprint:
+def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
     """The item's fingerprint, with *extra* fields (from ``pytest_aaco_fingerprint`` implementations)."""
     feeds = run.feeds
     return build_fingerprint(
@@ -129,8 +128,8 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
     return verdict, baseline if gated else None
 
 
-def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any],
-             kernels: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: JSONDict,
+             kernels: JSONDict | None = None) -> JSONDict | None:
     """The bottleneck diagnosis, for failing, unstable and inconclusive items only; *kernels*
     (``KernelMetrics.to_diagnosis()``) lets it call a run launch- or compute-bound."""
     if not (verdict.fails or verdict.unstable or verdict.outcome == Outcome.INCONCLUSIVE):
@@ -139,7 +138,7 @@ def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any],
     return found.to_dict() if found is not None else None
 
 
-def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: dict[str, Any], ctx: GateContext) -> ItemRecord:
+def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: GateContext) -> ItemRecord:
     """The record of the item *nodeid*, judged on the last result of *run*.
 
     *extra_fingerprint*: fields added by ``pytest_aaco_fingerprint`` hooks. A baseline file

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+
+from pytest_aaco.jsonio import JSONDict
 
 
 @pytest.hookspec
-def pytest_aaco_fingerprint(config: pytest.Config, item: pytest.Item, fields: dict[str, Any]) -> None:
+def pytest_aaco_fingerprint(config: pytest.Config, item: pytest.Item, fields: JSONDict) -> None:
     """Add or change fingerprint fields for *item* (mutate *fields* in place).
 
     A baseline is compared only where every field matches, so add what changes timings on your
@@ -17,5 +17,5 @@ def pytest_aaco_fingerprint(config: pytest.Config, item: pytest.Item, fields: di
 
 
 @pytest.hookspec
-def pytest_aaco_verdict(config: pytest.Config, item: pytest.Item, record: dict[str, Any]) -> None:
+def pytest_aaco_verdict(config: pytest.Config, item: pytest.Item, record: JSONDict) -> None:
     """Called with each item's record (result summary, verdict, fingerprint) after it is judged."""

@@ -6,15 +6,21 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
+
+JSONValue: TypeAlias = "None | bool | int | float | str | Sequence[JSONValue] | Mapping[str, JSONValue]"
+"""A value that is JSON: what :func:`json.loads` returns, and what :func:`dumps` writes."""
+JSONDict: TypeAlias = dict[str, JSONValue]
+"""A JSON object: what every record, fingerprint and report section pytest-aaco writes is."""
 
 
 class AacoFileError(Exception):
     """A JSON file handed to pytest-aaco cannot be read; the message names the file and the fix."""
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> object:
     """Make *value* strict JSON: NaN/inf become None, numpy scalars become Python numbers."""
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}
@@ -27,12 +33,12 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def dumps(data: Any) -> str:
+def dumps(data: object) -> str:
     """Serialise *data* with sorted keys and two-space indent, so diffs in pull requests stay small."""
     return json.dumps(_clean(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-def loads_records(text: str) -> list[dict[str, Any]]:
+def loads_records(text: str) -> list[JSONDict]:
     """Parse a JSON list of objects (records sent between pytest-xdist processes)."""
     data = json.loads(text)
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
@@ -68,7 +74,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
-def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], data: object) -> Path:
     """Write *data* as JSON (:func:`dumps`) to *path* atomically (:func:`atomic_write_text`)."""
     return atomic_write_text(path, dumps(data))
 

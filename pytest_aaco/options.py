@@ -20,6 +20,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_aaco.jsonio import JSONDict
+
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
 PROFILE_MODES = ("off", "on", "failing")
@@ -209,9 +211,9 @@ def option_value(text: str) -> Any:
     return int(text) if _SCALAR.match(text) else text
 
 
-def key_values(values: list[str]) -> dict[str, Any]:
+def key_values(values: list[str]) -> JSONDict:
     """``KEY=VALUE`` pairs (repeatable, comma-separated); ValueError for a part without ``=``."""
-    result: dict[str, Any] = {}
+    result: JSONDict = {}
     for item in values:
         for part in (p for p in item.split(",") if p.strip()):
             key, sep, val = part.partition("=")

@@ -35,7 +35,7 @@ from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_rec
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
-from pytest_aaco.jsonio import dumps, loads_records
+from pytest_aaco.jsonio import JSONDict, dumps, loads_records
 from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
 from pytest_aaco.measure.placement import Placement, placement_report
@@ -261,7 +261,7 @@ class AacoSession:
         reason only.
         """
         try:
-            extra: dict[str, Any] = {}
+            extra: JSONDict = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
             context = GateContext(self.config, self.lond(), self.variance_priors, self.announce,
                                   self.machine_offset)
@@ -452,7 +452,7 @@ class AacoSession:
             except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
                 warnings.warn(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")), stacklevel=2)
 
-    def _meta(self) -> dict[str, Any]:
+    def _meta(self) -> JSONDict:
         c = self.config
         return {
             "started_at": self.started_at,

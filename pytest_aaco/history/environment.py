@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest_aaco.samplers.amd as amd
 import pytest_aaco.samplers.nvidia as nvidia
+from pytest_aaco.jsonio import JSONDict
 
 # the one secret rule lives in pytest_aaco.redact; re-exported for callers of the lockbox
 from pytest_aaco.redact import looks_secret as looks_secret
@@ -81,7 +82,7 @@ def cpu_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def gpu_identity(provider: str | None, device_id: int = 0) -> dict[str, Any]:
+def gpu_identity(provider: str | None, device_id: int = 0) -> JSONDict:
     """GPU facts for the fingerprint: ``{"vendor", "name", "driver", "runtime"}``.
 
     ``provider`` is the short EP name. ``cuda``/``tensorrt`` ask NVML (runtime ``"CUDA 12.4"``),
@@ -90,7 +91,7 @@ def gpu_identity(provider: str | None, device_id: int = 0) -> dict[str, Any]:
     baseline does not depend on the GPU driver. ``provider=None`` tries NVIDIA, then AMD (for the
     lockbox). Values the driver does not report are None. Never raises.
     """
-    empty: dict[str, Any] = {"vendor": None, "name": None, "driver": None, "runtime": None}
+    empty: JSONDict = {"vendor": None, "name": None, "driver": None, "runtime": None}
     short = provider.strip().lower() if provider else None
     try:
         if short in NVIDIA_PROVIDERS or short is None:
@@ -120,11 +121,11 @@ def installed_distributions() -> dict[str, str]:
     return dict(sorted(found.items(), key=lambda item: item[0].lower()))
 
 
-def onnxruntime_info() -> dict[str, Any]:
+def onnxruntime_info() -> JSONDict:
     """ONNX Runtime version, build info, default device and available EPs (imports onnxruntime)."""
     import onnxruntime as ort
 
-    info: dict[str, Any] = {
+    info: JSONDict = {
         "version": getattr(ort, "__version__", None),
         "device": ort.get_device(),
         "available_providers": list(ort.get_available_providers()),
@@ -136,9 +137,9 @@ def onnxruntime_info() -> dict[str, Any]:
     return info
 
 
-def platform_info() -> dict[str, Any]:
+def platform_info() -> JSONDict:
     """OS, kernel, architecture, libc and the distribution's PRETTY_NAME when readable."""
-    info: dict[str, Any] = {
+    info: JSONDict = {
         "system": platform.system(),
         "kernel": platform.release(),
         "kernel_version": platform.version(),
@@ -154,7 +155,7 @@ def platform_info() -> dict[str, Any]:
     return info
 
 
-def cpu_info() -> dict[str, Any]:
+def cpu_info() -> JSONDict:
     """CPU model, logical and physical core counts, total memory in MB (MiB)."""
     import psutil
 
@@ -191,7 +192,7 @@ def collect_environment(
             errors[name] = f"{type(exc).__name__}: {exc}"
             return None
 
-    record: dict[str, Any] = {
+    record: JSONDict = {
         "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "python": section(
             "python",

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from pytest_aaco.history.environment import cpu_model, gpu_identity
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.redact import fingerprint_options, looks_secret, redact_options
 from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
 
@@ -44,7 +45,7 @@ VERSION_FIELDS = ("ort_version", "gpu_driver")
 class Fingerprint:
     """A flat mapping of field name → JSON value, with a stable id."""
 
-    fields: dict[str, Any]
+    fields: JSONDict
 
     @property
     def id(self) -> str:
@@ -105,7 +106,7 @@ def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 @lru_cache(maxsize=8)
-def machine_fields(provider_short: str) -> dict[str, Any]:
+def machine_fields(provider_short: str) -> JSONDict:
     """CPU model and cores, GPU name and driver, and the clock settings (read once per provider)."""
     gpu = gpu_identity(provider_short) or {}
     return {
@@ -118,8 +119,8 @@ def machine_fields(provider_short: str) -> dict[str, Any]:
 
 
 def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], input_dtypes: dict[str, str],
-                      provider: str, ep_name: str, provider_options: dict[str, Any], iobinding: str,
-                      intra_op_threads: int, extra: dict[str, Any] | None = None,
+                      provider: str, ep_name: str, provider_options: JSONDict, iobinding: str,
+                      intra_op_threads: int, extra: JSONDict | None = None,
                       reference: str | None = None) -> Fingerprint:
     """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations;
     *reference* is the reference workload's id (:func:`pytest_aaco.measure.reference_workload.reference_id`), None
@@ -130,7 +131,7 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
     """
     import onnxruntime as ort
 
-    fields: dict[str, Any] = {
+    fields: JSONDict = {
         "model_sha256": model_sha256,
         "input_shapes": input_shapes,
         "input_dtypes": input_dtypes,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.measure.timedloop import (
@@ -53,7 +54,7 @@ class SessionHandle:
     provider: ProviderSpec
     model_path: Path
     create_ms: float
-    options: dict[str, Any] = field(default_factory=dict)
+    options: JSONDict = field(default_factory=dict)
     #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
     bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
@@ -66,7 +67,7 @@ class SessionHandle:
         return cuda_graph_on(self.options)
 
 
-def cuda_graph_on(options: dict[str, Any]) -> bool:
+def cuda_graph_on(options: JSONDict) -> bool:
     """Whether provider *options* turn ``enable_cuda_graph`` on."""
     return str(options.get("enable_cuda_graph", "0")).strip().lower() in ("1", "true", "yes")
 
@@ -93,7 +94,7 @@ def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
     return AUTO_IOBINDING.get(provider.short, AUTO_IOBINDING_GPU if provider.is_gpu else "none")
 
 
-def effective_options(provider: ProviderSpec, device_id: int) -> dict[str, Any]:
+def effective_options(provider: ProviderSpec, device_id: int) -> JSONDict:
     """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it."""
     options = dict(provider.options)
     if provider.is_gpu and provider.short != "dml" and "device_id" not in options:
@@ -143,7 +144,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     return SessionHandle(session, provider, model_path, create_ms, options)
 
 
-def session_providers(provider: ProviderSpec, options: dict[str, Any]) -> list[Any]:
+def session_providers(provider: ProviderSpec, options: JSONDict) -> list[Any]:
     """The ``providers`` argument of ``InferenceSession``: the EP with *options*, then the CPU EP as
     the fallback for nodes a device EP cannot run, as ORT expects."""
     providers: list[Any] = [(provider.ep_name, options)]
@@ -152,15 +153,15 @@ def session_providers(provider: ProviderSpec, options: dict[str, Any]) -> list[A
     return providers
 
 
-def creation_failure(model_path: Path, provider: ProviderSpec, options: dict[str, Any], error: object) -> str:
+def creation_failure(model_path: Path, provider: ProviderSpec, options: JSONDict, error: object) -> str:
     """The message for an InferenceSession that ORT refused to create (*error*: what ORT raised);
     option values that may be credentials are redacted (:mod:`pytest_aaco.redact`)."""
     return (f"could not create an InferenceSession for {model_path.name} on {provider.ep_name} with options"
             f" {redact_options(options)}: {redact_text(str(error), secret_values(options))}")
 
 
-def creation_problem(model_path: Path, provider: ProviderSpec, options: dict[str, Any], printed: str,
-                     providers_used: list[str], reported_options: dict[str, dict[str, Any]],
+def creation_problem(model_path: Path, provider: ProviderSpec, options: JSONDict, printed: str,
+                     providers_used: list[str], reported_options: dict[str, JSONDict],
                      ort_version: str) -> str | None:
     """Why a session that ORT created must not be measured, or None.
 
@@ -196,8 +197,8 @@ def _ep_error(printed: str) -> str:
     return text
 
 
-def unknown_options(provider: ProviderSpec, options: dict[str, Any],
-                    reported_options: dict[str, dict[str, Any]]) -> list[str]:
+def unknown_options(provider: ProviderSpec, options: JSONDict,
+                    reported_options: dict[str, JSONDict]) -> list[str]:
     """Requested option keys that the EP does not report in *reported_options*
     (``session.get_provider_options()``).
 

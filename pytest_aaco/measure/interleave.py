@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.timedloop import time_iterations as time_iterations  # shared with the side worker
 
 #: a block aims at this much time (s): long enough to smooth per-iteration jitter, short enough
@@ -198,7 +199,7 @@ class SpinBleed:
     blocks_after_other: int
     blocks_after_same: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"after_other": self.after_other, "after_same": self.after_same,
                 "blocks_after_other": self.blocks_after_other, "blocks_after_same": self.blocks_after_same}
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from pytest_aaco.jsonio import JSONValue
 
 OPSET = 17
 
@@ -37,7 +39,7 @@ def cache_dir() -> Path:
     return Path(base) / "pytest-aaco"
 
 
-def cache_key(kind: str, params: dict[str, Any]) -> str:
+def cache_key(kind: str, params: Mapping[str, JSONValue]) -> str:
     """A short content key for a generated model: the generator's name and parameters."""
     text = json.dumps({"kind": kind, "params": params, "version": 1}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]

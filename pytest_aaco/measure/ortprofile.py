@@ -19,10 +19,13 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.measure.inference import SessionError, build_session
 from pytest_aaco.measure.inputs import make_inputs
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: suffix of the name of a node's kernel event
 KERNEL_SUFFIX = "_kernel_time"
@@ -81,7 +84,7 @@ def read_events(path: str | Path) -> list[Mapping[str, Any]]:
     return event_list(data)
 
 
-def _feeds_for(session: Any, model_name: str, dims: Mapping[str, int] | None) -> dict[str, Any]:
+def _feeds_for(session: Any, model_name: str, dims: Mapping[str, int] | None) -> dict[str, np.ndarray]:
     return make_inputs(model_name, session.get_inputs(), dict(dims or {}), {})
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.ortprofile import (
     ProfileError,
     event_list,
@@ -86,7 +87,7 @@ class Placement:
         total = self.run_us or sum(self.time_us.values())
         return min(cpu / total, 1.0) if total else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {
             "nodes": dict(self.nodes),
             "time_us": dict(self.time_us),

@@ -8,8 +8,8 @@ anything as a GPU result. Reference: https://onnxruntime.ai/docs/execution-provi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.redact import redact_options
 
 #: short name -> ONNX Runtime execution provider name
@@ -69,7 +69,7 @@ class ProviderSpec:
 
     short: str
     ep_name: str
-    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
+    options: JSONDict = field(default_factory=dict, hash=False, compare=False, repr=False)
 
     def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
         return f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r})"
@@ -78,7 +78,7 @@ class ProviderSpec:
     def is_gpu(self) -> bool:
         return self.short in GPU_PROVIDERS
 
-    def with_options(self, options: dict[str, Any]) -> ProviderSpec:
+    def with_options(self, options: JSONDict) -> ProviderSpec:
         """A copy with *options* merged over the current ones (later wins)."""
         return ProviderSpec(self.short, self.ep_name, {**self.options, **options})
 
@@ -154,7 +154,7 @@ def check_options(specs: list[ProviderSpec] | tuple[ProviderSpec, ...], keys: li
         raise ProviderError("; ".join(p for p in problems if p))
 
 
-def options_for(spec: ProviderSpec, options: dict[str, Any]) -> dict[str, Any]:
+def options_for(spec: ProviderSpec, options: JSONDict) -> JSONDict:
     """The options given for every requested EP that *spec*'s EP takes (:func:`takes_option`): with
     ``--aaco-provider=cuda,cpu``, ``cudnn_conv_algo_search`` goes to CUDA and not to the CPU EP."""
     return {k: v for k, v in options.items() if takes_option(spec.short, k)}

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inputs import INPUT_KINDS, InputSpec
 from pytest_aaco.measure.modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
 from pytest_aaco.measure.providers import ProviderError, option_problem, parse_provider
@@ -59,10 +60,10 @@ class ModelSpec:
     name: str
     source: str
     registry_path: Path
-    params: dict[str, Any] = field(default_factory=dict)
+    params: JSONDict = field(default_factory=dict)
     dims: dict[str, int] = field(default_factory=dict)
     inputs: dict[str, InputSpec] = field(default_factory=dict)
-    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    provider_options: dict[str, JSONDict] = field(default_factory=dict)
     extra_work: dict[str, int] = field(default_factory=dict)
     warmup: int | None = None
     iterations: int | None = None
@@ -70,7 +71,7 @@ class ModelSpec:
     threshold: float | None = None
     tags: tuple[str, ...] = ()
 
-    def options_for(self, provider_short: str) -> dict[str, Any]:
+    def options_for(self, provider_short: str) -> JSONDict:
         """Provider options the registry gives for this EP (``{}`` when none)."""
         return dict(self.provider_options.get(provider_short, {}))
 
@@ -131,7 +132,7 @@ def _input_spec(where: str, raw: Any) -> InputSpec:
                      value=raw.get("value"))
 
 
-def _mapping(where: str, raw: Any) -> dict[str, Any]:
+def _mapping(where: str, raw: Any) -> JSONDict:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -139,7 +140,7 @@ def _mapping(where: str, raw: Any) -> dict[str, Any]:
     return raw
 
 
-def _source(where: str, entry: dict[str, Any], registry_path: Path) -> str:
+def _source(where: str, entry: JSONDict, registry_path: Path) -> str:
     given = [k for k in ("zoo", "path", "generator") if k in entry]
     if len(given) != 1:
         raise _fail(where, "give exactly one of zoo, path or generator")
@@ -160,8 +161,8 @@ def _source(where: str, entry: dict[str, Any], registry_path: Path) -> str:
     return f"generator:{value}"
 
 
-def _provider_options(where: str, raw: Any) -> dict[str, dict[str, Any]]:
-    result: dict[str, dict[str, Any]] = {}
+def _provider_options(where: str, raw: Any) -> dict[str, JSONDict]:
+    result: dict[str, JSONDict] = {}
     for name, options in _mapping(where, raw).items():
         try:
             short = parse_provider(str(name)).short
@@ -174,7 +175,7 @@ def _provider_options(where: str, raw: Any) -> dict[str, dict[str, Any]]:
     return result
 
 
-def parse_model(name: str, entry: Any, registry_path: Path, defaults: dict[str, Any]) -> ModelSpec:
+def parse_model(name: str, entry: Any, registry_path: Path, defaults: JSONDict) -> ModelSpec:
     """Validate one ``models:`` entry. Raises :class:`RegistryError` naming file, model and key."""
     where = f"{registry_path}: models.{name}"
     if not isinstance(entry, dict):

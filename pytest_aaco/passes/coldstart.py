@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inference import SessionError, build_session
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import balanced_orders
@@ -111,9 +112,9 @@ class ColdStart:
         mid = len(ordered) // 2
         return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready: the samples (ms, 3 decimals), their medians, ``compiles``."""
-        data: dict[str, Any] = {key: [round(v, 3) for v in self.values(key)] for key, _ in METRICS}
+        data: JSONDict = {key: [round(v, 3) for v in self.values(key)] for key, _ in METRICS}
         data.update({f"median_{key}": round(self.median(key), 3) for key, _ in METRICS})
         data.update({f"min_{key}": round(self.minimum(key), 3) for key, _ in METRICS})
         data["compiles"] = self.compiles
@@ -305,7 +306,7 @@ class ColdStartVerdict:
     message: str
     threshold: float
     level: float
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics: dict[str, JSONDict] = field(default_factory=dict)
     baseline_runs: int = 0
     method: str = "history"
     ref: str | None = None
@@ -316,8 +317,8 @@ class ColdStartVerdict:
     def fails(self) -> bool:
         return self.outcome == Outcome.REGRESSION
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold,
+    def to_dict(self) -> JSONDict:
+        data: JSONDict = {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold,
                 "level": self.level, "baseline_runs": self.baseline_runs, "fails": self.fails, "method": self.method,
                 "metrics": {k: dict(v) for k, v in self.metrics.items()}}
         if self.method == SIDE_BY_SIDE:
@@ -344,7 +345,7 @@ class _Judgement:
     threshold: float
     level: float
     slack_ms: float
-    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    figures: dict[str, JSONDict] = field(default_factory=dict)
     parts: list[str] = field(default_factory=list)
     worst: Outcome = Outcome.NO_REGRESSION
 
@@ -498,7 +499,7 @@ class SideBySideColdStart:
     verdict: ColdStartVerdict
     first: ColdStartVerdict | None = None
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> JSONDict:
         """The item record's ``cold_start``: the candidate's ``ColdStart.to_dict()`` with ``verdict``,
         ``baseline_side`` (the baseline side's samples) and ``first_look`` after a confirmation."""
         data = {**self.candidate.to_dict(), "verdict": self.verdict.to_dict(), "baseline_side": self.baseline.to_dict()}

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
+
 #: kernels shorter than this (µs) are microkernels
 MICROKERNEL_US = 10.0
 #: kernels listed in reports
@@ -101,7 +103,7 @@ class KernelMetrics:
     top: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready dict of every field (floats rounded)."""
         def r(value: float | None, digits: int = 4) -> float | None:
             return None if value is None else round(value, digits)
@@ -112,7 +114,7 @@ class KernelMetrics:
                 "active_ratio": r(self.active_ratio), "microkernel_share": r(self.microkernel_share),
                 "top": [dict(t) for t in self.top]}
 
-    def to_diagnosis(self) -> dict[str, Any]:
+    def to_diagnosis(self) -> JSONDict:
         """The *kernel_data* of :func:`pytest_aaco.verdict.diagnosis.classify`."""
         return {"kernel_time_ms": self.kernel_ms, "busy_ms": self.busy_ms, "wall_ms": self.wall_ms,
                 "kernel_count": self.kernels_per_run, "microkernel_share": self.microkernel_share,

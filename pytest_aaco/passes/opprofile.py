@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.ortprofile import event_list, kernel_events, node_name, profiled_events, run_windows
 
 CPU_EP = "CPUExecutionProvider"
@@ -56,7 +57,7 @@ class NodeTime:
     ep: str
     time_us: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"node": self.node, "op": self.op, "ep": self.ep, "time_us": round(self.time_us, 3)}
 
 
@@ -70,7 +71,7 @@ class OpTime:
     time_us: float
     share: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"op": self.op, "ep": self.ep, "nodes": self.nodes, "time_us": round(self.time_us, 3),
                 "share": round(self.share, 5)}
 
@@ -99,7 +100,7 @@ class OpProfile:
     def top_ops(self, n: int = TOP_N) -> list[OpTime]:
         return self.ops[:n]
 
-    def to_dict(self, top: int = TOP_N) -> dict[str, Any]:
+    def to_dict(self, top: int = TOP_N) -> JSONDict:
         """JSON-ready: every op type (few), the *top* slowest nodes, the CPU-placed node names."""
         return {
             "runs": self.runs,
@@ -212,7 +213,7 @@ class OpChange:
             return math.inf if self.cur_us > 0 else 0.0
         return self.cur_us / self.base_us - 1.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         change = self.change
         return {"op": self.op, "ep": self.ep, "base_us": round(self.base_us, 3), "cur_us": round(self.cur_us, 3),
                 "base_share": round(self.base_share, 5), "cur_share": round(self.cur_share, 5),
@@ -269,7 +270,7 @@ class ProfileComparison:
                                           for c in moved[:limit])
         return "operators: " + "; ".join(parts + [tail])
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"flat": self.flat, "base_total_us": round(self.base_total_us, 3),
                 "cur_total_us": round(self.cur_total_us, 3), "message": self.message(),
                 "changes": [c.to_dict() for c in self.changes]}

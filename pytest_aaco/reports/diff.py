@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.judge import comparison, outcome_of
 from pytest_aaco.history.store import load_baseline
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.options import default
 from pytest_aaco.records import ItemRecord, Outcome
 from pytest_aaco.reports.bundle import is_bundle, load_session
@@ -43,7 +43,7 @@ class Side:
     runs: list[list[float]]
     run_means_ms: list[float]
     threshold: float | None = None
-    fingerprint: dict[str, Any] | None = None
+    fingerprint: JSONDict | None = None
     notes: list[str] = field(default_factory=list)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.terminal import num, pct
@@ -143,7 +144,7 @@ def table(records: Sequence[ItemRecord]) -> list[str]:
     return lines
 
 
-def machine_fingerprint(records: Sequence[ItemRecord]) -> dict[str, Any]:
+def machine_fingerprint(records: Sequence[ItemRecord]) -> JSONDict:
     """Fingerprint fields shared by every item that has one, minus the per-item fields
     (:data:`ITEM_FIELDS`): the machine and software the session ran on."""
     prints = [r.fingerprint for r in records if isinstance(r.fingerprint, dict)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord
 from pytest_aaco.reports import ReportContext
 
@@ -90,7 +91,7 @@ def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
     return lines
 
 
-def lond_line(summary_fdr: dict[str, Any] | None) -> str | None:
+def lond_line(summary_fdr: JSONDict | None) -> str | None:
     """``false-alarm control: LOND at FDR 0.05 over 3 benchmark items; 2 gated, 1 regression(s)``."""
     if not summary_fdr:
         return None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.amd import AMDGPUSampler
 from pytest_aaco.samplers.base import (
     AMD_PROVIDERS,
@@ -72,7 +72,7 @@ class TelemetrySession:
         self.interval_s = float(interval_s)
         self.start_ns: int | None = None
         self.end_ns: int | None = None
-        self.clock_state: dict[str, Any] = {}
+        self.clock_state: JSONDict = {}
         self._errors: dict[str, str] = {}
 
     def start(self) -> None:
@@ -105,9 +105,9 @@ class TelemetrySession:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """The JSON-ready record described in the class docstring."""
-        records: dict[str, Any] = {}
+        records: JSONDict = {}
         summary: dict[str, dict[str, float]] = {}
         errors = dict(self._errors)
         for sampler in self.samplers:

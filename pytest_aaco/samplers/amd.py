@@ -40,6 +40,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
 
 BYTES_PER_MB = 1024 * 1024
@@ -122,7 +123,7 @@ def normalize_perf_level(value: Any) -> str | None:
     return text.lower()
 
 
-def parse_amdsmi_readings(raw: Mapping[str, Any]) -> dict[str, Any]:
+def parse_amdsmi_readings(raw: Mapping[str, Any]) -> JSONDict:
     """Turn the return values of the amdsmi calls into sampler fields.
 
     *raw* maps call -> returned value (missing or None where the call failed):
@@ -188,7 +189,7 @@ def _card_entry(data: Mapping[str, Any], device_id: int) -> Mapping[str, Any]:
     raise ValueError(f"rocm-smi JSON has no card for device {device_id} (cards: {', '.join(ordered)})")
 
 
-def parse_rocm_smi_json(text: str, device_id: int) -> dict[str, Any]:
+def parse_rocm_smi_json(text: str, device_id: int) -> JSONDict:
     """Sampler fields from ``rocm-smi ... --json`` output for GPU *device_id*.
 
     Picks ``"card<device_id>"``, or the only card when ``-d`` selected one, or the
@@ -213,7 +214,7 @@ def parse_rocm_smi_json(text: str, device_id: int) -> dict[str, Any]:
 
     used_bytes = get("VRAM Total Used Memory (B)")
     level = next((v for k, v in card.items() if k.lower() == "performance level"), None)
-    fields: dict[str, Any] = {
+    fields: JSONDict = {
         "gpu_util_percent": get("GPU use (%)"),
         "power_w": get("Current Socket Graphics Package Power (W)", "Average Graphics Package Power (W)"),
         "temp_edge_c": get("Temperature (Sensor edge) (C)"),
@@ -319,13 +320,13 @@ class AMDGPUSampler(Sampler):
             raise RuntimeError(f"exit {completed.returncode}: {completed.stderr.strip()[:200]}")
         return completed.stdout
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> JSONDict:
         if self.backend == "rocm-smi" and self._rocm_smi is not None:
             return parse_rocm_smi_json(self._run_rocm_smi(self._rocm_smi), self.device_id)
         return parse_amdsmi_readings(amdsmi_raw_readings(self._amdsmi, self._handle))
 
 
-def amdsmi_raw_readings(amdsmi: Any, handle: Any) -> dict[str, Any]:
+def amdsmi_raw_readings(amdsmi: Any, handle: Any) -> JSONDict:
     """Call each amdsmi query once; a call that raises gives None for its key (see
     :func:`parse_amdsmi_readings` for the keys)."""
     # enums a binding may lack: then the queries that need them raise and read as None
@@ -343,7 +344,7 @@ def amdsmi_raw_readings(amdsmi: Any, handle: Any) -> dict[str, Any]:
         "vram_usage": lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle),
         "perf_level": lambda: amdsmi.amdsmi_get_gpu_perf_level(handle),
     }
-    raw: dict[str, Any] = {}
+    raw: JSONDict = {}
     for key, call in calls.items():
         try:
             raw[key] = call()
@@ -352,7 +353,7 @@ def amdsmi_raw_readings(amdsmi: Any, handle: Any) -> dict[str, Any]:
     return raw
 
 
-def amd_gpu_identity(device_id: int = 0) -> dict[str, Any]:
+def amd_gpu_identity(device_id: int = 0) -> JSONDict:
     """``{"name", "driver", "runtime"}`` of AMD GPU *device_id*; None values when unknown.
 
     Name from ``amdsmi_get_gpu_asic_info()["market_name"]``, driver from
@@ -360,7 +361,7 @@ def amd_gpu_identity(device_id: int = 0) -> dict[str, Any]:
     ``rocm-smi --showproductname --showdriverversion --json``; runtime is ``"ROCm <version>"`` from
     ``/opt/rocm/.info/version``. Never raises.
     """
-    identity: dict[str, Any] = {"name": None, "driver": None, "runtime": None}
+    identity: JSONDict = {"name": None, "driver": None, "runtime": None}
     try:
         amdsmi = import_amdsmi()
         amdsmi.amdsmi_init()

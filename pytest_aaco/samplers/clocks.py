@@ -19,9 +19,11 @@ is warned about, since nothing can be said.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable
 
 FIX_CPU_GOVERNOR = "sudo cpupower frequency-set -g performance"
@@ -90,7 +92,7 @@ def _amd_perf_levels(sysfs_root: Path) -> dict[str, str]:
     return levels
 
 
-def _nvidia_state(device_id: int = 0) -> dict[str, Any]:
+def _nvidia_state(device_id: int = 0) -> JSONDict:
     """P-state and persistence mode through NVML; ``{}`` when NVML is unavailable. Never raises."""
     try:
         import pynvml
@@ -100,7 +102,7 @@ def _nvidia_state(device_id: int = 0) -> dict[str, Any]:
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001
         return {}
-    state: dict[str, Any] = {}
+    state: JSONDict = {}
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
         try:
@@ -121,7 +123,7 @@ def _nvidia_state(device_id: int = 0) -> dict[str, Any]:
     return state
 
 
-def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -> dict[str, Any]:
+def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -> JSONDict:
     """Clock settings of this host. Missing files give ``None`` fields; never raises.
 
     Returns a dict with:
@@ -138,7 +140,7 @@ def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -
       ``nvidia_persistence_mode`` when *query_nvml* and NVML answers, else None.
     """
     root = Path(sysfs_root)
-    state: dict[str, Any] = {
+    state: JSONDict = {
         "cpu_governors": {},
         "cpu_governor": None,
         "cpu_driver": None,
@@ -200,7 +202,7 @@ def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -
     return state
 
 
-def clock_warnings(state: dict[str, Any]) -> list[str]:
+def clock_warnings(state: Mapping[str, Any]) -> list[str]:
     """Human-readable warnings for clock settings that make timings unstable; ``[]`` when fine.
 
     *state* is :func:`read_clock_state`'s result. Each message names the setting, its value and
@@ -227,7 +229,7 @@ def clock_warnings(state: dict[str, Any]) -> list[str]:
     return messages
 
 
-def fingerprint_fields(state: dict[str, Any]) -> dict[str, Any]:
+def fingerprint_fields(state: JSONDict) -> JSONDict:
     """The stable clock *settings* from *state*, for the baseline fingerprint.
 
     ``{"cpu_governor", "cpu_driver", "cpu_boost", "gpu_perf_level"}``. Frequencies and the NVIDIA
@@ -274,7 +276,7 @@ class ClockMonitor(Sampler):
             f"no CPU frequency source (no {self.sysfs_root}/devices/system/cpu/cpufreq, no psutil.cpu_freq)"
         )
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> JSONDict:
         if self._use_psutil:
             import psutil
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.amd import import_amdsmi
 from pytest_aaco.samplers.nvidia import import_pynvml
 
@@ -141,7 +142,7 @@ class DeviceMemoryProbe:
         return None, None
 
 
-def record_own_vram(telemetry_summary: dict[str, Any], mb: float | None, method: str | None) -> None:
+def record_own_vram(telemetry_summary: JSONDict, mb: float | None, method: str | None) -> None:
     """Add ``vram_own_mb`` (``{"max", "mean", "n", "method"}``) to a telemetry summary; nothing when
     *mb* is None. The memory gate compares it only with history runs of the same method."""
     if mb is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
 
 BYTES_PER_MB = 1024 * 1024
@@ -143,7 +144,7 @@ class NVIDIAGPUSampler(Sampler):
                     raise
         return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> JSONDict:
         nvml, handle = self._nvml, self._handle
         util = self._query("util", lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
         power_mw = self._query("power", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
@@ -207,11 +208,11 @@ def cuda_driver_version() -> str | None:
     return result if isinstance(result, str) else None
 
 
-def nvidia_gpu_identity(device_id: int = 0) -> dict[str, Any]:
+def nvidia_gpu_identity(device_id: int = 0) -> JSONDict:
     """``{"name", "driver", "runtime"}`` (runtime ``"CUDA 12.4"``); None values without NVML."""
 
-    def query(nvml: Any) -> dict[str, Any]:
-        identity: dict[str, Any] = {"name": None, "driver": None, "runtime": None}
+    def query(nvml: Any) -> JSONDict:
+        identity: JSONDict = {"name": None, "driver": None, "runtime": None}
         try:
             identity["name"] = _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(device_id)))
         except Exception:  # noqa: BLE001

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler
 
 try:  # POSIX only; Windows has no getrusage
@@ -59,7 +60,7 @@ class SystemSampler(Sampler):
         self._process.cpu_percent(None)
         psutil.cpu_percent(None)
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> JSONDict:
         psutil = self._psutil
         process = self._process
         with process.oneshot():

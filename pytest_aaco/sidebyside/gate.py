@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.history.judge import finish
 from pytest_aaco.measure.inputs import batch_size
@@ -39,6 +39,9 @@ from pytest_aaco.sidebyside.cycles import (
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
 from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: outcomes of items that were not measured side by side (they never fail)
 UNCHANGED_OUTCOME, NEW_OUTCOME = Outcome.UNCHANGED, Outcome.NEW
@@ -142,7 +145,7 @@ class SideBySideGate:
         return bench, verdict, result
 
     def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], Any],
-                   item: ItemMeasure, feeds: dict[str, Any], sessions: int, label: str, threshold: float,
+                   item: ItemMeasure, feeds: dict[str, np.ndarray], sessions: int, label: str, threshold: float,
                    max_contention: float | None = None) -> SideBySideColdStart:
         """Compare the item's cold start with its baseline side's: *sessions* fresh sessions of each
         side, alternating (:func:`pytest_aaco.passes.coldstart.compare_cold_start`, confirmed with fresh

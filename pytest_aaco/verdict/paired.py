@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.verdict.stats import SE_FLOOR, Comparison, _as_1d, _check_prob
 
 __all__ = [
@@ -197,7 +198,7 @@ class SignedRank:
         k = _signed_rank_k(self.n, alpha)
         return 0.0 if k < 1 else math.exp(float(self.walsh[k - 1]))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready figures (ln units, and the ratio)."""
         return {"method": "wilcoxon signed-rank, Hodges-Lehmann", "estimate": self.estimate, "ratio": self.ratio,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "level": self.level,

@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
+
 __all__ = [
     "SE_FLOOR",
     "Comparison",
@@ -159,7 +161,7 @@ class Comparison:
         _check_prob(power, "power")
         return math.expm1((self._tq(1.0 - alpha) + self._tq(power)) * self.se)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready dict: method, estimate, se, df, p_slower, p_faster, n_current, n_baseline, ratio."""
         return {
             "method": self.method,
@@ -246,7 +248,7 @@ class VariancePrior:
             return self.s0_sq, math.inf
         return (self.d0 * self.s0_sq + df * s_sq) / (self.d0 + df), self.d0 + df
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"s0_sq": self.s0_sq, "d0": self.d0, "items": self.items}
 
 
@@ -624,7 +626,7 @@ class QuantileComparison:
     p_slower: float
     n_boot: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready dict of all fields."""
         return {
             "q": float(self.q),
@@ -760,7 +762,7 @@ class DriftResult:
     ratio: float
     p_value: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready dict of all fields."""
         return {"ratio": float(self.ratio), "p_value": float(self.p_value)}
 
