@@ -185,7 +185,7 @@ def collect_environment(
     environ = os.environ if environ is None else environ
     errors: dict[str, str] = {}
 
-    def section(name: str, build: Callable[[], Any]) -> Any:
+    def section(name: str, build: Callable[[], object]) -> Any:
         try:
             return build()
         except Exception as exc:  # noqa: BLE001 - the lockbox never fails the session

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from pytest_aaco.measure.timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared
 from pytest_aaco.measure.timedloop import bound_runner, time_iterations, warmup
 from pytest_aaco.options import CPU_ROUNDS, default
 from pytest_aaco.redact import redact_options, redact_text, secret_values
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
 AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
@@ -50,13 +53,13 @@ class SessionError(RuntimeError):
 class SessionHandle:
     """A built InferenceSession, what building it cost (ms), and how much process RSS (MB) it added."""
 
-    session: Any
+    session: ort.InferenceSession
     provider: ProviderSpec
     model_path: Path
     create_ms: float
     options: JSONDict = field(default_factory=dict)
     #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
-    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], Any]]] = field(default_factory=dict, repr=False)
+    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], object]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
     #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
     device_probe: Any = None
@@ -225,7 +228,7 @@ def check_placement(handle: SessionHandle) -> None:
 
 
 def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
-                device_id: int) -> Callable[[], Any]:
+                device_id: int) -> Callable[[], object]:
     """A zero-argument callable that runs the model once, built outside the timed loop.
 
     ``none``: ``session.run(None, feeds)`` with host arrays (host↔device copies are timed).
@@ -260,7 +263,7 @@ def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
     return run
 
 
-def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], Any]:
+def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], object]:
     device = ORT_DEVICE.get(handle.provider.short, "cpu")
     return bound_runner(handle.session, feeds, mode, device, device_id)
 
@@ -272,7 +275,7 @@ def adaptive_iterations(warmup_ms: np.ndarray) -> int:
     return int(np.clip(round(TARGET_ROUND_S / max(per_iter_s, 1e-6)), MIN_ITERATIONS, MAX_ITERATIONS))
 
 
-def measure_rounds(run: Callable[[], Any], rounds: int, iterations: int) -> list[RoundResult]:
+def measure_rounds(run: Callable[[], object], rounds: int, iterations: int) -> list[RoundResult]:
     """*rounds* blocks of *iterations* timed runs each (``perf_counter_ns``), as RoundResults in ms."""
     results = []
     for index in range(rounds):

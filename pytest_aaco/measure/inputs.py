@@ -11,9 +11,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 #: the input kinds a registry entry may name
 INPUT_KINDS = ("normal", "uniform", "ints", "ones", "zeros", "constant")
@@ -115,7 +118,7 @@ def generate(name: str, shape: tuple[int, ...], dtype: Any, spec: InputSpec | No
     return rng.standard_normal(size=shape).astype(dtype)
 
 
-def make_inputs(model: str, session_inputs: Sequence[Any], dims: dict[str, int],
+def make_inputs(model: str, session_inputs: Sequence[ort.NodeArg], dims: dict[str, int],
                 specs: dict[str, InputSpec]) -> dict[str, np.ndarray]:
     """Feeds for ``session.run``: ``{input name: array}`` for every declared input.
 

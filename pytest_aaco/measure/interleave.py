@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class LocalSide:
     (:func:`pytest_aaco.measure.inference.bind_run` builds it outside the timed loop)."""
 
     name: str
-    run: Callable[[], Any]
+    run: Callable[[], object]
 
     def block(self, iterations: int) -> np.ndarray:
         return time_iterations(self.run, iterations)

@@ -23,9 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.measure.inference import SessionError, build_session
 from pytest_aaco.measure.inputs import make_inputs
+from pytest_aaco.measure.providers import ProviderSpec
 
 if TYPE_CHECKING:
     import numpy as np
+    import onnxruntime as ort
+
 
 #: suffix of the name of a node's kernel event
 KERNEL_SUFFIX = "_kernel_time"
@@ -84,11 +87,11 @@ def read_events(path: str | Path) -> list[Mapping[str, Any]]:
     return event_list(data)
 
 
-def _feeds_for(session: Any, model_name: str, dims: Mapping[str, int] | None) -> dict[str, np.ndarray]:
+def _feeds_for(session: ort.InferenceSession, model_name: str, dims: Mapping[str, int] | None) -> dict[str, np.ndarray]:
     return make_inputs(model_name, session.get_inputs(), dict(dims or {}), {})
 
 
-def profiled_events(model_path: str | Path, provider_spec: Any, device_id: int = 0, *,
+def profiled_events(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0, *,
                     feeds: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
                     keep_profile: str | Path | None = None, runs: int = 3) -> list[Mapping[str, Any]]:
     """Run *model_path* *runs* times in a new profiling InferenceSession and return the profile's events.

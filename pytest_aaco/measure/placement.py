@@ -33,6 +33,7 @@ from pytest_aaco.measure.ortprofile import (
     read_events,
     run_windows,
 )
+from pytest_aaco.measure.providers import ProviderSpec
 
 CPU_EP = "CPUExecutionProvider"
 #: a GPU item is refused when CPU-EP kernels take more than this share of a run's wall time
@@ -136,7 +137,7 @@ def load_profile(path: str | Path) -> Placement:
     return profile_details(read_events(path))
 
 
-def placement_report(model_path: str | Path, provider_spec: Any, device_id: int = 0, *,
+def placement_report(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0, *,
                      feeds: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
                      keep_profile: str | Path | None = None, runs: int = PROFILE_RUNS) -> Placement:
     """Profile one run of *model_path* on *provider_spec* (a :class:`~pytest_aaco.measure.providers.ProviderSpec`).
@@ -153,7 +154,8 @@ def placement_report(model_path: str | Path, provider_spec: Any, device_id: int 
     return profile_details(events)
 
 
-def node_placement(model_path: str | Path, provider_spec: Any, device_id: int = 0, **kwargs: Any) -> dict[str, int]:
+def node_placement(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0,
+                   **kwargs: Any) -> dict[str, int]:
     """``{EP name: node count}`` of a profiled run of *model_path* on *provider_spec*.
 
     E.g. ``{"CUDAExecutionProvider": 120, "CPUExecutionProvider": 1}``. Keyword arguments go to
@@ -162,7 +164,7 @@ def node_placement(model_path: str | Path, provider_spec: Any, device_id: int = 
     return dict(placement_report(model_path, provider_spec, device_id, **kwargs).nodes)
 
 
-def fallback_problem(placement: Placement, provider_spec: Any,
+def fallback_problem(placement: Placement, provider_spec: ProviderSpec,
                      max_cpu_time_share: float = MAX_CPU_TIME_SHARE) -> str | None:
     """Why a result on *provider_spec* must not be recorded as that EP's, or None.
 

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,9 +30,14 @@ from pytest_aaco.measure.inference import SessionError, bind_run, build_session,
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
 from pytest_aaco.measure.modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
+from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import content_hash, zoo_dir
 from pytest_aaco.measure.results import ReferenceSeries, RoundResult
 from pytest_aaco.options import NO_REFERENCE, REFERENCE_GENERATED, REFERENCE_ZOO, default, reference_name
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
 
 #: generated references: name -> (generator, parameters); names as in the option table
 GENERATED = {
@@ -90,7 +95,7 @@ def reference_id(name: str, path: Path) -> str:
     return f"{name}:{content_hash(path)[:16]}"
 
 
-def reference_feeds(session_inputs: list[Any]) -> dict[str, np.ndarray]:
+def reference_feeds(session_inputs: list[ort.NodeArg]) -> dict[str, np.ndarray]:
     """Seeded inputs for the reference session (symbolic dimensions as 1)."""
     dims = {str(d): 1 for i in session_inputs for d in i.shape if not isinstance(d, int)}
     return make_inputs("reference", session_inputs, dims, {})
@@ -110,15 +115,15 @@ class Reference:
 
     name: str
     id: str
-    run: Callable[[], Any]
+    run: Callable[[], object]
     per_iteration_ms: float
-    session: Any = None
+    session: ort.InferenceSession = None
 
     def iterations_for(self, item_round_s: float, share: float = REFERENCE_SHARE) -> int:
         """Measured iterations of one reference block: about ``share * item_round_s`` seconds."""
         return block_iterations(self.per_iteration_ms, target_s=share * item_round_s)
 
-    def measure_alongside(self, run: Callable[[], Any], rounds: int, iterations: int,
+    def measure_alongside(self, run: Callable[[], object], rounds: int, iterations: int,
                           item_round_s: float) -> tuple[list[RoundResult], ReferenceSeries]:
         """*rounds* cycles of one item block (*iterations* measured runs of *run*) and one short
         block of this reference, in balanced AB/BA order (:func:`pytest_aaco.measure.interleave.run_cycles`),
@@ -149,7 +154,7 @@ class Reference:
         return results, series
 
 
-def build_reference(name: str, provider: Any, device_id: int, intra_op_threads: int, iobinding: str,
+def build_reference(name: str, provider: ProviderSpec, device_id: int, intra_op_threads: int, iobinding: str,
                     warmup_s: float = 0.25) -> Reference:
     """Build the reference session on *provider* (a :class:`~pytest_aaco.measure.providers.ProviderSpec`),
     bind its run callable like the item's (*iobinding*), warm it up for about *warmup_s* seconds and time
@@ -193,7 +198,7 @@ class ReferenceCache:
     built: dict[tuple[Any, ...], Reference] = field(default_factory=dict)
     errors: dict[tuple[Any, ...], str] = field(default_factory=dict)
 
-    def get(self, provider: Any, device_id: int, intra_op_threads: int, iobinding: str) -> Reference | None:
+    def get(self, provider: ProviderSpec, device_id: int, intra_op_threads: int, iobinding: str) -> Reference | None:
         """The reference for these settings; None when off or broken before. Raises
         :class:`~pytest_aaco.measure.inference.SessionError` the first time it cannot be built."""
         if self.name is None or check_reference(self.name) is None:

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 #: warmup runs at least this long (s), with at most this many extra iterations
 MIN_WARMUP_S, MAX_EXTRA_WARMUP = 0.25, 500
 
 
-def time_iterations(run: Callable[[], Any], count: int) -> np.ndarray:
+def time_iterations(run: Callable[[], object], count: int) -> np.ndarray:
     """Time *count* calls of *run*: int64 nanoseconds, shape ``(count,)``.
 
     The loop does nothing but ``perf_counter_ns(); run(); perf_counter_ns()`` into a
@@ -42,7 +45,7 @@ def time_iterations(run: Callable[[], Any], count: int) -> np.ndarray:
     return lat
 
 
-def warmup(run: Callable[[], Any], iterations: int) -> tuple[float, np.ndarray]:
+def warmup(run: Callable[[], object], iterations: int) -> tuple[float, np.ndarray]:
     """First run (ms) and the warmup latencies (ms): *iterations*, extended to
     :data:`MIN_WARMUP_S` for fast models so caches, allocators and clocks settle."""
     first_ms = float(time_iterations(run, 1)[0]) / 1e6
@@ -56,8 +59,8 @@ def warmup(run: Callable[[], Any], iterations: int) -> tuple[float, np.ndarray]:
     return first_ms, lat / 1e6
 
 
-def bound_runner(session: Any, feeds: dict[str, np.ndarray], mode: str, device: str,
-                 device_id: int) -> Callable[[], Any]:
+def bound_runner(session: ort.InferenceSession, feeds: dict[str, np.ndarray], mode: str, device: str,
+                 device_id: int) -> Callable[[], object]:
     """A zero-argument callable that runs *session* once on *feeds*, built outside the timed loop.
 
     ``none``: ``session.run(None, feeds)`` with host arrays (host↔device copies are timed).

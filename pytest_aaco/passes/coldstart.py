@@ -41,6 +41,7 @@ from pytest_aaco.measure.inference import SessionError, build_session
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import balanced_orders
 from pytest_aaco.measure.ortprofile import ProfileError, read_events
+from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS
 from pytest_aaco.records import Outcome
@@ -183,7 +184,7 @@ class LocalSessions:
     """
 
     model_path: Path
-    provider: Any
+    provider: ProviderSpec
     feeds: Mapping[str, Any] | None = None
     spec: Any = None
     device_id: int = 0
@@ -217,7 +218,7 @@ class LocalSessions:
         return FreshSample(create_ms, first_ms, phases.get("load_ms"), phases.get("init_ms"))
 
 
-def compiles_for(provider: Any) -> str | None:
+def compiles_for(provider: ProviderSpec) -> str | None:
     """What *provider*'s EP compiles inside the cold-start figures (:data:`COMPILES`), or None."""
     return COMPILES.get(getattr(provider, "short", ""))
 
@@ -231,7 +232,7 @@ def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[f
                      phase_s=after[0] - before[0])
 
 
-def measure_cold_start(model_path: str | Path, provider: Any, feeds: Mapping[str, Any], *, device_id: int = 0,
+def measure_cold_start(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, Any], *, device_id: int = 0,
                        intra_op_threads: int = 0, sessions: int = COLD_SESSIONS) -> ColdStart:
     """Build *sessions* fresh InferenceSessions of *model_path* on *provider* (a ProviderSpec), one
     at a time, timing each creation and its first ``run(None, feeds)`` (ms, ``perf_counter_ns``).

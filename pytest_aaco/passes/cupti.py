@@ -77,8 +77,8 @@ def _collector(cupti: Any) -> _Collector:
     return collector
 
 
-def trace_runs(run: Callable[[], Any], runs: int = TRACED_RUNS, *, node_count: int | None = None,
-               sync: Callable[[], Any] | None = None) -> KernelMetrics:
+def trace_runs(run: Callable[[], object], runs: int = TRACED_RUNS, *, node_count: int | None = None,
+               sync: Callable[[], object] | None = None) -> KernelMetrics:
     """Trace the GPU kernels of *runs* calls of *run* and return their :class:`KernelMetrics` (``source="cupti"``).
 
     *run*: one model run (the item's bound runner); *sync*: called after the last run when *run*

@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.ortprofile import event_list, kernel_events, node_name, profiled_events, run_windows
+from pytest_aaco.measure.providers import ProviderSpec
 
 CPU_EP = "CPUExecutionProvider"
 #: profiled runs after the dropped first one: enough for a median, bounded in time (see :func:`profile_runs`)
@@ -177,7 +178,7 @@ def profile_runs(p50_ms: float | None) -> int:
     return int(min(MAX_RUNS, max(MIN_RUNS, round(TARGET_PROFILE_S * 1000.0 / p50_ms))))
 
 
-def profile_model(model_path: str | Path, provider_spec: Any, device_id: int = 0, *,
+def profile_model(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0, *,
                   feeds: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
                   runs: int = MIN_RUNS) -> OpProfile:
     """The operator profile of *runs* warm runs of *model_path* on *provider_spec*, in a new

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_aaco.measure.inference import build_session
-from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.measure.providers import ProviderSpec, parse_provider
 from pytest_aaco.passes.kernels import KernelMetrics, KernelRecord, after_last_gap, kernel_metrics
 
 ROCPROFV3 = "rocprofv3"
@@ -112,7 +112,7 @@ def rocprof_command(exe: str, out_dir: str | Path, spec_path: str | Path) -> lis
             "--", sys.executable, "-m", "pytest_aaco.passes.rocprof", str(spec_path)]
 
 
-def trace_with_rocprof(model_path: str | Path, provider: Any, feeds: Mapping[str, Any], *, device_id: int = 0,
+def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, Any], *, device_id: int = 0,
                        node_count: int | None = None, warmup: int = WARMUP_RUNS, runs: int = TRACED_RUNS,
                        exe: str = ROCPROFV3, timeout_s: float = TIMEOUT_S) -> KernelMetrics:
     """Run the profile pass of *model_path* on *provider* (a ProviderSpec) under rocprofv3 and

@@ -58,6 +58,7 @@ from pytest_aaco.measure.interleave import (
     spin_bleed,
 )
 from pytest_aaco.measure.process_memory import rss_mb
+from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Outcome, Verdict
@@ -151,7 +152,7 @@ class OwnMemory:
     on GPU EPs with a device reader (NVML, amdsmi) the :class:`~pytest_aaco.samplers.gpu_memory.
     DeviceMemoryProbe` figure, else the RSS growth (``"rss"``)."""
 
-    def __init__(self, provider: Any, device_id: int) -> None:
+    def __init__(self, provider: ProviderSpec, device_id: int) -> None:
         self.probe = DeviceMemoryProbe(provider.short, device_id) if provider.short in READERS else None
         self.rss_before = 0.0
 
@@ -175,7 +176,7 @@ class LocalFactory:
 
     model_file: Path
     spec: Any
-    provider: Any
+    provider: ProviderSpec
     warmup: int = 10
     iobinding: str = "none"
     device_id: int = 0
@@ -225,7 +226,7 @@ class WorkerFactory:
 
     python: str
     model_file: Path
-    provider: Any
+    provider: ProviderSpec
     feeds: Callable[[], dict[str, np.ndarray]]
     warmup: int = 10
     iobinding: str = "none"

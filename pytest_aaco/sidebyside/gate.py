@@ -16,12 +16,14 @@ ValueError with messages naming the option, for the shell to turn into ``pytest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.history.judge import finish
 from pytest_aaco.measure.inputs import batch_size
+from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, model_path
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
@@ -42,6 +44,7 @@ from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide
 
 if TYPE_CHECKING:
     import numpy as np
+
 
 #: outcomes of items that were not measured side by side (they never fail)
 UNCHANGED_OUTCOME, NEW_OUTCOME = Outcome.UNCHANGED, Outcome.NEW
@@ -104,9 +107,10 @@ class SideBySideGate:
         return Verdict(outcome=outcome, label=label, threshold=threshold, current_mean_ms=mean_ms, reason=text,
                        message=text)
 
-    def measure(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], Any],
+    def measure(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
                 item: ItemMeasure, gate: GateSettings, alpha: float, label: str,
-                lock: Callable[[], Any] | None = None) -> tuple[BenchmarkResult, Verdict, SideBySide]:
+                lock: Callable[[], AbstractContextManager[object]] | None = None,
+                ) -> tuple[BenchmarkResult, Verdict, SideBySide]:
         """Compare the item with its baseline side; returns (candidate BenchmarkResult, Verdict, SideBySide).
 
         *provider_for(spec)* gives the EP with that spec's registry options and the command line's
@@ -144,7 +148,7 @@ class SideBySideGate:
                                  item.iobinding)
         return bench, verdict, result
 
-    def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], Any],
+    def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
                    item: ItemMeasure, feeds: dict[str, np.ndarray], sessions: int, label: str, threshold: float,
                    max_contention: float | None = None) -> SideBySideColdStart:
         """Compare the item's cold start with its baseline side's: *sessions* fresh sessions of each

@@ -5,10 +5,9 @@ One rule for every metric and both gates (stored baselines and side by side); no
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 from pytest_aaco.records import Outcome
-from pytest_aaco.verdict.stats import Comparison
 
 REGRESSION = Outcome.REGRESSION
 IMPROVEMENT = Outcome.IMPROVEMENT
@@ -19,7 +18,23 @@ INCONCLUSIVE = Outcome.INCONCLUSIVE
 NO_REGRESSION_ALPHA = 0.05
 
 
-def outcome_of(comp: Comparison | Any, threshold: float, level: float, faster_level: float | None = None,
+class Compared(Protocol):
+    """What :func:`outcome_of` reads of a comparison: :class:`~pytest_aaco.verdict.stats.Comparison`,
+    or any result with the same four members."""
+
+    @property
+    def ratio(self) -> float: ...
+
+    @property
+    def p_slower(self) -> float: ...
+
+    @property
+    def p_faster(self) -> float: ...
+
+    def upper(self, alpha: float) -> float: ...
+
+
+def outcome_of(comp: Compared, threshold: float, level: float, faster_level: float | None = None,
                upper_alpha: float | None = None) -> Outcome:
     """The outcome rule on a Comparison: *regression* when p(slower) <= *level* and the slowdown
     >= *threshold*; *improvement* likewise with p(faster) <= *faster_level* (default *level*);

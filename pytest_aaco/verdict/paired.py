@@ -38,9 +38,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.verdict.stats import SE_FLOOR, Comparison, _as_1d, _check_prob
@@ -65,7 +65,7 @@ EXACT_SIGNED_RANK_MAX_N = 300
 # ---------------------------------------------------------------------------------------------
 
 
-def paired_t(d_by_session: Sequence[Any], session_sd: float = 0.0) -> Comparison:
+def paired_t(d_by_session: Sequence[npt.ArrayLike], session_sd: float = 0.0) -> Comparison:
     """One-sided paired t-test of per-cycle log-ratios, with the session pair as a level.
 
     Args:
@@ -205,7 +205,7 @@ class SignedRank:
                 "p_slower": self.p_slower, "p_faster": self.p_faster, "n": self.n}
 
 
-def signed_rank(d: Any, level: float = 0.95) -> SignedRank:
+def signed_rank(d: npt.ArrayLike, level: float = 0.95) -> SignedRank:
     """Wilcoxon signed-rank test of ``d`` against 0, with the Hodges-Lehmann estimate and CI.
 
     Args:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pytest_aaco.jsonio import JSONDict
 
@@ -61,7 +62,7 @@ SE_FLOOR = 1e-9
 _BOOT_CHUNK_ELEMENTS = 2_000_000
 
 
-def _as_1d(values: Any, name: str, min_len: int) -> np.ndarray:
+def _as_1d(values: npt.ArrayLike, name: str, min_len: int) -> np.ndarray:
     """*values* as a finite 1-D float array with at least *min_len* entries, else ValueError."""
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1:
@@ -184,7 +185,8 @@ def _t_pvalues(estimate: float, se: float, df: float) -> tuple[float, float]:
     return float(student_t.sf(t, df)), float(student_t.cdf(t, df))
 
 
-def welch_rounds(current: Any, baseline: Any, run_sd: float = 0.0, baseline_runs: int = 1) -> Comparison:
+def welch_rounds(current: npt.ArrayLike, baseline: npt.ArrayLike, run_sd: float = 0.0,
+                 baseline_runs: int = 1) -> Comparison:
     """Welch's unequal-variance t-test on round log-means, optionally with a run-to-run term.
 
     Args:
@@ -270,7 +272,7 @@ def _trigamma_inverse(x: float) -> float:
     return y
 
 
-def fit_variance_prior(variances: Any, dfs: Any) -> VariancePrior | None:
+def fit_variance_prior(variances: npt.ArrayLike, dfs: npt.ArrayLike) -> VariancePrior | None:
     """Fit the prior that moderates each item's variance towards the others' (empirical Bayes).
 
     Args:
@@ -302,7 +304,8 @@ def fit_variance_prior(variances: Any, dfs: Any) -> VariancePrior | None:
     return VariancePrior(s0_sq, d0, int(v.size))
 
 
-def prediction_interval_test(current: Any, history_run_means: Any, prior: VariancePrior | None = None) -> Comparison:
+def prediction_interval_test(current: npt.ArrayLike, history_run_means: npt.ArrayLike,
+                             prior: VariancePrior | None = None) -> Comparison:
     """Is this run's mean outside the prediction interval of earlier runs' means?
 
     Args:
@@ -392,7 +395,7 @@ class ReferenceFit:
         s_sq = self.residual_var if residual_var is None else residual_var
         return s_sq * (1.0 + 1.0 / self.runs) + (x - self.x_mean) ** 2 * self.slope_var_at(s_sq)
 
-    def test(self, current: Any, current_reference: Any, prior: VariancePrior | None = None) -> Comparison:
+    def test(self, current: npt.ArrayLike, current_reference: Any, prior: VariancePrior | None = None) -> Comparison:
         """This run (item round log-means *current*, reference block log-means *current_reference*,
         shape ``(rounds,)`` each) against the prediction at the reference's speed now;
         :func:`reference_adjusted_test` describes the result. Raises ValueError for an empty or
@@ -409,7 +412,7 @@ class ReferenceFit:
         return Comparison("reference-adjusted", estimate, se, df, p_slower, p_faster, int(c.size), self.runs)
 
 
-def fit_reference(history_run_means: Any, history_reference_means: Any,
+def fit_reference(history_run_means: npt.ArrayLike, history_reference_means: npt.ArrayLike,
                   slope_prior_sd: float = SLOPE_PRIOR_SD) -> ReferenceFit:
     """Fit ``item = a + b * reference`` over the history's runs, with a normal prior on the slope.
 
@@ -447,8 +450,8 @@ def fit_reference(history_run_means: Any, history_reference_means: Any,
                         prior_precision, int(y.size))
 
 
-def reference_adjusted_test(current: Any, current_reference: Any, history_run_means: Any,
-                            history_reference_means: Any, slope_prior_sd: float = SLOPE_PRIOR_SD,
+def reference_adjusted_test(current: npt.ArrayLike, current_reference: npt.ArrayLike, history_run_means: npt.ArrayLike,
+                            history_reference_means: npt.ArrayLike, slope_prior_sd: float = SLOPE_PRIOR_SD,
                             prior: VariancePrior | None = None) -> Comparison:
     """Is this run's mean outside the prediction interval of the history's regression on the reference?
 
@@ -491,7 +494,7 @@ def reference_adjusted_test(current: Any, current_reference: Any, history_run_me
 # ---------------------------------------------------------------------------------------------
 
 
-def benjamini_hochberg(pvalues: Any, q: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+def benjamini_hochberg(pvalues: npt.ArrayLike, q: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """Benjamini-Hochberg step-up procedure over one family of p-values.
 
     Args:
@@ -638,7 +641,7 @@ class QuantileComparison:
         }
 
 
-def _rounds_as_arrays(rounds: Sequence[Any], name: str) -> list[np.ndarray]:
+def _rounds_as_arrays(rounds: Sequence[npt.ArrayLike], name: str) -> list[np.ndarray]:
     if isinstance(rounds, np.ndarray) and rounds.ndim == 2:
         rounds = list(rounds)
     arrays = [_as_1d(r, f"{name} round {i}", 1) for i, r in enumerate(rounds)]
@@ -695,8 +698,8 @@ def _bootstrap_percentiles(
 
 
 def bootstrap_quantile_ratio(
-    current_rounds: Sequence[Any],
-    baseline_rounds: Sequence[Any],
+    current_rounds: Sequence[npt.ArrayLike],
+    baseline_rounds: Sequence[npt.ArrayLike],
     q: float = 99.0,
     level: float = 0.95,
     n_boot: int = 2000,
@@ -767,7 +770,7 @@ class DriftResult:
         return {"ratio": float(self.ratio), "p_value": float(self.p_value)}
 
 
-def drift(round_log_means: Any) -> DriftResult | None:
+def drift(round_log_means: npt.ArrayLike) -> DriftResult | None:
     """Did latency drift during a run (thermal throttling, a neighbour starting)?
 
     Args:
@@ -798,7 +801,7 @@ def _median_ignoring_nan(values: np.ndarray) -> float:
     return float(np.median(finite)) if finite.size else float("nan")
 
 
-def spread_ratio(current_round_log_means: Any, history_round_sds: Any) -> float | None:
+def spread_ratio(current_round_log_means: npt.ArrayLike, history_round_sds: npt.ArrayLike) -> float | None:
     """How noisy this run's rounds are compared with earlier runs' rounds.
 
     Args:
@@ -829,7 +832,7 @@ def spread_ratio(current_round_log_means: Any, history_round_sds: Any) -> float 
     return float(np.std(cur, ddof=1)) / med
 
 
-def run_offset_sd(runs: Sequence[Any]) -> float:
+def run_offset_sd(runs: Sequence[Sequence[float] | np.ndarray]) -> float:
     """The sd (ln units) of the per-run offset, estimated from a history of runs.
 
     Args:
