@@ -37,7 +37,7 @@ IniType = Literal["string", "bool", "linelist"]
 # ---------------------------------------------------------------- value parsers (ValueError)
 
 
-def int_at_least(value: Any, minimum: int = 1) -> int:
+def int_at_least(value: object, minimum: int = 1) -> int:
     """An integer >= *minimum* (``7``, ``"7"``); ValueError otherwise."""
     try:
         number = int(str(value).strip())
@@ -59,7 +59,7 @@ def auto_rounds(is_gpu: bool) -> int:
     return DEVICE_ROUNDS if is_gpu else CPU_ROUNDS
 
 
-def int_or_auto(value: Any, minimum: int = 0) -> int | None:
+def int_or_auto(value: object, minimum: int = 0) -> int | None:
     """``auto`` (None: the setting is chosen per item, e.g. :func:`auto_rounds`) or an integer >=
     *minimum*; ValueError otherwise."""
     if str(value).strip().lower() == "auto":
@@ -70,7 +70,7 @@ def int_or_auto(value: Any, minimum: int = 0) -> int | None:
         raise ValueError(f"{exc} (or auto)") from None
 
 
-def fraction_below(value: Any, upper: float = 1.0) -> float:
+def fraction_below(value: object, upper: float = 1.0) -> float:
     """A fraction in (0, *upper*): ``0.05`` or ``5%``; ValueError otherwise."""
     text = str(value).strip()
     try:
@@ -82,21 +82,21 @@ def fraction_below(value: Any, upper: float = 1.0) -> float:
     return number
 
 
-def fraction_or_zero(value: Any, upper: float = 1.0) -> float:
+def fraction_or_zero(value: object, upper: float = 1.0) -> float:
     """``0`` (off) or a fraction in (0, *upper*)."""
     if str(value).strip().rstrip("%") in ("0", "0.0"):
         return 0.0
     return fraction_below(value, upper)
 
 
-def iterations(value: Any) -> int | None:
+def iterations(value: object) -> int | None:
     """``auto`` (None: adapt to the model's latency) or an integer >= 2."""
     if str(value).strip().lower() == "auto":
         return None
     return int_at_least(value, 2)
 
 
-def amount(value: Any, unit: str, example: str, positive: bool) -> float:
+def amount(value: object, unit: str, example: str, positive: bool) -> float:
     """A number with an optional *unit* suffix (``50`` or ``50mb``): positive, or else not negative."""
     text = str(value).strip().lower().removesuffix(unit)
     try:
@@ -138,12 +138,12 @@ def find_interpreter(value: str) -> str:
     return path
 
 
-def interpreter_or_none(value: Any) -> str | None:
+def interpreter_or_none(value: object) -> str | None:
     """``--aaco-compare-python``: None when empty, else :func:`find_interpreter`."""
     return find_interpreter(str(value)) if str(value or "").strip() else None
 
 
-def revision_or_none(value: Any) -> str | None:
+def revision_or_none(value: object) -> str | None:
     """``--aaco-compare``: a git revision (``origin/main``, a SHA, ``HEAD~1``), None when empty.
     Whether it exists is checked against the repository when the session starts."""
     text = str(value or "").strip()
@@ -152,24 +152,24 @@ def revision_or_none(value: Any) -> str | None:
     return text or None
 
 
-def cores(value: Any) -> float | None:
+def cores(value: object) -> float | None:
     """``off`` (None) or a non-negative number of CPU cores (``0.1``)."""
     if str(value).strip().lower() == "off":
         return None
     return amount(value, "cores", "a number of cores like 0.1, or off", positive=False)
 
 
-def seconds_from_ms(value: Any) -> float:
+def seconds_from_ms(value: object) -> float:
     """A positive duration in ms (``100`` or ``100ms``); returned in seconds."""
     return amount(value, "ms", "milliseconds like 100", positive=True) / 1000.0
 
 
-def megabytes(value: Any) -> float:
+def megabytes(value: object) -> float:
     """A non-negative size in MB (``50`` or ``50MB``)."""
     return amount(value, "mb", "megabytes like 50", positive=False)
 
 
-def on_off(value: Any) -> bool:
+def on_off(value: object) -> bool:
     """``on``/``off`` (also true/false, yes/no, 1/0)."""
     text = str(value).strip().lower()
     if text in ("on", "true", "yes", "1"):
@@ -179,7 +179,7 @@ def on_off(value: Any) -> bool:
     raise ValueError(f"expected on or off, got {value!r}")
 
 
-def executable(value: Any, default_name: str) -> str | None:
+def executable(value: object, default_name: str) -> str | None:
     """``off`` (None), ``on`` (*default_name*, looked up on PATH when used) or the path of an executable."""
     text = str(value).strip()
     if text.lower() in ("off", "false", "no", "0", ""):
@@ -189,7 +189,7 @@ def executable(value: Any, default_name: str) -> str | None:
     return text
 
 
-def choice(value: Any, choices: tuple[str, ...]) -> str:
+def choice(value: object, choices: tuple[str, ...]) -> str:
     """One of *choices* (case-insensitive)."""
     text = str(value).strip().lower()
     if text not in choices:
@@ -200,13 +200,13 @@ def choice(value: Any, choices: tuple[str, ...]) -> str:
 _SCALAR = re.compile(r"^-?\d+$")
 
 
-def reference_name(value: Any) -> str | None:
+def reference_name(value: object) -> str | None:
     """A reference workload name (lower case), or None for ``none``; ValueError listing the valid ones."""
     name = choice(value, REFERENCE_GENERATED + REFERENCE_ZOO + (NO_REFERENCE,))
     return None if name == NO_REFERENCE else name
 
 
-def option_value(text: str) -> Any:
+def option_value(text: str) -> int | str:
     """Provider option values keep ORT's string form; ints stay ints so ``device_id=1`` works too."""
     return int(text) if _SCALAR.match(text) else text
 
