@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_aaco.benchmark import BenchmarkRun
 from pytest_aaco.history.store import Baseline, history_entries
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import SessionError, bind_run
 from pytest_aaco.measure.ortprofile import ProfileError
@@ -54,9 +55,9 @@ class Insight:
     profile: OpProfile | None = None
     notes: list[str] = field(default_factory=list)
 
-    def baseline_extra(self) -> dict[str, Any]:
+    def baseline_extra(self) -> JSONDict:
         """The entries a saved baseline run keeps (``cold_start``, ``profile``)."""
-        extra: dict[str, Any] = {}
+        extra: JSONDict = {}
         if self.cold_start is not None:
             extra["cold_start"] = self.cold_start.to_dict()
         if self.profile is not None:
@@ -146,7 +147,7 @@ def judge_insight(insight: Insight, baseline: Baseline | None, label: str, confi
     return fields
 
 
-def kernel_data(insight: Insight) -> dict[str, Any] | None:
+def kernel_data(insight: Insight) -> JSONDict | None:
     """The diagnosis' *kernel_data* (:meth:`KernelMetrics.to_diagnosis`), or None without a trace."""
     return insight.kernels.to_diagnosis() if insight.kernels is not None else None
 

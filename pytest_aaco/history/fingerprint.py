@@ -55,7 +55,7 @@ class Fingerprint:
         text = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def subject_changes(self, other: Mapping[str, Any]) -> list[str]:
+    def subject_changes(self, other: Mapping[str, object]) -> list[str]:
         """Subject fields (the model itself) that changed since *other* was recorded."""
         return [k for k in SUBJECT_FIELDS if k in other and other.get(k) != self.fields.get(k)]
 
@@ -70,22 +70,22 @@ class Fingerprint:
             slug += "-" + re.sub(r"[^a-z0-9]+", "-", str(gpu).lower()).strip("-")[:30]
         return f"{slug}-{self.fields.get('cpu_cores', 0)}c-{digest}"
 
-    def diff(self, other: Mapping[str, Any]) -> list[str]:
+    def diff(self, other: Mapping[str, object]) -> list[str]:
         """Comparability fields whose values differ from *other* (a stored fingerprint's fields)."""
         keys = sorted((set(self.fields) | set(other)) - set(NOT_COMPARED))
         return [k for k in keys if self.fields.get(k) != other.get(k)]
 
-    def version_only(self, other: Mapping[str, Any]) -> list[str]:
+    def version_only(self, other: Mapping[str, object]) -> list[str]:
         """The differing fields when every one of them is in :data:`VERSION_FIELDS` (an ORT or
         driver upgrade); an empty list when nothing differs or something else does too."""
         diff = self.diff(other)
         return diff if diff and all(k in VERSION_FIELDS for k in diff) else []
 
-    def matches(self, other: Mapping[str, Any]) -> bool:
+    def matches(self, other: Mapping[str, object]) -> bool:
         """True when *other* (a stored fingerprint's fields) is comparable: no comparability field differs."""
         return not self.diff(other)
 
-    def describe_diff(self, other: Mapping[str, Any]) -> str:
+    def describe_diff(self, other: Mapping[str, object]) -> str:
         """Human-readable difference, e.g. ``ort_version: 1.20.0 -> 1.21.0``."""
         parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self.fields.get(k))!r}" for k in self.diff(other)]
         return "; ".join(parts)

@@ -46,6 +46,7 @@ import numpy as np
 
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import Baseline
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import Outcome, Verdict
@@ -144,7 +145,7 @@ class Series:
         return comparison(self.current, self.history, min_history, run_noise, prior if self.kind == RAW else None)
 
 
-def reference_drift(current_log_means: Any, history_log_means: list[list[float]]) -> dict[str, Any]:
+def reference_drift(current_log_means: Any, history_log_means: list[list[float]]) -> JSONDict:
     """The reference's change between the history and now, the machine's own change of speed.
 
     *current_log_means*: the reference's block log-means of this run, shape ``(rounds,)``;
@@ -329,7 +330,7 @@ def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: Ga
     return found
 
 
-def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> dict[str, Any] | None:
+def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> JSONDict | None:
     """Bootstrap over rounds of the p99 ratio against the latest baseline run's raw iterations."""
     past = [np.asarray(r, dtype=float) for r in baseline.latest_latencies_ms if len(r)]
     if len(past) < 2 or len(result.rounds) < 2:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from pytest_aaco.history.fingerprint import Fingerprint
-from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, read_json
+from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, atomic_write_text, read_json
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.verdict.stats import VariancePrior, fit_reference, fit_variance_prior
 
@@ -113,7 +113,7 @@ class Baseline:
 
     path: Path
     item: str
-    fingerprint: dict[str, Any]
+    fingerprint: JSONDict
     fingerprint_id: str
     history: list[dict[str, Any]] = field(default_factory=list)
     latest_latencies_ms: list[list[float]] = field(default_factory=list)
@@ -127,7 +127,7 @@ class Baseline:
         """Per run, its round log-means (mean ln ms of each round); shape ``(runs, rounds_i)``."""
         return [[r["log_mean"] for r in run["rounds"]] for run in self.history]
 
-    def reference_runs(self, reference_id: str) -> list[dict[str, Any]]:
+    def reference_runs(self, reference_id: str) -> list[JSONDict]:
         """The ``reference`` records of the runs measured with reference *reference_id*, oldest first."""
         return [ref for _, ref in self.reference_pairs(reference_id)]
 
@@ -142,15 +142,15 @@ class Baseline:
         ids = [run["reference"]["id"] for run in self.history if isinstance(run.get("reference"), dict)]
         return list(dict.fromkeys(ids))
 
-    def latest(self) -> dict[str, Any]:
+    def latest(self) -> JSONDict:
         return self.history[-1]
 
-    def current(self) -> dict[str, Any]:
+    def current(self) -> JSONDict:
         """The live history as an archive entry (without ``archived_at``/``reason``)."""
         return {"item": self.item, "fingerprint": self.fingerprint, "fingerprint_id": self.fingerprint_id,
                 "history": self.history, "latest_latencies_ms": self.latest_latencies_ms}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         runs = self.history + [run for entry in self.archive for run in entry.get("history", [])]
         version = (SCHEMA_VERSION if any("reference" in run for run in runs)  # an older reader must not rewrite it
                    else ARCHIVE_SCHEMA_VERSION if self.archive else PLAIN_SCHEMA_VERSION)
@@ -177,7 +177,7 @@ def _require(path: Path, data: Any, key: str, kind: type) -> Any:
     return data[key]
 
 
-def _check_reference(path: Path, run: dict[str, Any], rounds: int) -> None:
+def _check_reference(path: Path, run: JSONDict, rounds: int) -> None:
     """A run's ``reference`` record, when present, has an ``id`` and one log-mean and one normalized
     value per round; AacoFileError naming the file otherwise."""
     ref = run.get("reference")
@@ -207,7 +207,7 @@ def _check_history(path: Path, history: list[Any]) -> None:
                                 " re-record it with --aaco-save-baseline --aaco-baseline-reset")
 
 
-def _latencies(path: Path, data: dict[str, Any]) -> list[list[float]]:
+def _latencies(path: Path, data: JSONDict) -> list[list[float]]:
     raw = data.get("latest_latencies_ms") or []
     if not isinstance(raw, list) or not all(isinstance(r, list) for r in raw):
         raise AacoFileError(f"{path}: baseline key 'latest_latencies_ms' is not a list of rounds;"
@@ -278,7 +278,7 @@ def _legacy_file(path: Path, nodeid: str) -> Path | None:
     return legacy if isinstance(data, dict) and data.get("item") == nodeid else None
 
 
-def run_record(result: BenchmarkResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_record(result: BenchmarkResult, extra: JSONDict | None = None) -> JSONDict:
     """The history entry for one run: timestamp, round summaries (raw round log-means), summary,
     telemetry summary, *extra* entries (``cold_start``, ``profile``: what the run measured beside its
     rounds) and, with a reference workload, its series (:class:`~pytest_aaco.measure.results.ReferenceSeries`:
@@ -295,7 +295,7 @@ def run_record(result: BenchmarkResult, extra: dict[str, Any] | None = None) -> 
     return record
 
 
-def history_entries(baseline: Baseline | None, key: str) -> list[dict[str, Any]]:
+def history_entries(baseline: Baseline | None, key: str) -> list[JSONDict]:
     """The *key* entry (``cold_start``, ``profile``) of every history run that has one, oldest first."""
     if baseline is None:
         return []
@@ -345,7 +345,7 @@ def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         lock.release()
 
 
-def _archived(baseline: Baseline, reason: str) -> dict[str, Any]:
+def _archived(baseline: Baseline, reason: str) -> JSONDict:
     return {"archived_at": _now(), "reason": reason, **baseline.current()}
 
 
@@ -363,7 +363,7 @@ def _plural(n: int) -> str:
 
 
 def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,
-             keep: int = 30, reset: bool = False, extra: dict[str, Any] | None = None) -> SaveOutcome:
+             keep: int = 30, reset: bool = False, extra: JSONDict | None = None) -> SaveOutcome:
     """Append *result* (with *extra* entries, see :func:`run_record`) to the item's history
     (keeping the last *keep* runs) and write it atomically.
 
@@ -384,7 +384,7 @@ def save_run(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benchmar
 
 
 def _save_locked(path: Path, nodeid: str, fingerprint: Fingerprint, result: BenchmarkResult,
-                 keep: int, reset: bool, extra: dict[str, Any] | None = None) -> SaveOutcome:
+                 keep: int, reset: bool, extra: JSONDict | None = None) -> SaveOutcome:
     notes: list[str] = []
     warnings: list[str] = []
     source = path if path.exists() else (_legacy_file(path, nodeid) or path)

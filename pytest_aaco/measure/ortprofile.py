@@ -38,7 +38,7 @@ class ProfileError(RuntimeError):
     """The profiled run could not be made or its profile could not be read."""
 
 
-def event_list(events: Any) -> list[Mapping[str, Any]]:
+def event_list(events: Any) -> list[Mapping[str, object]]:
     """The events of a parsed profile: the JSON list itself, or ``{"traceEvents": [...]}``'s list.
 
     Entries that are not JSON objects are dropped. Raises :class:`ProfileError` for anything else.
@@ -72,12 +72,12 @@ def kernel_events(events: list[Mapping[str, Any]], window: tuple[float, float] |
     return found
 
 
-def node_name(event: Mapping[str, Any]) -> str:
+def node_name(event: Mapping[str, object]) -> str:
     """The node name of a kernel event: its name without :data:`KERNEL_SUFFIX`."""
     return str(event.get("name", "")).removesuffix(KERNEL_SUFFIX)
 
 
-def read_events(path: str | Path) -> list[Mapping[str, Any]]:
+def read_events(path: str | Path) -> list[Mapping[str, object]]:
     """Read an ORT profile file. Raises :class:`ProfileError` naming the file when unreadable."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -92,8 +92,8 @@ def _feeds_for(session: ort.InferenceSession, model_name: str, dims: Mapping[str
 
 
 def profiled_events(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0, *,
-                    feeds: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
-                    keep_profile: str | Path | None = None, runs: int = 3) -> list[Mapping[str, Any]]:
+                    feeds: Mapping[str, np.ndarray] | None = None, dims: Mapping[str, int] | None = None,
+                    keep_profile: str | Path | None = None, runs: int = 3) -> list[Mapping[str, object]]:
     """Run *model_path* *runs* times in a new profiling InferenceSession and return the profile's events.
 
     The session is built by :func:`pytest_aaco.measure.inference.build_session` (so options and the CPU

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.ortprofile import (
@@ -34,6 +34,9 @@ from pytest_aaco.measure.ortprofile import (
     run_windows,
 )
 from pytest_aaco.measure.providers import ProviderSpec
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CPU_EP = "CPUExecutionProvider"
 #: a GPU item is refused when CPU-EP kernels take more than this share of a run's wall time
@@ -138,7 +141,7 @@ def load_profile(path: str | Path) -> Placement:
 
 
 def placement_report(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0, *,
-                     feeds: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
+                     feeds: Mapping[str, np.ndarray] | None = None, dims: Mapping[str, int] | None = None,
                      keep_profile: str | Path | None = None, runs: int = PROFILE_RUNS) -> Placement:
     """Profile one run of *model_path* on *provider_spec* (a :class:`~pytest_aaco.measure.providers.ProviderSpec`).
 

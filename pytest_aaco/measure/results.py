@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
+
 
 def percentile_ms(latencies_ms: np.ndarray, q: float) -> float:
     """The *q*-th percentile (0..100) of *latencies_ms* with numpy's default linear interpolation."""
@@ -52,7 +54,7 @@ class RoundResult:
     def p99_ms(self) -> float:
         return percentile_ms(self.latencies_ms, 99)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """The round as stored in baselines: ``n``, ``mean_ms``, ``log_mean``, ``p50_ms``, ``p99_ms``."""
         return {
             "n": self.n,
@@ -82,7 +84,7 @@ class ReferenceSeries:
     iterations: int
     share: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """As stored in baselines and bundles (lists of floats)."""
         return {
             "name": self.name,
@@ -168,7 +170,7 @@ class BenchmarkResult:
             return 0.0
         return (self.rounds[-1].end_ns - self.rounds[0].start_ns) / 1e9
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """Scalar figures of the run, in ms and samples/s."""
         return {
             "mean_ms": self.mean_ms,
@@ -184,9 +186,9 @@ class BenchmarkResult:
             "first_run_ms": self.first_run_ms,
         }
 
-    def to_dict(self, raw: bool = True) -> dict[str, Any]:
+    def to_dict(self, raw: bool = True) -> JSONDict:
         """JSON-ready record. With *raw*, the per-iteration latencies are included."""
-        data: dict[str, Any] = {
+        data: JSONDict = {
             "model": self.model,
             "provider": self.provider,
             "providers_used": list(self.providers_used),

@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inference import SessionError, build_session
@@ -48,6 +48,9 @@ from pytest_aaco.records import Outcome
 from pytest_aaco.verdict.outcome import outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.stats import VariancePrior, prediction_interval_test
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: fresh sessions per item
 #: a cold-start regression must be at least this much slower (fraction)
@@ -185,7 +188,7 @@ class LocalSessions:
 
     model_path: Path
     provider: ProviderSpec
-    feeds: Mapping[str, Any] | None = None
+    feeds: Mapping[str, np.ndarray] | None = None
     spec: Any = None
     device_id: int = 0
     intra_op_threads: int = 0
@@ -232,7 +235,8 @@ def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[f
                      phase_s=after[0] - before[0])
 
 
-def measure_cold_start(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, Any], *, device_id: int = 0,
+def measure_cold_start(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, np.ndarray], *,
+                       device_id: int = 0,
                        intra_op_threads: int = 0, sessions: int = COLD_SESSIONS) -> ColdStart:
     """Build *sessions* fresh InferenceSessions of *model_path* on *provider* (a ProviderSpec), one
     at a time, timing each creation and its first ``run(None, feeds)`` (ms, ``perf_counter_ns``).

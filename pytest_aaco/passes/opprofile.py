@@ -23,11 +23,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.ortprofile import event_list, kernel_events, node_name, profiled_events, run_windows
 from pytest_aaco.measure.providers import ProviderSpec
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CPU_EP = "CPUExecutionProvider"
 #: profiled runs after the dropped first one: enough for a median, bounded in time (see :func:`profile_runs`)
@@ -179,7 +182,7 @@ def profile_runs(p50_ms: float | None) -> int:
 
 
 def profile_model(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0, *,
-                  feeds: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
+                  feeds: Mapping[str, np.ndarray] | None = None, dims: Mapping[str, int] | None = None,
                   runs: int = MIN_RUNS) -> OpProfile:
     """The operator profile of *runs* warm runs of *model_path* on *provider_spec*, in a new
     profiling InferenceSession (one more run is made first and dropped). Raises

@@ -35,11 +35,14 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.measure.inference import build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
 from pytest_aaco.passes.kernels import KernelMetrics, KernelRecord, after_last_gap, kernel_metrics
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ROCPROFV3 = "rocprofv3"
 #: pause (s) between the warmup and the traced runs; kernels after a pause of half of it are the runs'
@@ -112,7 +115,8 @@ def rocprof_command(exe: str, out_dir: str | Path, spec_path: str | Path) -> lis
             "--", sys.executable, "-m", "pytest_aaco.passes.rocprof", str(spec_path)]
 
 
-def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, Any], *, device_id: int = 0,
+def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, np.ndarray], *,
+                       device_id: int = 0,
                        node_count: int | None = None, warmup: int = WARMUP_RUNS, runs: int = TRACED_RUNS,
                        exe: str = ROCPROFV3, timeout_s: float = TIMEOUT_S) -> KernelMetrics:
     """Run the profile pass of *model_path* on *provider* (a ProviderSpec) under rocprofv3 and

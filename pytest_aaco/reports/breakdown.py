@@ -23,7 +23,7 @@ from pytest_aaco.reports.markup import e, fmt, fraction_pct, is_num
 MAX_OPS_PLOTTED = 12
 
 
-def _op_key(op: Mapping[str, Any]) -> tuple[str, str]:
+def _op_key(op: Mapping[str, object]) -> tuple[str, str]:
     return str(op.get("op")), str(op.get("ep"))
 
 
@@ -89,7 +89,7 @@ def plot_cold_start(current: Mapping[str, Any], history: Sequence[Mapping[str, A
     return mk.figure_svg(fig)
 
 
-def profile_block(profile: Mapping[str, Any] | None, comparison: Mapping[str, Any] | None = None,
+def profile_block(profile: Mapping[str, Any] | None, comparison: Mapping[str, object] | None = None,
                   baseline: Mapping[str, Any] | None = None, plots: bool = True) -> str:
     """The operator section: the comparison's message, the bar chart, a table of op types (this
     run's ms and share, the baseline's share, change) and the slowest nodes; ``""`` without a profile."""
@@ -152,7 +152,7 @@ def kernels_block(metrics: Mapping[str, Any] | None) -> str:
 
 
 def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] | None = None,
-                     history: Sequence[Mapping[str, Any]] = (), plots: bool = True) -> str:
+                     history: Sequence[Mapping[str, object]] = (), plots: bool = True) -> str:
     """Cold start: the verdict's message, this run's fastest session against the earlier runs'
     (or, compared side by side, against the baseline side's fastest: ``cold["baseline_side"]``,
     then plotted in place of *history*), and the plot."""

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pytest_aaco.jsonio import AacoFileError, atomic_write_json, read_json
+from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, read_json
 
 META_FILE = "session_meta.json"
 ENVIRONMENT_FILE = "environment.json"
@@ -69,7 +69,7 @@ class SessionBundle:
         name = f"{self.started.strftime('%Y%m%d-%H%M%S')}_{session_id}"
         self._path = Path(root) / name
         (self._path / ITEMS_DIR).mkdir(parents=True, exist_ok=True)
-        self._meta: dict[str, Any] = {}
+        self._meta: JSONDict = {}
         self._items: dict[str, Path] = {}
 
     @classmethod
@@ -96,23 +96,23 @@ class SessionBundle:
         """The bundle folder."""
         return self._path
 
-    def _base_meta(self) -> dict[str, Any]:
+    def _base_meta(self) -> JSONDict:
         return {
             "schema_version": SCHEMA_VERSION,
             "session_id": self.session_id,
             "bundle_started_at": self.started.isoformat(timespec="seconds"),
         }
 
-    def write_meta(self, meta: dict[str, Any]) -> Path:
+    def write_meta(self, meta: JSONDict) -> Path:
         """Write ``session_meta.json``: *meta* plus ``schema_version``, ``session_id``, ``bundle_started_at``."""
         self._meta = {**self._base_meta(), **meta}
         return atomic_write_json(self._path / META_FILE, self._meta)
 
-    def write_environment(self, env: dict[str, Any]) -> Path:
+    def write_environment(self, env: JSONDict) -> Path:
         """Write ``environment.json`` (the lockbox from :func:`pytest_aaco.history.environment.collect_environment`)."""
         return atomic_write_json(self._path / ENVIRONMENT_FILE, env)
 
-    def write_item(self, nodeid: str, payload: dict[str, Any]) -> Path:
+    def write_item(self, nodeid: str, payload: JSONDict) -> Path:
         """Write ``items/<safe_file_stem(nodeid)>.json`` now, atomically; returns its path.
 
         The file holds ``{"nodeid": nodeid, **payload}``. Writing the same node id again (a
@@ -123,7 +123,7 @@ class SessionBundle:
         self._items[nodeid] = target
         return target
 
-    def finish(self, summary: dict[str, Any] | None = None) -> Path:
+    def finish(self, summary: JSONDict | None = None) -> Path:
         """Rewrite ``session_meta.json`` with the end time, duration and *summary*.
 
         *summary* is stored under ``"summary"``. If it is instead a whole meta dict (it has its
@@ -186,7 +186,7 @@ def load_session(path: str | Path) -> dict[str, Any]:
             environment = read_json(folder / ENVIRONMENT_FILE)
         except AacoFileError as exc:
             errors[ENVIRONMENT_FILE] = str(exc)
-    items: dict[str, Any] = {}
+    items: JSONDict = {}
     for item_file in sorted((folder / ITEMS_DIR).glob("*.json")):
         if item_file.name.startswith("."):
             continue

@@ -31,7 +31,7 @@ import numpy as np
 
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.store import load_baseline
-from pytest_aaco.jsonio import AacoFileError, atomic_write_text, read_json
+from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_text, read_json
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary, Verdict
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profile_block
@@ -104,7 +104,7 @@ def _badge(outcome: Outcome) -> str:
 # ---------------------------------------------------------------- baselines
 
 
-def load_baselines(records: Sequence[ItemRecord]) -> dict[str, dict[str, Any]]:
+def load_baselines(records: Sequence[ItemRecord]) -> dict[str, JSONDict]:
     """``{nodeid: baseline file as a dict}`` for records whose ``verdict.baseline_path`` is readable.
 
     Missing or unreadable files are skipped (the page then says the baseline was not found).
@@ -152,7 +152,7 @@ def _round_latencies(result: dict[str, Any]) -> list[list[float]]:
     return [[float(x) for x in r] for r in result.get("latencies_ms") or []]
 
 
-def plot_latency(record: ItemRecord, baseline: dict[str, Any] | None) -> str | None:
+def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> str | None:
     """Four panels as one SVG: histogram and ECDF against the baseline's latest raw iterations,
     every iteration in time order (warmup grey, rounds alternating), round means vs history."""
     result = record.result or {}
@@ -353,7 +353,7 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
 # ---------------------------------------------------------------- tables
 
 
-def stats_table(record: ItemRecord, baseline: dict[str, Any] | None) -> str:
+def stats_table(record: ItemRecord, baseline: JSONDict | None) -> str:
     """This run against the baseline's latest run: latencies in ms, throughput in samples/s."""
     summary = record.summary
     history = _history(record, baseline)
@@ -434,7 +434,7 @@ def _value_html(value: Any, depth: int = 0) -> str:
     return e(value) if value is not None else '<span class="muted">-</span>'
 
 
-def item_section(record: ItemRecord, baseline: dict[str, Any] | None, plots: bool) -> str:
+def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> str:
     """The whole section of one item."""
     verdict = record.verdict
     outcome = record.effective_outcome
@@ -513,7 +513,7 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
 
 
 def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environment: dict[str, Any] | None = None,
-                *, baselines: dict[str, dict[str, Any]] | None = None, title: str = "pytest-aaco report") -> str:
+                *, baselines: dict[str, JSONDict] | None = None, title: str = "pytest-aaco report") -> str:
     """The whole report page as a string.
 
     *records*: the items (of a session, or read back from a bundle); *summary*: their counts and
@@ -553,7 +553,7 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
     return "\n".join(parts)
 
 
-def _environment(bundle_path: Path | None) -> dict[str, Any] | None:
+def _environment(bundle_path: Path | None) -> JSONDict | None:
     """The session's environment record: from the bundle when there is one, else collected now."""
     if bundle_path is not None:
         try:

@@ -147,7 +147,7 @@ def parse_amdsmi_readings(raw: Mapping[str, Any]) -> JSONDict:
         if power_w is not None:
             break
 
-    def clock(info: Mapping[str, Any]) -> float | None:
+    def clock(info: Mapping[str, object]) -> float | None:
         value = _number(info.get("clk"))
         return value if value is not None else _number(info.get("cur_clk"))
 
@@ -174,7 +174,7 @@ def _json_object(text: str) -> dict[str, Any]:
     return data
 
 
-def _card_entry(data: Mapping[str, Any], device_id: int) -> Mapping[str, Any]:
+def _card_entry(data: Mapping[str, object], device_id: int) -> Mapping[str, Any]:
     cards = {k: v for k, v in data.items() if re.fullmatch(r"card\d+", k) and isinstance(v, Mapping)}
     if not cards:
         raise ValueError("rocm-smi JSON has no 'cardN' entry")

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inference import bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import (
@@ -385,7 +386,7 @@ def _cycle_seconds(cycles_by_pair: list[list[Cycle]]) -> float:
     return float(np.median(spans)) if spans else 0.0
 
 
-def _side_info(pairs: list[tuple[OpenedSide, OpenedSide]], which: int) -> dict[str, Any]:
+def _side_info(pairs: list[tuple[OpenedSide, OpenedSide]], which: int) -> JSONDict:
     sides = [p[which] for p in pairs]
     return {**sides[0].info, "create_ms": [s.create_ms for s in sides], "first_run_ms": [s.first_run_ms for s in sides],
             "per_iteration_ms": [s.per_iteration_ms for s in sides]}
@@ -436,12 +437,12 @@ class SideBySide:
         comp = self.comparison if hasattr(self.comparison, "mde") else self.measurement.companion
         return float(comp.mde(self.level))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready figures: per-cycle ratios per session pair, looks, memory, spin bleed, sides."""
         m = self.measurement
         lo, hi = self.ci()
         cycles = [c for cs in m.cycles_by_pair for c in cs]
-        data: dict[str, Any] = {
+        data: JSONDict = {
             "ref": self.ref, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
             "ci_high": hi, "p_slower": float(self.comparison.p_slower), "level": self.level, "alpha": self.alpha,
             "threshold": self.threshold, "mde": self.mde(), "cycles": m.cycles,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.registry import ModelSpec, RegistryError, content_hash, model_path, parse_model
 
 UNCHANGED, NEW, CHANGED = "unchanged", "new", "changed"
@@ -104,7 +105,7 @@ class RefTree:
     def __init__(self, gitref: GitRef, tmp_root: Path | None = None) -> None:
         self.gitref = gitref
         self.root = Path(tempfile.mkdtemp(prefix="aaco-ref-", dir=tmp_root))
-        self._registries: dict[Path, tuple[Path, dict[str, Any]] | None] = {}
+        self._registries: dict[Path, tuple[Path, JSONDict] | None] = {}
 
     def __enter__(self) -> RefTree:
         return self
@@ -233,10 +234,10 @@ class RefTree:
         if found is None:
             return BaselineSide(NEW, changes=[f"{spec.registry_path.name} did not exist"])
         ref_registry, data = found
-        entries: dict[str, Any] = data["models"] if isinstance(data.get("models"), dict) else {}
+        entries: JSONDict = data["models"] if isinstance(data.get("models"), dict) else {}
         if spec.name not in entries:
             return BaselineSide(NEW, changes=[f"no model {spec.name!r} in {spec.registry_path.name}"])
-        defaults: dict[str, Any] = data["defaults"] if isinstance(data.get("defaults"), dict) else {}
+        defaults: JSONDict = data["defaults"] if isinstance(data.get("defaults"), dict) else {}
         entry = entries[spec.name]
         raw_path = ({**defaults, **entry} if isinstance(entry, dict) else {}).get("path")
         external: list[str] = []

@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inference import (
     ORT_DEVICE,
     SessionError,
@@ -106,7 +107,7 @@ class WorkerSession:
     create_ms: float
     providers_used: tuple[str, ...]
     iobinding: str
-    options: dict[str, Any]
+    options: JSONDict
     build_rss_mb: float | None
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.clocks import FIX_AMD_PERF_LEVEL, FIX_CPU_GOVERNOR
 from pytest_aaco.samplers.nvidia import POWER_REASONS, THERMAL_REASONS
 
@@ -85,7 +86,7 @@ class Diagnosis:
     recommendation: str
     scores: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready ``{"category", "score", "evidence", "recommendation", "scores"}``."""
         return {
             "category": self.category,
@@ -141,7 +142,7 @@ class _Telemetry:
             return (max(times) - min(times)) / 1e9
         return None
 
-    def clock_state(self) -> dict[str, Any]:
+    def clock_state(self) -> JSONDict:
         return self.data.get("clock_state") or {}
 
     def busy_gpu_clocks(self) -> list[float]:
@@ -189,7 +190,7 @@ class _Found(list[Indicator]):
 
 
 # -- rules --------------------------------------------------------------------------------------
-def _cpu_contention(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+def _cpu_contention(t: _Telemetry, d: JSONDict, cpu_count: int, k: JSONDict | None) -> list[Indicator]:
     found = _Found()
     load = t.stat("load_avg_1m", "max")
     if load is not None and cpu_count > 0:
@@ -215,7 +216,7 @@ def _cpu_contention(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[st
     return found
 
 
-def _frequency_scaling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+def _frequency_scaling(t: _Telemetry, d: JSONDict, cpu_count: int, k: JSONDict | None) -> list[Indicator]:
     found = _Found()
     governor = t.clock_state().get("cpu_governor")
     if governor not in (None, "performance"):
@@ -236,7 +237,7 @@ def _frequency_scaling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict
     return found
 
 
-def _thermal_throttling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+def _thermal_throttling(t: _Telemetry, d: JSONDict, cpu_count: int, k: JSONDict | None) -> list[Indicator]:
     found = _Found()
     fraction, n, seen = _reason_fraction(t, THERMAL_REASONS)
     found.add(0.8, ramp(fraction, 0.0, 0.25),
@@ -258,7 +259,7 @@ def _thermal_throttling(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dic
     return found
 
 
-def _warmup_instability(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+def _warmup_instability(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: JSONDict | None) -> list[Indicator]:
     found = _Found()
     tail, drift, cov, ratio = (d.get(key) for key in ("warmup_tail_ratio", "drift_ratio", "cov", "warmup_ratio"))
     if tail is not None:
@@ -290,7 +291,7 @@ def _growth(values: list[float], what: str, duration: float | None) -> tuple[flo
     return strength, f"{what} grew from {first:.0f} MB to {last:.0f} MB (+{growth:.0f} MB, {relative:+.0%}){over}"
 
 
-def _memory_growth(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+def _memory_growth(t: _Telemetry, d: JSONDict, cpu_count: int, k: JSONDict | None) -> list[Indicator]:
     found = _Found()
     duration = t.duration_s()
     for name, what in (("rss_mb", "process RSS"), ("vram_used_mb", "GPU memory in use")):
@@ -325,7 +326,7 @@ class _Kernels:
                 f"({self.busy_ms:.2f} of {self.wall_ms:.2f} ms)")
 
 
-def _optional(k: dict[str, Any], key: str) -> float | None:
+def _optional(k: JSONDict, key: str) -> float | None:
     value = k.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -346,7 +347,7 @@ def _kernels(k: dict[str, Any] | None) -> _Kernels | None:
     return _Kernels(busy_ms, wall_ms, count, mean_us, _optional(k, "microkernel_share"), _optional(k, "kar"))
 
 
-def _launch_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+def _launch_bound(t: _Telemetry, d: JSONDict, cpu_count: int, k: JSONDict | None) -> list[Indicator]:
     found = _Found()
     kernels = _kernels(k)
     if kernels is None:
@@ -368,7 +369,7 @@ def _launch_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str,
     return found
 
 
-def _compute_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str, Any] | None) -> list[Indicator]:
+def _compute_bound(t: _Telemetry, d: JSONDict, cpu_count: int, k: JSONDict | None) -> list[Indicator]:
     found = _Found()
     kernels = _kernels(k)
     if kernels is None:
@@ -380,7 +381,7 @@ def _compute_bound(t: _Telemetry, d: dict[str, Any], cpu_count: int, k: dict[str
     return found
 
 
-RULES: dict[str, Callable[[_Telemetry, dict[str, Any], int, dict[str, Any] | None], list[Indicator]]] = {
+RULES: dict[str, Callable[[_Telemetry, JSONDict, int, JSONDict | None], list[Indicator]]] = {
     "cpu_contention": _cpu_contention,
     "frequency_scaling": _frequency_scaling,
     "thermal_throttling": _thermal_throttling,
@@ -392,10 +393,10 @@ RULES: dict[str, Callable[[_Telemetry, dict[str, Any], int, dict[str, Any] | Non
 
 
 def score_all(
-    telemetry: dict[str, Any] | None,
-    derived: dict[str, Any] | None,
+    telemetry: JSONDict | None,
+    derived: JSONDict | None,
     cpu_count: int,
-    kernel_data: dict[str, Any] | None = None,
+    kernel_data: JSONDict | None = None,
 ) -> dict[str, tuple[float, list[str]]]:
     """``{category: (score, evidence)}`` for every category with any evidence (score > 0)."""
     t = _Telemetry(telemetry)
@@ -411,10 +412,10 @@ def score_all(
 
 
 def classify_bottleneck(
-    telemetry: dict[str, Any] | None,
-    derived: dict[str, Any] | None,
+    telemetry: JSONDict | None,
+    derived: JSONDict | None,
     cpu_count: int,
-    kernel_data: dict[str, Any] | None = None,
+    kernel_data: JSONDict | None = None,
 ) -> Diagnosis | None:
     """The likeliest bottleneck, or None when no category scores :data:`THRESHOLD` or more.
 

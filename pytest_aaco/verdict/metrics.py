@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
+
 
 def _nan() -> float:
     return float("nan")
@@ -21,7 +23,7 @@ def derived_metrics(
     warmup_latencies_ms: np.ndarray,
     first_run_ms: float,
     batch_size: int = 1,
-) -> dict[str, Any]:
+) -> JSONDict:
     """Scalar descriptions of the measured latencies.
 
     Parameters: *latencies_ms*, shape ``(n,)``, the measured iterations in ms in time order;
@@ -49,7 +51,7 @@ def derived_metrics(
     lat = np.asarray(latencies_ms, dtype=float).ravel()
     warm = np.asarray(warmup_latencies_ms, dtype=float).ravel()
     n = int(lat.size)
-    out: dict[str, Any] = {"n": n, "batch_size": int(batch_size)}
+    out: JSONDict = {"n": n, "batch_size": int(batch_size)}
     if n == 0:
         for key in (
             "mean_ms std_ms min_ms max_ms p50_ms p90_ms p95_ms p99_ms cov iqr_ms mad_ms throughput "
