@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_aaco.benchmark import BenchmarkRun
+from pytest_aaco.config import AacoConfig
 from pytest_aaco.history.store import Baseline, history_entries
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.devicelock import hold_device
@@ -112,7 +113,7 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
     return insight
 
 
-def judge_insight(insight: Insight, baseline: Baseline | None, label: str, config: Any,
+def judge_insight(insight: Insight, baseline: Baseline | None, label: str, config: AacoConfig,
                   gated: bool = True) -> dict[str, Any]:
     """The record fields of *insight*: ``cold_start`` (with its ``verdict`` against the baseline's
     cold-start history, or :meth:`SideBySideColdStart.record` side by side), ``profile`` (with its

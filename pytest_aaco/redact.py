@@ -81,7 +81,7 @@ def secret_value(value: str) -> bool:
     return False
 
 
-def looks_secret(name: str, value: Any) -> bool:
+def looks_secret(name: str, value: object) -> bool:
     """True when *name* = *value* may hold a credential and must not be recorded.
 
     - the name contains TOKEN, SECRET, PASSWORD, PASSWD, KEY, CREDENTIAL, AUTH, COOKIE or SESSION
@@ -122,7 +122,7 @@ def fingerprint_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return {k: fingerprint_value(str(k), str(v)) if looks_secret(str(k), v) else v for k, v in options.items()}
 
 
-def redact_text(text: str, values: Iterable[Any]) -> str:
+def redact_text(text: str, values: Iterable[object]) -> str:
     """*text* with every occurrence of the secret ones among *values* replaced by :data:`REDACTED`.
 
     For messages that quote what another library said (ORT's error text may echo an option value).

@@ -221,7 +221,7 @@ class AacoSession:
         except OSError as exc:
             self._drop_bundle(exc, shared or self.config.session_dir)
 
-    def _drop_bundle(self, exc: OSError, where: Any) -> None:
+    def _drop_bundle(self, exc: OSError, where: object) -> None:
         """The session bundle cannot be written: say so once and go on without it (never fail an item)."""
         self.bundle = None
         warnings.warn(AacoReportWarning(
@@ -417,7 +417,7 @@ class AacoSession:
             say=lambda text, **markup: write_line(self.pytest_config, text, **markup),
         )
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.records:
             try:
                 terminal.write_summary(terminalreporter, self.records, self.report_context())

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest_aaco.samplers.amd as amd
 import pytest_aaco.samplers.nvidia as nvidia
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.jsonio import JSONDict, JSONValue
 
 # the one secret rule lives in pytest_aaco.redact; re-exported for callers of the lockbox
 from pytest_aaco.redact import looks_secret as looks_secret
@@ -185,7 +185,7 @@ def collect_environment(
     environ = os.environ if environ is None else environ
     errors: dict[str, str] = {}
 
-    def section(name: str, build: Callable[[], object]) -> Any:
+    def section(name: str, build: Callable[[], JSONValue]) -> JSONValue:
         try:
             return build()
         except Exception as exc:  # noqa: BLE001 - the lockbox never fails the session

@@ -15,7 +15,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from pytest_aaco.history.environment import cpu_model, gpu_identity
 from pytest_aaco.jsonio import JSONDict
@@ -91,7 +90,7 @@ class Fingerprint:
         return "; ".join(parts)
 
 
-def _shown(value: Any) -> Any:
+def _shown(value: object) -> object:
     """A fingerprint value for display: secret-looking entries of a mapping (provider options that
     earlier versions of pytest-aaco stored raw) become ``***``; stored hashes are shown as they are."""
     if isinstance(value, Mapping):

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import Baseline
@@ -89,7 +90,7 @@ def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
-def comparison(current: Any, history_runs: list[list[float]] | list[Any], min_history: int,
+def comparison(current: npt.ArrayLike, history_runs: list[list[float]] | list[Any], min_history: int,
                run_noise: float = default("run-noise"), prior: stats.VariancePrior | None = None
                ) -> stats.Comparison:
     """The gate's test of this run's round log-means against earlier runs' round log-means.
@@ -145,7 +146,7 @@ class Series:
         return comparison(self.current, self.history, min_history, run_noise, prior if self.kind == RAW else None)
 
 
-def reference_drift(current_log_means: Any, history_log_means: list[list[float]]) -> JSONDict:
+def reference_drift(current_log_means: npt.ArrayLike, history_log_means: list[list[float]]) -> JSONDict:
     """The reference's change between the history and now, the machine's own change of speed.
 
     *current_log_means*: the reference's block log-means of this run, shape ``(rounds,)``;

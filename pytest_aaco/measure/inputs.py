@@ -11,9 +11,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -33,7 +34,7 @@ class InputSpec:
     value: float | None = None
 
 
-ORT_DTYPES: dict[str, Any] = {
+ORT_DTYPES: dict[str, type[np.generic]] = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,
     "tensor(double)": np.float64,
@@ -51,7 +52,7 @@ class InputError(ValueError):
     """An input cannot be generated; the message names the model, the input and the fix."""
 
 
-def resolve_shape(model: str, name: str, shape: Sequence[Any], dims: dict[str, int]) -> tuple[int, ...]:
+def resolve_shape(model: str, name: str, shape: Sequence[int | str | None], dims: dict[str, int]) -> tuple[int, ...]:
     """Concrete shape for one input: ints stay, symbolic names come from *dims*.
 
     An unnamed or unknown symbolic dimension raises :class:`InputError` telling the user which
@@ -75,7 +76,7 @@ def resolve_shape(model: str, name: str, shape: Sequence[Any], dims: dict[str, i
     return tuple(resolved)
 
 
-def _default_kind(name: str, dtype: Any) -> str:
+def _default_kind(name: str, dtype: npt.DTypeLike) -> str:
     lowered = name.lower()
     if "mask" in lowered:
         return "ones"
@@ -91,7 +92,7 @@ def _check_range(name: str, kind: str, low: float, high: float) -> None:
                          " in the registry's inputs")
 
 
-def generate(name: str, shape: tuple[int, ...], dtype: Any, spec: InputSpec | None) -> np.ndarray:
+def generate(name: str, shape: tuple[int, ...], dtype: npt.DTypeLike, spec: InputSpec | None) -> np.ndarray:
     """One input array of *shape* and *dtype* following *spec* (defaults by name and dtype).
 
     The seed mixes the spec's seed with the input name, so two inputs never share values.

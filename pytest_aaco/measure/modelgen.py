@@ -18,11 +18,14 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pytest_aaco.jsonio import JSONValue
+
+if TYPE_CHECKING:
+    import onnx
 
 OPSET = 17
 
@@ -45,7 +48,7 @@ def cache_key(kind: str, params: Mapping[str, JSONValue]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def save_model_atomic(model: Any, path: Path) -> Path:
+def save_model_atomic(model: onnx.ModelProto, path: Path) -> Path:
     """Save an ``onnx.ModelProto`` through a temporary file and a rename."""
     import onnx
 
@@ -59,7 +62,7 @@ def save_model_atomic(model: Any, path: Path) -> Path:
     return path
 
 
-def _init(name: str, array: np.ndarray) -> Any:
+def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
     from onnx import numpy_helper
 
     return numpy_helper.from_array(array, name)
@@ -69,8 +72,8 @@ class _Graph:
     """The initializers and nodes of a graph being generated, in the order they are added."""
 
     def __init__(self) -> None:
-        self.inits: list[Any] = []
-        self.nodes: list[Any] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.nodes: list[onnx.NodeProto] = []
 
     def const(self, name: str, array: np.ndarray) -> str:
         """Add initializer *name* holding *array*; returns the name."""
@@ -93,7 +96,7 @@ def bert_encoder(
     seq: int = 128,
     vocab: int = 30522,
     seed: int = 0,
-) -> Any:
+) -> onnx.ModelProto:
     """A BERT-base-shaped encoder as an ``onnx.ModelProto`` (opset 17).
 
     Inputs: ``input_ids`` int64 ``[batch, seq]`` and ``attention_mask`` int64 ``[batch, seq]``
@@ -179,7 +182,7 @@ def bert_encoder(
     return model
 
 
-def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> Any:
+def add_extra_work(model: onnx.ModelProto, matmuls: int, size: int = 256, seed: int = 0) -> onnx.ModelProto:
     """Return a copy of *model* with ``matmuls`` extra ``[size,size]`` MatMul+Tanh steps.
 
     The chain starts from ``ReduceMean(Cast(first input))`` (the first input that is not an
@@ -207,7 +210,8 @@ def add_extra_work(model: Any, matmuls: int, size: int = 256, seed: int = 0) -> 
     return out
 
 
-def _copy_for_chain(model: Any, matmuls: int, seed: int) -> tuple[Any, Any, np.random.Generator]:
+def _copy_for_chain(model: onnx.ModelProto, matmuls: int,
+                    seed: int) -> tuple[onnx.ModelProto, onnx.GraphProto, np.random.Generator]:
     """``(copy of model, its graph, rng(seed))`` for a transform adding *matmuls* steps; ValueError below 1."""
     import onnx
 
@@ -218,7 +222,8 @@ def _copy_for_chain(model: Any, matmuls: int, seed: int) -> tuple[Any, Any, np.r
     return out, out.graph, np.random.default_rng(seed)
 
 
-def _tanh_chain(graph: Any, rng: np.random.Generator, prefix: str, matmuls: int, size: int, output: str) -> None:
+def _tanh_chain(graph: onnx.GraphProto, rng: np.random.Generator, prefix: str, matmuls: int, size: int,
+                output: str) -> None:
     """Append ``matmuls`` MatMul([size,size] weights)+Tanh steps to *graph*, from ``<prefix>.h0`` to a
     scalar ``ReduceSum`` graph output *output*; weights drawn from *rng* as ``N(0, 1/size)``."""
     from onnx import TensorProto, helper
@@ -236,7 +241,8 @@ def _tanh_chain(graph: Any, rng: np.random.Generator, prefix: str, matmuls: int,
     graph.output.append(helper.make_tensor_value_info(output, TensorProto.FLOAT, []))
 
 
-def add_folding_work(model: Any, matmuls: int, size: int = 512, seed: int = 0) -> Any:
+def add_folding_work(model: onnx.ModelProto, matmuls: int, size: int = 512,
+                     seed: int = 0) -> onnx.ModelProto:
     """Return a copy of *model* with a chain of ``matmuls`` constant ``[size,size]`` MatMul+Tanh steps.
 
     Every input of the chain is an initializer, so ORT's constant folding computes it while the
@@ -251,7 +257,8 @@ def add_folding_work(model: Any, matmuls: int, size: int = 512, seed: int = 0) -
     return out
 
 
-def reference_mix(channels: int = 32, size: int = 56, embed: int = 256, hidden: int = 1024, seed: int = 0) -> Any:
+def reference_mix(channels: int = 32, size: int = 56, embed: int = 256, hidden: int = 1024,
+                  seed: int = 0) -> onnx.ModelProto:
     """The generated reference workload: a small CNN stem followed by a transformer-style MLP.
 
     Input ``x`` float32 ``[1, channels, size, size]``; output ``y`` float32 ``[(size/4)², embed]``.
@@ -310,4 +317,4 @@ def reference_mix(channels: int = 32, size: int = 56, embed: int = 256, hidden: 
 
 
 #: generator name (as in the registry's ``generator:`` key) -> function returning an ``onnx.ModelProto``
-GENERATORS: dict[str, Callable[..., Any]] = {"bert-encoder": bert_encoder, "reference-mix": reference_mix}
+GENERATORS: dict[str, Callable[..., onnx.ModelProto]] = {"bert-encoder": bert_encoder, "reference-mix": reference_mix}

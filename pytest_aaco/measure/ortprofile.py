@@ -38,7 +38,7 @@ class ProfileError(RuntimeError):
     """The profiled run could not be made or its profile could not be read."""
 
 
-def event_list(events: Any) -> list[Mapping[str, object]]:
+def event_list(events: object) -> list[Mapping[str, object]]:
     """The events of a parsed profile: the JSON list itself, or ``{"traceEvents": [...]}``'s list.
 
     Entries that are not JSON objects are dropped. Raises :class:`ProfileError` for anything else.

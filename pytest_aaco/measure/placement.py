@@ -103,7 +103,7 @@ class Placement:
         }
 
 
-def profile_details(events: Any) -> Placement:
+def profile_details(events: object) -> Placement:
     """Parse ORT profile *events* (the JSON list, or ``{"traceEvents": [...]}``) into a :class:`Placement`.
 
     Counts the ``cat == "Node"`` kernel events that carry ``args.provider``: node counts and op
@@ -130,7 +130,7 @@ def profile_details(events: Any) -> Placement:
     return placement
 
 
-def parse_profile(events: Any) -> dict[str, int]:
+def parse_profile(events: object) -> dict[str, int]:
     """``{EP name: node count}`` of the first run in ORT profile *events*; see :func:`profile_details`."""
     return dict(profile_details(events).nodes)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
 
 
 @lru_cache(maxsize=1)
-def _malloc_trim() -> Any:
+def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None elsewhere (looked up once: ``find_library`` runs ldconfig)."""
     name = ctypes.util.find_library("c")
     try:

@@ -27,7 +27,6 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -95,20 +94,20 @@ def _fail(where: str, message: str) -> RegistryError:
     return RegistryError(f"{where}: {message}")
 
 
-def _int(where: str, value: Any, minimum: int = 1) -> int:
+def _int(where: str, value: object, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise _fail(where, f"expected an integer >= {minimum}, got {value!r}")
     return value
 
 
-def _threshold(where: str, value: Any) -> float:
+def _threshold(where: str, value: object) -> float:
     try:
         return fraction_below(value)
     except ValueError as exc:
         raise _fail(where, str(exc)) from None
 
 
-def _input_spec(where: str, raw: Any) -> InputSpec:
+def _input_spec(where: str, raw: object) -> InputSpec:
     if isinstance(raw, str):
         raw = {"kind": raw}
     if not isinstance(raw, dict):
@@ -132,7 +131,7 @@ def _input_spec(where: str, raw: Any) -> InputSpec:
                      value=raw.get("value"))
 
 
-def _mapping(where: str, raw: Any) -> JSONDict:
+def _mapping(where: str, raw: object) -> JSONDict:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -161,7 +160,7 @@ def _source(where: str, entry: JSONDict, registry_path: Path) -> str:
     return f"generator:{value}"
 
 
-def _provider_options(where: str, raw: Any) -> dict[str, JSONDict]:
+def _provider_options(where: str, raw: object) -> dict[str, JSONDict]:
     result: dict[str, JSONDict] = {}
     for name, options in _mapping(where, raw).items():
         try:
@@ -175,7 +174,7 @@ def _provider_options(where: str, raw: Any) -> dict[str, JSONDict]:
     return result
 
 
-def parse_model(name: str, entry: Any, registry_path: Path, defaults: JSONDict) -> ModelSpec:
+def parse_model(name: str, entry: object, registry_path: Path, defaults: JSONDict) -> ModelSpec:
     """Validate one ``models:`` entry. Raises :class:`RegistryError` naming file, model and key."""
     where = f"{registry_path}: models.{name}"
     if not isinstance(entry, dict):

@@ -47,7 +47,7 @@ from pytest_aaco.options import COLD_SESSIONS
 from pytest_aaco.records import Outcome
 from pytest_aaco.verdict.outcome import outcome_of
 from pytest_aaco.verdict.paired import paired_t
-from pytest_aaco.verdict.stats import VariancePrior, prediction_interval_test
+from pytest_aaco.verdict.stats import Comparison, VariancePrior, prediction_interval_test
 
 if TYPE_CHECKING:
     import numpy as np
@@ -360,7 +360,7 @@ class _Judgement:
         self.parts.append(f"{words}: {exc}")
         self.worst = max(self.worst, Outcome.INCONCLUSIVE, key=_RANK.__getitem__)
 
-    def judge(self, key: str, words: str, comp: Any, current_ms: float, baseline_ms: float, vs: str = "",
+    def judge(self, key: str, words: str, comp: Comparison, current_ms: float, baseline_ms: float, vs: str = "",
               floor_ratio: float | None = None) -> None:
         """Decide *key* on *comp* (a :class:`~pytest_aaco.verdict.stats.Comparison`) with
         :func:`pytest_aaco.history.judge.outcome_of`; a regression that adds less than ``slack_ms`` (ms,

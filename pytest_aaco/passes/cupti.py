@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from pytest_aaco.passes.kernels import KernelMetrics, KernelRecord, kernel_metrics
@@ -31,7 +32,7 @@ class CuptiError(RuntimeError):
     """cupti-python is missing or CUPTI refused to trace; the message says what to do."""
 
 
-def load_cupti() -> Any:
+def load_cupti() -> ModuleType:
     """The ``cupti.cupti`` bindings module. Raises :class:`CuptiError` with :data:`INSTALL_HINT` when absent."""
     try:
         from cupti import cupti
@@ -44,7 +45,7 @@ class _Collector:
     """Receives CUPTI's completed buffers. CUPTI takes one pair of buffer callbacks per process,
     so there is one collector per process, registered on first use (:func:`_collector`)."""
 
-    def __init__(self, cupti: Any) -> None:
+    def __init__(self, cupti: ModuleType) -> None:
         self.kernel_kind = int(cupti.ActivityKind.CONCURRENT_KERNEL)
         self.records: list[KernelRecord] = []
         self.lock = threading.Lock()
@@ -68,7 +69,7 @@ class _Collector:
 _COLLECTORS: dict[int, _Collector] = {}
 
 
-def _collector(cupti: Any) -> _Collector:
+def _collector(cupti: ModuleType) -> _Collector:
     collector = _COLLECTORS.get(id(cupti))
     if collector is None:
         collector = _Collector(cupti)

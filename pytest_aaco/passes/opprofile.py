@@ -136,7 +136,7 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def op_profile(events: Any) -> OpProfile:
+def op_profile(events: object) -> OpProfile:
     """Aggregate ORT profile *events* (a JSON list, or ``{"traceEvents": [...]}``) by op type and node.
 
     Runs are cut by their ``model_run`` events; the first is dropped when there are more than

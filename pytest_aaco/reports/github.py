@@ -20,7 +20,6 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
@@ -53,7 +52,7 @@ def command(name: str, message: str, **props: str | None) -> str:
     return f"::{name}{' ' + ','.join(given) if given else ''}::{escape_data(message)}"
 
 
-def md_text(text: Any) -> str:
+def md_text(text: object) -> str:
     """Markdown-safe inline text: HTML special characters as entities, Markdown punctuation
     backslash-escaped, line breaks as ``<br>`` (so the text also stays inside a table cell)."""
     escaped = html.escape(str(text), quote=False)
@@ -61,7 +60,7 @@ def md_text(text: Any) -> str:
     return escaped.replace("\r\n", "\n").replace("\n", "<br>")
 
 
-def md_code(text: Any) -> str:
+def md_code(text: object) -> str:
     """*text* as inline ``<code>``, HTML-escaped, with ``|`` as an entity so tables are not split."""
     return "<code>" + html.escape(str(text)).replace("|", "&#124;") + "</code>"
 

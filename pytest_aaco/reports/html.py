@@ -401,7 +401,7 @@ def verdict_table(verdict: Verdict) -> str:
     return f"<table>{table_rows(pairs)}</table>"
 
 
-def _list(title: str, lines: list[Any]) -> str:
+def _list(title: str, lines: list[str]) -> str:
     if not lines:
         return ""
     return f"<h3>{e(title)}</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in lines) + "</ul>"
@@ -420,7 +420,7 @@ def diagnosis_block(diagnosis: dict[str, Any] | None) -> str:
             + (f'<p class="muted">scores: {e(others)}</p>' if others else ""))
 
 
-def _value_html(value: Any, depth: int = 0) -> str:
+def _value_html(value: object, depth: int = 0) -> str:
     """A JSON value as nested tables (dicts), comma lists (short lists) or escaped text."""
     if isinstance(value, dict):
         if not value:

@@ -15,22 +15,25 @@ import math
 import re
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CURRENT_COLOR, BASELINE_COLOR, WARMUP_COLOR = "#d62728", "#1f77b4", "#9e9e9e"
 
 
-def e(value: Any) -> str:
+def e(value: object) -> str:
     """HTML-escape any value (None -> empty string)."""
     return "" if value is None else html.escape(str(value), quote=True)
 
 
-def is_num(value: Any) -> bool:
+def is_num(value: object) -> bool:
     """A finite int or float (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def fmt(value: Any, spec: str = ".3f", suffix: str = "") -> str:
+def fmt(value: object, spec: str = ".3f", suffix: str = "") -> str:
     """*value* formatted with *spec* and *suffix*; ``-`` for anything but a finite number."""
     return format(value, spec) + suffix if is_num(value) else "-"
 
@@ -51,7 +54,7 @@ def table_rows(pairs: list[tuple[str, str]], numeric: bool = False) -> str:
     return "".join(f"<tr><th>{e(k)}</th><td{cls}>{v}</td></tr>" for k, v in pairs)
 
 
-def figure_svg(fig: Any) -> str:
+def figure_svg(fig: Figure) -> str:
     """The figure as an inline ``<svg>`` element (no XML prolog, no date, scalable width)."""
     from matplotlib import rc_context
 
@@ -63,7 +66,7 @@ def figure_svg(fig: Any) -> str:
     return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 role="img"', text, count=1)
 
 
-def new_figure(width_in: float, height_in: float) -> Any:
+def new_figure(width_in: float, height_in: float) -> Figure:
     """A ``matplotlib.figure.Figure`` of that size (inches), 100 dpi, constrained layout."""
     from matplotlib.figure import Figure
 

@@ -22,16 +22,21 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+from pytest_aaco.measure.inference import MeasureSettings
+
+if TYPE_CHECKING:
+    import pytest
 
 PROGRESS_PLUGIN_NAME = "aaco-progress"
 #: a transient status is only shown when at least this many columns are free on the line
 MIN_FREE_COLUMNS = 24
 
 
-def describe_settings(settings: Any) -> str:
+def describe_settings(settings: MeasureSettings) -> str:
     """``warmup 10, 10 rounds`` (``x 50 iterations`` added when fixed) from a MeasureSettings-like object."""
     parts = []
     warmup = getattr(settings, "warmup", None)
@@ -47,14 +52,14 @@ def describe_settings(settings: Any) -> str:
     return ", ".join(parts)
 
 
-def status_text(item_label: str, settings: Any) -> str:
+def status_text(item_label: str, settings: MeasureSettings) -> str:
     """``aaco: measuring resnet50[cpu] (warmup 10, 10 rounds)...``."""
     detail = describe_settings(settings)
     return f"aaco: measuring {item_label}" + (f" ({detail})" if detail else "") + "..."
 
 
 @contextlib.contextmanager
-def _uncaptured(config: Any) -> Iterator[None]:
+def _uncaptured(config: pytest.Config) -> Iterator[None]:
     """Suspend pytest's global and fixture capture while writing (no-op when capture is off)."""
     capman = config.pluginmanager.get_plugin("capturemanager")
     if capman is None:
@@ -73,7 +78,7 @@ class _TransientStatus:
     width, which places the ``[ 42%]`` progress, stays right once the status is erased.
     """
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.pending = 0
 
@@ -100,14 +105,14 @@ class _TransientStatus:
             sys.stdout.flush()
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: Any) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.erase()
 
     def pytest_sessionfinish(self) -> None:
         self.erase()
 
 
-def announce(config: pytest.Config, item_label: str, settings: Any) -> None:
+def announce(config: pytest.Config, item_label: str, settings: MeasureSettings) -> None:
     """Tell the user that *item_label* (``resnet50[cpu]``) is about to be measured.
 
     *settings* is the item's ``MeasureSettings`` (``warmup``, ``rounds``, ``iterations``; None

@@ -4,11 +4,14 @@ table for ``aaco report``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord
 from pytest_aaco.reports import ReportContext
+
+if TYPE_CHECKING:
+    import pytest
 
 #: "machine" is the reference workload's change against the history: how much slower (+) or faster
 #: (-) the machine ran than when the baseline was recorded (:mod:`pytest_aaco.measure.reference_workload`)
@@ -18,7 +21,7 @@ COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "
 NUMERIC = frozenset({2, 3, 4, 5})
 
 
-def num(value: Any, fmt: str) -> str:
+def num(value: object, fmt: str) -> str:
     """*value* formatted with *fmt*, or ``-`` for anything but a number."""
     return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
@@ -99,7 +102,8 @@ def lond_line(summary_fdr: JSONDict | None) -> str | None:
             f" items; {summary_fdr.get('tests')} gated, {summary_fdr.get('discoveries')} regression(s)")
 
 
-def write_summary(terminalreporter: Any, records: Sequence[ItemRecord], context: ReportContext) -> None:
+def write_summary(terminalreporter: pytest.TerminalReporter, records: Sequence[ItemRecord],
+                  context: ReportContext) -> None:
     """Write the table, the session-wide error-control line and the messages; never raises."""
     tr = terminalreporter
     tr.write_sep("=", "pytest-aaco results")

@@ -38,6 +38,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
@@ -230,7 +231,7 @@ def parse_rocm_smi_json(text: str, device_id: int) -> JSONDict:
     return fields
 
 
-def import_amdsmi() -> Any:
+def import_amdsmi() -> ModuleType:
     """Import ``amdsmi``. Without ROCm its import raises KeyError or OSError, not ImportError:
     all three become ImportError with the cause in the message."""
     try:
@@ -326,7 +327,7 @@ class AMDGPUSampler(Sampler):
         return parse_amdsmi_readings(amdsmi_raw_readings(self._amdsmi, self._handle))
 
 
-def amdsmi_raw_readings(amdsmi: Any, handle: Any) -> JSONDict:
+def amdsmi_raw_readings(amdsmi: ModuleType, handle: object) -> JSONDict:
     """Call each amdsmi query once; a call that raises gives None for its key (see
     :func:`parse_amdsmi_readings` for the keys)."""
     # enums a binding may lack: then the queries that need them raise and read as None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
@@ -74,7 +75,7 @@ def _nvidia_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
         nvml.nvmlShutdown()
 
 
-def _amd_processes(amdsmi: Any, handle: Any) -> list[Mapping[str, object]]:
+def _amd_processes(amdsmi: ModuleType, handle: object) -> list[Mapping[str, object]]:
     listed = amdsmi.amdsmi_get_gpu_process_list(handle)
     if listed and not isinstance(listed[0], Mapping):  # ROCm 5.7/6.0: process handles
         return [amdsmi.amdsmi_get_gpu_process_info(handle, p) for p in listed]

@@ -14,6 +14,7 @@ utilisation jumped to 100% within one 100 ms sample. Read power as a smoothed fi
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
@@ -63,7 +64,7 @@ def _is_not_supported(exc: BaseException) -> bool:
     return isinstance(exc, AttributeError) or "NotSupported" in name or "FunctionNotFound" in name
 
 
-def import_pynvml() -> Any:
+def import_pynvml() -> ModuleType:
     """Import pynvml; ImportError names the package to install."""
     try:
         import pynvml
@@ -200,7 +201,7 @@ def driver_version() -> str | None:
 def cuda_driver_version() -> str | None:
     """Highest CUDA version the driver supports (``"12.4"``), None without NVML."""
 
-    def query(nvml: Any) -> str:
+    def query(nvml: ModuleType) -> str:
         version = int(nvml.nvmlSystemGetCudaDriverVersion())
         return f"{version // 1000}.{(version % 1000) // 10}"
 
@@ -211,7 +212,7 @@ def cuda_driver_version() -> str | None:
 def nvidia_gpu_identity(device_id: int = 0) -> JSONDict:
     """``{"name", "driver", "runtime"}`` (runtime ``"CUDA 12.4"``); None values without NVML."""
 
-    def query(nvml: Any) -> JSONDict:
+    def query(nvml: ModuleType) -> JSONDict:
         identity: JSONDict = {"name": None, "driver": None, "runtime": None}
         try:
             identity["name"] = _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(device_id)))

@@ -99,7 +99,7 @@ class SideBySideGate:
             return side
         return BaselineSide(CHANGED, spec, model_path(spec), ["environment"])
 
-    def static_verdict(self, side: BaselineSide, label: str, threshold: float, mean_ms: float | None) -> Any:
+    def static_verdict(self, side: BaselineSide, label: str, threshold: float, mean_ms: float | None) -> Verdict:
         """The verdict of an item that is not measured side by side: ``unchanged`` or ``new``."""
         outcome = UNCHANGED_OUTCOME if side.status == UNCHANGED else NEW_OUTCOME
         text = f"{label}: {side.describe(self.ref or '')}" + ("; not measured again" if outcome == UNCHANGED_OUTCOME

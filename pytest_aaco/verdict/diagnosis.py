@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.samplers.clocks import FIX_AMD_PERF_LEVEL, FIX_CPU_GOVERNOR
 from pytest_aaco.samplers.nvidia import POWER_REASONS, THERMAL_REASONS
 
@@ -117,7 +117,7 @@ class _Telemetry:
             self.samples.extend(record.get("samples") or [])
         self.samples.sort(key=lambda s: s.get("t_ns", 0))
 
-    def series(self, name: str) -> list[tuple[int, Any]]:
+    def series(self, name: str) -> list[tuple[int, JSONValue]]:
         """``[(t_ns, value)]`` of every non-None reading of *name*, in time order."""
         return [(s.get("t_ns", 0), s[name]) for s in self.samples if s.get(name) is not None]
 
