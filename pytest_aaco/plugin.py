@@ -26,6 +26,7 @@ from pytest_aaco.session import RUN_KEY, AacoSession, get_session
 from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.warnings import AacoProviderWarning
+from pytest_aaco.xdist import XDIST_PLUGIN_NAME
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,7 +39,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    config.pluginmanager.register(AacoSession(config, AacoConfig.from_pytest_config(config)), PLUGIN_NAME)
+    session = AacoSession(config, AacoConfig.from_pytest_config(config))
+    config.pluginmanager.register(session, PLUGIN_NAME)
+    config.pluginmanager.register(session.xdist, XDIST_PLUGIN_NAME)
 
 
 # ------------------------------------------------------------------ parametrization
