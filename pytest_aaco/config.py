@@ -164,6 +164,7 @@ class AacoConfig(GateSettings):
     strict_provider: bool = setting("strict-provider")
     provider_options: dict[str, Any] = field(default_factory=dict)
     iobinding: str = setting("iobinding")
+    device_time: str = setting("device-time")
     placement: str = setting("placement")
     intra_op_threads: int = setting("intra-op-threads")
     max_contention: float | None = setting("max-contention")

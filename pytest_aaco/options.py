@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
+DEVICE_TIME_MODES = ("auto", "on", "off")
 PROFILE_MODES = ("off", "on", "failing")
 #: reference workloads (:mod:`pytest_aaco.measure.reference_workload` builds them): generated ones, then model-zoo
 #: architectures shipped inside the onnx package; ``none`` turns the reference off
@@ -288,6 +289,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               "KEY=VALUE", "linelist", True),
     OptionDef("iobinding", "input/output binding: auto, none (host arrays, copies timed), inputs, all",
               "auto", "MODE", parse=partial(choice, choices=IOBINDING_MODES)),
+    OptionDef("device-time", "device time on GPU EPs (kernel time per run from the vendor's tracer, gated"
+              " beside wall time side by side): auto (where a tracer is installed), on (error without one), off",
+              "auto", "MODE", parse=partial(choice, choices=DEVICE_TIME_MODES)),
     OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
               " fell to the CPU, warn only warns, off skips it", "check", "MODE",
               parse=partial(choice, choices=PLACEMENT_MODES)),

@@ -284,7 +284,8 @@ class AacoSession:
         def provider_for(model: ModelSpec) -> ProviderSpec:
             return self.provider_for(model, raw)
 
-        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads)
+        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads,
+                           self.config.device_time)
         result, verdict, _ = gate.measure(run.model, side, provider_for, item, gate_for_item, self.lond().next_level(),
                                           label, lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id,
                                                                           label))

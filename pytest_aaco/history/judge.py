@@ -433,6 +433,24 @@ def confirmation_note(first_look: dict[str, Any]) -> str:
             f" p={first_look['p_value']:.2g})")
 
 
+def _device_text(dev: dict[str, Any]) -> str:
+    """``device time +6.4% [5.9, 6.9] (kernels 219 -> 227; added 8x Conv...)`` from a side-by-side
+    record's ``device_time`` (:meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`)."""
+    k = dev.get("kernels") or {}
+    kb, kc = k.get("baseline"), k.get("candidate")
+    text = (f"device time {_pct(dev['ratio'])} [{(dev['ci_low'] - 1) * 100:+.1f}, {_pct(dev['ci_high'])}]"
+            f" (kernel time per run {dev['kernel_ms']['baseline']:.3f} -> {dev['kernel_ms']['candidate']:.3f} ms")
+    if kb is not None and kc is not None:
+        text += f"; kernels per run {kb:g} -> {kc:g}"
+    added = dev.get("kernels_added") or []
+    if added:
+        text += "; added " + ", ".join(f"{n[:40]} x{c:g}" for n, c in added[:3])
+    removed = dev.get("kernels_removed") or []
+    if removed:
+        text += "; removed " + ", ".join(f"{n[:40]} x{c:g}" for n, c in removed[:3])
+    return text + ")"
+
+
 def _side_by_side_text(v: Verdict) -> str:
     """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
     (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
@@ -441,10 +459,21 @@ def _side_by_side_text(v: Verdict) -> str:
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
     pairs = int(sbs.get("session_pairs") or 1)
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
-    text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {_pct(v.ratio)} vs {sbs.get('ref')}"
-            f" (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)}), measured side by side over"
-            f" {sbs.get('cycles')} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
-            + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+    dev = sbs.get("device_time")
+    wall = f"{_pct(v.ratio)} vs {sbs.get('ref')} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
+    if dev and dev.get("outcome") == REGRESSION and sbs.get("outcome") != REGRESSION:
+        # device time failed, wall time did not: the headline is the metric that failed
+        text = (f"{_HEADS[REGRESSION]} {v.label}: {_device_text(dev)} vs {sbs.get('ref')}, p={dev['p_slower']:.2g}"
+                f" at level {dev['level']:.2g}, threshold {v.threshold:.0%}; wall time {wall}, p={p_shown:.2g};"
+                f" measured side by side over {sbs.get('cycles')} cycles"
+                + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
+    else:
+        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {'wall time ' if dev else ''}{wall}, measured"
+                f" side by side over {sbs.get('cycles')} cycles"
+                + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+                + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+        if dev:
+            text += f"; {_device_text(dev)}"
     first = sbs.get("first_look")
     if v.confirmed:
         text += f"; confirmed by {sbs.get('cycles')} more cycles on fresh sessions"

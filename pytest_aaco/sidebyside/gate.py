@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_aaco.history.judge import finish
+from pytest_aaco.measure.device_time import tracer_for
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.registry import ModelSpec, model_path
 from pytest_aaco.measure.results import BenchmarkResult
@@ -53,6 +54,8 @@ class ItemMeasure:
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
+    #: ``--aaco-device-time``: auto, on or off
+    device_time: str = "auto"
 
 
 @dataclass
@@ -128,14 +131,20 @@ class SideBySideGate:
         settings = replace(self.settings, threshold=gate.threshold, memory_threshold=gate.memory_threshold,
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
+        tracer, no_tracer = tracer_for(provider.short, item.device_time)
+        if tracer is not None and self.python:
+            tracer, no_tracer = None, "device time: the baseline side runs in another interpreter, which has no tracer"
         if lock is None:
-            result = compare(baseline, candidate, settings, alpha, self.name, device)
+            result = compare(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         else:
             with lock():
-                result = compare(baseline, candidate, settings, alpha, self.name, device)
+                result = compare(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         verdict = to_verdict(result, label, gate)
-        if side.changes:
-            verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
+        if side.changes or no_tracer:
+            if side.changes:
+                verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
+            if no_tracer:
+                verdict.notes.append(no_tracer)
             verdict = finish(verdict, gate)
         bench = candidate_result(result, spec.name, provider.short, batch_size(candidate.feeds or {}) or 1,
                                  item.iobinding)
