@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_aaco.measure.registry import (
     BUILTIN_REGISTRY,
     InputSpec,
     RegistryError,
+    UniqueKeyLoader,
     content_hash,
     load_registry,
+    load_yaml,
     model_path,
     zoo_models,
 )
@@ -175,6 +178,41 @@ def test_python_tags_are_refused_not_executed(write_registry, tmp_path, text):
     path = write_registry(text.format(marker=marker))
     with registry_error(path.resolve(), "tag not allowed", "yaml.safe_load", "python/"):
         load_registry(path)
+    assert not marker.exists()
+
+
+DUPLICATE_CASES = [
+    ("models:\n  a: {path: tiny.onnx}\n  b: {path: tiny.onnx}\n  a: {zoo: resnet50}\n", "'a' on lines 2 and 4"),
+    ("models:\n  a:\n    path: tiny.onnx\n    warmup: 3\n    warmup: 5\n", "'warmup' on lines 4 and 5"),
+    ("defaults: {rounds: 3}\nmodels:\n  a: {path: tiny.onnx}\ndefaults: {rounds: 4}\n", "'defaults' on lines 1 and 4"),
+    ("models:\n  a: {path: tiny.onnx, inputs: {x: ones, x: zeros}}\n", "'x' on lines 2 and 2"),
+    ("models:\n  1: {path: tiny.onnx}\n  0x1: {path: tiny.onnx}\n", "1 on lines 2 and 3"),  # the same int
+]
+
+
+@pytest.mark.parametrize(("text", "lines"), DUPLICATE_CASES, ids=[c[1] for c in DUPLICATE_CASES])
+def test_duplicate_keys_are_refused_naming_both_lines(write_registry, text, lines):
+    """``yaml.safe_load`` kept the last of two entries and lost the first silently (issue 22)."""
+    path = write_registry(text)
+    with registry_error(path.resolve(), f"duplicate key {lines}", "keeps only the last", "rename or remove one"):
+        load_registry(path)
+
+
+def test_merge_keys_may_still_be_overridden(write_registry):
+    path = write_registry("""\
+        defaults: &base {rounds: 3, warmup: 2}
+        models:
+          a: {path: tiny.onnx, <<: *base, rounds: 4}
+    """)
+    [spec] = load_registry(path)
+    assert spec.rounds == 4 and spec.warmup == 2
+
+
+def test_the_duplicate_key_loader_is_safe(tmp_path):
+    assert issubclass(UniqueKeyLoader, yaml.SafeLoader)
+    marker = tmp_path / "executed"
+    with pytest.raises(yaml.constructor.ConstructorError):
+        load_yaml(f"a: !!python/object/apply:os.system ['touch {marker}']\n")
     assert not marker.exists()
 
 

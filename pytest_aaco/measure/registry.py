@@ -1,4 +1,5 @@
-"""The YAML model registry, parsed with ``yaml.safe_load`` into :class:`ModelSpec` records.
+"""The YAML model registry, read with a ``yaml.SafeLoader`` refusing duplicate keys, into :class:`ModelSpec`
+records.
 
 Format (every key but the model source is optional)::
 
@@ -99,6 +100,41 @@ def zoo_models() -> list[str]:
 
 
 # ---------------------------------------------------------------- parsing
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A key given twice in one YAML mapping, with the (1-based) lines of both."""
+
+    def __init__(self, key: Any, first_line: int, second_line: int) -> None:
+        super().__init__(f"duplicate key {key!r} on lines {first_line} and {second_line}")
+        self.key, self.first_line, self.second_line = key, first_line, second_line
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping, where ``safe_load`` keeps
+    the last one and a model entry is silently lost. Keys brought in by a ``<<`` merge may be
+    overridden, as YAML intends; only keys written in the mapping itself are compared."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable key: the SafeLoader refuses it itself
+                continue
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise DuplicateKeyError(key, seen[key], line)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """*text* as plain YAML (safe tags only); :class:`DuplicateKeyError` for a key given twice in a mapping."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def _fail(where: str, message: str) -> RegistryError:
@@ -237,7 +273,10 @@ def load_registry(path: Path | None = None) -> list[ModelSpec]:
         raise RegistryError(f"{registry_path}: cannot read the model registry ({exc.strerror});"
                             " check --aaco-models / aaco_models") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except DuplicateKeyError as exc:
+        raise RegistryError(f"{registry_path}: duplicate key {exc.key!r} on lines {exc.first_line} and"
+                            f" {exc.second_line}; YAML keeps only the last, so rename or remove one") from None
     except yaml.constructor.ConstructorError as exc:
         raise RegistryError(f"{registry_path}: tag not allowed: the registry is plain YAML, read with"
                             f" yaml.safe_load, so tags such as !!python/object are refused ({exc})") from None
