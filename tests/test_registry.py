@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -214,6 +215,46 @@ def test_the_duplicate_key_loader_is_safe(tmp_path):
     with pytest.raises(yaml.constructor.ConstructorError):
         load_yaml(f"a: !!python/object/apply:os.system ['touch {marker}']\n")
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------- path: that is not a model file (issue 22)
+
+
+def test_path_that_is_a_folder_says_so(write_registry, tmp_path):
+    (tmp_path / "nets").mkdir()
+    path = write_registry("models:\n  a: {path: nets}\n")
+    with registry_error(path.resolve(), "models.a.path: ", f"{tmp_path / 'nets'} is a folder, not a model file",
+                        "give the path of an .onnx file"):
+        load_registry(path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_path_that_is_a_fifo_says_so(write_registry, tmp_path):
+    os.mkfifo(tmp_path / "pipe.onnx")
+    path = write_registry("models:\n  a: {path: pipe.onnx}\n")
+    with registry_error(path.resolve(), "models.a.path: ", f"{tmp_path / 'pipe.onnx'} is a FIFO, not a model file"):
+        load_registry(path)  # returns: the FIFO is looked at, never opened
+
+
+def test_path_that_is_a_broken_symlink_says_so(write_registry, tmp_path):
+    (tmp_path / "link.onnx").symlink_to(tmp_path / "gone.onnx")
+    path = write_registry("models:\n  a: {path: link.onnx}\n")
+    with registry_error(path.resolve(), "models.a.path: ",
+                        f"link.onnx is a broken symlink (to {tmp_path / 'gone.onnx'})", "relative to the registry"):
+        load_registry(path)
+
+
+def test_path_that_is_a_symlink_loop_says_so(write_registry, tmp_path):
+    (tmp_path / "loop.onnx").symlink_to(tmp_path / "loop.onnx")
+    path = write_registry("models:\n  a: {path: loop.onnx}\n")
+    with registry_error(path.resolve(), "models.a.path: ", "loop.onnx cannot be resolved", "give the path"):
+        load_registry(path)
+
+
+def test_path_through_a_working_symlink_is_the_target(write_registry, tmp_path):
+    (tmp_path / "link.onnx").symlink_to(tmp_path / "tiny.onnx")
+    [spec] = load_registry(write_registry("models:\n  a: {path: link.onnx}\n"))
+    assert spec.source == f"path:{(tmp_path / 'tiny.onnx').resolve()}"
 
 
 def test_generator_params_error_names_the_key(write_registry):

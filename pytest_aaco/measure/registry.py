@@ -25,6 +25,8 @@ Format (every key but the model source is optional)::
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -186,6 +188,32 @@ def _mapping(where: str, raw: Any) -> dict[str, Any]:
     return raw
 
 
+#: what a path that is neither a regular file nor a folder is, by its stat mode
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"))
+
+
+def _model_file(where: str, given: Path) -> Path:
+    """The regular file *given* (relative to the registry) resolves to; a RegistryError naming what it
+    is otherwise: missing, a broken symlink, a folder or a special file such as a FIFO."""
+    fix = "give the path of an .onnx file (paths are relative to the registry file)"
+    try:
+        resolved = given.resolve(strict=True)
+    except FileNotFoundError:
+        if given.is_symlink():
+            raise _fail(where, f"{given} is a broken symlink (to {os.readlink(given)}); {fix}") from None
+        raise _fail(where, f"{given.resolve()} does not exist; {fix}") from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a permission error
+        raise _fail(where, f"{given} cannot be resolved ({getattr(exc, 'strerror', None) or exc}); {fix}") from None
+    if resolved.is_dir():
+        raise _fail(where, f"{resolved} is a folder, not a model file; {fix}")
+    mode = resolved.stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "a special file")
+        raise _fail(where, f"{resolved} is {kind}, not a model file; {fix}")
+    return resolved
+
+
 def _source(where: str, entry: dict[str, Any], registry_path: Path) -> str:
     given = [k for k in ("zoo", "path", "generator") if k in entry]
     if len(given) != 1:
@@ -198,10 +226,7 @@ def _source(where: str, entry: dict[str, Any], registry_path: Path) -> str:
             raise _fail(f"{where}.zoo", f"{value!r} is not shipped with onnx; available: {', '.join(available)}")
         return f"zoo:{value}"
     if key == "path":
-        resolved = (registry_path.parent / value).resolve()
-        if not resolved.is_file():
-            raise _fail(f"{where}.path", f"{resolved} does not exist (paths are relative to the registry file)")
-        return f"path:{resolved}"
+        return f"path:{_model_file(f'{where}.path', registry_path.parent / value)}"
     if value not in GENERATORS:
         raise _fail(f"{where}.generator", f"unknown generator {value!r}; valid: {', '.join(GENERATORS)}")
     return f"generator:{value}"
