@@ -124,6 +124,8 @@ def add_options(parser: pytest.Parser) -> None:
         ini_default: Any = opt.default
         if opt.ini_type == "linelist":
             ini_default = [opt.default] if opt.default else []
+        elif opt.path is not None:
+            ini_default = None  # unset (the table's default) told apart from set empty (refused)
         parser.addini(opt.dest, help=f"ini twin of {opt.flag}: {help_text}", type=opt.ini_type,
                       default=ini_default)
 
@@ -131,8 +133,30 @@ def add_options(parser: pytest.Parser) -> None:
 def _raw(config: pytest.Config, opt: OptionDef) -> Any:
     value = config.getoption(opt.dest, default=None)
     if value is not None:
+        if opt.path is not None:
+            _check_path(opt, value, opt.flag, "leave the option out")
         return value
-    return config.getini(opt.dest)
+    value = config.getini(opt.dest)
+    if opt.path is None:
+        return value
+    if value is None:  # not in the ini file: the table's default
+        return opt.default
+    _check_path(opt, value, f"{opt.dest} (ini twin of {opt.flag})", "remove the ini line")
+    return value
+
+
+#: what leaving out a path option with an empty default does, where it is not "turn it off"
+_UNSET = {"models": "for the registry shipped with pytest-aaco"}
+
+
+def _check_path(opt: OptionDef, value: Any, where: str, leave_out: str) -> None:
+    """An empty or blank path setting is a UsageError naming *where* it was set and the fix."""
+    assert opt.path is not None
+    try:
+        opts.path_text(value, opt.path)
+    except ValueError as exc:
+        fallback = _UNSET.get(opt.name) or (f"for the default {opt.default}" if opt.default else "to turn it off")
+        raise pytest.UsageError(f"{where}: {exc}, or {leave_out} {fallback}") from None
 
 
 # ---------------------------------------------------------------- the frozen config

@@ -142,6 +142,19 @@ def interpreter_or_none(value: Any) -> str | None:
     return find_interpreter(str(value)) if str(value or "").strip() else None
 
 
+def path_text(value: Any, what: str) -> str:
+    """A path setting as given, stripped; ValueError when it is empty or only whitespace.
+
+    An empty path is never taken to mean the current folder: ``--aaco-baseline-dir "$UNSET"``
+    would otherwise read no baselines and save them into the project root. *what* is the fix
+    (``a folder such as baselines``).
+    """
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise ValueError(f"empty value; give {what}")
+    return text
+
+
 def revision_or_none(value: Any) -> str | None:
     """``--aaco-compare``: a git revision (``origin/main``, a SHA, ``HEAD~1``), None when empty.
     Whether it exists is checked against the repository when the session starts."""
@@ -240,6 +253,9 @@ class OptionDef:
     ini_type: IniType = "string"
     multiple: bool = False
     parse: Callable[[Any], Any] | None = None
+    #: for an option naming a path: what to give instead of an empty value (``a folder such as
+    #: baselines``); an empty or blank value given on the command line or in the ini file is refused
+    path: str | None = None
 
     @property
     def flag(self) -> str:
@@ -257,8 +273,9 @@ class OptionDef:
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("provider", "execution provider(s): short names (cpu, cuda, migraphx, rocm, tensorrt, openvino,"
               " dml) or full EP names; repeatable or comma-separated", "cpu", "EP", "linelist", True),
-    OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH"),
-    OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR"),
+    OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH",
+              path="the path of a model registry YAML such as models.yaml"),
+    OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR", path="a folder such as baselines"),
     OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
     OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
     OptionDef("history", "baseline runs kept per item", "30", "N", parse=partial(int_at_least, minimum=1)),
@@ -319,17 +336,19 @@ OPTIONS: tuple[OptionDef, ...] = (
               " measured rounds: kernels per run, KAR, GPU active ratio, microkernels", "off", "on|off", parse=on_off),
     OptionDef("rocprof", "run the item's profile pass under rocprofv3 (kernel trace): on (rocprofv3 from PATH),"
               " off, or the path of the executable", "off", "EXE",
-              parse=partial(executable, default_name="rocprofv3")),
-    OptionDef("session-dir", "where session bundles are written", ".aaco/sessions", "DIR"),
+              parse=partial(executable, default_name="rocprofv3"),
+              path="on, off or the path of the rocprofv3 executable"),
+    OptionDef("session-dir", "where session bundles are written", ".aaco/sessions", "DIR",
+              path="a folder such as .aaco/sessions"),
     OptionDef("no-bundle", "do not write a session bundle", False, ini_type="bool"),
-    OptionDef("junit", "write a performance JUnit XML file", "", "PATH"),
-    OptionDef("html", "write a self-contained HTML report", "", "PATH"),
+    OptionDef("junit", "write a performance JUnit XML file", "", "PATH", path="a file such as perf-junit.xml"),
+    OptionDef("html", "write a self-contained HTML report", "", "PATH", path="a file such as perf.html"),
     OptionDef("compare", "gate each item side by side against the same item at this git revision (origin/main,"
               " a SHA, HEAD~1), measured interleaved in this job; unchanged items are not measured again", "",
               "REF", parse=revision_or_none),
     OptionDef("compare-python", "run the baseline side in this Python interpreter (a virtualenv holding another"
               " onnxruntime, with numpy); alone: the same item in both environments", "", "PATH",
-              parse=interpreter_or_none),
+              parse=interpreter_or_none, path="the path of a Python interpreter such as .venv-old/bin/python"),
     OptionDef("compare-budget", "seconds per item for adding cycles while a side-by-side verdict is"
               " inconclusive", "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
                                                      positive=True)),

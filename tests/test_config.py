@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_aaco import config as cfg
+from pytest_aaco import options as opts
 from pytest_aaco.config import (
     OPTIONS,
     AacoConfig,
@@ -279,6 +282,79 @@ def test_bad_values_are_usage_errors(pytester, option, fragment):
     result = pytester.runpytest(option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {fragment}"])
+
+
+# ---------------------------------------------------------------- empty paths (issue 22)
+
+#: every option naming a path; an empty value there is an unset CI variable, never "the current folder"
+PATH_OPTIONS = [opt for opt in OPTIONS if opt.path is not None]
+
+
+def test_path_options_are_the_ones_that_name_paths():
+    assert [opt.name for opt in PATH_OPTIONS] == [
+        "models", "baseline-dir", "rocprof", "session-dir", "junit", "html", "compare-python"]
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\t"], ids=["empty", "spaces", "tab"])
+@pytest.mark.parametrize("opt", PATH_OPTIONS, ids=lambda opt: opt.name)
+def test_empty_path_option_is_a_usage_error(pytester, opt, blank):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"{opt.flag}={blank}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR == 4
+    result.stderr.fnmatch_lines([f"ERROR: {opt.flag}: empty value; give {opt.path}, or leave the option out *"])
+    assert "Traceback" not in result.stderr.str()
+    assert not (pytester.path / "config.json").exists()
+
+
+@pytest.mark.parametrize("how", ["ini", "override"])
+@pytest.mark.parametrize("opt", PATH_OPTIONS, ids=lambda opt: opt.name)
+def test_empty_path_ini_twin_is_a_usage_error(pytester, opt, how):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    if how == "ini":
+        pytester.makeini(f"[pytest]\n{opt.dest} =\n")
+        result = pytester.runpytest("-p", "no:cacheprovider")
+    else:
+        result = pytester.runpytest("-p", "no:cacheprovider", "-o", f"{opt.dest}= ")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: {opt.dest} (ini twin of {opt.flag}): empty value; give {opt.path}, or remove the ini line *"])
+
+
+def test_empty_baseline_dir_names_the_default_and_saves_nothing(pytester):
+    """The fault of issue 22: ``--aaco-baseline-dir "$UNSET" --aaco-save-baseline`` saved into the project root."""
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--aaco-baseline-dir=", "--aaco-save-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --aaco-baseline-dir: empty value; give a folder such as baselines,"
+        " or leave the option out for the default baselines"])
+    assert sorted(p.name for p in pytester.path.iterdir()) == ["test_show.py"]
+
+
+def test_empty_models_names_the_shipped_registry(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-o", "aaco_models=")
+    result.stderr.fnmatch_lines(["ERROR: aaco_models (ini twin of --aaco-models): empty value; give the path of a"
+                                 " model registry YAML such as models.yaml, or remove the ini line for the registry"
+                                 " shipped with pytest-aaco"])
+
+
+def test_unset_path_ini_twins_keep_the_defaults(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    pytester.makeini("[pytest]\naaco_threshold = 3%\n")
+    data = shown(pytester)
+    assert data["models"] == "None" and data["baseline_dir"] == str(pytester.path / "baselines")
+
+
+@given(st.text(alphabet=" \t\n\r\f\v\u00a0\u2003\u3000", max_size=12))
+def test_path_text_rejects_every_blank(blank):
+    with pytest.raises(ValueError, match="^empty value; give a folder such as baselines$"):
+        opts.path_text(blank, "a folder such as baselines")
+
+
+@given(st.text(min_size=1).filter(lambda text: text.strip() != ""))
+def test_path_text_keeps_every_other_value_stripped(text):
+    assert opts.path_text(text, "a folder") == text.strip()
 
 
 def test_providers_comma_separated_and_repeated_make_one_item_each(aaco_project):
