@@ -332,7 +332,7 @@ def cmd_baseline_prune(args: argparse.Namespace) -> int:
         if not args.dry_run:
             try:
                 with locked(b.path):
-                    atomic_write_json(b.path, b.to_dict())
+                    atomic_write_json(b.path, b.to_dict(), strict=True)
             except OSError as exc:
                 raise CliError(f"{b.path}: cannot write ({exc.strerror or exc})") from None
         trimmed += 1
