@@ -44,7 +44,7 @@ def test_full_entry_is_parsed(write_registry, tmp_path):
               ids: ints
               c: {kind: constant, value: 2.5}
             providers:
-              migraphx: {migraphx_fp16_enable: "1"}
+              migraphx: {migraphx_fp16_enable: "True"}
               CUDAExecutionProvider: {device_id: 0}
             extra_work: {matmuls: 3, size: 32}
             iterations: auto
@@ -65,7 +65,7 @@ def test_full_entry_is_parsed(write_registry, tmp_path):
     assert tiny.inputs["x"] == InputSpec(kind="uniform", low=-1, high=1, seed=3)
     assert tiny.inputs["ids"] == InputSpec(kind="ints")
     assert tiny.inputs["c"].value == 2.5
-    assert tiny.options_for("migraphx") == {"migraphx_fp16_enable": "1"}
+    assert tiny.options_for("migraphx") == {"migraphx_fp16_enable": "True"}
     assert tiny.options_for("cuda") == {"device_id": 0}
     assert tiny.options_for("cpu") == {}
     assert tiny.extra_work == {"matmuls": 3, "size": 32}

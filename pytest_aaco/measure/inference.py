@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytest_aaco.measure.providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
+from pytest_aaco.measure.providers import (
+    OPTION_KEYS,
+    ProviderError,
+    ProviderSpec,
+    migraphx_env_overrides,
+    migraphx_options,
+    session_fallback_problem,
+)
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.measure.timedloop import (
     MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP,  # re-exported: the warmup lives in timedloop.py,
@@ -26,6 +35,7 @@ from pytest_aaco.measure.timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared
 from pytest_aaco.measure.timedloop import bound_runner, time_iterations, warmup
 from pytest_aaco.options import CPU_ROUNDS, default
 from pytest_aaco.redact import redact_options, redact_text, secret_values
+from pytest_aaco.warnings import AacoProviderWarning
 
 #: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
 AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
@@ -93,12 +103,36 @@ def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
     return AUTO_IOBINDING.get(provider.short, AUTO_IOBINDING_GPU if provider.is_gpu else "none")
 
 
-def effective_options(provider: ProviderSpec, device_id: int) -> dict[str, Any]:
-    """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it."""
+def effective_options(provider: ProviderSpec, device_id: int, ort_version: str | None = None) -> dict[str, Any]:
+    """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it.
+
+    MIGraphX options go through :func:`pytest_aaco.measure.providers.migraphx_options` for *ort_version*
+    (default: the imported onnxruntime's): booleans as "True"/"False", and on legacy bindings compiled-model
+    save/load and exhaustive tuning off unless given. Raises :class:`ProviderError` for a MIGraphX boolean
+    option that is not one.
+    """
     options = dict(provider.options)
     if provider.is_gpu and provider.short != "dml" and "device_id" not in options:
         options["device_id"] = device_id
+    if provider.short == "migraphx":
+        if ort_version is None:
+            import onnxruntime as ort
+
+            ort_version = str(ort.__version__)
+        options = migraphx_options(options, ort_version)
     return {k: str(v) if not isinstance(v, str) else v for k, v in options.items()}
+
+
+def warn_migraphx_env(provider: ProviderSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Warn (:class:`AacoProviderWarning`) naming each ``ORT_MIGRAPHX_*`` variable set: the MIGraphX EP
+    reads them over its provider options, so the options recorded would not be the ones in effect."""
+    if provider.short != "migraphx":
+        return
+    names = migraphx_env_overrides(os.environ if environ is None else environ)
+    if names:
+        warnings.warn(AacoProviderWarning(
+            f"{', '.join(names)} set: the MIGraphX EP reads these over its provider options, so the options"
+            " pytest-aaco passes and records may not be the ones in effect; unset them for benchmarks"), stacklevel=2)
 
 
 def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
@@ -126,7 +160,11 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
-    options = effective_options(provider, device_id)
+    try:
+        options = effective_options(provider, device_id, ort.__version__)
+    except ProviderError as exc:
+        raise SessionError(f"{model_path.name}: {exc}") from None
+    warn_migraphx_env(provider)
     printed = io.StringIO()
     start = time.perf_counter_ns()
     try:

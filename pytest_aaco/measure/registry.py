@@ -14,7 +14,7 @@ Format (every key but the model source is optional)::
         inputs:               # per input: normal | uniform | ints | ones | zeros | constant
           input_ids: {kind: ints, low: 0, high: 30522, seed: 1}
         providers:            # provider options per execution provider (short name)
-          migraphx: {migraphx_fp16_enable: "1"}
+          migraphx: {migraphx_fp16_enable: "True"}
         extra_work: {matmuls: 20, size: 256}   # appended slowdown, for A/B tests
         warmup: 10
         iterations: auto
