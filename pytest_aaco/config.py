@@ -166,6 +166,8 @@ class AacoConfig(GateSettings):
     iobinding: str = setting("iobinding")
     placement: str = setting("placement")
     intra_op_threads: int = setting("intra-op-threads")
+    #: ``--aaco-ort-log-level`` as ORT's severity (3: error)
+    ort_log_level: int = setting("ort-log-level")
     max_contention: float | None = setting("max-contention")
     sample_interval_s: float = setting("sample-interval")
     profile: str = setting("profile")

@@ -37,7 +37,13 @@ from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import dumps, loads_records
 from pytest_aaco.measure.devicelock import hold_device
-from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
+from pytest_aaco.measure.inference import (
+    MeasureSettings,
+    SessionError,
+    SessionHandle,
+    resolve_iobinding,
+    set_ort_log_level,
+)
 from pytest_aaco.measure.placement import Placement, placement_report
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
@@ -79,6 +85,8 @@ class AacoSession:
     def __init__(self, pytest_config: pytest.Config, config: AacoConfig) -> None:
         self.pytest_config = pytest_config
         self.config = config
+        #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
+        self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -423,6 +431,9 @@ class AacoSession:
                 terminal.write_summary(terminalreporter, self.records, self.report_context())
             except Exception as exc:  # noqa: BLE001 - never raise from the terminal summary
                 terminalreporter.write_line(cause_and_fix(exc, "write the pytest-aaco summary"), yellow=True)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session
