@@ -151,6 +151,8 @@ class AacoConfig(GateSettings):
     providers: tuple[ProviderSpec, ...] = parse_providers("--aaco-provider", [opts.default("provider")])
     models_path: Path | None = None
     baseline_dir: Path = field(default_factory=lambda: Path(opts.default("baseline-dir")))
+    #: ``--aaco-smoke``: each model run once, outputs checked finite; nothing measured, gated or saved
+    smoke: bool = setting("smoke")
     save_baseline: bool = setting("save-baseline")
     baseline_reset: bool = setting("baseline-reset")
     history: int = setting("history")

@@ -265,6 +265,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               " dml) or full EP names; repeatable or comma-separated", "cpu", "EP", "linelist", True),
     OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH"),
     OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR"),
+    OptionDef("smoke", "smoke test: build each session, run each model once and check its outputs are finite;"
+              " no measurement, no gate, no baselines written", False, ini_type="bool"),
     OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
     OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
     OptionDef("history", "baseline runs kept per item", "30", "N", parse=partial(int_at_least, minimum=1)),

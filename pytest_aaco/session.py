@@ -157,6 +157,8 @@ class AacoSession:
         """The session's reference workload on *provider* (built once per EP settings), or None when
         it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
         EP's items are judged on raw figures)."""
+        if self.config.smoke:  # nothing is measured, so nothing is compared with the machine's speed
+            return None
         iobinding = resolve_iobinding(self.config.iobinding, provider)
         try:
             return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
