@@ -175,6 +175,8 @@ class AacoConfig(GateSettings):
     providers: tuple[ProviderSpec, ...] = parse_providers("--aaco-provider", [opts.default("provider")])
     models_path: Path | None = None
     baseline_dir: Path = field(default_factory=lambda: Path(opts.default("baseline-dir")))
+    #: ``--aaco-smoke``: each model run once, outputs checked finite; nothing measured, gated or saved
+    smoke: bool = setting("smoke")
     save_baseline: bool = setting("save-baseline")
     baseline_reset: bool = setting("baseline-reset")
     history: int = setting("history")
@@ -191,6 +193,8 @@ class AacoConfig(GateSettings):
     device_time: str = setting("device-time")
     placement: str = setting("placement")
     intra_op_threads: int = setting("intra-op-threads")
+    #: ``--aaco-ort-log-level`` as ORT's severity (3: error)
+    ort_log_level: int = setting("ort-log-level")
     max_contention: float | None = setting("max-contention")
     sample_interval_s: float = setting("sample-interval")
     profile: str = setting("profile")

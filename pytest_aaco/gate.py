@@ -135,7 +135,8 @@ def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: dict[str, Any],
     (``KernelMetrics.to_diagnosis()``) lets it call a run launch- or compute-bound."""
     if not (verdict.fails or verdict.unstable or verdict.outcome == Outcome.INCONCLUSIVE):
         return None
-    found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1, kernels)
+    found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1, kernels,
+                                provider=result.provider)
     return found.to_dict() if found is not None else None
 
 

@@ -29,6 +29,8 @@ PROFILE_MODES = ("off", "on", "failing")
 REFERENCE_GENERATED = ("mix", "mix-small")
 REFERENCE_ZOO = ("squeezenet", "inception_v1", "shufflenet", "resnet50", "densenet121")
 NO_REFERENCE = "none"
+#: ``--aaco-ort-log-level`` names -> ORT severities (``SessionOptions.log_severity_level``)
+ORT_LOG_LEVELS = {"verbose": 0, "info": 1, "warning": 2, "error": 3, "fatal": 4}
 #: the ``Parser.addini`` types the options use
 IniType = Literal["string", "bool", "linelist"]
 
@@ -212,6 +214,11 @@ def choice(value: Any, choices: tuple[str, ...]) -> str:
 _SCALAR = re.compile(r"^-?\d+$")
 
 
+def ort_log_level(value: Any) -> int:
+    """An ORT severity (0 verbose .. 4 fatal) from its name in :data:`ORT_LOG_LEVELS`."""
+    return ORT_LOG_LEVELS[choice(value, tuple(ORT_LOG_LEVELS))]
+
+
 def reference_name(value: Any) -> str | None:
     """A reference workload name (lower case), or None for ``none``; ValueError listing the valid ones."""
     name = choice(value, REFERENCE_GENERATED + REFERENCE_ZOO + (NO_REFERENCE,))
@@ -276,6 +283,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH",
               path="the path of a model registry YAML such as models.yaml"),
     OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR", path="a folder such as baselines"),
+    OptionDef("smoke", "smoke test: build each session, run each model once and check its outputs are finite;"
+              " no measurement, no gate, no baselines written", False, ini_type="bool"),
     OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
     OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
     OptionDef("history", "baseline runs kept per item", "30", "N", parse=partial(int_at_least, minimum=1)),
@@ -314,6 +323,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=partial(choice, choices=PLACEMENT_MODES)),
     OptionDef("intra-op-threads", "ORT intra-op threads (0: ORT's default)", "0", "N",
               parse=partial(int_at_least, minimum=0)),
+    OptionDef("ort-log-level", "severity of the ONNX Runtime log lines printed while the plugin's sessions are built"
+              " and run (ORT's default logger included): verbose, info, warning, error, fatal", "error", "LEVEL",
+              parse=ort_log_level),
     OptionDef("max-contention", "cores other processes may keep busy while an item is measured before a"
               " regression is withheld as inconclusive (off: never)", "0.1", "CORES", parse=cores),
     OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS", parse=seconds_from_ms),

@@ -16,7 +16,14 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_aaco import hookspecs
-from pytest_aaco.benchmark import MARKER_HELP, AacoMarker, BenchmarkRun, item_settings, node_placement_problem
+from pytest_aaco.benchmark import (
+    MARKER_HELP,
+    AacoMarker,
+    BenchmarkRun,
+    item_settings,
+    node_placement_problem,
+    smoke_run,
+)
 from pytest_aaco.config import AacoConfig, add_options
 from pytest_aaco.measure.inference import SessionError, SessionHandle, check_placement
 from pytest_aaco.measure.inputs import InputError
@@ -203,6 +210,16 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
                        compare=session.compare_item if session.side_gate is not None else None,
                        reference=None if session.side_gate is not None else session.reference_for(provider))
     label = f"{aaco_model.name}[{provider.short}]"
+    if session.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
+        def smoke(**overrides: Any) -> BenchmarkResult:
+            try:
+                return smoke_run(ort_session, run.feeds, aaco_model.name)
+            except (SessionError, InputError, RegistryError) as exc:
+                problem = str(exc)
+            _fail(request, aaco_model, provider, problem)
+
+        yield smoke
+        return
 
     def guarded(**overrides: Any) -> BenchmarkResult:
         chosen = run.settings_for(**overrides)

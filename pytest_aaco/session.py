@@ -35,7 +35,13 @@ from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.measure.devicelock import hold_device
-from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
+from pytest_aaco.measure.inference import (
+    MeasureSettings,
+    SessionError,
+    SessionHandle,
+    resolve_iobinding,
+    set_ort_log_level,
+)
 from pytest_aaco.measure.placement import Placement, placement_report
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
@@ -75,6 +81,8 @@ class AacoSession:
     def __init__(self, pytest_config: pytest.Config, config: AacoConfig) -> None:
         self.pytest_config = pytest_config
         self.config = config
+        #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
+        self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -144,6 +152,8 @@ class AacoSession:
         """The session's reference workload on *provider* (built once per EP settings), or None when
         it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
         EP's items are judged on raw figures)."""
+        if self.config.smoke:  # nothing is measured, so nothing is compared with the machine's speed
+            return None
         iobinding = resolve_iobinding(self.config.iobinding, provider)
         try:
             return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
@@ -383,6 +393,9 @@ class AacoSession:
                 terminal.write_summary(terminalreporter, self.records, self.report_context())
             except Exception as exc:  # noqa: BLE001 - never raise from the terminal summary
                 terminalreporter.write_line(cause_and_fix(exc, "write the pytest-aaco summary"), yellow=True)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session

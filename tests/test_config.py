@@ -202,6 +202,37 @@ def test_rounds_option_parses_auto_and_counts():
         parse_option(option("rounds"), "many")
 
 
+def test_ort_log_level_option_parses_names_into_ort_severities():
+    from pytest_aaco.config import parse_option
+    from pytest_aaco.options import default, option
+
+    assert default("ort-log-level") == 3 == AacoConfig().ort_log_level  # error
+    names = ("verbose", "INFO", " warning ", "error", "fatal")
+    assert [parse_option(option("ort-log-level"), name) for name in names] == [0, 1, 2, 3, 4]
+    assert option("ort-log-level").metavar == "LEVEL"
+    with usage_error("--aaco-ort-log-level", "expected one of verbose, info, warning, error, fatal, got 'loud'"):
+        parse_option(option("ort-log-level"), "loud")
+
+
+def test_plugin_sessions_log_at_the_chosen_level_and_error_by_default(tiny_model_path, capfd):
+    from pytest_aaco.measure.inference import build_session, ort_log_level, set_ort_log_level
+    from pytest_aaco.measure.providers import parse_provider
+
+    assert ort_log_level() == 3
+    build_session(tiny_model_path, parse_provider("cpu"))
+    assert "onnxruntime" not in capfd.readouterr().err  # error level: ORT prints nothing for a good model
+    old = set_ort_log_level(0)
+    try:
+        handle = build_session(tiny_model_path, parse_provider("cpu"))
+        assert "onnxruntime" in capfd.readouterr().err  # verbose: ORT's own lines come through
+        assert handle.session is not None
+    finally:
+        set_ort_log_level(old)
+        build_session(tiny_model_path, parse_provider("cpu"))  # puts ORT's default logger back at error
+        capfd.readouterr()
+    assert ort_log_level() == 3
+
+
 def test_cold_start_auto_is_on_side_by_side_only():
     assert AacoConfig().cold_start == 0  # stored baselines: off
     assert AacoConfig(compare_ref="origin/main").cold_start == 5
@@ -226,7 +257,8 @@ def test_show(aaco_config, pytestconfig):
     data = {"threshold": c.threshold, "rounds": c.rounds, "iterations": c.iterations,
             "providers": [p.short for p in c.providers], "confirm": c.confirm, "save": c.save_baseline,
             "models": str(c.models_path), "baseline_dir": str(c.baseline_dir),
-            "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s}
+            "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s,
+            "ort_log_level": c.ort_log_level}
     (pytestconfig.rootpath / "config.json").write_text(json.dumps(data))
 """
 
@@ -276,6 +308,7 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-compare-budget=soon", "--aaco-compare-budget: expected a number of seconds*"),
     ("--aaco-compare-python=/no/such/python", "--aaco-compare-python: no such file /no/such/python*"),
     ("--aaco-compare=--force", "--aaco-compare: expected a git revision*"),
+    ("--aaco-ort-log-level=loud", "--aaco-ort-log-level: expected one of verbose, info, warning, error, fatal*"),
     ("--aaco-reference=alexnet", "--aaco-reference: expected one of mix, mix-small, squeezenet, inception_v1,*none*"),
 ])
 def test_bad_values_are_usage_errors(pytester, option, fragment):
@@ -384,8 +417,10 @@ def test_ini_twins_are_read(pytester):
             cpu
         aaco_provider_option =
             device_id=1
+        aaco_ort_log_level = warning
     """)
     data = shown(pytester)
+    assert data["ort_log_level"] == 2
     assert data["threshold"] == pytest.approx(0.03)
     assert data["rounds"] == 4 and data["iterations"] == 20
     assert data["confirm"] is False and data["save"] is True

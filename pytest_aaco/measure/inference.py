@@ -51,6 +51,35 @@ TARGET_ROUND_S = 0.35
 MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
 
 
+#: ORT's log severity for the plugin's sessions and ORT's default logger (``--aaco-ort-log-level``;
+#: 3: error). onnxruntime-gpu logs "No registered plugin EP device found ..." through the default
+#: logger at every session creation, which ``SessionOptions.log_severity_level`` alone does not quiet.
+_ORT_LOG_LEVEL = default("ort-log-level")
+
+
+def set_ort_log_level(level: int) -> int:
+    """Use ORT severity *level* (0 verbose .. 4 fatal) from the next session on; returns the old one."""
+    global _ORT_LOG_LEVEL
+    old, _ORT_LOG_LEVEL = _ORT_LOG_LEVEL, int(level)
+    return old
+
+
+def ort_log_level() -> int:
+    """The ORT severity the plugin's sessions use (:func:`set_ort_log_level`)."""
+    return _ORT_LOG_LEVEL
+
+
+def session_options() -> Any:
+    """A fresh ``ort.SessionOptions`` logging at :func:`ort_log_level`, with ORT's default logger
+    set to the same severity (it prints what happens outside a session, e.g. the EP lookup)."""
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(_ORT_LOG_LEVEL)
+    so = ort.SessionOptions()
+    so.log_severity_level = _ORT_LOG_LEVEL
+    return so
+
+
 class SessionError(RuntimeError):
     """The InferenceSession could not be created or run; the message says what ORT reported."""
 
@@ -151,8 +180,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     """
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
+    so = session_options()
     if intra_op_threads:
         so.intra_op_num_threads = intra_op_threads
     for key, value in (config_entries or {}).items():

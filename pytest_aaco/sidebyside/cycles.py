@@ -47,7 +47,7 @@ import numpy as np
 
 from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish
 from pytest_aaco.measure.device_time import DeviceTracer, TracedSide
-from pytest_aaco.measure.inference import bind_run, build_session, check_placement, warmup
+from pytest_aaco.measure.inference import bind_run, build_session, check_placement, session_options, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import (
     BLOCK_TARGET_S,
@@ -192,8 +192,7 @@ class LocalFactory:
         if self.feeds is None:
             import onnxruntime as ort
 
-            so = ort.SessionOptions()
-            so.log_severity_level = 3
+            so = session_options()
             session = ort.InferenceSession(str(self.model_file), sess_options=so, providers=["CPUExecutionProvider"])
             self.feeds = make_inputs(self.spec.name, session.get_inputs(), self.spec.dims, self.spec.inputs)
         return self.feeds

@@ -186,8 +186,10 @@ class Worker:
 
         self.release()
         before = status_mb("VmRSS")
+        level = int(request.get("log_severity_level", 3))
+        ort.set_default_logger_severity(level)
         so = ort.SessionOptions()
-        so.log_severity_level = int(request.get("log_severity_level", 3))
+        so.log_severity_level = level
         threads = int(request.get("intra_op_num_threads") or 0)
         if threads:
             so.intra_op_num_threads = threads

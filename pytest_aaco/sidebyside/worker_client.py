@@ -46,6 +46,7 @@ from pytest_aaco.measure.inference import (
     creation_problem,
     cuda_graph_on,
     effective_options,
+    ort_log_level,
     resolve_iobinding,
     session_providers,
     warn_migraphx_env,
@@ -299,7 +300,7 @@ class WorkerSide:
                                   intra_op_num_threads=int(intra_op_threads),
                                   config_entries={str(k): str(v) for k, v in (config_entries or {}).items()},
                                   feeds=files, iobinding=mode, device=ORT_DEVICE.get(provider.short, "cpu"),
-                                  device_id=int(device_id), log_severity_level=3,
+                                  device_id=int(device_id), log_severity_level=ort_log_level(),
                                   failure=lambda message: creation_failure(path, provider, options, message))
         used = [str(ep) for ep in reply["providers"]]
         version = self.info.ort_version if self.info else "?"
