@@ -15,7 +15,7 @@ reference id, and stable):
 
 * with at least ``min_history`` such runs, the *reference-adjusted* test: the item's run means
   regressed on the reference's over the history, this run judged against the prediction at the
-  reference's speed now (:func:`pytest_aaco.verdict.stats.reference_adjusted_test`; the slope is the
+  reference's speed now (:meth:`pytest_aaco.verdict.stats.ReferenceFit.test`; the slope is the
   item's own sensitivity to the machine's speed);
 * with fewer, the *normalized* round log-means ``ln(item) - ln(reference)`` (a slope of 1), but
   only when the item's iteration lasts about as long as the reference's (within
@@ -136,7 +136,7 @@ class Series:
     def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None,
              adjusted_prior: stats.VariancePrior | None = None) -> stats.Comparison:
         """The comparison of this series (:func:`comparison`, or
-        :func:`pytest_aaco.verdict.stats.reference_adjusted_test` for ``adjusted``); *prior* is used on raw
+        :meth:`pytest_aaco.verdict.stats.ReferenceFit.test` for ``adjusted``); *prior* is used on raw
         figures only and *adjusted_prior* on adjusted ones, the populations they were fitted on.
         Raises ValueError as those do."""
         if self.kind == ADJUSTED and self.fit is not None:

@@ -482,11 +482,6 @@ def memory_regressions(footprints: dict[str, list[float]], settings: CompareSett
         return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
                 f" +{settings.memory_threshold:.0%} and +{why})"]
     return []
-    b, c = float(min(base)), float(min(cand))
-    if c > max(b, 0.0) * (1 + settings.memory_threshold) and c - b > settings.memory_slack_mb:
-        return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
-                f" +{settings.memory_threshold:.0%} and +{settings.memory_slack_mb:.0f} MB)"]
-    return []
 
 
 def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float, ref: str,
