@@ -59,15 +59,13 @@ from pytest_aaco.measure.interleave import (
 )
 from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import GateSettings
+from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
 
-#: per-item time budget (s) for adding cycles while inconclusive (the default of --aaco-compare-budget)
-DEFAULT_BUDGET_S = 60.0
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
 #: iterations timed but not measured at the start of each block (spin bleed; docs/verdict-quality.md)
@@ -86,21 +84,22 @@ METHODS = ("t", "wilcoxon")
 
 @dataclass(frozen=True)
 class CompareSettings:
-    """How one item is compared side by side. Fractions (0.05 = 5%), seconds, MB."""
+    """How one item is compared side by side. Fractions (0.05 = 5%), seconds, MB; the defaults that
+    are options' (threshold, budget, memory) come from the option table."""
 
-    threshold: float = 0.05
+    threshold: float = setting("threshold")
     first_cycles: int = FIRST_CYCLES
     step_cycles: int = STEP_CYCLES
     max_cycles: int = MAX_CYCLES
-    budget_s: float = DEFAULT_BUDGET_S
+    budget_s: float = setting("compare-budget")
     block_s: float = BLOCK_TARGET_S
     discard: int = DEFAULT_DISCARD
     session_pairs: int | None = None
     session_sd: float | None = None
     method: str = "t"
     confirm: bool = True
-    memory_threshold: float = 0.10
-    memory_slack_mb: float = 50.0
+    memory_threshold: float = setting("memory-threshold")
+    memory_slack_mb: float = setting("memory-slack")
     seed: int = 0
     spinning: bool = False
 
@@ -176,7 +175,7 @@ class LocalFactory:
     model_file: Path
     spec: Any
     provider: Any
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
@@ -227,7 +226,7 @@ class WorkerFactory:
     model_file: Path
     provider: Any
     feeds: Callable[[], dict[str, np.ndarray]]
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0

@@ -24,7 +24,7 @@ from pytest_aaco.history.judge import finish
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.registry import ModelSpec, model_path
 from pytest_aaco.measure.results import BenchmarkResult
-from pytest_aaco.options import GateSettings
+from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.sidebyside.cycles import (
@@ -49,7 +49,7 @@ class ItemMeasure:
     """How the item's sessions are built and warmed: warmup iterations, IO binding (resolved:
     ``none``/``inputs``/``all``, not ``auto``), device, intra-op threads (0: ORT's default)."""
 
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
