@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_aaco.history.fingerprint import Fingerprint
-from pytest_aaco.history.judge import compare, memory_regressions
+from pytest_aaco.history.judge import compare, history_memory_growth
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.inference import MeasureSettings, build_session, run_benchmark
 from pytest_aaco.measure.inputs import make_inputs
@@ -117,8 +117,8 @@ def test_memory_gate_real_allocation(tmp_path):
     baseline = Baseline(tmp_path / "b.json", "t::g", fp.fields, fp.id, history, [])
     settings = GateSettings()
     for _ in range(3):  # unchanged: no memory failure, ever
-        assert memory_regressions(measured_footprint(small), baseline, settings) == []
-    found = memory_regressions(measured_footprint(big), baseline, settings)
+        assert history_memory_growth(measured_footprint(small), baseline, settings) == []
+    found = history_memory_growth(measured_footprint(big), baseline, settings)
     assert len(found) == 1 and found[0].startswith("RSS growth")
     grown = float(found[0].split("(+")[1].split(" MB")[0])
     assert 90 <= grown <= 250

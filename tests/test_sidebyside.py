@@ -17,7 +17,7 @@ from pytest_aaco.sidebyside.cycles import (
     LocalFactory,
     OpenedSide,
     compare,
-    memory_regressions,
+    side_memory_growth,
     to_verdict,
 )
 
@@ -203,10 +203,10 @@ def test_memory_tolerates_the_spread_of_one_sides_sessions() -> None:
     # recorded on the H100 (docs/gpu.md): an extra 128 MB arena chunk in some sessions of either side
     recorded = {BASELINE: [404.0, 416.0, 278.0, 274.0], CANDIDATE: [278.0, 280.0, 404.0, 404.0, 410.0]}
     settings = CompareSettings()
-    assert memory_regressions(recorded, settings) == []  # medians 341 vs 404 MB, sessions spread 142 MB
+    assert side_memory_growth(recorded, settings) == []  # medians 341 vs 404 MB, sessions spread 142 MB
     chunked = {BASELINE: [384.0, 258.0, 254.0], CANDIDATE: [384.0, 386.0, 384.0]}
-    assert memory_regressions(chunked, settings) == []
+    assert side_memory_growth(chunked, settings) == []
     # a model that needs 200 MB more needs it in every session
     grown = {BASELINE: recorded[BASELINE], CANDIDATE: [m + 200.0 for m in recorded[CANDIDATE]]}
-    assert "own footprint 604 MB vs 341 MB" in memory_regressions(grown, settings)[0]
-    assert "142 MB, the spread of one side's sessions" in memory_regressions(grown, settings)[0]
+    assert "own footprint 604 MB vs 341 MB" in side_memory_growth(grown, settings)[0]
+    assert "142 MB, the spread of one side's sessions" in side_memory_growth(grown, settings)[0]

@@ -290,7 +290,7 @@ def _memory_figure(telemetry_summary: dict[str, Any], key: str, method: str | No
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
+def history_memory_growth(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
     """Memory growth beyond both ``memory_threshold`` (fraction) and ``memory_slack_mb`` (MB).
 
     RSS is judged as the item's own footprint: peak RSS during the measured rounds minus the RSS
@@ -413,7 +413,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
     verdict.unstable = stability(result, baseline)
-    verdict.memory = memory_regressions(result, baseline, settings)
+    verdict.memory = history_memory_growth(result, baseline, settings)
     if settings.gate_p99:
         verdict.p99 = p99_check(result, baseline, level, t)
     return finish(verdict, settings)

@@ -458,7 +458,7 @@ class SideBySide:
         return data
 
 
-def memory_regressions(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
+def side_memory_growth(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
     """The candidate's own footprint (median over its fresh sessions, MB) beyond the baseline's by
     both ``memory_threshold`` (fraction) and a slack; [] when either side has no figure.
 
@@ -498,7 +498,7 @@ def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
                             discard=settings.discard)
     footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
                   for side in (BASELINE, CANDIDATE)}
-    result.memory = memory_regressions(footprints, settings)
+    result.memory = side_memory_growth(footprints, settings)
     return result
 
 

@@ -1,7 +1,7 @@
 """The side-by-side gate of one item: ``--aaco-compare=REF`` and ``--aaco-compare-python=PATH``.
 
 The plugin shell calls :class:`SideBySideGate` once per session and, per item,
-:meth:`SideBySideGate.baseline_side` (what the item was at REF: unchanged, new or changed) and
+:meth:`SideBySideGate.baseline_for_item` (what the item was at REF: unchanged, new or changed) and
 :meth:`SideBySideGate.measure` (the comparison, which returns the candidate's result and the
 :class:`~pytest_aaco.history.judge.Verdict`). It needs no pytest: errors are :class:`GitRefError` /
 ValueError with messages naming the option, for the shell to turn into ``pytest.UsageError``.
@@ -83,11 +83,11 @@ class SideBySideGate:
         if self.tree is not None:
             self.tree.close()
 
-    def baseline_side(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
-        """The item at REF (see :meth:`pytest_aaco.sidebyside.revision.RefTree.baseline_side`); with only
+    def baseline_for_item(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
+        """The item at REF (see :meth:`pytest_aaco.sidebyside.revision.RefTree.side_at_revision`); with only
         ``--aaco-compare-python`` the same item, always measured (CHANGED: the environment differs)."""
         if self.tree is not None:
-            side = self.tree.baseline_side(spec, provider_short)
+            side = self.tree.side_at_revision(spec, provider_short)
             if side.status == UNCHANGED and self.python:
                 side.status, side.changes = CHANGED, ["environment"]
             return side
