@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_aaco.history.fingerprint import Fingerprint
-from pytest_aaco.history.judge import compare, history_memory_growth
+from pytest_aaco.history.judge import history_memory_growth, judge_history
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.inference import MeasureSettings, build_session, run_benchmark
 from pytest_aaco.measure.inputs import make_inputs
@@ -122,7 +122,7 @@ def test_memory_gate_real_allocation(tmp_path):
     assert len(found) == 1 and found[0].startswith("RSS growth")
     grown = float(found[0].split("(+")[1].split(" MB")[0])
     assert 90 <= grown <= 250
-    v = compare(measured_footprint(big), baseline, fp, settings, 0.05, "g[cpu]")
+    v = judge_history(measured_footprint(big), baseline, fp, settings, 0.05, "g[cpu]")
     assert v.fails and "MEMORY REGRESSION RSS growth" in v.message
 
 

@@ -20,7 +20,7 @@ from pytest_aaco.history.judge import (
     RAW,
     REGRESSION,
     GateSettings,
-    compare,
+    judge_history,
     reference_drift,
 )
 from pytest_aaco.history.store import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run
@@ -63,7 +63,7 @@ def history(result_factory, runs: int = 5, item_ms: float = 10.0, machine: float
 
 
 def judge(current, baseline, fp=FP, **kwargs):
-    return compare(current, baseline, fp, GateSettings(threshold=0.05), LEVEL, "m[cpu]", **kwargs)
+    return judge_history(current, baseline, fp, GateSettings(threshold=0.05), LEVEL, "m[cpu]", **kwargs)
 
 
 def test_machine_slowdown_cancels_in_the_normalized_series(result_factory):

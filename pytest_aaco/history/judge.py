@@ -341,10 +341,10 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, thresho
     return data
 
 
-def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
-            level: float, label: str, other_runners: list[str] | None = None,
-            prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
-            adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
+def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
+                  level: float, label: str, other_runners: list[str] | None = None,
+                  prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
+                  adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
@@ -579,7 +579,7 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
 class MachineOffset:
     """The session's running record of raw changes, to see a machine speed change that moves every
     item (:func:`pytest_aaco.verdict.stats.common_offset`): the gate passes :meth:`current` to
-    :func:`compare` as *machine_offset*, then :meth:`record`\\ s the verdict."""
+    :func:`judge_history` as *machine_offset*, then :meth:`record`\\ s the verdict."""
 
     log_changes: list[float] = field(default_factory=list)
 

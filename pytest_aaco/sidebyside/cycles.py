@@ -396,13 +396,13 @@ class SideBySide:
     ``outcome``: regression / improvement / no-regression / inconclusive (the gate's words);
     ``measurement``: the deciding set of cycles (the confirmation when there was one);
     ``first``: the first measurement when a confirmation ran; ``confirmed``: None without one;
-    ``memory``: memory regressions, in words; ``ref``: the baseline side's name (``origin/main``,
+    ``memory``: memory regressions, in words; ``baseline_label``: the baseline side's name (``origin/main``,
     or the other interpreter's ``onnxruntime 1.20.1``); ``alpha``: the item's level.
     """
 
     outcome: str
     measurement: Measurement
-    ref: str
+    baseline_label: str
     alpha: float
     threshold: float
     first: Measurement | None = None
@@ -440,7 +440,7 @@ class SideBySide:
         lo, hi = self.ci()
         cycles = [c for cs in m.cycles_by_pair for c in cs]
         data: dict[str, Any] = {
-            "ref": self.ref, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
+            "ref": self.baseline_label, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
             "ci_high": hi, "p_slower": float(self.comparison.p_slower), "level": self.level, "alpha": self.alpha,
             "threshold": self.threshold, "mde": self.mde(), "cycles": m.cycles,
             "session_pairs": len(m.cycles_by_pair), "iterations": m.iterations, "discard": self.discard,
@@ -483,19 +483,19 @@ def side_memory_growth(footprints: dict[str, list[float]], settings: CompareSett
     return []
 
 
-def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float, ref: str,
-            device: bool = False, clock: Callable[[], float] = time.monotonic) -> SideBySide:
+def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
+                  baseline_label: str, device: bool = False, clock: Callable[[], float] = time.monotonic) -> SideBySide:
     """Measure side by side, confirm a regression with fresh sessions, judge memory.
 
     Returns a :class:`SideBySide`. Raises what the sides raise. See the module docstring.
     """
     first = measure(baseline, candidate, settings, alpha, device, clock)
-    result = SideBySide(first.outcome, first, ref, alpha, settings.threshold, discard=settings.discard)
+    result = SideBySide(first.outcome, first, baseline_label, alpha, settings.threshold, discard=settings.discard)
     if first.outcome == REGRESSION and settings.confirm:
         second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock)
-        result = SideBySide(first.outcome if second.outcome == REGRESSION else str(INCONCLUSIVE), second, ref, alpha,
-                            settings.threshold, first=first, confirmed=second.outcome == REGRESSION,
-                            discard=settings.discard)
+        result = SideBySide(first.outcome if second.outcome == REGRESSION else str(INCONCLUSIVE), second,
+                            baseline_label, alpha, settings.threshold, first=first,
+                            confirmed=second.outcome == REGRESSION, discard=settings.discard)
     footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
                   for side in (BASELINE, CANDIDATE)}
     result.memory = side_memory_growth(footprints, settings)

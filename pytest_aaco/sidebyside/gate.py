@@ -34,7 +34,7 @@ from pytest_aaco.sidebyside.cycles import (
     SideBySide,
     WorkerFactory,
     candidate_result,
-    compare,
+    compare_sides,
     to_verdict,
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
@@ -129,10 +129,10 @@ class SideBySideGate:
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
         if lock is None:
-            result = compare(baseline, candidate, settings, alpha, self.name, device)
+            result = compare_sides(baseline, candidate, settings, alpha, self.name, device)
         else:
             with lock():
-                result = compare(baseline, candidate, settings, alpha, self.name, device)
+                result = compare_sides(baseline, candidate, settings, alpha, self.name, device)
         verdict = to_verdict(result, label, gate)
         if side.changes:
             verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
