@@ -18,17 +18,7 @@ import pytest
 
 from pytest_aaco import options as opts
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, check_options, parse_provider_list
-from pytest_aaco.options import (  # noqa: F401 - the shared value parsers, re-exported for callers of the config
-    COLD_SESSIONS,
-    IOBINDING_MODES,
-    OPTIONS,
-    PLACEMENT_MODES,
-    GateSettings,
-    OptionDef,
-    fraction_below,
-    int_at_least,
-    setting,
-)
+from pytest_aaco.options import COLD_SESSIONS, OPTIONS, GateSettings, OptionDef, setting
 
 P = ParamSpec("P")
 T = TypeVar("T")

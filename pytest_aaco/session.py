@@ -285,7 +285,7 @@ class AacoSession:
         assert gate is not None  # compare_item is only handed to runs of a side-by-side session
         label = f"{run.model.name}[{run.provider.short}]"
         gate_for_item = gate_settings(self.config, run)
-        side = gate.baseline_side(run.model, run.provider.short)
+        side = gate.baseline_for_item(run.model, run.provider.short)
         if side.status in (UNCHANGED, NEW):
             result = run.measure(run.handle, settings)
             return result, gate.static_verdict(side, label, gate_for_item.threshold, result.mean_ms)

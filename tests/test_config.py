@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from pytest_aaco import config as cfg
 from pytest_aaco import options as opts
 from pytest_aaco.config import (
-    OPTIONS,
     AacoConfig,
     parse_choice,
     parse_fraction,
@@ -29,6 +28,7 @@ from pytest_aaco.config import (
     parse_provider_options,
     parse_providers,
 )
+from pytest_aaco.options import OPTIONS
 
 
 @contextlib.contextmanager
@@ -113,17 +113,17 @@ def test_parser_rejects(parse, option, args, fragment):
 
 def test_shared_number_parsers_raise_value_error_without_an_option_name():
     """The aaco command and the model registry reuse them, each adding its own context and error type."""
-    assert cfg.int_at_least(" 7 ", 1) == 7 and cfg.fraction_below("5%") == pytest.approx(0.05)
+    assert opts.int_at_least(" 7 ", 1) == 7 and opts.fraction_below("5%") == pytest.approx(0.05)
     with pytest.raises(ValueError, match=r"^must be at least 2, got 1$"):
-        cfg.int_at_least("1", 2)
+        opts.int_at_least("1", 2)
     with pytest.raises(ValueError, match=r"^expected a fraction like 0\.05 or 5%, got 'x'$"):
-        cfg.fraction_below("x")
+        opts.fraction_below("x")
 
 
 def test_parse_choice():
-    assert parse_choice("--aaco-iobinding", " ALL ", cfg.IOBINDING_MODES) == "all"
+    assert parse_choice("--aaco-iobinding", " ALL ", opts.IOBINDING_MODES) == "all"
     with usage_error("--aaco-iobinding", "expected one of auto, none, inputs, all", "'device'"):
-        parse_choice("--aaco-iobinding", "device", cfg.IOBINDING_MODES)
+        parse_choice("--aaco-iobinding", "device", opts.IOBINDING_MODES)
 
 
 def test_parse_providers_comma_separated_and_repeated():
@@ -568,7 +568,8 @@ def test_run_noise_parser_accepts_zero_and_fractions():
 
 
 def test_placement_mode_parser():
-    from pytest_aaco.config import PLACEMENT_MODES, parse_choice
+    from pytest_aaco.config import parse_choice
+    from pytest_aaco.options import PLACEMENT_MODES
 
     parsed = [parse_choice("--aaco-placement", m.upper(), PLACEMENT_MODES) for m in PLACEMENT_MODES]
     assert parsed == list(PLACEMENT_MODES)

@@ -15,7 +15,8 @@ import pytest
 
 from pytest_aaco.measure import device_time
 from pytest_aaco.measure.device_time import DeviceBlock, KernelSpan, TracedSide, block_of, tracer_for
-from pytest_aaco.sidebyside.cycles import CompareSettings, OpenedSide, compare, to_verdict
+from pytest_aaco.sidebyside.cycles import CompareSettings, OpenedSide, to_verdict
+from pytest_aaco.sidebyside.cycles import compare_sides as compare
 
 
 def test_block_of_sums_kernel_time_unions_busy_time_and_counts_kernels():

@@ -15,7 +15,7 @@ reference id, and stable):
 
 * with at least ``min_history`` such runs, the *reference-adjusted* test: the item's run means
   regressed on the reference's over the history, this run judged against the prediction at the
-  reference's speed now (:func:`pytest_aaco.verdict.stats.reference_adjusted_test`; the slope is the
+  reference's speed now (:meth:`pytest_aaco.verdict.stats.ReferenceFit.test`; the slope is the
   item's own sensitivity to the machine's speed);
 * with fewer, the *normalized* round log-means ``ln(item) - ln(reference)`` (a slope of 1), but
   only when the item's iteration lasts about as long as the reference's (within
@@ -136,7 +136,7 @@ class Series:
     def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None,
              adjusted_prior: stats.VariancePrior | None = None) -> stats.Comparison:
         """The comparison of this series (:func:`comparison`, or
-        :func:`pytest_aaco.verdict.stats.reference_adjusted_test` for ``adjusted``); *prior* is used on raw
+        :meth:`pytest_aaco.verdict.stats.ReferenceFit.test` for ``adjusted``); *prior* is used on raw
         figures only and *adjusted_prior* on adjusted ones, the populations they were fitted on.
         Raises ValueError as those do."""
         if self.kind == ADJUSTED and self.fit is not None:
@@ -290,7 +290,7 @@ def _memory_figure(telemetry_summary: dict[str, Any], key: str, method: str | No
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
+def history_memory_growth(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
     """Memory growth beyond both ``memory_threshold`` (fraction) and ``memory_slack_mb`` (MB).
 
     RSS is judged as the item's own footprint: peak RSS during the measured rounds minus the RSS
@@ -341,10 +341,10 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, thresho
     return data
 
 
-def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
-            level: float, label: str, other_runners: list[str] | None = None,
-            prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
-            adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
+def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
+                  level: float, label: str, other_runners: list[str] | None = None,
+                  prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
+                  adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
@@ -413,7 +413,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
     verdict.unstable = stability(result, baseline)
-    verdict.memory = memory_regressions(result, baseline, settings)
+    verdict.memory = history_memory_growth(result, baseline, settings)
     if settings.gate_p99:
         verdict.p99 = p99_check(result, baseline, level, t)
     return finish(verdict, settings)
@@ -608,7 +608,7 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
 class MachineOffset:
     """The session's running record of raw changes, to see a machine speed change that moves every
     item (:func:`pytest_aaco.verdict.stats.common_offset`): the gate passes :meth:`current` to
-    :func:`compare` as *machine_offset*, then :meth:`record`\\ s the verdict."""
+    :func:`judge_history` as *machine_offset*, then :meth:`record`\\ s the verdict."""
 
     log_changes: list[float] = field(default_factory=list)
 

@@ -128,10 +128,6 @@ class Baseline:
         """Per run, its round log-means (mean ln ms of each round); shape ``(runs, rounds_i)``."""
         return [[r["log_mean"] for r in run["rounds"]] for run in self.history]
 
-    def reference_runs(self, reference_id: str) -> list[dict[str, Any]]:
-        """The ``reference`` records of the runs measured with reference *reference_id*, oldest first."""
-        return [ref for _, ref in self.reference_pairs(reference_id)]
-
     def reference_pairs(self, reference_id: str) -> list[tuple[list[float], dict[str, Any]]]:
         """Per run measured with reference *reference_id* (oldest first): the item's round log-means
         and that run's ``reference`` record, so the two line up run by run."""

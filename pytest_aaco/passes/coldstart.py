@@ -41,15 +41,14 @@ from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import balanced_orders
 from pytest_aaco.measure.ortprofile import ProfileError, read_events
 from pytest_aaco.measure.results import FreshSample
-from pytest_aaco.options import COLD_SESSIONS
+from pytest_aaco.options import COLD_SESSIONS, default
 from pytest_aaco.records import Outcome
 from pytest_aaco.verdict.outcome import outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.stats import VariancePrior, prediction_interval_test
 
-#: fresh sessions per item
 #: a cold-start regression must be at least this much slower (fraction)
-DEFAULT_COLD_START_THRESHOLD = 0.20
+DEFAULT_COLD_START_THRESHOLD = default("cold-start-threshold")
 #: significance level of the cold-start verdict, split over :data:`METRICS`
 COLD_START_ALPHA = 0.01
 #: prior sd (fraction) of a run's cold-start minimum from run to run (docs/verdict-quality.md)

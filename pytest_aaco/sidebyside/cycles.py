@@ -61,15 +61,13 @@ from pytest_aaco.measure.interleave import (
 )
 from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import GateSettings
+from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
 
-#: per-item time budget (s) for adding cycles while inconclusive (the default of --aaco-compare-budget)
-DEFAULT_BUDGET_S = 60.0
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
 #: iterations timed but not measured at the start of each block (spin bleed; docs/verdict-quality.md)
@@ -88,21 +86,22 @@ METHODS = ("t", "wilcoxon")
 
 @dataclass(frozen=True)
 class CompareSettings:
-    """How one item is compared side by side. Fractions (0.05 = 5%), seconds, MB."""
+    """How one item is compared side by side. Fractions (0.05 = 5%), seconds, MB; the defaults that
+    are options' (threshold, budget, memory) come from the option table."""
 
-    threshold: float = 0.05
+    threshold: float = setting("threshold")
     first_cycles: int = FIRST_CYCLES
     step_cycles: int = STEP_CYCLES
     max_cycles: int = MAX_CYCLES
-    budget_s: float = DEFAULT_BUDGET_S
+    budget_s: float = setting("compare-budget")
     block_s: float = BLOCK_TARGET_S
     discard: int = DEFAULT_DISCARD
     session_pairs: int | None = None
     session_sd: float | None = None
     method: str = "t"
     confirm: bool = True
-    memory_threshold: float = 0.10
-    memory_slack_mb: float = 50.0
+    memory_threshold: float = setting("memory-threshold")
+    memory_slack_mb: float = setting("memory-slack")
     seed: int = 0
     spinning: bool = False
 
@@ -178,7 +177,7 @@ class LocalFactory:
     model_file: Path
     spec: Any
     provider: Any
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
@@ -228,7 +227,7 @@ class WorkerFactory:
     model_file: Path
     provider: Any
     feeds: Callable[[], dict[str, np.ndarray]]
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
@@ -479,13 +478,13 @@ class SideBySide:
     ``outcome``: regression / improvement / no-regression / inconclusive (the gate's words);
     ``measurement``: the deciding set of cycles (the confirmation when there was one);
     ``first``: the first measurement when a confirmation ran; ``confirmed``: None without one;
-    ``memory``: memory regressions, in words; ``ref``: the baseline side's name (``origin/main``,
+    ``memory``: memory regressions, in words; ``baseline_label``: the baseline side's name (``origin/main``,
     or the other interpreter's ``onnxruntime 1.20.1``); ``alpha``: the item's level.
     """
 
     outcome: str
     measurement: Measurement
-    ref: str
+    baseline_label: str
     alpha: float
     threshold: float
     first: Measurement | None = None
@@ -543,7 +542,7 @@ class SideBySide:
         lo, hi = self.ci()
         cycles = [c for cs in m.cycles_by_pair for c in cs]
         data: dict[str, Any] = {
-            "ref": self.ref, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
+            "ref": self.baseline_label, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
             "ci_high": hi, "p_slower": float(self.comparison.p_slower), "level": self.level, "alpha": self.alpha,
             "threshold": self.threshold, "mde": self.mde(), "cycles": m.cycles,
             "session_pairs": len(m.cycles_by_pair), "iterations": m.iterations, "discard": self.discard,
@@ -564,7 +563,7 @@ class SideBySide:
         return data
 
 
-def memory_regressions(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
+def side_memory_growth(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
     """The candidate's own footprint (median over its fresh sessions, MB) beyond the baseline's by
     both ``memory_threshold`` (fraction) and a slack; [] when either side has no figure.
 
@@ -587,33 +586,28 @@ def memory_regressions(footprints: dict[str, list[float]], settings: CompareSett
         return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
                 f" +{settings.memory_threshold:.0%} and +{why})"]
     return []
-    b, c = float(min(base)), float(min(cand))
-    if c > max(b, 0.0) * (1 + settings.memory_threshold) and c - b > settings.memory_slack_mb:
-        return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
-                f" +{settings.memory_threshold:.0%} and +{settings.memory_slack_mb:.0f} MB)"]
-    return []
 
 
-def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float, ref: str,
-            device: bool = False, clock: Callable[[], float] = time.monotonic,
-            tracer: DeviceTracer | None = None) -> SideBySide:
+def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
+                  baseline_label: str, device: bool = False, clock: Callable[[], float] = time.monotonic,
+                  tracer: DeviceTracer | None = None) -> SideBySide:
     """Measure side by side, confirm a regression with fresh sessions, judge memory.
 
     Returns a :class:`SideBySide`. Raises what the sides raise. See the module docstring.
     """
     first = measure(baseline, candidate, settings, alpha, device, clock, tracer)
-    result = SideBySide(first.outcome, first, ref, alpha, settings.threshold, discard=settings.discard)
+    result = SideBySide(first.outcome, first, baseline_label, alpha, settings.threshold, discard=settings.discard)
     if first.regressed and settings.confirm:
         second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock, tracer)
         wall = str(REGRESSION) if first.outcome == REGRESSION and second.outcome == REGRESSION else (
             str(INCONCLUSIVE) if first.outcome == REGRESSION else second.outcome)
         device_confirmed = (first.device is not None and first.device.outcome == REGRESSION
                             and second.device is not None and second.device.outcome == REGRESSION)
-        result = SideBySide(wall, second, ref, alpha, settings.threshold, first=first,
+        result = SideBySide(wall, second, baseline_label, alpha, settings.threshold, first=first,
                             confirmed=wall == REGRESSION or device_confirmed, discard=settings.discard)
     footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
                   for side in (BASELINE, CANDIDATE)}
-    result.memory = memory_regressions(footprints, settings)
+    result.memory = side_memory_growth(footprints, settings)
     return result
 
 

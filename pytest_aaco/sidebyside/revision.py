@@ -271,7 +271,7 @@ class RefTree:
                     differ.append(rel)
         return differ
 
-    def baseline_side(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
+    def side_at_revision(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
         """What item (*spec*, *provider_short*) was at REF: unchanged, new, or changed (with files).
 
         Raises GitRefError for an untracked registry or model file, a registry at REF that no

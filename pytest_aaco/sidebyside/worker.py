@@ -104,7 +104,7 @@ def status_mb(field: str) -> float | None:
     return None
 
 
-def nvidia_process_mb(pid: int) -> tuple[float | None, str]:
+def smi_process_mb(pid: int) -> tuple[float | None, str]:
     """This process's memory on NVIDIA GPUs (MB) from ``nvidia-smi --query-compute-apps``, and the source.
 
     None, with the reason, when nvidia-smi is missing or does not list this pid (in a container
@@ -233,7 +233,7 @@ class Worker:
     def memory(self) -> dict[str, Any]:
         gpu_mb, source = None, "no session on an NVIDIA EP"
         if self.session is not None and any(ep in self.session.get_providers() for ep in NVIDIA_EPS):
-            gpu_mb, source = nvidia_process_mb(os.getpid())
+            gpu_mb, source = smi_process_mb(os.getpid())
         return {"rss_mb": status_mb("VmRSS"), "peak_rss_mb": status_mb("VmHWM"), "gpu_mb": gpu_mb,
                 "gpu_source": source}
 
