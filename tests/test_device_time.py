@@ -97,7 +97,7 @@ SETTINGS = CompareSettings(block_s=0.0, discard=1, budget_s=60.0)
 def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise():
     a, b = GpuFactory(0.818, RESNET), GpuFactory(0.818, RESNET, seed=50)
     tracer = FakeTracer()
-    result = compare(a, b, SETTINGS, alpha=0.05, ref="HEAD~1", device=True, tracer=tracer)
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=tracer)
     assert result.device_outcome == "no-regression" and result.failed_metrics == []
     verdict = to_verdict(result, "resnet50[cuda]")
     assert not verdict.fails
@@ -113,7 +113,7 @@ def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise(
 def test_a_six_percent_kernel_time_growth_fails_on_device_time_and_leads_the_message():
     a = GpuFactory(0.818, RESNET)
     b = GpuFactory(0.818 * 1.065, RESNET + ["conv3x3"] * 8, seed=50)  # k4: 227 kernels
-    result = compare(a, b, SETTINGS, alpha=0.05, ref="HEAD~1", device=True, tracer=FakeTracer())
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
     assert result.device_outcome == "regression" and result.confirmed is True
     assert result.failed_metrics == ["device time"]
     verdict = to_verdict(result, "resnet50[cuda]")
@@ -126,7 +126,7 @@ def test_a_six_percent_kernel_time_growth_fails_on_device_time_and_leads_the_mes
 def test_a_kernel_count_change_alone_is_information_not_a_failure():
     a = GpuFactory(0.818, RESNET)
     b = GpuFactory(0.818, RESNET[:-4] + ["fused"] * 4, seed=50)  # same time, other kernels
-    result = compare(a, b, SETTINGS, alpha=0.05, ref="HEAD~1", device=True, tracer=FakeTracer())
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
     verdict = to_verdict(result, "m[cuda]")
     assert not verdict.fails and "added fused x4" in verdict.message and "removed relu x4" in verdict.message
 
@@ -146,7 +146,7 @@ def test_a_side_without_a_run_callable_is_not_traced():
 
             return OpenedSide(NoRun(), 1.5, 100.0, 5.0, 2.0, {})
 
-    result = compare(WorkerLike(0.8, RESNET), GpuFactory(0.8, RESNET), SETTINGS, alpha=0.05, ref="x",
+    result = compare(WorkerLike(0.8, RESNET), GpuFactory(0.8, RESNET), SETTINGS, alpha=0.05, baseline_label="x",
                      device=True, tracer=FakeTracer())
     assert result.measurement.device is None and result.device_outcome is None
     assert "device time" not in to_verdict(result, "m[cuda]").message
