@@ -8,6 +8,7 @@ under xdist); the telemetry samplers; and a fresh-session re-measurement for the
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,7 @@ from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, parse_provider
 from pytest_aaco.measure.reference_workload import Reference
 from pytest_aaco.measure.registry import ModelSpec
-from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import auto_rounds
 from pytest_aaco.passes.coldstart import SideBySideColdStart
 from pytest_aaco.records import Verdict
@@ -266,3 +267,29 @@ def node_placement_problem(run: BenchmarkRun, profile: Callable[[SessionHandle, 
         warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe_placement(report)}"),
                       stacklevel=3)
     return problem
+
+
+def smoke_run(handle: SessionHandle, feeds: dict[str, np.ndarray], model: str) -> BenchmarkResult:
+    """``--aaco-smoke``: run *handle* once on *feeds* and check every output is finite.
+
+    Returns a result of one round of that one run (timed, never gated). Raises SessionError
+    when the run fails or an output holds NaN or infinity.
+    """
+    start = time.perf_counter_ns()
+    try:
+        outputs = handle.session.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own types
+        raise SessionError(f"{model}[{handle.provider.short}]: the run failed: {exc}") from None
+    end = time.perf_counter_ns()
+    names = [o.name for o in handle.session.get_outputs()]
+    for name, value in zip(names, outputs, strict=False):
+        array = np.asarray(value)
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            bad = int(array.size - np.isfinite(array).sum())
+            raise SessionError(f"{model}[{handle.provider.short}]: output {name!r} has {bad} of {array.size}"
+                               " values that are NaN or infinite (--aaco-smoke)")
+    ms = (end - start) / 1e6
+    return BenchmarkResult(model=model, provider=handle.provider.short,
+                           rounds=[RoundResult(0, np.array([ms]), start, end)], warmup_iterations=0,
+                           warmup_latencies_ms=np.array([]), session_create_ms=handle.create_ms, first_run_ms=ms,
+                           providers_used=list(handle.session.get_providers()), batch_size=batch_size(feeds))

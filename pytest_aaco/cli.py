@@ -5,7 +5,13 @@
     aaco report BUNDLE [--html OUT]             the results table of a bundle; optional HTML report
     aaco ls [--session-dir DIR]                 recent session bundles, newest first
     aaco baseline show [--baseline-dir DIR] [PATTERN]
-    aaco baseline prune --keep N [--baseline-dir DIR] [PATTERN]
+                                                baselines, with the history when one file matches
+    aaco baseline prune --keep N [--dry-run] [--baseline-dir DIR] [PATTERN]
+                                                keep only the last N runs of each history
+    aaco baseline archived [--baseline-dir DIR] [PATTERN]
+                                                list archived histories and unreadable files moved aside
+    aaco baseline restore PATTERN N | NAME.corrupt-TIME.json [--baseline-dir DIR]
+                                                bring back an archived history or a repaired moved-aside file
 
 Exit status: 0 ok, 1 a regression was found (``diff``, ``report``), 2 usage or input error
 (the message names the file). Errors are one line on stderr, never a traceback (set
@@ -332,7 +338,7 @@ def cmd_baseline_prune(args: argparse.Namespace) -> int:
         if not args.dry_run:
             try:
                 with locked(b.path):
-                    atomic_write_json(b.path, b.to_dict())
+                    atomic_write_json(b.path, b.to_dict(), strict=True)
             except OSError as exc:
                 raise CliError(f"{b.path}: cannot write ({exc.strerror or exc})") from None
         trimmed += 1

@@ -19,17 +19,7 @@ import pytest
 from pytest_aaco import options as opts
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, check_options, parse_provider_list
-from pytest_aaco.options import (  # noqa: F401 - the shared value parsers, re-exported for callers of the config
-    COLD_SESSIONS,
-    IOBINDING_MODES,
-    OPTIONS,
-    PLACEMENT_MODES,
-    GateSettings,
-    OptionDef,
-    fraction_below,
-    int_at_least,
-    setting,
-)
+from pytest_aaco.options import COLD_SESSIONS, OPTIONS, GateSettings, OptionDef, setting
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -125,6 +115,8 @@ def add_options(parser: pytest.Parser) -> None:
         ini_default: Any = opt.default
         if opt.ini_type == "linelist":
             ini_default = [opt.default] if opt.default else []
+        elif opt.path is not None:
+            ini_default = None  # unset (the table's default) told apart from set empty (refused)
         parser.addini(opt.dest, help=f"ini twin of {opt.flag}: {help_text}", type=opt.ini_type,
                       default=ini_default)
 
@@ -132,8 +124,30 @@ def add_options(parser: pytest.Parser) -> None:
 def _raw(config: pytest.Config, opt: OptionDef) -> Any:
     value = config.getoption(opt.dest, default=None)
     if value is not None:
+        if opt.path is not None:
+            _check_path(opt, value, opt.flag, "leave the option out")
         return value
-    return config.getini(opt.dest)
+    value = config.getini(opt.dest)
+    if opt.path is None:
+        return value
+    if value is None:  # not in the ini file: the table's default
+        return opt.default
+    _check_path(opt, value, f"{opt.dest} (ini twin of {opt.flag})", "remove the ini line")
+    return value
+
+
+#: what leaving out a path option with an empty default does, where it is not "turn it off"
+_UNSET = {"models": "for the registry shipped with pytest-aaco"}
+
+
+def _check_path(opt: OptionDef, value: Any, where: str, leave_out: str) -> None:
+    """An empty or blank path setting is a UsageError naming *where* it was set and the fix."""
+    assert opt.path is not None
+    try:
+        opts.path_text(value, opt.path)
+    except ValueError as exc:
+        fallback = _UNSET.get(opt.name) or (f"for the default {opt.default}" if opt.default else "to turn it off")
+        raise pytest.UsageError(f"{where}: {exc}, or {leave_out} {fallback}") from None
 
 
 # ---------------------------------------------------------------- the frozen config
@@ -152,6 +166,8 @@ class AacoConfig(GateSettings):
     providers: tuple[ProviderSpec, ...] = parse_providers("--aaco-provider", [opts.default("provider")])
     models_path: Path | None = None
     baseline_dir: Path = field(default_factory=lambda: Path(opts.default("baseline-dir")))
+    #: ``--aaco-smoke``: each model run once, outputs checked finite; nothing measured, gated or saved
+    smoke: bool = setting("smoke")
     save_baseline: bool = setting("save-baseline")
     baseline_reset: bool = setting("baseline-reset")
     history: int = setting("history")
@@ -165,8 +181,11 @@ class AacoConfig(GateSettings):
     strict_provider: bool = setting("strict-provider")
     provider_options: JSONDict = field(default_factory=dict)
     iobinding: str = setting("iobinding")
+    device_time: str = setting("device-time")
     placement: str = setting("placement")
     intra_op_threads: int = setting("intra-op-threads")
+    #: ``--aaco-ort-log-level`` as ORT's severity (3: error)
+    ort_log_level: int = setting("ort-log-level")
     max_contention: float | None = setting("max-contention")
     sample_interval_s: float = setting("sample-interval")
     profile: str = setting("profile")

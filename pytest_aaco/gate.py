@@ -20,9 +20,9 @@ from pytest_aaco.extra_passes import Insight, judge_insight, kernel_data, measur
 from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
 from pytest_aaco.history.judge import (
     MachineOffset,
-    compare,
     confirm,
     finish,
+    judge_history,
     needs_confirmation,
     under_contention,
 )
@@ -109,13 +109,13 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
     others = other_runners(c.baseline_dir, fp.machine_key, nodeid) if baseline is None else None
     priors = ctx.variance_priors(path.parent) if gated else RunnerPriors()
     offset = ctx.machine_offset.current()
-    verdict = compare(result, baseline, fp, settings, level, label, others, priors.raw, machine_offset=offset,
-                      adjusted_prior=priors.adjusted)
+    verdict = judge_history(result, baseline, fp, settings, level, label, others, priors.raw, machine_offset=offset,
+                            adjusted_prior=priors.adjusted)
     if c.confirm and needs_confirmation(verdict):
         ctx.announce(f"{label} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
-        second = compare(result.confirmation, baseline, fp, settings, level, label, prior=priors.raw,
-                         machine_offset=offset, adjusted_prior=priors.adjusted)
+        second = judge_history(result.confirmation, baseline, fp, settings, level, label, prior=priors.raw,
+                               machine_offset=offset, adjusted_prior=priors.adjusted)
         verdict = confirm(verdict, second, settings)
     if c.max_contention is not None:
         looks = [result] + ([result.confirmation] if result.confirmation is not None else [])
@@ -134,7 +134,8 @@ def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: JSONDict,
     (``KernelMetrics.to_diagnosis()``) lets it call a run launch- or compute-bound."""
     if not (verdict.fails or verdict.unstable or verdict.outcome == Outcome.INCONCLUSIVE):
         return None
-    found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1, kernels)
+    found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1, kernels,
+                                provider=result.provider)
     return found.to_dict() if found is not None else None
 
 

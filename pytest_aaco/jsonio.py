@@ -20,22 +20,27 @@ class AacoFileError(Exception):
     """A JSON file handed to pytest-aaco cannot be read; the message names the file and the fix."""
 
 
-def _clean(value: object) -> object:
-    """Make *value* strict JSON: NaN/inf become None, numpy scalars become Python numbers."""
+def _clean(value: object, strict: bool = False) -> object:
+    """Make *value* strict JSON: numpy scalars become Python numbers; NaN/inf become None, or with
+    *strict* raise ValueError (a file whose numbers matter must never hold a null in their place)."""
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): _clean(v, strict) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [_clean(v, strict) for v in value]
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        return _clean(value.tolist())
+        return _clean(value.tolist(), strict)
     if isinstance(value, float) and not math.isfinite(value):
+        if strict:
+            raise ValueError(f"{value} is not a finite number")
         return None
     return value
 
 
-def dumps(data: object) -> str:
-    """Serialise *data* with sorted keys and two-space indent, so diffs in pull requests stay small."""
-    return json.dumps(_clean(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
+def dumps(data: object, strict: bool = False) -> str:
+    """Serialise *data* with sorted keys and two-space indent, so diffs in pull requests stay small.
+
+    NaN and infinities become ``null``; with *strict* (baseline files) they raise ValueError instead."""
+    return json.dumps(_clean(data, strict), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def loads_records(text: str) -> list[JSONDict]:
@@ -74,9 +79,9 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
-def atomic_write_json(path: str | os.PathLike[str], data: object) -> Path:
-    """Write *data* as JSON (:func:`dumps`) to *path* atomically (:func:`atomic_write_text`)."""
-    return atomic_write_text(path, dumps(data))
+def atomic_write_json(path: str | os.PathLike[str], data: object, strict: bool = False) -> Path:
+    """Write *data* as JSON (:func:`dumps`, *strict* there) to *path* atomically (:func:`atomic_write_text`)."""
+    return atomic_write_text(path, dumps(data, strict))
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:

@@ -24,12 +24,15 @@ from pytest_aaco.jsonio import JSONDict
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
+DEVICE_TIME_MODES = ("auto", "on", "off")
 PROFILE_MODES = ("off", "on", "failing")
 #: reference workloads (:mod:`pytest_aaco.measure.reference_workload` builds them): generated ones, then model-zoo
 #: architectures shipped inside the onnx package; ``none`` turns the reference off
 REFERENCE_GENERATED = ("mix", "mix-small")
 REFERENCE_ZOO = ("squeezenet", "inception_v1", "shufflenet", "resnet50", "densenet121")
 NO_REFERENCE = "none"
+#: ``--aaco-ort-log-level`` names -> ORT severities (``SessionOptions.log_severity_level``)
+ORT_LOG_LEVELS = {"verbose": 0, "info": 1, "warning": 2, "error": 3, "fatal": 4}
 #: the ``Parser.addini`` types the options use
 IniType = Literal["string", "bool", "linelist"]
 
@@ -143,6 +146,19 @@ def interpreter_or_none(value: object) -> str | None:
     return find_interpreter(str(value)) if str(value or "").strip() else None
 
 
+def path_text(value: object, what: str) -> str:
+    """A path setting as given, stripped; ValueError when it is empty or only whitespace.
+
+    An empty path is never taken to mean the current folder: ``--aaco-baseline-dir "$UNSET"``
+    would otherwise read no baselines and save them into the project root. *what* is the fix
+    (``a folder such as baselines``).
+    """
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise ValueError(f"empty value; give {what}")
+    return text
+
+
 def revision_or_none(value: object) -> str | None:
     """``--aaco-compare``: a git revision (``origin/main``, a SHA, ``HEAD~1``), None when empty.
     Whether it exists is checked against the repository when the session starts."""
@@ -200,6 +216,11 @@ def choice(value: object, choices: tuple[str, ...]) -> str:
 _SCALAR = re.compile(r"^-?\d+$")
 
 
+def ort_log_level(value: object) -> int:
+    """An ORT severity (0 verbose .. 4 fatal) from its name in :data:`ORT_LOG_LEVELS`."""
+    return ORT_LOG_LEVELS[choice(value, tuple(ORT_LOG_LEVELS))]
+
+
 def reference_name(value: object) -> str | None:
     """A reference workload name (lower case), or None for ``none``; ValueError listing the valid ones."""
     name = choice(value, REFERENCE_GENERATED + REFERENCE_ZOO + (NO_REFERENCE,))
@@ -241,6 +262,9 @@ class OptionDef:
     ini_type: IniType = "string"
     multiple: bool = False
     parse: Callable[[Any], Any] | None = None
+    #: for an option naming a path: what to give instead of an empty value (``a folder such as
+    #: baselines``); an empty or blank value given on the command line or in the ini file is refused
+    path: str | None = None
 
     @property
     def flag(self) -> str:
@@ -258,8 +282,11 @@ class OptionDef:
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("provider", "execution provider(s): short names (cpu, cuda, migraphx, rocm, tensorrt, openvino,"
               " dml) or full EP names; repeatable or comma-separated", "cpu", "EP", "linelist", True),
-    OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH"),
-    OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR"),
+    OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH",
+              path="the path of a model registry YAML such as models.yaml"),
+    OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR", path="a folder such as baselines"),
+    OptionDef("smoke", "smoke test: build each session, run each model once and check its outputs are finite;"
+              " no measurement, no gate, no baselines written", False, ini_type="bool"),
     OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
     OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
     OptionDef("history", "baseline runs kept per item", "30", "N", parse=partial(int_at_least, minimum=1)),
@@ -290,11 +317,17 @@ OPTIONS: tuple[OptionDef, ...] = (
               "KEY=VALUE", "linelist", True),
     OptionDef("iobinding", "input/output binding: auto, none (host arrays, copies timed), inputs, all",
               "auto", "MODE", parse=partial(choice, choices=IOBINDING_MODES)),
+    OptionDef("device-time", "device time on GPU EPs (kernel time per run from the vendor's tracer, gated"
+              " beside wall time side by side): auto (where a tracer is installed), on (error without one), off",
+              "auto", "MODE", parse=partial(choice, choices=DEVICE_TIME_MODES)),
     OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
               " fell to the CPU, warn only warns, off skips it", "check", "MODE",
               parse=partial(choice, choices=PLACEMENT_MODES)),
     OptionDef("intra-op-threads", "ORT intra-op threads (0: ORT's default)", "0", "N",
               parse=partial(int_at_least, minimum=0)),
+    OptionDef("ort-log-level", "severity of the ONNX Runtime log lines printed while the plugin's sessions are built"
+              " and run (ORT's default logger included): verbose, info, warning, error, fatal", "error", "LEVEL",
+              parse=ort_log_level),
     OptionDef("max-contention", "cores other processes may keep busy while an item is measured before a"
               " regression is withheld as inconclusive (off: never)", "0.1", "CORES", parse=cores),
     OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS", parse=seconds_from_ms),
@@ -317,17 +350,19 @@ OPTIONS: tuple[OptionDef, ...] = (
               " measured rounds: kernels per run, KAR, GPU active ratio, microkernels", "off", "on|off", parse=on_off),
     OptionDef("rocprof", "run the item's profile pass under rocprofv3 (kernel trace): on (rocprofv3 from PATH),"
               " off, or the path of the executable", "off", "EXE",
-              parse=partial(executable, default_name="rocprofv3")),
-    OptionDef("session-dir", "where session bundles are written", ".aaco/sessions", "DIR"),
+              parse=partial(executable, default_name="rocprofv3"),
+              path="on, off or the path of the rocprofv3 executable"),
+    OptionDef("session-dir", "where session bundles are written", ".aaco/sessions", "DIR",
+              path="a folder such as .aaco/sessions"),
     OptionDef("no-bundle", "do not write a session bundle", False, ini_type="bool"),
-    OptionDef("junit", "write a performance JUnit XML file", "", "PATH"),
-    OptionDef("html", "write a self-contained HTML report", "", "PATH"),
+    OptionDef("junit", "write a performance JUnit XML file", "", "PATH", path="a file such as perf-junit.xml"),
+    OptionDef("html", "write a self-contained HTML report", "", "PATH", path="a file such as perf.html"),
     OptionDef("compare", "gate each item side by side against the same item at this git revision (origin/main,"
               " a SHA, HEAD~1), measured interleaved in this job; unchanged items are not measured again", "",
               "REF", parse=revision_or_none),
     OptionDef("compare-python", "run the baseline side in this Python interpreter (a virtualenv holding another"
               " onnxruntime, with numpy); alone: the same item in both environments", "", "PATH",
-              parse=interpreter_or_none),
+              parse=interpreter_or_none, path="the path of a Python interpreter such as .venv-old/bin/python"),
     OptionDef("compare-budget", "seconds per item for adding cycles while a side-by-side verdict is"
               " inconclusive", "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
                                                      positive=True)),

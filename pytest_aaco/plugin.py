@@ -7,6 +7,8 @@ the gate live in the session object (:mod:`pytest_aaco.session`).
 
 from __future__ import annotations
 
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
@@ -14,7 +16,14 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_aaco import hookspecs
-from pytest_aaco.benchmark import MARKER_HELP, AacoMarker, BenchmarkRun, item_settings, node_placement_problem
+from pytest_aaco.benchmark import (
+    MARKER_HELP,
+    AacoMarker,
+    BenchmarkRun,
+    item_settings,
+    node_placement_problem,
+    smoke_run,
+)
 from pytest_aaco.config import AacoConfig, add_options
 from pytest_aaco.measure.inference import SessionError, SessionHandle, check_placement
 from pytest_aaco.measure.inputs import InputError
@@ -26,6 +35,7 @@ from pytest_aaco.session import RUN_KEY, AacoSession, get_session
 from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.warnings import AacoProviderWarning
+from pytest_aaco.xdist import XDIST_PLUGIN_NAME
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,7 +48,53 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    config.pluginmanager.register(AacoSession(config, AacoConfig.from_pytest_config(config)), PLUGIN_NAME)
+    session = AacoSession(config, AacoConfig.from_pytest_config(config))
+    config.pluginmanager.register(session, PLUGIN_NAME)
+    config.pluginmanager.register(session.xdist, XDIST_PLUGIN_NAME)
+    config.stash[SIGNALS_KEY] = interrupt_on_termination()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    restore_signals(config.stash.get(SIGNALS_KEY, {}))
+
+
+# ------------------------------------------------------------------ termination signals
+
+#: signals that CI systems stop a job with (GitLab, Jenkins and ``docker stop`` send SIGTERM; a
+#: closed terminal, SIGHUP); pytest cleans up only on SIGINT, so these are turned into one
+TERMINATING_SIGNALS = ("SIGTERM", "SIGHUP")
+SIGNALS_KEY: pytest.StashKey[dict[int, Any]] = pytest.StashKey()
+
+
+class Terminated(KeyboardInterrupt):
+    """A terminating signal arrived: pytest stops as on Ctrl-C, so the session's clean-up runs
+    (the baseline side's temporary folders are removed; baselines are written atomically)."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Terminated(f"stopped by {signal.Signals(signum).name}")
+
+
+def interrupt_on_termination() -> dict[int, Any]:
+    """Make SIGTERM and SIGHUP stop pytest as SIGINT does, where their handler is the default one
+    and this is the main thread (a handler the user installed is left alone). Returns the handlers
+    replaced, for :func:`restore_signals`."""
+    replaced: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return replaced
+    for name in TERMINATING_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
+            replaced[signum] = signal.signal(signum, _interrupt)
+    return replaced
+
+
+def restore_signals(replaced: dict[int, Any]) -> None:
+    """Put back the handlers :func:`interrupt_on_termination` replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, handler in replaced.items():
+        signal.signal(signum, handler)
 
 
 # ------------------------------------------------------------------ parametrization
@@ -154,6 +210,16 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
                        compare=session.compare_item if session.side_gate is not None else None,
                        reference=None if session.side_gate is not None else session.reference_for(provider))
     label = f"{aaco_model.name}[{provider.short}]"
+    if session.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
+        def smoke(**overrides: Any) -> BenchmarkResult:
+            try:
+                return smoke_run(ort_session, run.feeds, aaco_model.name)
+            except (SessionError, InputError, RegistryError) as exc:
+                problem = str(exc)
+            _fail(request, aaco_model, provider, problem)
+
+        yield smoke
+        return
 
     def guarded(**overrides: Any) -> BenchmarkResult:
         chosen = run.settings_for(**overrides)

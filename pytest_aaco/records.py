@@ -18,12 +18,6 @@ from typing import Any
 
 #: name under which the session object is registered with pytest's plugin manager
 PLUGIN_NAME = "aaco-plugin"
-#: key of the JSON list of item records a pytest-xdist worker sends to the controller (``workeroutput``)
-WORKER_RECORDS = "aaco_records"
-#: key of the controller's bundle folder in a pytest-xdist worker's ``workerinput``
-WORKER_BUNDLE = "aaco_bundle"
-#: key of a pytest-xdist worker's LOND state (``LondFdr.to_dict()``) in its ``workeroutput``
-WORKER_LOND = "aaco_lond"
 
 
 class Outcome(str, Enum):

@@ -16,7 +16,6 @@ without benchmarks stay fast.
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from collections import OrderedDict
@@ -35,9 +34,15 @@ from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_rec
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
-from pytest_aaco.jsonio import JSONDict, dumps, loads_records
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.devicelock import hold_device
-from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle, resolve_iobinding
+from pytest_aaco.measure.inference import (
+    MeasureSettings,
+    SessionError,
+    SessionHandle,
+    resolve_iobinding,
+    set_ort_log_level,
+)
 from pytest_aaco.measure.placement import Placement, placement_report
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
@@ -45,9 +50,6 @@ from pytest_aaco.measure.registry import ModelSpec, load_registry, model_path
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.records import (
     PLUGIN_NAME,
-    WORKER_BUNDLE,
-    WORKER_LOND,
-    WORKER_RECORDS,
     ItemRecord,
     Outcome,
     SessionSummary,
@@ -63,6 +65,7 @@ from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
 from pytest_aaco.sidebyside.revision import NEW, UNCHANGED, GitRefError
 from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
+from pytest_aaco.xdist import XdistBridge, attach_record, merge_lond, shared_bundle
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
 SESSION_CACHE_SIZE = 2
@@ -79,6 +82,8 @@ class AacoSession:
     def __init__(self, pytest_config: pytest.Config, config: AacoConfig) -> None:
         self.pytest_config = pytest_config
         self.config = config
+        #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
+        self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -89,9 +94,8 @@ class AacoSession:
         self._placements: dict[tuple[Any, ...], Placement] = {}
         self._priors: dict[str, RunnerPriors] = {}
         self._lond: LondFdr | None = None
-        self._worker_londs: list[dict[str, Any]] = []
-        #: node ids whose records a pytest-xdist worker already sent (controller)
-        self._shipped: set[str] = set()
+        #: the pytest-xdist hooks, registered beside this object (:mod:`pytest_aaco.xdist`)
+        self.xdist = XdistBridge(pytest_config, self.records, self.bundle_folder)
         self._started = False
         self.side_gate: SideBySideGate | None = None
         if config.side_by_side:
@@ -149,6 +153,8 @@ class AacoSession:
         """The session's reference workload on *provider* (built once per EP settings), or None when
         it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
         EP's items are judged on raw figures)."""
+        if self.config.smoke:  # nothing is measured, so nothing is compared with the machine's speed
+            return None
         iobinding = resolve_iobinding(self.config.iobinding, provider)
         try:
             return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
@@ -185,16 +191,8 @@ class AacoSession:
     @property
     def lond_state(self) -> dict[str, Any] | None:
         """``LondFdr.to_dict()`` once an item was gated, else None. On a pytest-xdist controller,
-        the workers' states summed: each worker tests at ``q (D_worker + 1) / m`` with the
-        session's ``m`` and its own ``D_worker <= D``, never above one LOND over the session."""
-        states = ([] if self._lond is None else [self._lond.to_dict()]) + self._worker_londs
-        if not states:
-            return None
-        if len(states) == 1:
-            return states[0]
-        return {"method": "LOND", "alpha": states[0]["alpha"], "m": max(s["m"] for s in states),
-                "tests": sum(s["tests"] for s in states), "discoveries": sum(s["discoveries"] for s in states),
-                "workers": len(states)}
+        the workers' states summed (:func:`pytest_aaco.xdist.merge_lond`)."""
+        return merge_lond(([] if self._lond is None else [self._lond.to_dict()]) + self.xdist.worker_londs)
 
     # ------------------------------------------------------------ items
 
@@ -211,7 +209,7 @@ class AacoSession:
             warnings.warn(AacoClockWarning(message), stacklevel=3)
         if not self.config.bundle:
             return
-        shared = getattr(self.pytest_config, "workerinput", {}).get(WORKER_BUNDLE)
+        shared = shared_bundle(self.pytest_config)
         try:
             if shared:  # a pytest-xdist worker writes into its controller's bundle
                 self.bundle = SessionBundle.attach(shared)
@@ -288,7 +286,7 @@ class AacoSession:
         assert gate is not None  # compare_item is only handed to runs of a side-by-side session
         label = f"{run.model.name}[{run.provider.short}]"
         gate_for_item = gate_settings(self.config, run)
-        side = gate.baseline_side(run.model, run.provider.short)
+        side = gate.baseline_for_item(run.model, run.provider.short)
         if side.status in (UNCHANGED, NEW):
             result = run.measure(run.handle, settings)
             return result, gate.static_verdict(side, label, gate_for_item.threshold, result.mean_ms)
@@ -297,7 +295,8 @@ class AacoSession:
         def provider_for(model: ModelSpec) -> ProviderSpec:
             return self.provider_for(model, raw)
 
-        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads)
+        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads,
+                           self.config.device_time)
         result, verdict, _ = gate.measure(run.model, side, provider_for, item, gate_for_item, self.lond().next_level(),
                                           label, lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id,
                                                                           label))
@@ -357,50 +356,22 @@ class AacoSession:
             record.outcome = Outcome.SKIPPED if skipped else Outcome.FAILED
             self._write_item(item.nodeid, record)
         if self.is_worker and record is not None and call.when == "teardown":
-            # the record travels with the item's last report, so the controller has every finished item
-            # even when this worker crashes later (its workeroutput would never arrive)
-            report.aaco_record = dumps(record.to_dict())
+            attach_record(report, record)
         return report
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller: keep the record a pytest-xdist worker attached to an item's teardown report."""
-        raw = getattr(report, "aaco_record", None)
-        if self.is_worker or not isinstance(raw, str):
-            return
-        try:
-            record = ItemRecord.from_dict(json.loads(raw))
-        except (ValueError, TypeError):  # not ours after all: leave the report alone
-            return
-        if record.nodeid not in self._shipped:
-            self._shipped.add(record.nodeid)
-            self.records.append(record)
 
     # ------------------------------------------------------------ pytest-xdist
 
     @property
     def is_worker(self) -> bool:
-        return hasattr(self.pytest_config, "workerinput")
+        return self.xdist.is_worker
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        """Controller: one bundle for the whole session; workers write their items into it."""
+    def bundle_folder(self) -> str | None:
+        """The session bundle's folder, opened here first if needed (controller); None when off."""
         if not self.config.bundle:
-            return
+            return None
         if self.bundle is None:
             self.bundle = SessionBundle(self.config.session_dir)
-        node.workerinput[WORKER_BUNDLE] = str(self.bundle.path)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """Controller: collect a worker's records, so the summary and reports cover every item."""
-        output = getattr(node, "workeroutput", {})
-        raw = output.get(WORKER_RECORDS)
-        if raw:  # records without a teardown report (none so far); the rest came with the reports
-            fresh = [ItemRecord.from_dict(d) for d in loads_records(raw)]
-            self.records.extend(r for r in fresh if r.nodeid not in self._shipped)
-            self._shipped.update(r.nodeid for r in fresh)
-        if isinstance(output.get(WORKER_LOND), dict):
-            self._worker_londs.append(output[WORKER_LOND])
+        return str(self.bundle.path)
 
     # ------------------------------------------------------------ session end
 
@@ -424,12 +395,13 @@ class AacoSession:
             except Exception as exc:  # noqa: BLE001 - never raise from the terminal summary
                 terminalreporter.write_line(cause_and_fix(exc, "write the pytest-aaco summary"), yellow=True)
 
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session
         if self.is_worker:  # the controller writes the reports; ship the records and LOND's state to it
-            output = self.pytest_config.workeroutput  # type: ignore[attr-defined]
-            output[WORKER_RECORDS] = dumps([r.to_dict() for r in self.records])
-            output[WORKER_LOND] = self.lond_state
+            self.xdist.ship(self.records, self.lond_state)
             return
         if self.side_gate is not None:
             self.side_gate.close()

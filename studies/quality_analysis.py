@@ -2,7 +2,7 @@
 
 * live verdicts: what the plugin said in each A/A and A/B session (its session bundles);
 * offline re-judging of the same recorded data: the plugin's rule through
-  ``pytest_aaco.history.judge.compare`` (long history = all history runs; short = one history run), a
+  ``pytest_aaco.history.judge.judge_history`` (long history = all history runs; short = one history run), a
   naive Welch test on pooled iterations and pytest-benchmark's ``mean:5%`` rule, each replayed over
   the session's items in order (LOND for the plugin's rule);
 * a noise model fitted to the unchanged runs and a vectorised simulation (studies/quality_sim.py);
@@ -199,17 +199,17 @@ def variance_prior(study: Study) -> Any:
 def judge(rec: dict[str, Any], hist: list[dict[str, Any]], level: float, min_history: int,
           confirm: bool, prior: Any = None, max_contention: float | None = None,
           cores: int = 2) -> dict[str, Any]:
-    """The plugin's verdict on recorded data (pytest_aaco.history.judge.compare + confirm, with the
+    """The plugin's verdict on recorded data (pytest_aaco.history.judge.judge_history + confirm, with the
     runner's variance *prior* and, when *max_contention* is set, the contention guard)."""
     from pytest_aaco.history.fingerprint import Fingerprint
-    from pytest_aaco.history.judge import compare, under_contention
     from pytest_aaco.history.judge import confirm as combine
+    from pytest_aaco.history.judge import judge_history, under_contention
     from pytest_aaco.options import GateSettings
 
     settings = GateSettings(threshold=DELTA, min_history=min_history)
     fp = Fingerprint(rec["fingerprint"])
     base = _baseline(rec["nodeid"], hist)
-    first = compare(_result(rec["result"]), base, fp, settings, level, rec["label"], prior=prior)
+    first = judge_history(_result(rec["result"]), base, fp, settings, level, rec["label"], prior=prior)
     out = {"first": first.outcome, "outcome": first.outcome, "ratio": first.ratio, "p": first.p_value,
            "mde": first.mde, "missing_confirmation": False}
     final, looks = first, [rec["result"]]
@@ -218,7 +218,7 @@ def judge(rec: dict[str, Any], hist: list[dict[str, Any]], level: float, min_his
         if conf is None:
             out["missing_confirmation"] = True
         else:
-            second = compare(_result(conf), base, fp, settings, level, rec["label"], prior=prior)
+            second = judge_history(_result(conf), base, fp, settings, level, rec["label"], prior=prior)
             final = combine(first, second)
             looks.append(conf)
     if max_contention is not None:
@@ -892,7 +892,7 @@ def render(study: Study, live: dict[str, Any], offline: dict[str, Any], fit: dic
     w("## Side by side on the same recorded data (offline re-judging)")
     w("")
     agree, total = offline["agreement"]
-    w(f"The plugin's rule was re-run through `pytest_aaco.history.judge.compare` (and `judge.confirm`"
+    w(f"The plugin's rule was re-run through `pytest_aaco.history.judge.judge_history` (and `judge.confirm`"
       " with the recorded confirmation look) with LOND replayed over each session's items:"
       f" it reproduces {agree} of {total} live"
       " outcomes. Rules that compare with one saved run are evaluated against each history run in turn, so their"

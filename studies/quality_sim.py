@@ -17,7 +17,7 @@ offset correlates with the current run's by ``confirm_corr``) for every item of 
 
 The decision rules are vectorised copies of the plugin's: :func:`welch_rounds` and
 :func:`prediction_interval` follow ``pytest_aaco.verdict.stats`` (checked against it by :func:`cross_check`),
-:func:`classify` follows ``pytest_aaco.history.judge.compare`` and :func:`gate` adds LOND across the
+:func:`classify` follows ``pytest_aaco.history.judge.judge_history`` and :func:`gate` adds LOND across the
 session's items (``pytest_aaco.verdict.stats.LondFdr``) and the confirmation look
 (``pytest_aaco.history.judge.confirm``). Naive rules: :func:`naive_welch` (Welch on pooled iterations in
 ms, one-sided alpha 0.05, no threshold) and :func:`pb_mean_rule` (pytest-benchmark's
@@ -274,7 +274,7 @@ def moderated_pi(cur: np.ndarray, hist_means: np.ndarray, n_current: int = 1
 
 def classify(est: np.ndarray, se: np.ndarray, df: np.ndarray, level: Any, delta: float,
              delta_est: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Outcome codes and MDE of pytest_aaco.history.judge.compare for one look at *level* (α_i).
+    """Outcome codes and MDE of pytest_aaco.history.judge.judge_history for one look at *level* (α_i).
     *delta_est*: the estimated slowdown a regression needs (default *delta*, as the plugin)."""
     t = est / se
     p_slower = scipy.stats.t.sf(t, df)

@@ -15,7 +15,7 @@ Phases (``--phases``, comma-separated):
   the history, then ``--gates`` processes unchanged (A/A) interleaved with ``--gates`` processes of
   a variant made slower by ``--slowdown`` (default 9%) with :func:`pytest_aaco.measure.modelgen.add_extra_work`,
   whose true slowdown is measured by interleaving A and B in one process. Every gate is judged
-  with :func:`pytest_aaco.history.judge.compare` on the same history twice, normalized (the reference
+  with :func:`pytest_aaco.history.judge.judge_history` on the same history twice, normalized (the reference
   valid) and raw (the reference dropped); printed: false alarms, detections, median MDE.
   Leave-one-out re-judging of all unchanged processes (each in turn the gate, 5 others the
   history) adds A/A judgements.
@@ -271,7 +271,7 @@ def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_ref
           workdir: Path, telemetry: bool = False, level: float = 0.05, priors: Any = None) -> Any:
     """The plugin's first look on recorded rows; *priors* (``RunnerPriors``) moderate the variances."""
     from pytest_aaco.history.fingerprint import Fingerprint
-    from pytest_aaco.history.judge import compare
+    from pytest_aaco.history.judge import judge_history
     from pytest_aaco.history.store import load_baseline, save_run
     from pytest_aaco.options import GateSettings
 
@@ -281,9 +281,9 @@ def judge(history_rows: list[dict[str, Any]], gate_row: dict[str, Any], with_ref
     for row in history_rows:
         save_run(path, gate_row["model"], fp, as_result(row, with_reference, telemetry))
     baseline = load_baseline(path)
-    return compare(as_result(gate_row, with_reference, telemetry), baseline, fp, GateSettings(threshold=0.05),
-                   level=level, label=gate_row["model"], prior=priors and priors.raw,
-                   adjusted_prior=priors and priors.adjusted)
+    return judge_history(as_result(gate_row, with_reference, telemetry), baseline, fp, GateSettings(threshold=0.05),
+                         level=level, label=gate_row["model"], prior=priors and priors.raw,
+                         adjusted_prior=priors and priors.adjusted)
 
 
 def study_priors(data: dict[str, Any], models: list[str], workdir: Path) -> Any:

@@ -1,7 +1,7 @@
 """Side-by-side verdict quality (issue 10): A/A false alarms, detection of +5% / +10%, time per item.
 
 Every trial is a **separate process** that compares a baseline model with a candidate exactly as
-``--aaco-compare`` does (:func:`pytest_aaco.sidebyside.cycles.compare`: fresh sessions, warmup, balanced
+``--aaco-compare`` does (:func:`pytest_aaco.sidebyside.cycles.compare_sides`: fresh sessions, warmup, balanced
 AB/BA cycles, looks with alpha spending, confirmation on fresh sessions, memory of each side):
 
 * ``cosmetic``: the zoo model with a different ``doc_string``: same compute, different bytes (A/A);
@@ -152,14 +152,14 @@ def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycl
 
 def trial(args: argparse.Namespace) -> None:
     """One comparison in this process; prints one JSON line."""
-    from pytest_aaco.sidebyside.cycles import BASELINE, CANDIDATE, CompareSettings, compare, to_verdict
+    from pytest_aaco.sidebyside.cycles import BASELINE, CANDIDATE, CompareSettings, compare_sides, to_verdict
 
     settings = CompareSettings(threshold=args.threshold, seed=args.seed, budget_s=args.budget,
                                discard=args.discard)
     t0 = time.perf_counter()
-    result = compare(_factory(Path(args.base), args.model, args.kind, args.algo, threads=args.threads),
-                     _factory(Path(args.candidate), args.model, args.kind, args.algo, threads=args.threads), settings,
-                     alpha=args.alpha, ref="study", device=args.kind != "cpu")
+    result = compare_sides(_factory(Path(args.base), args.model, args.kind, args.algo, threads=args.threads),
+                           _factory(Path(args.candidate), args.model, args.kind, args.algo, threads=args.threads),
+                           settings, alpha=args.alpha, baseline_label="study", device=args.kind != "cpu")
     item_s = time.perf_counter() - t0
     data = result.to_dict()
     data.pop("sides", None)

@@ -13,7 +13,7 @@ suite on CPU (5 models x 4 copies = 20 items per session, from a temporary regis
 The true slowdown of each B variant is measured outside the plugin by interleaving A and B
 InferenceSessions (studies/quality_calib.py). The recorded round data are then re-judged
 offline (studies/quality_analysis.py): the plugin's own rule through
-``pytest_aaco.history.judge.compare`` with a long history (5 runs, prediction interval) and a short one
+``pytest_aaco.history.judge.judge_history`` with a long history (5 runs, prediction interval) and a short one
 (1 run, Welch on rounds), a naive Welch test on pooled iterations, and pytest-benchmark's
 ``--benchmark-compare-fail=mean:5%`` rule; a short real pytest-benchmark run checks that the rule
 is emulated faithfully. Finally a noise model fitted to the A/A data drives thousands of simulated

@@ -345,6 +345,66 @@ def test_timing_env_keeps_timing_variables_and_drops_secrets():
     assert timing_env(env) == {"HIP_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "2", "ORT_MIGRAPHX_FP16_ENABLE": "1"}
 
 
+def test_timing_env_keeps_device_selection_and_hsa_variables():
+    from pytest_aaco.history.fingerprint import timing_env
+
+    env = {"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "0",
+           "GPU_DEVICE_ORDINAL": "0", "HSA_OVERRIDE_GFX_VERSION": "11.0.0", "HSA_ENABLE_SDMA": "0",
+           "ROCR_OTHER": "x", "GPU_MAX_HW_QUEUES": "4", "HSA_AUTH_TOKEN": "s3cr3t-value-Zq8x"}
+    assert timing_env(env) == {"CUDA_VISIBLE_DEVICES": "0", "GPU_DEVICE_ORDINAL": "0", "HIP_VISIBLE_DEVICES": "0",
+                               "HSA_ENABLE_SDMA": "0", "HSA_OVERRIDE_GFX_VERSION": "11.0.0",
+                               "ROCR_VISIBLE_DEVICES": "1"}
+
+
+AMD_FIELDS = {**FIELDS, "provider": "MIGraphXExecutionProvider", "gpu_name": "AMD Instinct MI300X",
+              "env": {"HIP_VISIBLE_DEVICES": "0"}}
+
+
+def test_rocm_and_migraphx_versions_are_version_fields():
+    old = {**AMD_FIELDS, "rocm_version": "6.4.1-120", "migraphx_version": "2.12.0", "env_scheme": 2}
+    new = Fingerprint({**old, "rocm_version": "7.0.0-38", "migraphx_version": "2.13.0"})
+    assert new.diff(old) == ["migraphx_version", "rocm_version"]
+    assert new.version_only(old) == ["migraphx_version", "rocm_version"]
+    assert "rocm_version: '6.4.1-120' -> '7.0.0-38'" in new.describe_diff(old)
+    assert Fingerprint(old).version_only({**old, "rocm_version": "7.0.0", "cpu_cores": 64}) == []
+
+
+def test_baselines_recorded_before_the_amd_fields_stay_comparable():
+    """A stored fingerprint of an earlier pytest-aaco has no rocm_version, migraphx_version or env_scheme,
+    and its env holds only the old families: the new run matches it exactly (no raw-only fallback)."""
+    stored = dict(AMD_FIELDS)
+    current = Fingerprint({**AMD_FIELDS, "rocm_version": "6.4.1-120", "migraphx_version": "2.12.0", "env_scheme": 2,
+                           "env": {"HIP_VISIBLE_DEVICES": "0", "HSA_OVERRIDE_GFX_VERSION": "9.4.2",
+                                   "ROCR_VISIBLE_DEVICES": "0", "GPU_DEVICE_ORDINAL": "0"}})
+    assert current.matches(stored) and current.diff(stored) == []
+    # an old-family variable that changed is still a difference
+    changed = {**stored, "env": {"HIP_VISIBLE_DEVICES": "1"}}
+    assert current.diff(changed) == ["env"]
+    assert current.describe_diff(changed) == "env: {'HIP_VISIBLE_DEVICES': '1'} -> {'HIP_VISIBLE_DEVICES': '0'}"
+    # once recorded under the new scheme, the new families count
+    recorded = {**current.fields, "env": {"HIP_VISIBLE_DEVICES": "0", "HSA_OVERRIDE_GFX_VERSION": "11.0.0"}}
+    assert current.diff(recorded) == ["env"]
+    # a version recorded then and gone now (ROCm uninstalled) is a difference, not a match
+    assert Fingerprint(dict(AMD_FIELDS)).diff({**AMD_FIELDS, "rocm_version": "6.4.1"}) == ["rocm_version"]
+
+
+def test_env_scheme_is_bookkeeping_not_identity():
+    assert Fingerprint({**FIELDS, "env_scheme": 2}).id == FP.id
+
+
+def test_amd_stack_fields(tmp_path, monkeypatch):
+    from pytest_aaco.history import fingerprint as fp_mod
+
+    version = tmp_path / "version"
+    version.write_text("6.4.1-120\n")
+    monkeypatch.setattr(fp_mod, "migraphx_version", lambda: "2.12.0")
+    assert fp_mod.amd_stack_fields("migraphx", str(version)) == {"rocm_version": "6.4.1-120",
+                                                                  "migraphx_version": "2.12.0"}
+    assert fp_mod.amd_stack_fields("cpu", str(version)) == {} and fp_mod.amd_stack_fields("cuda", str(version)) == {}
+    monkeypatch.setattr(fp_mod, "migraphx_version", lambda: None)
+    assert fp_mod.amd_stack_fields("rocm", str(tmp_path / "missing")) == {}  # unknown: left out, id unchanged
+
+
 # ---------------------------------------------------------------- result records
 
 

@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_aaco import config as cfg
+from pytest_aaco import options as opts
 from pytest_aaco.config import (
-    OPTIONS,
     AacoConfig,
     parse_choice,
     parse_fraction,
@@ -26,6 +28,7 @@ from pytest_aaco.config import (
     parse_provider_options,
     parse_providers,
 )
+from pytest_aaco.options import OPTIONS
 
 
 @contextlib.contextmanager
@@ -110,17 +113,17 @@ def test_parser_rejects(parse, option, args, fragment):
 
 def test_shared_number_parsers_raise_value_error_without_an_option_name():
     """The aaco command and the model registry reuse them, each adding its own context and error type."""
-    assert cfg.int_at_least(" 7 ", 1) == 7 and cfg.fraction_below("5%") == pytest.approx(0.05)
+    assert opts.int_at_least(" 7 ", 1) == 7 and opts.fraction_below("5%") == pytest.approx(0.05)
     with pytest.raises(ValueError, match=r"^must be at least 2, got 1$"):
-        cfg.int_at_least("1", 2)
+        opts.int_at_least("1", 2)
     with pytest.raises(ValueError, match=r"^expected a fraction like 0\.05 or 5%, got 'x'$"):
-        cfg.fraction_below("x")
+        opts.fraction_below("x")
 
 
 def test_parse_choice():
-    assert parse_choice("--aaco-iobinding", " ALL ", cfg.IOBINDING_MODES) == "all"
+    assert parse_choice("--aaco-iobinding", " ALL ", opts.IOBINDING_MODES) == "all"
     with usage_error("--aaco-iobinding", "expected one of auto, none, inputs, all", "'device'"):
-        parse_choice("--aaco-iobinding", "device", cfg.IOBINDING_MODES)
+        parse_choice("--aaco-iobinding", "device", opts.IOBINDING_MODES)
 
 
 def test_parse_providers_comma_separated_and_repeated():
@@ -199,6 +202,37 @@ def test_rounds_option_parses_auto_and_counts():
         parse_option(option("rounds"), "many")
 
 
+def test_ort_log_level_option_parses_names_into_ort_severities():
+    from pytest_aaco.config import parse_option
+    from pytest_aaco.options import default, option
+
+    assert default("ort-log-level") == 3 == AacoConfig().ort_log_level  # error
+    names = ("verbose", "INFO", " warning ", "error", "fatal")
+    assert [parse_option(option("ort-log-level"), name) for name in names] == [0, 1, 2, 3, 4]
+    assert option("ort-log-level").metavar == "LEVEL"
+    with usage_error("--aaco-ort-log-level", "expected one of verbose, info, warning, error, fatal, got 'loud'"):
+        parse_option(option("ort-log-level"), "loud")
+
+
+def test_plugin_sessions_log_at_the_chosen_level_and_error_by_default(tiny_model_path, capfd):
+    from pytest_aaco.measure.inference import build_session, ort_log_level, set_ort_log_level
+    from pytest_aaco.measure.providers import parse_provider
+
+    assert ort_log_level() == 3
+    build_session(tiny_model_path, parse_provider("cpu"))
+    assert "onnxruntime" not in capfd.readouterr().err  # error level: ORT prints nothing for a good model
+    old = set_ort_log_level(0)
+    try:
+        handle = build_session(tiny_model_path, parse_provider("cpu"))
+        assert "onnxruntime" in capfd.readouterr().err  # verbose: ORT's own lines come through
+        assert handle.session is not None
+    finally:
+        set_ort_log_level(old)
+        build_session(tiny_model_path, parse_provider("cpu"))  # puts ORT's default logger back at error
+        capfd.readouterr()
+    assert ort_log_level() == 3
+
+
 def test_cold_start_auto_is_on_side_by_side_only():
     assert AacoConfig().cold_start == 0  # stored baselines: off
     assert AacoConfig(compare_ref="origin/main").cold_start == 5
@@ -223,7 +257,8 @@ def test_show(aaco_config, pytestconfig):
     data = {"threshold": c.threshold, "rounds": c.rounds, "iterations": c.iterations,
             "providers": [p.short for p in c.providers], "confirm": c.confirm, "save": c.save_baseline,
             "models": str(c.models_path), "baseline_dir": str(c.baseline_dir),
-            "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s}
+            "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s,
+            "ort_log_level": c.ort_log_level}
     (pytestconfig.rootpath / "config.json").write_text(json.dumps(data))
 """
 
@@ -273,12 +308,86 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-compare-budget=soon", "--aaco-compare-budget: expected a number of seconds*"),
     ("--aaco-compare-python=/no/such/python", "--aaco-compare-python: no such file /no/such/python*"),
     ("--aaco-compare=--force", "--aaco-compare: expected a git revision*"),
+    ("--aaco-ort-log-level=loud", "--aaco-ort-log-level: expected one of verbose, info, warning, error, fatal*"),
     ("--aaco-reference=alexnet", "--aaco-reference: expected one of mix, mix-small, squeezenet, inception_v1,*none*"),
 ])
 def test_bad_values_are_usage_errors(pytester, option, fragment):
     result = pytester.runpytest(option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {fragment}"])
+
+
+# ---------------------------------------------------------------- empty paths (issue 22)
+
+#: every option naming a path; an empty value there is an unset CI variable, never "the current folder"
+PATH_OPTIONS = [opt for opt in OPTIONS if opt.path is not None]
+
+
+def test_path_options_are_the_ones_that_name_paths():
+    assert [opt.name for opt in PATH_OPTIONS] == [
+        "models", "baseline-dir", "rocprof", "session-dir", "junit", "html", "compare-python"]
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\t"], ids=["empty", "spaces", "tab"])
+@pytest.mark.parametrize("opt", PATH_OPTIONS, ids=lambda opt: opt.name)
+def test_empty_path_option_is_a_usage_error(pytester, opt, blank):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    result = pytester.runpytest("-p", "no:cacheprovider", f"{opt.flag}={blank}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR == 4
+    result.stderr.fnmatch_lines([f"ERROR: {opt.flag}: empty value; give {opt.path}, or leave the option out *"])
+    assert "Traceback" not in result.stderr.str()
+    assert not (pytester.path / "config.json").exists()
+
+
+@pytest.mark.parametrize("how", ["ini", "override"])
+@pytest.mark.parametrize("opt", PATH_OPTIONS, ids=lambda opt: opt.name)
+def test_empty_path_ini_twin_is_a_usage_error(pytester, opt, how):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    if how == "ini":
+        pytester.makeini(f"[pytest]\n{opt.dest} =\n")
+        result = pytester.runpytest("-p", "no:cacheprovider")
+    else:
+        result = pytester.runpytest("-p", "no:cacheprovider", "-o", f"{opt.dest}= ")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: {opt.dest} (ini twin of {opt.flag}): empty value; give {opt.path}, or remove the ini line *"])
+
+
+def test_empty_baseline_dir_names_the_default_and_saves_nothing(pytester):
+    """The fault of issue 22: ``--aaco-baseline-dir "$UNSET" --aaco-save-baseline`` saved into the project root."""
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--aaco-baseline-dir=", "--aaco-save-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --aaco-baseline-dir: empty value; give a folder such as baselines,"
+        " or leave the option out for the default baselines"])
+    assert sorted(p.name for p in pytester.path.iterdir()) == ["test_show.py"]
+
+
+def test_empty_models_names_the_shipped_registry(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-o", "aaco_models=")
+    result.stderr.fnmatch_lines(["ERROR: aaco_models (ini twin of --aaco-models): empty value; give the path of a"
+                                 " model registry YAML such as models.yaml, or remove the ini line for the registry"
+                                 " shipped with pytest-aaco"])
+
+
+def test_unset_path_ini_twins_keep_the_defaults(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    pytester.makeini("[pytest]\naaco_threshold = 3%\n")
+    data = shown(pytester)
+    assert data["models"] == "None" and data["baseline_dir"] == str(pytester.path / "baselines")
+
+
+@given(st.text(alphabet=" \t\n\r\f\v\u00a0\u2003\u3000", max_size=12))
+def test_path_text_rejects_every_blank(blank):
+    with pytest.raises(ValueError, match="^empty value; give a folder such as baselines$"):
+        opts.path_text(blank, "a folder such as baselines")
+
+
+@given(st.text(min_size=1).filter(lambda text: text.strip() != ""))
+def test_path_text_keeps_every_other_value_stripped(text):
+    assert opts.path_text(text, "a folder") == text.strip()
 
 
 def test_providers_comma_separated_and_repeated_make_one_item_each(aaco_project):
@@ -308,8 +417,10 @@ def test_ini_twins_are_read(pytester):
             cpu
         aaco_provider_option =
             device_id=1
+        aaco_ort_log_level = warning
     """)
     data = shown(pytester)
+    assert data["ort_log_level"] == 2
     assert data["threshold"] == pytest.approx(0.03)
     assert data["rounds"] == 4 and data["iterations"] == 20
     assert data["confirm"] is False and data["save"] is True
@@ -457,7 +568,8 @@ def test_run_noise_parser_accepts_zero_and_fractions():
 
 
 def test_placement_mode_parser():
-    from pytest_aaco.config import PLACEMENT_MODES, parse_choice
+    from pytest_aaco.config import parse_choice
+    from pytest_aaco.options import PLACEMENT_MODES
 
     parsed = [parse_choice("--aaco-placement", m.upper(), PLACEMENT_MODES) for m in PLACEMENT_MODES]
     assert parsed == list(PLACEMENT_MODES)

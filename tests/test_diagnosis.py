@@ -8,7 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from pytest_aaco.verdict.diagnosis import RECOMMENDATIONS, THRESHOLD, Diagnosis, classify_bottleneck, ramp, score_all
+from pytest_aaco.verdict.diagnosis import (
+    RECOMMENDATIONS,
+    THRESHOLD,
+    Diagnosis,
+    classify_bottleneck,
+    ramp,
+    recommendation,
+    score_all,
+)
 from pytest_aaco.verdict.metrics import derived_metrics
 
 S = 1_000_000_000  # ns per second
@@ -36,7 +44,7 @@ def test_derived_metrics_on_known_values():
 def test_derived_metrics_drift_autocorrelation_and_outliers():
     lat = np.linspace(10.0, 11.0, 100)  # a slow 10% upward trend
     d = derived_metrics(lat, np.array([]), first_run_ms=10.0)
-    assert d["drift_ratio"] == pytest.approx((np.median(lat[-10:]) - np.median(lat[:10])) / np.median(lat))
+    assert d["drift_ratio"] == pytest.approx(np.median(lat[-10:]) / np.median(lat[:10]) - 1)
     assert d["lag1_autocorr"] > 0.9
     assert math.isnan(d["warmup_tail_ratio"])
     spikes = 10.0 + 0.1 * np.sin(np.arange(100))
@@ -273,3 +281,48 @@ def test_other_processes_cores_from_the_system_sampler_summary():
     quiet = {"summary": {"system_cpu_percent": {"mean": 50.0}, "process_cpu_percent": {"mean": 101.0}}}
     assert other_processes_cores(quiet, 2) == 0.0  # sampling jitter never goes negative
     assert other_processes_cores({}, 2) is None and other_processes_cores(None, 2) is None
+
+
+def test_drift_is_a_ratio_that_cannot_fall_below_minus_100_percent():
+    # the case: a slow first tenth, 3.2x the rest, once read "latency drifted -222.4%"
+    lat = np.r_[np.full(10, 32.24), np.full(90, 10.0)]
+    d = derived_metrics(lat, np.array([40.0]), first_run_ms=500.0)
+    assert d["drift_ratio"] == pytest.approx(10.0 / 32.24 - 1)
+    assert -1.0 < d["drift_ratio"] < 0
+    text = " | ".join(classify_bottleneck({}, d, cpu_count=2).evidence)
+    assert "latency drifted -69.0%" in text
+    worst = np.r_[np.full(10, 1e6), np.full(90, 1e-3)]
+    assert derived_metrics(worst, np.array([]), 1.0)["drift_ratio"] > -1.0
+    assert derived_metrics(lat[::-1], np.array([]), 1.0)["drift_ratio"] == pytest.approx(2.224)
+
+
+@pytest.mark.parametrize(
+    ("provider", "named", "absent"),
+    [
+        ("cpu", ["optimized_model_filepath"], ["TensorRT", "MIGraphX", "CUDA", "nvidia", "AMD"]),
+        ("CPUExecutionProvider", ["optimized_model_filepath"], ["TensorRT", "MIGraphX"]),
+        ("tensorrt", ["trt_engine_cache_enable"], ["MIGraphX"]),
+        ("migraphx", ["migraphx_save_compiled_model"], ["TensorRT"]),
+        ("cuda", ["optimized_model_filepath"], ["TensorRT", "MIGraphX"]),
+        ("openvino", ["optimized_model_filepath"], ["TensorRT", "MIGraphX"]),
+    ],
+)
+def test_advice_names_only_the_items_execution_provider(provider, named, absent):
+    derived = {"cov": 0.25, "drift_ratio": -0.12, "warmup_tail_ratio": 1.4, "warmup_ratio": 80.0}
+    diagnosis = classify_bottleneck({}, derived, cpu_count=2, provider=provider)
+    assert diagnosis.category == "warmup_instability"
+    for word in named:
+        assert word in diagnosis.recommendation
+    for word in absent:
+        assert word not in diagnosis.recommendation
+    assert classify_bottleneck({}, derived, cpu_count=2).recommendation == RECOMMENDATIONS["warmup_instability"]
+
+
+@pytest.mark.parametrize("category", sorted(RECOMMENDATIONS))
+def test_cpu_advice_never_names_a_gpu_provider(category):
+    text = recommendation(category, "cpu")
+    for word in ("TensorRT", "MIGraphX", "CUDA", "HIP", "nvidia", "AMD"):
+        assert word not in text, (category, text)
+    assert "nvidia-smi" in recommendation("frequency_scaling", "cuda")
+    assert "AMD" not in recommendation("frequency_scaling", "cuda")
+    assert "nvidia" not in recommendation("frequency_scaling", "migraphx")

@@ -148,7 +148,32 @@ def test_collect_environment_sections():
     assert record["gpu"] == {"vendor": None, "name": None, "driver": None, "runtime": None}
     assert "cpu_governor" in record["clocks"]
     assert record["env"] == {"OMP_NUM_THREADS": "2"}
+    assert set(record["amd_stack"]) == {"rocm", "migraphx"}
     json.dumps(record)
+
+
+def test_rocm_version_reads_the_info_file(tmp_path):
+    from pytest_aaco.history.environment import rocm_version
+
+    path = tmp_path / "version"
+    path.write_text("7.0.0-38\nignored\n")
+    assert rocm_version(str(path)) == "7.0.0-38"
+    path.write_text("  \n")
+    assert rocm_version(str(path)) is None
+    assert rocm_version(str(tmp_path / "absent")) is None
+
+
+def test_migraphx_version_from_the_module(monkeypatch):
+    import types
+
+    from pytest_aaco.history.environment import migraphx_version
+
+    monkeypatch.setitem(sys.modules, "migraphx", types.SimpleNamespace(__version__="2.13.0"))
+    assert migraphx_version() == "2.13.0"
+    monkeypatch.setitem(sys.modules, "migraphx", types.SimpleNamespace())
+    assert migraphx_version() is None
+    monkeypatch.setitem(sys.modules, "migraphx", None)  # import raises ImportError
+    assert migraphx_version() is None
 
 
 def test_collect_environment_never_raises(monkeypatch):

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_aaco import config as cfg
+from pytest_aaco import options as opts
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import load_baseline, save_run
 from pytest_aaco.jsonio import AacoFileError
@@ -111,7 +112,7 @@ PARSERS = [
     lambda v: cfg.parse_milliseconds("--aaco-sample-interval", v),
     lambda v: cfg.parse_megabytes("--aaco-memory-slack", v),
     lambda v: cfg.parse_on_off("--aaco-confirm", v),
-    lambda v: cfg.parse_choice("--aaco-iobinding", v, cfg.IOBINDING_MODES),
+    lambda v: cfg.parse_choice("--aaco-iobinding", v, opts.IOBINDING_MODES),
     lambda v: cfg.parse_providers("--aaco-provider", [v] if isinstance(v, str) else []),
     lambda v: cfg.parse_provider_options("--aaco-provider-option", [v] if isinstance(v, str) else []),
 ]

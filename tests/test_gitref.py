@@ -28,10 +28,10 @@ def commit(git: Any, repo: Path, message: str) -> None:
 
 def test_untouched_items_are_unchanged_and_not_copied(repo: Path) -> None:
     with RefTree(resolve_ref("HEAD", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["net"], "cpu")
+        side = tree.side_at_revision(specs(repo)["net"], "cpu")
         assert side.status == UNCHANGED and side.describe("HEAD") == "unchanged at HEAD"
         assert (tree.root / "models" / "net.onnx").is_symlink()  # same bytes: linked, not copied
-        assert tree.baseline_side(specs(repo)["zoo"], "cpu").status == UNCHANGED
+        assert tree.side_at_revision(specs(repo)["zoo"], "cpu").status == UNCHANGED
 
 
 def test_cosmetic_change_is_changed_with_the_old_file(repo: Path, git: Any) -> None:
@@ -40,7 +40,7 @@ def test_cosmetic_change_is_changed_with_the_old_file(repo: Path, git: Any) -> N
     onnx.save(model, str(repo / "models" / "net.onnx"))
     commit(git, repo, "cosmetic")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["net"], "cpu")
+        side = tree.side_at_revision(specs(repo)["net"], "cpu")
         assert side.status == CHANGED and side.changes == ["model bytes"]
         assert side.model_file is not None and not side.model_file.is_symlink()
         assert side.model_file.read_bytes() == (zoo_dir() / "light_squeezenet.onnx").read_bytes()
@@ -54,10 +54,10 @@ def test_options_and_inputs_count_as_changes(repo: Path, git: Any, repo_registry
                                                        " {cuda: {cudnn_conv_algo_search: HEURISTIC}}"))
     commit(git, repo, "options")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["net"], "cuda")
+        side = tree.side_at_revision(specs(repo)["net"], "cuda")
         assert side.status == CHANGED and side.changes == ["inputs", "cuda provider options"]
         assert side.spec is not None and side.spec.dims == {"batch": 1}
-        assert tree.baseline_side(specs(repo)["net"], "cpu").changes == ["inputs"]
+        assert tree.side_at_revision(specs(repo)["net"], "cpu").changes == ["inputs"]
 
 
 def test_new_model_and_new_registry(repo: Path, git: Any, repo_registry: Any) -> None:
@@ -66,7 +66,7 @@ def test_new_model_and_new_registry(repo: Path, git: Any, repo_registry: Any) ->
     git(repo, "add", ".")
     commit(git, repo, "new model")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["other"], "cpu")
+        side = tree.side_at_revision(specs(repo)["other"], "cpu")
         assert side.status == NEW and "no model 'other'" in side.describe("HEAD~1")
     (repo / "sub").mkdir()
     shutil.copy(repo / "models.yaml", repo / "sub" / "models.yaml")
@@ -74,10 +74,10 @@ def test_new_model_and_new_registry(repo: Path, git: Any, repo_registry: Any) ->
     git(repo, "add", ".")
     commit(git, repo, "second registry")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(load_registry(repo / "sub" / "models.yaml")[0], "cpu")
+        side = tree.side_at_revision(load_registry(repo / "sub" / "models.yaml")[0], "cpu")
         assert side.status == NEW and "models.yaml did not exist" in side.changes[0]
     with RefTree(resolve_ref("HEAD", repo)) as tree:  # '..' in a path resolves at REF too
-        assert tree.baseline_side(load_registry(repo / "sub" / "models.yaml")[0], "cpu").status == UNCHANGED
+        assert tree.side_at_revision(load_registry(repo / "sub" / "models.yaml")[0], "cpu").status == UNCHANGED
 
 
 def test_model_file_missing_at_ref_is_new(repo: Path, git: Any, repo_registry: Any) -> None:
@@ -88,7 +88,7 @@ def test_model_file_missing_at_ref_is_new(repo: Path, git: Any, repo_registry: A
     git(repo, "add", ".")
     commit(git, repo, "file later")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["ghost"], "cpu")
+        side = tree.side_at_revision(specs(repo)["ghost"], "cpu")
         assert side.status == NEW and side.changes == ["model file models/ghost.onnx did not exist"]
 
 
@@ -97,13 +97,13 @@ def test_untracked_files_are_named(repo: Path, git: Any, repo_registry: Any) -> 
     (repo / "models.yaml").write_text(repo_registry + "  loose:\n    path: models/loose.onnx\n")
     commit(git, repo, "entry only")  # the registry names a file that git does not track
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        assert tree.baseline_side(specs(repo)["loose"], "cpu").status == NEW
+        assert tree.side_at_revision(specs(repo)["loose"], "cpu").status == NEW
     with RefTree(resolve_ref("HEAD", repo)) as tree, pytest.raises(GitRefError, match=r"loose\.onnx: not tracked"):
-        tree.baseline_side(specs(repo)["loose"], "cpu")
+        tree.side_at_revision(specs(repo)["loose"], "cpu")
     (repo / "extra.yaml").write_text(repo_registry)
     match = r"extra\.yaml: not tracked.*git add"
     with RefTree(resolve_ref("HEAD", repo)) as tree, pytest.raises(GitRefError, match=match):
-        tree.baseline_side(load_registry(repo / "extra.yaml")[0], "cpu")
+        tree.side_at_revision(load_registry(repo / "extra.yaml")[0], "cpu")
 
 
 def test_bad_ref_names_the_option_and_the_fix(repo: Path, tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_large_model_is_streamed_to_disk(repo: Path, git: Any, monkeypatch: pyte
     shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "net.onnx")
     commit(git, repo, "small again")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["net"], "cpu")
+        side = tree.side_at_revision(specs(repo)["net"], "cpu")
         assert side.model_file is not None and side.model_file.read_bytes() == expected
 
 
@@ -139,13 +139,13 @@ def test_external_data_comes_along(repo: Path, git: Any, repo_registry: Any) -> 
     if not (repo / "models" / "net.data").exists():
         pytest.skip("the zoo model has no initializer to move out")
     with RefTree(resolve_ref("HEAD", repo)) as tree:
-        assert tree.baseline_side(specs(repo)["net"], "cpu").status == UNCHANGED
+        assert tree.side_at_revision(specs(repo)["net"], "cpu").status == UNCHANGED
     # new weights, same graph file: the external data file alone changed
     data = (repo / "models" / "net.data").read_bytes()
     (repo / "models" / "net.data").write_bytes(bytes(len(data)))
     commit(git, repo, "weights")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
-        side = tree.baseline_side(specs(repo)["net"], "cpu")
+        side = tree.side_at_revision(specs(repo)["net"], "cpu")
         assert side.status == CHANGED and side.changes == ["model bytes"]
         copied = tree.root / "models" / "net.data"
         assert not copied.is_symlink() and copied.read_bytes() == data

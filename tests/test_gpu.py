@@ -1,7 +1,7 @@
 """GPU execution providers: node placement, provider options, IO binding, CUDA graphs.
 
 The tests marked ``gpu`` need ``CUDAExecutionProvider`` (onnxruntime-gpu on a CUDA machine) and are
-skipped elsewhere, so CI stays CPU-only. The rest run anywhere: :func:`parse_profile` on a profile
+skipped elsewhere, so CI stays CPU-only. The rest run anywhere: :func:`profile_details` on a profile
 recorded on an H100 (``tests/data/ort_profile_cuda.json``, trimmed), the measure module's option and
 fallback checks with a stand-in ``InferenceSession``, and IO binding on the CPU EP.
 """
@@ -16,15 +16,13 @@ import pytest
 
 from pytest_aaco.measure import inference as measure
 from pytest_aaco.measure.inference import SessionError, bind_run, build_session
+from pytest_aaco.measure.ortprofile import read_events
 from pytest_aaco.measure.placement import (
     CPU_EP,
     Placement,
     PlacementError,
     describe_placement,
     fallback_problem,
-    load_profile,
-    node_placement,
-    parse_profile,
     placement_report,
     profile_details,
 )
@@ -64,7 +62,7 @@ def run_event(ts: int, dur: int) -> dict:
     return {"cat": "Session", "name": "model_run", "ts": ts, "dur": dur, "ph": "X", "args": {}}
 
 
-# ------------------------------------------------------------------ parse_profile: recorded profile
+# ------------------------------------------------------------------ profile_details: recorded profile
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +72,7 @@ def recorded_events() -> list:
 
 def test_recorded_profile_counts_nodes_per_execution_provider(recorded_events):
     # three runs in the file, each node counted once
-    assert parse_profile(recorded_events) == {CUDA_EP: 5, CPU_EP: 1}
+    assert profile_details(recorded_events).nodes == {CUDA_EP: 5, CPU_EP: 1}
 
 
 def test_recorded_profile_names_the_op_that_fell_to_the_cpu(recorded_events):
@@ -101,18 +99,18 @@ def test_recorded_profile_is_refused_as_a_cuda_result(recorded_events):
     assert "Celu" in describe_placement(profile_details(recorded_events))
 
 
-def test_load_profile_reads_the_file():
-    assert load_profile(RECORDED).nodes == {CUDA_EP: 5, CPU_EP: 1}
+def test_read_events_reads_the_file():
+    assert profile_details(read_events(RECORDED)).nodes == {CUDA_EP: 5, CPU_EP: 1}
 
 
-# ------------------------------------------------------------------ parse_profile: synthetic events
+# ------------------------------------------------------------------ profile_details: synthetic events
 
 
 def test_only_kernel_events_with_a_provider_count():
     events = [run_event(0, 100), fence("a", 1), node("a", "Conv", CUDA_EP, 2),
               {"cat": "Node", "name": "b_kernel_time", "ts": 3, "dur": 1, "args": {}},
               {"cat": "Session", "name": "session_initialization", "ts": 0, "dur": 5, "args": {}}]
-    assert parse_profile(events) == {CUDA_EP: 1}
+    assert profile_details(events).nodes == {CUDA_EP: 1}
 
 
 def test_only_the_first_run_is_counted():
@@ -134,14 +132,14 @@ def test_without_run_events_every_kernel_event_counts():
 @pytest.mark.parametrize("bad", [{"no": "events"}, "text", 3])
 def test_a_profile_that_is_not_a_list_of_events_is_an_error(bad):
     with pytest.raises(PlacementError, match="list of events"):
-        parse_profile(bad)
+        profile_details(bad)
 
 
 def test_unreadable_profile_file_is_an_error(tmp_path):
     path = tmp_path / "p.json"
     path.write_text("[{", encoding="utf-8")
     with pytest.raises(PlacementError, match="cannot read the ORT profile"):
-        load_profile(path)
+        read_events(path)
 
 
 # ------------------------------------------------------------------ fallback_problem
@@ -170,14 +168,14 @@ def test_shape_ops_and_cheap_cpu_nodes_are_not_a_problem():
     assert "Gather" in describe_placement(cheap)
 
 
-def test_node_placement_on_the_cpu_ep(tiny_model_path):
-    assert node_placement(tiny_model_path, parse_provider("cpu")) == {CPU_EP: 6}
+def test_placement_report_on_the_cpu_ep(tiny_model_path):
+    assert placement_report(tiny_model_path, parse_provider("cpu")).nodes == {CPU_EP: 6}
 
 
 def test_placement_report_keeps_the_profile_when_asked(tiny_model_path, tmp_path):
     kept = tmp_path / "profile.json"
     report = placement_report(tiny_model_path, parse_provider("cpu"), keep_profile=kept)
-    assert load_profile(kept).nodes == report.nodes == {CPU_EP: 6}
+    assert profile_details(read_events(kept)).nodes == report.nodes == {CPU_EP: 6}
     assert report.ops[CPU_EP] == {"MatMul": 3, "Relu": 3}
 
 
@@ -360,8 +358,8 @@ def test_cuda_binding_modes_match_the_cpu_output(tiny_model_path, mode, graph):
 
 @pytest.mark.gpu
 @gpu
-def test_cuda_node_placement_of_a_model_the_ep_fully_supports(tiny_model_path):
-    counts = node_placement(tiny_model_path, parse_provider("cuda"))
+def test_cuda_placement_report_of_a_model_the_ep_fully_supports(tiny_model_path):
+    counts = placement_report(tiny_model_path, parse_provider("cuda")).nodes
     assert counts.get(CUDA_EP, 0) >= 6
     assert counts.get(CPU_EP, 0) == 0
 

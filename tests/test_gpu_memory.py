@@ -15,7 +15,7 @@ from pytest_aaco.samplers.gpu_memory import (
     PROCESS,
     DeviceMemoryProbe,
     amd_process_mb,
-    nvidia_process_mb,
+    nvml_process_mb,
     record_own_vram,
 )
 
@@ -32,14 +32,14 @@ def amd_processes():
 
 
 @pytest.mark.parametrize(("pid", "expected"), [(4242, 1024.0), (5151, 500.0), (6060, None), (1, None)])
-def test_nvidia_process_mb(pid, expected):
-    assert nvidia_process_mb(nvml_processes(), pid) == expected
+def test_nvml_process_mb(pid, expected):
+    assert nvml_process_mb(nvml_processes(), pid) == expected
 
 
-def test_nvidia_process_mb_sums_entries_of_one_pid():
+def test_nvml_process_mb_sums_entries_of_one_pid():
     """MIG or several contexts list one pid more than once."""
     entries = nvml_processes() + [SimpleNamespace(pid=4242, usedGpuMemory=BYTES_PER_MB * 24)]
-    assert nvidia_process_mb(entries, 4242) == 1048.0
+    assert nvml_process_mb(entries, 4242) == 1048.0
 
 
 @pytest.mark.parametrize(("pid", "expected"), [(4242, 1536.0), (5151, 700.0), (7, None)])

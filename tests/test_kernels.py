@@ -287,5 +287,5 @@ def test_cupti_is_disabled_even_when_a_run_fails(monkeypatch):
 
 def test_missing_cupti_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)
-    with pytest.raises(cuptitrace.CuptiError, match=r"pytest-aaco\[cupti\]"):
+    with pytest.raises(cuptitrace.CuptiError, match=r"pytest-aaco\[cuda\]"):
         cuptitrace.trace_runs(lambda: None)

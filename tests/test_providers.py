@@ -20,9 +20,13 @@ from pytest_aaco.measure.inference import (
 )
 from pytest_aaco.measure.providers import (
     EP_NAMES,
+    OPTION_KEYS,
     ProviderError,
     ProviderSpec,
     available_providers,
+    migraphx_bool,
+    migraphx_env_overrides,
+    migraphx_generation,
     parse_provider,
     parse_provider_list,
     session_fallback_problem,
@@ -266,3 +270,62 @@ def test_silent_cpu_fallback_fails_the_item(aaco_project):
     result.stdout.fnmatch_lines(["*MIGraphXExecutionProvider was requested but the session runs on"
                                  " CPUExecutionProvider (ONNX Runtime fell back)*"])
     assert not list(aaco_project.pytester.path.glob("baselines/**/*.json"))  # no migraphx baseline recorded
+
+
+LEGACY_OFF = {"migraphx_save_compiled_model": "False", "migraphx_load_compiled_model": "False",
+              "migraphx_exhaustive_tune": "False"}
+
+
+@pytest.mark.parametrize(("version", "legacy"), [("1.20.1", True), ("1.22.0", True), ("1.23.0", True),
+                                                 ("1.24.0", False), ("1.24.1+rocm7.0", False)])
+def test_migraphx_options_per_ort_version(version, legacy):
+    spec = parse_provider("migraphx").with_options({"migraphx_fp16_enable": "1", "migraphx_int8_enable": "no"})
+    expected = {"migraphx_fp16_enable": "True", "migraphx_int8_enable": "False", "device_id": "3"}
+    assert effective_options(spec, 3, version) == ({**expected, **LEGACY_OFF} if legacy else expected)
+
+
+def test_migraphx_options_keep_what_the_user_gave():
+    spec = parse_provider("migraphx").with_options({"migraphx_exhaustive_tune": "YES", "migraphx_mem_limit": 1024,
+                                                    "migraphx_load_compiled_model": True})
+    options = effective_options(spec, 0, "1.22.0")
+    assert options == {"migraphx_exhaustive_tune": "True", "migraphx_load_compiled_model": "True",
+                       "migraphx_save_compiled_model": "False", "migraphx_mem_limit": "1024", "device_id": "0"}
+
+
+@pytest.mark.parametrize("value", ["1", "0", "TRUE", "false", "Yes", "no", True, False, 1, 0])
+def test_migraphx_bool_accepts(value):
+    assert migraphx_bool("migraphx_fp16_enable", value) in ("True", "False")
+
+
+@pytest.mark.parametrize("value", ["2", "on", "", "enable"])
+def test_migraphx_bool_refuses_naming_the_key(value):
+    with pytest.raises(ProviderError, match="migraphx_fp8_enable"):
+        effective_options(parse_provider("migraphx").with_options({"migraphx_fp8_enable": value}), 0, "1.24.0")
+
+
+def test_migraphx_generation_and_unknown_keys_left_to_ort():
+    assert [migraphx_generation(v) for v in ("1.20.0", "1.23.2", "1.24.0", "2.0")] == ["legacy"] * 2 + ["parser"] * 2
+    spec = parse_provider("migraphx").with_options({"migraphx_no_such_key": "x"})
+    assert effective_options(spec, 0, "1.24.0")["migraphx_no_such_key"] == "x"  # ORT's own error decides
+    assert OPTION_KEYS["migraphx"] is None
+
+
+def test_migraphx_env_overrides_warn():
+    from pytest_aaco.measure.inference import warn_migraphx_env
+    from pytest_aaco.warnings import AacoProviderWarning
+
+    env = {"ORT_MIGRAPHX_FP16_ENABLE": "1", "ORT_MIGRAPHX_SAVE_COMPILED_MODEL": "0", "MIGRAPHX_TRACE": "1"}
+    assert migraphx_env_overrides(env) == ["ORT_MIGRAPHX_FP16_ENABLE", "ORT_MIGRAPHX_SAVE_COMPILED_MODEL"]
+    with pytest.warns(AacoProviderWarning, match="ORT_MIGRAPHX_FP16_ENABLE, ORT_MIGRAPHX_SAVE_COMPILED_MODEL"):
+        warn_migraphx_env(parse_provider("migraphx"), env)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_migraphx_env(parse_provider("cuda"), env)
+        warn_migraphx_env(parse_provider("migraphx"), {"MIGRAPHX_TRACE": "1"})
+
+
+def test_build_session_refuses_a_migraphx_option_that_is_not_boolean(tmp_path):
+    with pytest.raises(SessionError, match=r"migraphx_fp16_enable='on' is not a boolean"):
+        build_session(tmp_path / "m.onnx", parse_provider("migraphx").with_options({"migraphx_fp16_enable": "on"}))

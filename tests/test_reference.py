@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_aaco.history.fingerprint import Fingerprint
-from pytest_aaco.history.judge import compare, memory_regressions
+from pytest_aaco.history.judge import history_memory_growth, judge_history
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.inference import MeasureSettings, build_session, run_benchmark
 from pytest_aaco.measure.inputs import make_inputs
@@ -20,7 +20,6 @@ from pytest_aaco.measure.reference_workload import (
     build_reference,
     check_reference,
     reference_id,
-    reference_names,
     reference_path,
 )
 from pytest_aaco.options import GateSettings
@@ -48,7 +47,6 @@ def test_reference_names():
     assert check_reference("squeezenet") == "squeezenet"
     with pytest.raises(ReferenceError, match=r"'alexnet': expected one of mix, mix-small, squeezenet, .*, none"):
         check_reference("alexnet")
-    assert reference_names()[0] == "mix" and reference_names()[-1] == "none"
 
 
 def test_reference_path_is_cached_and_identified(isolated_cache):
@@ -119,12 +117,12 @@ def test_memory_gate_real_allocation(tmp_path):
     baseline = Baseline(tmp_path / "b.json", "t::g", fp.fields, fp.id, history, [])
     settings = GateSettings()
     for _ in range(3):  # unchanged: no memory failure, ever
-        assert memory_regressions(measured_footprint(small), baseline, settings) == []
-    found = memory_regressions(measured_footprint(big), baseline, settings)
+        assert history_memory_growth(measured_footprint(small), baseline, settings) == []
+    found = history_memory_growth(measured_footprint(big), baseline, settings)
     assert len(found) == 1 and found[0].startswith("RSS growth")
     grown = float(found[0].split("(+")[1].split(" MB")[0])
     assert 90 <= grown <= 250
-    v = compare(measured_footprint(big), baseline, fp, settings, 0.05, "g[cpu]")
+    v = judge_history(measured_footprint(big), baseline, fp, settings, 0.05, "g[cpu]")
     assert v.fails and "MEMORY REGRESSION RSS growth" in v.message
 
 

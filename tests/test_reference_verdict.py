@@ -20,7 +20,7 @@ from pytest_aaco.history.judge import (
     RAW,
     REGRESSION,
     GateSettings,
-    compare,
+    judge_history,
     reference_drift,
 )
 from pytest_aaco.history.store import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run
@@ -63,7 +63,7 @@ def history(result_factory, runs: int = 5, item_ms: float = 10.0, machine: float
 
 
 def judge(current, baseline, fp=FP, **kwargs):
-    return compare(current, baseline, fp, GateSettings(threshold=0.05), LEVEL, "m[cpu]", **kwargs)
+    return judge_history(current, baseline, fp, GateSettings(threshold=0.05), LEVEL, "m[cpu]", **kwargs)
 
 
 def test_machine_slowdown_cancels_in_the_normalized_series(result_factory):
@@ -232,8 +232,9 @@ def test_history_stores_raw_normalized_and_reference_series(result_factory, tmp_
     assert stored["reference"]["normalized"] == pytest.approx(list(current.reference.normalized))
     assert stored["reference"]["log_means"] == pytest.approx(list(current.reference.log_means))
     loaded = load_baseline(tmp_path / "m.json")
-    assert loaded.reference_ids() == [REF_ID] and len(loaded.reference_runs(REF_ID)) == 1
-    assert loaded.reference_runs("other:1") == []
+    assert loaded.reference_ids() == [REF_ID]
+    assert [ref["id"] for _, ref in loaded.reference_pairs(REF_ID)] == [REF_ID]
+    assert loaded.reference_pairs("other:1") == []
 
 
 def test_version_1_files_are_read(result_factory, tmp_path):

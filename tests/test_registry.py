@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_aaco.measure.registry import (
     BUILTIN_REGISTRY,
     InputSpec,
     RegistryError,
+    UniqueKeyLoader,
     content_hash,
     load_registry,
+    load_yaml,
     model_path,
     zoo_models,
 )
@@ -40,7 +44,7 @@ def test_full_entry_is_parsed(write_registry, tmp_path):
               ids: ints
               c: {kind: constant, value: 2.5}
             providers:
-              migraphx: {migraphx_fp16_enable: "1"}
+              migraphx: {migraphx_fp16_enable: "True"}
               CUDAExecutionProvider: {device_id: 0}
             extra_work: {matmuls: 3, size: 32}
             iterations: auto
@@ -61,7 +65,7 @@ def test_full_entry_is_parsed(write_registry, tmp_path):
     assert tiny.inputs["x"] == InputSpec(kind="uniform", low=-1, high=1, seed=3)
     assert tiny.inputs["ids"] == InputSpec(kind="ints")
     assert tiny.inputs["c"].value == 2.5
-    assert tiny.options_for("migraphx") == {"migraphx_fp16_enable": "1"}
+    assert tiny.options_for("migraphx") == {"migraphx_fp16_enable": "True"}
     assert tiny.options_for("cuda") == {"device_id": 0}
     assert tiny.options_for("cpu") == {}
     assert tiny.extra_work == {"matmuls": 3, "size": 32}
@@ -176,6 +180,81 @@ def test_python_tags_are_refused_not_executed(write_registry, tmp_path, text):
     with registry_error(path.resolve(), "tag not allowed", "yaml.safe_load", "python/"):
         load_registry(path)
     assert not marker.exists()
+
+
+DUPLICATE_CASES = [
+    ("models:\n  a: {path: tiny.onnx}\n  b: {path: tiny.onnx}\n  a: {zoo: resnet50}\n", "'a' on lines 2 and 4"),
+    ("models:\n  a:\n    path: tiny.onnx\n    warmup: 3\n    warmup: 5\n", "'warmup' on lines 4 and 5"),
+    ("defaults: {rounds: 3}\nmodels:\n  a: {path: tiny.onnx}\ndefaults: {rounds: 4}\n", "'defaults' on lines 1 and 4"),
+    ("models:\n  a: {path: tiny.onnx, inputs: {x: ones, x: zeros}}\n", "'x' on lines 2 and 2"),
+    ("models:\n  1: {path: tiny.onnx}\n  0x1: {path: tiny.onnx}\n", "1 on lines 2 and 3"),  # the same int
+]
+
+
+@pytest.mark.parametrize(("text", "lines"), DUPLICATE_CASES, ids=[c[1] for c in DUPLICATE_CASES])
+def test_duplicate_keys_are_refused_naming_both_lines(write_registry, text, lines):
+    """``yaml.safe_load`` kept the last of two entries and lost the first silently (issue 22)."""
+    path = write_registry(text)
+    with registry_error(path.resolve(), f"duplicate key {lines}", "keeps only the last", "rename or remove one"):
+        load_registry(path)
+
+
+def test_merge_keys_may_still_be_overridden(write_registry):
+    path = write_registry("""\
+        defaults: &base {rounds: 3, warmup: 2}
+        models:
+          a: {path: tiny.onnx, <<: *base, rounds: 4}
+    """)
+    [spec] = load_registry(path)
+    assert spec.rounds == 4 and spec.warmup == 2
+
+
+def test_the_duplicate_key_loader_is_safe(tmp_path):
+    assert issubclass(UniqueKeyLoader, yaml.SafeLoader)
+    marker = tmp_path / "executed"
+    with pytest.raises(yaml.constructor.ConstructorError):
+        load_yaml(f"a: !!python/object/apply:os.system ['touch {marker}']\n")
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------- path: that is not a model file (issue 22)
+
+
+def test_path_that_is_a_folder_says_so(write_registry, tmp_path):
+    (tmp_path / "nets").mkdir()
+    path = write_registry("models:\n  a: {path: nets}\n")
+    with registry_error(path.resolve(), "models.a.path: ", f"{tmp_path / 'nets'} is a folder, not a model file",
+                        "give the path of an .onnx file"):
+        load_registry(path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_path_that_is_a_fifo_says_so(write_registry, tmp_path):
+    os.mkfifo(tmp_path / "pipe.onnx")
+    path = write_registry("models:\n  a: {path: pipe.onnx}\n")
+    with registry_error(path.resolve(), "models.a.path: ", f"{tmp_path / 'pipe.onnx'} is a FIFO, not a model file"):
+        load_registry(path)  # returns: the FIFO is looked at, never opened
+
+
+def test_path_that_is_a_broken_symlink_says_so(write_registry, tmp_path):
+    (tmp_path / "link.onnx").symlink_to(tmp_path / "gone.onnx")
+    path = write_registry("models:\n  a: {path: link.onnx}\n")
+    with registry_error(path.resolve(), "models.a.path: ",
+                        f"link.onnx is a broken symlink (to {tmp_path / 'gone.onnx'})", "relative to the registry"):
+        load_registry(path)
+
+
+def test_path_that_is_a_symlink_loop_says_so(write_registry, tmp_path):
+    (tmp_path / "loop.onnx").symlink_to(tmp_path / "loop.onnx")
+    path = write_registry("models:\n  a: {path: loop.onnx}\n")
+    with registry_error(path.resolve(), "models.a.path: ", "loop.onnx cannot be resolved", "give the path"):
+        load_registry(path)
+
+
+def test_path_through_a_working_symlink_is_the_target(write_registry, tmp_path):
+    (tmp_path / "link.onnx").symlink_to(tmp_path / "tiny.onnx")
+    [spec] = load_registry(write_registry("models:\n  a: {path: link.onnx}\n"))
+    assert spec.source == f"path:{(tmp_path / 'tiny.onnx').resolve()}"
 
 
 def test_generator_params_error_names_the_key(write_registry):

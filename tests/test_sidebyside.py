@@ -16,8 +16,8 @@ from pytest_aaco.sidebyside.cycles import (
     CompareSettings,
     LocalFactory,
     OpenedSide,
-    compare,
-    memory_regressions,
+    compare_sides,
+    side_memory_growth,
     to_verdict,
 )
 
@@ -65,7 +65,7 @@ FAST = CompareSettings(block_s=0.0, discard=1)  # 3 iterations per block: script
 
 def test_equal_sides_pass_at_the_first_look() -> None:
     a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, seed=100)
-    result = compare(a, b, FAST, alpha=0.05, ref="origin/main")
+    result = compare_sides(a, b, FAST, alpha=0.05, baseline_label="origin/main")
     assert result.outcome == "no-regression" and result.measurement.cycles == 10 and result.confirmed is None
     assert a.opened == b.opened == 1 and a.closed == b.closed == 1
     assert result.memory == []
@@ -79,7 +79,7 @@ def test_equal_sides_pass_at_the_first_look() -> None:
 
 def test_a_slowdown_is_confirmed_on_fresh_sessions_and_named_plainly() -> None:
     a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, factors=[1.2], seed=100)
-    result = compare(a, b, FAST, alpha=0.01, ref="origin/main")
+    result = compare_sides(a, b, FAST, alpha=0.01, baseline_label="origin/main")
     assert result.outcome == "regression" and result.confirmed is True
     assert a.opened == b.opened == 2  # the confirmation opened fresh sessions
     message = to_verdict(result, "resnet50[cpu]").message
@@ -90,7 +90,7 @@ def test_a_slowdown_is_confirmed_on_fresh_sessions_and_named_plainly() -> None:
 
 def test_an_unconfirmed_slowdown_is_inconclusive() -> None:
     a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, factors=[1.2, 1.0], seed=100)
-    result = compare(a, b, FAST, alpha=0.01, ref="HEAD~1")
+    result = compare_sides(a, b, FAST, alpha=0.01, baseline_label="HEAD~1")
     assert result.outcome == "inconclusive" and result.confirmed is False
     assert "fresh sessions did not confirm it" in to_verdict(result, "m[cpu]").message
     assert not to_verdict(result, "m[cpu]").fails
@@ -99,7 +99,7 @@ def test_an_unconfirmed_slowdown_is_inconclusive() -> None:
 def test_inconclusive_adds_cycles_up_to_the_last_look_and_reports_the_mde() -> None:
     # a 5% slowdown under 15% per-iteration noise: more cycles, never a pass or fail
     a, b = ScriptedFactory(2.0, sd=0.4), ScriptedFactory(2.0, factors=[1.05], sd=0.4, seed=100)
-    result = compare(a, b, FAST, alpha=0.001, ref="HEAD~1")
+    result = compare_sides(a, b, FAST, alpha=0.001, baseline_label="HEAD~1")
     assert result.outcome == "inconclusive"
     assert [look.cycles for look in result.measurement.looks] == [10, 20, 30, 40]
     levels = [look.level for look in result.measurement.looks]
@@ -111,7 +111,7 @@ def test_the_budget_stops_adding_cycles() -> None:
     ticks = itertools.count(0, 5.0)  # every clock reading is 5 s later
     a, b = ScriptedFactory(2.0, sd=0.4), ScriptedFactory(2.0, factors=[1.05], sd=0.4, seed=100)
     settings = CompareSettings(block_s=0.0, discard=1, budget_s=8.0)
-    result = compare(a, b, settings, alpha=0.001, ref="HEAD~1", clock=lambda: next(ticks))
+    result = compare_sides(a, b, settings, alpha=0.001, baseline_label="HEAD~1", clock=lambda: next(ticks))
     assert len(result.measurement.looks) == 1 and result.outcome == "inconclusive"
 
 
@@ -119,7 +119,7 @@ def test_device_sides_use_session_pairs_as_a_level() -> None:
     # each fresh candidate session lands on its own algorithm: -3% and +3% (mean 0)
     a = ScriptedFactory(2.0)
     b = ScriptedFactory(2.0, factors=[0.97, 1.03] * 3, seed=100)
-    result = compare(a, b, FAST, alpha=0.05, ref="HEAD~1", device=True)
+    result = compare_sides(a, b, FAST, alpha=0.05, baseline_label="HEAD~1", device=True)
     # two pairs at the first look, then one fresh pair per look: the between-pair spread needs pairs
     assert [len(c) for c in result.measurement.cycles_by_pair] == [5, 5, 10, 10, 10]
     assert a.opened == b.opened == 5
@@ -133,23 +133,23 @@ def test_device_sides_use_session_pairs_as_a_level() -> None:
 
 def test_memory_is_judged_on_each_sides_own_footprint() -> None:
     a, b = ScriptedFactory(2.0, footprint_mb=100.0), ScriptedFactory(2.0, footprint_mb=400.0, seed=100)
-    result = compare(a, b, FAST, alpha=0.05, ref="HEAD~1")
+    result = compare_sides(a, b, FAST, alpha=0.05, baseline_label="HEAD~1")
     assert result.outcome == "no-regression" and result.memory
     assert "own footprint 400 MB vs 100 MB" in result.memory[0]
     assert to_verdict(result, "m[cpu]").fails
-    same = compare(ScriptedFactory(2.0, footprint_mb=100.0), ScriptedFactory(2.0, footprint_mb=130.0, seed=9), FAST,
-                   alpha=0.05, ref="HEAD~1")
+    same = compare_sides(ScriptedFactory(2.0, footprint_mb=100.0), ScriptedFactory(2.0, footprint_mb=130.0, seed=9),
+                         FAST, alpha=0.05, baseline_label="HEAD~1")
     assert same.memory == []  # +30 MB is within the slack
 
 
 def test_wilcoxon_can_decide() -> None:
     a, b = ScriptedFactory(2.0), ScriptedFactory(2.0, factors=[1.2], seed=100)
-    result = compare(a, b, CompareSettings(block_s=0.0, discard=1, method="wilcoxon", confirm=False),
-                     alpha=0.01, ref="HEAD~1")
+    result = compare_sides(a, b, CompareSettings(block_s=0.0, discard=1, method="wilcoxon", confirm=False),
+                           alpha=0.01, baseline_label="HEAD~1")
     assert result.outcome == "regression" and result.to_dict()["test"].startswith("wilcoxon")
     assert result.to_dict()["companion"]["method"] == "paired-t"
     with pytest.raises(ValueError, match="method"):
-        compare(a, b, CompareSettings(method="sign"), alpha=0.01, ref="HEAD~1")
+        compare_sides(a, b, CompareSettings(method="sign"), alpha=0.01, baseline_label="HEAD~1")
 
 
 def _model_files(tmp_path: Path) -> tuple[Path, Path, Path]:
@@ -180,9 +180,9 @@ def test_real_onnxruntime_sides(tmp_path: Path) -> None:
     def factory(path: Path) -> LocalFactory:
         return LocalFactory(path, spec, cpu, warmup=3, intra_op_threads=1)
 
-    same = compare(factory(original), factory(cosmetic), settings, alpha=0.05, ref="HEAD~1")
+    same = compare_sides(factory(original), factory(cosmetic), settings, alpha=0.05, baseline_label="HEAD~1")
     assert same.outcome in ("no-regression", "inconclusive") and same.memory == []
-    slow = compare(factory(original), factory(slowed), settings, alpha=0.05, ref="HEAD~1")
+    slow = compare_sides(factory(original), factory(slowed), settings, alpha=0.05, baseline_label="HEAD~1")
     assert slow.outcome == "regression", to_verdict(slow, "squeezenet[cpu]").message
     assert slow.comparison.ratio > 1.3
     data = slow.to_dict()
@@ -193,7 +193,8 @@ def test_real_onnxruntime_sides(tmp_path: Path) -> None:
 def test_the_candidates_blocks_become_its_result() -> None:
     from pytest_aaco.sidebyside.cycles import candidate_result
 
-    result = compare(ScriptedFactory(2.0), ScriptedFactory(2.5, seed=100), FAST, alpha=0.05, ref="HEAD~1")
+    result = compare_sides(ScriptedFactory(2.0), ScriptedFactory(2.5, seed=100), FAST, alpha=0.05,
+                           baseline_label="HEAD~1")
     bench = candidate_result(result, "m", "cpu")
     assert len(bench.rounds) == result.measurement.cycles and bench.measure_iterations == 3 * len(bench.rounds)
     assert bench.mean_ms == pytest.approx(2.5, rel=0.05) and bench.session_create_ms == 5.0
@@ -203,10 +204,10 @@ def test_memory_tolerates_the_spread_of_one_sides_sessions() -> None:
     # recorded on the H100 (docs/gpu.md): an extra 128 MB arena chunk in some sessions of either side
     recorded = {BASELINE: [404.0, 416.0, 278.0, 274.0], CANDIDATE: [278.0, 280.0, 404.0, 404.0, 410.0]}
     settings = CompareSettings()
-    assert memory_regressions(recorded, settings) == []  # medians 341 vs 404 MB, sessions spread 142 MB
+    assert side_memory_growth(recorded, settings) == []  # medians 341 vs 404 MB, sessions spread 142 MB
     chunked = {BASELINE: [384.0, 258.0, 254.0], CANDIDATE: [384.0, 386.0, 384.0]}
-    assert memory_regressions(chunked, settings) == []
+    assert side_memory_growth(chunked, settings) == []
     # a model that needs 200 MB more needs it in every session
     grown = {BASELINE: recorded[BASELINE], CANDIDATE: [m + 200.0 for m in recorded[CANDIDATE]]}
-    assert "own footprint 604 MB vs 341 MB" in memory_regressions(grown, settings)[0]
-    assert "142 MB, the spread of one side's sessions" in memory_regressions(grown, settings)[0]
+    assert "own footprint 604 MB vs 341 MB" in side_memory_growth(grown, settings)[0]
+    assert "142 MB, the spread of one side's sessions" in side_memory_growth(grown, settings)[0]

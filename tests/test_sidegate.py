@@ -39,7 +39,7 @@ def provider_for(model: ModelSpec) -> object:
 def test_unchanged_is_not_measured(repo: Path) -> None:
     gate = SideBySideGate("HEAD", None, FAST, repo)
     try:
-        side = gate.baseline_side(spec(repo), "cpu")
+        side = gate.baseline_for_item(spec(repo), "cpu")
         assert side.status == UNCHANGED
         verdict = gate.static_verdict(side, "net[cpu]", 0.05, 2.0)
         assert verdict.outcome == "unchanged" and not verdict.fails
@@ -55,7 +55,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
     git(repo, "commit", "-qam", "cosmetic")
     gate = SideBySideGate("HEAD~1", None, FAST, repo)
     try:
-        side = gate.baseline_side(spec(repo), "cpu")
+        side = gate.baseline_for_item(spec(repo), "cpu")
         assert side.status == CHANGED
         bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
         assert verdict.outcome in ("no-regression", "inconclusive") and not verdict.fails, verdict.message
@@ -67,7 +67,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
     git(repo, "commit", "-qam", "slower")
     gate = SideBySideGate("HEAD~1", None, FAST, repo)
     try:
-        side = gate.baseline_side(spec(repo), "cpu")
+        side = gate.baseline_for_item(spec(repo), "cpu")
         bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
         assert verdict.outcome == "regression" and verdict.fails, verdict.message
         assert verdict.message.startswith("REGRESSION net[cpu]: +") and "vs HEAD~1" in verdict.message
@@ -85,7 +85,7 @@ def test_new_item_and_bad_ref(repo: Path, git: Any) -> None:
     gate = SideBySideGate("HEAD~1", None, FAST, repo)
     try:
         other = load_registry(repo / "models.yaml")[1]
-        side = gate.baseline_side(other, "cpu")
+        side = gate.baseline_for_item(other, "cpu")
         assert side.status == NEW
         assert gate.static_verdict(side, "other[cpu]", 0.05, None).outcome == "new"
     finally:
@@ -96,6 +96,6 @@ def test_new_item_and_bad_ref(repo: Path, git: Any) -> None:
 
 def test_python_only_always_measures_the_same_item(repo: Path) -> None:
     gate = SideBySideGate(None, "/usr/bin/python3", FAST, repo)
-    side = gate.baseline_side(spec(repo), "cpu")
+    side = gate.baseline_for_item(spec(repo), "cpu")
     assert side.status == CHANGED and side.changes == ["environment"] and gate.name == "/usr/bin/python3"
     gate.close()

@@ -316,20 +316,20 @@ def test_compare_with_the_baseline_in_another_interpreter(other_python, models):
     """--aaco-compare-python's measurement: a worker baseline against a local candidate, the same
     model (an unchanged ORT: no regression), then a model 8x the work (a regression)."""
     from pytest_aaco.measure.registry import ModelSpec
-    from pytest_aaco.sidebyside.cycles import CompareSettings, LocalFactory, WorkerFactory, compare
+    from pytest_aaco.sidebyside.cycles import CompareSettings, LocalFactory, WorkerFactory, compare_sides
 
     spec = ModelSpec("small", f"path:{models['small']}", models["small"])
     settings = CompareSettings(block_s=0.03, threshold=0.50, confirm=False)  # wide: never flips
     candidate = LocalFactory(models["small"], spec, CPU, warmup=3, intra_op_threads=1)
     baseline = WorkerFactory(str(other_python), models["small"], CPU, candidate.shared_feeds, warmup=3,
                              intra_op_threads=1)
-    same = compare(baseline, candidate, settings, alpha=0.05, ref="onnxruntime (other env)")
+    same = compare_sides(baseline, candidate, settings, alpha=0.05, baseline_label="onnxruntime (other env)")
     assert same.outcome != "regression" and same.memory == []
     sides = same.to_dict()["sides"]
     assert sides["baseline"]["executable"] == str(other_python) and sides["baseline"]["memory_source"] == "worker rss"
     assert same.measurement.footprints["baseline"] and same.measurement.footprints["candidate"]
     slow = LocalFactory(models["large"], spec, CPU, warmup=3, intra_op_threads=1)
-    result = compare(baseline, slow, settings, alpha=0.05, ref="onnxruntime (other env)")
+    result = compare_sides(baseline, slow, settings, alpha=0.05, baseline_label="onnxruntime (other env)")
     assert result.outcome == "regression" and result.comparison.ratio > 2
 
 

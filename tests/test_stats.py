@@ -53,7 +53,7 @@ def test_welch_matches_scipy(seed: int) -> None:
     assert cmp.p_faster == pytest.approx(less.pvalue, rel=1e-10, abs=1e-15)
     assert cmp.df == pytest.approx(greater.df, rel=1e-12)
     assert cmp.df == pytest.approx(_welch_df(cur, base), rel=1e-12)
-    assert cmp.statistic == pytest.approx(greater.statistic, rel=1e-12)
+    assert cmp.estimate / cmp.se == pytest.approx(greater.statistic, rel=1e-12)
     assert cmp.estimate == pytest.approx(cur.mean() - base.mean(), abs=1e-15)
     assert cmp.se == pytest.approx(math.sqrt(cur.var(ddof=1) / 7 + base.var(ddof=1) / 12), rel=1e-12)
     assert (cmp.n_current, cmp.n_baseline) == (7, 12)
@@ -164,7 +164,7 @@ def test_prediction_interval_hand_computed() -> None:
     assert cmp.estimate == pytest.approx(3.0)
     assert cmp.se == pytest.approx(se, rel=1e-12)
     assert cmp.se == pytest.approx(1.443376, abs=1e-6)
-    assert cmp.statistic == pytest.approx(2.078461, abs=1e-6)
+    assert cmp.estimate / cmp.se == pytest.approx(2.078461, abs=1e-6)
     assert cmp.df == 3.0
     assert cmp.p_slower == pytest.approx(scipy.stats.t.sf(t, 3), rel=1e-12)
     assert cmp.p_slower == pytest.approx(0.0645, abs=5e-4)
@@ -256,6 +256,13 @@ def test_bh_empty_and_errors() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _decide(lond: LondFdr, p_value: float) -> bool:
+    """What the gate does with one p-value: test it at the next level, record the decision."""
+    rejected = p_value <= lond.next_level()
+    lond.record(rejected)
+    return rejected
+
+
 def test_lond_levels_by_hand() -> None:
     lond = LondFdr(alpha=0.05, m=10)
     assert lond.next_level() == pytest.approx(0.005)
@@ -265,15 +272,15 @@ def test_lond_levels_by_hand() -> None:
     assert lond.next_level() == pytest.approx(0.01)
     lond.record(False)
     assert lond.next_level() == pytest.approx(0.01)
-    assert lond.decide(0.009) is True
+    assert _decide(lond, 0.009) is True
     assert lond.next_level() == pytest.approx(0.015)
-    assert lond.decide(0.02) is False
+    assert _decide(lond, 0.02) is False
     assert (lond.tests, lond.discoveries) == (4, 2)
     for _ in range(6):
         lond.record(False)
     assert lond.tests == 10
     assert lond.next_level() == 0.0  # gamma_i = 0 beyond the announced m tests
-    assert lond.decide(0.0) is True  # p = 0 still "rejects" at level 0, by the p <= level rule
+    assert _decide(lond, 0.0) is True  # p = 0 still "rejects" at level 0, by the p <= level rule
     d = lond.to_dict()
     assert d == {"method": "LOND", "alpha": 0.05, "m": 10, "tests": 11, "discoveries": 3, "next_level": 0.0}
     assert json.loads(json.dumps(d)) == d
@@ -304,7 +311,7 @@ def test_lond_controls_fdr_in_simulation() -> None:
     fdp = []
     for i in range(n_sims):
         lond = LondFdr(alpha, m)
-        rejected = np.array([lond.decide(float(pv)) for pv in p[i]])
+        rejected = np.array([_decide(lond, float(pv)) for pv in p[i]])
         fdp.append((rejected & is_null[i]).sum() / max(1, rejected.sum()))
     assert np.mean(fdp) <= alpha
     assert np.mean(fdp) > 0.0  # the test can fail: some false discoveries do happen
@@ -554,13 +561,14 @@ def test_fit_reference_without_prior_is_scipy_linregress() -> None:
     assert fit.slope == pytest.approx(expected.slope, rel=1e-9)
     assert fit.intercept == pytest.approx(expected.intercept, rel=1e-9)
     # linregress's stderr of the slope is sqrt(s² / Sxx) with s² on n - 2 df
-    assert math.sqrt(fit.slope_var) == pytest.approx(expected.stderr, rel=1e-9)
+    assert math.sqrt(fit.slope_var_at(fit.residual_var)) == pytest.approx(expected.stderr, rel=1e-9)
 
 
 def test_fit_reference_prior_holds_the_slope_near_one_when_the_reference_never_moved() -> None:
     flat = np.full(5, np.log(2.0))
     fit = stats.fit_reference([3.0, 3.01, 2.99, 3.0, 3.005], flat)
-    assert fit.slope == pytest.approx(1.0) and fit.slope_var == pytest.approx(stats.SLOPE_PRIOR_SD**2)
+    assert fit.slope == pytest.approx(1.0)
+    assert fit.slope_var_at(fit.residual_var) == pytest.approx(stats.SLOPE_PRIOR_SD**2)
     with pytest.raises(ValueError, match="ran at the same speed in every history run"):
         stats.fit_reference([3.0, 3.01, 2.99, 3.0], flat[:4], slope_prior_sd=math.inf)
 
@@ -576,11 +584,11 @@ def test_fit_reference_posterior_slope_is_the_precision_weighted_mean() -> None:
     assert scipy.stats.linregress(REF_X, ITEM_Y).slope < fit.slope < 1.0
 
 
-def test_reference_adjusted_test_matches_the_regression_prediction_interval() -> None:
+def test_reference_fit_test_matches_the_regression_prediction_interval() -> None:
     """Against the textbook interval of ordinary least squares (Montgomery et al. 2.5), without the
     slope's prior, computed here from scipy.stats.linregress and scipy.stats.t."""
     current, current_ref = np.array([3.0 + 0.4 * np.log(2.6) + 0.05] * 4), np.array([np.log(2.6)] * 4)
-    comp = stats.reference_adjusted_test(current, current_ref, ITEM_Y, REF_X, slope_prior_sd=math.inf)
+    comp = stats.fit_reference(ITEM_Y, REF_X, slope_prior_sd=math.inf).test(current, current_ref)
     lr = scipy.stats.linregress(REF_X, ITEM_Y)
     n, x0 = len(REF_X), np.log(2.6)
     s_sq = lr.stderr**2 * ((REF_X - REF_X.mean()) ** 2).sum()
@@ -592,20 +600,20 @@ def test_reference_adjusted_test_matches_the_regression_prediction_interval() ->
     assert comp.p_slower == pytest.approx(scipy.stats.t.sf(estimate / se, n - 2), rel=1e-9)
 
 
-def test_reference_adjusted_test_input_errors() -> None:
+def test_reference_fit_input_errors() -> None:
     with pytest.raises(ValueError, match="needs at least 4 values"):
-        stats.reference_adjusted_test([3.0], [0.7], ITEM_Y[:3], REF_X[:3])
+        stats.fit_reference(ITEM_Y[:3], REF_X[:3])
     with pytest.raises(ValueError, match="6 item run means but 5 reference run means"):
-        stats.reference_adjusted_test([3.0], [0.7], ITEM_Y, REF_X[:5])
+        stats.fit_reference(ITEM_Y, REF_X[:5])
 
 
-def test_reference_adjusted_test_moderates_the_residual_variance_with_a_prior() -> None:
+def test_reference_fit_test_moderates_the_residual_variance_with_a_prior() -> None:
     """A runner prior (Smyth 2004) replaces s² (H - 2 df) by the moderated variance and adds d0 df."""
     prior = stats.VariancePrior(s0_sq=0.01**2, d0=8.0, items=6)
     current, current_ref = [3.3], [np.log(2.2)]
-    plain = stats.reference_adjusted_test(current, current_ref, ITEM_Y, REF_X)
-    moderated = stats.reference_adjusted_test(current, current_ref, ITEM_Y, REF_X, prior=prior)
     fit = stats.fit_reference(ITEM_Y, REF_X)
+    plain = fit.test(current, current_ref)
+    moderated = fit.test(current, current_ref, prior=prior)
     s_sq = (8.0 * 0.01**2 + 4 * fit.residual_var) / 12
     assert moderated.df == 12 and plain.df == 4
     assert moderated.estimate == pytest.approx(plain.estimate)

@@ -16,9 +16,9 @@ from pytest_aaco.history.judge import (
     NO_REGRESSION,
     REGRESSION,
     GateSettings,
-    compare,
     confirm,
     fails,
+    judge_history,
     needs_confirmation,
 )
 from pytest_aaco.history.store import Baseline, run_record
@@ -57,7 +57,7 @@ def history(result_factory, runs=2, center_ms=10.0, jitter=0.005, run_jitter=0.0
 
 
 def judge(current, baseline, **settings):
-    return compare(current, baseline, FP, GateSettings(**settings), LEVEL, LABEL)
+    return judge_history(current, baseline, FP, GateSettings(**settings), LEVEL, LABEL)
 
 
 # ---------------------------------------------------------------- the outcomes
@@ -99,10 +99,10 @@ def test_improvement(result_factory):
 
 
 def test_no_baseline(result_factory):
-    v = compare(result(result_factory), None, FP, GateSettings(), LEVEL, LABEL)
+    v = judge_history(result(result_factory), None, FP, GateSettings(), LEVEL, LABEL)
     assert v.outcome == NO_BASELINE and not v.fails
     assert v.message == "no baseline for m[cpu]; record one with --aaco-save-baseline"
-    v = compare(result(result_factory), None, FP, GateSettings(), LEVEL, LABEL, other_runners=["intel-8c-1"])
+    v = judge_history(result(result_factory), None, FP, GateSettings(), LEVEL, LABEL, other_runners=["intel-8c-1"])
     assert v.message == ("no baseline for m[cpu] (other runners have one: intel-8c-1);"
                          " record one with --aaco-save-baseline")
 
@@ -317,7 +317,7 @@ def _short_history_alarms(result_factory, run_noise: float, sims: int = 400) -> 
         offsets = np.exp(0.02 * rng.standard_normal(2))
         base = history(result_factory, runs=1, center_ms=10.0 * offsets[0], seed=3 * i)
         now = result(result_factory, 10.0 * offsets[1], seed=3 * i + 1)
-        v = compare(now, base, FP, GateSettings(run_noise=run_noise), SMALL_LEVEL, LABEL)
+        v = judge_history(now, base, FP, GateSettings(run_noise=run_noise), SMALL_LEVEL, LABEL)
         alarms += v.outcome == REGRESSION
     return alarms / sims
 

@@ -122,3 +122,24 @@ def test_lond_levels_count_the_whole_session_under_xdist(project):
     assert min(levels) == pytest.approx(FDR / ITEMS)  # m is the session's 4 items, not a worker's 2
     result.stdout.fnmatch_lines([f"false-alarm control: LOND at FDR {FDR:g} over {ITEMS} benchmark items;"
                                  f" {ITEMS} gated, 2 regression(s)"])
+
+
+def test_merge_lond_sums_the_workers_tests_and_discoveries():
+    from pytest_aaco.xdist import merge_lond
+
+    assert merge_lond([]) is None
+    one = {"method": "LOND", "alpha": 0.05, "m": 4, "tests": 2, "discoveries": 1}
+    assert merge_lond([one]) is one
+    merged = merge_lond([one, {"method": "LOND", "alpha": 0.05, "m": 4, "tests": 2, "discoveries": 0}])
+    assert merged == {"method": "LOND", "alpha": 0.05, "m": 4, "tests": 4, "discoveries": 1, "workers": 2}
+
+
+def test_the_xdist_hooks_live_in_their_own_plugin_object(pytester):
+    pytester.makepyfile(test_a="def test_a(): pass")
+    pytester.makeconftest(
+        "def pytest_collection_modifyitems(config):\n"
+        "    import pytest_aaco.xdist as x\n"
+        "    bridge = config.pluginmanager.get_plugin(x.XDIST_PLUGIN_NAME)\n"
+        "    assert isinstance(bridge, x.XdistBridge)\n"
+        "    assert bridge is config.pluginmanager.get_plugin('aaco-plugin').xdist\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)

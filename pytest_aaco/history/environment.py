@@ -82,6 +82,30 @@ def cpu_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+#: where a ROCm install records its version (``6.4.1-120`` style; the ``rocm-core`` package writes it)
+ROCM_VERSION_FILE = "/opt/rocm/.info/version"
+
+
+def rocm_version(path: str = ROCM_VERSION_FILE) -> str | None:
+    """The installed ROCm version from *path* (first line, stripped), or None when unreadable or empty."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.readline().strip() or None
+    except OSError:
+        return None
+
+
+def migraphx_version() -> str | None:
+    """``migraphx.__version__`` when the MIGraphX Python module imports (ROCm puts it in
+    ``/opt/rocm/lib``), else None. Never raises."""
+    try:
+        import migraphx  # type: ignore[import-not-found]  # noqa: PLC0415
+    except Exception:  # noqa: BLE001 - absent, or a broken install: no version to record
+        return None
+    version = getattr(migraphx, "__version__", None)
+    return str(version) if version else None
+
+
 def gpu_identity(provider: str | None, device_id: int = 0) -> JSONDict:
     """GPU facts for the fingerprint: ``{"vendor", "name", "driver", "runtime"}``.
 
@@ -177,7 +201,8 @@ def collect_environment(
 
     Sections: ``collected_at`` (UTC ISO 8601), ``python``, ``platform`` (OS, kernel), ``cpu``
     (model, core counts, memory), ``onnxruntime`` (version, build info, ``get_device()``,
-    available EPs), ``gpu`` (:func:`gpu_identity`), ``clocks`` (``read_clock_state``), ``env``
+    available EPs), ``gpu`` (:func:`gpu_identity`), ``amd_stack`` (:func:`rocm_version`,
+    :func:`migraphx_version`), ``clocks`` (``read_clock_state``), ``env``
     (:func:`performance_env` of *environ*, default ``os.environ``), ``env_redacted`` (names of
     dropped secret-looking variables), ``packages`` (installed distributions and versions).
     A section that fails holds None and its error is in ``errors``.
@@ -207,6 +232,7 @@ def collect_environment(
         "cpu": section("cpu", cpu_info),
         "onnxruntime": section("onnxruntime", onnxruntime_info),
         "gpu": section("gpu", lambda: gpu_identity(provider, device_id)),
+        "amd_stack": section("amd_stack", lambda: {"rocm": rocm_version(), "migraphx": migraphx_version()}),
         "clocks": section("clocks", read_clock_state),
         "env": section("env", lambda: performance_env(environ)),
         "env_redacted": section("env_redacted", lambda: redacted_env_names(environ)),

@@ -16,13 +16,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pytest_aaco.history.environment import cpu_model, gpu_identity
+from pytest_aaco.history.environment import ROCM_VERSION_FILE, cpu_model, gpu_identity, migraphx_version, rocm_version
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.redact import fingerprint_options, looks_secret, redact_options
+from pytest_aaco.samplers import AMD_PROVIDERS
 from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
 
-#: environment variables that change timings (names matching these are fingerprinted)
-TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
+#: environment variables that change timings (names matching these are fingerprinted): the device
+#: selection of each GPU stack (ROCr, HIP, CUDA, OpenCL's ``GPU_DEVICE_ORDINAL``) and the ROCr runtime's
+#: ``HSA_*`` switches (``HSA_OVERRIDE_GFX_VERSION``, ``HSA_ENABLE_SDMA`` ...)
+TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES"
+                        r"|ROCR_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|HSA_.*)$")
+#: what :data:`TIMING_ENV` matched before ``env_scheme`` 2: a stored fingerprint without ``env_scheme`` is
+#: compared on these names only, so a baseline recorded before the AMD families were added stays comparable
+TIMING_ENV_V1 = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
+#: the current scheme of the ``env`` field (stored as ``env_scheme``; absent means 1, :data:`TIMING_ENV_V1`)
+ENV_SCHEME = 2
 #: fields describing the machine: they pick the baseline folder, so runners live side by side
 MACHINE_FIELDS = ("cpu_model", "cpu_cores", "gpu_name")
 #: fields describing the thing under test. They are recorded and a change is reported, but they
@@ -33,11 +42,16 @@ SUBJECT_FIELDS = ("model_sha256",)
 #: comparability key: a changed reference invalidates only the normalized series (each history run
 #: stores the id it was normalized by), the raw figures stay comparable.
 REFERENCE_FIELDS = ("reference",)
+#: bookkeeping of the fingerprint's own format, never compared (see :data:`ENV_SCHEME`)
+SCHEME_FIELDS = ("env_scheme",)
 #: fields outside the comparability key
-NOT_COMPARED = SUBJECT_FIELDS + REFERENCE_FIELDS
+NOT_COMPARED = SUBJECT_FIELDS + REFERENCE_FIELDS + SCHEME_FIELDS
 #: fields that are software versions: a fingerprint differing only in these is still compared,
 #: on raw figures, with the change named (an upgrade must not silently turn the gate off)
-VERSION_FIELDS = ("ort_version", "gpu_driver")
+VERSION_FIELDS = ("ort_version", "gpu_driver", "rocm_version", "migraphx_version")
+#: version fields added after baselines were first recorded: absent from a stored fingerprint means
+#: "not recorded then", not "changed", so it is not a difference (the next saved baseline records it)
+LATER_VERSION_FIELDS = ("rocm_version", "migraphx_version")
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,17 @@ class Fingerprint:
     def diff(self, other: Mapping[str, object]) -> list[str]:
         """Comparability fields whose values differ from *other* (a stored fingerprint's fields)."""
         keys = sorted((set(self.fields) | set(other)) - set(NOT_COMPARED))
-        return [k for k in keys if self.fields.get(k) != other.get(k)]
+        keys = [k for k in keys if not (k in LATER_VERSION_FIELDS and k not in other)]
+        return [k for k in keys if self._compared(k, other) != other.get(k)]
+
+    def _compared(self, key: str, other: Mapping[str, object]) -> object:
+        """This fingerprint's value of *key* as *other* would have recorded it: the ``env`` of a stored
+        fingerprint of an older scheme holds only the :data:`TIMING_ENV_V1` names."""
+        value = self.fields.get(key)
+        scheme = other.get("env_scheme", 1)
+        if key == "env" and isinstance(value, Mapping) and isinstance(scheme, (int, float)) and scheme < ENV_SCHEME:
+            return {k: v for k, v in value.items() if TIMING_ENV_V1.match(k)}
+        return value
 
     def version_only(self, other: Mapping[str, object]) -> list[str]:
         """The differing fields when every one of them is in :data:`VERSION_FIELDS` (an ORT or
@@ -86,7 +110,7 @@ class Fingerprint:
 
     def describe_diff(self, other: Mapping[str, object]) -> str:
         """Human-readable difference, e.g. ``ort_version: 1.20.0 -> 1.21.0``."""
-        parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self.fields.get(k))!r}" for k in self.diff(other)]
+        parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self._compared(k, other))!r}" for k in self.diff(other)]
         return "; ".join(parts)
 
 
@@ -104,15 +128,27 @@ def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(source.items()) if TIMING_ENV.match(k) and not looks_secret(k, v)}
 
 
+def amd_stack_fields(provider_short: str, rocm_version_file: str = ROCM_VERSION_FILE) -> JSONDict:
+    """``rocm_version`` and ``migraphx_version`` for the AMD EPs (``migraphx``, ``rocm``), each only when
+    known: other EPs do not run on ROCm, and a field left out keeps the fingerprint id of a machine
+    without ROCm what it was before these fields existed."""
+    if provider_short not in AMD_PROVIDERS:
+        return {}
+    found = {"rocm_version": rocm_version(rocm_version_file), "migraphx_version": migraphx_version()}
+    return {k: v for k, v in found.items() if v is not None}
+
+
 @lru_cache(maxsize=8)
 def machine_fields(provider_short: str) -> JSONDict:
-    """CPU model and cores, GPU name and driver, and the clock settings (read once per provider)."""
+    """CPU model and cores, GPU name and driver, the ROCm and MIGraphX versions on AMD EPs
+    (:func:`amd_stack_fields`), and the clock settings (read once per provider)."""
     gpu = gpu_identity(provider_short) or {}
     return {
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count() or 0,
         "gpu_name": gpu.get("name"),
         "gpu_driver": gpu.get("driver"),
+        **amd_stack_fields(provider_short),
         **{f"clock_{k}": v for k, v in fingerprint_fields(read_clock_state()).items()},
     }
 
@@ -140,6 +176,7 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
         "intra_op_threads": intra_op_threads,
         "ort_version": ort.__version__,
         "env": timing_env(),
+        "env_scheme": ENV_SCHEME,
         **machine_fields(provider),
     }
     if reference is not None:

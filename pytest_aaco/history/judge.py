@@ -15,7 +15,7 @@ reference id, and stable):
 
 * with at least ``min_history`` such runs, the *reference-adjusted* test: the item's run means
   regressed on the reference's over the history, this run judged against the prediction at the
-  reference's speed now (:func:`pytest_aaco.verdict.stats.reference_adjusted_test`; the slope is the
+  reference's speed now (:meth:`pytest_aaco.verdict.stats.ReferenceFit.test`; the slope is the
   item's own sensitivity to the machine's speed);
 * with fewer, the *normalized* round log-means ``ln(item) - ln(reference)`` (a slope of 1), but
   only when the item's iteration lasts about as long as the reference's (within
@@ -138,7 +138,7 @@ class Series:
     def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None,
              adjusted_prior: stats.VariancePrior | None = None) -> stats.Comparison:
         """The comparison of this series (:func:`comparison`, or
-        :func:`pytest_aaco.verdict.stats.reference_adjusted_test` for ``adjusted``); *prior* is used on raw
+        :meth:`pytest_aaco.verdict.stats.ReferenceFit.test` for ``adjusted``); *prior* is used on raw
         figures only and *adjusted_prior* on adjusted ones, the populations they were fitted on.
         Raises ValueError as those do."""
         if self.kind == ADJUSTED and self.fit is not None:
@@ -292,7 +292,7 @@ def _memory_figure(telemetry_summary: dict[str, Any], key: str, method: str | No
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def memory_regressions(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
+def history_memory_growth(result: BenchmarkResult, baseline: Baseline, settings: GateSettings) -> list[str]:
     """Memory growth beyond both ``memory_threshold`` (fraction) and ``memory_slack_mb`` (MB).
 
     RSS is judged as the item's own footprint: peak RSS during the measured rounds minus the RSS
@@ -343,10 +343,10 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, thresho
     return data
 
 
-def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
-            level: float, label: str, other_runners: list[str] | None = None,
-            prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
-            adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
+def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
+                  level: float, label: str, other_runners: list[str] | None = None,
+                  prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
+                  adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
@@ -415,7 +415,7 @@ def compare(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fin
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
     verdict.unstable = stability(result, baseline)
-    verdict.memory = memory_regressions(result, baseline, settings)
+    verdict.memory = history_memory_growth(result, baseline, settings)
     if settings.gate_p99:
         verdict.p99 = p99_check(result, baseline, level, t)
     return finish(verdict, settings)
@@ -435,6 +435,24 @@ def confirmation_note(first_look: dict[str, Any]) -> str:
             f" p={first_look['p_value']:.2g})")
 
 
+def _device_text(dev: dict[str, Any]) -> str:
+    """``device time +6.4% [5.9, 6.9] (kernels 219 -> 227; added 8x Conv...)`` from a side-by-side
+    record's ``device_time`` (:meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`)."""
+    k = dev.get("kernels") or {}
+    kb, kc = k.get("baseline"), k.get("candidate")
+    text = (f"device time {_pct(dev['ratio'])} [{(dev['ci_low'] - 1) * 100:+.1f}, {_pct(dev['ci_high'])}]"
+            f" (kernel time per run {dev['kernel_ms']['baseline']:.3f} -> {dev['kernel_ms']['candidate']:.3f} ms")
+    if kb is not None and kc is not None:
+        text += f"; kernels per run {kb:g} -> {kc:g}"
+    added = dev.get("kernels_added") or []
+    if added:
+        text += "; added " + ", ".join(f"{n[:40]} x{c:g}" for n, c in added[:3])
+    removed = dev.get("kernels_removed") or []
+    if removed:
+        text += "; removed " + ", ".join(f"{n[:40]} x{c:g}" for n, c in removed[:3])
+    return text + ")"
+
+
 def _side_by_side_text(v: Verdict) -> str:
     """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
     (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
@@ -443,10 +461,21 @@ def _side_by_side_text(v: Verdict) -> str:
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
     pairs = int(sbs.get("session_pairs") or 1)
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
-    text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {_pct(v.ratio)} vs {sbs.get('ref')}"
-            f" (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)}), measured side by side over"
-            f" {sbs.get('cycles')} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
-            + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+    dev = sbs.get("device_time")
+    wall = f"{_pct(v.ratio)} vs {sbs.get('ref')} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
+    if dev and dev.get("outcome") == REGRESSION and sbs.get("outcome") != REGRESSION:
+        # device time failed, wall time did not: the headline is the metric that failed
+        text = (f"{_HEADS[REGRESSION]} {v.label}: {_device_text(dev)} vs {sbs.get('ref')}, p={dev['p_slower']:.2g}"
+                f" at level {dev['level']:.2g}, threshold {v.threshold:.0%}; wall time {wall}, p={p_shown:.2g};"
+                f" measured side by side over {sbs.get('cycles')} cycles"
+                + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
+    else:
+        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {'wall time ' if dev else ''}{wall}, measured"
+                f" side by side over {sbs.get('cycles')} cycles"
+                + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+                + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+        if dev:
+            text += f"; {_device_text(dev)}"
     first = sbs.get("first_look")
     if v.confirmed:
         text += f"; confirmed by {sbs.get('cycles')} more cycles on fresh sessions"
@@ -581,7 +610,7 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
 class MachineOffset:
     """The session's running record of raw changes, to see a machine speed change that moves every
     item (:func:`pytest_aaco.verdict.stats.common_offset`): the gate passes :meth:`current` to
-    :func:`compare` as *machine_offset*, then :meth:`record`\\ s the verdict."""
+    :func:`judge_history` as *machine_offset*, then :meth:`record`\\ s the verdict."""
 
     log_changes: list[float] = field(default_factory=list)
 

@@ -19,6 +19,7 @@ Nothing is ever destroyed (:func:`save_run`):
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -127,10 +128,6 @@ class Baseline:
         """Per run, its round log-means (mean ln ms of each round); shape ``(runs, rounds_i)``."""
         return [[r["log_mean"] for r in run["rounds"]] for run in self.history]
 
-    def reference_runs(self, reference_id: str) -> list[JSONDict]:
-        """The ``reference`` records of the runs measured with reference *reference_id*, oldest first."""
-        return [ref for _, ref in self.reference_pairs(reference_id)]
-
     def reference_pairs(self, reference_id: str) -> list[tuple[list[float], dict[str, Any]]]:
         """Per run measured with reference *reference_id* (oldest first): the item's round log-means
         and that run's ``reference`` record, so the two line up run by run."""
@@ -183,35 +180,119 @@ def _check_reference(path: Path, run: JSONDict, rounds: int) -> None:
     ref = run.get("reference")
     if ref is None:
         return
-    ok = isinstance(ref, dict) and isinstance(ref.get("id"), str) and all(
-        isinstance(ref.get(key), list) and len(ref[key]) == rounds
-        and all(isinstance(v, (int, float)) for v in ref[key]) for key in ("log_means", "normalized"))
+    ok = isinstance(ref, dict) and isinstance(ref.get("id"), str) and all(  # the numbers: _check_numbers
+        isinstance(ref.get(key), list) and len(ref[key]) == rounds for key in ("log_means", "normalized"))
     if not ok:
         raise AacoFileError(f"{path}: a history run's 'reference' needs 'id' and one 'log_means' and"
                             " 'normalized' value per round; re-record it with --aaco-save-baseline"
                             " --aaco-baseline-reset")
 
 
-def _check_history(path: Path, history: list[Any]) -> None:
-    for run in history:
+#: largest latency (ms) a baseline may hold: about 11.6 days; anything above is a damaged file
+MAX_MS = 1e9
+#: largest |log-mean| (mean ln ms; ln(MAX_MS) is 20.7) and |normalized| log difference
+MAX_LOG = 50.0
+#: largest count (iterations, rounds) and largest free-form number (telemetry, cold start, profile)
+MAX_COUNT = 10**12
+MAX_NUMBER = 1e15
+#: keys whose values (or whose sub-values) are amounts that cannot be negative
+_UNIT_SUFFIXES = ("_ms", "_mb", "_s", "_bytes", "_pct", "_percent")
+_RE_RECORD = " re-record it with --aaco-save-baseline --aaco-baseline-reset (the save moves the file aside)"
+
+
+def _bad(path: Path, where: str, value: Any, what: str) -> AacoFileError:
+    return AacoFileError(f"{path}: {where} is {value!r}, {what};{_RE_RECORD}")
+
+
+def _number(path: Path, where: str, value: Any, low: float = -MAX_NUMBER, high: float = MAX_NUMBER,
+            integer: bool = False) -> None:
+    """*value* (at JSON path *where*) is an int or float (never a bool), finite and in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        raise _bad(path, where, value, "expected an integer" if integer else "expected a number")
+    if not math.isfinite(value):
+        raise _bad(path, where, value, "expected a finite number")
+    if value < low:
+        raise _bad(path, where, value, "expected a non-negative number" if low == 0 else f"expected at least {low:g}")
+    if value > high:
+        raise _bad(path, where, value, f"expected at most {high:g}")
+
+
+def _free_numbers(path: Path, where: str, value: Any, unit: bool = False) -> None:
+    """Walk a free-form section (telemetry, cold start, profile): every number finite and at most
+    :data:`MAX_NUMBER` in size; non-negative under a key with a unit suffix (``rss_mb``: {``max``: ...})."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _free_numbers(path, f"{where}.{key}", sub, unit or str(key).endswith(_UNIT_SUFFIXES))
+    elif isinstance(value, list):
+        for index, sub in enumerate(value):
+            _free_numbers(path, f"{where}[{index}]", sub, unit)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _number(path, where, value, 0 if unit else -MAX_NUMBER)
+
+
+#: the numbers of a round summary and of a run summary: (low, high, integer)
+_ROUND_FIELDS = {"log_mean": (-MAX_LOG, MAX_LOG, False), "mean_ms": (0, MAX_MS, False), "p50_ms": (0, MAX_MS, False),
+                 "p99_ms": (0, MAX_MS, False), "n": (0, MAX_COUNT, True)}
+_SUMMARY_COUNTS = ("warmup_iterations", "measure_iterations", "rounds")
+
+
+def _check_numbers(path: Path, where: str, run: dict[str, Any]) -> None:
+    """Every number of one history run (at JSON path *where*): type, finite, in range."""
+    for index, rnd in enumerate(run["rounds"]):
+        if "log_mean" not in rnd:
+            raise AacoFileError(f"{path}: a history run has no round summaries with 'log_mean'"
+                                f" ({where}.rounds[{index}]);{_RE_RECORD}")
+        for key, (low, high, integer) in _ROUND_FIELDS.items():
+            if key in rnd:
+                _number(path, f"{where}.rounds[{index}].{key}", rnd.get(key), low, high, integer)
+    if "mean_ms" not in run["summary"]:  # the verdict reports the baseline mean
+        raise AacoFileError(f"{path}: a history run has no summary 'mean_ms' ({where}.summary);{_RE_RECORD}")
+    for key, value in run["summary"].items():
+        at = f"{where}.summary.{key}"
+        if key in _SUMMARY_COUNTS:
+            _number(path, at, value, 0, MAX_COUNT, integer=True)
+        elif key.endswith("_ms") or key == "throughput":
+            _number(path, at, value, 0, MAX_MS if key.endswith("_ms") else MAX_NUMBER)
+        else:
+            _free_numbers(path, at, value)
+    ref = run.get("reference")
+    if isinstance(ref, dict):
+        for key in ("log_means", "normalized"):
+            for index, value in enumerate(ref[key]):
+                _number(path, f"{where}.reference.{key}[{index}]", value, -MAX_LOG, MAX_LOG)
+        for key, (low, high, integer) in {"mean_ms": (0, MAX_MS, False), "iterations": (0, MAX_COUNT, True),
+                                          "share": (0, 1, False)}.items():
+            if key in ref:
+                _number(path, f"{where}.reference.{key}", ref[key], low, high, integer)
+    for key, value in run.items():
+        if key not in ("rounds", "summary", "reference"):
+            _free_numbers(path, f"{where}.{key}", value)
+
+
+def _check_latencies(path: Path, where: str, rounds: list[list[Any]]) -> None:
+    for index, values in enumerate(rounds):
+        for position, value in enumerate(values):
+            _number(path, f"{where}[{index}][{position}]", value, 0, MAX_MS)
+
+
+
+def _check_history(path: Path, history: list[Any], where: str = "history") -> None:
+    for number, run in enumerate(history):
         rounds = _require(path, run, "rounds", list)
-        if not rounds or not all(isinstance(r, dict) and isinstance(r.get("log_mean"), (int, float))
-                                 and not isinstance(r.get("log_mean"), bool) for r in rounds):
+        if not rounds or not all(isinstance(r, dict) for r in rounds):
             raise AacoFileError(f"{path}: a history run has no round summaries with 'log_mean';"
                                 " re-record it with --aaco-save-baseline --aaco-baseline-reset")
         _check_reference(path, run, len(rounds))
-        summary = _require(path, run, "summary", dict)
-        mean = summary.get("mean_ms")
-        if not isinstance(mean, (int, float)) or isinstance(mean, bool):  # the verdict reports the baseline mean
-            raise AacoFileError(f"{path}: a history run has no summary 'mean_ms';"
-                                " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+        _require(path, run, "summary", dict)
+        _check_numbers(path, f"{where}[{number}]", run)
 
 
-def _latencies(path: Path, data: JSONDict) -> list[list[float]]:
+def _latencies(path: Path, data: JSONDict, where: str = "") -> list[list[float]]:
     raw = data.get("latest_latencies_ms") or []
     if not isinstance(raw, list) or not all(isinstance(r, list) for r in raw):
         raise AacoFileError(f"{path}: baseline key 'latest_latencies_ms' is not a list of rounds;"
                             " re-record it with --aaco-save-baseline --aaco-baseline-reset")
+    _check_latencies(path, f"{where}latest_latencies_ms", raw)
     return raw
 
 
@@ -250,10 +331,10 @@ def load_baseline(path: Path, nodeid: str | None = None) -> Baseline | None:
     archive = data.get("archive") or []
     if not isinstance(archive, list):
         raise AacoFileError(f"{path}: baseline key 'archive' is not a list; restore the file from git")
-    for entry in archive:
-        _check_history(path, _require(path, entry, "history", list))
+    for number, entry in enumerate(archive):
+        _check_history(path, _require(path, entry, "history", list), f"archive[{number}].history")
         _require(path, entry, "fingerprint", dict)
-        _latencies(path, entry)
+        _latencies(path, entry, f"archive[{number}].")
     return Baseline(
         path=path,
         item=str(data.get("item", "")),
@@ -263,6 +344,26 @@ def load_baseline(path: Path, nodeid: str | None = None) -> Baseline | None:
         latest_latencies_ms=_latencies(path, data),
         archive=archive,
     )
+
+
+def check_data(path: Path, data: dict[str, Any]) -> None:
+    """Validate a baseline document as :func:`load_baseline` does (every number finite, typed and in
+    range); :class:`~pytest_aaco.jsonio.AacoFileError` naming *path* and the JSON path otherwise."""
+    _check_history(path, _require(path, data, "history", list))
+    _latencies(path, data)
+    for number, entry in enumerate(data.get("archive") or []):
+        _check_history(path, _require(path, entry, "history", list), f"archive[{number}].history")
+        _latencies(path, entry, f"archive[{number}].")
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    """Write a baseline document: validated first (:func:`check_data`), and never a NaN, an infinity
+    or a null where a number belongs (``strict`` dumps), so a save never rewrites a history damaged."""
+    try:
+        check_data(path, data)
+        atomic_write_json(path, data, strict=True)
+    except ValueError as exc:
+        raise AacoFileError(f"{path}: not saved, the baseline would hold {exc}") from None
 
 
 def _legacy_file(path: Path, nodeid: str) -> Path | None:
@@ -430,7 +531,7 @@ def _save_locked(path: Path, nodeid: str, fingerprint: Fingerprint, result: Benc
         latest_latencies_ms=[r.latencies_ms.round(4).tolist() for r in result.rounds],
         archive=archive,
     )
-    atomic_write_json(path, baseline.to_dict())
+    _write(path, baseline.to_dict())
     if source != path:  # a 0.1 name: the history now lives under the new one
         source.unlink()
         notes.append(f"migrated from {source.name}")
@@ -464,7 +565,7 @@ def restore(path: Path, index: int | None = None, copy: Path | None = None) -> s
             if current is not None:
                 archive.append(_archived(current, f"replaced by aaco baseline restore {copy.name}"))
             restored.path, restored.archive = path, archive
-            atomic_write_json(path, restored.to_dict())
+            _write(path, restored.to_dict())
             copy.unlink()
             return f"restored {path} from {copy.name} ({_plural(restored.runs)})"
         if current is None:
@@ -478,7 +579,7 @@ def restore(path: Path, index: int | None = None, copy: Path | None = None) -> s
         baseline = Baseline(path=path, item=str(entry.get("item") or current.item), fingerprint=entry["fingerprint"],
                             fingerprint_id=str(entry.get("fingerprint_id", "")), history=entry["history"],
                             latest_latencies_ms=entry.get("latest_latencies_ms") or [], archive=archive)
-        atomic_write_json(path, baseline.to_dict())
+        _write(path, baseline.to_dict())
         return (f"restored the {_plural(baseline.runs)} history archived {entry.get('archived_at')} in {path}"
                 f" ({entry.get('reason')}); the live one is archived")
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.providers import OPTION_KEYS, ProviderSpec, session_fallback_problem
+from pytest_aaco.measure.providers import (
+    OPTION_KEYS,
+    ProviderError,
+    ProviderSpec,
+    migraphx_env_overrides,
+    migraphx_options,
+    session_fallback_problem,
+)
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.measure.timedloop import (
     MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP,  # re-exported: the warmup lives in timedloop.py,
@@ -27,6 +36,7 @@ from pytest_aaco.measure.timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared
 from pytest_aaco.measure.timedloop import bound_runner, time_iterations, warmup
 from pytest_aaco.options import CPU_ROUNDS, default
 from pytest_aaco.redact import redact_options, redact_text, secret_values
+from pytest_aaco.warnings import AacoProviderWarning
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -43,6 +53,35 @@ CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
 #: adaptive iterations: aim at this much time per round, within these bounds
 TARGET_ROUND_S = 0.35
 MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
+
+
+#: ORT's log severity for the plugin's sessions and ORT's default logger (``--aaco-ort-log-level``;
+#: 3: error). onnxruntime-gpu logs "No registered plugin EP device found ..." through the default
+#: logger at every session creation, which ``SessionOptions.log_severity_level`` alone does not quiet.
+_ORT_LOG_LEVEL = default("ort-log-level")
+
+
+def set_ort_log_level(level: int) -> int:
+    """Use ORT severity *level* (0 verbose .. 4 fatal) from the next session on; returns the old one."""
+    global _ORT_LOG_LEVEL
+    old, _ORT_LOG_LEVEL = _ORT_LOG_LEVEL, int(level)
+    return old
+
+
+def ort_log_level() -> int:
+    """The ORT severity the plugin's sessions use (:func:`set_ort_log_level`)."""
+    return _ORT_LOG_LEVEL
+
+
+def session_options() -> Any:
+    """A fresh ``ort.SessionOptions`` logging at :func:`ort_log_level`, with ORT's default logger
+    set to the same severity (it prints what happens outside a session, e.g. the EP lookup)."""
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(_ORT_LOG_LEVEL)
+    so = ort.SessionOptions()
+    so.log_severity_level = _ORT_LOG_LEVEL
+    return so
 
 
 class SessionError(RuntimeError):
@@ -97,12 +136,36 @@ def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
     return AUTO_IOBINDING.get(provider.short, AUTO_IOBINDING_GPU if provider.is_gpu else "none")
 
 
-def effective_options(provider: ProviderSpec, device_id: int) -> JSONDict:
-    """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it."""
+def effective_options(provider: ProviderSpec, device_id: int, ort_version: str | None = None) -> JSONDict:
+    """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it.
+
+    MIGraphX options go through :func:`pytest_aaco.measure.providers.migraphx_options` for *ort_version*
+    (default: the imported onnxruntime's): booleans as "True"/"False", and on legacy bindings compiled-model
+    save/load and exhaustive tuning off unless given. Raises :class:`ProviderError` for a MIGraphX boolean
+    option that is not one.
+    """
     options = dict(provider.options)
     if provider.is_gpu and provider.short != "dml" and "device_id" not in options:
         options["device_id"] = device_id
+    if provider.short == "migraphx":
+        if ort_version is None:
+            import onnxruntime as ort
+
+            ort_version = str(ort.__version__)
+        options = migraphx_options(options, ort_version)
     return {k: str(v) if not isinstance(v, str) else v for k, v in options.items()}
+
+
+def warn_migraphx_env(provider: ProviderSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Warn (:class:`AacoProviderWarning`) naming each ``ORT_MIGRAPHX_*`` variable set: the MIGraphX EP
+    reads them over its provider options, so the options recorded would not be the ones in effect."""
+    if provider.short != "migraphx":
+        return
+    names = migraphx_env_overrides(os.environ if environ is None else environ)
+    if names:
+        warnings.warn(AacoProviderWarning(
+            f"{', '.join(names)} set: the MIGraphX EP reads these over its provider options, so the options"
+            " pytest-aaco passes and records may not be the ones in effect; unset them for benchmarks"), stacklevel=2)
 
 
 def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
@@ -121,8 +184,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     """
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
+    so = session_options()
     if intra_op_threads:
         so.intra_op_num_threads = intra_op_threads
     for key, value in (config_entries or {}).items():
@@ -130,7 +192,11 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
-    options = effective_options(provider, device_id)
+    try:
+        options = effective_options(provider, device_id, ort.__version__)
+    except ProviderError as exc:
+        raise SessionError(f"{model_path.name}: {exc}") from None
+    warn_migraphx_env(provider)
     printed = io.StringIO()
     start = time.perf_counter_ns()
     try:

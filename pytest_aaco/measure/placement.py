@@ -9,10 +9,10 @@ ORT writes a Chrome-trace JSON list of events, one ``{"cat": "Node", "name":
 beside ``{"cat": "Session", "name": "model_run"}`` per run
 (https://onnxruntime.ai/docs/performance/tune-performance/profiling-tools.html).
 
-* :func:`parse_profile` (pure): events -> ``{EP name: node count}`` for the first run.
-* :func:`profile_details` (pure): the same plus op types per EP (first run) and kernel time per EP
-  (last run: the first one carries cuDNN's algorithm search), as :class:`Placement`.
-* :func:`node_placement` / :func:`placement_report`: a profiled pass in its own session
+* :func:`profile_details` (pure): events -> ``{EP name: node count}`` and op types per EP for the
+  first run, kernel time per EP for the last (the first one carries cuDNN's algorithm search), as
+  :class:`Placement`.
+* :func:`placement_report`: a profiled pass in its own session
   (:func:`pytest_aaco.measure.ortprofile.profiled_events`), parsed.
 * :func:`fallback_problem`: the message that refuses a GPU result whose compute fell to the CPU.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.ortprofile import (
@@ -30,7 +30,6 @@ from pytest_aaco.measure.ortprofile import (
     event_list,
     kernel_events,
     profiled_events,
-    read_events,
     run_windows,
 )
 from pytest_aaco.measure.providers import ProviderSpec
@@ -130,16 +129,6 @@ def profile_details(events: object) -> Placement:
     return placement
 
 
-def parse_profile(events: object) -> dict[str, int]:
-    """``{EP name: node count}`` of the first run in ORT profile *events*; see :func:`profile_details`."""
-    return dict(profile_details(events).nodes)
-
-
-def load_profile(path: str | Path) -> Placement:
-    """Read an ORT profile file and parse it. Raises :class:`PlacementError` when unreadable."""
-    return profile_details(read_events(path))
-
-
 def placement_report(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0, *,
                      feeds: Mapping[str, np.ndarray] | None = None, dims: Mapping[str, int] | None = None,
                      keep_profile: str | Path | None = None, runs: int = PROFILE_RUNS) -> Placement:
@@ -155,16 +144,6 @@ def placement_report(model_path: str | Path, provider_spec: ProviderSpec, device
     events = profiled_events(model_path, provider_spec, device_id, feeds=feeds, dims=dims,
                              keep_profile=keep_profile, runs=runs)
     return profile_details(events)
-
-
-def node_placement(model_path: str | Path, provider_spec: ProviderSpec, device_id: int = 0,
-                   **kwargs: Any) -> dict[str, int]:
-    """``{EP name: node count}`` of a profiled run of *model_path* on *provider_spec*.
-
-    E.g. ``{"CUDAExecutionProvider": 120, "CPUExecutionProvider": 1}``. Keyword arguments go to
-    :func:`placement_report` (``feeds``, ``dims``, ``keep_profile``).
-    """
-    return dict(placement_report(model_path, provider_spec, device_id, **kwargs).nodes)
 
 
 def fallback_problem(placement: Placement, provider_spec: ProviderSpec,

@@ -7,6 +7,7 @@ anything as a GPU result. Reference: https://onnxruntime.ai/docs/execution-provi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pytest_aaco.jsonio import JSONDict
@@ -204,3 +205,86 @@ def session_fallback_problem(spec: ProviderSpec, session_providers: list[str]) -
         f"{spec.ep_name} was requested but the session runs on {', '.join(session_providers) or 'nothing'}"
         " (ONNX Runtime fell back): not recorded as a " + spec.short + " result"
     )
+
+
+# --- MIGraphX provider options -------------------------------------------------------------------
+# What each generation of ORT's Python binding does with MIGraphX provider options (read from the
+# sources on paper, not yet run on an AMD GPU; docs/amd.md keeps the verification checklist):
+#
+# * legacy, upstream ORT <= 1.22 and AMD's ROCm/onnxruntime branches (rocm6.4, rocm7.0, whose
+#   1.23.0 reports the same version as upstream 1.23.0): ``onnxruntime/python/onnxruntime_pybind_state.cc``
+#   parses each boolean key itself and accepts only the strings "True" and "False" (anything else,
+#   "1" included, raises). When any options dict is passed it starts from defaults that *save* and
+#   *load* ``./compiled_model.mxr`` and turn exhaustive tuning on, so a benchmark would silently load a
+#   compiled model left by an earlier run (another model, another option set) and spend minutes tuning.
+# * newer, upstream ORT >= 1.24: ``onnxruntime/core/providers/migraphx/migraphx_execution_provider_info.cc``
+#   reads the options through ``ProviderOptionsParser``, which accepts 0/1/true/false.
+#
+# "True"/"False" is accepted by both, so every boolean key is normalised to it.
+
+#: MIGraphX option keys per binding generation (paper knowledge, see above). Not used to refuse keys:
+#: ``get_provider_options()`` lists a different set per version, so a wrong key is left to ORT's own error.
+MIGRAPHX_KEYS: dict[str, frozenset[str]] = {
+    "legacy": frozenset({
+        "device_id", "migraphx_fp16_enable", "migraphx_int8_enable", "migraphx_use_native_calibration_table",
+        "migraphx_int8_calibration_table_name", "migraphx_save_compiled_model", "migraphx_save_model_path",
+        "migraphx_load_compiled_model", "migraphx_load_model_path", "migraphx_exhaustive_tune",
+        "migraphx_mem_limit", "migraphx_arena_extend_strategy", "migraphx_fp8_enable",
+    }),
+    "parser": frozenset({
+        "device_id", "migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable", "migraphx_int8_enable",
+        "migraphx_use_native_calibration_table", "migraphx_int8_calibration_table_name",
+        "migraphx_save_compiled_model", "migraphx_save_model_path", "migraphx_load_compiled_model",
+        "migraphx_load_model_path", "migraphx_exhaustive_tune", "migraphx_mem_limit",
+        "migraphx_arena_extend_strategy", "migraphx_model_cache_dir",
+    }),
+}
+#: MIGraphX keys that take a boolean; their values are normalised to "True"/"False"
+MIGRAPHX_BOOL_KEYS = frozenset({
+    "migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable", "migraphx_int8_enable",
+    "migraphx_use_native_calibration_table", "migraphx_save_compiled_model", "migraphx_load_compiled_model",
+    "migraphx_exhaustive_tune",
+})
+#: set explicitly on legacy bindings unless the user gave them: their defaults there are save=1, load=1
+#: (``./compiled_model.mxr``) and exhaustive_tune=1 once any options dict is passed
+MIGRAPHX_LEGACY_OFF = ("migraphx_save_compiled_model", "migraphx_load_compiled_model", "migraphx_exhaustive_tune")
+#: the first upstream ORT version whose binding parses MIGraphX options with ProviderOptionsParser. 1.23
+#: counts as legacy: AMD's ROCm/onnxruntime 1.23.0 reports the same version and keeps the legacy parsing.
+MIGRAPHX_PARSER_SINCE = (1, 24)
+_TRUE = frozenset({"1", "true", "yes"})
+_FALSE = frozenset({"0", "false", "no"})
+
+
+def migraphx_generation(ort_version: str) -> str:
+    """``"legacy"`` (ORT <= 1.23, see :data:`MIGRAPHX_PARSER_SINCE`) or ``"parser"`` (ORT >= 1.24)."""
+    return "parser" if _version_tuple(ort_version) >= MIGRAPHX_PARSER_SINCE else "legacy"
+
+
+def migraphx_bool(key: str, value: object) -> str:
+    """*value* of boolean MIGraphX option *key* as "True"/"False"; 1/0/true/false/yes/no in any case.
+
+    Raises :class:`ProviderError` naming the key for anything else.
+    """
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return "True"
+    if text in _FALSE:
+        return "False"
+    raise ProviderError(f"MIGraphXExecutionProvider option {key}={value!r} is not a boolean;"
+                        " use 1/0, true/false or yes/no")
+
+
+def migraphx_options(options: JSONDict, ort_version: str) -> JSONDict:
+    """The MIGraphX provider options to pass for *ort_version*: booleans as "True"/"False", and on legacy
+    bindings save/load of a compiled model and exhaustive tuning off unless the user set them.
+    Other keys pass unchanged (ORT refuses the ones it does not know)."""
+    out = {k: migraphx_bool(k, v) if k in MIGRAPHX_BOOL_KEYS else v for k, v in options.items()}
+    if migraphx_generation(ort_version) == "legacy":
+        for key in MIGRAPHX_LEGACY_OFF:
+            out.setdefault(key, "False")
+    return out
+
+
+def migraphx_env_overrides(environ: Iterable[str]) -> list[str]:
+    """Names of ``ORT_MIGRAPHX_*`` variables set in *environ*: the EP reads them over its provider options."""
+    return sorted(k for k in environ if k.upper().startswith("ORT_MIGRAPHX_"))

@@ -33,7 +33,7 @@ from pytest_aaco.measure.modelgen import GENERATORS, cache_dir, cache_key, save_
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import content_hash, zoo_dir
 from pytest_aaco.measure.results import ReferenceSeries, RoundResult
-from pytest_aaco.options import NO_REFERENCE, REFERENCE_GENERATED, REFERENCE_ZOO, default, reference_name
+from pytest_aaco.options import REFERENCE_ZOO, default, reference_name
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -53,17 +53,10 @@ REFERENCE_SHARE = 0.2
 #: many as cover SPIN_GUARD_S: a tiny item (10 µs a run) after a reference block otherwise spent
 #: its whole 5-iteration round beside the reference's spinning threads
 REFERENCE_DISCARD, SPIN_GUARD_S = 1, 0.002
-#: seed of the reference's input
-INPUT_SEED = 20261123
 
 
 class ReferenceError(ValueError):
     """An unknown reference name; the message lists the valid ones."""
-
-
-def reference_names() -> list[str]:
-    """Valid values for the reference option: the generated ones, the zoo ones and ``none``."""
-    return [*REFERENCE_GENERATED, *REFERENCE_ZOO, NO_REFERENCE]
 
 
 def check_reference(name: str) -> str | None:

@@ -1,4 +1,5 @@
-"""The YAML model registry, parsed with ``yaml.safe_load`` into :class:`ModelSpec` records.
+"""The YAML model registry, read with a ``yaml.SafeLoader`` refusing duplicate keys, into :class:`ModelSpec`
+records.
 
 Format (every key but the model source is optional)::
 
@@ -13,7 +14,7 @@ Format (every key but the model source is optional)::
         inputs:               # per input: normal | uniform | ints | ones | zeros | constant
           input_ids: {kind: ints, low: 0, high: 30522, seed: 1}
         providers:            # provider options per execution provider (short name)
-          migraphx: {migraphx_fp16_enable: "1"}
+          migraphx: {migraphx_fp16_enable: "True"}
         extra_work: {matmuls: 20, size: 256}   # appended slowdown, for A/B tests
         warmup: 10
         iterations: auto
@@ -24,6 +25,8 @@ Format (every key but the model source is optional)::
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -90,6 +93,41 @@ def zoo_models() -> list[str]:
 # ---------------------------------------------------------------- parsing
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A key given twice in one YAML mapping, with the (1-based) lines of both."""
+
+    def __init__(self, key: object, first_line: int, second_line: int) -> None:
+        super().__init__(f"duplicate key {key!r} on lines {first_line} and {second_line}")
+        self.key, self.first_line, self.second_line = key, first_line, second_line
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping, where ``safe_load`` keeps
+    the last one and a model entry is silently lost. Keys brought in by a ``<<`` merge may be
+    overridden, as YAML intends; only keys written in the mapping itself are compared."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable key: the SafeLoader refuses it itself
+                continue
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise DuplicateKeyError(key, seen[key], line)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> object:
+    """*text* as plain YAML (safe tags only); :class:`DuplicateKeyError` for a key given twice in a mapping."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _fail(where: str, message: str) -> RegistryError:
     return RegistryError(f"{where}: {message}")
 
@@ -139,6 +177,32 @@ def _mapping(where: str, raw: object) -> JSONDict:
     return raw
 
 
+#: what a path that is neither a regular file nor a folder is, by its stat mode
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"))
+
+
+def _model_file(where: str, given: Path) -> Path:
+    """The regular file *given* (relative to the registry) resolves to; a RegistryError naming what it
+    is otherwise: missing, a broken symlink, a folder or a special file such as a FIFO."""
+    fix = "give the path of an .onnx file (paths are relative to the registry file)"
+    try:
+        resolved = given.resolve(strict=True)
+    except FileNotFoundError:
+        if given.is_symlink():
+            raise _fail(where, f"{given} is a broken symlink (to {os.readlink(given)}); {fix}") from None
+        raise _fail(where, f"{given.resolve()} does not exist; {fix}") from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a permission error
+        raise _fail(where, f"{given} cannot be resolved ({getattr(exc, 'strerror', None) or exc}); {fix}") from None
+    if resolved.is_dir():
+        raise _fail(where, f"{resolved} is a folder, not a model file; {fix}")
+    mode = resolved.stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "a special file")
+        raise _fail(where, f"{resolved} is {kind}, not a model file; {fix}")
+    return resolved
+
+
 def _source(where: str, entry: JSONDict, registry_path: Path) -> str:
     given = [k for k in ("zoo", "path", "generator") if k in entry]
     if len(given) != 1:
@@ -151,10 +215,7 @@ def _source(where: str, entry: JSONDict, registry_path: Path) -> str:
             raise _fail(f"{where}.zoo", f"{value!r} is not shipped with onnx; available: {', '.join(available)}")
         return f"zoo:{value}"
     if key == "path":
-        resolved = (registry_path.parent / value).resolve()
-        if not resolved.is_file():
-            raise _fail(f"{where}.path", f"{resolved} does not exist (paths are relative to the registry file)")
-        return f"path:{resolved}"
+        return f"path:{_model_file(f'{where}.path', registry_path.parent / value)}"
     if value not in GENERATORS:
         raise _fail(f"{where}.generator", f"unknown generator {value!r}; valid: {', '.join(GENERATORS)}")
     return f"generator:{value}"
@@ -226,7 +287,10 @@ def load_registry(path: Path | None = None) -> list[ModelSpec]:
         raise RegistryError(f"{registry_path}: cannot read the model registry ({exc.strerror});"
                             " check --aaco-models / aaco_models") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except DuplicateKeyError as exc:
+        raise RegistryError(f"{registry_path}: duplicate key {exc.key!r} on lines {exc.first_line} and"
+                            f" {exc.second_line}; YAML keeps only the last, so rename or remove one") from None
     except yaml.constructor.ConstructorError as exc:
         raise RegistryError(f"{registry_path}: tag not allowed: the registry is plain YAML, read with"
                             f" yaml.safe_load, so tags such as !!python/object are refused ({exc})") from None

@@ -43,7 +43,7 @@ from pytest_aaco.measure.interleave import balanced_orders
 from pytest_aaco.measure.ortprofile import ProfileError, read_events
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.results import FreshSample
-from pytest_aaco.options import COLD_SESSIONS
+from pytest_aaco.options import COLD_SESSIONS, default
 from pytest_aaco.records import Outcome
 from pytest_aaco.verdict.outcome import outcome_of
 from pytest_aaco.verdict.paired import paired_t
@@ -52,9 +52,8 @@ from pytest_aaco.verdict.stats import Comparison, VariancePrior, prediction_inte
 if TYPE_CHECKING:
     import numpy as np
 
-#: fresh sessions per item
 #: a cold-start regression must be at least this much slower (fraction)
-DEFAULT_COLD_START_THRESHOLD = 0.20
+DEFAULT_COLD_START_THRESHOLD = default("cold-start-threshold")
 #: significance level of the cold-start verdict, split over :data:`METRICS`
 COLD_START_ALPHA = 0.01
 #: prior sd (fraction) of a run's cold-start minimum from run to run (docs/verdict-quality.md)

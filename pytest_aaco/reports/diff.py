@@ -76,7 +76,7 @@ def _bundle_sides(path: Path) -> Sides:
     return Sides("bundle", items, problems)
 
 
-def baseline_side(path: Path) -> Side:
+def baseline_file_side(path: Path) -> Side:
     """The history of one baseline file as a :class:`Side`; DiffInputError when there is no such file."""
     baseline = load_baseline(path)
     if baseline is None:
@@ -107,14 +107,14 @@ def load_sides(path: Path) -> Sides:
     if is_bundle(path):
         return _bundle_sides(path)
     if path.is_file():
-        side = baseline_side(path)
+        side = baseline_file_side(path)
         return Sides("baseline", {side.nodeid: side})
     files = baseline_files(path)
     if not files:
         raise DiffInputError(f"{path}: not a session bundle (no session_meta.json) and holds no baseline files")
     items: dict[str, Side] = {}
     for file in files:
-        side = baseline_side(file)
+        side = baseline_file_side(file)
         if side.nodeid in items:
             raise DiffInputError(f"{path}: item {side.nodeid} has baselines in {items[side.nodeid].source} and {file}"
                                  " (several runners?); pass one runner's folder or file")

@@ -36,7 +36,7 @@ BYTES_PER_MB = 1024 * 1024
 PROCESS, DEVICE_DIFFERENCE = "process", "device-difference"
 
 
-def nvidia_process_mb(processes: Iterable[Any], pid: int) -> float | None:
+def nvml_process_mb(processes: Iterable[Any], pid: int) -> float | None:
     """MB of device memory NVML attributes to *pid*: the sum of ``usedGpuMemory`` (bytes) over the
     entries of ``nvmlDeviceGetComputeRunningProcesses`` with that ``pid``. None when the pid is
     not listed or every figure is None (not available to this process)."""
@@ -66,7 +66,7 @@ def _nvidia_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(device_id)
         try:
-            own = nvidia_process_mb(nvml.nvmlDeviceGetComputeRunningProcesses(handle), pid)
+            own = nvml_process_mb(nvml.nvmlDeviceGetComputeRunningProcesses(handle), pid)
         except Exception:  # noqa: BLE001 - NVMLError_NotSupported on some vGPUs
             own = None
         used = nvml.nvmlDeviceGetMemoryInfo(handle).used / BYTES_PER_MB

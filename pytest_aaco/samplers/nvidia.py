@@ -186,29 +186,6 @@ def _with_nvml(query: Any) -> Any:
             pass
 
 
-def gpu_name(device_id: int = 0) -> str | None:
-    """Product name of NVIDIA GPU *device_id* (``"NVIDIA H100 80GB HBM3"``), None without NVML."""
-    result = _with_nvml(lambda nvml: _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(device_id))))
-    return result if isinstance(result, str) else None
-
-
-def driver_version() -> str | None:
-    """NVIDIA driver version (``"550.54.15"``), None without NVML."""
-    result = _with_nvml(lambda nvml: _text(nvml.nvmlSystemGetDriverVersion()))
-    return result if isinstance(result, str) else None
-
-
-def cuda_driver_version() -> str | None:
-    """Highest CUDA version the driver supports (``"12.4"``), None without NVML."""
-
-    def query(nvml: ModuleType) -> str:
-        version = int(nvml.nvmlSystemGetCudaDriverVersion())
-        return f"{version // 1000}.{(version % 1000) // 10}"
-
-    result = _with_nvml(query)
-    return result if isinstance(result, str) else None
-
-
 def nvidia_gpu_identity(device_id: int = 0) -> JSONDict:
     """``{"name", "driver", "runtime"}`` (runtime ``"CUDA 12.4"``); None values without NVML."""
 

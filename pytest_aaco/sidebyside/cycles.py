@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,7 +47,8 @@ import numpy as np
 
 from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.inference import bind_run, build_session, check_placement, warmup
+from pytest_aaco.measure.device_time import DeviceTracer, TracedSide
+from pytest_aaco.measure.inference import bind_run, build_session, check_placement, session_options, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import (
     BLOCK_TARGET_S,
@@ -61,15 +63,13 @@ from pytest_aaco.measure.interleave import (
 from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import GateSettings
+from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
 
-#: per-item time budget (s) for adding cycles while inconclusive (the default of --aaco-compare-budget)
-DEFAULT_BUDGET_S = 60.0
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
 #: iterations timed but not measured at the start of each block (spin bleed; docs/verdict-quality.md)
@@ -88,21 +88,22 @@ METHODS = ("t", "wilcoxon")
 
 @dataclass(frozen=True)
 class CompareSettings:
-    """How one item is compared side by side. Fractions (0.05 = 5%), seconds, MB."""
+    """How one item is compared side by side. Fractions (0.05 = 5%), seconds, MB; the defaults that
+    are options' (threshold, budget, memory) come from the option table."""
 
-    threshold: float = 0.05
+    threshold: float = setting("threshold")
     first_cycles: int = FIRST_CYCLES
     step_cycles: int = STEP_CYCLES
     max_cycles: int = MAX_CYCLES
-    budget_s: float = DEFAULT_BUDGET_S
+    budget_s: float = setting("compare-budget")
     block_s: float = BLOCK_TARGET_S
     discard: int = DEFAULT_DISCARD
     session_pairs: int | None = None
     session_sd: float | None = None
     method: str = "t"
     confirm: bool = True
-    memory_threshold: float = 0.10
-    memory_slack_mb: float = 50.0
+    memory_threshold: float = setting("memory-threshold")
+    memory_slack_mb: float = setting("memory-slack")
     seed: int = 0
     spinning: bool = False
 
@@ -178,7 +179,7 @@ class LocalFactory:
     model_file: Path
     spec: Any
     provider: ProviderSpec
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
@@ -192,8 +193,7 @@ class LocalFactory:
         if self.feeds is None:
             import onnxruntime as ort
 
-            so = ort.SessionOptions()
-            so.log_severity_level = 3
+            so = session_options()
             session = ort.InferenceSession(str(self.model_file), sess_options=so, providers=["CPUExecutionProvider"])
             self.feeds = make_inputs(self.spec.name, session.get_inputs(), self.spec.dims, self.spec.inputs)
         return self.feeds
@@ -229,7 +229,7 @@ class WorkerFactory:
     model_file: Path
     provider: ProviderSpec
     feeds: Callable[[], dict[str, np.ndarray]]
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
@@ -282,14 +282,25 @@ class Measurement:
     footprints: dict[str, list[float]]
     sides_info: dict[str, dict[str, Any]]
     duration_s: float
+    #: device time of the last look, when both sides were traced
+    device: DeviceLook | None = None
 
     @property
     def outcome(self) -> str:
         return self.looks[-1].outcome
 
     @property
+    def regressed(self) -> bool:
+        """Wall time or device time regressed."""
+        return self.outcome == REGRESSION or (self.device is not None and self.device.outcome == REGRESSION)
+
+    @property
     def cycles(self) -> int:
         return sum(len(c) for c in self.cycles_by_pair)
+
+    def device_log_ratios(self) -> list[list[float]]:
+        """Per-cycle ln(candidate/baseline kernel time per run) per traced session pair."""
+        return [] if self.device is None else self.device.log_ratios
 
     def log_ratios(self) -> list[np.ndarray]:
         """Per-cycle ``d`` per session pair (ln units)."""
@@ -311,10 +322,16 @@ def _test(d_by_pair: list[np.ndarray], settings: CompareSettings, device: bool) 
 
 
 def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
-            device: bool = False, clock: Callable[[], float] = time.monotonic) -> Measurement:
+            device: bool = False, clock: Callable[[], float] = time.monotonic,
+            tracer: DeviceTracer | None = None) -> Measurement:
     """Open fresh session pairs of both sides and run looks of cycles until a decision, the last
     look, or the time budget (``settings.budget_s``, counted from the start; a look is skipped when
     the cycles it adds would not fit). *alpha* is the item's level (its LOND level).
+
+    With a *tracer* (device time, :mod:`pytest_aaco.measure.device_time`), every wall-time block
+    of an in-process side is followed by one traced block, so each cycle has one device-time figure
+    per side; device time is tested with the same paired test on its own per-cycle log-ratios, and
+    the looks stop once either metric is decided.
 
     Raises what the factories or the runners raise (a broken side), ValueError for bad settings.
     """
@@ -325,7 +342,7 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
     pairs: list[tuple[OpenedSide, OpenedSide]] = []
     try:
         for _ in range(settings.pairs_for(device)):
-            pairs.append(_open_pair(baseline, candidate, len(pairs)))
+            pairs.append(_open_pair(baseline, candidate, len(pairs), tracer))
         iterations = {BASELINE: block_iterations(pairs[0][0].per_iteration_ms, settings.block_s),
                       CANDIDATE: block_iterations(pairs[0][1].per_iteration_ms, settings.block_s)}
         rng = np.random.default_rng(settings.seed)
@@ -334,13 +351,14 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         cycle_s = 0.0
         comp: Any = None
         rank: Any = None
+        device_look: DeviceLook | None = None
         for k, target in enumerate(plan.looks):
             done = sum(len(c) for c in cycles_by_pair)
             if looks and clock() - start + cycle_s * (target - done) > settings.budget_s:
                 break
             if looks and len(pairs) > 1:
                 # more cycles cannot shrink the spread between session pairs: add a fresh pair
-                pairs.append(_open_pair(baseline, candidate, len(pairs)))
+                pairs.append(_open_pair(baseline, candidate, len(pairs), tracer))
                 cycles_by_pair.append([])
                 wants = [len(c) for c in cycles_by_pair[:-1]] + [target - done]
             else:
@@ -358,26 +376,89 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
             outcome = str(outcome_of(comp, settings.threshold, level, upper_alpha=upper_alpha))
             looks.append(Look(target, level, upper_alpha, outcome, float(comp.ratio), float(comp.p_slower),
                               clock() - start))
-            if outcome != "inconclusive":
+            device_look = _device_look(pairs, settings, device, level, upper_alpha)
+            if outcome != "inconclusive" or (device_look is not None and device_look.outcome != "inconclusive"):
                 break
         footprints = {BASELINE: [p[0].footprint_mb for p in pairs if p[0].footprint_mb is not None],
                       CANDIDATE: [p[1].footprint_mb for p in pairs if p[1].footprint_mb is not None]}
         info = {BASELINE: _side_info(pairs, 0), CANDIDATE: _side_info(pairs, 1)}
-        return Measurement(cycles_by_pair, looks, comp, rank, iterations, footprints, info, clock() - start)
+        return Measurement(cycles_by_pair, looks, comp, rank, iterations, footprints, info, clock() - start,
+                           device_look)
     finally:
         for a, b in pairs:
             a.close()
             b.close()
 
 
-def _open_pair(baseline: SideFactory, candidate: SideFactory, index: int) -> tuple[OpenedSide, OpenedSide]:
+def _open_pair(baseline: SideFactory, candidate: SideFactory, index: int,
+               tracer: DeviceTracer | None = None) -> tuple[OpenedSide, OpenedSide]:
     """A fresh (baseline, candidate) pair; odd pairs build the candidate first, so neither side
-    always gets the fresher heap."""
+    always gets the fresher heap. With a *tracer*, both runners are traced when both run in this
+    process (a side in another interpreter has no tracer: then neither is)."""
     if index % 2:
         b = candidate.open(CANDIDATE)
-        return baseline.open(BASELINE), b
-    a = baseline.open(BASELINE)
-    return a, candidate.open(CANDIDATE)
+        a = baseline.open(BASELINE)
+    else:
+        a = baseline.open(BASELINE)
+        b = candidate.open(CANDIDATE)
+    if tracer is not None and all(hasattr(s.runner, "run") for s in (a, b)):
+        a = replace(a, runner=TracedSide(a.runner, tracer))
+        b = replace(b, runner=TracedSide(b.runner, tracer))
+    return a, b
+
+
+@dataclass(frozen=True)
+class DeviceLook:
+    """Device time of one look: the paired test of per-cycle ln(candidate/baseline kernel time per
+    run), its outcome at the look's levels, and each side's median kernels per run and kernel time
+    per run (ms). ``added``/``removed``: kernel names whose launches per run grew or shrank, with
+    the change (top entries)."""
+
+    outcome: str
+    comparison: Any
+    level: float
+    cycles: int
+    kernels: dict[str, float]
+    kernel_ms: dict[str, float]
+    busy_ms: dict[str, float]
+    added: list[tuple[str, float]]
+    removed: list[tuple[str, float]]
+    log_ratios: list[list[float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        lo, hi = self.comparison.ci(0.95)
+        return {"outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
+                "p_slower": float(self.comparison.p_slower), "level": self.level,
+                "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
+                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms,
+                "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed]}
+
+
+def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSettings, device: bool,
+                 level: float, upper_alpha: float) -> DeviceLook | None:
+    """The device-time test over the traced blocks so far; None without traced sides."""
+    traced = [(a.runner, b.runner) for a, b in pairs
+              if isinstance(a.runner, TracedSide) and isinstance(b.runner, TracedSide)]
+    if not traced or any(min(len(a.blocks), len(b.blocks)) < 2 for a, b in traced):
+        return None
+    d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a.blocks, b.blocks, strict=False)])
+                 for a, b in traced]
+    comp = paired_t(d_by_pair, settings.session_sd_for(device))
+    outcome = str(outcome_of(comp, settings.threshold, level, upper_alpha=upper_alpha))
+    side_blocks = {BASELINE: [blk for a, _ in traced for blk in a.blocks],
+                   CANDIDATE: [blk for _, b in traced for blk in b.blocks]}
+    runs = {side: sum(blk.runs for blk in blocks) for side, blocks in side_blocks.items()}
+    names = {side: sum((blk.names for blk in blocks), Counter()) for side, blocks in side_blocks.items()}
+    per_run = {side: {n: c / runs[side] for n, c in names[side].items()} for side in names}
+    delta = {n: per_run[CANDIDATE].get(n, 0.0) - per_run[BASELINE].get(n, 0.0)
+             for n in set(per_run[BASELINE]) | set(per_run[CANDIDATE])}
+    added = sorted(((n, d) for n, d in delta.items() if d > 0.5), key=lambda x: -x[1])[:5]
+    removed = sorted(((n, -d) for n, d in delta.items() if d < -0.5), key=lambda x: -x[1])[:5]
+    return DeviceLook(outcome, comp, level, sum(len(d) for d in d_by_pair),
+                      {s: float(np.median([blk.kernels for blk in b])) for s, b in side_blocks.items()},
+                      {s: float(np.median([blk.kernel_ms for blk in b])) for s, b in side_blocks.items()},
+                      {s: float(np.median([blk.busy_ms for blk in b])) for s, b in side_blocks.items()},
+                      added, removed, [[float(x) for x in d] for d in d_by_pair])
 
 
 def _cycle_seconds(cycles_by_pair: list[list[Cycle]]) -> float:
@@ -399,13 +480,13 @@ class SideBySide:
     ``outcome``: regression / improvement / no-regression / inconclusive (the gate's words);
     ``measurement``: the deciding set of cycles (the confirmation when there was one);
     ``first``: the first measurement when a confirmation ran; ``confirmed``: None without one;
-    ``memory``: memory regressions, in words; ``ref``: the baseline side's name (``origin/main``,
+    ``memory``: memory regressions, in words; ``baseline_label``: the baseline side's name (``origin/main``,
     or the other interpreter's ``onnxruntime 1.20.1``); ``alpha``: the item's level.
     """
 
     outcome: str
     measurement: Measurement
-    ref: str
+    baseline_label: str
     alpha: float
     threshold: float
     first: Measurement | None = None
@@ -416,6 +497,26 @@ class SideBySide:
     @property
     def comparison(self) -> Any:
         return self.measurement.comparison
+
+    @property
+    def device_outcome(self) -> str | None:
+        """Device time's outcome (None when not traced): a regression counts only when the first
+        look and the confirmation both found it (as for wall time)."""
+        dev = self.measurement.device
+        if dev is None:
+            return None
+        if dev.outcome == REGRESSION and self.first is not None:
+            first = self.first.device
+            return dev.outcome if first is not None and first.outcome == REGRESSION else str(INCONCLUSIVE)
+        if dev.outcome == REGRESSION and self.first is None and self.confirmed is None and self.outcome != REGRESSION:
+            return dev.outcome  # not confirmed (confirmation off)
+        return dev.outcome
+
+    @property
+    def failed_metrics(self) -> list[str]:
+        """The metrics with a regression: ``device time`` and/or ``wall time``."""
+        found = ["device time"] if self.device_outcome == REGRESSION else []
+        return found + (["wall time"] if self.outcome == REGRESSION else [])
 
     @property
     def level(self) -> float:
@@ -443,7 +544,7 @@ class SideBySide:
         lo, hi = self.ci()
         cycles = [c for cs in m.cycles_by_pair for c in cs]
         data: JSONDict = {
-            "ref": self.ref, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
+            "ref": self.baseline_label, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo,
             "ci_high": hi, "p_slower": float(self.comparison.p_slower), "level": self.level, "alpha": self.alpha,
             "threshold": self.threshold, "mde": self.mde(), "cycles": m.cycles,
             "session_pairs": len(m.cycles_by_pair), "iterations": m.iterations, "discard": self.discard,
@@ -455,13 +556,16 @@ class SideBySide:
         }
         if m.companion is not None:
             data["companion"] = m.companion.to_dict()
+        if m.device is not None:
+            data["device_time"] = {**m.device.to_dict(), "outcome": self.device_outcome,
+                                   "per_cycle": [[float(math.exp(x)) for x in d] for d in m.device_log_ratios()]}
         if self.first is not None:
             data["first_look"] = {"ratio": float(self.first.comparison.ratio), "cycles": self.first.cycles,
                                   "p_slower": float(self.first.comparison.p_slower)}
         return data
 
 
-def memory_regressions(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
+def side_memory_growth(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
     """The candidate's own footprint (median over its fresh sessions, MB) beyond the baseline's by
     both ``memory_threshold`` (fraction) and a slack; [] when either side has no figure.
 
@@ -484,29 +588,28 @@ def memory_regressions(footprints: dict[str, list[float]], settings: CompareSett
         return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
                 f" +{settings.memory_threshold:.0%} and +{why})"]
     return []
-    b, c = float(min(base)), float(min(cand))
-    if c > max(b, 0.0) * (1 + settings.memory_threshold) and c - b > settings.memory_slack_mb:
-        return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
-                f" +{settings.memory_threshold:.0%} and +{settings.memory_slack_mb:.0f} MB)"]
-    return []
 
 
-def compare(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float, ref: str,
-            device: bool = False, clock: Callable[[], float] = time.monotonic) -> SideBySide:
+def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
+                  baseline_label: str, device: bool = False, clock: Callable[[], float] = time.monotonic,
+                  tracer: DeviceTracer | None = None) -> SideBySide:
     """Measure side by side, confirm a regression with fresh sessions, judge memory.
 
     Returns a :class:`SideBySide`. Raises what the sides raise. See the module docstring.
     """
-    first = measure(baseline, candidate, settings, alpha, device, clock)
-    result = SideBySide(first.outcome, first, ref, alpha, settings.threshold, discard=settings.discard)
-    if first.outcome == REGRESSION and settings.confirm:
-        second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock)
-        result = SideBySide(first.outcome if second.outcome == REGRESSION else str(INCONCLUSIVE), second, ref, alpha,
-                            settings.threshold, first=first, confirmed=second.outcome == REGRESSION,
-                            discard=settings.discard)
+    first = measure(baseline, candidate, settings, alpha, device, clock, tracer)
+    result = SideBySide(first.outcome, first, baseline_label, alpha, settings.threshold, discard=settings.discard)
+    if first.regressed and settings.confirm:
+        second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock, tracer)
+        wall = str(REGRESSION) if first.outcome == REGRESSION and second.outcome == REGRESSION else (
+            str(INCONCLUSIVE) if first.outcome == REGRESSION else second.outcome)
+        device_confirmed = (first.device is not None and first.device.outcome == REGRESSION
+                            and second.device is not None and second.device.outcome == REGRESSION)
+        result = SideBySide(wall, second, baseline_label, alpha, settings.threshold, first=first,
+                            confirmed=wall == REGRESSION or device_confirmed, discard=settings.discard)
     footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
                   for side in (BASELINE, CANDIDATE)}
-    result.memory = memory_regressions(footprints, settings)
+    result.memory = side_memory_growth(footprints, settings)
     return result
 
 
@@ -519,7 +622,8 @@ def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = N
     lo, hi = result.ci()
     means = {side: float(np.exp(np.mean([c.block(side).log_mean for cs in m.cycles_by_pair for c in cs])))
              for side in (BASELINE, CANDIDATE)}
-    verdict = Verdict(outcome=Outcome(result.outcome), label=label, threshold=result.threshold, method="side-by-side",
+    outcome = Outcome(REGRESSION) if result.failed_metrics else Outcome(result.outcome)
+    verdict = Verdict(outcome=outcome, label=label, threshold=result.threshold, method="side-by-side",
                       ratio=float(comp.ratio), ci_low=lo, ci_high=hi, p_value=float(comp.p_slower),
                       p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
                       current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],

@@ -1,7 +1,7 @@
 """The side-by-side gate of one item: ``--aaco-compare=REF`` and ``--aaco-compare-python=PATH``.
 
 The plugin shell calls :class:`SideBySideGate` once per session and, per item,
-:meth:`SideBySideGate.baseline_side` (what the item was at REF: unchanged, new or changed) and
+:meth:`SideBySideGate.baseline_for_item` (what the item was at REF: unchanged, new or changed) and
 :meth:`SideBySideGate.measure` (the comparison, which returns the candidate's result and the
 :class:`~pytest_aaco.history.judge.Verdict`). It needs no pytest: errors are :class:`GitRefError` /
 ValueError with messages naming the option, for the shell to turn into ``pytest.UsageError``.
@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.history.judge import finish
+from pytest_aaco.measure.device_time import tracer_for
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, model_path
 from pytest_aaco.measure.results import BenchmarkResult
-from pytest_aaco.options import GateSettings
+from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.sidebyside.cycles import (
@@ -36,7 +37,7 @@ from pytest_aaco.sidebyside.cycles import (
     SideBySide,
     WorkerFactory,
     candidate_result,
-    compare,
+    compare_sides,
     to_verdict,
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
@@ -55,10 +56,12 @@ class ItemMeasure:
     """How the item's sessions are built and warmed: warmup iterations, IO binding (resolved:
     ``none``/``inputs``/``all``, not ``auto``), device, intra-op threads (0: ORT's default)."""
 
-    warmup: int = 10
+    warmup: int = setting("warmup")
     iobinding: str = "none"
     device_id: int = 0
     intra_op_threads: int = 0
+    #: ``--aaco-device-time``: auto, on or off
+    device_time: str = "auto"
 
 
 @dataclass
@@ -89,11 +92,11 @@ class SideBySideGate:
         if self.tree is not None:
             self.tree.close()
 
-    def baseline_side(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
-        """The item at REF (see :meth:`pytest_aaco.sidebyside.revision.RefTree.baseline_side`); with only
+    def baseline_for_item(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
+        """The item at REF (see :meth:`pytest_aaco.sidebyside.revision.RefTree.side_at_revision`); with only
         ``--aaco-compare-python`` the same item, always measured (CHANGED: the environment differs)."""
         if self.tree is not None:
-            side = self.tree.baseline_side(spec, provider_short)
+            side = self.tree.side_at_revision(spec, provider_short)
             if side.status == UNCHANGED and self.python:
                 side.status, side.changes = CHANGED, ["environment"]
             return side
@@ -135,14 +138,20 @@ class SideBySideGate:
         settings = replace(self.settings, threshold=gate.threshold, memory_threshold=gate.memory_threshold,
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
+        tracer, no_tracer = tracer_for(provider.short, item.device_time)
+        if tracer is not None and self.python:
+            tracer, no_tracer = None, "device time: the baseline side runs in another interpreter, which has no tracer"
         if lock is None:
-            result = compare(baseline, candidate, settings, alpha, self.name, device)
+            result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         else:
             with lock():
-                result = compare(baseline, candidate, settings, alpha, self.name, device)
+                result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         verdict = to_verdict(result, label, gate)
-        if side.changes:
-            verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
+        if side.changes or no_tracer:
+            if side.changes:
+                verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
+            if no_tracer:
+                verdict.notes.append(no_tracer)
             verdict = finish(verdict, gate)
         bench = candidate_result(result, spec.name, provider.short, batch_size(candidate.feeds or {}) or 1,
                                  item.iobinding)

@@ -19,10 +19,12 @@ REF. Otherwise it is :data:`CHANGED` and the baseline side is ``(spec at REF, mo
 
 from __future__ import annotations
 
+import os
 import posixpath
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,50 @@ class BaselineSide:
         return f"changed since {ref}: {', '.join(self.changes)}"
 
 
+#: temporary folders of the baseline side: ``$TMPDIR/aaco-ref-*``, each with its owner's pid
+TREE_PREFIX = "aaco-ref-"
+OWNER_FILE = "aaco-owner.pid"
+#: a tree older than this (s) whose owner process is gone is removed by the next run
+STALE_AFTER_S = 24 * 3600
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_trees(tmp_root: Path | None = None, now: float | None = None) -> list[Path]:
+    """Remove ``aaco-ref-*`` folders under *tmp_root* (default: the system's temporary folder)
+    older than :data:`STALE_AFTER_S` whose owner process is gone: what a killed run (SIGKILL, a
+    power cut) left behind. Returns the folders removed; a folder that cannot be read or removed
+    is left alone."""
+    root = Path(tmp_root) if tmp_root is not None else Path(tempfile.gettempdir())
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    try:
+        candidates = [p for p in root.iterdir() if p.name.startswith(TREE_PREFIX) and p.is_dir()]
+    except OSError:
+        return removed
+    for path in candidates:
+        try:
+            if now - path.stat().st_mtime < STALE_AFTER_S:
+                continue
+            owner = path / OWNER_FILE
+            if owner.exists() and _process_alive(int(owner.read_text(encoding="ascii").strip() or 0)):
+                continue
+        except (OSError, ValueError):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return removed
+
+
 class RefTree:
     """Files as they were at a commit, materialised on demand in a temporary directory.
 
@@ -104,7 +150,9 @@ class RefTree:
 
     def __init__(self, gitref: GitRef, tmp_root: Path | None = None) -> None:
         self.gitref = gitref
-        self.root = Path(tempfile.mkdtemp(prefix="aaco-ref-", dir=tmp_root))
+        remove_stale_trees(tmp_root)
+        self.root = Path(tempfile.mkdtemp(prefix=TREE_PREFIX, dir=tmp_root))
+        (self.root / OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
         self._registries: dict[Path, tuple[Path, JSONDict] | None] = {}
 
     def __enter__(self) -> RefTree:
@@ -224,7 +272,7 @@ class RefTree:
                     differ.append(rel)
         return differ
 
-    def baseline_side(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
+    def side_at_revision(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
         """What item (*spec*, *provider_short*) was at REF: unchanged, new, or changed (with files).
 
         Raises GitRefError for an untracked registry or model file, a registry at REF that no

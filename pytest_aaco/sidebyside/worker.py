@@ -104,7 +104,7 @@ def status_mb(field: str) -> float | None:
     return None
 
 
-def nvidia_process_mb(pid: int) -> tuple[float | None, str]:
+def smi_process_mb(pid: int) -> tuple[float | None, str]:
     """This process's memory on NVIDIA GPUs (MB) from ``nvidia-smi --query-compute-apps``, and the source.
 
     None, with the reason, when nvidia-smi is missing or does not list this pid (in a container
@@ -186,8 +186,10 @@ class Worker:
 
         self.release()
         before = status_mb("VmRSS")
+        level = int(request.get("log_severity_level", 3))
+        ort.set_default_logger_severity(level)
         so = ort.SessionOptions()
-        so.log_severity_level = int(request.get("log_severity_level", 3))
+        so.log_severity_level = level
         threads = int(request.get("intra_op_num_threads") or 0)
         if threads:
             so.intra_op_num_threads = threads
@@ -231,7 +233,7 @@ class Worker:
     def memory(self) -> dict[str, Any]:
         gpu_mb, source = None, "no session on an NVIDIA EP"
         if self.session is not None and any(ep in self.session.get_providers() for ep in NVIDIA_EPS):
-            gpu_mb, source = nvidia_process_mb(os.getpid())
+            gpu_mb, source = smi_process_mb(os.getpid())
         return {"rss_mb": status_mb("VmRSS"), "peak_rss_mb": status_mb("VmHWM"), "gpu_mb": gpu_mb,
                 "gpu_source": source}
 

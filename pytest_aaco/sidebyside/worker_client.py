@@ -47,10 +47,12 @@ from pytest_aaco.measure.inference import (
     creation_problem,
     cuda_graph_on,
     effective_options,
+    ort_log_level,
     resolve_iobinding,
     session_providers,
+    warn_migraphx_env,
 )
-from pytest_aaco.measure.providers import ProviderSpec, session_fallback_problem
+from pytest_aaco.measure.providers import ProviderError, ProviderSpec, session_fallback_problem
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import find_interpreter as find_interpreter  # the option's parser, re-exported
 
@@ -276,7 +278,11 @@ class WorkerSide:
         self.session = None  # the worker releases its session first; a refused one is never measured
         path = Path(model_path).absolute()
         mode = resolve_iobinding(iobinding, provider)
-        options = effective_options(provider, device_id)
+        try:  # the worker's ORT may be another generation than this one's (MIGraphX options differ)
+            options = effective_options(provider, device_id, self.info.ort_version if self.info else None)
+        except ProviderError as exc:
+            raise SessionError(f"{path.name}: {exc}") from None
+        warn_migraphx_env(provider)
         if cuda_graph_on(options) and mode == "none":
             raise SessionError(f"{path.name}: enable_cuda_graph=1 needs device inputs: use --aaco-iobinding=all or"
                                " inputs (with host feeds ORT's graph replay returned no outputs)")
@@ -295,7 +301,7 @@ class WorkerSide:
                                   intra_op_num_threads=int(intra_op_threads),
                                   config_entries={str(k): str(v) for k, v in (config_entries or {}).items()},
                                   feeds=files, iobinding=mode, device=ORT_DEVICE.get(provider.short, "cpu"),
-                                  device_id=int(device_id), log_severity_level=3,
+                                  device_id=int(device_id), log_severity_level=ort_log_level(),
                                   failure=lambda message: creation_failure(path, provider, options, message))
         used = [str(ep) for ep in reply["providers"]]
         version = self.info.ort_version if self.info else "?"

@@ -34,6 +34,7 @@ THRESHOLD = 0.5
 #: GPU utilisation (%) above which a GPU clock reading counts as "under load"
 BUSY_GPU_PERCENT = 50.0
 
+#: what to try, per category, when the execution provider is unknown (names every EP's remedy)
 RECOMMENDATIONS = {
     "cpu_contention": (
         "Other work competes for the CPU cores: run benchmarks on a dedicated runner, stop background "
@@ -69,6 +70,73 @@ RECOMMENDATIONS = {
         "(FP16/INT8), a tuned EP (TensorRT, MIGraphX with tuning), or a smaller model."
     ),
 }
+
+_NVIDIA_CLOCKS = "lock the GPU clocks (nvidia-smi -lgc <min,max>) and check the power limit (nvidia-smi -q -d POWER)"
+_ORT_FILE = "the ORT optimized-model file, SessionOptions.optimized_model_filepath"
+_WARMUP = ("The run had not reached a steady state: raise the warmup iterations until the last warmup "
+           "iterations are within a few percent of the median, add rounds, and cache one-off work ")
+_LAUNCH = "The GPU waits on the host between kernels: use IOBinding to keep data on the device, "
+_LAUNCH_END = ("batch more work per run, and let ORT fuse operators "
+               "(graph_optimization_level ORT_ENABLE_ALL).")
+_COMPUTE = ("The GPU is busy almost all the time, so speed-ups must come from the kernels: lower "
+            "precision (FP16/INT8), ")
+
+#: (category, EP short name) -> what to try, where the EP changes the advice; the EP's own
+#: remedies only (a CPU run is never told about TensorRT or MIGraphX)
+_BY_PROVIDER: dict[tuple[str, str], str] = {
+    ("frequency_scaling", "cpu"): f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}.",
+    ("frequency_scaling", "cuda"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
+                                    f"{_NVIDIA_CLOCKS}."),
+    ("frequency_scaling", "tensorrt"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
+                                        f"{_NVIDIA_CLOCKS}."),
+    ("frequency_scaling", "rocm"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
+                                    f"{FIX_AMD_PERF_LEVEL}."),
+    ("frequency_scaling", "migraphx"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
+                                        f"{FIX_AMD_PERF_LEVEL}."),
+    ("warmup_instability", "tensorrt"): (_WARMUP + "(TensorRT engine and timing caches: trt_engine_cache_enable, "
+                                         f"trt_timing_cache_enable; {_ORT_FILE})."),
+    ("warmup_instability", "migraphx"): (_WARMUP + "(MIGraphX compiled-model cache: migraphx_save_compiled_model "
+                                         f"and migraphx_load_compiled_model; {_ORT_FILE})."),
+    ("launch_bound", "cuda"): _LAUNCH + "enable CUDA graphs (enable_cuda_graph), " + _LAUNCH_END,
+    ("launch_bound", "tensorrt"): _LAUNCH + "enable CUDA graphs (trt_cuda_graph_enable), " + _LAUNCH_END,
+    ("launch_bound", "rocm"): _LAUNCH + "enable HIP graphs (enable_hip_graph), " + _LAUNCH_END,
+    ("launch_bound", "migraphx"): _LAUNCH + _LAUNCH_END,
+    ("compute_bound", "cuda"): _COMPUTE + "the TensorRT EP, or a smaller model.",
+    ("compute_bound", "tensorrt"): _COMPUTE + "TensorRT FP16/INT8 (trt_fp16_enable, trt_int8_enable), "
+                                              "or a smaller model.",
+    ("compute_bound", "rocm"): _COMPUTE + "the MIGraphX EP, or a smaller model.",
+    ("compute_bound", "migraphx"): _COMPUTE + "MIGraphX FP16/INT8 (migraphx_fp16_enable, migraphx_int8_enable), "
+                                              "or a smaller model.",
+}
+#: advice for an EP with no entry in :data:`_BY_PROVIDER` (cpu, openvino, dml ...): EP-neutral
+_NEUTRAL = {
+    "frequency_scaling": (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}, "
+                          "and lock the device's clocks."),
+    "warmup_instability": _WARMUP + f"({_ORT_FILE}).",
+    "launch_bound": _LAUNCH + _LAUNCH_END,
+    "compute_bound": _COMPUTE + "a smaller model.",
+}
+
+
+def _provider_short(provider: str | None) -> str | None:
+    """``cuda`` from ``cuda``, ``CUDAExecutionProvider`` or ``CUDA``; None for None or ''."""
+    if not provider:
+        return None
+    name = provider.strip().lower()
+    name = name.removesuffix("executionprovider")
+    return {"trt": "tensorrt"}.get(name, name)
+
+
+def recommendation(category: str, provider: str | None = None) -> str:
+    """What to try for *category* on the execution provider *provider* (short or full EP name).
+
+    Names only the remedies of that EP: a CPU run hears nothing of TensorRT engine caches or
+    MIGraphX compiled models. Without a provider, the advice of :data:`RECOMMENDATIONS`.
+    """
+    short = _provider_short(provider)
+    if short is None:
+        return RECOMMENDATIONS[category]
+    return _BY_PROVIDER.get((category, short), _NEUTRAL.get(category, RECOMMENDATIONS[category]))
 
 
 @dataclass
@@ -416,12 +484,14 @@ def classify_bottleneck(
     derived: JSONDict | None,
     cpu_count: int,
     kernel_data: JSONDict | None = None,
+    provider: str | None = None,
 ) -> Diagnosis | None:
     """The likeliest bottleneck, or None when no category scores :data:`THRESHOLD` or more.
 
     *telemetry*: ``TelemetrySession.to_dict()``; *derived*: ``derived_metrics(...)``;
     *cpu_count*: logical cores of the host; *kernel_data*: ``KernelMetrics.to_diagnosis()`` from a
-    profiler, which enables ``launch_bound`` / ``compute_bound``.
+    profiler, which enables ``launch_bound`` / ``compute_bound``; *provider*: the item's execution
+    provider (``cpu``, ``CUDAExecutionProvider`` ...), so that the advice names only its remedies.
     Ties go to the category listed first in :data:`RULES`. Never raises on missing fields.
     """
     scored = score_all(telemetry, derived, cpu_count, kernel_data)
@@ -436,6 +506,6 @@ def classify_bottleneck(
         category=best,
         score=score,
         evidence=evidence,
-        recommendation=RECOMMENDATIONS[best],
+        recommendation=recommendation(best, provider),
         scores={c: s for c, (s, _) in scored.items()},
     )

@@ -40,9 +40,9 @@ def derived_metrics(
     - ``warmup_ratio``: ``first_run_ms / p50_ms`` (how much slower the cold first run was);
     - ``warmup_tail_ratio``: median of the last quarter of the warmup (at least 1 iteration)
       divided by ``p50_ms``; well above 1 means the warmup ended before the steady state;
-    - ``drift_ratio``: (median of the last 10% - median of the first 10%) / ``p50_ms`` over the
-      measured iterations (at least 5 iterations in each tenth, else NaN): a slow trend such as
-      thermal throttling or memory growth;
+    - ``drift_ratio``: median of the last 10% / median of the first 10% - 1 over the measured
+      iterations (at least 5 iterations in each tenth, else NaN): a slow trend such as thermal
+      throttling or memory growth. A ratio of positive latencies, so never below -1 (-100%);
     - ``lag1_autocorr``: lag-1 autocorrelation of the latencies (the DESIGN notes 0.1 to 0.3);
     - ``outlier_fraction``: share of iterations above ``p50 + 5 * 1.4826 * MAD`` (a robust
       5-sigma bound; Leys et al., "Detecting outliers", J. Exp. Soc. Psych. 2013); when the MAD
@@ -87,8 +87,9 @@ def derived_metrics(
         out["warmup_tail_ratio"] = _nan()
 
     tenth = n // 10
-    if tenth >= 5 and p50 > 0:
-        out["drift_ratio"] = (float(np.median(lat[-tenth:])) - float(np.median(lat[:tenth]))) / p50
+    first_tenth = float(np.median(lat[:tenth])) if tenth >= 5 else 0.0
+    if first_tenth > 0:
+        out["drift_ratio"] = float(np.median(lat[-tenth:])) / first_tenth - 1.0
     else:
         out["drift_ratio"] = _nan()
 

@@ -115,11 +115,6 @@ class Comparison:
         """Point estimate of current / baseline: ``exp(estimate)``."""
         return math.exp(self.estimate)
 
-    @property
-    def statistic(self) -> float:
-        """The t statistic ``estimate / se``."""
-        return self.estimate / self.se
-
     def _tq(self, prob: float) -> float:
         from scipy.stats import t as student_t
 
@@ -375,13 +370,9 @@ class ReferenceFit:
     prior_precision: float
     runs: int
 
-    @property
-    def slope_var(self) -> float:
-        """The slope's posterior variance, ``1 / (Sxx/s² + 1/sd²)``."""
-        return self.slope_var_at(self.residual_var)
-
     def slope_var_at(self, residual_var: float) -> float:
-        """The slope's posterior variance with the residual variance *residual_var* plugged in."""
+        """The slope's posterior variance ``1 / (Sxx/s² + 1/sd²)`` with the residual variance
+        *residual_var* as ``s²``."""
         return 1.0 / (self.sxx / residual_var + self.prior_precision)
 
     def predict(self, x: float) -> float:
@@ -396,10 +387,37 @@ class ReferenceFit:
         return s_sq * (1.0 + 1.0 / self.runs) + (x - self.x_mean) ** 2 * self.slope_var_at(s_sq)
 
     def test(self, current: npt.ArrayLike, current_reference: Any, prior: VariancePrior | None = None) -> Comparison:
-        """This run (item round log-means *current*, reference block log-means *current_reference*,
-        shape ``(rounds,)`` each) against the prediction at the reference's speed now;
-        :func:`reference_adjusted_test` describes the result. Raises ValueError for an empty or
-        non-finite series."""
+        """Is this run's mean outside the prediction interval of the history's regression on the reference?
+
+        The machine's speed moves the item and the reference measured alongside it together, but not
+        one for one: on the project's 2-core machine a small reference moved 2.5 times as much as
+        ResNet-50 from process to process, Inception 0.7 times (correlation 0.93 in both cases,
+        docs/verdict-quality.md). Dividing by the reference (``ln(item) - ln(reference)``, a slope
+        of 1) then adds noise; fitting the slope over the history removes it. This is regression
+        adjustment by a concurrent covariate (CUPED: Deng, Xu, Kohavi & Walker, WSDM 2013) with the
+        prediction interval for one new observation of a simple linear regression (Montgomery, Peck &
+        Vining, *Introduction to Linear Regression Analysis*, 5th ed., section 2.5; Hahn & Meeker 1991),
+        the slope held near 1 by a prior (:func:`fit_reference`, :data:`SLOPE_PRIOR_SD`) so a history
+        recorded at one machine speed does not extrapolate an unknown slope. The line is this fit,
+        over the history's ``H >= 4`` runs.
+
+        Args:
+            current: this run's item round log-means, shape ``(rounds,)``; only the mean ``y0`` is used.
+            current_reference: this run's reference block log-means, shape ``(rounds,)``; mean ``x0``.
+            prior: optional :class:`VariancePrior` of the runner's items' *residual* variances
+                (:func:`pytest_aaco.history.store.runner_priors`): ``s²`` with ``H - 2`` df becomes the
+                moderated ``(d0 s0² + (H-2) s²)/(d0 + H - 2)`` with ``d0 + H - 2`` df (Smyth 2004), as in
+                :func:`prediction_interval_test`.
+
+        Returns:
+            A :class:`Comparison` with ``method="reference-adjusted"``, ``estimate = y0 - (a + b x0)``,
+            ``se = sqrt(s²(1 + 1/H) + (x0 - x̄)² var(b))`` (floored at :data:`SE_FLOOR`), ``df = H - 2``,
+            ``n_current = rounds``, ``n_baseline = H``. ``exp(estimate)`` is the item's change at the
+            machine speed the reference measured now.
+
+        Raises:
+            ValueError: an empty/non-finite current series.
+        """
         c = _as_1d(current, "current round log-means", 1)
         x0 = float(_as_1d(current_reference, "current reference log-means", 1).mean())
         s_sq, df = self.residual_var, float(self.runs - 2)
@@ -448,45 +466,6 @@ def fit_reference(history_run_means: npt.ArrayLike, history_reference_means: npt
     s_sq = max(float(((yc - slope * xc) ** 2).sum()) / dof, SE_FLOOR**2)
     return ReferenceFit(float(y.mean()) - slope * float(x.mean()), slope, s_sq, float(x.mean()), sxx,
                         prior_precision, int(y.size))
-
-
-def reference_adjusted_test(current: npt.ArrayLike, current_reference: npt.ArrayLike, history_run_means: npt.ArrayLike,
-                            history_reference_means: npt.ArrayLike, slope_prior_sd: float = SLOPE_PRIOR_SD,
-                            prior: VariancePrior | None = None) -> Comparison:
-    """Is this run's mean outside the prediction interval of the history's regression on the reference?
-
-    The machine's speed moves the item and the reference measured alongside it together, but not
-    one for one: on the project's 2-core machine a small reference moved 2.5 times as much as
-    ResNet-50 from process to process, Inception 0.7 times (correlation 0.93 in both cases,
-    docs/verdict-quality.md). Dividing by the reference (``ln(item) - ln(reference)``, a slope
-    of 1) then adds noise; fitting the slope over the history removes it. This is regression
-    adjustment by a concurrent covariate (CUPED: Deng, Xu, Kohavi & Walker, WSDM 2013) with the
-    prediction interval for one new observation of a simple linear regression (Montgomery, Peck &
-    Vining, *Introduction to Linear Regression Analysis*, 5th ed., section 2.5; Hahn & Meeker 1991),
-    the slope held near 1 by a prior (:func:`fit_reference`, :data:`SLOPE_PRIOR_SD`) so a history
-    recorded at one machine speed does not extrapolate an unknown slope.
-
-    Args:
-        current: this run's item round log-means, shape ``(rounds,)``; only the mean ``y0`` is used.
-        current_reference: this run's reference block log-means, shape ``(rounds,)``; mean ``x0``.
-        history_run_means, history_reference_means: shape ``(H,)`` each, ``H >= 4``
-            (:func:`fit_reference`, which also takes *slope_prior_sd*).
-        prior: optional :class:`VariancePrior` of the runner's items' *residual* variances
-            (:func:`pytest_aaco.history.store.runner_priors`): ``s²`` with ``H - 2`` df becomes the
-            moderated ``(d0 s0² + (H-2) s²)/(d0 + H - 2)`` with ``d0 + H - 2`` df (Smyth 2004), as in
-            :func:`prediction_interval_test`.
-
-    Returns:
-        A :class:`Comparison` with ``method="reference-adjusted"``, ``estimate = y0 - (a + b x0)``,
-        ``se = sqrt(s²(1 + 1/H) + (x0 - x̄)² var(b))`` (floored at :data:`SE_FLOOR`), ``df = H - 2``,
-        ``n_current = rounds``, ``n_baseline = H``. ``exp(estimate)`` is the item's change at the
-        machine speed the reference measured now.
-
-    Raises:
-        ValueError: as :func:`fit_reference`, or an empty/non-finite current series.
-    """
-    return fit_reference(history_run_means, history_reference_means, slope_prior_sd).test(
-        current, current_reference, prior)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,8 +518,7 @@ class LondFdr:
     session's FDR stays at most *alpha* for independent p-values. If fewer than ``m`` tests
     are run the procedure is only more conservative. Levels never exceed *alpha*.
 
-    Usage: ``level = lond.next_level(); rejected = p <= level; lond.record(rejected)``, or
-    ``lond.decide(p)`` which does the three steps.
+    Usage: ``level = lond.next_level(); rejected = p <= level; lond.record(rejected)``.
 
     Raises ValueError for ``alpha`` outside (0, 1) or ``m < 1``.
 
@@ -578,14 +556,6 @@ class LondFdr:
         self._tests += 1
         if rejected:
             self._discoveries += 1
-
-    def decide(self, p_value: float) -> bool:
-        """Test *p_value* at :meth:`next_level`, record the decision and return it (True = reject)."""
-        if not 0.0 <= p_value <= 1.0:
-            raise ValueError(f"p_value must lie in [0, 1], got {p_value!r}")
-        rejected = bool(p_value <= self.next_level())
-        self.record(rejected)
-        return rejected
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready state: method, alpha, m, tests, discoveries, next_level."""

@@ -1,0 +1,231 @@
+"""Device time: what the GPU did per model run, from the vendor's kernel tracer.
+
+On a GPU a launch-bound model's wall time measures the host: on an H100 (docs/gpu.md) ResNet-50's
+wall-time blocks ranged over 2x inside one process, while CUPTI's kernel-time sum per run was
+steady to 0.1% across processes and kernels per run were exact (219, or 227 with 4 added convs).
+
+A **traced block** runs the model ``runs`` times with the tracer on and yields a
+:class:`DeviceBlock`: kernel time per run (the sum of kernel durations, ms), busy time per run
+(the union of kernel intervals, ms: overlapping kernels counted once) and kernels per run. Traced
+blocks are taken next to the wall-time blocks, never inside them: a traced block's wall time is
+never judged.
+
+Tracers:
+
+* NVIDIA: CUPTI activity records (``ActivityKind.CONCURRENT_KERNEL``) through NVIDIA's
+  ``cupti-python`` (https://docs.nvidia.com/cupti-python/), :class:`CuptiTracer`.
+  ``pip install 'pytest-aaco[cuda]'``.
+* AMD: rocprofv3's kernel trace runs in a child process (:mod:`pytest_aaco.passes.rocprof`);
+  an in-process tracer is not available, so side by side on MIGraphX is gated on wall time.
+
+Units: ms per run; timestamps in ns on the tracer's own clock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Protocol
+
+CUPTI_INSTALL_HINT = "pip install 'pytest-aaco[cuda]' (NVIDIA's cupti-python; its CUDA major must match the driver's)"
+#: CUPTI activity buffer size (bytes) handed out on request
+BUFFER_BYTES = 8 * 1024 * 1024
+#: model runs per traced block
+DEVICE_RUNS = 10
+#: EPs whose kernels CUPTI sees
+CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
+
+
+class DeviceTimeUnavailable(RuntimeError):
+    """No tracer can trace this EP here; the message says which package to install or why."""
+
+
+@dataclass(frozen=True)
+class KernelSpan:
+    """One kernel execution: its name and its start and end (ns, the tracer's clock)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class DeviceBlock:
+    """What one traced block of *runs* model runs did on the device.
+
+    ``kernel_ms``: summed kernel duration per run (ms); ``busy_ms``: union of kernel intervals per
+    run (ms); ``kernels``: kernels per run; ``names``: kernel name -> launches in the whole block.
+    """
+
+    runs: int
+    kernel_ms: float
+    busy_ms: float
+    kernels: float
+    names: Counter[str] = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"runs": self.runs, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels}
+
+
+def block_of(spans: Iterable[KernelSpan], runs: int) -> DeviceBlock:
+    """A :class:`DeviceBlock` from the kernels of *runs* runs (shape: any number of spans).
+    Raises ValueError for ``runs < 1`` or no kernel at all."""
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    spans = sorted(spans, key=lambda s: s.start_ns)
+    if not spans:
+        raise ValueError("no kernel was recorded")
+    total = sum(max(s.end_ns - s.start_ns, 0) for s in spans)
+    busy, cur_start, cur_end = 0, spans[0].start_ns, spans[0].end_ns
+    for s in spans[1:]:
+        if s.start_ns > cur_end:
+            busy += cur_end - cur_start
+            cur_start, cur_end = s.start_ns, s.end_ns
+        else:
+            cur_end = max(cur_end, s.end_ns)
+    busy += cur_end - cur_start
+    return DeviceBlock(runs, total / 1e6 / runs, busy / 1e6 / runs, len(spans) / runs, Counter(s.name for s in spans))
+
+
+class DeviceTracer(Protocol):
+    """Traces the kernels of ``runs`` calls of ``run`` (one model run each) and returns a
+    :class:`DeviceBlock`; raises :class:`DeviceTimeUnavailable` when it cannot."""
+
+    source: str
+
+    def trace(self, run: Callable[[], object], runs: int) -> DeviceBlock: ...
+
+
+def load_cupti() -> ModuleType:
+    """The ``cupti.cupti`` bindings module. Raises :class:`DeviceTimeUnavailable` naming the package."""
+    try:
+        from cupti import cupti
+    except ImportError as exc:
+        raise DeviceTimeUnavailable(f"device time on NVIDIA GPUs needs cupti-python: {CUPTI_INSTALL_HINT}"
+                                    f" ({exc})") from exc
+    return cupti
+
+
+class Collector:
+    """Receives CUPTI's completed activity buffers. CUPTI takes one pair of buffer callbacks per
+    process, so there is one collector per process (:func:`collector`), shared with the kernel
+    pass (:mod:`pytest_aaco.passes.cupti`)."""
+
+    def __init__(self, cupti: ModuleType) -> None:
+        self.kernel_kind = int(cupti.ActivityKind.CONCURRENT_KERNEL)
+        self.records: list[tuple[str, int, int, str, str]] = []
+        self.lock = threading.Lock()
+
+    def requested(self) -> tuple[int, int]:
+        return BUFFER_BYTES, 0
+
+    def completed(self, activities: list[Any]) -> None:
+        found = [(str(a.name), int(a.start), int(a.end), str(getattr(a, "device_id", 0)),
+                  str(getattr(a, "stream_id", 0)))
+                 for a in activities if int(a.kind) == self.kernel_kind]
+        with self.lock:
+            self.records.extend(found)
+
+    def take(self) -> list[tuple[str, int, int, str, str]]:
+        """The records so far, as ``(name, start_ns, end_ns, device, stream)``; empties the list."""
+        with self.lock:
+            records, self.records = self.records, []
+        return records
+
+
+_COLLECTORS: dict[int, Collector] = {}
+
+
+def collector(cupti: ModuleType) -> Collector:
+    """This process's :class:`Collector`, registered with CUPTI on first use."""
+    found = _COLLECTORS.get(id(cupti))
+    if found is None:
+        found = Collector(cupti)
+        cupti.activity_register_callbacks(found.requested, found.completed)
+        _COLLECTORS[id(cupti)] = found
+    return found
+
+
+def traced_spans(cupti: ModuleType, run: Callable[[], object],
+                 runs: int) -> tuple[list[tuple[str, int, int, str, str]], int]:
+    """Run *run* *runs* times with CUPTI's kernel activity on; ``(records, wall ns)`` of that window,
+    on CUPTI's clock. Raises :class:`DeviceTimeUnavailable` when CUPTI refuses (a driver too old for
+    the package, or profiling not permitted: ``NVreg_RestrictProfilingToAdminUsers``)."""
+    kind = cupti.ActivityKind.CONCURRENT_KERNEL
+    try:
+        col = collector(cupti)
+        col.take()  # drop what an earlier, interrupted trace left
+        cupti.activity_enable(kind)
+    except Exception as exc:  # noqa: BLE001 - cupti.cuptiError and friends
+        raise DeviceTimeUnavailable(f"CUPTI refused to trace kernels: {exc}") from exc
+    try:
+        start = int(cupti.get_timestamp())
+        for _ in range(runs):
+            run()
+        end = int(cupti.get_timestamp())
+    finally:
+        try:
+            cupti.activity_flush_all(1)
+        finally:
+            cupti.activity_disable(kind)
+    return [r for r in col.take() if start <= r[1] <= end], max(end - start, 1)
+
+
+class CuptiTracer:
+    """Device time on NVIDIA GPUs through CUPTI. *cupti*: the bindings (default :func:`load_cupti`)."""
+
+    source = "cupti"
+
+    def __init__(self, cupti: ModuleType | None = None) -> None:
+        self.cupti = cupti if cupti is not None else load_cupti()
+
+    def trace(self, run: Callable[[], object], runs: int = DEVICE_RUNS) -> DeviceBlock:
+        records, _ = traced_spans(self.cupti, run, runs)
+        if not records:
+            raise DeviceTimeUnavailable(f"CUPTI recorded no GPU kernel in {runs} runs: the session does not run on"
+                                        " a CUDA device, or CUPTI could not attach to its context")
+        return block_of((KernelSpan(r[0], r[1], r[2]) for r in records), runs)
+
+
+def tracer_for(provider: str, mode: str) -> tuple[DeviceTracer | None, str | None]:
+    """The tracer for the EP *provider* (short name) under ``--aaco-device-time`` *mode*
+    (``auto``/``on``/``off``): ``(tracer, None)``, or ``(None, why not)``; the reason is None
+    where device time does not apply (the CPU, or ``off``). With ``on``, a missing tracer is an
+    error: raises :class:`DeviceTimeUnavailable`."""
+    if mode == "off":
+        return None, None
+    if provider not in CUPTI_PROVIDERS:
+        if mode == "on" and provider != "cpu":
+            raise DeviceTimeUnavailable(f"--aaco-device-time=on: no in-process kernel tracer for the {provider} EP;"
+                                        " gated on wall time")
+        return None, (None if provider == "cpu" else f"device time: no in-process kernel tracer for {provider}")
+    try:
+        return CuptiTracer(), None
+    except DeviceTimeUnavailable as exc:
+        if mode == "on":
+            raise
+        return None, f"{exc}; gated on wall time only"
+
+
+@dataclass
+class TracedSide:
+    """A side whose every wall-time block is followed by one traced block of :data:`DEVICE_RUNS`
+    runs, so each cycle carries one device-time figure per side. *inner* needs a ``run`` callable
+    (an in-process side); its blocks are returned unchanged."""
+
+    inner: Any
+    tracer: DeviceTracer
+    runs: int = DEVICE_RUNS
+    blocks: list[DeviceBlock] = field(default_factory=list)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or str(self.inner.name)
+
+    def block(self, iterations: int) -> Any:
+        latencies = self.inner.block(iterations)
+        self.blocks.append(self.tracer.trace(self.inner.run, self.runs))
+        return latencies

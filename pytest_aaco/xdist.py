@@ -1,0 +1,120 @@
+"""pytest-xdist plumbing of pytest-aaco, as a plugin object of its own (as pytest-xdist keeps its
+reporters apart from its scheduler).
+
+The controller ships the session bundle's folder to each worker (``workerinput``); a worker
+attaches each item's record to the item's teardown report, and at its end sends its records and
+its LOND state (``workeroutput``). The controller keeps each record once, and sums the workers'
+LOND states. Registered as ``aaco-xdist`` next to the session object (:mod:`pytest_aaco.session`),
+which it reaches only through the two callables it is given, so it imports nothing above the
+records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_aaco.jsonio import dumps, loads_records
+from pytest_aaco.records import ItemRecord
+
+#: name under which this object is registered with pytest's plugin manager
+XDIST_PLUGIN_NAME = "aaco-xdist"
+#: key of the JSON list of item records a pytest-xdist worker sends to the controller (``workeroutput``)
+WORKER_RECORDS = "aaco_records"
+#: key of the controller's bundle folder in a pytest-xdist worker's ``workerinput``
+WORKER_BUNDLE = "aaco_bundle"
+#: key of a pytest-xdist worker's LOND state (``LondFdr.to_dict()``) in its ``workeroutput``
+WORKER_LOND = "aaco_lond"
+
+
+def is_worker(pytest_config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist worker."""
+    return hasattr(pytest_config, "workerinput")
+
+
+def shared_bundle(pytest_config: pytest.Config) -> str | None:
+    """On a worker, the folder of the controller's session bundle (None elsewhere)."""
+    return getattr(pytest_config, "workerinput", {}).get(WORKER_BUNDLE)
+
+
+def attach_record(report: pytest.TestReport, record: ItemRecord) -> None:
+    """Worker: the record travels with the item's last report, so the controller has every finished
+    item even when this worker crashes later (its ``workeroutput`` would never arrive)."""
+    report.aaco_record = dumps(record.to_dict())  # type: ignore[attr-defined]
+
+
+def merge_lond(states: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One LOND state from the controller's own and the workers' (``LondFdr.to_dict()`` each):
+    each worker tests at ``q (D_worker + 1) / m`` with the session's ``m`` and its own
+    ``D_worker <= D``, never above one LOND over the session. None when no item was gated."""
+    if not states:
+        return None
+    if len(states) == 1:
+        return states[0]
+    return {"method": "LOND", "alpha": states[0]["alpha"], "m": max(s["m"] for s in states),
+            "tests": sum(s["tests"] for s in states), "discoveries": sum(s["discoveries"] for s in states),
+            "workers": len(states)}
+
+
+class XdistBridge:
+    """The controller's and the workers' xdist hooks.
+
+    *records* is the session's list of item records (the controller appends the workers' to it);
+    *bundle_folder* returns the session bundle's folder, opening the bundle first if needed (None
+    when bundles are off).
+    """
+
+    def __init__(self, pytest_config: pytest.Config, records: list[ItemRecord],
+                 bundle_folder: Callable[[], str | None]) -> None:
+        self.pytest_config = pytest_config
+        self.records = records
+        self.bundle_folder = bundle_folder
+        #: node ids whose records a worker already sent (controller)
+        self.shipped: set[str] = set()
+        #: the workers' LOND states (controller)
+        self.worker_londs: list[dict[str, Any]] = []
+
+    @property
+    def is_worker(self) -> bool:
+        return is_worker(self.pytest_config)
+
+    def ship(self, records: list[ItemRecord], lond_state: dict[str, Any] | None) -> None:
+        """Worker, at its end: send the records and LOND's state to the controller."""
+        output = self.pytest_config.workeroutput  # type: ignore[attr-defined]
+        output[WORKER_RECORDS] = dumps([r.to_dict() for r in records])
+        output[WORKER_LOND] = lond_state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Controller: keep the record a worker attached to an item's teardown report."""
+        raw = getattr(report, "aaco_record", None)
+        if self.is_worker or not isinstance(raw, str):
+            return
+        try:
+            record = ItemRecord.from_dict(json.loads(raw))
+        except (ValueError, TypeError):  # not ours after all: leave the report alone
+            return
+        if record.nodeid not in self.shipped:
+            self.shipped.add(record.nodeid)
+            self.records.append(record)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """Controller: one bundle for the whole session; workers write their items into it."""
+        folder = self.bundle_folder()
+        if folder is not None:
+            node.workerinput[WORKER_BUNDLE] = folder
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller: collect a worker's records, so the summary and reports cover every item."""
+        output = getattr(node, "workeroutput", {})
+        raw = output.get(WORKER_RECORDS)
+        if raw:  # records without a teardown report (none so far); the rest came with the reports
+            fresh = [ItemRecord.from_dict(d) for d in loads_records(raw)]
+            self.records.extend(r for r in fresh if r.nodeid not in self.shipped)
+            self.shipped.update(r.nodeid for r in fresh)
+        if isinstance(output.get(WORKER_LOND), dict):
+            self.worker_londs.append(output[WORKER_LOND])

@@ -1,0 +1,186 @@
+"""Device time side by side: traced blocks next to the wall-time blocks, the paired test on their
+per-cycle ratios, the message that leads with the metric that failed; and the tracer's sums.
+
+The tracer here is a fake with the documented shape (kernel spans per run); the real one, CUPTI,
+runs on NVIDIA GPUs only (docs/gpu.md has the H100 figures).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from pytest_aaco.measure import device_time
+from pytest_aaco.measure.device_time import DeviceBlock, KernelSpan, TracedSide, block_of, tracer_for
+from pytest_aaco.sidebyside.cycles import CompareSettings, OpenedSide, to_verdict
+from pytest_aaco.sidebyside.cycles import compare_sides as compare
+
+
+def test_block_of_sums_kernel_time_unions_busy_time_and_counts_kernels():
+    spans = [KernelSpan("a", 0, 100), KernelSpan("b", 50, 150), KernelSpan("a", 300, 400)]
+    block = block_of(spans, runs=2)
+    assert block.kernel_ms == pytest.approx((100 + 100 + 100) / 1e6 / 2)
+    assert block.busy_ms == pytest.approx((150 + 100) / 1e6 / 2)  # a and b overlap for 50 ns
+    assert block.kernels == 1.5 and block.names == Counter({"a": 2, "b": 1})
+    with pytest.raises(ValueError, match="no kernel"):
+        block_of([], 1)
+    with pytest.raises(ValueError, match="runs must be"):
+        block_of(spans, 0)
+
+
+@dataclass
+class FakeRun:
+    """One model run on a fake GPU: its kernel time (ms), kernel names and wall noise."""
+
+    device_ms: float
+    names: list[str]
+    calls: int = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+
+
+class FakeTracer:
+    """Kernel time ``device_ms * exp(N(0, sd))`` per traced block, the run's kernel names per run."""
+
+    source = "fake"
+
+    def __init__(self, sd: float = 0.001, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.sd = sd
+        self.blocks = 0
+
+    def trace(self, run: FakeRun, runs: int) -> DeviceBlock:
+        for _ in range(runs):
+            run()
+        self.blocks += 1
+        ms = run.device_ms * float(np.exp(self.rng.normal(0, self.sd)))
+        return DeviceBlock(runs, ms, ms * 0.9, float(len(run.names)), Counter(run.names * runs))
+
+
+@dataclass
+class GpuSide:
+    """A side whose wall time is pure host noise (launch-bound) and whose device time is fixed."""
+
+    name: str
+    run: FakeRun
+    wall_ms: float
+    rng: np.random.Generator
+
+    def block(self, iterations: int) -> np.ndarray:
+        return (self.wall_ms * np.exp(self.rng.normal(0, 0.15, iterations)) * 1e6).astype(np.int64)
+
+
+@dataclass
+class GpuFactory:
+    device_ms: float
+    names: list[str]
+    seed: int = 0
+    opened: int = 0
+    runs: list[FakeRun] = field(default_factory=list)
+
+    def open(self, name: str) -> OpenedSide:
+        self.opened += 1
+        run = FakeRun(self.device_ms, self.names)
+        self.runs.append(run)
+        side = GpuSide(name, run, 1.5, np.random.default_rng(self.seed + self.opened))
+        return OpenedSide(side, 1.5, 100.0, 5.0, 2.0, {"ort_version": "x"})
+
+
+RESNET = ["conv"] * 200 + ["relu"] * 19  # 219 kernels per run
+SETTINGS = CompareSettings(block_s=0.0, discard=1, budget_s=60.0)
+
+
+def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise():
+    a, b = GpuFactory(0.818, RESNET), GpuFactory(0.818, RESNET, seed=50)
+    tracer = FakeTracer()
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=tracer)
+    assert result.device_outcome == "no-regression" and result.failed_metrics == []
+    verdict = to_verdict(result, "resnet50[cuda]")
+    assert not verdict.fails
+    assert "device time +0.0% [" in verdict.message or "device time -0.0% [" in verdict.message
+    assert "kernels per run 219 -> 219" in verdict.message and "wall time " in verdict.message
+    # one traced block per wall-time block of each side, and the traced runs are the model's own
+    assert tracer.blocks == 2 * result.measurement.cycles
+    assert all(run.calls > 0 for run in a.runs + b.runs)
+    dev = verdict.side_by_side["device_time"]
+    assert dev["kernels"] == {"baseline": 219.0, "candidate": 219.0} and len(dev["per_cycle"]) == 2
+
+
+def test_a_six_percent_kernel_time_growth_fails_on_device_time_and_leads_the_message():
+    a = GpuFactory(0.818, RESNET)
+    b = GpuFactory(0.818 * 1.065, RESNET + ["conv3x3"] * 8, seed=50)  # k4: 227 kernels
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
+    assert result.device_outcome == "regression" and result.confirmed is True
+    assert result.failed_metrics == ["device time"]
+    verdict = to_verdict(result, "resnet50[cuda]")
+    assert verdict.fails and verdict.outcome == "regression"
+    assert verdict.message.startswith("REGRESSION resnet50[cuda]: device time +6.")
+    assert "kernels per run 219 -> 227" in verdict.message and "added conv3x3 x8" in verdict.message
+    assert "; wall time " in verdict.message
+
+
+def test_a_kernel_count_change_alone_is_information_not_a_failure():
+    a = GpuFactory(0.818, RESNET)
+    b = GpuFactory(0.818, RESNET[:-4] + ["fused"] * 4, seed=50)  # same time, other kernels
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
+    verdict = to_verdict(result, "m[cuda]")
+    assert not verdict.fails and "added fused x4" in verdict.message and "removed relu x4" in verdict.message
+
+
+def test_a_side_without_a_run_callable_is_not_traced():
+    class WorkerLike(GpuFactory):
+        def open(self, name: str) -> OpenedSide:
+            opened = super().open(name)
+            side = opened.runner
+
+            class NoRun:  # a side in another interpreter: blocks only
+                def __init__(self) -> None:
+                    self.name = side.name
+
+                def block(self, n: int) -> np.ndarray:
+                    return side.block(n)
+
+            return OpenedSide(NoRun(), 1.5, 100.0, 5.0, 2.0, {})
+
+    result = compare(WorkerLike(0.8, RESNET), GpuFactory(0.8, RESNET), SETTINGS, alpha=0.05, baseline_label="x",
+                     device=True, tracer=FakeTracer())
+    assert result.measurement.device is None and result.device_outcome is None
+    assert "device time" not in to_verdict(result, "m[cuda]").message
+
+
+def test_tracer_for_names_the_package_or_stays_quiet_on_the_cpu(monkeypatch):
+    assert tracer_for("cpu", "auto") == (None, None)
+    assert tracer_for("cuda", "off") == (None, None)
+
+    def missing():
+        raise device_time.DeviceTimeUnavailable("device time on NVIDIA GPUs needs cupti-python:"
+                                                f" {device_time.CUPTI_INSTALL_HINT}")
+
+    monkeypatch.setattr(device_time, "load_cupti", missing)
+    tracer, why = tracer_for("cuda", "auto")
+    assert tracer is None and "pytest-aaco[cuda]" in why and "gated on wall time only" in why
+    with pytest.raises(device_time.DeviceTimeUnavailable, match=r"pytest-aaco\[cuda\]"):
+        tracer_for("cuda", "on")
+    tracer, why = tracer_for("migraphx", "auto")
+    assert tracer is None and "migraphx" in why
+
+
+def test_traced_side_keeps_the_wall_time_block_and_adds_one_traced_block():
+    run = FakeRun(1.0, ["k"])
+    inner = GpuSide("candidate", run, 1.0, np.random.default_rng(0))
+    side = TracedSide(inner, FakeTracer(), runs=3)
+    lat = side.block(5)
+    assert lat.shape == (5,) and side.name == "candidate" and len(side.blocks) == 1 and run.calls == 3
+
+
+def test_the_option_parses_and_refuses_other_modes(pytester):
+    pytester.makepyfile(test_a="def test_a(): pass")
+    result = pytester.runpytest("--aaco-device-time=maybe")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--aaco-device-time*auto, on, off*"])
+    assert pytester.runpytest("--aaco-device-time=off").ret == 0
+    assert pytester.runpytest("-o", "aaco_device_time=on").ret == 0
