@@ -8,6 +8,7 @@ under xdist); the telemetry samplers; and a fresh-session re-measurement for the
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -273,10 +274,6 @@ def smoke_run(handle: SessionHandle, feeds: dict[str, np.ndarray], model: str) -
     Returns a result of one round of that one run (timed, never gated). Raises SessionError
     when the run fails or an output holds NaN or infinity.
     """
-    import time
-
-    from pytest_aaco.measure.inference import SessionError
-
     start = time.perf_counter_ns()
     try:
         outputs = handle.session.run(None, feeds)
