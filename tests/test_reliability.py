@@ -373,7 +373,7 @@ def test_an_os_error_mid_measurement_is_an_error_row(aaco_project) -> None:
 
 READ_ONLY_BASELINES = """
 from pytest_aaco.history import store as baseline
-def refuse(path, data):
+def refuse(path, data, strict=False):
     raise PermissionError(13, "Permission denied", str(path))
 
 
