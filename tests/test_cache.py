@@ -58,3 +58,17 @@ def test_run_passes_with_an_unwritable_cache(aaco_project, monkeypatch, unwritab
     assert out.count("AacoCacheWarning") == 1
     result.stdout.fnmatch_lines([f"*model cache folder {folder} cannot be written*{setting}*"])
     assert not modelgen._FALLBACKS  # removed at the session's end
+
+
+def test_a_cache_that_cannot_be_written_at_all_is_not_blamed_on_the_session(aaco_project, monkeypatch, unwritable):
+    # even the temporary folder fails: the error names the cache, not the InferenceSession
+    monkeypatch.setenv("AACO_CACHE_DIR", str(unwritable))
+    monkeypatch.setattr(modelgen, "cache_dir", lambda: unwritable)
+    monkeypatch.setattr("pytest_aaco.measure.reference_workload.cache_dir", lambda: unwritable)
+    aaco_project.registry()
+    aaco_project.tests()
+    result = aaco_project.run("--aaco-reference=mix")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "InferenceSession" not in out
+    result.stdout.fnmatch_lines(["*could not write a generated model to the model cache*AACO_CACHE_DIR*"])

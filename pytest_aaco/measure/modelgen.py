@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -94,17 +95,25 @@ def cache_key(kind: str, params: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+class CacheError(OSError):
+    """A generated model could not be written to the model cache (an OSError, so its path and reason
+    are kept); reported as a cache error, never as the InferenceSession's."""
+
+
 def save_model_atomic(model: Any, path: Path) -> Path:
-    """Save an ``onnx.ModelProto`` through a temporary file and a rename."""
+    """Save an ``onnx.ModelProto`` through a temporary file and a rename. Raises :class:`CacheError`."""
     import onnx
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         onnx.save_model(model, str(tmp))
         os.replace(tmp, path)
+    except OSError as exc:
+        raise CacheError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # also when the folder itself could not be made
+            tmp.unlink(missing_ok=True)
     return path
 
 
