@@ -27,6 +27,7 @@ from pytest_aaco.benchmark import (
 from pytest_aaco.config import AacoConfig, add_options
 from pytest_aaco.measure.inference import SessionError, SessionHandle, check_placement
 from pytest_aaco.measure.inputs import InputError
+from pytest_aaco.measure.modelgen import CacheError
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, RegistryError
 from pytest_aaco.measure.results import BenchmarkResult
@@ -189,7 +190,9 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
         crash = exc
     if crash is not None:
-        _crash(request, aaco_model, provider, crash, "build the InferenceSession")
+        doing = ("write a generated model to the model cache (set AACO_CACHE_DIR to a writable folder)"
+                 if isinstance(crash, CacheError) else "build the InferenceSession")
+        _crash(request, aaco_model, provider, crash, doing)
     _fail(request, aaco_model, provider, problem)  # outside except: no chained trace
 
 

@@ -112,6 +112,8 @@ class Verdict:
     reference: dict[str, Any] | None = None
     #: fingerprint fields that differ and are versions only (compared raw, with the change named)
     version_change: list[str] = field(default_factory=list)
+    #: machine keys of other runners that have a baseline for the item, when this runner has none
+    other_runners: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -145,7 +147,7 @@ class Verdict:
         kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE)
         kwargs.setdefault("label", "")
         kwargs.setdefault("threshold", 0.0)
-        for name in ("fingerprint_diff", "memory", "unstable", "notes", "version_change"):
+        for name in ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners"):
             kwargs[name] = list(kwargs.get(name) or [])
         return cls(**kwargs)
 

@@ -43,6 +43,7 @@ from pytest_aaco.measure.inference import (
     resolve_iobinding,
     set_ort_log_level,
 )
+from pytest_aaco.measure.modelgen import drop_fallback_caches
 from pytest_aaco.measure.placement import Placement, placement_report
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
@@ -400,6 +401,7 @@ class AacoSession:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session
+        drop_fallback_caches()  # a temporary model cache (unwritable cache folder) goes with it
         if self.is_worker:  # the controller writes the reports; ship the records and LOND's state to it
             self.xdist.ship(self.records, self.lond_state)
             return

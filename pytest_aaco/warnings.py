@@ -37,3 +37,7 @@ class AacoLockWarning(AacoWarning):
 
 class AacoReportWarning(AacoWarning):
     """A report or the session bundle could not be written; the benchmarks and the other reports went on."""
+
+
+class AacoCacheWarning(AacoWarning):
+    """The model cache folder cannot be written; generated models went to a temporary folder instead."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -430,3 +431,26 @@ def test_result_figures():
     assert data["summary"]["warmup_iterations"] == 3 and data["summary"]["rounds"] == 2
     assert "latencies_ms" not in r.to_dict(raw=False)
     json.loads(dumps(data))  # strict JSON
+
+
+def test_other_runners_baseline_is_named_in_the_terminal(aaco_project):
+    # issue 22: "other runners have a baseline" was only in the session bundle
+    aaco_project.registry()
+    aaco_project.tests()
+    assert aaco_project.run("--aaco-save-baseline", "--aaco-reference=none").ret == 0
+    root = aaco_project.pytester.path / "baselines"
+    (mine,) = [p for p in root.iterdir() if p.is_dir()]
+    nodeid = "test_perf.py::test_latency[tiny-cpu]"
+    other = baseline_path(root, "runner-b", nodeid)  # the file name hashes the runner key too
+    other.parent.mkdir()
+    baseline_path(root, mine.name, nodeid).rename(other)
+    shutil.rmtree(mine)
+    result = aaco_project.run("--aaco-reference=none")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "tiny*cpu*no-baseline*",
+        "no baseline on this runner, but other runners have one, for 1 item(s): tiny[[]cpu[]] (runner-b).*",
+    ])
+    shutil.rmtree(root / "runner-b")
+    plain = aaco_project.run("--aaco-reference=none")
+    assert "other runners have one" not in plain.stdout.str()

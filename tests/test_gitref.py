@@ -115,6 +115,23 @@ def test_bad_ref_names_the_option_and_the_fix(repo: Path, tmp_path: Path) -> Non
         resolve_ref("HEAD", outside)
 
 
+def test_shallow_clone_says_so_and_how_to_deepen(tmp_path: Path, git: Any) -> None:
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q")
+    for n in (1, 2):
+        (origin / "f.txt").write_text(str(n), encoding="utf-8")
+        git(origin, "add", "f.txt")
+        git(origin, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"c{n}")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{origin}", str(clone))
+    with pytest.raises(GitRefError, match=r"--aaco-compare=HEAD~1: no such commit.*shallow clone.*"
+                                          r"git fetch --deepen=N.*fetch-depth: 0") as caught:
+        resolve_ref("HEAD~1", clone)
+    assert "git fetch origin" not in str(caught.value)
+    assert resolve_ref("HEAD~1", origin).commit  # the full repository has it
+
+
 def test_large_model_is_streamed_to_disk(repo: Path, git: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # a model bigger than what git would hand over in one read; the copy must match byte for byte
     big = (zoo_dir() / "light_squeezenet.onnx").read_bytes()

@@ -360,6 +360,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     if baseline is None:
         hint = f" (other runners have one: {', '.join(other_runners)})" if other_runners else ""
         return finish(Verdict(NO_BASELINE, label, t, current_mean_ms=result.mean_ms,
+                              other_runners=list(other_runners or []),
                               reason=f"no baseline for {label}{hint}; record one with --aaco-save-baseline"), settings)
     versions = fingerprint.version_only(baseline.fingerprint)
     if not fingerprint.matches(baseline.fingerprint) and not versions:

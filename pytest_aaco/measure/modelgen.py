@@ -13,9 +13,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONValue
+from pytest_aaco.warnings import AacoCacheWarning
 
 if TYPE_CHECKING:
     import onnx
@@ -30,16 +35,62 @@ if TYPE_CHECKING:
 OPSET = 17
 
 
-def cache_dir() -> Path:
-    """Where generated models are cached, outside git.
+#: configured cache folder that could not be written -> the temporary folder used instead, this session
+_FALLBACKS: dict[str, Path] = {}
 
-    ``$AACO_CACHE_DIR``, else ``$XDG_CACHE_HOME/pytest-aaco``, else ``~/.cache/pytest-aaco``.
-    """
+
+def configured_cache_dir() -> tuple[Path, str]:
+    """The configured cache folder and the setting it came from: ``$AACO_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/pytest-aaco``, else ``~/.cache/pytest-aaco``."""
     explicit = os.environ.get("AACO_CACHE_DIR")
     if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-aaco"
+        return Path(explicit), "AACO_CACHE_DIR"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "pytest-aaco", "XDG_CACHE_HOME"
+    return Path.home() / ".cache" / "pytest-aaco", "HOME (no AACO_CACHE_DIR or XDG_CACHE_HOME set)"
+
+
+def _writable(folder: Path) -> OSError | None:
+    """None when files can be created in *folder* (made if missing), else the error that said no."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".aaco-probe-"):
+            pass
+    except OSError as exc:
+        return exc
+    return None
+
+
+def cache_dir() -> Path:
+    """Where generated models are cached, outside git (:func:`configured_cache_dir`).
+
+    A folder that cannot be written (a read-only HOME) is replaced by one temporary folder for the
+    rest of the session, with one :class:`~pytest_aaco.warnings.AacoCacheWarning` naming the folder
+    and the setting to change; :func:`drop_fallback_caches` removes it at the session's end.
+    """
+    folder, setting = configured_cache_dir()
+    key = str(folder)
+    if key in _FALLBACKS:
+        return _FALLBACKS[key]
+    problem = _writable(folder)
+    if problem is None:
+        return folder
+    fallback = Path(tempfile.mkdtemp(prefix="aaco-cache-"))
+    _FALLBACKS[key] = fallback
+    reason = problem.strerror or type(problem).__name__
+    warnings.warn(AacoCacheWarning(
+        f"the model cache folder {folder} cannot be written ({reason}); generated models go to {fallback}"
+        f" for this session and are built again next time. Set AACO_CACHE_DIR (or XDG_CACHE_HOME) to a"
+        f" writable folder (the folder came from {setting})"), stacklevel=2)
+    return fallback
+
+
+def drop_fallback_caches() -> None:
+    """Remove the temporary cache folders :func:`cache_dir` made this session (the next warns again)."""
+    for fallback in _FALLBACKS.values():
+        shutil.rmtree(fallback, ignore_errors=True)
+    _FALLBACKS.clear()
 
 
 def cache_key(kind: str, params: Mapping[str, JSONValue]) -> str:
@@ -48,17 +99,25 @@ def cache_key(kind: str, params: Mapping[str, JSONValue]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+class CacheError(OSError):
+    """A generated model could not be written to the model cache (an OSError, so its path and reason
+    are kept); reported as a cache error, never as the InferenceSession's."""
+
+
 def save_model_atomic(model: onnx.ModelProto, path: Path) -> Path:
-    """Save an ``onnx.ModelProto`` through a temporary file and a rename."""
+    """Save an ``onnx.ModelProto`` through a temporary file and a rename. Raises :class:`CacheError`."""
     import onnx
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         onnx.save_model(model, str(tmp))
         os.replace(tmp, path)
+    except OSError as exc:
+        raise CacheError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # also when the folder itself could not be made
+            tmp.unlink(missing_ok=True)
     return path
 
 

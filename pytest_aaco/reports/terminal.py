@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import ItemRecord
+from pytest_aaco.records import ItemRecord, Outcome
 from pytest_aaco.reports import ReportContext
 
 if TYPE_CHECKING:
@@ -94,6 +94,17 @@ def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
     return lines
 
 
+def other_runners_line(records: Sequence[ItemRecord]) -> str | None:
+    """One line naming the items without a baseline on this runner that other runners have one for
+    (a runner key that changed, or baselines recorded elsewhere), None when there are none."""
+    found = [f"{r.label} ({', '.join(r.verdict.other_runners)})" for r in records
+             if r.verdict is not None and r.verdict.outcome == Outcome.NO_BASELINE and r.verdict.other_runners]
+    if not found:
+        return None
+    return (f"no baseline on this runner, but other runners have one, for {len(found)} item(s): {'; '.join(found)}."
+            " Baselines are kept per machine (CPU model, cores, GPU): record this one's with --aaco-save-baseline")
+
+
 def lond_line(summary_fdr: JSONDict | None) -> str | None:
     """``false-alarm control: LOND at FDR 0.05 over 3 benchmark items; 2 gated, 1 regression(s)``."""
     if not summary_fdr:
@@ -112,6 +123,9 @@ def write_summary(terminalreporter: pytest.TerminalReporter, records: Sequence[I
     if lond:
         lines.append(lond)
     lines += detail_lines(records)
+    others = other_runners_line(records)
+    if others:
+        lines.append(others)
     if context.bundle_path is not None:
         lines.append(f"session bundle: {context.bundle_path}")
     for line in lines:

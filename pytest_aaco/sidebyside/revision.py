@@ -64,7 +64,8 @@ def resolve_ref(ref: str, where: Path) -> GitRef:
     """Resolve *ref* (``origin/main``, a SHA, ``HEAD~1``) in the repository holding *where*.
 
     Raises :class:`GitRefError` when *where* is not in a git repository, or when *ref* is not a
-    commit there (the message says to fetch it: a shallow CI checkout lacks the base branch).
+    commit there (the message says to fetch it: a CI checkout lacks the base branch; or, in a shallow
+    clone, to deepen it: ``HEAD~1`` of a depth-1 clone is cut off, and a plain fetch does not bring it).
     """
     top = _git(where, "rev-parse", "--show-toplevel")
     if top.returncode:
@@ -73,6 +74,12 @@ def resolve_ref(ref: str, where: Path) -> GitRef:
     repo = Path(top.stdout.strip())
     found = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if found.returncode or not found.stdout.strip():
+        shallow = _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+        if shallow:  # HEAD~1 of a depth-1 clone: fetching the branch again would not bring the history
+            raise GitRefError(f"{OPTION}={ref}: no such commit in {repo}, which is a shallow clone (its history"
+                              " is cut off). Deepen it first (git fetch --deepen=N, N the commits to go back,"
+                              " or git fetch --unshallow; in GitHub Actions use actions/checkout with"
+                              " fetch-depth: 0), or pass a commit SHA that the clone holds")
         raise GitRefError(f"{OPTION}={ref}: no such commit in {repo}. Fetch it first (git fetch origin"
                           f" {ref.split('/')[-1]}; in GitHub Actions use actions/checkout with fetch-depth: 0),"
                           " or pass a commit SHA")
