@@ -508,9 +508,7 @@ class SideBySide:
         if dev.outcome == REGRESSION and self.first is not None:
             first = self.first.device
             return dev.outcome if first is not None and first.outcome == REGRESSION else str(INCONCLUSIVE)
-        if dev.outcome == REGRESSION and self.first is None and self.confirmed is None and self.outcome != REGRESSION:
-            return dev.outcome  # not confirmed (confirmation off)
-        return dev.outcome
+        return dev.outcome  # with confirmation off, the first look decides (as for wall time)
 
     @property
     def failed_metrics(self) -> list[str]:
