@@ -70,23 +70,32 @@ class DeviceBlock:
         return {"runs": self.runs, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels}
 
 
+def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    """Length (ns) of the union of ``[start, end)`` intervals: the time at least one kernel ran.
+    Empty and inverted intervals count nothing."""
+    total, current_start, current_end = 0, None, None
+    for start, end in sorted((s, e) for s, e in intervals if e > s):
+        if current_end is None or start > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
+
+
 def block_of(spans: Iterable[KernelSpan], runs: int) -> DeviceBlock:
     """A :class:`DeviceBlock` from the kernels of *runs* runs (shape: any number of spans).
     Raises ValueError for ``runs < 1`` or no kernel at all."""
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
-    spans = sorted(spans, key=lambda s: s.start_ns)
+    spans = list(spans)
     if not spans:
         raise ValueError("no kernel was recorded")
     total = sum(max(s.end_ns - s.start_ns, 0) for s in spans)
-    busy, cur_start, cur_end = 0, spans[0].start_ns, spans[0].end_ns
-    for s in spans[1:]:
-        if s.start_ns > cur_end:
-            busy += cur_end - cur_start
-            cur_start, cur_end = s.start_ns, s.end_ns
-        else:
-            cur_end = max(cur_end, s.end_ns)
-    busy += cur_end - cur_start
+    busy = union_ns((s.start_ns, s.end_ns) for s in spans)
     return DeviceBlock(runs, total / 1e6 / runs, busy / 1e6 / runs, len(spans) / runs, Counter(s.name for s in spans))
 
 

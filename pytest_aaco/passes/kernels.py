@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.device_time import union_ns
 
 #: kernels shorter than this (µs) are microkernels
 MICROKERNEL_US = 10.0
@@ -51,18 +52,9 @@ class KernelRecord:
 
 
 def busy_ns(records: Iterable[KernelRecord]) -> int:
-    """Length (ns) of the union of the records' ``[start, end)`` intervals: time at least one kernel ran."""
-    total, current_start, current_end = 0, None, None
-    for start, end in sorted((r.start_ns, r.end_ns) for r in records if r.end_ns > r.start_ns):
-        if current_end is None or start > current_end:
-            if current_end is not None and current_start is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None and current_start is not None:
-        total += current_end - current_start
-    return total
+    """Length (ns) of the union of the records' ``[start, end)`` intervals: time at least one kernel ran
+    (:func:`pytest_aaco.measure.device_time.union_ns`)."""
+    return union_ns((r.start_ns, r.end_ns) for r in records)
 
 
 def after_last_gap(records: list[KernelRecord], gap_ns: int) -> list[KernelRecord]:
