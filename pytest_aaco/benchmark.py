@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from pytest_aaco.passes.coldstart import SideBySideColdStart
 from pytest_aaco.records import Verdict
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
+from pytest_aaco.samplers.gpus import gpu_lock_name
 from pytest_aaco.warnings import AacoProviderWarning
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
@@ -141,6 +143,13 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
     return settings, float(pick("threshold", config.threshold)), gate_p99
 
 
+def device_lock(provider: ProviderSpec, device_id: int, label: str) -> AbstractContextManager[bool]:
+    """The device lock of EP *provider*'s device *device_id* (:func:`pytest_aaco.measure.devicelock.hold_device`),
+    keyed by its physical GPU (:func:`pytest_aaco.samplers.gpus.gpu_lock_name`) on GPU EPs."""
+    name = gpu_lock_name(provider.short, device_id) if provider.is_gpu else None
+    return hold_device(provider.is_gpu, device_id, label, name)
+
+
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
     """:func:`~pytest_aaco.measure.inference.build_session`, recording the RSS the session added (MB) and
     starting the probe of its own device memory (:class:`~pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`)."""
@@ -212,7 +221,7 @@ class BenchmarkRun:
 
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult:
         """Measure on *handle* under the device lock, with telemetry during the measured rounds."""
-        with hold_device(self.provider.is_gpu, self.config.device_id, f"{self.model.name}[{self.provider.short}]"):
+        with device_lock(self.provider, self.config.device_id, f"{self.model.name}[{self.provider.short}]"):
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
                                    telemetry=self._telemetry(), reference=self.reference)

@@ -20,6 +20,7 @@ from pytest_aaco import options as opts
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, check_options, parse_provider_list
 from pytest_aaco.options import COLD_SESSIONS, OPTIONS, GateSettings, OptionDef, setting
+from pytest_aaco.samplers.gpus import count_problem, visible_gpus
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -177,7 +178,10 @@ class AacoConfig(GateSettings):
     rounds: int | None = setting("rounds")
     fdr: float = setting("fdr")
     confirm: bool = setting("confirm")
-    device_id: int = setting("device-id")
+    #: ``--aaco-device-id`` as given: the ids, or None for ``all`` (resolved in :meth:`from_pytest_config`)
+    device_ids: tuple[int, ...] | None = setting("device-id")
+    #: the device this process measures on (:func:`pytest_aaco.options.device_for_worker`)
+    device_id: int = 0
     strict_provider: bool = setting("strict-provider")
     provider_options: JSONDict = field(default_factory=dict)
     iobinding: str = setting("iobinding")
@@ -240,6 +244,9 @@ class AacoConfig(GateSettings):
         providers = parse_providers("--aaco-provider", list(raw["provider"] or [opts.default("provider")]))
         provider_options = parse_provider_options("--aaco-provider-option", list(raw["provider-option"] or []))
         check_provider_options("--aaco-provider-option", providers, provider_options)
+        devices = settings["device_ids"] if settings["device_ids"] is not None else all_devices(providers)
+        settings["device_ids"] = devices
+        worker = opts.xdist_worker_index(getattr(config, "workerinput", {}).get("workerid"))
         return cls(
             providers=providers,
             models_path=path("models"),
@@ -249,5 +256,38 @@ class AacoConfig(GateSettings):
             bundle=not raw["no-bundle"],
             junit_path=path("junit"),
             html_path=path("html"),
+            device_id=opts.device_for_worker(devices, worker),
             **settings,
         )
+
+
+def all_devices(providers: tuple[ProviderSpec, ...]) -> tuple[int, ...]:
+    """``--aaco-device-id all``: ids 0..n-1 of the GPUs the first GPU EP requested can use
+    (:func:`pytest_aaco.samplers.gpus.visible_gpus`); ``(0,)`` when no GPU EP is requested.
+    ``pytest.UsageError`` naming the option when they cannot be counted."""
+    gpu = next((p for p in providers if p.is_gpu and p.short != "dml"), None)
+    if gpu is None:
+        return (0,)
+    count = visible_gpus(gpu.short)
+    if not count:
+        raise pytest.UsageError(f"--aaco-device-id all: {count_problem(gpu.short)}; list the ids instead,"
+                                " e.g. --aaco-device-id 0,1")
+    return tuple(range(count))
+
+
+def auto_workers(config: pytest.Config) -> int | None:
+    """pytest-xdist's ``-n auto`` worker count: one per id of an ``--aaco-device-id`` list (or of
+    ``all``) when a GPU EP is requested and the option was set (command line or ini file); None
+    otherwise, so pytest-xdist picks its own count. Raises ``pytest.UsageError`` as the options do."""
+    opt = opts.option("device-id")
+    given = config.getoption(opt.dest, default=None)
+    if given is None:
+        given = config.getini(opt.dest)
+        if str(given).strip() == str(opt.default):  # not set: the default
+            return None
+    providers = parse_providers("--aaco-provider", list(_raw(config, opts.option("provider")) or
+                                                        [opts.default("provider")]))
+    if not any(p.is_gpu for p in providers):
+        return None
+    devices = parse_option(opt, given)
+    return len(devices if devices is not None else all_devices(providers))

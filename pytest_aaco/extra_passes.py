@@ -25,11 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_aaco.benchmark import BenchmarkRun
+from pytest_aaco.benchmark import BenchmarkRun, device_lock
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.history.store import Baseline, history_entries
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import SessionError, bind_run
 from pytest_aaco.measure.ortprofile import ProfileError
 from pytest_aaco.passes.coldstart import ColdStart, SideBySideColdStart, cold_start_verdict, measure_cold_start
@@ -90,7 +89,7 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
     the device lock, after the item's rounds. Never raises for a failing pass: it becomes a note."""
     config = run.config
     insight = Insight()
-    with hold_device(run.provider.is_gpu, config.device_id, f"{run.model.name}[{run.provider.short}]"):
+    with device_lock(run.provider, config.device_id, f"{run.model.name}[{run.provider.short}]"):
         if config.cold_start:
             try:
                 if run.compare_cold_start is not None:

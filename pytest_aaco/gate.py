@@ -33,6 +33,7 @@ from pytest_aaco.measure.registry import content_hash
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.verdict.diagnosis import classify_bottleneck
 from pytest_aaco.verdict.metrics import derived_metrics, other_processes_cores
 from pytest_aaco.verdict.stats import LondFdr
@@ -70,6 +71,7 @@ def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
         intra_op_threads=run.config.intra_op_threads,
         extra=extra,
         reference=run.reference.id if run.reference is not None else None,
+        device_id=run.config.device_id,
     )
 
 
@@ -85,7 +87,10 @@ def _saved(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerpr
     label = item_label(run)
     settings = gate_settings(c, run)
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
-    saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset, insight.baseline_extra())
+    extra = insight.baseline_extra()
+    if record.gpu is not None:  # which of identical GPUs ran this history run (docs/gpu.md, per-GPU baselines)
+        extra["gpu"] = {k: record.gpu.get(k) for k in ("uuid", "pci_bus_id", "name")}
+    saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset, extra)
     record.warnings.extend(saved.warnings)  # a file moved aside, a history archived: the terminal says so
     return finish(Verdict(Outcome.SAVED, label, settings.threshold, reason=f"{label}: {saved.note}",
                           current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs,
@@ -149,6 +154,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     result = run.results[-1]
     c = ctx.config
     record = ItemRecord(nodeid, run.model.name, run.provider.short, item_label(run), placement=run.placement)
+    gpu = physical_gpu(run.provider.short, c.device_id)
+    record.gpu = None if gpu is None else gpu.to_dict()
     insight, baseline = Insight(), None
     try:
         fp = item_fingerprint(run, extra_fingerprint)

@@ -227,6 +227,36 @@ def reference_name(value: object) -> str | None:
     return None if name == NO_REFERENCE else name
 
 
+#: ``--aaco-device-id all``: every GPU the EP can use (counted when the options are read)
+ALL_DEVICES = "all"
+
+
+def device_list(value: object) -> tuple[int, ...] | None:
+    """``--aaco-device-id``: one id (``0``), a list (``0,1,2,3``; an id may repeat, ``0,0`` puts two
+    pytest-xdist workers on one GPU) or ``all`` (None: counted later). ValueError otherwise."""
+    text = str(value).strip().lower()
+    if text == ALL_DEVICES:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not text or not all(_SCALAR.match(p) and int(p) >= 0 for p in parts):
+        raise ValueError(f"expected a device id, a comma-separated list of them (0,1,2,3) or all, got {value!r}")
+    return tuple(int(p) for p in parts)
+
+
+def xdist_worker_index(worker_id: object) -> int | None:
+    """The number of a pytest-xdist worker id (``gw3`` -> 3); None for anything else (no worker)."""
+    text = str(worker_id or "")
+    return int(text[2:]) if re.fullmatch(r"gw\d+", text) else None
+
+
+def device_for_worker(devices: tuple[int, ...], worker: int | None) -> int:
+    """The device a process measures on: worker *k* of pytest-xdist takes ``devices[k mod N]``; a
+    process that is no worker (*worker* None) takes the first. ValueError for an empty list."""
+    if not devices:
+        raise ValueError("no device id given")
+    return devices[0] if worker is None else devices[worker % len(devices)]
+
+
 def option_value(text: str) -> int | str:
     """Provider option values keep ORT's string form; ints stay ints so ``device_id=1`` works too."""
     return int(text) if _SCALAR.match(text) else text
@@ -309,8 +339,10 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("fail-on-improvement", "fail items that got significantly faster (stale baseline)", False,
               ini_type="bool"),
     OptionDef("gate-p99", "also gate p99 latency (bootstrap over rounds)", False, ini_type="bool"),
-    OptionDef("device-id", "GPU device id passed to the execution provider", "0", "ID",
-              parse=partial(int_at_least, minimum=0)),
+    OptionDef("device-id", "GPU device id(s) passed to the execution provider: one id, a list (0,1,2,3: pytest-xdist"
+              " worker k measures on the (k mod N)-th; -n auto starts one worker per listed id) or all (every visible"
+              " GPU); ids count the GPUs CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES leave",
+              "0", "ID[,ID...]|all", parse=device_list),
     OptionDef("strict-provider", "fail, instead of skip, when a requested EP is unavailable", False,
               ini_type="bool"),
     OptionDef("provider-option", "provider option KEY=VALUE for every requested EP (repeatable)", "",

@@ -24,7 +24,7 @@ from pytest_aaco.benchmark import (
     node_placement_problem,
     smoke_run,
 )
-from pytest_aaco.config import AacoConfig, add_options
+from pytest_aaco.config import AacoConfig, add_options, auto_workers
 from pytest_aaco.measure.inference import SessionError, SessionHandle, check_placement
 from pytest_aaco.measure.inputs import InputError
 from pytest_aaco.measure.modelgen import CacheError
@@ -53,6 +53,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, PLUGIN_NAME)
     config.pluginmanager.register(session.xdist, XDIST_PLUGIN_NAME)
     config.stash[SIGNALS_KEY] = interrupt_on_termination()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with ``--aaco-device-id 0,1,2,3`` (or ``all``) on a GPU EP: one worker per listed GPU
+    (:func:`pytest_aaco.config.auto_workers`); None leaves the count to pytest-xdist."""
+    return auto_workers(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

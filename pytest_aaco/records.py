@@ -162,7 +162,8 @@ class ItemRecord:
     ``placement`` is the node placement of a device EP (``Placement.to_dict()``); ``profile`` is
     ``OpProfile.to_dict()`` with ``comparison`` (``ProfileComparison.to_dict()``) against the
     baseline's; ``kernels`` is ``KernelMetrics.to_dict()``; ``cold_start`` is ``ColdStart.to_dict()``
-    with ``verdict`` (``ColdStartVerdict.to_dict()``); ``insight_notes`` say why an extra pass failed.
+    with ``verdict`` (``ColdStartVerdict.to_dict()``); ``insight_notes`` say why an extra pass failed;
+    ``gpu`` is the physical GPU it ran on (:class:`pytest_aaco.samplers.visibility.PhysicalGpu`).
     """
 
     nodeid: str
@@ -183,6 +184,9 @@ class ItemRecord:
     kernels: dict[str, Any] | None = None
     cold_start: dict[str, Any] | None = None
     insight_notes: list[str] = field(default_factory=list)
+    #: the physical GPU the item ran on (``PhysicalGpu.to_dict()``: uuid, pci_bus_id, name, clocks ...);
+    #: None on the CPU or where it could not be read (then absent from the JSON)
+    gpu: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -285,7 +289,7 @@ class ItemRecord:
             data["placement"] = self.placement
         if self.warnings:
             data["warnings"] = list(self.warnings)
-        for key in ("profile", "kernels", "cold_start"):
+        for key in ("profile", "kernels", "cold_start", "gpu"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         if self.insight_notes:

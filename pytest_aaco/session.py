@@ -28,14 +28,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_aaco.benchmark import BenchmarkRun, build_tracked
+from pytest_aaco.benchmark import BenchmarkRun, build_tracked, device_lock
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, gate_settings, judge, mark_error
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
@@ -61,6 +60,7 @@ from pytest_aaco.reports import ReportContext, github, html, junit, terminal
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
 from pytest_aaco.reports.progress import announce, write_line
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
+from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
 from pytest_aaco.sidebyside.revision import NEW, UNCHANGED, GitRefError
@@ -228,12 +228,16 @@ class AacoSession:
             " the session goes on without a bundle: point --aaco-session-dir at a writable folder"), stacklevel=3)
 
     def keep(self, item: pytest.Item, record: ItemRecord) -> None:
-        """Store *record*: the session's list, the item's stash, pytest's ``--junitxml`` properties
+        """Store *record*, with the physical GPU it ran on (``gpu``: ``PhysicalGpu.to_dict()``, GPU EPs only):
+        the session's list, the item's stash, pytest's ``--junitxml`` properties
         (:func:`pytest_aaco.reports.junit.properties`), the bundle (written now) and the
         ``pytest_aaco_verdict`` hook.
 
         Never raises for the item's own work: a failing ``pytest_aaco_verdict`` hook makes the record
         an ``error`` row, a bundle that cannot be written is dropped with a warning."""
+        if record.gpu is None:
+            gpu = physical_gpu(record.provider, self.config.device_id)
+            record.gpu = None if gpu is None else gpu.to_dict()
         self.records.append(record)
         item.stash[RECORD_KEY] = record
         try:
@@ -299,8 +303,7 @@ class AacoSession:
         item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads,
                            self.config.device_time)
         result, verdict, _ = gate.measure(run.model, side, provider_for, item, gate_for_item, self.lond().next_level(),
-                                          label, lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id,
-                                                                          label))
+                                          label, lock=lambda: device_lock(run.provider, self.config.device_id, label))
         c = self.config
         if c.cold_start:  # measured by the cold-start pass after the rounds (insight.measure_insight)
             run.compare_cold_start = partial(gate.cold_start, run.model, side, provider_for, item, run.feeds,
@@ -438,6 +441,7 @@ class AacoSession:
                 "save_baseline": c.save_baseline, "sample_interval_s": c.sample_interval_s,
             },
             "gated_items": self.gated_items,
+            "device_ids": list(c.device_ids or ()),
         }
 
     def _write_head(self, bundle: SessionBundle) -> None:

@@ -379,7 +379,7 @@ def test_amd_sampler_device_out_of_range_reports_it(monkeypatch):
     sampler = AMDGPUSampler(device_id=7)
     sampler.start()
     sampler.stop()
-    assert "amdsmi sees 2 GPU(s), device 7 requested" in sampler.error
+    assert "device id 7 is GPU 7 of the runtime's, but amdsmi sees 2 usable GPU(s)" in sampler.error
 
 
 class _RaisingFinder:

@@ -32,6 +32,14 @@ TIMING_ENV = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBL
 TIMING_ENV_V1 = re.compile(r"^(ORT_.*|MIGRAPHX_.*|OMP_.*|.*_NUM_THREADS|CUDA_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES)$")
 #: the current scheme of the ``env`` field (stored as ``env_scheme``; absent means 1, :data:`TIMING_ENV_V1`)
 ENV_SCHEME = 2
+#: environment variables recorded in ``env`` but never compared: they say *which* GPU of a host ran the item,
+#: and the GPU's model is compared through ``gpu_name``. Identical GPUs share one history (docs/gpu.md,
+#: "Per-GPU baselines"), so a runner per GPU (``CUDA_VISIBLE_DEVICES=3``) and pytest-xdist workers on
+#: ``--aaco-device-id 0,1`` all gate against the same history of the GPU model.
+PLACEMENT_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+                           "GPU_DEVICE_ORDINAL"})
+#: provider options recorded but never compared, for the same reason
+PLACEMENT_OPTIONS = frozenset({"device_id"})
 #: fields describing the machine: they pick the baseline folder, so runners live side by side
 MACHINE_FIELDS = ("cpu_model", "cpu_cores", "gpu_name")
 #: fields describing the thing under test. They are recorded and a change is reported, but they
@@ -63,8 +71,8 @@ class Fingerprint:
     @property
     def id(self) -> str:
         """16 hex digits of SHA-256 over the canonical JSON of the comparability fields
-        (every field but :data:`NOT_COMPARED`)."""
-        key = {k: v for k, v in self.fields.items() if k not in NOT_COMPARED}
+        (every field but :data:`NOT_COMPARED`, without :data:`PLACEMENT_ENV` and :data:`PLACEMENT_OPTIONS`)."""
+        key = {k: _placement_free(k, v) for k, v in self.fields.items() if k not in NOT_COMPARED}
         text = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -87,7 +95,7 @@ class Fingerprint:
         """Comparability fields whose values differ from *other* (a stored fingerprint's fields)."""
         keys = sorted((set(self.fields) | set(other)) - set(NOT_COMPARED))
         keys = [k for k in keys if not (k in LATER_VERSION_FIELDS and k not in other)]
-        return [k for k in keys if self._compared(k, other) != other.get(k)]
+        return [k for k in keys if _placement_free(k, self._compared(k, other)) != _placement_free(k, other.get(k))]
 
     def _compared(self, key: str, other: Mapping[str, object]) -> object:
         """This fingerprint's value of *key* as *other* would have recorded it: the ``env`` of a stored
@@ -112,6 +120,16 @@ class Fingerprint:
         """Human-readable difference, e.g. ``ort_version: 1.20.0 -> 1.21.0``."""
         parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self._compared(k, other))!r}" for k in self.diff(other)]
         return "; ".join(parts)
+
+
+def _placement_free(key: str, value: object) -> object:
+    """*value* of fingerprint field *key* as compared: ``env`` without :data:`PLACEMENT_ENV`,
+    ``provider_options`` without :data:`PLACEMENT_OPTIONS` (which GPU of identical ones ran the item)."""
+    if key == "env" and isinstance(value, Mapping):
+        return {k: v for k, v in value.items() if k not in PLACEMENT_ENV}
+    if key == "provider_options" and isinstance(value, Mapping):
+        return {k: v for k, v in value.items() if k not in PLACEMENT_OPTIONS}
+    return value
 
 
 def _shown(value: object) -> object:
@@ -139,10 +157,12 @@ def amd_stack_fields(provider_short: str, rocm_version_file: str = ROCM_VERSION_
 
 
 @lru_cache(maxsize=8)
-def machine_fields(provider_short: str) -> JSONDict:
-    """CPU model and cores, GPU name and driver, the ROCm and MIGraphX versions on AMD EPs
-    (:func:`amd_stack_fields`), and the clock settings (read once per provider)."""
-    gpu = gpu_identity(provider_short) or {}
+def machine_fields(provider_short: str, device_id: int = 0) -> JSONDict:
+    """CPU model and cores, the name and driver of the GPU that EP device *device_id* maps to
+    (:func:`pytest_aaco.history.environment.gpu_identity`, honouring the visibility variables), the ROCm
+    and MIGraphX versions on AMD EPs (:func:`amd_stack_fields`), and the clock settings (read once per
+    provider and device)."""
+    gpu = gpu_identity(provider_short, device_id) or {}
     return {
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count() or 0,
@@ -156,10 +176,10 @@ def machine_fields(provider_short: str) -> JSONDict:
 def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], input_dtypes: dict[str, str],
                       provider: str, ep_name: str, provider_options: JSONDict, iobinding: str,
                       intra_op_threads: int, extra: JSONDict | None = None,
-                      reference: str | None = None) -> Fingerprint:
+                      reference: str | None = None, device_id: int = 0) -> Fingerprint:
     """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations;
     *reference* is the reference workload's id (:func:`pytest_aaco.measure.reference_workload.reference_id`), None
-    when it is off.
+    when it is off; *device_id* the EP's device, whose physical GPU gives ``gpu_name`` and ``gpu_driver``.
 
     Provider option values that look like credentials are kept as a salted hash
     (:func:`pytest_aaco.redact.fingerprint_options`): a change is still detected, the value is never stored.
@@ -177,7 +197,7 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
         "ort_version": ort.__version__,
         "env": timing_env(),
         "env_scheme": ENV_SCHEME,
-        **machine_fields(provider),
+        **machine_fields(provider, device_id),
     }
     if reference is not None:
         fields["reference"] = reference

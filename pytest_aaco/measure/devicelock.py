@@ -37,9 +37,14 @@ def lock_root() -> Path:
     return base / LOCK_FOLDER
 
 
-def device_lock_path(is_gpu: bool, device_id: int) -> Path:
-    """One lock file per device: ``host.lock`` for CPU-side EPs, ``gpu<ID>.lock`` otherwise."""
-    return lock_root() / (f"gpu{device_id}.lock" if is_gpu else "host.lock")
+def device_lock_path(is_gpu: bool, device_id: int, name: str | None = None) -> Path:
+    """One lock file per device: ``host.lock`` for CPU-side EPs; for a GPU, *name* when given (the
+    physical GPU's ``gpu-<uuid or PCI bus id>.lock``, :func:`pytest_aaco.samplers.gpus.gpu_lock_name`:
+    the same file whatever the visibility variables of each process, so two pytest processes never
+    share a GPU and different GPUs run in parallel), else ``gpu<ID>.lock``."""
+    if not is_gpu:
+        return lock_root() / "host.lock"
+    return lock_root() / (name or f"gpu{device_id}.lock")
 
 
 def _shared_folder(folder: Path) -> None:
@@ -52,10 +57,11 @@ def _shared_folder(folder: Path) -> None:
 
 
 @contextmanager
-def hold_device(is_gpu: bool, device_id: int, label: str = "") -> Iterator[bool]:
+def hold_device(is_gpu: bool, device_id: int, label: str = "", name: str | None = None) -> Iterator[bool]:
     """Hold the device's lock while the block runs; yields whether it is held.
 
-    Waits for another benchmark on the device to finish. When the lock cannot be taken at all
+    Waits for another benchmark on the device to finish; *name* is a GPU lock's file name
+    (:func:`device_lock_path`). When the lock cannot be taken at all
     (``OSError``: permissions, a read-only or odd filesystem), warns with
     :class:`~pytest_aaco.warnings.AacoLockWarning` naming the lock file, yields False and the caller
     measures anyway: a missing lock may let two benchmarks share the device, which the warning
@@ -63,7 +69,7 @@ def hold_device(is_gpu: bool, device_id: int, label: str = "") -> Iterator[bool]
     """
     from filelock import FileLock
 
-    path = device_lock_path(is_gpu, device_id)
+    path = device_lock_path(is_gpu, device_id, name)
     lock = FileLock(str(path), mode=FILE_MODE)
     held = False
     try:

@@ -43,6 +43,7 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
+from pytest_aaco.samplers.visibility import PhysicalGpu, amd_handle, amd_physical
 
 BYTES_PER_MB = 1024 * 1024
 #: amdsmi marks unsupported struct members with UINT32_MAX / UINT64_MAX / UINT16_MAX
@@ -301,13 +302,11 @@ class AMDGPUSampler(Sampler):
         amdsmi = import_amdsmi()
         amdsmi.amdsmi_init()  # default flag: AmdSmiInitFlags.INIT_AMD_GPUS
         try:
-            handles = amdsmi.amdsmi_get_processor_handles()
-            if self.device_id >= len(handles):
-                raise RuntimeError(f"amdsmi sees {len(handles)} GPU(s), device {self.device_id} requested")
+            handle = amd_handle(amdsmi, self.device_id).handle
         except BaseException:
             amdsmi.amdsmi_shut_down()
             raise
-        self._amdsmi, self._handle = amdsmi, handles[self.device_id]
+        self._amdsmi, self._handle = amdsmi, handle
 
     def _run_rocm_smi(self, path: str) -> str:
         completed = subprocess.run(
@@ -354,6 +353,19 @@ def amdsmi_raw_readings(amdsmi: ModuleType, handle: object) -> JSONDict:
     return raw
 
 
+def amd_physical_gpu(device_id: int = 0) -> PhysicalGpu | None:
+    """The physical GPU of HIP device *device_id* (:func:`pytest_aaco.samplers.visibility.amd_physical`,
+    honouring ``ROCR_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES`` and a container's render nodes).
+    Raises ImportError without amdsmi and
+    :class:`~pytest_aaco.samplers.visibility.GpuMappingError` when the id names no usable GPU."""
+    amdsmi = import_amdsmi()
+    amdsmi.amdsmi_init()
+    try:
+        return amd_physical(amdsmi, device_id)
+    finally:
+        amdsmi.amdsmi_shut_down()
+
+
 def amd_gpu_identity(device_id: int = 0) -> JSONDict:
     """``{"name", "driver", "runtime"}`` of AMD GPU *device_id*; None values when unknown.
 
@@ -367,7 +379,7 @@ def amd_gpu_identity(device_id: int = 0) -> JSONDict:
         amdsmi = import_amdsmi()
         amdsmi.amdsmi_init()
         try:
-            handle = amdsmi.amdsmi_get_processor_handles()[device_id]
+            handle = amd_handle(amdsmi, device_id).handle
             try:
                 identity["name"] = amdsmi.amdsmi_get_gpu_asic_info(handle).get("market_name")
             except Exception:  # noqa: BLE001

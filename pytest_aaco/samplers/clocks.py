@@ -25,6 +25,7 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable
+from pytest_aaco.samplers.visibility import nvidia_handle
 
 FIX_CPU_GOVERNOR = "sudo cpupower frequency-set -g performance"
 FIX_AMD_PERF_LEVEL = (
@@ -104,7 +105,7 @@ def _nvidia_state(device_id: int = 0) -> JSONDict:
         return {}
     state: JSONDict = {}
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
+        handle = nvidia_handle(pynvml, device_id).handle
         try:
             state["nvidia_perf_state"] = f"P{int(pynvml.nvmlDeviceGetPerformanceState(handle))}"
         except Exception:  # noqa: BLE001

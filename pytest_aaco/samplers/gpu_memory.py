@@ -30,6 +30,7 @@ from typing import Any
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.amd import import_amdsmi
 from pytest_aaco.samplers.nvidia import import_pynvml
+from pytest_aaco.samplers.visibility import amd_handle, nvidia_handle
 
 BYTES_PER_MB = 1024 * 1024
 #: how an own-footprint figure was obtained; only figures of the same method are compared
@@ -64,7 +65,7 @@ def _nvidia_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
     nvml = import_pynvml()
     nvml.nvmlInit()
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(device_id)
+        handle = nvidia_handle(nvml, device_id).handle
         try:
             own = nvml_process_mb(nvml.nvmlDeviceGetComputeRunningProcesses(handle), pid)
         except Exception:  # noqa: BLE001 - NVMLError_NotSupported on some vGPUs
@@ -86,7 +87,7 @@ def _amd_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
     amdsmi = import_amdsmi()
     amdsmi.amdsmi_init()
     try:
-        handle = amdsmi.amdsmi_get_processor_handles()[device_id]
+        handle = amd_handle(amdsmi, device_id).handle
         try:
             own = amd_process_mb(_amd_processes(amdsmi, handle), pid)
         except Exception:  # noqa: BLE001 - AmdSmiLibraryException: not supported

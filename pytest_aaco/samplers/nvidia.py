@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
+from pytest_aaco.samplers.visibility import PhysicalGpu, nvidia_handle, nvidia_physical
 
 BYTES_PER_MB = 1024 * 1024
 #: NVML constants, as in nvml.h, so a reading decodes the same whatever pynvml version is present
@@ -110,7 +111,7 @@ class NVIDIAGPUSampler(Sampler):
         except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded ...
             raise SamplerUnavailable(f"no NVIDIA GPU telemetry (NVML init failed: {describe_exception(exc)})") from exc
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(self.device_id)
+            handle = nvidia_handle(nvml, self.device_id).handle
         except Exception as exc:  # noqa: BLE001
             nvml.nvmlShutdown()
             raise SamplerUnavailable(
@@ -186,13 +187,26 @@ def _with_nvml(query: Any) -> Any:
             pass
 
 
+def nvidia_physical_gpu(device_id: int = 0) -> PhysicalGpu | None:
+    """The physical GPU of CUDA device *device_id* (:func:`pytest_aaco.samplers.visibility.nvidia_physical`,
+    honouring ``CUDA_VISIBLE_DEVICES``); None without NVML. Raises
+    :class:`~pytest_aaco.samplers.visibility.GpuMappingError` when the id names no visible GPU."""
+    nvml = import_pynvml()
+    nvml.nvmlInit()
+    try:
+        return nvidia_physical(nvml, device_id)
+    finally:
+        nvml.nvmlShutdown()
+
+
 def nvidia_gpu_identity(device_id: int = 0) -> JSONDict:
-    """``{"name", "driver", "runtime"}`` (runtime ``"CUDA 12.4"``); None values without NVML."""
+    """``{"name", "driver", "runtime"}`` (runtime ``"CUDA 12.4"``) of CUDA device *device_id* (the
+    physical GPU it maps to under ``CUDA_VISIBLE_DEVICES``); None values without NVML."""
 
     def query(nvml: ModuleType) -> JSONDict:
         identity: JSONDict = {"name": None, "driver": None, "runtime": None}
         try:
-            identity["name"] = _text(nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(device_id)))
+            identity["name"] = _text(nvml.nvmlDeviceGetName(nvidia_handle(nvml, device_id).handle))
         except Exception:  # noqa: BLE001
             pass
         try:
