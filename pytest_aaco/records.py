@@ -274,6 +274,21 @@ class ItemRecord:
         """The result's summary figures (``mean_ms``, ``p50_ms``, ``p99_ms``, ``throughput`` ...), or {}."""
         return dict((self.result or {}).get("summary") or {})
 
+    @property
+    def gpu_key(self) -> str | None:
+        """The physical GPU's UUID, else its PCI bus id, else ``index<N>``; None when not recorded."""
+        gpu = self.gpu or {}
+        if gpu.get("uuid") or gpu.get("pci_bus_id"):
+            return str(gpu.get("uuid") or gpu.get("pci_bus_id"))
+        return f"index{gpu['index']}" if gpu.get("index") is not None else None
+
+    @property
+    def gpu_label(self) -> str:
+        """A short GPU cell for tables: ``<device id>:<first 12 characters of the key>``
+        (``1:GPU-8a1b2c3d``), ``-`` when no GPU was recorded."""
+        key = self.gpu_key
+        return "-" if key is None else f"{(self.gpu or {}).get('logical_id', '?')}:{key[:12]}"
+
     # ------------------------------------------------------------ serialization
 
     def to_dict(self) -> dict[str, Any]:
@@ -312,6 +327,11 @@ class ItemRecord:
         warnings = data.get("warnings")
         kwargs["warnings"] = [str(w) for w in warnings] if isinstance(warnings, list) else []
         return cls(**kwargs, extra={k: v for k, v in data.items() if k not in known})
+
+
+def several_gpus(records: list[ItemRecord] | tuple[ItemRecord, ...]) -> bool:
+    """Whether *records* ran on more than one physical GPU: then the reports show a GPU column."""
+    return len({r.gpu_key for r in records if r.gpu_key is not None}) > 1
 
 
 @dataclass(frozen=True)

@@ -425,7 +425,8 @@ def _fingerprint(**changes) -> Fingerprint:
 
 def test_identical_gpus_share_one_history():
     stored = _fingerprint().fields
-    other_gpu = _fingerprint(provider_options={"device_id": "1"}, env={"CUDA_VISIBLE_DEVICES": "1", "OMP_NUM_THREADS": "4"})
+    other_gpu = _fingerprint(provider_options={"device_id": "1"},
+                             env={"CUDA_VISIBLE_DEVICES": "1", "OMP_NUM_THREADS": "4"})
     assert other_gpu.matches(stored) and other_gpu.id == _fingerprint().id
 
 
@@ -441,3 +442,94 @@ def test_other_timing_variables_still_count():
     assert _fingerprint(env={"CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "8"}).diff(stored) == ["env"]
     assert _fingerprint(provider_options={"device_id": "0", "cudnn_conv_algo_search": "HEURISTIC"}).diff(stored) \
         == ["provider_options"]
+
+
+# ---------------------------------------------------------------- reports merge the workers' items
+
+
+def _record(name: str, gpu: dict | None):
+    from pytest_aaco.records import ItemRecord
+
+    return ItemRecord(f"test_perf.py::test_latency[{name}-cuda]", name, "cuda", f"{name}[cuda]",
+                      result={"summary": {"mean_ms": 1.5, "p50_ms": 1.4, "p99_ms": 2.0, "throughput": 600.0}}, gpu=gpu)
+
+
+def _gpu(logical: int, uuid: str) -> dict:
+    return PhysicalGpu(NVIDIA, logical, logical, uuid, f"00000000:{logical:02x}:00.0", "NVIDIA H100 80GB HBM3",
+                       "index").to_dict()
+
+
+def test_terminal_table_has_a_gpu_column_only_for_several_gpus():
+    from pytest_aaco.reports.terminal import format_table
+
+    one = [_record("resnet50", _gpu(0, "GPU-0aaa")), _record("squeezenet", _gpu(0, "GPU-0aaa"))]
+    assert "gpu" not in format_table(one)[0].split()
+    two = [_record("resnet50", _gpu(0, "GPU-0aaa")), _record("squeezenet", _gpu(1, "GPU-1bbb"))]
+    lines = format_table(two)
+    assert lines[0].split()[:3] == ["model", "provider", "gpu"]
+    assert lines[2].split()[:3] == ["resnet50", "cuda", "0:GPU-0aaa"]
+    assert lines[3].split()[:3] == ["squeezenet", "cuda", "1:GPU-1bbb"]
+
+
+def test_junit_html_and_transport_keep_the_gpu():
+    import json
+
+    from pytest_aaco.records import ItemRecord
+    from pytest_aaco.reports.html import overview_table
+    from pytest_aaco.reports.junit import properties
+
+    two = [_record("resnet50", _gpu(0, "GPU-0aaa")), _record("squeezenet", _gpu(1, "GPU-1bbb"))]
+    assert ("aaco_gpu", "GPU-1bbb") in properties(two[1])
+    assert ("aaco_gpu_name", "NVIDIA H100 80GB HBM3") in properties(two[1])
+    html = overview_table(two)
+    assert "<th>GPU</th>" in html and "<code>1:GPU-1bbb</code>" in html
+    assert "<th>GPU</th>" not in overview_table(two[:1])
+    back = ItemRecord.from_dict(json.loads(json.dumps(two[1].to_dict())))  # as a worker sends it
+    assert back.gpu == two[1].gpu and back.gpu_key == "GPU-1bbb"
+    cpu = _record("tiny", None)
+    assert "gpu" not in cpu.to_dict() and not any(k == "aaco_gpu" for k, _ in properties(cpu))
+
+
+# ---------------------------------------------------------------- a real -n 2 run, on the CPU
+
+DEVICE_TESTS = """
+import os, json
+from pytest_aaco.session import get_session
+
+
+def test_latency(benchmark_model, request):
+    assert benchmark_model().measure_iterations > 0
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    device = get_session(request.config).config.device_id
+    with open(f"device-{worker}-{request.node.name}.json", "w") as handle:
+        json.dump(device, handle)
+
+
+def test_latency_again(benchmark_model, request):
+    test_latency(benchmark_model, request)
+"""
+
+
+def test_two_workers_take_devices_from_the_list_on_the_cpu(aaco_project):
+    pytest.importorskip("xdist")
+    import json
+
+    aaco_project.registry("models:\n  a:\n    path: tiny.onnx\n  b:\n    path: tiny.onnx\n")
+    aaco_project.tests(DEVICE_TESTS)
+    result = aaco_project.pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "--aaco-models=models.yaml", "--aaco-warmup=2", "--aaco-rounds=3",
+        "--aaco-iterations=5", "--aaco-max-contention=off", "--aaco-reference=none", "--aaco-provider=cpu",
+        "--aaco-device-id=5,7", "--aaco-session-dir=sessions", timeout=300)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=4)
+    seen = {p.name: json.loads(p.read_text()) for p in aaco_project.pytester.path.glob("device-*.json")}
+    assert len(seen) == 4
+    for name, device in seen.items():
+        worker = int(name.split("-")[1][2:])
+        assert device == (5, 7)[worker % 2], seen
+    table = [line for line in result.outlines if line.startswith(("a ", "b "))]
+    header = next(line for line in result.outlines if line.startswith("model "))
+    assert len(table) == 4 and "gpu" not in header.split()  # the CPU: no GPU column
+    bundle = next((aaco_project.pytester.path / "sessions").iterdir())
+    assert len(list((bundle / "items").glob("*.json"))) == 4
+    assert json.loads((bundle / "session_meta.json").read_text())["device_ids"] == [5, 7]

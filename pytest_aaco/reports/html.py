@@ -32,7 +32,7 @@ import numpy as np
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.store import load_baseline
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_text, read_json
-from pytest_aaco.records import ItemRecord, Outcome, SessionSummary, Verdict
+from pytest_aaco.records import ItemRecord, Outcome, SessionSummary, Verdict, several_gpus
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profile_block
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE
@@ -492,8 +492,10 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
 
 
 def overview_table(records: Sequence[ItemRecord]) -> str:
-    """One row per item, linking to its section."""
-    head = ("<tr><th>item</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th>"
+    """One row per item, linking to its section; a GPU column when the items ran on several GPUs."""
+    gpu = several_gpus(list(records))
+    head = ("<tr><th>item</th>" + ("<th>GPU</th>" if gpu else "")
+            + "<th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th>"
             "<th>vs baseline (95% CI)</th><th>p (slower)</th><th>verdict</th></tr>")
     body = []
     for record in records:
@@ -505,6 +507,7 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
         flags = (" unstable" if v.unstable else "") + (" memory" if v.memory else "")
         body.append(
             f"<tr><td><a href=\"#{e(_anchor(record.nodeid))}\">{e(record.label)}</a></td>"
+            + (f"<td><code>{e(record.gpu_label)}</code></td>" if gpu else "")
             + "".join(f'<td class="num">{e(fmt(summary.get(k), s))}</td>'
                       for k, s in (("mean_ms", ".3f"), ("p50_ms", ".3f"), ("p99_ms", ".3f"), ("throughput", ".1f")))
             + f'<td class="num">{e(change)}</td><td class="num">{e(fmt(v.p_value, ".2g"))}</td>'

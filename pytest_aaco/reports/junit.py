@@ -43,7 +43,8 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     its verdict, its method (``history`` or ``side-by-side``) and this run's fastest session creation
     and first run (ms); with an operator
     profile compared to the baseline's, the one-line comparison; with a reference workload, the
-    series tested (``adjusted``, ``normalized`` or ``raw``) and the machine's drift (fraction)."""
+    series tested (``adjusted``, ``normalized`` or ``raw``) and the machine's drift (fraction); on a
+    GPU, the physical GPU's UUID or PCI bus id (``aaco_gpu``) and name (``aaco_gpu_name``)."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
     summary = record.summary
     props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]
@@ -75,6 +76,8 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     comparison = (record.profile or {}).get("comparison") or {}
     if comparison.get("message"):
         props.append(("aaco_operators", str(comparison["message"])))
+    if record.gpu_key is not None:  # the physical GPU the item ran on (UUID or PCI bus id) and its name
+        props += [("aaco_gpu", record.gpu_key), ("aaco_gpu_name", str((record.gpu or {}).get("name") or "-"))]
     return props
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import ItemRecord, Outcome
+from pytest_aaco.records import ItemRecord, Outcome, several_gpus
 from pytest_aaco.reports import ReportContext
 
 if TYPE_CHECKING:
@@ -73,8 +73,15 @@ def machine(drift: float | None) -> str:
 
 
 def format_table(records: Sequence[ItemRecord]) -> list[str]:
-    """Aligned text lines: header, rule, one row per item in run order."""
-    return format_rows(COLUMNS, [row(r) for r in records], NUMERIC)
+    """Aligned text lines: header, rule, one row per item in run order; with a ``gpu`` column after
+    the provider when the items ran on more than one physical GPU (pytest-xdist workers on
+    ``--aaco-device-id 0,1``)."""
+    rows = [row(r) for r in records]
+    if not several_gpus(list(records)):
+        return format_rows(COLUMNS, rows, NUMERIC)
+    return format_rows(COLUMNS[:2] + ("gpu",) + COLUMNS[2:], [r[:2] + (rec.gpu_label,) + r[2:]
+                                                            for r, rec in zip(rows, records, strict=True)],
+                       frozenset(i + 1 for i in NUMERIC))
 
 
 def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
