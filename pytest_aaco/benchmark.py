@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -152,12 +152,18 @@ def device_lock(provider: ProviderSpec, device_id: int, label: str) -> AbstractC
 
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
     """:func:`~pytest_aaco.measure.inference.build_session`, recording the RSS the session added (MB) and
-    starting the probe of its own device memory (:class:`~pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`)."""
+    starting the probe of its own device memory (:class:`~pytest_aaco.samplers.gpu_memory.DeviceMemoryProbe`).
+
+    On a GPU EP the session is built under the GPU's device lock (:func:`device_lock`): building one
+    (weights uploaded, cuDNN or MIGraphX tuning) while another pytest-xdist worker measures on the same
+    GPU (``--aaco-device-id 0,0``) would slow that worker's rounds. Never called with the lock held."""
     probe = DeviceMemoryProbe(provider.short, device_id)
-    probe.start()
-    before = rss_mb()
-    handle = build_session(model_path, provider, device_id, intra_op_threads)
-    handle.build_rss_mb = rss_mb() - before
+    label = f"{model_path.name}[{provider.short}]"
+    with device_lock(provider, device_id, label) if provider.is_gpu else nullcontext(False):
+        probe.start()
+        before = rss_mb()
+        handle = build_session(model_path, provider, device_id, intra_op_threads)
+        handle.build_rss_mb = rss_mb() - before
     handle.device_probe = probe
     return handle
 

@@ -533,3 +533,30 @@ def test_two_workers_take_devices_from_the_list_on_the_cpu(aaco_project):
     bundle = next((aaco_project.pytester.path / "sessions").iterdir())
     assert len(list((bundle / "items").glob("*.json"))) == 4
     assert json.loads((bundle / "session_meta.json").read_text())["device_ids"] == [5, 7]
+
+
+def test_a_gpu_session_is_built_under_the_device_lock(tmp_path, monkeypatch):
+    """With --aaco-device-id 0,0 one worker's session build must not overlap the other's rounds."""
+    import filelock
+
+    from pytest_aaco import benchmark
+    from pytest_aaco.measure.providers import parse_provider
+
+    monkeypatch.setattr("pytest_aaco.measure.devicelock.LOCK_ROOT", tmp_path)
+    monkeypatch.setattr(benchmark, "gpu_lock_name", lambda short, device: f"gpu-fake-{short}-{device}.lock")
+    held = {}
+
+    def build(model_path, provider, device_id, threads):
+        for name in ("gpu-fake-cuda-1.lock", "host.lock"):
+            try:
+                filelock.FileLock(str(tmp_path / name)).acquire(timeout=0).lock.release()
+                held[(provider.short, name)] = False
+            except filelock.Timeout:
+                held[(provider.short, name)] = True
+        return types.SimpleNamespace()
+
+    monkeypatch.setattr(benchmark, "build_session", build)
+    benchmark.build_tracked(Path("m.onnx"), parse_provider("cuda"), 1, 0)
+    benchmark.build_tracked(Path("m.onnx"), parse_provider("cpu"), 1, 0)
+    assert held == {("cuda", "gpu-fake-cuda-1.lock"): True, ("cuda", "host.lock"): False,
+                    ("cpu", "gpu-fake-cuda-1.lock"): False, ("cpu", "host.lock"): False}
