@@ -560,3 +560,18 @@ def test_a_gpu_session_is_built_under_the_device_lock(tmp_path, monkeypatch):
     benchmark.build_tracked(Path("m.onnx"), parse_provider("cpu"), 1, 0)
     assert held == {("cuda", "gpu-fake-cuda-1.lock"): True, ("cuda", "host.lock"): False,
                     ("cpu", "gpu-fake-cuda-1.lock"): False, ("cpu", "host.lock"): False}
+
+
+def test_a_history_run_keeps_its_gpu_and_identical_gpus_append_to_one_history(tmp_path, result_factory):
+    from pytest_aaco.history.store import load_baseline, save_run
+
+    path = tmp_path / "item.json"
+    for device in (0, 1, 0):
+        fp = _fingerprint(provider_options={"device_id": str(device)},
+                          env={"CUDA_VISIBLE_DEVICES": str(device), "OMP_NUM_THREADS": "4"})
+        outcome = save_run(path, "t::x", fp, result_factory([10.0] * 3),
+                           extra={"gpu": {"uuid": f"GPU-{device}", "pci_bus_id": None, "name": "NVIDIA H100"}})
+        assert not outcome.warnings  # nothing archived: one history for the GPU model
+    baseline = load_baseline(path, "t::x")
+    assert baseline is not None and baseline.runs == 3
+    assert [run["gpu"]["uuid"] for run in baseline.history] == ["GPU-0", "GPU-1", "GPU-0"]
