@@ -378,10 +378,13 @@ def test_baselines_recorded_before_the_amd_fields_stay_comparable():
                            "env": {"HIP_VISIBLE_DEVICES": "0", "HSA_OVERRIDE_GFX_VERSION": "9.4.2",
                                    "ROCR_VISIBLE_DEVICES": "0", "GPU_DEVICE_ORDINAL": "0"}})
     assert current.matches(stored) and current.diff(stored) == []
-    # an old-family variable that changed is still a difference
-    changed = {**stored, "env": {"HIP_VISIBLE_DEVICES": "1"}}
+    # an old-family variable that changed is still a difference; which GPU (HIP_VISIBLE_DEVICES) is not
+    # (one history per GPU model, docs/gpu.md)
+    changed = {**stored, "env": {"HIP_VISIBLE_DEVICES": "1", "MIGRAPHX_TRACE_COMPILE": "1"}}
     assert current.diff(changed) == ["env"]
-    assert current.describe_diff(changed) == "env: {'HIP_VISIBLE_DEVICES': '1'} -> {'HIP_VISIBLE_DEVICES': '0'}"
+    assert current.describe_diff(changed) == ("env: {'HIP_VISIBLE_DEVICES': '1', 'MIGRAPHX_TRACE_COMPILE': '1'}"
+                                              " -> {'HIP_VISIBLE_DEVICES': '0'}")
+    assert current.diff({**stored, "env": {"HIP_VISIBLE_DEVICES": "1"}}) == []
     # once recorded under the new scheme, the new families count
     recorded = {**current.fields, "env": {"HIP_VISIBLE_DEVICES": "0", "HSA_OVERRIDE_GFX_VERSION": "11.0.0"}}
     assert current.diff(recorded) == ["env"]
