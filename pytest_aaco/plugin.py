@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SIGNALS_KEY] = interrupt_on_termination()
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before pytest-xdist's own (CPU count), which never returns None
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` with ``--aaco-device-id 0,1,2,3`` (or ``all``) on a GPU EP: one worker per listed GPU
     (:func:`pytest_aaco.config.auto_workers`); None leaves the count to pytest-xdist."""

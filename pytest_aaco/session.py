@@ -447,7 +447,7 @@ class AacoSession:
     def _write_head(self, bundle: SessionBundle) -> None:
         """``session_meta.json`` and ``environment.json`` of the bundle."""
         bundle.write_meta(self._meta())
-        bundle.write_environment(collect_environment())
+        bundle.write_environment(collect_environment(device_id=self.config.device_id))
 
 
 def get_session(config: pytest.Config) -> AacoSession:

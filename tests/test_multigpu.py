@@ -575,3 +575,12 @@ def test_a_history_run_keeps_its_gpu_and_identical_gpus_append_to_one_history(tm
     baseline = load_baseline(path, "t::x")
     assert baseline is not None and baseline.runs == 3
     assert [run["gpu"]["uuid"] for run in baseline.history] == ["GPU-0", "GPU-1", "GPU-0"]
+
+
+def test_n_auto_really_starts_one_worker_per_listed_gpu(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile("import pytest\n\n@pytest.mark.parametrize('i', range(6))\ndef test_a(i): pass\n")
+    result = pytester.runpytest_subprocess("-n", "auto", "--aaco-device-id=0,1,2", "--aaco-provider=cuda",
+                                           "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["created: 3/3 workers"])
