@@ -269,6 +269,8 @@ def test_cuda_mask_entry(env, logical, expected):
     ({"ROCR_VISIBLE_DEVICES": "4,5,6", "HIP_VISIBLE_DEVICES": "2"}, 0, 6),  # HIP indexes what ROCr left
     ({"HIP_VISIBLE_DEVICES": "1,3"}, 1, 3),
     ({"ROCR_VISIBLE_DEVICES": "GPU-abc,3", "HIP_VISIBLE_DEVICES": "0"}, 0, "GPU-abc"),
+    ({"ROCR_VISIBLE_DEVICES": "4,5,6", "CUDA_VISIBLE_DEVICES": "1"}, 0, 5),  # HIP honours it on AMD too
+    ({"GPU_DEVICE_ORDINAL": "3"}, 0, 3),
 ])
 def test_amd_mask_entry(env, logical, expected):
     assert mask_entry(AMD, logical, env) == expected

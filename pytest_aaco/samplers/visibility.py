@@ -44,10 +44,13 @@ from pathlib import Path
 from typing import Any
 
 NVIDIA, AMD = "nvidia", "amd"
-#: the variables that pick the visible GPUs, per vendor, in the order the runtimes apply them
-MASK_VARIABLES: dict[str, tuple[str, ...]] = {
-    NVIDIA: ("CUDA_VISIBLE_DEVICES",),
-    AMD: ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"),
+#: the variables that pick the visible GPUs, per vendor: layers in the order the runtimes apply them,
+#: each layer the first of its variables that is set. On AMD the ROCr layer comes first, then HIP's,
+#: which also honours ``CUDA_VISIBLE_DEVICES`` and ``GPU_DEVICE_ORDINAL`` (ROCm "GPU isolation
+#: techniques"); their precedence among themselves is not documented: set only one of them.
+MASK_VARIABLES: dict[str, tuple[tuple[str, ...], ...]] = {
+    NVIDIA: (("CUDA_VISIBLE_DEVICES",),),
+    AMD: (("ROCR_VISIBLE_DEVICES",), ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")),
 }
 _INDEX = re.compile(r"^\d+$")
 
@@ -140,19 +143,29 @@ def _pick(name: str, mask: list[str], position: int) -> str:
     return mask[position]
 
 
+def _layers(vendor: str, env: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """``(variable, entries)`` of each layer of :data:`MASK_VARIABLES` that has a variable set, in the
+    order the runtime applies them."""
+    found = []
+    for layer in MASK_VARIABLES.get(vendor, ()):
+        name = next((n for n in layer if n in env), None)
+        mask = parse_mask(env.get(name)) if name is not None else None
+        if name is not None and mask is not None:
+            found.append((name, mask))
+    return found
+
+
 def mask_entry(vendor: str, logical_id: int, environ: Mapping[str, str] | None = None) -> int | str:
     """What logical device *logical_id* is, after the vendor's visibility variables: an index among
     all the GPUs the runtime could see without them (int), or a UUID (``GPU-...``, ``MIG-...``).
 
-    AMD applies ``HIP_VISIBLE_DEVICES`` over what ``ROCR_VISIBLE_DEVICES`` left. Raises
+    AMD applies ``HIP_VISIBLE_DEVICES`` (or ``CUDA_VISIBLE_DEVICES``, ``GPU_DEVICE_ORDINAL``) over what
+    ``ROCR_VISIBLE_DEVICES`` left. Raises
     :class:`GpuMappingError` when a variable lists fewer GPUs than the id needs.
     """
     env = os.environ if environ is None else environ
     entry: int | str = int(logical_id)
-    for name in reversed(MASK_VARIABLES.get(vendor, ())):  # the last applied is read first
-        mask = parse_mask(env.get(name))
-        if mask is None:
-            continue
+    for name, mask in reversed(_layers(vendor, env)):  # the last applied is read first
         if isinstance(entry, str):  # a UUID already names the GPU
             break
         picked = _pick(name, mask, entry)
@@ -163,17 +176,14 @@ def mask_entry(vendor: str, logical_id: int, environ: Mapping[str, str] | None =
 def visible_count(vendor: str, environ: Mapping[str, str] | None = None) -> int | None:
     """GPUs the visibility variables leave (the innermost one's length), or None when none is set."""
     env = os.environ if environ is None else environ
-    for name in reversed(MASK_VARIABLES.get(vendor, ())):
-        mask = parse_mask(env.get(name))
-        if mask is not None:
-            return len(mask)
-    return None
+    layers = _layers(vendor, env)
+    return len(layers[-1][1]) if layers else None
 
 
 def mask_text(vendor: str, environ: Mapping[str, str] | None = None) -> str:
     """``CUDA_VISIBLE_DEVICES=2,3`` style text of the vendor's variables that are set (``""`` if none)."""
     env = os.environ if environ is None else environ
-    return " ".join(f"{n}={env[n]}" for n in MASK_VARIABLES.get(vendor, ()) if n in env)
+    return " ".join(f"{name}={env[name]}" for name, _ in _layers(vendor, env))
 
 
 # ---------------------------------------------------------------- NVIDIA
