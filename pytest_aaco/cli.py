@@ -45,6 +45,7 @@ from pytest_aaco.reports.diff import DiffInputError, baseline_files, diff_items,
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
 from pytest_aaco.samplers.clocks import clock_warnings
+from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
 
 OK, REGRESSION_FOUND, USAGE_ERROR = 0, 1, 2
 DEFAULT_SESSION_DIR = Path(default("session-dir"))
@@ -110,8 +111,20 @@ def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
             continue
         fingerprints[short] = {"fields": fields, "machine_key": Fingerprint(fields).machine_key}
     info["fingerprint"] = fingerprints
+    info["devices"] = {short: device_map(short) for short in providers if vendor_of(short) is not None}
     info["errors"] = errors
     return info
+
+
+def device_map(short: str) -> list[dict[str, Any]]:
+    """EP *short*'s device ids and the physical GPU each maps to (``PhysicalGpu.to_dict()``), as
+    ``--aaco-device-id all`` would use them (:func:`pytest_aaco.samplers.gpus.visible_gpus`); [] when
+    no GPU can be counted."""
+    found = []
+    for device in range(visible_gpus(short) or 0):
+        gpu = physical_gpu(short, device)
+        found.append(gpu.to_dict() if gpu is not None else {"logical_id": device, "uuid": None})
+    return found
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -142,6 +155,12 @@ def cmd_info(args: argparse.Namespace) -> int:
              f" runtime {gpu.get('runtime') or '-'}, perf level {clocks.get('gpu_perf_level') or '-'}")
     else:
         _out("GPU: none found (NVML and amdsmi/rocm-smi did not report a device)")
+    for short, devices in (info.get("devices") or {}).items():
+        for gpu_info in devices:
+            key = gpu_info.get("uuid") or gpu_info.get("pci_bus_id") or "unknown"
+            _out(f"  --aaco-provider={short} device {gpu_info.get('logical_id')}: {key} {gpu_info.get('name') or ''}"
+                 f" (PCI {gpu_info.get('pci_bus_id') or '-'}, mapped by {gpu_info.get('mapped_by') or '-'})"
+                 + (f"; ambiguous: {gpu_info['ambiguous']}" if gpu_info.get("ambiguous") else ""))
     for warning in info["clock_warnings"]:
         _out(f"warning: {warning}")
     for short, data in info["fingerprint"].items():

@@ -586,3 +586,15 @@ def test_n_auto_really_starts_one_worker_per_listed_gpu(pytester):
                                            "-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["created: 3/3 workers"])
+
+
+def test_aaco_info_lists_each_device_and_its_gpu(monkeypatch, capsys):
+    from pytest_aaco import cli
+
+    monkeypatch.setitem(sys.modules, "pynvml", h100s(4))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    devices = cli.device_map("cuda")
+    assert [(d["logical_id"], d["uuid"]) for d in devices] == [(0, "GPU-2aaaaaaa-0000"), (1, "GPU-3aaaaaaa-0000")]
+    assert cli.main(["info", "--provider", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert "--aaco-provider=cuda device 1: GPU-3aaaaaaa-0000 NVIDIA H100 80GB HBM3 (PCI 00000000:1b:00.0" in out
