@@ -6,8 +6,12 @@
 #
 #   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh one [pytest args]   # (a) one GPU:  -n 1 vs -n 2 --aaco-device-id 0,0
 #   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh two [pytest args]   # (b) two GPUs: -n 1 vs -n 2 --aaco-device-id 0,1
+#   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh aa  [pytest args]   # (c) two GPUs: A/A gate across both
 #   PROVIDER=cpu bash studies/multi_gpu.sh one -k squeezenet --aaco-rounds=3 # the script itself, on a laptop
 #
+# (c) saves SAVES (5) baseline runs with -n 2 --aaco-device-id 0,1 into one baseline folder, then
+# gates GATES (3) unchanged runs the same way: every item lands on either GPU, all share one history
+# per GPU model, and no item may fail (0 false failures).
 # (a) should serialise on the device lock (0 overlapping phases, wall time about the same) with
 # means within noise of -n 1; (b) should take about half the wall time, with both GPUs busy.
 # Runs from a folder of its own ($WORK/proj: tests/perf/test_models.py and an empty pytest.ini),
@@ -18,8 +22,8 @@ set -u
 STUDY=${1:-}
 case "$STUDY" in
     one) SECOND="0,0" ;;
-    two) SECOND="0,1" ;;
-    *) echo "usage: bash studies/multi_gpu.sh one|two [pytest args]" >&2; exit 2 ;;
+    two|aa) SECOND="0,1" ;;
+    *) echo "usage: bash studies/multi_gpu.sh one|two|aa [pytest args]" >&2; exit 2 ;;
 esac
 shift
 PROVIDER=${PROVIDER:-cuda}
@@ -39,7 +43,7 @@ fi
 mkdir -p "$WORK/proj"
 cp "$REPO/tests/perf/test_models.py" "$WORK/proj/test_perf.py"
 printf '[pytest]\n' > "$WORK/proj/pytest.ini"
-if [ "$STUDY" = two ] && command -v nvidia-smi > /dev/null; then
+if [ "$STUDY" != one ] && command -v nvidia-smi > /dev/null; then
     gpus=$(nvidia-smi -L | wc -l)
     [ "$gpus" -ge 2 ] || echo "warning: nvidia-smi lists $gpus GPU(s); study 'two' needs two" >&2
 fi
@@ -56,7 +60,7 @@ run() {  # run NAME [pytest args]: one pytest session; its log, bundle, wall tim
     local start end
     start=$(date +%s.%N)
     (cd "$WORK/proj" && "$PY" -m pytest test_perf.py "${PLUGIN[@]}" -p no:benchmark -p no:cacheprovider -q \
-        --aaco-provider="$PROVIDER" --aaco-session-dir="$out/sessions" --aaco-baseline-dir="$out/baselines" \
+        --aaco-provider="$PROVIDER" --aaco-session-dir="$out/sessions" --aaco-baseline-dir="${BASELINES:-$out/baselines}" \
         "$@" > "$out/pytest.log" 2>&1)
     echo $? > "$out/rc"
     end=$(date +%s.%N)
@@ -65,6 +69,19 @@ run() {  # run NAME [pytest args]: one pytest session; its log, bundle, wall tim
     echo "$STUDY-$name: rc=$(cat "$out/rc") wall $(cat "$out/wall_s") s ($out/pytest.log)"
 }
 
+if [ "$STUDY" = aa ]; then
+    BASELINES="$WORK/aa-baselines"
+    rm -rf "$BASELINES"
+    runs=()
+    for i in $(seq "${SAVES:-5}"); do
+        run "save$i" -n 2 --aaco-device-id "$SECOND" --aaco-save-baseline "$@"; runs+=("$WORK/aa-save$i")
+    done
+    for i in $(seq "${GATES:-3}"); do
+        run "gate$i" -n 2 --aaco-device-id "$SECOND" "$@"; runs+=("$WORK/aa-gate$i")
+    done
+    "$PY" "$REPO/studies/multi_gpu_summary.py" "${runs[@]}"
+    exit 0
+fi
 run n1 -n 1 "$@"
 run n2 -n 2 --aaco-device-id "$SECOND" "$@"
 "$PY" "$REPO/studies/multi_gpu_summary.py" "$WORK/$STUDY-n1" "$WORK/$STUDY-n2"

@@ -103,6 +103,12 @@ def main(runs: list[Path]) -> int:
             mean_text = f"{mean:.3f}" if isinstance(mean, (int, float)) else "-"
             print(f"   {record.get('model', '-'):<14} {record.get('provider', '-'):<9} {gpu_of(record):<32}"
                   f" {mean_text:>9} {change:>13}  {verdict}")
+        outcomes: dict[str, int] = defaultdict(int)
+        for record in records:
+            outcomes[str((record.get("verdict") or {}).get("outcome", record.get("outcome")))] += 1
+        failed = sum(1 for r in records if r.get("outcome") == "failed")
+        print(f"   verdicts: {dict(sorted(outcomes.items()))}; items failed: {failed};"
+              f" GPUs used: {len({gpu_of(r) for r in records})}")
         for index, (mean_util, busy, seconds) in smi_usage(run).items():
             print(f"   nvidia-smi GPU {index}: mean utilisation {mean_util:.0f}%, busy (>=10%) {busy} of {seconds} s")
     if len(walls) > 1 and walls[0] and walls[-1]:
