@@ -301,6 +301,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=partial(int_or_auto, minimum=2)),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
               parse=fraction_below),
+    OptionDef("device-threshold", "practical regression threshold of device time (kernel time per run), which"
+              " is steadier than wall time on GPUs (fraction or %)", "1%", "FRACTION", parse=fraction_below),
     OptionDef("fdr", "session-wide false discovery rate across gated items (LOND)", "0.05", "Q",
               parse=partial(fraction_below, upper=0.5)),
     OptionDef("confirm", "re-measure a suspected regression with a fresh session before failing", "on", "on|off",
@@ -397,6 +399,7 @@ class GateSettings:
     """Thresholds of the gate: fractions (0.05 = 5%) and MB; defaults from the option table."""
 
     threshold: float = setting("threshold")
+    device_threshold: float = setting("device-threshold")
     min_history: int = setting("min-history")
     run_noise: float = setting("run-noise")
     strict_inconclusive: bool = setting("strict-inconclusive")

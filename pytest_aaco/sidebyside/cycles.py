@@ -78,6 +78,10 @@ DEFAULT_DISCARD = 2
 DEVICE_SESSION_PAIRS, CPU_SESSION_PAIRS = 2, 1
 #: prior sd (ln units) of a session pair's offset on device EPs (H100: 1.5 to 3.6% between processes)
 DEVICE_SESSION_SD = 0.01
+#: prior sd (ln units) of a session pair's offset in device time: CUPTI's kernel time per run of the
+#: same ResNet-50 on the H100 was 0.818, 0.817 and 0.818 ms in three processes (sd 0.07%; docs/gpu.md,
+#: "Device time side by side"); 0.3% leaves room for a session that picks another cuDNN algorithm
+DEVICE_TIME_SESSION_SD = 0.003
 #: one-sided level spent over the looks by the no-regression upper bound
 #: session configuration entry that stops ORT's intra-op threads spinning after a run
 NO_SPINNING = {"session.intra_op.allow_spinning": "0"}
@@ -92,6 +96,7 @@ class CompareSettings:
     are options' (threshold, budget, memory) come from the option table."""
 
     threshold: float = setting("threshold")
+    device_threshold: float = setting("device-threshold")
     first_cycles: int = FIRST_CYCLES
     step_cycles: int = STEP_CYCLES
     max_cycles: int = MAX_CYCLES
@@ -123,7 +128,14 @@ class CompareSettings:
         return self.session_pairs or (DEVICE_SESSION_PAIRS if device else CPU_SESSION_PAIRS)
 
     def session_sd_for(self, device: bool) -> float:
+        """The wall-time prior sd of a session pair's offset (ln units): the setting, else
+        :data:`DEVICE_SESSION_SD` on device EPs and 0 on CPU EPs."""
         return self.session_sd if self.session_sd is not None else (DEVICE_SESSION_SD if device else 0.0)
+
+    def device_time_session_sd(self) -> float:
+        """The device-time prior sd of a session pair's offset (ln units): the setting, else
+        :data:`DEVICE_TIME_SESSION_SD`."""
+        return self.session_sd if self.session_sd is not None else DEVICE_TIME_SESSION_SD
 
 
 @dataclass
@@ -424,13 +436,15 @@ class DeviceLook:
     added: list[tuple[str, float]]
     removed: list[tuple[str, float]]
     log_ratios: list[list[float]] = field(default_factory=list)
+    #: the device-time threshold the outcome was judged at (fraction)
+    threshold: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         lo, hi = self.comparison.ci(0.95)
         return {"outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
                 "p_slower": float(self.comparison.p_slower), "level": self.level,
                 "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
-                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms,
+                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "threshold": self.threshold,
                 "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed]}
 
 
@@ -443,8 +457,8 @@ def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSe
         return None
     d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a.blocks, b.blocks, strict=False)])
                  for a, b in traced]
-    comp = paired_t(d_by_pair, settings.session_sd_for(device))
-    outcome = str(outcome_of(comp, settings.threshold, level, upper_alpha=upper_alpha))
+    comp = paired_t(d_by_pair, settings.device_time_session_sd())
+    outcome = str(outcome_of(comp, settings.device_threshold, level, upper_alpha=upper_alpha))
     side_blocks = {BASELINE: [blk for a, _ in traced for blk in a.blocks],
                    CANDIDATE: [blk for _, b in traced for blk in b.blocks]}
     runs = {side: sum(blk.runs for blk in blocks) for side, blocks in side_blocks.items()}
@@ -458,7 +472,7 @@ def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSe
                       {s: float(np.median([blk.kernels for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.kernel_ms for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.busy_ms for blk in b])) for s, b in side_blocks.items()},
-                      added, removed, [[float(x) for x in d] for d in d_by_pair])
+                      added, removed, [[float(x) for x in d] for d in d_by_pair], settings.device_threshold)
 
 
 def _cycle_seconds(cycles_by_pair: list[list[Cycle]]) -> float:

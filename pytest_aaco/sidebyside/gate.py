@@ -135,7 +135,8 @@ class SideBySideGate:
         else:
             baseline = LocalFactory(side.model_file, side.spec, base_provider, item.warmup, item.iobinding,
                                     item.device_id, item.intra_op_threads, entries)
-        settings = replace(self.settings, threshold=gate.threshold, memory_threshold=gate.memory_threshold,
+        settings = replace(self.settings, threshold=gate.threshold, device_threshold=gate.device_threshold,
+                           memory_threshold=gate.memory_threshold,
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
         tracer, no_tracer = tracer_for(provider.short, item.device_time)
