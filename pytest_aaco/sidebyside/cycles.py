@@ -72,6 +72,10 @@ from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
 
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
+#: cycles at the first look when device time is traced: kernel time per run decides a 2% change in
+#: 6 cycles on 2 session pairs (H100, docs/gpu.md), and 4 cycles fewer in each of the two
+#: measurements of a changed item saved about 5 s of its 25
+TRACED_FIRST_CYCLES = 6
 #: iterations timed but not measured at the start of each block (spin bleed; docs/verdict-quality.md)
 DEFAULT_DISCARD = 2
 #: fresh session pairs per side on device EPs (session-level choices differ), and on CPU EPs
@@ -98,6 +102,7 @@ class CompareSettings:
     threshold: float = setting("threshold")
     device_threshold: float = setting("device-threshold")
     first_cycles: int = FIRST_CYCLES
+    traced_first_cycles: int = TRACED_FIRST_CYCLES
     step_cycles: int = STEP_CYCLES
     max_cycles: int = MAX_CYCLES
     budget_s: float = setting("compare-budget")
@@ -342,15 +347,17 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
 
     With a *tracer* (device time, :mod:`pytest_aaco.measure.device_time`), every wall-time block
     of an in-process side is followed by one traced block, so each cycle has one device-time figure
-    per side; device time is tested with the same paired test on its own per-cycle log-ratios, and
-    the looks stop once either metric is decided.
+    per side; device time is tested with the same paired test on its own per-cycle log-ratios, the
+    first look comes after ``traced_first_cycles`` cycles (then every ``step_cycles``), and the looks
+    stop once either metric is decided.
 
     Raises what the factories or the runners raise (a broken side), ValueError for bad settings.
     """
     if settings.method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {settings.method!r}")
     start = clock()
-    plan = SequentialPlan.steps(settings.first_cycles, settings.step_cycles, settings.max_cycles)
+    first = min(settings.first_cycles, settings.traced_first_cycles) if tracer is not None else settings.first_cycles
+    plan = SequentialPlan.steps(first, settings.step_cycles, max(settings.max_cycles, first))
     pairs: list[tuple[OpenedSide, OpenedSide]] = []
     try:
         for _ in range(settings.pairs_for(device)):
