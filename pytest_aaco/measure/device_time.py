@@ -15,8 +15,10 @@ Tracers:
 * NVIDIA: CUPTI activity records (``ActivityKind.CONCURRENT_KERNEL``) through NVIDIA's
   ``cupti-python`` (https://docs.nvidia.com/cupti-python/), :class:`CuptiTracer`.
   ``pip install 'pytest-aaco[cuda]'``.
-* AMD: rocprofv3's kernel trace runs in a child process (:mod:`pytest_aaco.passes.rocprof`);
-  an in-process tracer is not available, so side by side on MIGraphX is gated on wall time.
+* AMD: rocprofv3 traces a whole process, so there is no in-process tracer: one traced child
+  process runs the item's blocks, both sides alternating (:mod:`pytest_aaco.measure.rocprof_child`),
+  and :mod:`pytest_aaco.measure.rocprof_trace` reads its CSV or rocpd output into the same
+  :class:`DeviceBlock` figures.
 
 Units: ms per run; timestamps in ns on the tracer's own clock.
 """
@@ -45,11 +47,14 @@ class DeviceTimeUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class KernelSpan:
-    """One kernel execution: its name and its start and end (ns, the tracer's clock)."""
+    """One kernel execution: its name, its start and end (ns, the tracer's clock), and the device
+    and stream (queue on AMD) as the tracer names them."""
 
     name: str
     start_ns: int
     end_ns: int
+    device: str = "0"
+    stream: str = "0"
 
 
 @dataclass(frozen=True)
