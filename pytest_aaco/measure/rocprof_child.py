@@ -210,7 +210,8 @@ def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id
         entries = []
         for i, side in enumerate(sides):
             feeds_path = folder / f"feeds{i}.npz"
-            np.savez(feeds_path, **{k: np.asarray(v) for k, v in side.feeds.items()})
+            arrays: dict[str, Any] = {k: np.asarray(v) for k, v in side.feeds.items()}
+            np.savez(feeds_path, **arrays)
             entries.append({"name": side.name, "model": str(side.model), "provider": side.provider.short,
                             "options": dict(side.provider.options), "feeds": str(feeds_path),
                             "iobinding": side.iobinding})

@@ -13,7 +13,11 @@ Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd 
   ``rocpd_info_kernel_symbol`` (``display_name``/``kernel_name``) and, where the dispatch row has
   ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value`` (schema version 3 of
   ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql`` and ``data_views.sql`` in ROCm/rocprofiler-sdk).
-  roctx ranges come from the ``regions`` view (``name``, ``start``, ``end``). The file is opened
+  roctx ranges come from the ``regions`` view (``name``, ``start``, ``end``), else from
+  ``rocpd_region`` with ``rocpd_string`` (and ``rocpd_timestamp`` as above). Both table layouts
+  occur: the dispatch row with its own ``start``/``end`` (and ``agent_id``, ``queue_id``) at
+  rocprofiler-sdk commit 50c89cb, and with ``start_id``/``end_id`` into ``rocpd_timestamp`` later,
+  both labelled schema version 3. The file is opened
   read-only (``file:...?mode=ro`` URI, :mod:`sqlite3`), never written.
 * **CSV** (``--output-format csv``, deprecated since ROCm 7.0 but still written):
   ``<prefix>_kernel_trace.csv`` with ``Kind, Agent_Id, Queue_Id, ..., Kernel_Name, Correlation_Id,
@@ -216,8 +220,29 @@ def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, .
         raise TraceError("rocpd_kernel_dispatch has neither start/end nor start_id/end_id with rocpd_timestamp")
     agent = "K.agent_id" if "agent_id" in columns else "0"
     queue = "K.queue_id" if "queue_id" in columns else "0"
+    if "agent_id" not in columns and "track_id" in columns and "rocpd_track" in names:
+        agent, queue = "T.agent_id", "T.queue_id"
+        joins += " LEFT JOIN rocpd_track T ON T.id = K.track_id"
     return db.execute(f"SELECT {symbol}, {times}, {agent}, {queue} FROM rocpd_kernel_dispatch K"
                       f" JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id{joins}").fetchall()
+
+
+def _rocpd_regions(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
+    if "regions" in names:
+        return db.execute("SELECT name, start, end FROM regions").fetchall()
+    if not {"rocpd_region", "rocpd_string"} <= names:
+        return []
+    columns = _columns(db, "rocpd_region")
+    if {"start", "end"} <= columns:
+        times, joins = "R.start, R.end", ""
+    elif {"start_id", "end_id"} <= columns and "rocpd_timestamp" in names:
+        times = "DS.value, DE.value"
+        joins = (" JOIN rocpd_timestamp DS ON DS.id = R.start_id"
+                 " JOIN rocpd_timestamp DE ON DE.id = R.end_id")
+    else:
+        return []
+    return db.execute(f"SELECT N.string, {times} FROM rocpd_region R"
+                      f" JOIN rocpd_string N ON N.id = R.name_id{joins}").fetchall()
 
 
 def read_rocpd(path: str | Path) -> tuple[list[KernelSpan], list[Marker]]:
@@ -231,7 +256,7 @@ def read_rocpd(path: str | Path) -> tuple[list[KernelSpan], list[Marker]]:
     try:
         names = _names(db)
         rows = _rocpd_kernels(db, names)
-        regions = db.execute("SELECT name, start, end FROM regions").fetchall() if "regions" in names else []
+        regions = _rocpd_regions(db, names)
     except sqlite3.Error as exc:
         raise TraceError(f"{path}: not a readable rocpd database: {exc}") from exc
     except TraceError as exc:
@@ -337,7 +362,8 @@ def windows_from_host(kernels: Sequence[KernelSpan], blocks: Sequence[dict[str, 
                 best = (count, clock, windows)
     if best is None:
         raise TraceError(f"the traced blocks' host timestamps ({', '.join(HOST_CLOCKS)}) do not bracket the traced"
-                         f" kernels ({len(kernels)} kernels, {len(blocks)} blocks): rocprofv3 stamps with another clock;"
+                         f" kernels ({len(kernels)} kernels, {len(blocks)} blocks): rocprofv3 stamps with another"
+                         " clock;"
                          " install roctx (rocprofiler-sdk-roctx) so block boundaries come from markers")
     return best[1], best[2]
 
