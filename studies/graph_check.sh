@@ -11,12 +11,15 @@
 # comparison measured it, and the whole pytest process). An unchanged model should give intervals
 # around 1.0; the narrower wall interval at fewer seconds per item is the better default, while
 # device time should read the same in both modes. Logs and session bundles stay in $WORK.
-# Environment: WORK (/tmp/aaco-graph-check), MODEL (resnet50), PROCS (3), MODES ("off on"), PROVIDER (cuda).
+# Environment: WORK (/tmp/aaco-graph-check), MODEL (resnet50), PROCS (3), MODES ("off on"), PROVIDER (cuda),
+# PLUGIN ("-p pytest_aaco.plugin").
 set -u
 WORK=${WORK:-/tmp/aaco-graph-check}
 MODEL=${MODEL:-resnet50}
 PROCS=${PROCS:-3}
 MODES=${MODES:-"off on"}
+# loads the plugin from PYTHONPATH; set PLUGIN="" where pytest-aaco is pip-installed (its entry point loads it)
+PLUGIN=${PLUGIN-"-p pytest_aaco.plugin"}
 REPO=$(pwd)
 mkdir -p "$WORK"
 if [ ! -d "$WORK/proj/.git" ]; then
@@ -45,7 +48,8 @@ for mode in $MODES; do
         sessions="$WORK/sessions-$mode-$i"
         rm -rf "$sessions"
         start=$(date +%s.%N)
-        python3 -m pytest test_perf.py -p pytest_aaco.plugin -p no:benchmark -p no:cacheprovider -q \
+        # shellcheck disable=SC2086  # PLUGIN is word-split on purpose
+        python3 -m pytest test_perf.py $PLUGIN -p no:benchmark -p no:cacheprovider -q \
             --aaco-provider="${PROVIDER:-cuda}" --aaco-compare=base --aaco-iobinding=all --aaco-graph="$mode" \
             --aaco-session-dir="$sessions" "$@" > "$WORK/$mode-$i.log" 2>&1
         rc=$?

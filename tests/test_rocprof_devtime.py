@@ -377,3 +377,47 @@ def test_the_child_device_time_fails_the_item_and_leads_the_message():
     assert verdict.message.startswith("REGRESSION resnet50[migraphx]: device time +6.")
     assert "kernels per run 12 -> 13" in verdict.message and f"added {EXTRA} x1" in verdict.message
     assert verdict.side_by_side["device_time"]["kernels"] == {BASELINE: 12.0, CANDIDATE: 13.0}
+
+
+def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_model_path):
+    """SideBySideGate's AMD path with trace_sides replaced by the recorded pair: the looks land in
+    the result; a trace that cannot be cut becomes a note (auto) or an error (on)."""
+    from types import SimpleNamespace
+
+    from pytest_aaco.measure.inference import SessionError
+    from pytest_aaco.measure.rocprof_child import ChildTrace
+    from pytest_aaco.sidebyside import gate as sidegate
+    from pytest_aaco.sidebyside.cycles import LocalFactory
+    from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+
+    seen: list[dict] = []
+
+    def fake_trace(sides, **kw):
+        seen.append({"sides": [s.name for s in sides], **kw})
+        return ChildTrace(recorded_blocks(), "roctx", "rocpd", "ctypes:test")
+
+    monkeypatch.setattr(sidegate, "trace_sides", fake_trace)
+    spec = SimpleNamespace(name="tiny", dims={}, inputs={})
+    migraphx = parse_provider("migraphx")
+    factory = LocalFactory(Path(tiny_model_path), spec, parse_provider("cpu"))
+    settings = CompareSettings(block_s=0.0, discard=1, budget_s=60.0, threshold=0.05)
+    result = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
+    gate = SideBySideGate(ref=None, python=None)
+    note = gate._child_device_time(result, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                   settings, 0.05, True, None)
+    assert note is None and result.device_outcome == "regression"
+    assert seen[0]["sides"] == [BASELINE, CANDIDATE] and seen[0]["cycles"] == settings.first_cycles
+    assert seen[0]["timeout_s"] >= 300 and len(seen) == 2  # the regression was traced again
+
+    def broken(sides, **kw):
+        raise TraceError("the traced blocks' host timestamps do not bracket the traced kernels")
+
+    monkeypatch.setattr(sidegate, "trace_sides", broken)
+    fresh = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
+    note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                   settings, 0.05, True, None)
+    assert note is not None and note.startswith("device time: the traced blocks") and "gated on wall time" in note
+    assert fresh.measurement.device is None
+    with pytest.raises(SessionError, match="--aaco-device-time=on: the traced blocks"):
+        gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="on"),
+                                settings, 0.05, True, None)

@@ -146,7 +146,8 @@ class SideBySideGate:
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
         tracer, no_tracer = tracer_for(provider.short, item.device_time)
-        if tracer is not None and self.python:
+        if self.python and (tracer is not None or (no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS
+                                                   and item.device_time != "off")):
             tracer, no_tracer = None, "device time: the baseline side runs in another interpreter, which has no tracer"
         if lock is None:
             result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
