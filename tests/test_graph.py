@@ -88,6 +88,20 @@ def test_on_refuses_a_placement_with_cpu_nodes():
                      cpu_nodes=lambda: (2, "NonMaxSuppression, TopK"))
 
 
+def test_on_refuses_the_recorded_cuda_placement_with_a_cpu_node():
+    """The CUDA profile recorded on the H100 (tests/data/ort_profile_cuda.json) put Celu on the CPU EP."""
+    import json
+    from pathlib import Path
+
+    from pytest_aaco.measure.placement import CPU_EP, profile_details
+
+    events = json.loads((Path(__file__).parent / "data" / "ort_profile_cuda.json").read_text())
+    placement = profile_details(events)
+    with pytest.raises(GraphRefused, match=r"1 node\(s\) run on the CPU EP \(Celu\)"):
+        choose_graph("on", "cuda", "m[cuda]", iobinding="all", symbolic=list,
+                     cpu_nodes=lambda: (placement.cpu_nodes, ", ".join(sorted(placement.ops[CPU_EP]))))
+
+
 def test_auto_that_wants_a_graph_warns_naming_the_item_and_falls_back(monkeypatch):
     monkeypatch.setattr(graphmod, "auto_wants_graph", lambda short: True)
     with pytest.warns(AacoProviderWarning, match=r"m\[cuda\]: graph replay not used \(--aaco-graph=auto\).*CPU EP"):

@@ -142,6 +142,16 @@ def test_rocpd_gives_the_same_kernels_and_ranges_as_the_csv(tmp_path, schema):
     assert [b.kernel_ms for b in blocks[CANDIDATE]] == [b.kernel_ms for b in from_csv[CANDIDATE]]
 
 
+def test_the_kernel_pass_reads_rocpd_too(tmp_path):
+    from pytest_aaco.passes.rocprof import read_records
+
+    trace = recorded_trace()
+    build_rocpd(tmp_path / "aaco_results.db", "rocpd_schema_start_end.sql", trace.kernels, [])
+    layout, records = read_records(tmp_path)
+    assert layout == "rocpd" and len(records) == len(trace.kernels)
+    assert sum(r.duration_ns for r in records) == sum(k.end_ns - k.start_ns for k in trace.kernels)
+
+
 def test_a_file_that_is_not_a_rocpd_database_is_named(tmp_path):
     junk = tmp_path / "x.db"
     junk.write_text("not sqlite")
