@@ -10,8 +10,9 @@ and off, as CUPTI has), so the benchmark process never runs under it. Instead
 (options from https://rocm.docs.amd.com/projects/rocprofiler-sdk/en/latest/how-to/using-rocprofv3.html).
 The child builds one InferenceSession per side (baseline and candidate when side by side; each
 side compiles once, in the child), warms each up, then runs ``cycles`` cycles: in each, one block of
-``runs`` model runs per side, in a seeded random order per cycle (as the wall-time cycles,
-:func:`pytest_aaco.measure.interleave.run_cycles`), each block preceded by a pause of
+``runs`` model runs per side, in a seeded random order per cycle (:func:`cycle_orders`; the
+wall-time cycles of :func:`pytest_aaco.measure.interleave.run_cycles` balance AB/BA instead), each
+block preceded by a pause of
 :data:`~pytest_aaco.measure.rocprof_trace.BLOCK_GAP_S` and bracketed by a roctx range
 ``aaco/<side>/<cycle>`` and by host timestamps on ``CLOCK_BOOTTIME`` and ``CLOCK_MONOTONIC``
 (:mod:`pytest_aaco.measure.rocprof_trace` says which one rocprofv3 uses, and why both are taken).
