@@ -15,14 +15,17 @@ Tracers:
 * NVIDIA: CUPTI activity records (``ActivityKind.CONCURRENT_KERNEL``) through NVIDIA's
   ``cupti-python`` (https://docs.nvidia.com/cupti-python/), :class:`CuptiTracer`.
   ``pip install 'pytest-aaco[cuda]'``.
-* AMD: rocprofv3's kernel trace runs in a child process (:mod:`pytest_aaco.passes.rocprof`);
-  an in-process tracer is not available, so side by side on MIGraphX is gated on wall time.
+* AMD: rocprofv3 traces a whole process, so there is no in-process tracer: one traced child
+  process runs the item's blocks, both sides alternating (:mod:`pytest_aaco.measure.rocprof_child`),
+  and :mod:`pytest_aaco.measure.rocprof_trace` reads its CSV or rocpd output into the same
+  :class:`DeviceBlock` figures.
 
 Units: ms per run; timestamps in ns on the tracer's own clock.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -41,6 +44,10 @@ BUFFER_BYTES = 8 * 1024 * 1024
 DEVICE_RUNS = 2
 #: EPs whose kernels CUPTI sees
 CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
+#: EPs whose kernels rocprofv3 sees, traced in a child process (:mod:`pytest_aaco.measure.rocprof_child`)
+CHILD_TRACED_PROVIDERS = frozenset({"migraphx", "rocm"})
+ROCPROF_INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv3) and put rocprofv3 on"
+                        " PATH")
 
 
 class DeviceTimeUnavailable(RuntimeError):
@@ -49,11 +56,14 @@ class DeviceTimeUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class KernelSpan:
-    """One kernel execution: its name and its start and end (ns, the tracer's clock)."""
+    """One kernel execution: its name, its start and end (ns, the tracer's clock), and the device
+    and stream (queue on AMD) as the tracer names them."""
 
     name: str
     start_ns: int
     end_ns: int
+    device: str = "0"
+    stream: str = "0"
 
 
 @dataclass(frozen=True)
@@ -206,13 +216,23 @@ class CuptiTracer:
         return block_of((KernelSpan(r[0], r[1], r[2]) for r in records), runs)
 
 
-def tracer_for(provider: str, mode: str) -> tuple[DeviceTracer | None, str | None]:
+def tracer_for(provider: str, mode: str,
+               which: Callable[[str], str | None] = shutil.which) -> tuple[DeviceTracer | None, str | None]:
     """The tracer for the EP *provider* (short name) under ``--aaco-device-time`` *mode*
     (``auto``/``on``/``off``): ``(tracer, None)``, or ``(None, why not)``; the reason is None
-    where device time does not apply (the CPU, or ``off``). With ``on``, a missing tracer is an
+    where device time does not apply (the CPU, or ``off``) and for the EPs of
+    :data:`CHILD_TRACED_PROVIDERS` when rocprofv3 is on PATH (*which*: ``shutil.which``): their
+    device time comes from a traced child process instead. With ``on``, a missing tracer is an
     error: raises :class:`DeviceTimeUnavailable`."""
     if mode == "off":
         return None, None
+    if provider in CHILD_TRACED_PROVIDERS:
+        if which("rocprofv3") is not None:
+            return None, None
+        if mode == "on":
+            raise DeviceTimeUnavailable(f"--aaco-device-time=on: device time on {provider} needs rocprofv3:"
+                                        f" {ROCPROF_INSTALL_HINT}")
+        return None, f"device time on {provider} needs rocprofv3: {ROCPROF_INSTALL_HINT}; gated on wall time only"
     if provider not in CUPTI_PROVIDERS:
         if mode == "on" and provider != "cpu":
             raise DeviceTimeUnavailable(f"--aaco-device-time=on: no in-process kernel tracer for the {provider} EP;"

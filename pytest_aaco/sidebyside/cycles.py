@@ -47,7 +47,7 @@ import numpy as np
 
 from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import DeviceTracer, TracedSide
+from pytest_aaco.measure.device_time import DeviceBlock, DeviceTracer, TracedSide
 from pytest_aaco.measure.inference import bind_run, build_session, check_placement, session_options, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import (
@@ -458,16 +458,25 @@ class DeviceLook:
 def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSettings, device: bool,
                  level: float, upper_alpha: float) -> DeviceLook | None:
     """The device-time test over the traced blocks so far; None without traced sides."""
-    traced = [(a.runner, b.runner) for a, b in pairs
+    traced = [(a.runner.blocks, b.runner.blocks) for a, b in pairs
               if isinstance(a.runner, TracedSide) and isinstance(b.runner, TracedSide)]
-    if not traced or any(min(len(a.blocks), len(b.blocks)) < 2 for a, b in traced):
+    return device_look_of(traced, settings, device, level, upper_alpha)
+
+
+def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], settings: CompareSettings,
+                   device: bool, level: float, upper_alpha: float) -> DeviceLook | None:
+    """The device-time test of traced blocks: *traced* holds, per session pair, the baseline's and
+    the candidate's :class:`~pytest_aaco.measure.device_time.DeviceBlock` s in cycle order (cycle *i*
+    of one side is paired with cycle *i* of the other). The paired test (:func:`paired_t`, the
+    session pair as a level) runs on per-cycle ln(candidate / baseline kernel time per run) and is
+    judged at *level* (one-sided) with the no-regression bound at *upper_alpha*, as wall time is.
+    None when a pair has fewer than 2 cycles of both sides (or there is no pair)."""
+    if not traced or any(min(len(a), len(b)) < 2 for a, b in traced):
         return None
-    d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a.blocks, b.blocks, strict=False)])
-                 for a, b in traced]
+    d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a, b, strict=False)]) for a, b in traced]
     comp = paired_t(d_by_pair, settings.device_time_session_sd())
     outcome = str(outcome_of(comp, settings.device_threshold, level, upper_alpha=upper_alpha))
-    side_blocks = {BASELINE: [blk for a, _ in traced for blk in a.blocks],
-                   CANDIDATE: [blk for _, b in traced for blk in b.blocks]}
+    side_blocks = {BASELINE: [blk for a, _ in traced for blk in a], CANDIDATE: [blk for _, b in traced for blk in b]}
     runs = {side: sum(blk.runs for blk in blocks) for side, blocks in side_blocks.items()}
     names = {side: sum((blk.names for blk in blocks), Counter()) for side, blocks in side_blocks.items()}
     per_run = {side: {n: c / runs[side] for n, c in names[side].items()} for side in names}
@@ -480,6 +489,52 @@ def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSe
                       {s: float(np.median([blk.kernel_ms for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.busy_ms for blk in b])) for s, b in side_blocks.items()},
                       added, removed, [[float(x) for x in d] for d in d_by_pair], settings.device_threshold)
+
+
+def child_device_look(looks: list[DeviceLook]) -> DeviceLook:
+    """One verdict from the device-time looks of separate traced child processes (AMD,
+    :mod:`pytest_aaco.measure.rocprof_child`): the first, or with a confirmation the second, whose
+    regression counts only when the first found one too (intersection-union, as for wall time:
+    a regression not confirmed is inconclusive). Raises ValueError for no look."""
+    if not looks:
+        raise ValueError("no device-time look")
+    last = looks[-1]
+    if len(looks) > 1 and looks[0].outcome == REGRESSION and last.outcome != REGRESSION:
+        return replace(last, outcome=str(INCONCLUSIVE))
+    return last
+
+
+def attach_child_device_time(result: SideBySide, looks: list[DeviceLook]) -> None:
+    """Put the device time of traced child processes (*looks*: the first, then the confirmation's)
+    into *result*: the deciding look on its measurement, the first on its first measurement when
+    wall time was confirmed too, so :attr:`SideBySide.device_outcome` reads them as it reads
+    in-process traced blocks."""
+    result.measurement.device = child_device_look(looks)
+    if result.first is not None:
+        result.first.device = looks[0]
+    if len(looks) > 1:
+        result.confirmed = bool(result.confirmed) or result.measurement.device.outcome == REGRESSION
+
+
+def child_device_time(trace: Callable[[int], dict[str, list[DeviceBlock]]], settings: CompareSettings,
+                      alpha: float, device: bool = True) -> list[DeviceLook]:
+    """Device-time looks from traced child processes: ``trace(seed)`` runs one child (fresh sessions
+    of both sides, :func:`pytest_aaco.measure.rocprof_child.trace_sides`) and returns its blocks per
+    side (:data:`BASELINE`, :data:`CANDIDATE`). One look at the item's level *alpha*; a regression is
+    traced again with a fresh child (seed + 1) when ``settings.confirm``. Returns the looks (1 or 2),
+    for :func:`attach_child_device_time`; [] when a child gave fewer than 2 cycles. Raises what
+    *trace* raises."""
+    looks: list[DeviceLook] = []
+    for attempt in range(2):
+        blocks = trace(settings.seed + attempt)
+        look = device_look_of([(blocks.get(BASELINE, []), blocks.get(CANDIDATE, []))], settings, device, alpha,
+                              NO_REGRESSION_ALPHA)
+        if look is None:
+            return looks
+        looks.append(look)
+        if look.outcome != REGRESSION or not settings.confirm:
+            break
+    return looks
 
 
 def _cycle_seconds(cycles_by_pair: list[list[Cycle]]) -> float:
