@@ -71,6 +71,7 @@ def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
         intra_op_threads=run.config.intra_op_threads,
         extra=extra,
         reference=run.reference.id if run.reference is not None else None,
+        graph=str((run.handle.graph or {}).get("state") or "off"),
         device_id=run.config.device_id,
     )
 
@@ -156,6 +157,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     record = ItemRecord(nodeid, run.model.name, run.provider.short, item_label(run), placement=run.placement)
     gpu = physical_gpu(run.provider.short, c.device_id)
     record.gpu = None if gpu is None else gpu.to_dict()
+    if run.handle.graph and run.provider.is_gpu:
+        record.extra["graph"] = dict(run.handle.graph)
     insight, baseline = Insight(), None
     try:
         fp = item_fingerprint(run, extra_fingerprint)
