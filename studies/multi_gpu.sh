@@ -35,6 +35,10 @@ if ! "$PY" -c "import xdist" 2>/dev/null; then
     echo "pytest-xdist is not importable: pip install --target /tmp/site pytest-xdist execnet" >&2
     exit 2
 fi
+if [ "$PROVIDER" = cuda ] && ! "$PY" -c "import pynvml" 2>/dev/null; then
+    echo "note: nvidia-ml-py is not importable, so items record no GPU and locks fall back to gpu<N>.lock:" \
+        "pip install --target /tmp/site nvidia-ml-py" >&2
+fi
 PLUGIN=(-p pytest_aaco.plugin)
 if "$PY" -c "import importlib.metadata as m, sys
 sys.exit(0 if any(e.value == 'pytest_aaco.plugin' for e in m.entry_points(group='pytest11')) else 1)"; then

@@ -30,10 +30,13 @@ def items(run: Path) -> list[dict[str, Any]]:
 
 
 def gpu_of(record: dict[str, Any]) -> str:
-    """``<logical id>:<UUID or PCI bus id>`` of the item's GPU, ``host`` on the CPU."""
+    """``<logical id>:<UUID or PCI bus id>`` of the item's GPU, ``host`` on the CPU, ``unknown`` on a GPU
+    EP whose GPU was not recorded (no nvidia-ml-py / amdsmi importable)."""
     gpu = record.get("gpu") or {}
     key = gpu.get("uuid") or gpu.get("pci_bus_id") or (f"index{gpu['index']}" if gpu.get("index") is not None else None)
-    return f"{gpu.get('logical_id')}:{key}" if key else "host"
+    if key:
+        return f"{gpu.get('logical_id')}:{key}"
+    return "host" if record.get("provider") in ("cpu", "openvino") else "unknown"
 
 
 def phase(record: dict[str, Any]) -> tuple[int, int] | None:
