@@ -35,6 +35,7 @@ from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.compile_cache import set_compile_cache
 from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import (
     MeasureSettings,
@@ -43,7 +44,7 @@ from pytest_aaco.measure.inference import (
     resolve_iobinding,
     set_ort_log_level,
 )
-from pytest_aaco.measure.modelgen import drop_fallback_caches
+from pytest_aaco.measure.modelgen import cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import Placement, placement_report
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
@@ -85,6 +86,7 @@ class AacoSession:
         self.config = config
         #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
         self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
+        self._old_compile_cache = set_compile_cache(config.compile_cache, cache_dir)
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -398,6 +400,7 @@ class AacoSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
+        set_compile_cache(self._old_compile_cache)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session
