@@ -46,6 +46,7 @@ from pytest_aaco.measure.inference import (
 )
 from pytest_aaco.measure.modelgen import cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import Placement, placement_report
+from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, load_registry, model_path
@@ -87,6 +88,13 @@ class AacoSession:
         #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
         self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
         self._old_compile_cache = set_compile_cache(config.compile_cache, cache_dir)
+        if config.ep_libraries:
+            import onnxruntime as ort
+
+            try:
+                register_libraries(config.ep_libraries, ort)
+            except PluginEpError as exc:
+                raise pytest.UsageError(str(exc)) from None
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -121,9 +129,12 @@ class AacoSession:
         return self._models
 
     def available(self) -> list[str]:
-        """EP names this ORT build offers (asked once)."""
+        """EP names this ORT build offers (asked once), with those of the EP libraries registered
+        through ``--aaco-ep-library``."""
         if self._available is None:
-            self._available = available_providers()
+            import onnxruntime as ort
+
+            self._available = available_providers() + plugin_ep_names(ort)
         return self._available
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:

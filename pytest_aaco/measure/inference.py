@@ -30,6 +30,7 @@ from pytest_aaco.measure.compile_cache import (
     keyed_folder,
     user_steered,
 )
+from pytest_aaco.measure.plugin_eps import PluginEpError, add_plugin_provider, plugin_ep_names
 from pytest_aaco.measure.providers import (
     OPTION_KEYS,
     ProviderError,
@@ -240,7 +241,9 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     configuration entries (``SessionOptions.add_session_config_entry``), for example
     ``{"session.intra_op.allow_spinning": "0"}``. Compiling EPs get their compile-cache folder
     (:func:`with_compile_cache`; *cache_folder* replaces the keyed one), and the handle records
-    whether the session compiled (``compile_cache``: hit / miss).
+    whether the session compiled (``compile_cache``: hit / miss). An EP that only a registered EP
+    library offers (``--aaco-ep-library``) is selected through ``SessionOptions.add_provider_for_devices``
+    (:mod:`pytest_aaco.measure.plugin_eps`) instead of ``providers=``; ``device_id`` picks its device.
     """
     import onnxruntime as ort
 
@@ -263,12 +266,22 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
         raise SessionError(f"{model_path.name}: the compile cache (--aaco-compile-cache) cannot be used:"
                            f" {exc}; give a writable folder or off") from None
     warn_migraphx_env(provider)
+    plugin = provider.ep_name in plugin_ep_names(ort)
+    if plugin:  # a registered EP library's EP: its device is chosen on the session options (plugin_eps.py)
+        options = {k: v for k, v in options.items() if k != "device_id"}
+        try:
+            add_plugin_provider(so, provider.ep_name, options, device_id, ort)
+        except PluginEpError as exc:
+            raise SessionError(f"{model_path.name}: {exc}") from None
     printed = io.StringIO()
     factory = SESSION_FACTORY or ort.InferenceSession
     start = time.perf_counter_ns()
     try:
         with contextlib.redirect_stdout(printed):
-            session = factory(str(model_path), sess_options=so, providers=session_providers(provider, options))
+            if plugin:
+                session = factory(str(model_path), sess_options=so)
+            else:
+                session = factory(str(model_path), sess_options=so, providers=session_providers(provider, options))
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
         raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
     create_ms = (time.perf_counter_ns() - start) / 1e6
