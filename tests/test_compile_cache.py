@@ -302,3 +302,19 @@ def _walk(data: Any) -> Any:
 
 
 __all__ = ["itertools"]
+
+
+def test_the_amd_workflow_runs_in_a_rocm_container_with_a_kept_compile_cache() -> None:
+    import yaml
+
+    workflow = yaml.safe_load((Path(__file__).parent.parent / ".github" / "workflows" / "perf-amd.yml").read_text())
+    for name, job in workflow["jobs"].items():
+        container = job["container"]
+        assert "rocm/onnxruntime" in container["image"], name
+        for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video", "--group-add ${{ vars.AMD_RENDER_GID"):
+            assert flag in container["options"], (name, flag)
+        assert "/var/cache/aaco-compile:/aaco-compile" in container["volumes"]
+        steps = "\n".join(str(step.get("run", "")) for step in job["steps"])
+        assert "rocminfo" in steps and "amd-smi list" in steps and "ROCR_VISIBLE_DEVICES" in steps
+        assert "onnxruntime-migraphx" in workflow["env"]["ORT_MIGRAPHX_PACKAGE"]
+        assert "--aaco-compile-cache=/aaco-compile" in workflow["env"]["AACO_ARGS"] + steps
