@@ -311,7 +311,8 @@ def test_the_amd_workflow_runs_in_a_rocm_container_with_a_kept_compile_cache() -
     for name, job in workflow["jobs"].items():
         container = job["container"]
         assert "rocm/onnxruntime" in container["image"], name
-        for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video", "--group-add ${{ vars.AMD_RENDER_GID"):
+        for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video",
+                     "--group-add ${{ vars.AMD_RENDER_GID"):
             assert flag in container["options"], (name, flag)
         assert "/var/cache/aaco-compile:/aaco-compile" in container["volumes"]
         steps = "\n".join(str(step.get("run", "")) for step in job["steps"])
