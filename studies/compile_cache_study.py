@@ -112,9 +112,10 @@ def main() -> int:
             item = json.loads(item_file.read_text())
             sbs = ((item.get("verdict") or {}).get("side_by_side")) or item.get("side_by_side") or {}
             cold = item.get("cold_start") or {}
+            sides = sbs.get("sides", {})
             print(f"  {item.get('nodeid')}: side by side {sbs.get('duration_s', 0):.1f} s over {sbs.get('cycles')}"
-                  f" cycles, sessions' cache {{baseline: {sbs.get('sides', {}).get('baseline', {}).get('compile_cache')},"
-                  f" candidate: {sbs.get('sides', {}).get('candidate', {}).get('compile_cache')}}};"
+                  f" cycles, sessions' cache {{baseline: {sides.get('baseline', {}).get('compile_cache')},"
+                  f" candidate: {sides.get('candidate', {}).get('compile_cache')}}};"
                   f" cold start phase {cold.get('phase_s')} s, cache {cold.get('compile_cache')},"
                   f" with compile {cold.get('compile_ms')} ms vs baseline side"
                   f" {(cold.get('baseline_side') or {}).get('compile_ms')} ms")
