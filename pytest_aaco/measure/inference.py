@@ -118,6 +118,14 @@ class SessionHandle:
     cache: CacheUse = field(default_factory=lambda: CacheUse(None))
     #: ``hit`` / ``miss`` / ``empty`` / ``user`` after creation (:meth:`CacheUse.status`), None without a cache
     compile_cache: str | None = None
+    #: the options as recorded in fingerprints: :attr:`options` without the compile-cache folder the plugin
+    #: added (a path that differs per runner must not change an item's fingerprint); None: :attr:`options`
+    recorded: JSONDict | None = None
+
+    @property
+    def recorded_options(self) -> JSONDict:
+        """The provider options that describe the measurement (:attr:`recorded`, else :attr:`options`)."""
+        return dict(self.options if self.recorded is None else self.recorded)
 
     def settle_cache(self, first_run_ms: float | None = None) -> str | None:
         """Read the cache folder again after the first run (EPs compile there for symbolic shapes) and,
@@ -256,8 +264,8 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
     try:  # CompileCacheError is a ValueError, ProviderError too: the order matters
-        options = effective_options(provider, device_id, ort.__version__)
-        options, cache = with_compile_cache(provider, model_path, options, ort.__version__, cache_folder)
+        recorded = effective_options(provider, device_id, ort.__version__)
+        options, cache = with_compile_cache(provider, model_path, recorded, ort.__version__, cache_folder)
     except ProviderError as exc:
         raise SessionError(f"{model_path.name}: {exc}") from None
     except CompileCacheError as exc:
@@ -289,7 +297,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
                                session.get_provider_options(), ort.__version__)
     if problem:
         raise SessionError(problem)
-    handle = SessionHandle(session, provider, model_path, create_ms, options, cache=cache)
+    handle = SessionHandle(session, provider, model_path, create_ms, options, cache=cache, recorded=recorded)
     handle.compile_cache = cache.status()
     if handle.compile_cache == "miss":
         cache.record(create_ms, ep=provider.short, side=provider.side)
