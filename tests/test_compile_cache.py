@@ -323,3 +323,31 @@ def test_the_amd_workflow_runs_in_a_rocm_container_with_a_kept_compile_cache() -
         assert "rocminfo" in steps and "amd-smi list" in steps and "ROCR_VISIBLE_DEVICES" in steps
         assert "onnxruntime-migraphx" in workflow["env"]["ORT_MIGRAPHX_PACKAGE"]
         assert "--aaco-compile-cache=/aaco-compile" in workflow["env"]["AACO_ARGS"] + steps
+
+
+def test_the_traced_child_loads_each_sides_program_from_the_plugins_cache(
+        cache_root: Path, tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_aaco.measure import rocprof_child
+    from pytest_aaco.measure.rocprof_child import ChildSide, Roctx
+
+    ep = CompilingEP(compile_s=0.05)
+    install(monkeypatch, ep)
+    for side in ("baseline", "candidate"):  # what the side-by-side measurement compiled in this process
+        build_session(tiny_model_path, MIGX.for_side(side))
+    sides = [ChildSide(s, tiny_model_path, MIGX.for_side(s), {"x": np.ones((1, 64), np.float32)})
+             for s in ("baseline", "candidate")]
+    captured: dict[str, Any] = {}
+
+    def fake_run(command: list[str], **kwargs: Any) -> Any:  # run the child in this process, not under rocprofv3
+        captured["spec"] = json.loads(Path(command[-1]).read_text())
+        rocprof_child.run_child(command[-1], Roctx(lambda text: None, lambda: None, "test"))
+        raise RuntimeError("stop after the child")
+
+    monkeypatch.setattr(rocprof_child.shutil, "which", lambda exe: "/usr/bin/rocprofv3")
+    monkeypatch.setattr(rocprof_child.subprocess, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stop after the child"):
+        rocprof_child.trace_sides(sides, cycles=1, runs=1)
+    assert captured["spec"]["compile_cache"] == str(cache_root)
+    assert [e["event"] for e in ep.events] == ["compile", "compile", "load", "load"]
+    assert "/baseline/" in ep.events[2]["folder"] and "/candidate/" in ep.events[3]["folder"]
+    assert cc.compile_cache_root() == cache_root  # the child's setting did not leak

@@ -121,6 +121,8 @@ class SessionHandle:
     #: the options as recorded in fingerprints: :attr:`options` without the compile-cache folder the plugin
     #: added (a path that differs per runner must not change an item's fingerprint); None: :attr:`options`
     recorded: JSONDict | None = None
+    #: the item's graph decision (``GraphChoice.to_dict()``, :mod:`pytest_aaco.measure.graph`), None when not made
+    graph: JSONDict | None = None
 
     @property
     def recorded_options(self) -> JSONDict:
