@@ -207,6 +207,10 @@ class AacoConfig(GateSettings):
     compare_ref: str | None = setting("compare")
     compare_python: str | None = setting("compare-python")
     compare_budget_s: float = setting("compare-budget")
+    #: ``--aaco-compile-cache``: auto, off or a folder (:mod:`pytest_aaco.measure.compile_cache`)
+    compile_cache: str = setting("compile-cache")
+    #: ``--aaco-ep-library``: plugin EP libraries as (registration name, path)
+    ep_libraries: tuple[tuple[str, str], ...] = setting("ep-library")
 
     @property
     def side_by_side(self) -> bool:

@@ -66,7 +66,7 @@ def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
         input_dtypes={k: str(v.dtype) for k, v in feeds.items()},
         provider=run.provider.short,
         ep_name=run.provider.ep_name,
-        provider_options=run.handle.options,
+        provider_options=run.handle.recorded_options,
         iobinding=run.settings.iobinding,
         intra_op_threads=run.config.intra_op_threads,
         extra=extra,

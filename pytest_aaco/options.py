@@ -256,6 +256,34 @@ def device_for_worker(devices: tuple[int, ...], worker: int | None) -> int:
     if not devices:
         raise ValueError("no device id given")
     return devices[0] if worker is None else devices[worker % len(devices)]
+def compile_cache_setting(value: object) -> str:
+    """``--aaco-compile-cache``: ``auto``, ``off`` (lower case) or a folder (kept as given; made when used)."""
+    text = str(value).strip()
+    if not text:
+        raise ValueError("expected auto, off or a folder")
+    return text.lower() if text.lower() in ("auto", "off") else text
+
+
+def ep_libraries(values: object) -> tuple[tuple[str, str], ...]:
+    """``--aaco-ep-library`` values as ``(registration name, path)`` pairs: ``NAME=PATH``, or ``PATH``
+    alone (the name is the file's stem, e.g. ``onnxruntime_ep_amdgpu``). ValueError for an empty part."""
+    items = [values] if isinstance(values, str) else list(values or [])  # type: ignore[call-overload]
+    found: list[tuple[str, str]] = []
+    for item in items:
+        for part in (p.strip() for p in str(item).split(",")):
+            if not part:
+                continue
+            name, sep, path = part.partition("=")
+            if not sep:
+                name, path = "", part
+            path = path.strip()
+            if not path:
+                raise ValueError(f"expected PATH or NAME=PATH of an EP library, got {part!r}")
+            if not name.strip():
+                stem = path.replace("\\", "/").rsplit("/", 1)[-1]
+                name = stem.split(".", 1)[0].removeprefix("lib") or stem
+            found.append((name.strip(), path))
+    return tuple(found)
 
 
 def option_value(text: str) -> int | str:
@@ -402,6 +430,13 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("compare-python", "run the baseline side in this Python interpreter (a virtualenv holding another"
               " onnxruntime, with numpy); alone: the same item in both environments", "", "PATH",
               parse=interpreter_or_none, path="the path of a Python interpreter such as .venv-old/bin/python"),
+    OptionDef("compile-cache", "compile cache for compiling EPs (MIGraphX, TensorRT, OpenVINO), keyed by side,"
+              " model SHA-256 and program options: auto (a per-runner folder under the user cache folder,"
+              " AACO_CACHE_DIR / XDG_CACHE_HOME), off, or a folder; see docs/amd.md", "auto", "DIR|auto|off",
+              parse=compile_cache_setting, path="auto, off or a folder such as /var/cache/aaco-compile"),
+    OptionDef("ep-library", "register a plugin EP library (onnxruntime.register_execution_provider_library) and run"
+              " the requested EP on its devices: PATH, or NAME=PATH to choose the registration name; repeatable",
+              "", "[NAME=]PATH", "linelist", True, parse=ep_libraries),
     OptionDef("compare-budget", "seconds per item for adding cycles while a side-by-side verdict is"
               " inconclusive", "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
                                                      positive=True)),

@@ -35,6 +35,7 @@ from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.compile_cache import set_compile_cache
 from pytest_aaco.measure.graph import GraphChoice, choose_graph, symbolic_inputs, with_graph, without_graph
 from pytest_aaco.measure.inference import (
     MeasureSettings,
@@ -43,8 +44,9 @@ from pytest_aaco.measure.inference import (
     resolve_iobinding,
     set_ort_log_level,
 )
-from pytest_aaco.measure.modelgen import drop_fallback_caches
+from pytest_aaco.measure.modelgen import cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import CPU_EP, Placement, placement_report
+from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, load_registry, model_path
@@ -86,6 +88,14 @@ class AacoSession:
         self.config = config
         #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
         self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
+        self._old_compile_cache = set_compile_cache(config.compile_cache, cache_dir)
+        if config.ep_libraries:
+            import onnxruntime as ort
+
+            try:
+                register_libraries(config.ep_libraries, ort)
+            except PluginEpError as exc:
+                raise pytest.UsageError(str(exc)) from None
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -120,9 +130,12 @@ class AacoSession:
         return self._models
 
     def available(self) -> list[str]:
-        """EP names this ORT build offers (asked once)."""
+        """EP names this ORT build offers (asked once), with those of the EP libraries registered
+        through ``--aaco-ep-library``."""
         if self._available is None:
-            self._available = available_providers()
+            import onnxruntime as ort
+
+            self._available = available_providers() + plugin_ep_names(ort)
         return self._available
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
@@ -431,6 +444,7 @@ class AacoSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
+        set_compile_cache(self._old_compile_cache)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session

@@ -325,7 +325,7 @@ PATH_OPTIONS = [opt for opt in OPTIONS if opt.path is not None]
 
 def test_path_options_are_the_ones_that_name_paths():
     assert [opt.name for opt in PATH_OPTIONS] == [
-        "models", "baseline-dir", "rocprof", "session-dir", "junit", "html", "compare-python"]
+        "models", "baseline-dir", "rocprof", "session-dir", "junit", "html", "compare-python", "compile-cache"]
 
 
 @pytest.mark.parametrize("blank", ["", "  ", "\t"], ids=["empty", "spaces", "tab"])

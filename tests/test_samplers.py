@@ -648,3 +648,28 @@ def test_real_cpu_samplers_run_together():
     record = session.to_dict()
     assert len(record["samplers"]["system"]["samples"]) >= 2
     assert "rss_mb" in record["summary"]
+
+
+def test_rocm_10_never_calls_rocm_smi(monkeypatch, tmp_path):
+    # TheRock builds (ROCm >= 10) ship amd-smi only: an old rocm-smi left on PATH is not run there
+    version = tmp_path / "version"
+    version.write_text("10.1.0-20251103\n")
+    monkeypatch.delenv("ROCM_PATH", raising=False)
+    monkeypatch.setattr(amd_mod, "ROCM_VERSION_FILE", str(version))
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    monkeypatch.setattr(amd_mod.shutil, "which", lambda name: "/usr/bin/rocm-smi")
+    commands = []
+    monkeypatch.setattr(amd_mod.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    sampler = AMDGPUSampler()
+    sampler.start()
+    sampler.stop()
+    assert commands == [] and sampler.backend is None
+    assert sampler.error == ("no AMD GPU telemetry (amdsmi not installed; rocm-smi not used on ROCm 10"
+                             " (TheRock builds ship amd-smi only: install amdsmi))")
+    assert amd_mod.amd_gpu_identity(0)["runtime"] is None or commands == []
+    assert commands == []
+    # ROCm 7 still falls back to rocm-smi; ROCM_PATH's version file is read first
+    (tmp_path / "r7" / ".info").mkdir(parents=True)
+    (tmp_path / "r7" / ".info" / "version").write_text("7.2.1-81\n")
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "r7"))
+    assert amd_mod.rocm_major() == 7 and amd_mod.rocm_smi_path() == ("/usr/bin/rocm-smi", "")

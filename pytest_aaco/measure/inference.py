@@ -20,11 +20,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.compile_cache import (
+    COMPILING_EPS,
+    MIGRAPHX_CACHE_ENV,
+    CacheUse,
+    CompileCacheError,
+    cache_options,
+    compile_cache_root,
+    keyed_folder,
+    user_steered,
+)
+from pytest_aaco.measure.plugin_eps import PluginEpError, add_plugin_provider, plugin_ep_names
 from pytest_aaco.measure.providers import (
     OPTION_KEYS,
     ProviderError,
     ProviderSpec,
     migraphx_env_overrides,
+    migraphx_generation,
     migraphx_options,
     session_fallback_problem,
 )
@@ -102,8 +114,30 @@ class SessionHandle:
     build_rss_mb: float | None = None
     #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
     device_probe: Any = None
+    #: the compile-cache folder the EP was given and what it held before (:mod:`pytest_aaco.measure.compile_cache`)
+    cache: CacheUse = field(default_factory=lambda: CacheUse(None))
+    #: ``hit`` / ``miss`` / ``empty`` / ``user`` after creation (:meth:`CacheUse.status`), None without a cache
+    compile_cache: str | None = None
+    #: the options as recorded in fingerprints: :attr:`options` without the compile-cache folder the plugin
+    #: added (a path that differs per runner must not change an item's fingerprint); None: :attr:`options`
+    recorded: JSONDict | None = None
     #: the item's graph decision (``GraphChoice.to_dict()``, :mod:`pytest_aaco.measure.graph`), None when not made
     graph: JSONDict | None = None
+
+    @property
+    def recorded_options(self) -> JSONDict:
+        """The provider options that describe the measurement (:attr:`recorded`, else :attr:`options`)."""
+        return dict(self.options if self.recorded is None else self.recorded)
+
+    def settle_cache(self, first_run_ms: float | None = None) -> str | None:
+        """Read the cache folder again after the first run (EPs compile there for symbolic shapes) and,
+        for a miss, write what the compile cost into it; returns :attr:`compile_cache`."""
+        status = self.cache.status()
+        if status == "miss" or self.compile_cache == "miss":
+            status = "miss"
+            self.cache.record(self.create_ms, first_run_ms, ep=self.provider.short, side=self.provider.side)
+        self.compile_cache = status
+        return status
 
     @property
     def cuda_graph(self) -> bool:
@@ -165,14 +199,47 @@ def warn_migraphx_env(provider: ProviderSpec, environ: Mapping[str, str] | None 
         return
     names = migraphx_env_overrides(os.environ if environ is None else environ)
     if names:
+        cache = (f"; {MIGRAPHX_CACHE_ENV} replaces the compile-cache folder pytest-aaco keys by side, model"
+                 " SHA-256 and options (--aaco-compile-cache), so the baseline and candidate sides may load each"
+                 " other's program" if MIGRAPHX_CACHE_ENV in names else "")
         warnings.warn(AacoProviderWarning(
             f"{', '.join(names)} set: the MIGraphX EP reads these over its provider options, so the options"
-            " pytest-aaco passes and records may not be the ones in effect; unset them for benchmarks"), stacklevel=2)
+            f" pytest-aaco passes and records may not be the ones in effect; unset them for benchmarks{cache}"),
+            stacklevel=2)
+
+
+def with_compile_cache(provider: ProviderSpec, model_path: Path, options: JSONDict, ort_version: str,
+                       folder: Path | None = None) -> tuple[JSONDict, CacheUse]:
+    """*options* (from :func:`effective_options`) plus the ones that point a compiling EP at its
+    compile-cache folder, and the :class:`~pytest_aaco.measure.compile_cache.CacheUse` listing it.
+
+    The folder is *folder* when given (a scratch folder: the session must compile), else the one keyed
+    by side, model SHA-256 and program options under the root in use
+    (:func:`~pytest_aaco.measure.compile_cache.keyed_folder`). Unchanged options for EPs that do not
+    compile, with the cache off, and when the user's options already name a cache. Raises OSError
+    when the model file or the folder cannot be read or made.
+    """
+    if provider.short not in COMPILING_EPS:
+        return options, CacheUse(None, reason="not compiling")
+    if user_steered(provider.short, provider.options):
+        return options, CacheUse(None, reason="user")
+    root = compile_cache_root()
+    if folder is None:
+        if root is None:
+            return options, CacheUse(None, reason="off")
+        folder = keyed_folder(root, provider.side, provider.short, model_path, options, ort_version)
+    extra = cache_options(provider.short, folder, migraphx_generation(ort_version) == "legacy")
+    return {**options, **extra}, CacheUse.start(folder)
+
+
+#: test-only hook: when set, called instead of ``onnxruntime.InferenceSession(path, sess_options=...,
+#: providers=...)`` (the simulated compiling EP of tests/fake_compiling_ep.py); None in normal use
+SESSION_FACTORY: Callable[..., Any] | None = None
 
 
 def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
                   intra_op_threads: int = 0, profile_prefix: str | None = None,
-                  config_entries: dict[str, str] | None = None) -> SessionHandle:
+                  config_entries: dict[str, str] | None = None, cache_folder: Path | None = None) -> SessionHandle:
     """Create an InferenceSession for *model_path* on *provider*, timing the creation (ms).
 
     GPU EPs get the CPU EP as a fallback for the nodes they cannot run, as ORT expects; the
@@ -182,7 +249,11 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     which it prints instead of raising, is captured and put in the message), and when the
     EP does not know a requested option (:func:`unknown_options`). *config_entries* are session
     configuration entries (``SessionOptions.add_session_config_entry``), for example
-    ``{"session.intra_op.allow_spinning": "0"}``.
+    ``{"session.intra_op.allow_spinning": "0"}``. Compiling EPs get their compile-cache folder
+    (:func:`with_compile_cache`; *cache_folder* replaces the keyed one), and the handle records
+    whether the session compiled (``compile_cache``: hit / miss). An EP that only a registered EP
+    library offers (``--aaco-ep-library``) is selected through ``SessionOptions.add_provider_for_devices``
+    (:mod:`pytest_aaco.measure.plugin_eps`) instead of ``providers=``; ``device_id`` picks its device.
     """
     import onnxruntime as ort
 
@@ -194,17 +265,33 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
-    try:
-        options = effective_options(provider, device_id, ort.__version__)
+    try:  # CompileCacheError is a ValueError, ProviderError too: the order matters
+        recorded = effective_options(provider, device_id, ort.__version__)
+        options, cache = with_compile_cache(provider, model_path, recorded, ort.__version__, cache_folder)
     except ProviderError as exc:
         raise SessionError(f"{model_path.name}: {exc}") from None
+    except CompileCacheError as exc:
+        raise SessionError(f"{model_path.name}: {exc}") from None
+    except OSError as exc:
+        raise SessionError(f"{model_path.name}: the compile cache (--aaco-compile-cache) cannot be used:"
+                           f" {exc}; give a writable folder or off") from None
     warn_migraphx_env(provider)
+    plugin = provider.ep_name in plugin_ep_names(ort)
+    if plugin:  # a registered EP library's EP: its device is chosen on the session options (plugin_eps.py)
+        options = {k: v for k, v in options.items() if k != "device_id"}
+        try:
+            add_plugin_provider(so, provider.ep_name, options, device_id, ort)
+        except PluginEpError as exc:
+            raise SessionError(f"{model_path.name}: {exc}") from None
     printed = io.StringIO()
+    factory = SESSION_FACTORY or ort.InferenceSession
     start = time.perf_counter_ns()
     try:
         with contextlib.redirect_stdout(printed):
-            session = ort.InferenceSession(str(model_path), sess_options=so,
-                                           providers=session_providers(provider, options))
+            if plugin:
+                session = factory(str(model_path), sess_options=so)
+            else:
+                session = factory(str(model_path), sess_options=so, providers=session_providers(provider, options))
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
         raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
     create_ms = (time.perf_counter_ns() - start) / 1e6
@@ -212,7 +299,11 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
                                session.get_provider_options(), ort.__version__)
     if problem:
         raise SessionError(problem)
-    return SessionHandle(session, provider, model_path, create_ms, options)
+    handle = SessionHandle(session, provider, model_path, create_ms, options, cache=cache, recorded=recorded)
+    handle.compile_cache = cache.status()
+    if handle.compile_cache == "miss":
+        cache.record(create_ms, ep=provider.short, side=provider.side)
+    return handle
 
 
 def session_providers(provider: ProviderSpec, options: JSONDict) -> list[Any]:
@@ -369,6 +460,7 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     series = None
     try:
         first_ms, warm_ms = warmup(run, settings.warmup)
+        handle.settle_cache(first_ms)
         iterations = settings.iterations or adaptive_iterations(warm_ms)
         if telemetry is not None:
             telemetry.start()
@@ -399,4 +491,5 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
         iobinding=settings.iobinding,
         telemetry=telemetry.to_dict() if telemetry is not None else {},
         reference=series,
+        compile_cache=handle.compile_cache,
     )

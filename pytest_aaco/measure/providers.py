@@ -71,6 +71,9 @@ class ProviderSpec:
     short: str
     ep_name: str
     options: JSONDict = field(default_factory=dict, hash=False, compare=False, repr=False)
+    #: which side of a comparison the sessions belong to (``candidate``, ``baseline``): the compile cache
+    #: keeps a folder per side (:mod:`pytest_aaco.measure.compile_cache`), so the sides never share a program
+    side: str = field(default="candidate", hash=False, compare=False, repr=False)
 
     def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
         return f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r})"
@@ -81,7 +84,11 @@ class ProviderSpec:
 
     def with_options(self, options: JSONDict) -> ProviderSpec:
         """A copy with *options* merged over the current ones (later wins)."""
-        return ProviderSpec(self.short, self.ep_name, {**self.options, **options})
+        return ProviderSpec(self.short, self.ep_name, {**self.options, **options}, self.side)
+
+    def for_side(self, side: str) -> ProviderSpec:
+        """A copy whose sessions belong to *side* (``baseline`` / ``candidate``)."""
+        return ProviderSpec(self.short, self.ep_name, dict(self.options), side)
 
 
 def valid_names() -> str:

@@ -121,6 +121,9 @@ class BenchmarkResult:
     telemetry: dict[str, Any] = field(default_factory=dict)
     confirmation: BenchmarkResult | None = None
     reference: ReferenceSeries | None = None
+    #: whether the session compiled its program (``miss``) or loaded it from the compile cache (``hit``);
+    #: None without a plugin-owned cache (:mod:`pytest_aaco.measure.compile_cache`)
+    compile_cache: str | None = None
 
     @property
     def latencies_ms(self) -> np.ndarray:
@@ -205,6 +208,8 @@ class BenchmarkResult:
             data["reference"] = self.reference.to_dict()
         if self.confirmation is not None:
             data["confirmation"] = self.confirmation.to_dict(raw=raw)
+        if self.compile_cache is not None:
+            data["compile_cache"] = self.compile_cache
         return data
 
 
@@ -217,3 +222,8 @@ class FreshSample:
     first_run_ms: float
     load_ms: float | None = None
     init_ms: float | None = None
+    #: compile cache of the session: ``hit`` / ``miss`` ... (None without one)
+    compile_cache: str | None = None
+    #: what compiling this session's program cost (creation + first run, ms), from the record the session that
+    #: compiled it left in the cache folder (this run or an earlier one); None without a cache or a record
+    compile_ms: float | None = None

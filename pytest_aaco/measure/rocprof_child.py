@@ -9,7 +9,8 @@ and off, as CUPTI has), so the benchmark process never runs under it. Instead
 
 (options from https://rocm.docs.amd.com/projects/rocprofiler-sdk/en/latest/how-to/using-rocprofv3.html).
 The child builds one InferenceSession per side (baseline and candidate when side by side; each
-side compiles once, in the child), warms each up, then runs ``cycles`` cycles: in each, one block of
+side loads its program from the plugin's compile cache, in its side's folder, or compiles once in the
+child when the cache is off), warms each up, then runs ``cycles`` cycles: in each, one block of
 ``runs`` model runs per side, in a seeded random order per cycle (:func:`cycle_orders`; the
 wall-time cycles of :func:`pytest_aaco.measure.interleave.run_cycles` balance AB/BA instead), each
 block preceded by a pause of
@@ -46,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_aaco.measure.compile_cache import compile_cache_root, set_compile_cache
 from pytest_aaco.measure.device_time import DeviceBlock
 from pytest_aaco.measure.inference import bind_run, build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
@@ -137,8 +139,13 @@ def run_child(spec_path: str | Path, roctx: Roctx | None = None) -> dict[str, An
     device_id = int(spec["device_id"])
     runners = {}
     for side in spec["sides"]:
-        provider = parse_provider(side["provider"]).with_options(side["options"])
-        handle = build_session(Path(side["model"]), provider, device_id)
+        provider = parse_provider(side["provider"]).with_options(side["options"]).for_side(
+            str(side.get("cache_side", "candidate")))
+        old = set_compile_cache(spec.get("compile_cache", "off"))  # the plugin's folder, resolved there
+        try:
+            handle = build_session(Path(side["model"]), provider, device_id)
+        finally:
+            set_compile_cache(old)
         with np.load(side["feeds"], allow_pickle=False) as data:
             feeds = {name: data[name] for name in data.files}
         run = bind_run(handle, feeds, side.get("iobinding", "none"), device_id)
@@ -215,8 +222,10 @@ def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id
             np.savez(feeds_path, **arrays)
             entries.append({"name": side.name, "model": str(side.model), "provider": side.provider.short,
                             "options": dict(side.provider.options), "feeds": str(feeds_path),
-                            "iobinding": side.iobinding})
+                            "iobinding": side.iobinding, "cache_side": side.provider.side})
+        root = compile_cache_root()  # the child loads the programs this process compiled (one folder per side)
         spec = {"sides": entries, "device_id": device_id, "cycles": cycles, "runs": runs, "seed": seed,
+                "compile_cache": str(root) if root is not None else "off",
                 "gap_s": BLOCK_GAP_S, "warmup": CHILD_WARMUP, "result": str(folder / "child.json")}
         spec_path = folder / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")

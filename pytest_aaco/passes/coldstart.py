@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.compile_cache import recorded_compile_ms
 from pytest_aaco.measure.inference import SessionError, build_session
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import balanced_orders
@@ -66,6 +67,12 @@ COLD_START_SLACK_MS = 5.0
 #: fresh session of a phase took 1.7x (resnet50, 121 vs 70 ms) and 2.4x (squeezenet) the later
 #: ones on this machine, and in one cycle of five that alone moved the paired ratio by 10 to 20%
 SIDE_BY_SIDE_DISCARD = 1
+#: a compile (the "with compile" figure, :attr:`ColdStart.compile_ms`) fails side by side when the candidate's
+#: takes more than this fraction longer than the baseline side's (1.0: twice as long) and at least
+#: :data:`COMPILE_SLACK_MS` more. One compile per side is all there is (the cache keeps the program), so the
+#: limit is wide: it catches a compiler's 10x regression (ROCm/AMDMIGraphX#5234), not a few per cent.
+COMPILE_THRESHOLD = 1.0
+COMPILE_SLACK_MS = 1000.0
 #: the gated figures, as (key, words for messages)
 METRICS = (("session_create_ms", "session creation"), ("first_run_ms", "first run"))
 #: the split of session creation read from ORT's profiler, as (key, words); see :func:`creation_phases`
@@ -90,6 +97,12 @@ class ColdStart:
     EP compile of compiling EPs for static shapes). Recorded and shown, not gated. ``phase_s``:
     the wall time the whole cold-start phase took (s, both sides when measured side by side):
     what the pass costs an item.
+
+    With a compile cache (``--aaco-compile-cache``, :mod:`pytest_aaco.measure.compile_cache`) the
+    fresh sessions of a compiling EP load the program the item's first session compiled: they are the
+    "warm cache" figures, and ``compile_cache`` holds each one's ``hit``/``miss``. ``compile_ms`` is the
+    "with compile" figure: creation + first run of the session that compiled this side's program (ms,
+    from the record it left in the cache folder; None without a cache).
     """
 
     session_create_ms: list[float]
@@ -99,6 +112,8 @@ class ColdStart:
     load_ms: list[float] = field(default_factory=list)
     init_ms: list[float] = field(default_factory=list)
     phase_s: float | None = None
+    compile_cache: list[str] = field(default_factory=list)
+    compile_ms: float | None = None
 
     def values(self, key: str) -> list[float]:
         """The samples of metric *key* (``session_create_ms`` or ``first_run_ms``)."""
@@ -127,6 +142,10 @@ class ColdStart:
             if getattr(self, key):
                 data[key] = [round(v, 3) for v in getattr(self, key)]
                 data[f"min_{key}"] = round(min(getattr(self, key)), 3)
+        if self.compile_cache:
+            data["compile_cache"] = list(self.compile_cache)
+        if self.compile_ms is not None:
+            data["compile_ms"] = round(self.compile_ms, 3)
         return data
 
     @classmethod
@@ -143,9 +162,12 @@ class ColdStart:
         phases = {key: [float(v) for v in data.get(key) or [] if isinstance(v, (int, float))
                         and not isinstance(v, bool)] for key, _ in PHASES}
         phase_s = data.get("phase_s")
+        compile_ms = data.get("compile_ms")
         return cls(values["session_create_ms"], values["first_run_ms"], data.get("compiles"),
                    float(others) if isinstance(others, (int, float)) else None, **phases,
-                   phase_s=float(phase_s) if isinstance(phase_s, (int, float)) else None)
+                   phase_s=float(phase_s) if isinstance(phase_s, (int, float)) else None,
+                   compile_cache=[str(v) for v in data.get("compile_cache") or [] if isinstance(v, str)],
+                   compile_ms=float(compile_ms) if isinstance(compile_ms, (int, float)) else None)
 
 
 def creation_phases(events: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
@@ -214,10 +236,11 @@ class LocalSessions:
             first_ms = (time.perf_counter_ns() - start) / 1e6
         except Exception as exc:
             raise SessionError(f"first run of a fresh session of {self.model_path.name} failed: {exc}") from exc
-        create_ms = handle.create_ms
+        create_ms, status = handle.create_ms, handle.settle_cache(first_ms)
+        compile_ms = recorded_compile_ms(handle.cache.folder)
         del handle
         gc.collect()
-        return FreshSample(create_ms, first_ms, phases.get("load_ms"), phases.get("init_ms"))
+        return FreshSample(create_ms, first_ms, phases.get("load_ms"), phases.get("init_ms"), status, compile_ms)
 
 
 def compiles_for(provider: ProviderSpec) -> str | None:
@@ -229,9 +252,13 @@ def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[f
     """The :class:`ColdStart` of *found*, with the contention and wall time since the reading *before*."""
     after = _cpu_reading()
     phases = {key: [v for v in (getattr(s, key) for s in found) if v is not None] for key, _ in PHASES}
+    compiled = [s.compile_ms for s in found if getattr(s, "compile_ms", None) is not None]
     return ColdStart([s.create_ms for s in found], [s.first_run_ms for s in found], compiles,
                      others_cores(before, after), **{k: v if len(v) == len(found) else [] for k, v in phases.items()},
-                     phase_s=after[0] - before[0])
+                     phase_s=after[0] - before[0],
+                     compile_cache=[str(getattr(s, "compile_cache", None)) for s in found
+                                    if getattr(s, "compile_cache", None) is not None],
+                     compile_ms=compiled[-1] if compiled else None)
 
 
 def measure_cold_start(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, np.ndarray], *,
@@ -382,6 +409,23 @@ class _Judgement:
                           f" {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g}{note})")
         self.worst = max(self.worst, outcome, key=_RANK.__getitem__)
 
+    def compile(self, current_ms: float, baseline_ms: float, vs: str) -> None:
+        """Judge the "with compile" figure: a regression when *current_ms* exceeds *baseline_ms* (ms)
+        by more than :data:`COMPILE_THRESHOLD` and :data:`COMPILE_SLACK_MS`, an improvement for the reverse."""
+        ratio = current_ms / baseline_ms
+        if ratio - 1 > COMPILE_THRESHOLD and current_ms - baseline_ms >= COMPILE_SLACK_MS:
+            outcome = Outcome.REGRESSION
+        elif 1 / ratio - 1 > COMPILE_THRESHOLD and baseline_ms - current_ms >= COMPILE_SLACK_MS:
+            outcome = Outcome.IMPROVEMENT
+        else:
+            outcome = Outcome.NO_REGRESSION
+        self.figures["compile_ms"] = {"outcome": str(outcome), "ratio": ratio, "current_ms": current_ms,
+                                      "baseline_ms": baseline_ms, "limit_ratio": 1 + COMPILE_THRESHOLD}
+        self.parts.append(f"compile (session creation + first run of the session that compiled the program)"
+                          f" {current_ms / 1000:.1f} s vs {baseline_ms / 1000:.1f} s{vs} ({ratio:.2f}x, limit"
+                          f" {1 + COMPILE_THRESHOLD:g}x)")
+        self.worst = max(self.worst, outcome, key=_RANK.__getitem__)
+
     def split(self, current: ColdStart, baseline_phases: Mapping[str, float]) -> None:
         """Add ORT's split of the fastest session creation (:data:`PHASES`, ms) against
         *baseline_phases* to the session-creation figures, and to the message when it regressed."""
@@ -405,7 +449,8 @@ class _Judgement:
                     and current.others_cores > max_contention)
         if withheld:
             worst = Outcome.INCONCLUSIVE
-        grown = [words for key, words in METRICS if self.figures[key]["outcome"] == str(Outcome.REGRESSION)]
+        grown = [words for key, words in (*METRICS, ("compile_ms", "compile")) if key in self.figures
+                 and self.figures[key]["outcome"] == str(Outcome.REGRESSION)]
         text = f"{_HEAD[worst]} {label}" + (f" ({' and '.join(grown)})" if grown else "") + ": " + "; ".join(self.parts)
         if withheld:
             text += (f"; not failed: other processes kept {current.others_cores:.2f} cores busy while it was measured"
@@ -470,6 +515,8 @@ def side_by_side_verdict(baseline: ColdStart, candidate: ColdStart, label: str, 
     what a neighbour disturbs least: Chen & Revels, HPEC 2016); otherwise no regression or
     inconclusive. With *max_contention* (cores) a regression measured under more CPU contention is
     withheld, as :func:`cold_start_verdict` does. *ref* names the baseline side in the message.
+    With a compile cache, the fresh sessions are "warm cache" figures, and the sides' "with compile"
+    figures (:attr:`ColdStart.compile_ms`) are judged on their own (:data:`COMPILE_THRESHOLD`).
     Never raises: fewer than 2 cycles make the metric inconclusive.
     """
     level = alpha / len(METRICS)
@@ -486,6 +533,8 @@ def side_by_side_verdict(baseline: ColdStart, candidate: ColdStart, label: str, 
             continue
         fastest_b, fastest_c = baseline.minimum(key), candidate.minimum(key)
         judgement.judge(key, words, comp, fastest_c, fastest_b, f" at {ref}", fastest_c / fastest_b)
+    if baseline.compile_ms and candidate.compile_ms:
+        judgement.compile(candidate.compile_ms, baseline.compile_ms, f" at {ref}")
     judgement.split(candidate, {key: min(getattr(baseline, key)) for key, _ in PHASES if getattr(baseline, key)})
     how = (f"each side's fastest of {len(candidate.session_create_ms)} alternating fresh sessions shown, ratio paired"
            " by cycle")

@@ -34,6 +34,7 @@ Documented shapes this module parses (recorded examples live in ``tests/data/amd
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -60,6 +61,11 @@ _PERF_LEVELS = (
     "stable_min_sclk",
     "determinism",
 )
+#: the first ROCm major version without rocm-smi: "As of ROCm 10.0, ROCm SMI is no longer included in TheRock
+#: builds" (https://rocm.docs.amd.com/projects/rocm_smi_lib/en/docs-10.1.0/index.html); amdsmi only from there on
+ROCM_SMI_GONE_IN = 10
+#: where a ROCm install records its version (``$ROCM_PATH/.info/version`` is read first when ROCM_PATH is set)
+ROCM_VERSION_FILE = "/opt/rocm/.info/version"
 #: rocm-smi is a Python program that starts in 0.1-0.5 s: never call it more often than this
 ROCM_SMI_MIN_INTERVAL_S = 1.0
 ROCM_SMI_TIMEOUT_S = 5.0
@@ -232,6 +238,33 @@ def parse_rocm_smi_json(text: str, device_id: int) -> JSONDict:
     return fields
 
 
+def rocm_major(version_file: str | None = None, environ: Mapping[str, str] | None = None) -> int | None:
+    """The installed ROCm major version from its version file (``10.1.0-...`` -> 10): *version_file*, else
+    ``$ROCM_PATH/.info/version``, else :data:`ROCM_VERSION_FILE`; None when none can be read."""
+    env = os.environ if environ is None else environ
+    paths = [version_file] if version_file else [
+        *([os.path.join(env["ROCM_PATH"], ".info", "version")] if env.get("ROCM_PATH") else []), ROCM_VERSION_FILE]
+    for path in paths:
+        try:
+            with open(path, encoding="ascii", errors="replace") as handle:
+                head = handle.readline().strip().split(".", 1)[0]
+        except OSError:
+            continue
+        if head.isdigit():
+            return int(head)
+    return None
+
+
+def rocm_smi_path(version_file: str | None = None) -> tuple[str | None, str]:
+    """``(path of rocm-smi, "")``, or ``(None, why not)``: on ROCm >= :data:`ROCM_SMI_GONE_IN` (TheRock
+    builds) rocm-smi is never called, even when an old copy is on PATH; elsewhere it is looked up on PATH."""
+    major = rocm_major(version_file)
+    if major is not None and major >= ROCM_SMI_GONE_IN:
+        return None, f"rocm-smi not used on ROCm {major} (TheRock builds ship amd-smi only: install amdsmi)"
+    path = shutil.which("rocm-smi")
+    return path, ("" if path else "rocm-smi not found on PATH")
+
+
 def import_amdsmi() -> ModuleType:
     """Import ``amdsmi``. Without ROCm its import raises KeyError or OSError, not ImportError:
     all three become ImportError with the cause in the message."""
@@ -278,9 +311,9 @@ class AMDGPUSampler(Sampler):
             return
         except Exception as exc:  # noqa: BLE001
             reasons.append(str(exc) if isinstance(exc, ImportError) else f"amdsmi: {describe_exception(exc)}")
-        path = shutil.which("rocm-smi")
+        path, why_not = rocm_smi_path()
         if path is None:
-            reasons.append("rocm-smi not found on PATH")
+            reasons.append(why_not)
         else:
             try:
                 parse_rocm_smi_json(self._run_rocm_smi(path), self.device_id)
@@ -393,7 +426,7 @@ def amd_gpu_identity(device_id: int = 0) -> JSONDict:
     except Exception:  # noqa: BLE001
         pass
     if identity["name"] is None or identity["driver"] is None:
-        path = shutil.which("rocm-smi")
+        path, _ = rocm_smi_path()
         if path is not None:
             try:
                 out = subprocess.run(

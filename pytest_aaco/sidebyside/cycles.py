@@ -231,6 +231,8 @@ class LocalFactory:
         per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
         info = {"ort_version": ort.__version__, "memory_source": source,
                 "model_file": self.model_file.name}
+        if handle.settle_cache(first_ms) is not None:
+            info["compile_cache"] = handle.compile_cache
         return OpenedSide(LocalSide(name, run), per_iter, footprint, handle.create_ms, first_ms, info)
 
 
@@ -262,6 +264,7 @@ class WorkerFactory:
                                 device_id=self.device_id, intra_op_threads=self.intra_op_threads,
                                 config_entries=self.config_entries)
             first_ms, warm_ms = side.warmup(self.warmup)
+            session.settle_cache(first_ms)
             after = side.memory()
         except BaseException:
             side.close()
@@ -271,6 +274,8 @@ class WorkerFactory:
         per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
         details = {"ort_version": info.ort_version, "python": info.python_version, "executable": info.executable,
                    "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name}
+        if session.compile_cache is not None:
+            details["compile_cache"] = session.compile_cache
         return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
 
 
@@ -343,7 +348,9 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
             tracer: DeviceTracer | None = None) -> Measurement:
     """Open fresh session pairs of both sides and run looks of cycles until a decision, the last
     look, or the time budget (``settings.budget_s``, counted from the start; a look is skipped when
-    the cycles it adds would not fit). *alpha* is the item's level (its LOND level).
+    the cycles it adds would not fit). Building the sessions (creation and first run: a compiling EP's
+    compile) is not counted against the budget: it is measuring time the budget buys, not setup
+    (``setup_s`` in the sides' info). *alpha* is the item's level (its LOND level).
 
     With a *tracer* (device time, :mod:`pytest_aaco.measure.device_time`), every wall-time block
     of an in-process side is followed by one traced block, so each cycle has one device-time figure
@@ -373,7 +380,7 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         device_look: DeviceLook | None = None
         for k, target in enumerate(plan.looks):
             done = sum(len(c) for c in cycles_by_pair)
-            if looks and clock() - start + cycle_s * (target - done) > settings.budget_s:
+            if looks and clock() - start - _setup_seconds(pairs) + cycle_s * (target - done) > settings.budget_s:
                 break
             if looks and len(pairs) > 1:
                 # more cycles cannot shrink the spread between session pairs: add a fresh pair
@@ -491,6 +498,11 @@ def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], se
                       added, removed, [[float(x) for x in d] for d in d_by_pair], settings.device_threshold)
 
 
+def _setup_seconds(pairs: list[tuple[OpenedSide, OpenedSide]]) -> float:
+    """Seconds spent creating the sessions of *pairs* and running them once (compiles included)."""
+    return sum(s.create_ms + s.first_run_ms for pair in pairs for s in pair) / 1000.0
+
+
 def child_device_look(looks: list[DeviceLook]) -> DeviceLook:
     """One verdict from the device-time looks of separate traced child processes (AMD,
     :mod:`pytest_aaco.measure.rocprof_child`): the first, or with a confirmation the second, whose
@@ -545,8 +557,11 @@ def _cycle_seconds(cycles_by_pair: list[list[Cycle]]) -> float:
 
 def _side_info(pairs: list[tuple[OpenedSide, OpenedSide]], which: int) -> JSONDict:
     sides = [p[which] for p in pairs]
-    return {**sides[0].info, "create_ms": [s.create_ms for s in sides], "first_run_ms": [s.first_run_ms for s in sides],
+    info = {**sides[0].info, "create_ms": [s.create_ms for s in sides], "first_run_ms": [s.first_run_ms for s in sides],
             "per_iteration_ms": [s.per_iteration_ms for s in sides]}
+    if any("compile_cache" in s.info for s in sides):
+        info["compile_cache"] = [s.info.get("compile_cache") for s in sides]
+    return info
 
 
 @dataclass

@@ -134,7 +134,7 @@ class SideBySideGate:
         entries = self.settings.session_config()
         candidate = LocalFactory(model_path(spec), spec, provider, item.warmup, item.iobinding, item.device_id,
                                  item.intra_op_threads, entries)
-        base_provider = provider_for(side.spec)
+        base_provider = provider_for(side.spec).for_side(BASELINE)  # its own compile-cache folder
         baseline: Any
         if self.python:
             baseline = WorkerFactory(self.python, side.model_file, base_provider, candidate.shared_feeds, item.warmup,
@@ -219,7 +219,7 @@ class SideBySideGate:
         :class:`~pytest_aaco.sidebyside.worker_client.WorkerError`.
         """
         assert side.spec is not None and side.model_file is not None  # CHANGED sides carry both
-        provider, base_provider = provider_for(spec), provider_for(side.spec)
+        provider, base_provider = provider_for(spec), provider_for(side.spec).for_side(BASELINE)
         entries = self.settings.session_config()
         candidate = LocalSessions(model_path(spec), provider, feeds, spec, item.device_id, item.intra_op_threads,
                                   entries)

@@ -40,6 +40,7 @@ from typing import IO, Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.compile_cache import CacheUse, CompileCacheError, recorded_compile_ms
 from pytest_aaco.measure.inference import (
     ORT_DEVICE,
     SessionError,
@@ -51,6 +52,7 @@ from pytest_aaco.measure.inference import (
     resolve_iobinding,
     session_providers,
     warn_migraphx_env,
+    with_compile_cache,
 )
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, session_fallback_problem
 from pytest_aaco.measure.results import FreshSample
@@ -99,7 +101,7 @@ class WorkerInfo:
     providers: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass
 class WorkerSession:
     """The session loaded in the worker: creation time (ms), the EPs it runs on, the binding used,
     the provider options passed, and the RSS it added to the worker (MB, None off Linux)."""
@@ -111,6 +113,19 @@ class WorkerSession:
     iobinding: str
     options: JSONDict
     build_rss_mb: float | None
+    #: the compile-cache folder the worker's EP was given, read by this process (same file system)
+    cache: CacheUse = field(default_factory=lambda: CacheUse(None))
+    #: ``hit`` / ``miss`` ... after creation (:meth:`CacheUse.status`), None without a cache
+    compile_cache: str | None = None
+
+    def settle_cache(self, first_run_ms: float | None = None) -> str | None:
+        """As :meth:`pytest_aaco.measure.inference.SessionHandle.settle_cache`, for the worker's session."""
+        status = self.cache.status()
+        if status == "miss" or self.compile_cache == "miss":
+            status = "miss"
+            self.cache.record(self.create_ms, first_run_ms, ep=self.provider.short, side=self.provider.side)
+        self.compile_cache = status
+        return status
 
 
 @dataclass(frozen=True)
@@ -264,7 +279,7 @@ class WorkerSide:
 
     def load(self, model_path: str | os.PathLike[str], provider: ProviderSpec, feeds: Mapping[str, np.ndarray], *,
              iobinding: str = "none", device_id: int = 0, intra_op_threads: int = 0,
-             config_entries: Mapping[str, str] | None = None) -> WorkerSession:
+             config_entries: Mapping[str, str] | None = None, cache_folder: Path | None = None) -> WorkerSession:
         """Create the InferenceSession in the worker (releasing the previous one) and bind *feeds*.
 
         As :func:`pytest_aaco.measure.inference.build_session` plus :func:`~pytest_aaco.measure.inference.bind_run`:
@@ -279,9 +294,14 @@ class WorkerSide:
         path = Path(model_path).absolute()
         mode = resolve_iobinding(iobinding, provider)
         try:  # the worker's ORT may be another generation than this one's (MIGraphX options differ)
-            options = effective_options(provider, device_id, self.info.ort_version if self.info else None)
-        except ProviderError as exc:
+            version = self.info.ort_version if self.info else None
+            options = effective_options(provider, device_id, version)
+            options, cache = with_compile_cache(provider, path, options, version or "?", cache_folder)
+        except (ProviderError, CompileCacheError) as exc:
             raise SessionError(f"{path.name}: {exc}") from None
+        except OSError as exc:
+            raise SessionError(f"{path.name}: the compile cache (--aaco-compile-cache) cannot be used: {exc};"
+                               " give a writable folder or off") from None
         warn_migraphx_env(provider)
         if cuda_graph_on(options) and mode == "none":
             raise SessionError(f"{path.name}: enable_cuda_graph=1 needs device inputs: use --aaco-iobinding=all or"
@@ -312,7 +332,8 @@ class WorkerSide:
             raise SessionError(f"{self._who()}: {problem}")
         self._per_iteration_s = 0.0
         self.session = WorkerSession(path, provider, float(reply["create_ms"]), tuple(used), mode, options,
-                                     reply.get("build_rss_mb"))
+                                     reply.get("build_rss_mb"), cache)
+        self.session.compile_cache = cache.status()
         return self.session
 
     def warmup(self, iterations: int) -> tuple[float, np.ndarray]:
@@ -484,13 +505,16 @@ class WorkerSessions:
     intra_op_threads: int = 0
     config_entries: dict[str, str] = field(default_factory=dict)
 
-    def fresh(self) -> FreshSample:
+    def fresh(self, cache_folder: Path | None = None) -> FreshSample:
         """``FreshSample(creation ms, first run ms)`` of one new session in the worker; raises
-        :class:`~pytest_aaco.measure.inference.SessionError` or :class:`WorkerError` as :meth:`WorkerSide.load`."""
+        :class:`~pytest_aaco.measure.inference.SessionError` or :class:`WorkerError` as :meth:`WorkerSide.load`.
+        *cache_folder*: a compile-cache folder replacing the keyed one (an empty one: the session compiles)."""
         if not self.side.running:
             self.side.start()
         session = self.side.load(self.model_path, self.provider, self.feeds, iobinding="none",
                                  device_id=self.device_id, intra_op_threads=self.intra_op_threads,
-                                 config_entries=self.config_entries)
-        first_ns = self.side.block(1)
-        return FreshSample(session.create_ms, float(first_ns[0]) / 1e6)
+                                 config_entries=self.config_entries, cache_folder=cache_folder)
+        first_ms = float(self.side.block(1)[0]) / 1e6
+        status = session.settle_cache(first_ms)
+        return FreshSample(session.create_ms, first_ms, compile_cache=status,
+                           compile_ms=recorded_compile_ms(session.cache.folder))

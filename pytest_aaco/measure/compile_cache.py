@@ -1,0 +1,273 @@
+"""The compile cache pytest-aaco owns for compiling execution providers (``--aaco-compile-cache``).
+
+MIGraphX compiles the model while the InferenceSession is created (static shapes) or at its first
+run (symbolic dimensions), for 25 s to minutes (ROCm/AMDMIGraphX#4618, #5234); the TensorRT EP
+builds an engine and OpenVINO compiles a blob the same way. Without a cache every fresh session
+pays it again. ONNX Runtime's own caches are keyed weakly: MIGraphX's ``.mxr`` file name hashes the
+model file's *name*, input and node names and shapes, the GPU architecture and the MIGraphX
+version, not the weights nor the fp16/int8 options (``migraphx_execution_provider.cc``), so a
+baseline side and a candidate side of the same name would load each other's program.
+
+pytest-aaco therefore hands each EP a folder of its own, keyed by
+
+* the side (``baseline`` / ``candidate``: :attr:`~pytest_aaco.measure.providers.ProviderSpec.side`),
+* the SHA-256 of the model file's bytes,
+* the EP, the onnxruntime version and the provider options that change the program
+  (every option except :data:`NOT_PROGRAM` and the cache options themselves),
+
+so two sides never share a folder, and the EP's own weak key only has to tell programs apart within
+one. The options that point an EP at the folder (:func:`cache_options`):
+
+* MIGraphX, ORT >= 1.24 (``ProviderOptionsParser``): ``migraphx_model_cache_dir``;
+  legacy bindings: ``migraphx_save_compiled_model`` / ``migraphx_load_compiled_model`` = True with
+  ``migraphx_save_model_path`` / ``migraphx_load_model_path`` = ``<folder>/model.mxr``
+  (``onnxruntime_pybind_state.cc``; *paper*, docs/amd.md).
+* TensorRT: ``trt_engine_cache_enable`` = 1, ``trt_engine_cache_path`` = folder
+  (https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html).
+* OpenVINO: ``cache_dir`` = folder
+  (https://onnxruntime.ai/docs/execution-providers/OpenVINO-ExecutionProvider.html).
+
+Options the user gave win; a session whose cache the user steers is recorded as ``user``.
+Whether a session compiled is read from the folder (:func:`cache_status`): a file that appeared or
+changed while it was created (and first run) is a ``miss``, a folder that already held the program
+and gained nothing is a ``hit``. A miss writes :data:`RECORD` into the folder (the compile's
+creation and first-run ms), so a later run that hits still knows what compiling this program cost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_aaco.jsonio import JSONDict
+
+#: the EPs that compile a program, and the folder pytest-aaco gives them
+COMPILING_EPS = frozenset({"migraphx", "tensorrt", "openvino"})
+#: provider options that do not change the compiled program (left out of the key)
+NOT_PROGRAM = frozenset({
+    "device_id", "migraphx_mem_limit", "migraphx_arena_extend_strategy", "gpu_mem_limit",
+    "arena_extend_strategy", "user_compute_stream", "has_user_compute_stream",
+})
+#: options through which an EP is pointed at its cache, per EP (a user value for any: ``user``)
+CACHE_KEYS: dict[str, frozenset[str]] = {
+    "migraphx": frozenset({"migraphx_model_cache_dir", "migraphx_save_compiled_model", "migraphx_save_model_path",
+                           "migraphx_load_compiled_model", "migraphx_load_model_path"}),
+    "tensorrt": frozenset({"trt_engine_cache_enable", "trt_engine_cache_path"}),
+    "openvino": frozenset({"cache_dir"}),
+}
+#: the environment variable through which the MIGraphX EP picks its own cache folder over the options
+MIGRAPHX_CACHE_ENV = "ORT_MIGRAPHX_MODEL_CACHE_PATH"
+#: written into a folder by the session that compiled its program: ``{"create_ms", "first_run_ms", ...}``
+RECORD = "aaco-compile.json"
+#: the legacy MIGraphX binding's program file inside the folder
+LEGACY_PROGRAM = "model.mxr"
+#: the three settings of ``--aaco-compile-cache``
+AUTO, OFF = "auto", "off"
+
+#: the ``--aaco-compile-cache`` setting in use (:func:`set_compile_cache`), and its folder once resolved
+_SETTING: str | Path = OFF
+
+
+def _no_user_cache() -> Path:
+    raise CompileCacheError("--aaco-compile-cache=auto: no user cache folder was configured; give a folder or off")
+
+
+_USER_CACHE: Callable[[], Path] = _no_user_cache
+_RESOLVED: dict[str, Path | None] = {}
+#: (path, size, mtime_ns) -> SHA-256 hex of a model file, so a file is read once per session
+_SHA: dict[tuple[str, int, int], str] = {}
+
+
+class CompileCacheError(ValueError):
+    """``--aaco-compile-cache`` names a folder that cannot be used; the message says how to fix it."""
+
+
+def runner_name(environ: Mapping[str, str] | None = None) -> str:
+    """The name of this runner for the per-runner folder: ``$RUNNER_NAME`` (GitHub Actions), else the
+    host name, reduced to ``[A-Za-z0-9._-]``."""
+    env = os.environ if environ is None else environ
+    name = env.get("RUNNER_NAME") or socket.gethostname() or "local"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80] or "local"
+
+
+def resolve_compile_cache(value: str, environ: Mapping[str, str] | None = None,
+                          user_cache: Callable[[], Path] = _no_user_cache) -> Path | None:
+    """The root folder for ``--aaco-compile-cache`` *value*: None for ``off``; for ``auto``
+    ``<user cache dir>/compile/<runner>``, *user_cache* giving the user cache folder (the plugin passes
+    :func:`pytest_aaco.measure.modelgen.cache_dir`, which falls back to a temporary folder with a
+    warning when HOME is read-only; ``AACO_CACHE_DIR`` / ``XDG_CACHE_HOME`` move it); else the folder
+    given (made if missing).
+
+    Raises :class:`CompileCacheError` naming the option when the folder cannot be made.
+    """
+    text = value.strip()
+    if text.lower() == OFF or not text:
+        return None
+    if text.lower() == AUTO:
+        return user_cache() / "compile" / runner_name(environ)
+    folder = Path(text).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompileCacheError(f"--aaco-compile-cache={value}: the folder cannot be made ({exc.strerror or exc});"
+                                " give a writable folder, auto or off") from None
+    return folder
+
+
+def set_compile_cache(setting: str | Path | None, user_cache: Callable[[], Path] | None = None) -> str | Path:
+    """Use *setting* (``auto``, ``off``, a folder; None: off) from the next session on; it is resolved
+    (:func:`resolve_compile_cache`, ``auto`` under *user_cache()*) when a compiling EP first needs it.
+    Returns the old setting."""
+    global _SETTING, _USER_CACHE
+    old, _SETTING = _SETTING, (OFF if setting is None else setting)
+    if user_cache is not None:
+        _USER_CACHE = user_cache
+    _RESOLVED.clear()
+    return old
+
+
+def compile_cache_root() -> Path | None:
+    """The root folder in use (:func:`set_compile_cache`), or None when off. Raises
+    :class:`CompileCacheError` when a folder given cannot be made."""
+    key = str(_SETTING)
+    if key not in _RESOLVED:
+        _RESOLVED[key] = resolve_compile_cache(key, user_cache=_USER_CACHE)
+    return _RESOLVED[key]
+
+
+def model_sha256(model_path: Path) -> str:
+    """SHA-256 (hex) of *model_path*'s bytes, read once per (path, size, mtime). Raises OSError."""
+    stat = model_path.stat()
+    key = (str(model_path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _SHA:
+        digest = hashlib.sha256()
+        with open(model_path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        _SHA[key] = digest.hexdigest()
+    return _SHA[key]
+
+
+def program_key(short: str, options: Mapping[str, object], ort_version: str) -> str:
+    """A 12-hex key of what changes *short*'s program besides the model: the EP, the onnxruntime
+    version and every option but :data:`NOT_PROGRAM` and the EP's :data:`CACHE_KEYS`."""
+    kept = {k: str(v) for k, v in options.items() if k not in NOT_PROGRAM and k not in CACHE_KEYS.get(short, ())}
+    text = json.dumps({"ep": short, "ort": ort_version, "options": kept}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def keyed_folder(root: Path, side: str, short: str, model_path: Path, options: Mapping[str, object],
+                 ort_version: str) -> Path:
+    """``root/<side>/<ep>-<model SHA-256, 16 hex>-<program key>``: one folder per side, model bytes
+    and program options (:func:`program_key`). Raises OSError when the model cannot be read."""
+    side_name = re.sub(r"[^A-Za-z0-9_-]+", "_", side) or "candidate"
+    return root / side_name / f"{short}-{model_sha256(model_path)[:16]}-{program_key(short, options, ort_version)}"
+
+
+def user_steered(short: str, options: Mapping[str, object]) -> bool:
+    """Whether the user's *options* already point *short*'s EP at a cache of their own."""
+    return bool(CACHE_KEYS.get(short, frozenset()) & set(options))
+
+
+def cache_options(short: str, folder: Path, legacy_migraphx: bool) -> JSONDict:
+    """The provider options that point *short*'s EP at *folder* (see the module docstring); ``{}``
+    for an EP that does not compile. *legacy_migraphx*: the MIGraphX binding is the legacy one."""
+    if short == "migraphx":
+        if legacy_migraphx:
+            program = str(folder / LEGACY_PROGRAM)
+            return {"migraphx_save_compiled_model": "True", "migraphx_save_model_path": program,
+                    "migraphx_load_compiled_model": "True", "migraphx_load_model_path": program}
+        return {"migraphx_model_cache_dir": str(folder)}
+    if short == "tensorrt":
+        return {"trt_engine_cache_enable": "1", "trt_engine_cache_path": str(folder)}
+    if short == "openvino":
+        return {"cache_dir": str(folder)}
+    return {}
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """The folder one session was given and what it held before: ``files`` maps a file's name to
+    (size in bytes, mtime ns). ``folder`` None: the session has no plugin-owned cache
+    (``reason`` says why: ``off``, ``user``, ``not compiling``)."""
+
+    folder: Path | None
+    files: tuple[tuple[str, int, int], ...] = ()
+    reason: str = ""
+
+    @classmethod
+    def start(cls, folder: Path | None, reason: str = "") -> CacheUse:
+        """Make *folder* (when given) and list what it holds now."""
+        if folder is None:
+            return cls(None, (), reason)
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(folder, snapshot(folder))
+
+    def status(self) -> str | None:
+        """``miss`` (a file appeared or changed since :meth:`start`: the EP compiled and saved a
+        program), ``hit`` (the folder held a program and gained nothing), ``empty`` (nothing
+        written: the EP did not use the folder), ``user`` (the user's own cache), or None (off)."""
+        if self.folder is None:
+            return "user" if self.reason == "user" else None
+        return cache_status(self.files, snapshot(self.folder))
+
+    def record(self, create_ms: float, first_run_ms: float | None = None, **extra: object) -> None:
+        """After a ``miss``, write :data:`RECORD` (what the compile cost, ms) into the folder."""
+        if self.folder is None:
+            return
+        data = {"create_ms": round(create_ms, 3), **extra}
+        if first_run_ms is not None:
+            data["first_run_ms"] = round(first_run_ms, 3)
+        try:
+            (self.folder / RECORD).write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+        except OSError:
+            pass  # the record is a convenience: a read-only folder still caches what the EP wrote
+
+
+def snapshot(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime ns) of every file under *folder* but :data:`RECORD`, sorted; ``()`` when missing."""
+    found = []
+    try:
+        for path in folder.rglob("*"):
+            if path.is_file() and path.name != RECORD and not path.name.startswith(".aaco-"):
+                stat = path.stat()
+                found.append((str(path.relative_to(folder)), stat.st_size, stat.st_mtime_ns))
+    except OSError:
+        return ()
+    return tuple(sorted(found))
+
+
+def cache_status(before: tuple[tuple[str, int, int], ...], after: tuple[tuple[str, int, int], ...]) -> str:
+    """``miss`` when *after* has a file not in *before* (or changed), ``hit`` when not and *after*
+    is not empty, ``empty`` otherwise."""
+    if set(after) - set(before):
+        return "miss"
+    return "hit" if after else "empty"
+
+
+def compile_record(folder: Path | None) -> JSONDict | None:
+    """The :data:`RECORD` of *folder* (``create_ms``, ``first_run_ms`` ...), or None when absent or unreadable."""
+    if folder is None:
+        return None
+    try:
+        data = json.loads((folder / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("create_ms"), (int, float)) else None
+
+
+def recorded_compile_ms(folder: Path | None) -> float | None:
+    """Creation + first run (ms) of the session that compiled *folder*'s program (:data:`RECORD`), or None."""
+    record = compile_record(folder)
+    if record is None:
+        return None
+    create, first = record.get("create_ms"), record.get("first_run_ms")
+    if not isinstance(create, (int, float)):
+        return None
+    return float(create) + (float(first) if isinstance(first, (int, float)) else 0.0)

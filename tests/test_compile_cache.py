@@ -1,0 +1,353 @@
+"""The compile cache pytest-aaco owns (``--aaco-compile-cache``), with a simulated compiling EP.
+
+The simulated EP (tests/fake_compiling_ep.py) sleeps at session creation unless its program is in the
+folder the plugin's options name; the tests count its compiles, they do not time them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fake_compiling_ep import CompilingEP, install, read_log
+
+from pytest_aaco.measure import compile_cache as cc
+from pytest_aaco.measure.inference import build_session, effective_options, with_compile_cache
+from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.measure.registry import ModelSpec, load_registry
+from pytest_aaco.options import GateSettings, ep_libraries
+from pytest_aaco.passes.coldstart import ColdStart, side_by_side_verdict
+from pytest_aaco.sidebyside.cycles import CompareSettings, OpenedSide, compare_sides
+from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+
+MIGX = parse_provider("migraphx")
+
+
+@pytest.fixture
+def cache_root(tmp_path: Path) -> Any:
+    old = cc.set_compile_cache(tmp_path / "compile-cache")
+    yield tmp_path / "compile-cache"
+    cc.set_compile_cache(old)
+
+
+# ------------------------------------------------------------------ keys, folders, options
+
+
+def test_auto_is_a_per_runner_folder_under_the_user_cache(tmp_path: Path) -> None:
+    root = cc.resolve_compile_cache("auto", {"RUNNER_NAME": "gpu 3/mi300x"}, user_cache=lambda: tmp_path / "u")
+    assert root == tmp_path / "u" / "compile" / "gpu_3_mi300x"
+    assert cc.resolve_compile_cache("off") is None and cc.resolve_compile_cache("OFF") is None
+    assert cc.resolve_compile_cache(str(tmp_path / "mine")) == tmp_path / "mine" and (tmp_path / "mine").is_dir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(cc.CompileCacheError, match=r"--aaco-compile-cache=.*file.*writable folder, auto or off"):
+        cc.resolve_compile_cache(str(tmp_path / "file" / "sub"))
+
+
+def test_the_folder_is_keyed_by_side_model_bytes_and_program_options(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "net.onnx", tmp_path / "b" / "net.onnx"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    a.write_bytes(b"weights one")
+    b.write_bytes(b"weights two")  # same file name, other weights: MIGraphX's own .mxr name would collide
+    opts = {"device_id": "0", "migraphx_fp16_enable": "False"}
+    base = cc.keyed_folder(tmp_path, "baseline", "migraphx", a, opts, "1.24.0")
+    assert base.parent == tmp_path / "baseline"
+    assert cc.keyed_folder(tmp_path, "candidate", "migraphx", a, opts, "1.24.0") != base
+    assert cc.keyed_folder(tmp_path, "baseline", "migraphx", b, opts, "1.24.0") != base
+    assert cc.keyed_folder(tmp_path, "baseline", "migraphx", a, {**opts, "migraphx_fp16_enable": "True"},
+                           "1.24.0") != base
+    assert cc.keyed_folder(tmp_path, "baseline", "migraphx", a, opts, "1.25.0") != base
+    # the device and the cache options themselves do not change the program
+    assert cc.keyed_folder(tmp_path, "baseline", "migraphx", a, {**opts, "device_id": "3",
+                           "migraphx_model_cache_dir": "/x"}, "1.24.0") == base
+
+
+def test_cache_options_per_ep_and_binding_generation(tmp_path: Path) -> None:
+    assert cc.cache_options("migraphx", tmp_path, legacy_migraphx=False) == {"migraphx_model_cache_dir": str(tmp_path)}
+    program = str(tmp_path / "model.mxr")
+    assert cc.cache_options("migraphx", tmp_path, legacy_migraphx=True) == {
+        "migraphx_save_compiled_model": "True", "migraphx_save_model_path": program,
+        "migraphx_load_compiled_model": "True", "migraphx_load_model_path": program}
+    assert cc.cache_options("tensorrt", tmp_path, False) == {"trt_engine_cache_enable": "1",
+                                                             "trt_engine_cache_path": str(tmp_path)}
+    assert cc.cache_options("openvino", tmp_path, False) == {"cache_dir": str(tmp_path)}
+    assert cc.cache_options("cuda", tmp_path, False) == {}
+
+
+def test_options_passed_with_the_cache_on_each_binding_generation(cache_root: Path, tiny_model_path: Path) -> None:
+    legacy_opts = effective_options(MIGX, 0, "1.22.0")
+    legacy, use = with_compile_cache(MIGX, tiny_model_path, legacy_opts, "1.22.0")
+    assert use.folder is not None and use.folder.is_dir() and use.folder.parent == cache_root / "candidate"
+    assert legacy == {"device_id": "0", "migraphx_exhaustive_tune": "False",
+                      "migraphx_save_compiled_model": "True", "migraphx_load_compiled_model": "True",
+                      "migraphx_save_model_path": str(use.folder / "model.mxr"),
+                      "migraphx_load_model_path": str(use.folder / "model.mxr")}
+    parser, use = with_compile_cache(MIGX, tiny_model_path, effective_options(MIGX, 0, "1.24.1"), "1.24.1")
+    assert parser == {"device_id": "0", "migraphx_model_cache_dir": str(use.folder)}
+    # the user's own cache wins and is recorded as such; the cache off changes nothing
+    mine = MIGX.with_options({"migraphx_model_cache_dir": "/mine"})
+    options, use = with_compile_cache(mine, tiny_model_path, effective_options(mine, 0, "1.24.1"), "1.24.1")
+    assert options["migraphx_model_cache_dir"] == "/mine" and use.status() == "user"
+    cc.set_compile_cache("off")
+    options, use = with_compile_cache(MIGX, tiny_model_path, {"device_id": "0"}, "1.24.1")
+    assert options == {"device_id": "0"} and use.folder is None and use.status() is None
+    cpu = parse_provider("cpu")
+    assert with_compile_cache(cpu, tiny_model_path, {}, "1.24.1")[1].reason == "not compiling"
+
+
+def test_hit_and_miss_are_read_from_the_folder(tmp_path: Path) -> None:
+    use = cc.CacheUse.start(tmp_path / "f")
+    assert use.status() == "empty"
+    (tmp_path / "f" / "p.mxr").write_bytes(b"x")
+    assert use.status() == "miss"
+    use.record(30000.0, 12.0, ep="migraphx")
+    again = cc.CacheUse.start(tmp_path / "f")
+    assert again.status() == "hit"  # the record itself is not a program
+    assert cc.recorded_compile_ms(tmp_path / "f") == pytest.approx(30012.0)
+
+
+def test_migraphx_cache_path_variable_is_named_in_the_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_aaco.measure.inference import warn_migraphx_env
+    from pytest_aaco.warnings import AacoProviderWarning
+
+    with pytest.warns(AacoProviderWarning, match="ORT_MIGRAPHX_MODEL_CACHE_PATH replaces the compile-cache folder"):
+        warn_migraphx_env(MIGX, {"ORT_MIGRAPHX_MODEL_CACHE_PATH": "/tmp/x"})
+
+
+def test_ep_library_values() -> None:
+    assert ep_libraries(["/opt/lib/libonnxruntime_ep_amdgpu.so", "AMDGPU=/x/y.so"]) == (
+        ("onnxruntime_ep_amdgpu", "/opt/lib/libonnxruntime_ep_amdgpu.so"), ("AMDGPU", "/x/y.so"))
+    assert ep_libraries("") == ()
+    with pytest.raises(ValueError, match="NAME=PATH"):
+        ep_libraries(["NAME="])
+
+
+# ------------------------------------------------------------------ the simulated compiling EP
+
+
+def test_in_process_sessions_compile_once_and_record_hit_or_miss(cache_root: Path, tiny_model_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = CompilingEP(compile_s=0.05)
+    install(monkeypatch, ep)
+    handles = [build_session(tiny_model_path, MIGX) for _ in range(3)]
+    assert [h.compile_cache for h in handles] == ["miss", "hit", "hit"]
+    assert [e["event"] for e in ep.events] == ["compile", "load", "load"]
+    assert handles[0].create_ms >= 50 and cc.recorded_compile_ms(handles[0].cache.folder) is not None
+    # the folder is passed to the EP but is not part of what the fingerprint records (it differs per runner)
+    assert any(str(handles[0].cache.folder) in str(v) for v in handles[0].options.values())
+    assert not any(str(cache_root) in str(v) for v in handles[0].recorded_options.values())
+    assert handles[0].recorded_options["device_id"] == "0"
+    cc.set_compile_cache("off")  # without the cache, every fresh session compiles again (the issue's finding 1)
+    build_session(tiny_model_path, MIGX)
+    build_session(tiny_model_path, MIGX)
+    assert [e["event"] for e in ep.events][3:] == ["compile", "compile"]
+
+
+def _migx_provider_for(spec: ModelSpec) -> Any:
+    return MIGX.with_options(spec.options_for("migraphx"))
+
+
+def test_a_side_by_side_item_compiles_at_most_twice_per_side_and_never_shares(
+        model_repo: Path, git: Any, cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnx
+
+    from pytest_aaco.measure.modelgen import add_extra_work
+    from pytest_aaco.measure.registry import zoo_dir
+
+    # the candidate changes the model's bytes but keeps its file name, as a retrained model does
+    onnx.save(add_extra_work(onnx.load(str(zoo_dir() / "light_squeezenet.onnx")), matmuls=1, size=32),
+              str(model_repo / "models" / "net.onnx"))
+    git(model_repo, "commit", "-qam", "retrained")
+    ep = CompilingEP(compile_s=0.2)
+    install(monkeypatch, ep)
+    gate = SideBySideGate("HEAD~1", None, CompareSettings(block_s=0.01, threshold=0.5, confirm=False), model_repo)
+    spec = load_registry(model_repo / "models.yaml")[0]
+    item = ItemMeasure(warmup=2, iobinding="none", intra_op_threads=1, device_time="off")
+    try:
+        side = gate.baseline_for_item(spec, "migraphx")
+        _, _, result = gate.measure(spec, side, _migx_provider_for, item, GateSettings(threshold=0.5), 0.05,
+                                    "net[migraphx]")
+        feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+                 for i in _inputs(model_repo)}
+        cold = gate.cold_start(spec, side, _migx_provider_for, item, feeds, 3, "net[migraphx]", 0.2)
+    finally:
+        gate.close()
+    compiles = [e for e in ep.events if e["event"] == "compile"]
+    by_side = {s: [e for e in compiles if f"{Path(str(cache_root))}/{s}/" in e["folder"] + "/"]
+               for s in ("baseline", "candidate")}
+    assert len(compiles) == len(by_side["baseline"]) + len(by_side["candidate"])  # every compile in a side folder
+    assert 1 <= len(by_side["baseline"]) <= 2 and 1 <= len(by_side["candidate"]) <= 2, compiles
+    sessions = len(ep.events)
+    assert sessions >= 2 + 2 * 3  # the measurement's pair(s) and the cold start's fresh sessions all ran
+    base_folders = {e["folder"] for e in ep.events if "/baseline/" in e["folder"]}
+    cand_folders = {e["folder"] for e in ep.events if "/candidate/" in e["folder"]}
+    assert base_folders and cand_folders and not base_folders & cand_folders
+    sides = result.to_dict()["sides"]
+    assert sides["baseline"]["compile_cache"][0] == "miss" and sides["candidate"]["compile_cache"][0] == "miss"
+    record = cold.record()
+    assert set(record["compile_cache"]) == {"hit"} and set(record["baseline_side"]["compile_cache"]) == {"hit"}
+    assert record["compile_ms"] >= 200 and record["baseline_side"]["compile_ms"] >= 200
+    assert "compile_ms" in record["verdict"]["metrics"]
+
+
+def _inputs(repo: Path) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(repo / "models" / "net.onnx"), providers=["CPUExecutionProvider"]).get_inputs()
+
+
+def test_a_tenfold_compile_regression_fails_the_cold_start() -> None:
+    def cold(compile_ms: float) -> ColdStart:
+        return ColdStart([50.0, 51.0, 49.0], [5.0, 5.1, 4.9], "the MIGraphX compile", compile_cache=["hit"] * 3,
+                         compile_ms=compile_ms)
+
+    verdict = side_by_side_verdict(cold(30_000.0), cold(300_000.0), "m[migraphx]", "HEAD~1")
+    assert verdict.fails and verdict.metrics["compile_ms"]["ratio"] == pytest.approx(10.0)
+    assert "(compile)" in verdict.message and "300.0 s vs 30.0 s at HEAD~1 (10.00x, limit 2x)" in verdict.message
+    same = side_by_side_verdict(cold(30_000.0), cold(33_000.0), "m[migraphx]", "HEAD~1")
+    assert not same.fails and same.metrics["compile_ms"]["outcome"] == "no-regression"
+    assert ColdStart.from_dict(cold(1.0).to_dict()).compile_ms == 1.0
+    assert "compile_ms" not in ColdStart([1.0], [1.0]).to_dict()  # old records keep their shape
+
+
+def test_compile_time_is_not_spent_from_the_compare_budget() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    class Compiling:
+        def __init__(self, seed: int) -> None:
+            self.rng = np.random.default_rng(seed)
+
+        def open(self, name: str) -> OpenedSide:
+            now[0] += 30.0  # a 30 s compile
+            rng = self.rng
+
+            class Side:
+                def block(self, iterations: int) -> np.ndarray:
+                    return (2e6 * np.exp(rng.normal(0, 0.4, iterations))).astype(np.int64)
+
+            side = Side()
+            side.name = name  # type: ignore[attr-defined]
+            return OpenedSide(side, 2.0, None, 30_000.0, 1.0, {})
+
+    settings = CompareSettings(block_s=0.0, discard=1, budget_s=20.0, confirm=False)
+    result = compare_sides(Compiling(1), Compiling(2), settings, alpha=0.001, baseline_label="HEAD~1", clock=clock)
+    assert len(result.measurement.looks) > 1  # the 60 s of compiles did not use up the 20 s budget
+
+
+# ------------------------------------------------------------------ through pytest, stored baselines
+
+CONFTEST = '''
+import pytest
+from fake_compiling_ep import CompilingEP, install
+
+@pytest.fixture(autouse=True, scope="session")
+def _simulated_migraphx():
+    mp = pytest.MonkeyPatch()
+    install(mp, CompilingEP(compile_s=0.3, log=__import__("pathlib").Path({log!r})))
+    yield
+    mp.undo()
+'''
+
+
+def test_a_stored_baseline_item_compiles_once_per_pytest_session(aaco_project: Any, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "events.jsonl"
+    monkeypatch.setenv("AACO_CACHE_DIR", str(tmp_path / "user-cache"))
+    monkeypatch.setenv("RUNNER_NAME", "runner-1")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    aaco_project.pytester.makeconftest(CONFTEST.format(log=str(log)))
+    args = ("--aaco-provider=migraphx", "--aaco-iobinding=none", "--aaco-placement=off", "--aaco-reference=none",
+            "--aaco-save-baseline")
+    result = aaco_project.run(*args)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    events = read_log(log)
+    assert [e["event"] for e in events].count("compile") == 1, events
+    folder = Path(events[0]["folder"])
+    assert folder.parent == tmp_path / "user-cache" / "compile" / "runner-1" / "candidate"
+    assert cc.compile_record(folder) is not None
+    # the next pytest session on this runner loads the program
+    result = aaco_project.run(*args)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert [e["event"] for e in read_log(log)].count("compile") == 1
+
+
+def test_the_bundle_records_hit_or_miss(aaco_project: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "events.jsonl"
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    aaco_project.pytester.makeconftest(CONFTEST.format(log=str(log)))
+    cache = tmp_path / "mine"
+    args = [a for a in aaco_project.args("--aaco-provider=migraphx", "--aaco-iobinding=none", "--aaco-placement=off",
+                                         "--aaco-reference=none", f"--aaco-compile-cache={cache}",
+                                         f"--aaco-session-dir={tmp_path / 'sessions'}") if a != "--aaco-no-bundle"]
+    result = aaco_project.pytester.runpytest(*args)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    found = [json.loads(p.read_text()) for p in (tmp_path / "sessions").rglob("*.json")]
+    records = [r for data in found for r in _walk(data) if isinstance(r, dict) and "compile_cache" in r]
+    assert records and records[0]["compile_cache"] == "miss", [p.name for p in (tmp_path / "sessions").rglob("*")]
+    assert (cache / "candidate").is_dir()
+
+
+def _walk(data: Any) -> Any:
+    yield data
+    if isinstance(data, dict):
+        for value in data.values():
+            yield from _walk(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _walk(value)
+
+
+__all__ = ["itertools"]
+
+
+def test_the_amd_workflow_runs_in_a_rocm_container_with_a_kept_compile_cache() -> None:
+    import yaml
+
+    workflow = yaml.safe_load((Path(__file__).parent.parent / ".github" / "workflows" / "perf-amd.yml").read_text())
+    for name, job in workflow["jobs"].items():
+        container = job["container"]
+        assert "rocm/onnxruntime" in container["image"], name
+        for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--group-add video",
+                     "--group-add ${{ vars.AMD_RENDER_GID"):
+            assert flag in container["options"], (name, flag)
+        assert "/var/cache/aaco-compile:/aaco-compile" in container["volumes"]
+        steps = "\n".join(str(step.get("run", "")) for step in job["steps"])
+        assert "rocminfo" in steps and "amd-smi list" in steps and "ROCR_VISIBLE_DEVICES" in steps
+        assert "onnxruntime-migraphx" in workflow["env"]["ORT_MIGRAPHX_PACKAGE"]
+        assert "--aaco-compile-cache=/aaco-compile" in workflow["env"]["AACO_ARGS"] + steps
+
+
+def test_the_traced_child_loads_each_sides_program_from_the_plugins_cache(
+        cache_root: Path, tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_aaco.measure import rocprof_child
+    from pytest_aaco.measure.rocprof_child import ChildSide, Roctx
+
+    ep = CompilingEP(compile_s=0.05)
+    install(monkeypatch, ep)
+    for side in ("baseline", "candidate"):  # what the side-by-side measurement compiled in this process
+        build_session(tiny_model_path, MIGX.for_side(side))
+    sides = [ChildSide(s, tiny_model_path, MIGX.for_side(s), {"x": np.ones((1, 64), np.float32)})
+             for s in ("baseline", "candidate")]
+    captured: dict[str, Any] = {}
+
+    def fake_run(command: list[str], **kwargs: Any) -> Any:  # run the child in this process, not under rocprofv3
+        captured["spec"] = json.loads(Path(command[-1]).read_text())
+        rocprof_child.run_child(command[-1], Roctx(lambda text: None, lambda: None, "test"))
+        raise RuntimeError("stop after the child")
+
+    monkeypatch.setattr(rocprof_child.shutil, "which", lambda exe: "/usr/bin/rocprofv3")
+    monkeypatch.setattr(rocprof_child.subprocess, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stop after the child"):
+        rocprof_child.trace_sides(sides, cycles=1, runs=1)
+    assert captured["spec"]["compile_cache"] == str(cache_root)
+    assert [e["event"] for e in ep.events] == ["compile", "compile", "load", "load"]
+    assert "/baseline/" in ep.events[2]["folder"] and "/candidate/" in ep.events[3]["folder"]
+    assert cc.compile_cache_root() == cache_root  # the child's setting did not leak
