@@ -106,7 +106,8 @@ def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise(
     # one traced block per wall-time block of each side, and the traced runs are the model's own
     assert tracer.blocks == 2 * result.measurement.cycles
     assert all(run.calls > 0 for run in a.runs + b.runs)
-    dev = verdict.side_by_side["device_time"]
+    assert verdict.side_by_side is not None
+    dev = verdict.side_by_side.device_time
     assert dev["kernels"] == {"baseline": 219.0, "candidate": 219.0} and len(dev["per_cycle"]) == 2
 
 
