@@ -5,8 +5,9 @@
 * :class:`ItemRecord`: what the reports need about one item; :meth:`ItemRecord.to_dict` is the
   JSON of a bundle's ``items/*.json`` and :meth:`ItemRecord.from_dict` reads it back.
 * :class:`SessionSummary`: verdict counts and the LOND state of one session.
-* The one rule for what an item counts as: :attr:`ItemRecord.effective_outcome`,
-  :attr:`ItemRecord.fails`, :attr:`ItemRecord.is_regression`, :attr:`ItemRecord.worth_a_line`.
+* What an item counts as in the reports: :attr:`ItemRecord.effective_outcome`,
+  :attr:`ItemRecord.fails` (the stored decisions of :func:`pytest_aaco.verdict.outcome.fails`),
+  :attr:`ItemRecord.is_regression`, :attr:`ItemRecord.worth_a_line`.
 * The keys under which items and pytest-xdist processes exchange these records.
 """
 
@@ -296,6 +297,12 @@ class Verdict:
     def p99_regressed(self) -> bool:
         return self.p99 is not None and bool(self.p99.regression)
 
+    @property
+    def regressed_besides(self) -> bool:
+        """A memory or p99 regression besides the latency outcome
+        (read by :func:`pytest_aaco.verdict.outcome.fails`)."""
+        return bool(self.memory) or self.p99_regressed
+
     def to_dict(self) -> dict[str, Any]:
         """The verdict as JSON (the typed parts as their own ``to_dict()``), with ``change_pct`` and
         ``reference_drift`` added."""
@@ -390,8 +397,9 @@ class ItemRecord:
 
     @property
     def fails(self) -> bool:
-        """The item failed: a regression (latency, p99, memory, cold start), strict inconclusive,
-        a provider error."""
+        """The item failed: pytest's outcome is ``failed`` (a provider error, a failing verdict), or its
+        verdict or cold-start verdict fails. Gathers the decisions stored in the records, each made
+        by the one rule, :func:`pytest_aaco.verdict.outcome.fails`."""
         return (self.outcome == Outcome.FAILED or (self.verdict is not None and self.verdict.fails)
                 or self.cold_start_fails)
 

@@ -51,7 +51,7 @@ from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import Contention, FirstLook, Outcome, P99Comparison, ReferenceDrift, Verdict
 from pytest_aaco.verdict import stats
-from pytest_aaco.verdict.outcome import outcome_of
+from pytest_aaco.verdict.outcome import fails, outcome_of
 
 #: the outcome words as module constants (``verdict.outcome == REGRESSION``)
 REGRESSION = Outcome.REGRESSION
@@ -538,20 +538,11 @@ def render_message(v: Verdict) -> str:
 
 
 def finish(v: Verdict, settings: GateSettings) -> Verdict:
-    """Set whether *v* fails and render its message from its final fields; returns *v*."""
+    """Set whether *v* fails (:func:`pytest_aaco.verdict.outcome.fails`) and render its message from its
+    final fields; returns *v*."""
     v.fails = fails(v, settings)
     v.message = render_message(v)
     return v
-
-
-def fails(v: Verdict, settings: GateSettings) -> bool:
-    """Whether the item must fail: regressions (latency, p99, memory) and errors (an unreadable
-    baseline) always; improvements and inconclusive results only when the user opted in."""
-    if v.outcome in (REGRESSION, ERROR) or v.memory or v.p99_regressed:
-        return True
-    if v.outcome == IMPROVEMENT and settings.fail_on_improvement:
-        return True
-    return v.outcome == INCONCLUSIVE and settings.strict_inconclusive
 
 
 def _latency_flagged(v: Verdict) -> bool:

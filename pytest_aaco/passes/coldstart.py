@@ -45,7 +45,7 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS, default
 from pytest_aaco.records import Outcome
-from pytest_aaco.verdict.outcome import outcome_of
+from pytest_aaco.verdict.outcome import fails, outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.stats import Comparison, VariancePrior, prediction_interval_test
 
@@ -318,8 +318,14 @@ class ColdStartVerdict:
     confirmed: bool | None = None
 
     @property
+    def regressed_besides(self) -> bool:
+        """Always False: the cold start has no memory or p99 figure besides its outcome."""
+        return False
+
+    @property
     def fails(self) -> bool:
-        return self.outcome == Outcome.REGRESSION
+        """The cold start fails the item (:func:`pytest_aaco.verdict.outcome.fails`, no opt-in: only a regression)."""
+        return fails(self)
 
     def to_dict(self) -> JSONDict:
         data: JSONDict = {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold,
