@@ -162,10 +162,9 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     except AacoFileError as exc:
         verdict = finish(Verdict(Outcome.ERROR, record.label, run.threshold, reason=str(exc)),
                          gate_settings(c, run))
-    insight_fields = judge_insight(insight, baseline, record.label, c, gated=not c.save_baseline)
-    record.insight_notes = insight_fields.pop("insight_notes")
-    for key, value in insight_fields.items():
-        setattr(record, key, value)
+    judged = judge_insight(insight, baseline, record.label, c, gated=not c.save_baseline)
+    record.cold_start, record.profile, record.kernels = judged.cold_start, judged.profile, judged.kernels
+    record.insight_notes = judged.notes
     record.result = result.to_dict(raw=True)  # after the confirmation look, which the result carries
     record.verdict = verdict
     record.derived = derived_metrics(result.latencies_ms, result.warmup_latencies_ms, result.first_run_ms,
