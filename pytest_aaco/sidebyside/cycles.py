@@ -62,6 +62,7 @@ from pytest_aaco.measure.interleave import (
 )
 from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.providers import ProviderSpec
+from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.records import Outcome, SideBySideSummary, Verdict
@@ -177,7 +178,7 @@ class LocalFactory:
     configuration entries (e.g. ``{"session.intra_op.allow_spinning": "0"}``)."""
 
     model_file: Path
-    spec: Any
+    spec: ModelSpec
     provider: ProviderSpec
     warmup: int = setting("warmup")
     iobinding: str = "none"
