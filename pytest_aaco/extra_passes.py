@@ -94,7 +94,7 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
             try:
                 if run.compare_cold_start is not None:
                     insight.side_cold_start = run.compare_cold_start()
-                elif run.compare is None:
+                elif run.side_gate is None:
                     insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
                                                             device_id=config.device_id,
                                                             intra_op_threads=config.intra_op_threads,
