@@ -66,7 +66,7 @@ class ItemMeasure:
     device_id: int = 0
     intra_op_threads: int = 0
     #: ``--aaco-device-time``: auto, on or off
-    device_time: str = "auto"
+    device_time: str = setting("device-time")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class ItemOptions:
     ``--aaco-max-contention``, cores)."""
 
     provider_options: JSONDict = field(default_factory=dict)
-    intra_op_threads: int = 0
+    intra_op_threads: int = setting("intra-op-threads")
     device_time: str = setting("device-time")
     cold_start: int = 0
     cold_start_threshold: float = setting("cold-start-threshold")
