@@ -182,6 +182,7 @@ class AacoConfig(GateSettings):
     provider_options: JSONDict = field(default_factory=dict)
     iobinding: str = setting("iobinding")
     device_time: str = setting("device-time")
+    graph: str = setting("graph")
     placement: str = setting("placement")
     intra_op_threads: int = setting("intra-op-threads")
     #: ``--aaco-ort-log-level`` as ORT's severity (3: error)

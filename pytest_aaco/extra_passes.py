@@ -79,7 +79,8 @@ def _kernels(run: BenchmarkRun, insight: Insight) -> None:
     if config.rocprof and provider.short in ROCPROF_PROVIDERS:
         try:
             insight.kernels = trace_with_rocprof(run.handle.model_path, provider, run.feeds, device_id=config.device_id,
-                                                 node_count=node_count, exe=config.rocprof)
+                                                 node_count=node_count, exe=config.rocprof,
+                                                 compile_s=run.handle.create_ms / 1000)
         except RocprofError as exc:
             insight.notes.append(f"--aaco-rocprof: {exc}")
 

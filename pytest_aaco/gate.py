@@ -70,6 +70,7 @@ def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
         intra_op_threads=run.config.intra_op_threads,
         extra=extra,
         reference=run.reference.id if run.reference is not None else None,
+        graph=str((run.handle.graph or {}).get("state") or "off"),
     )
 
 
@@ -143,6 +144,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     result = run.results[-1]
     c = ctx.config
     record = ItemRecord(nodeid, run.model.name, run.provider.short, item_label(run), placement=run.placement)
+    if run.handle.graph and run.provider.is_gpu:
+        record.extra["graph"] = dict(run.handle.graph)
     insight, baseline = Insight(), None
     try:
         fp = item_fingerprint(run, extra_fingerprint)

@@ -25,6 +25,7 @@ from pytest_aaco.jsonio import JSONDict
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
 DEVICE_TIME_MODES = ("auto", "on", "off")
+GRAPH_MODES = ("auto", "on", "off")
 PROFILE_MODES = ("off", "on", "failing")
 #: reference workloads (:mod:`pytest_aaco.measure.reference_workload` builds them): generated ones, then model-zoo
 #: architectures shipped inside the onnx package; ``none`` turns the reference off
@@ -301,6 +302,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=partial(int_or_auto, minimum=2)),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
               parse=fraction_below),
+    OptionDef("device-threshold", "practical regression threshold of device time (kernel time per run), which"
+              " is steadier than wall time on GPUs (fraction or %)", "1%", "FRACTION", parse=fraction_below),
     OptionDef("fdr", "session-wide false discovery rate across gated items (LOND)", "0.05", "Q",
               parse=partial(fraction_below, upper=0.5)),
     OptionDef("confirm", "re-measure a suspected regression with a fresh session before failing", "on", "on|off",
@@ -320,6 +323,10 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("device-time", "device time on GPU EPs (kernel time per run from the vendor's tracer, gated"
               " beside wall time side by side): auto (where a tracer is installed), on (error without one), off",
               "auto", "MODE", parse=partial(choice, choices=DEVICE_TIME_MODES)),
+    OptionDef("graph", "graph replay on device EPs (CUDA graphs: enable_cuda_graph; MIGraphX: migraphx_hip_graph_enable"
+              " where the build has it; needs --aaco-iobinding=all, static shapes, no CPU nodes): auto (off for now:"
+              " device time does not need it), on (error when the session cannot be captured), off",
+              "auto", "MODE", parse=partial(choice, choices=GRAPH_MODES)),
     OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
               " fell to the CPU, warn only warns, off skips it", "check", "MODE",
               parse=partial(choice, choices=PLACEMENT_MODES)),
@@ -397,6 +404,7 @@ class GateSettings:
     """Thresholds of the gate: fractions (0.05 = 5%) and MB; defaults from the option table."""
 
     threshold: float = setting("threshold")
+    device_threshold: float = setting("device-threshold")
     min_history: int = setting("min-history")
     run_noise: float = setting("run-noise")
     strict_inconclusive: bool = setting("strict-inconclusive")

@@ -25,9 +25,11 @@ from pytest_aaco.benchmark import (
     smoke_run,
 )
 from pytest_aaco.config import AacoConfig, add_options
+from pytest_aaco.measure.graph import GraphRefused, graph_build_problem
 from pytest_aaco.measure.inference import SessionError, SessionHandle, check_placement
 from pytest_aaco.measure.inputs import InputError
 from pytest_aaco.measure.modelgen import CacheError
+from pytest_aaco.measure.placement import PlacementError
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, RegistryError
 from pytest_aaco.measure.results import BenchmarkResult
@@ -182,10 +184,15 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
         session.skip_item(request.node, aaco_model.name, provider.short, reason)
     crash: Exception | None = None
     try:
+        provider, graph = session.graph_for(aaco_model, provider)  # GraphRefused (a SessionError) under "on"
         handle = session.session(aaco_model, provider)
         check_placement(handle)  # a session that fell back whole is refused before anything runs
+        unknown = graph_build_problem(provider, handle.session.get_provider_options())
+        if unknown:
+            raise GraphRefused(f"{aaco_model.name}[{provider.short}]: --aaco-graph={graph.mode}: {unknown}")
+        handle.graph = graph.to_dict()
         return handle
-    except (SessionError, RegistryError) as exc:
+    except (SessionError, RegistryError, PlacementError) as exc:
         problem = str(exc)
     except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
         crash = exc

@@ -34,6 +34,7 @@ from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.graph import GraphChoice, choose_graph, symbolic_inputs, with_graph, without_graph
 from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
@@ -42,7 +43,7 @@ from pytest_aaco.measure.inference import (
     set_ort_log_level,
 )
 from pytest_aaco.measure.modelgen import drop_fallback_caches
-from pytest_aaco.measure.placement import Placement, placement_report
+from pytest_aaco.measure.placement import CPU_EP, Placement, placement_report
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, item_provider, load_registry, model_path
@@ -127,6 +128,24 @@ class AacoSession:
         """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
         return item_provider(model, provider, self.config.provider_options)
 
+    def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:
+        """*provider* with graph replay added when ``--aaco-graph`` chooses it for *model*, and the
+        choice (:func:`pytest_aaco.measure.graph.choose_graph`). The CPU-node check profiles one run
+        without the graph (:meth:`placement_of`, cached for the placement check). Raises
+        :class:`~pytest_aaco.measure.graph.GraphRefused` under ``on`` when the session cannot be
+        captured, SessionError / PlacementError when the model cannot be read or profiled."""
+        label = f"{model.name}[{provider.short}]"
+        path = model_path(model)
+
+        def cpu_nodes() -> tuple[int, str]:
+            report = self.placement_of(path, without_graph(provider), model.dims)
+            return report.cpu_nodes, ", ".join(sorted(report.ops.get(CPU_EP, {})))
+
+        choice = choose_graph(self.config.graph, provider.short, label,
+                              iobinding=resolve_iobinding(self.config.iobinding, provider),
+                              symbolic=lambda: symbolic_inputs(path, model.dims), cpu_nodes=cpu_nodes)
+        return with_graph(provider, choice), choice
+
     def skip_reason(self, provider: ProviderSpec) -> str | None:
         """Why *provider* cannot run in this ORT build, or None."""
         import onnxruntime as ort
@@ -166,10 +185,17 @@ class AacoSession:
     def placement(self, handle: SessionHandle, feeds: dict[str, np.ndarray]) -> Placement:
         """Node placement of *handle*'s model and EP (:func:`pytest_aaco.measure.placement.placement_report`),
         profiled once per (model, EP, options). Raises SessionError / PlacementError."""
-        key = (str(handle.model_path), handle.provider.ep_name, tuple(sorted(handle.options.items())))
+        return self.placement_of(handle.model_path, without_graph(handle.provider), feeds=feeds)
+
+    def placement_of(self, path: Path, provider: ProviderSpec, dims: Any = None,
+                     feeds: dict[str, np.ndarray] | None = None) -> Placement:
+        """Node placement of the model at *path* on *provider* (graph replay left out: the profile
+        runs host feeds), profiled once per (model, EP, options); *feeds*, else inputs made from
+        *dims*. Raises SessionError / PlacementError."""
+        provider = without_graph(provider)
+        key = (str(path), provider.ep_name, tuple(sorted((k, str(v)) for k, v in provider.options.items())))
         if key not in self._placements:
-            self._placements[key] = placement_report(handle.model_path, handle.provider, self.config.device_id,
-                                                     feeds=feeds)
+            self._placements[key] = placement_report(path, provider, self.config.device_id, feeds=feeds, dims=dims)
         return self._placements[key]
 
     def variance_priors(self, folder: Path) -> RunnerPriors:

@@ -4,7 +4,8 @@
 # ../shared/tools/slow_model.py (K extra 3x3 convs on a side branch scaled by 1e-30).
 #   SLOW_MODEL=path/to/slow_model.py RUNS="aa aa k4 k1" bash studies/gpu_device_time.sh [pytest args]
 # Needs onnxruntime-gpu and cupti-python importable. Prints, per run: the variant, pytest's exit
-# code, the seconds the run took and the item's verdict line. Logs stay in $WORK.
+# code, the seconds the run took and the item's verdict line, then where the item's seconds went
+# (studies/sbs_timing.py). Logs stay in $WORK.
 set -u
 WORK=${WORK:-/tmp/aaco-device-time}
 MODEL=${MODEL:-resnet50}
@@ -45,5 +46,6 @@ for variant in $RUNS; do
     secs=$(python3 -c "print(f'{$end - $start:.1f}')")
     line=$(grep -E "^(REGRESSION|no regression|NO REGRESSION|inconclusive|improvement|IMPROVEMENT)|: (wall time|device time|[+-][0-9.]+%) " "$WORK/run$i-$variant.log" | grep "$MODEL" | head -1)
     echo "run $i $variant rc=$rc ${secs}s | $line"
+    python3 "$REPO/studies/sbs_timing.py" "$WORK/proj" | sed "s/^/    timing $i $variant: /"
     cd "$REPO" || exit 1
 done

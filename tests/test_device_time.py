@@ -8,7 +8,7 @@ runs on NVIDIA GPUs only (docs/gpu.md has the H100 figures).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
@@ -105,6 +105,8 @@ def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise(
     assert "kernels per run 219 -> 219" in verdict.message and "wall time " in verdict.message
     # one traced block per wall-time block of each side, and the traced runs are the model's own
     assert tracer.blocks == 2 * result.measurement.cycles
+    # device time decides early: the first look comes after 6 cycles, not the wall-time plan's 10
+    assert [look.cycles for look in result.measurement.looks] == [6]
     assert all(run.calls > 0 for run in a.runs + b.runs)
     assert verdict.side_by_side is not None
     dev = verdict.side_by_side.device_time
@@ -122,6 +124,33 @@ def test_a_six_percent_kernel_time_growth_fails_on_device_time_and_leads_the_mes
     assert verdict.message.startswith("REGRESSION resnet50[cuda]: device time +6.")
     assert "kernels per run 219 -> 227" in verdict.message and "added conv3x3 x8" in verdict.message
     assert "; wall time " in verdict.message
+
+
+def test_a_two_percent_kernel_time_growth_fails_at_the_device_time_threshold_not_the_wall_one():
+    # k1 on the H100: +2.1% kernel time, invisible in wall time; device time has its own threshold (1%)
+    a = GpuFactory(0.818, RESNET)
+    b = GpuFactory(0.818 * 1.021, RESNET + ["conv3x3"] * 5, seed=50)
+    assert SETTINGS.device_threshold == 0.01 and SETTINGS.threshold == 0.05
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
+    verdict = to_verdict(result, "resnet50[cuda]")
+    assert result.failed_metrics == ["device time"] and verdict.fails
+    assert verdict.message.startswith("REGRESSION resnet50[cuda]: device time +2.")
+    assert "device-time threshold 1%" in verdict.message
+    # at a device-time threshold of 5% the same change is not a regression
+    loose = replace(SETTINGS, device_threshold=0.05)
+    result = compare(a, b, loose, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
+    assert result.failed_metrics == [] and not to_verdict(result, "resnet50[cuda]").fails
+
+
+def test_unchanged_sessions_that_differ_by_a_tenth_of_a_percent_pass_on_device_time():
+    # fresh sessions of one model differ a little in device time (H100: 0.818/0.817/0.818 ms)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        a = GpuFactory(0.818 * float(np.exp(rng.normal(0, 0.001))), RESNET, seed=seed)
+        b = GpuFactory(0.818 * float(np.exp(rng.normal(0, 0.001))), RESNET, seed=seed + 50)
+        result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True,
+                         tracer=FakeTracer(seed=seed))
+        assert result.device_outcome == "no-regression", result.measurement.device
 
 
 def test_a_kernel_count_change_alone_is_information_not_a_failure():

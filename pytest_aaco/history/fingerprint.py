@@ -156,10 +156,12 @@ def machine_fields(provider_short: str) -> JSONDict:
 def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], input_dtypes: dict[str, str],
                       provider: str, ep_name: str, provider_options: JSONDict, iobinding: str,
                       intra_op_threads: int, extra: JSONDict | None = None,
-                      reference: str | None = None) -> Fingerprint:
+                      reference: str | None = None, graph: str | None = None) -> Fingerprint:
     """Assemble the fingerprint of one item. *extra* holds fields added by hook implementations;
     *reference* is the reference workload's id (:func:`pytest_aaco.measure.reference_workload.reference_id`), None
-    when it is off.
+    when it is off. *graph* is the item's graph-replay state (:mod:`pytest_aaco.measure.graph`); it is
+    recorded only when ``on``, so fingerprints without graph replay are those of earlier versions and a
+    graph-on baseline never judges a graph-off run (graph replay changes the measured quantity).
 
     Provider option values that look like credentials are kept as a salted hash
     (:func:`pytest_aaco.redact.fingerprint_options`): a change is still detected, the value is never stored.
@@ -181,5 +183,7 @@ def build_fingerprint(*, model_sha256: str, input_shapes: dict[str, list[int]], 
     }
     if reference is not None:
         fields["reference"] = reference
+    if graph == "on":
+        fields["graph"] = graph
     fields.update(extra or {})
     return Fingerprint(fields)

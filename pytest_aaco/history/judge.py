@@ -457,6 +457,12 @@ def _device_text(dev: dict[str, Any]) -> str:
     return text + ")"
 
 
+def _threshold(dev: dict[str, Any], v: Verdict) -> str:
+    """The device-time threshold of a side-by-side record (older records: the wall-time one)."""
+    t = dev.get("threshold")
+    return f"{(v.threshold if t is None else t):.1%}".replace(".0%", "%")
+
+
 def _side_by_side_text(v: Verdict) -> str:
     """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
     (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
@@ -471,7 +477,8 @@ def _side_by_side_text(v: Verdict) -> str:
     if dev and dev.get("outcome") == REGRESSION and sbs.outcome != REGRESSION:
         # device time failed, wall time did not: the headline is the metric that failed
         text = (f"{_HEADS[REGRESSION]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
-                f" at level {dev['level']:.2g}, threshold {v.threshold:.0%}; wall time {wall}, p={p_shown:.2g};"
+                f" at level {dev['level']:.2g}, device-time threshold {_threshold(dev, v)};"
+                f" wall time {wall}, p={p_shown:.2g};"
                 f" measured side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
@@ -480,7 +487,7 @@ def _side_by_side_text(v: Verdict) -> str:
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
                 + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
         if dev:
-            text += f"; {_device_text(dev)}"
+            text += f"; {_device_text(dev)}, device-time threshold {_threshold(dev, v)}"
     first = sbs.first_look
     if v.confirmed:
         text += f"; confirmed by {sbs.cycles} more cycles on fresh sessions"

@@ -15,14 +15,17 @@ Tracers:
 * NVIDIA: CUPTI activity records (``ActivityKind.CONCURRENT_KERNEL``) through NVIDIA's
   ``cupti-python`` (https://docs.nvidia.com/cupti-python/), :class:`CuptiTracer`.
   ``pip install 'pytest-aaco[cuda]'``.
-* AMD: rocprofv3's kernel trace runs in a child process (:mod:`pytest_aaco.passes.rocprof`);
-  an in-process tracer is not available, so side by side on MIGraphX is gated on wall time.
+* AMD: rocprofv3 traces a whole process, so there is no in-process tracer: one traced child
+  process runs the item's blocks, both sides alternating (:mod:`pytest_aaco.measure.rocprof_child`),
+  and :mod:`pytest_aaco.measure.rocprof_trace` reads its CSV or rocpd output into the same
+  :class:`DeviceBlock` figures.
 
 Units: ms per run; timestamps in ns on the tracer's own clock.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -33,10 +36,18 @@ from typing import Any, Protocol
 CUPTI_INSTALL_HINT = "pip install 'pytest-aaco[cuda]' (NVIDIA's cupti-python; its CUDA major must match the driver's)"
 #: CUPTI activity buffer size (bytes) handed out on request
 BUFFER_BYTES = 8 * 1024 * 1024
-#: model runs per traced block
-DEVICE_RUNS = 10
+#: model runs per traced block. cupti-python turns every kernel record into a Python object, about
+#: 70 us each on the H100 (studies/cupti_flush_cost.py: 2190 records of 10 ResNet-50 runs cost
+#: 154 ms to flush with a callback that only counted them, 209 ms with ours; 3 runs 56 ms), so a
+#: block's cost grows with its runs while the kernel-time sum of one run is already exact to the
+#: clock: 2 runs keep the traced blocks near 10% of a cycle of two 0.2 s wall-time blocks
+DEVICE_RUNS = 2
 #: EPs whose kernels CUPTI sees
 CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
+#: EPs whose kernels rocprofv3 sees, traced in a child process (:mod:`pytest_aaco.measure.rocprof_child`)
+CHILD_TRACED_PROVIDERS = frozenset({"migraphx", "rocm"})
+ROCPROF_INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv3) and put rocprofv3 on"
+                        " PATH")
 
 
 class DeviceTimeUnavailable(RuntimeError):
@@ -45,11 +56,14 @@ class DeviceTimeUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class KernelSpan:
-    """One kernel execution: its name and its start and end (ns, the tracer's clock)."""
+    """One kernel execution: its name, its start and end (ns, the tracer's clock), and the device
+    and stream (queue on AMD) as the tracer names them."""
 
     name: str
     start_ns: int
     end_ns: int
+    device: str = "0"
+    stream: str = "0"
 
 
 @dataclass(frozen=True)
@@ -176,10 +190,13 @@ def traced_spans(cupti: ModuleType, run: Callable[[], object],
             run()
         end = int(cupti.get_timestamp())
     finally:
+        # disable first, then flush: a forced flush while the kind is still enabled took 216 ms
+        # per block on the H100, after disabling 0.07 ms, with the same records
+        # (studies/cupti_overhead.py); the runs are synchronous, so their kernels have completed
         try:
-            cupti.activity_flush_all(1)
-        finally:
             cupti.activity_disable(kind)
+        finally:
+            cupti.activity_flush_all(1)
     return [r for r in col.take() if start <= r[1] <= end], max(end - start, 1)
 
 
@@ -199,13 +216,23 @@ class CuptiTracer:
         return block_of((KernelSpan(r[0], r[1], r[2]) for r in records), runs)
 
 
-def tracer_for(provider: str, mode: str) -> tuple[DeviceTracer | None, str | None]:
+def tracer_for(provider: str, mode: str,
+               which: Callable[[str], str | None] = shutil.which) -> tuple[DeviceTracer | None, str | None]:
     """The tracer for the EP *provider* (short name) under ``--aaco-device-time`` *mode*
     (``auto``/``on``/``off``): ``(tracer, None)``, or ``(None, why not)``; the reason is None
-    where device time does not apply (the CPU, or ``off``). With ``on``, a missing tracer is an
+    where device time does not apply (the CPU, or ``off``) and for the EPs of
+    :data:`CHILD_TRACED_PROVIDERS` when rocprofv3 is on PATH (*which*: ``shutil.which``): their
+    device time comes from a traced child process instead. With ``on``, a missing tracer is an
     error: raises :class:`DeviceTimeUnavailable`."""
     if mode == "off":
         return None, None
+    if provider in CHILD_TRACED_PROVIDERS:
+        if which("rocprofv3") is not None:
+            return None, None
+        if mode == "on":
+            raise DeviceTimeUnavailable(f"--aaco-device-time=on: device time on {provider} needs rocprofv3:"
+                                        f" {ROCPROF_INSTALL_HINT}")
+        return None, f"device time on {provider} needs rocprofv3: {ROCPROF_INSTALL_HINT}; gated on wall time only"
     if provider not in CUPTI_PROVIDERS:
         if mode == "on" and provider != "cpu":
             raise DeviceTimeUnavailable(f"--aaco-device-time=on: no in-process kernel tracer for the {provider} EP;"

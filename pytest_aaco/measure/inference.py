@@ -102,6 +102,8 @@ class SessionHandle:
     build_rss_mb: float | None = None
     #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
     device_probe: Any = None
+    #: the item's graph decision (``GraphChoice.to_dict()``, :mod:`pytest_aaco.measure.graph`), None when not made
+    graph: JSONDict | None = None
 
     @property
     def cuda_graph(self) -> bool:

@@ -10,22 +10,17 @@ profiler, so the measured rounds carry none of its overhead.
 The pass's settings, provider options included, go to the child in a JSON file in a private
 temporary directory, never on a command line that ``ps`` or a profiler's metadata would show.
 
-CSV layouts read by :func:`read_kernel_csv` (from the tools' documentation):
+The trace is read by :mod:`pytest_aaco.measure.rocprof_trace` (one parser for this pass and for
+device time): rocprofv3's rocpd SQLite database (its default output since ROCm 7.0) or its
+kernel-trace CSV, and the CSV layouts of rocprof v2 and v1. :func:`default_output_format` asks
+rocprofv3 for rocpd on ROCm >= 7.0 and for CSV before.
 
-* rocprofv3 ``--kernel-trace --output-format csv``: ``<prefix>_kernel_trace.csv`` with
-  ``Kind, Agent_Id, Queue_Id, Stream_Id, Thread_Id, Dispatch_Id, Kernel_Id, Kernel_Name,
-  Correlation_Id, Start_Timestamp, End_Timestamp, ...`` (ns)
-  (https://rocm.docs.amd.com/projects/rocprofiler-sdk/en/latest/how-to/using-rocprofv3.html);
-* rocprof v2 ``--kernel-trace``: ``Dispatch_ID, GPU_ID, Queue_ID, PID, TID, Grid_Size, ...,
-  Kernel_Name, Start_Timestamp, End_Timestamp, Correlation_ID``;
-* rocprof v1 ``--timestamp on`` / ``--stats``: ``results.csv`` with ``Index, KernelName, gpu-id,
-  queue-id, queue-index, pid, tid, grd, wgr, lds, scr, ..., DispatchNs, BeginNs, EndNs, CompleteNs``
-  (https://rocm.docs.amd.com/projects/rocprofiler/en/latest/reference/rocprof-command.html).
+The time limit grows with the item's compile time (:func:`pass_timeout_s`): MIGraphX compiles the
+model at session creation, in minutes for large models, and the child compiles it again.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -37,8 +32,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_aaco.history.environment import rocm_version
 from pytest_aaco.measure.inference import build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
+from pytest_aaco.measure.rocprof_trace import CSV_LAYOUTS, TraceError, default_output_format, find_trace, read_trace
+from pytest_aaco.measure.rocprof_trace import read_kernel_csv as read_spans
 from pytest_aaco.passes.kernels import KernelMetrics, KernelRecord, after_last_gap, kernel_metrics
 
 if TYPE_CHECKING:
@@ -48,14 +46,11 @@ ROCPROFV3 = "rocprofv3"
 #: pause (s) between the warmup and the traced runs; kernels after a pause of half of it are the runs'
 GAP_S = 0.3
 WARMUP_RUNS, TRACED_RUNS = 3, 10
-#: the whole profiled child (session build, compile, runs) must finish within this (s)
+#: the profiled child's limit (s) before compiling; each compile may take COMPILE_FACTOR x the measured one
 TIMEOUT_S = 600.0
+COMPILE_FACTOR = 2.0
 #: (layout, kernel name, start ns, end ns, device, stream) columns, tried in this order
-LAYOUTS = (
-    ("rocprofv3", "Kernel_Name", "Start_Timestamp", "End_Timestamp", "Agent_Id", "Queue_Id"),
-    ("rocprof-v2", "Kernel_Name", "Start_Timestamp", "End_Timestamp", "GPU_ID", "Queue_ID"),
-    ("rocprof-v1", "KernelName", "BeginNs", "EndNs", "gpu-id", "queue-id"),
-)
+LAYOUTS = CSV_LAYOUTS
 INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv3) and put it on PATH,"
                 " or run without --aaco-rocprof")
 
@@ -65,65 +60,56 @@ class RocprofError(RuntimeError):
 
 
 def read_kernel_csv(path: str | Path) -> tuple[str, list[KernelRecord]]:
-    """``(layout, records)`` of a kernel-trace CSV in one of :data:`LAYOUTS` (the first whose five
-    columns are all there, else the first whose name and timestamp columns are).
-
-    Rows of rocprofv3 whose ``Kind`` is not ``KERNEL_DISPATCH`` are skipped. Raises
-    :class:`RocprofError` naming the file for an unreadable file, a header of no known layout,
-    and a row whose timestamps are not integers (naming its line).
-    """
-    path = Path(path)
+    """``(layout, records)`` of a kernel-trace CSV
+    (:func:`pytest_aaco.measure.rocprof_trace.read_kernel_csv`). Raises :class:`RocprofError` naming
+    the file for an unreadable file, a header of no known layout, or non-integer timestamps."""
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            reader = csv.DictReader(handle)
-            header = [h.strip() for h in reader.fieldnames or []]
-            reader.fieldnames = header
-            rows = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise RocprofError(f"cannot read the kernel trace {path}: {exc}") from exc
-    columns = set(header)
-    matches = [c for c in LAYOUTS if set(c[1:]) <= columns] or [c for c in LAYOUTS if set(c[1:4]) <= columns]
-    if not matches:
-        raise RocprofError(f"{path}: not a kernel trace of rocprofv3, rocprof v2 or rocprof v1: columns"
-                           f" {', '.join(header[:12]) or '(none)'}; expected Kernel_Name/Start_Timestamp/End_Timestamp"
-                           " or KernelName/BeginNs/EndNs")
-    layout, name, start, end, device, stream = matches[0]
-    records = []
-    for line, row in enumerate(rows, start=2):
-        kind = (row.get("Kind") or "KERNEL_DISPATCH").strip()
-        if kind != "KERNEL_DISPATCH":
-            continue
-        try:
-            begin, finish = int(row[start]), int(row[end])
-        except (TypeError, ValueError):
-            raise RocprofError(f"{path}, line {line}: {start}/{end} must be integers (ns),"
-                               f" got {row.get(start)!r}/{row.get(end)!r}") from None
-        records.append(KernelRecord(str(row[name]).strip(), begin, finish, str(row.get(device) or "0").strip(),
-                                    str(row.get(stream) or "0").strip()))
-    return layout, records
+        layout, spans = read_spans(path)
+    except TraceError as exc:
+        raise RocprofError(str(exc)) from None
+    return layout, [KernelRecord(s.name, s.start_ns, s.end_ns, s.device, s.stream) for s in spans]
+
+
+def read_records(out_dir: str | Path) -> tuple[str, list[KernelRecord]]:
+    """``(layout, records)`` of the trace under *out_dir*, rocpd or CSV
+    (:func:`pytest_aaco.measure.rocprof_trace.read_trace`). Raises :class:`RocprofError`."""
+    try:
+        trace = read_trace(out_dir)
+    except TraceError as exc:
+        raise RocprofError(str(exc)) from None
+    return trace.layout, [KernelRecord(s.name, s.start_ns, s.end_ns, s.device, s.stream) for s in trace.kernels]
 
 
 def find_kernel_csv(out_dir: str | Path) -> Path | None:
-    """The kernel-trace CSV rocprofv3 (or rocprof) wrote under *out_dir* (newest first), or None."""
-    found = [p for pattern in ("*kernel_trace.csv", "results*.csv") for p in Path(out_dir).rglob(pattern)]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+    """The trace rocprofv3 (or rocprof) wrote under *out_dir*: rocpd ``*.db`` or CSV, newest first; None."""
+    return find_trace(out_dir)
 
 
-def rocprof_command(exe: str, out_dir: str | Path, spec_path: str | Path) -> list[str]:
-    """The rocprofv3 command line: kernel trace, CSV, into *out_dir*, around this module's pass."""
-    return [exe, "--kernel-trace", "--output-format", "csv", "-d", str(out_dir), "-o", "aaco",
+def pass_timeout_s(compile_s: float = 0.0) -> float:
+    """The profiled child's limit (s): :data:`TIMEOUT_S` plus :data:`COMPILE_FACTOR` times the
+    item's compile (session creation) time *compile_s* (s)."""
+    return TIMEOUT_S + COMPILE_FACTOR * max(compile_s, 0.0)
+
+
+def rocprof_command(exe: str, out_dir: str | Path, spec_path: str | Path, output_format: str = "csv") -> list[str]:
+    """The rocprofv3 command line: kernel trace in *output_format* (``csv`` or ``rocpd``), into
+    *out_dir*, around this module's pass."""
+    return [exe, "--kernel-trace", "--output-format", output_format, "-d", str(out_dir), "-o", "aaco",
             "--", sys.executable, "-m", "pytest_aaco.passes.rocprof", str(spec_path)]
 
 
 def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, np.ndarray], *,
                        device_id: int = 0,
                        node_count: int | None = None, warmup: int = WARMUP_RUNS, runs: int = TRACED_RUNS,
-                       exe: str = ROCPROFV3, timeout_s: float = TIMEOUT_S) -> KernelMetrics:
+                       exe: str = ROCPROFV3, timeout_s: float | None = None, compile_s: float = 0.0,
+                       output_format: str | None = None) -> KernelMetrics:
     """Run the profile pass of *model_path* on *provider* (a ProviderSpec) under rocprofv3 and
     return the kernel metrics of its *runs* traced runs (``source="rocprofv3"``, or the layout read).
 
     *feeds*: the item's inputs (name -> numpy array), handed to the child in an ``.npz``.
-    Raises :class:`RocprofError` when *exe* is not on PATH, exits non-zero (its last output lines
+    *timeout_s* defaults to :func:`pass_timeout_s` of *compile_s* (the item's session creation, s);
+    *output_format* to :func:`~pytest_aaco.measure.rocprof_trace.default_output_format` of the
+    installed ROCm. Raises :class:`RocprofError` when *exe* is not on PATH, exits non-zero (its last output lines
     are quoted), times out after *timeout_s*, or leaves no kernel trace or no pass result.
     """
     import numpy as np
@@ -131,6 +117,8 @@ def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Ma
     found = shutil.which(exe)
     if found is None:
         raise RocprofError(f"{exe} is not on PATH: {INSTALL_HINT}")
+    limit = pass_timeout_s(compile_s) if timeout_s is None else timeout_s
+    fmt = output_format or default_output_format(rocm_version())
     with tempfile.TemporaryDirectory(prefix="aaco-rocprof-") as tmp:
         folder = Path(tmp)
         arrays: dict[str, Any] = {name: np.asarray(value) for name, value in feeds.items()}
@@ -141,12 +129,12 @@ def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Ma
         spec_path = folder / "spec.json"
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
         os.chmod(spec_path, 0o600)
-        command = rocprof_command(found, folder / "out", spec_path)
+        command = rocprof_command(found, folder / "out", spec_path, fmt)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=limit, check=False)
         except subprocess.TimeoutExpired:
             raise RocprofError(f"{exe} did not finish the profile pass of {Path(model_path).name} in"
-                               f" {timeout_s:.0f} s") from None
+                               f" {limit:.0f} s") from None
         except OSError as exc:
             raise RocprofError(f"cannot start {found}: {exc}") from exc
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
@@ -158,11 +146,10 @@ def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Ma
         except (OSError, ValueError):
             raise RocprofError(f"the profile pass under {exe} left no result (did it run the command after"
                                f" '--'?):\n{tail}") from None
-        trace = find_kernel_csv(folder / "out")
-        if trace is None:
-            raise RocprofError(f"{exe} wrote no kernel trace CSV (*kernel_trace.csv) for"
+        if find_trace(folder / "out") is None:
+            raise RocprofError(f"{exe} wrote no kernel trace (a rocpd *.db or *kernel_trace.csv) for"
                                f" {Path(model_path).name}:\n{tail}")
-        layout, records = read_kernel_csv(trace)
+        layout, records = read_records(folder / "out")
     records = after_last_gap(records, int(GAP_S * 1e9 / 2))
     return kernel_metrics(records, int(result["runs"]), int(result["wall_ns"]), node_count, source=layout)
 

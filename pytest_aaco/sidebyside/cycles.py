@@ -47,7 +47,7 @@ import numpy as np
 
 from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import DeviceTracer, TracedSide
+from pytest_aaco.measure.device_time import DeviceBlock, DeviceTracer, TracedSide
 from pytest_aaco.measure.inference import bind_run, build_session, check_placement, session_options, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import (
@@ -73,12 +73,20 @@ from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
 
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
+#: cycles at the first look when device time is traced: kernel time per run decides a 2% change in
+#: 6 cycles on 2 session pairs (H100, docs/gpu.md), and 4 cycles fewer in each of the two
+#: measurements of a changed item saved about 5 s of its 25
+TRACED_FIRST_CYCLES = 6
 #: iterations timed but not measured at the start of each block (spin bleed; docs/verdict-quality.md)
 DEFAULT_DISCARD = 2
 #: fresh session pairs per side on device EPs (session-level choices differ), and on CPU EPs
 DEVICE_SESSION_PAIRS, CPU_SESSION_PAIRS = 2, 1
 #: prior sd (ln units) of a session pair's offset on device EPs (H100: 1.5 to 3.6% between processes)
 DEVICE_SESSION_SD = 0.01
+#: prior sd (ln units) of a session pair's offset in device time: CUPTI's kernel time per run of the
+#: same ResNet-50 on the H100 was 0.818, 0.817 and 0.818 ms in three processes (sd 0.07%; docs/gpu.md,
+#: "Device time side by side"); 0.3% leaves room for a session that picks another cuDNN algorithm
+DEVICE_TIME_SESSION_SD = 0.003
 #: one-sided level spent over the looks by the no-regression upper bound
 #: session configuration entry that stops ORT's intra-op threads spinning after a run
 NO_SPINNING = {"session.intra_op.allow_spinning": "0"}
@@ -93,7 +101,9 @@ class CompareSettings:
     are options' (threshold, budget, memory) come from the option table."""
 
     threshold: float = setting("threshold")
+    device_threshold: float = setting("device-threshold")
     first_cycles: int = FIRST_CYCLES
+    traced_first_cycles: int = TRACED_FIRST_CYCLES
     step_cycles: int = STEP_CYCLES
     max_cycles: int = MAX_CYCLES
     budget_s: float = setting("compare-budget")
@@ -124,7 +134,14 @@ class CompareSettings:
         return self.session_pairs or (DEVICE_SESSION_PAIRS if device else CPU_SESSION_PAIRS)
 
     def session_sd_for(self, device: bool) -> float:
+        """The wall-time prior sd of a session pair's offset (ln units): the setting, else
+        :data:`DEVICE_SESSION_SD` on device EPs and 0 on CPU EPs."""
         return self.session_sd if self.session_sd is not None else (DEVICE_SESSION_SD if device else 0.0)
+
+    def device_time_session_sd(self) -> float:
+        """The device-time prior sd of a session pair's offset (ln units): the setting, else
+        :data:`DEVICE_TIME_SESSION_SD`."""
+        return self.session_sd if self.session_sd is not None else DEVICE_TIME_SESSION_SD
 
 
 @dataclass
@@ -331,15 +348,17 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
 
     With a *tracer* (device time, :mod:`pytest_aaco.measure.device_time`), every wall-time block
     of an in-process side is followed by one traced block, so each cycle has one device-time figure
-    per side; device time is tested with the same paired test on its own per-cycle log-ratios, and
-    the looks stop once either metric is decided.
+    per side; device time is tested with the same paired test on its own per-cycle log-ratios, the
+    first look comes after ``traced_first_cycles`` cycles (then every ``step_cycles``), and the looks
+    stop once either metric is decided.
 
     Raises what the factories or the runners raise (a broken side), ValueError for bad settings.
     """
     if settings.method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {settings.method!r}")
     start = clock()
-    plan = SequentialPlan.steps(settings.first_cycles, settings.step_cycles, settings.max_cycles)
+    first = min(settings.first_cycles, settings.traced_first_cycles) if tracer is not None else settings.first_cycles
+    plan = SequentialPlan.steps(first, settings.step_cycles, max(settings.max_cycles, first))
     pairs: list[tuple[OpenedSide, OpenedSide]] = []
     try:
         for _ in range(settings.pairs_for(device)):
@@ -425,29 +444,40 @@ class DeviceLook:
     added: list[tuple[str, float]]
     removed: list[tuple[str, float]]
     log_ratios: list[list[float]] = field(default_factory=list)
+    #: the device-time threshold the outcome was judged at (fraction)
+    threshold: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         lo, hi = self.comparison.ci(0.95)
         return {"outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
                 "p_slower": float(self.comparison.p_slower), "level": self.level,
                 "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
-                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms,
+                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "threshold": self.threshold,
                 "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed]}
 
 
 def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSettings, device: bool,
                  level: float, upper_alpha: float) -> DeviceLook | None:
     """The device-time test over the traced blocks so far; None without traced sides."""
-    traced = [(a.runner, b.runner) for a, b in pairs
+    traced = [(a.runner.blocks, b.runner.blocks) for a, b in pairs
               if isinstance(a.runner, TracedSide) and isinstance(b.runner, TracedSide)]
-    if not traced or any(min(len(a.blocks), len(b.blocks)) < 2 for a, b in traced):
+    return device_look_of(traced, settings, device, level, upper_alpha)
+
+
+def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], settings: CompareSettings,
+                   device: bool, level: float, upper_alpha: float) -> DeviceLook | None:
+    """The device-time test of traced blocks: *traced* holds, per session pair, the baseline's and
+    the candidate's :class:`~pytest_aaco.measure.device_time.DeviceBlock` s in cycle order (cycle *i*
+    of one side is paired with cycle *i* of the other). The paired test (:func:`paired_t`, the
+    session pair as a level) runs on per-cycle ln(candidate / baseline kernel time per run) and is
+    judged at *level* (one-sided) with the no-regression bound at *upper_alpha*, as wall time is.
+    None when a pair has fewer than 2 cycles of both sides (or there is no pair)."""
+    if not traced or any(min(len(a), len(b)) < 2 for a, b in traced):
         return None
-    d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a.blocks, b.blocks, strict=False)])
-                 for a, b in traced]
-    comp = paired_t(d_by_pair, settings.session_sd_for(device))
-    outcome = str(outcome_of(comp, settings.threshold, level, upper_alpha=upper_alpha))
-    side_blocks = {BASELINE: [blk for a, _ in traced for blk in a.blocks],
-                   CANDIDATE: [blk for _, b in traced for blk in b.blocks]}
+    d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a, b, strict=False)]) for a, b in traced]
+    comp = paired_t(d_by_pair, settings.device_time_session_sd())
+    outcome = str(outcome_of(comp, settings.device_threshold, level, upper_alpha=upper_alpha))
+    side_blocks = {BASELINE: [blk for a, _ in traced for blk in a], CANDIDATE: [blk for _, b in traced for blk in b]}
     runs = {side: sum(blk.runs for blk in blocks) for side, blocks in side_blocks.items()}
     names = {side: sum((blk.names for blk in blocks), Counter()) for side, blocks in side_blocks.items()}
     per_run = {side: {n: c / runs[side] for n, c in names[side].items()} for side in names}
@@ -459,7 +489,53 @@ def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSe
                       {s: float(np.median([blk.kernels for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.kernel_ms for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.busy_ms for blk in b])) for s, b in side_blocks.items()},
-                      added, removed, [[float(x) for x in d] for d in d_by_pair])
+                      added, removed, [[float(x) for x in d] for d in d_by_pair], settings.device_threshold)
+
+
+def child_device_look(looks: list[DeviceLook]) -> DeviceLook:
+    """One verdict from the device-time looks of separate traced child processes (AMD,
+    :mod:`pytest_aaco.measure.rocprof_child`): the first, or with a confirmation the second, whose
+    regression counts only when the first found one too (intersection-union, as for wall time:
+    a regression not confirmed is inconclusive). Raises ValueError for no look."""
+    if not looks:
+        raise ValueError("no device-time look")
+    last = looks[-1]
+    if len(looks) > 1 and looks[0].outcome == REGRESSION and last.outcome != REGRESSION:
+        return replace(last, outcome=str(INCONCLUSIVE))
+    return last
+
+
+def attach_child_device_time(result: SideBySide, looks: list[DeviceLook]) -> None:
+    """Put the device time of traced child processes (*looks*: the first, then the confirmation's)
+    into *result*: the deciding look on its measurement, the first on its first measurement when
+    wall time was confirmed too, so :attr:`SideBySide.device_outcome` reads them as it reads
+    in-process traced blocks."""
+    result.measurement.device = child_device_look(looks)
+    if result.first is not None:
+        result.first.device = looks[0]
+    if len(looks) > 1:
+        result.confirmed = bool(result.confirmed) or result.measurement.device.outcome == REGRESSION
+
+
+def child_device_time(trace: Callable[[int], dict[str, list[DeviceBlock]]], settings: CompareSettings,
+                      alpha: float, device: bool = True) -> list[DeviceLook]:
+    """Device-time looks from traced child processes: ``trace(seed)`` runs one child (fresh sessions
+    of both sides, :func:`pytest_aaco.measure.rocprof_child.trace_sides`) and returns its blocks per
+    side (:data:`BASELINE`, :data:`CANDIDATE`). One look at the item's level *alpha*; a regression is
+    traced again with a fresh child (seed + 1) when ``settings.confirm``. Returns the looks (1 or 2),
+    for :func:`attach_child_device_time`; [] when a child gave fewer than 2 cycles. Raises what
+    *trace* raises."""
+    looks: list[DeviceLook] = []
+    for attempt in range(2):
+        blocks = trace(settings.seed + attempt)
+        look = device_look_of([(blocks.get(BASELINE, []), blocks.get(CANDIDATE, []))], settings, device, alpha,
+                              NO_REGRESSION_ALPHA)
+        if look is None:
+            return looks
+        looks.append(look)
+        if look.outcome != REGRESSION or not settings.confirm:
+            break
+    return looks
 
 
 def _cycle_seconds(cycles_by_pair: list[list[Cycle]]) -> float:
@@ -493,6 +569,8 @@ class SideBySide:
     first: Measurement | None = None
     confirmed: bool | None = None
     memory: list[str] = field(default_factory=list)
+    #: each side's own footprint per fresh session (MB) that memory was judged on
+    footprints: dict[str, list[float]] = field(default_factory=dict)
     discard: int = DEFAULT_DISCARD
 
     @property
@@ -549,7 +627,7 @@ class SideBySide:
             "session_pairs": len(m.cycles_by_pair), "iterations": m.iterations, "discard": self.discard,
             "ratios": [[float(math.exp(x)) for x in d] for d in m.log_ratios()],
             "looks": [vars(look) for look in m.looks], "spin_bleed": spin_bleed(cycles).to_dict(),
-            "footprint_mb": m.footprints, "memory": self.memory, "sides": m.sides_info,
+            "footprint_mb": self.footprints or m.footprints, "memory": self.memory, "sides": m.sides_info,
             "duration_s": self.duration_s, "confirmed": self.confirmed,
             "test": getattr(self.comparison, "method", "wilcoxon signed-rank, Hodges-Lehmann"),
         }
@@ -565,28 +643,50 @@ class SideBySide:
 
 
 def side_memory_growth(footprints: dict[str, list[float]], settings: CompareSettings) -> list[str]:
-    """The candidate's own footprint (median over its fresh sessions, MB) beyond the baseline's by
-    both ``memory_threshold`` (fraction) and a slack; [] when either side has no figure.
+    """The candidate's own footprint beyond the baseline's (MB); [] when either side has no figure.
 
-    The slack is ``memory_slack_mb`` or, when larger, the spread (max - min) of either side's
-    session footprints: allocators reserve memory in chunks, so one model's footprint is not one
-    number. On the H100 an unchanged ResNet-50 held about 275 MB in some CUDA sessions and 405 MB in
-    others; medians over 4 and 5 sessions then differed by 63 MB in an A/A trial, and minimums by
-    130 MB between a model and the same model plus a 0.6 MB MatMul chain (docs/gpu.md). A
-    difference within what one side's own sessions already show is no evidence of growth.
+    *footprints*: each side's own footprint per fresh session (MB). A growth is reported when the
+    candidate's **smallest** session footprint exceeds the baseline's **largest** by both
+    ``memory_threshold`` (fraction) and ``memory_slack_mb``: allocators reserve memory in chunks,
+    so one model's footprint is not one number, and only a candidate that needs more in every
+    session than the baseline side needed in any session shows growth. On the H100 an unchanged
+    ResNet-50 held about 275 MB in some CUDA sessions and 405 MB in others, at random; compared
+    by medians over 2 to 3 sessions per side, an A/A run failed with 404 MB vs 284 MB (docs/gpu.md).
+    A growth smaller than the gap between such modes is not seen side by side.
     """
     base, cand = footprints.get(BASELINE) or [], footprints.get(CANDIDATE) or []
     if not base or not cand:
         return []
-    b, c = float(np.median(base)), float(np.median(cand))
-    spread = max(max(base) - min(base), max(cand) - min(cand))
-    slack = max(settings.memory_slack_mb, spread)
-    if c > max(b, 0.0) * (1 + settings.memory_threshold) and c - b > slack:
-        why = f"{settings.memory_slack_mb:.0f} MB" if slack == settings.memory_slack_mb else (
-            f"{slack:.0f} MB, the spread of one side's sessions")
-        return [f"own footprint {c:.0f} MB vs {b:.0f} MB at the baseline side (+{c - b:.0f} MB, limit"
-                f" +{settings.memory_threshold:.0%} and +{why})"]
+    b, c = float(max(base)), float(min(cand))
+    if c > max(b, 0.0) * (1 + settings.memory_threshold) and c - b > settings.memory_slack_mb:
+        return [f"own footprint {c:.0f} MB (the smallest of {len(cand)} fresh sessions) vs {b:.0f} MB (the largest of"
+                f" {len(base)}) at the baseline side (+{c - b:.0f} MB, limit +{settings.memory_threshold:.0%} and"
+                f" +{settings.memory_slack_mb:.0f} MB)"]
     return []
+
+
+#: fresh sessions per side a suspected memory growth rests on before it is reported
+MEMORY_SESSIONS = 5
+
+
+def more_footprints(baseline: SideFactory, candidate: SideFactory, footprints: dict[str, list[float]],
+                    sessions: int = MEMORY_SESSIONS) -> dict[str, list[float]]:
+    """*footprints* (MB per fresh session, by side) with fresh session pairs opened and closed until
+    each side has *sessions* figures (or a side reports none). Raises what the factories raise."""
+    merged = {side: list(footprints.get(side) or []) for side in (BASELINE, CANDIDATE)}
+    index = 0
+    while min(len(v) for v in merged.values()) < sessions:
+        a, b = _open_pair(baseline, candidate, index)
+        index += 1
+        try:
+            if a.footprint_mb is None or b.footprint_mb is None:
+                break
+            merged[BASELINE].append(a.footprint_mb)
+            merged[CANDIDATE].append(b.footprint_mb)
+        finally:
+            a.close()
+            b.close()
+    return merged
 
 
 def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
@@ -609,6 +709,11 @@ def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: Compa
     footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
                   for side in (BASELINE, CANDIDATE)}
     result.memory = side_memory_growth(footprints, settings)
+    if result.memory:
+        # a growth seen on 1 to 3 sessions per side may be the allocator's modes: more fresh sessions
+        footprints = more_footprints(baseline, candidate, footprints)
+        result.memory = side_memory_growth(footprints, settings)
+    result.footprints = footprints
     return result
 
 

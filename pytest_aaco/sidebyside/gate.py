@@ -24,24 +24,31 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_aaco.history.environment import rocm_version
 from pytest_aaco.history.judge import finish
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import tracer_for
-from pytest_aaco.measure.inference import MeasureSettings, SessionHandle
+from pytest_aaco.measure.device_time import CHILD_TRACED_PROVIDERS, DEVICE_RUNS, tracer_for
+from pytest_aaco.measure.graph import GraphChoice, with_graph
+from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, item_provider, model_path
 from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.measure.rocprof_child import ChildSide, child_timeout_s, trace_sides
+from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
 from pytest_aaco.records import Outcome, Verdict
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
+    CANDIDATE,
     CompareSettings,
     LocalFactory,
     SideBySide,
     WorkerFactory,
+    attach_child_device_time,
     candidate_result,
+    child_device_time,
     compare_sides,
     to_verdict,
 )
@@ -171,9 +178,12 @@ class SideBySideGate:
             return result, self.static_verdict(side, label, gate.threshold, result.mean_ms)
         raw = ProviderSpec(run.provider.short, run.provider.ep_name)
         o = self.options
+        graph = GraphChoice.from_dict(run.handle.graph) if run.handle.graph else None
 
         def provider_for(model: ModelSpec) -> ProviderSpec:
-            return item_provider(model, raw, o.provider_options)
+            # both sides take the candidate's graph decision: one measured quantity on both sides
+            provider = item_provider(model, raw, o.provider_options)
+            return with_graph(provider, graph) if graph is not None else provider
 
         item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, o.intra_op_threads, o.device_time)
         result, verdict, _ = self.measure(run.model, side, provider_for, item, gate, level(), label, lock=lock)
@@ -207,17 +217,22 @@ class SideBySideGate:
         else:
             baseline = LocalFactory(side.model_file, side.spec, base_provider, item.warmup, item.iobinding,
                                     item.device_id, item.intra_op_threads, entries)
-        settings = replace(self.settings, threshold=gate.threshold, memory_threshold=gate.memory_threshold,
+        settings = replace(self.settings, threshold=gate.threshold, device_threshold=gate.device_threshold,
+                           memory_threshold=gate.memory_threshold,
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
         tracer, no_tracer = tracer_for(provider.short, item.device_time)
-        if tracer is not None and self.python:
+        if self.python and (tracer is not None or (no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS
+                                                   and item.device_time != "off")):
             tracer, no_tracer = None, "device time: the baseline side runs in another interpreter, which has no tracer"
         if lock is None:
             result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         else:
             with lock():
                 result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
+        if tracer is None and no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS and not self.python:
+            no_tracer = self._child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
+                                                alpha, device, lock)
         verdict = to_verdict(result, label, gate)
         if side.changes or no_tracer:
             if side.changes:
@@ -228,6 +243,41 @@ class SideBySideGate:
         bench = candidate_result(result, spec.name, provider.short, batch_size(candidate.feeds or {}) or 1,
                                  item.iobinding)
         return bench, verdict, result
+
+    def _child_device_time(self, result: SideBySide, baseline: Any, candidate: LocalFactory,
+                           base_provider: ProviderSpec, provider: ProviderSpec, item: ItemMeasure,
+                           settings: CompareSettings, alpha: float, device: bool,
+                           lock: Callable[[], AbstractContextManager[object]] | None) -> str | None:
+        """Device time on AMD GPUs: both sides traced in one rocprofv3 child per look
+        (:func:`pytest_aaco.measure.rocprof_child.trace_sides`,
+        :func:`~pytest_aaco.sidebyside.cycles.child_device_time`), put into *result*. Returns None, or
+        the note saying why device time is missing (the item is then gated on wall time); with
+        ``--aaco-device-time=on`` a failure is raised as
+        :class:`~pytest_aaco.measure.inference.SessionError`."""
+        create_ms = [float(x) for info in result.measurement.sides_info.values() for x in info.get("create_ms", [])]
+        sides = [ChildSide(BASELINE, baseline.model_file, base_provider, baseline.shared_feeds(), item.iobinding),
+                 ChildSide(CANDIDATE, candidate.model_file, provider, candidate.shared_feeds(), item.iobinding)]
+        timeout = child_timeout_s(max(create_ms, default=0.0) / 1000, len(sides))
+        fmt = default_output_format(rocm_version())
+
+        def trace(seed: int) -> dict[str, Any]:
+            return trace_sides(sides, cycles=settings.first_cycles, runs=DEVICE_RUNS, device_id=item.device_id,
+                               seed=seed, output_format=fmt, timeout_s=timeout).blocks
+
+        try:
+            if lock is None:
+                looks = child_device_time(trace, settings, alpha, device)
+            else:
+                with lock():
+                    looks = child_device_time(trace, settings, alpha, device)
+        except (TraceError, SessionError) as exc:
+            if item.device_time == "on":
+                raise SessionError(f"--aaco-device-time=on: {exc}") from None
+            return f"device time: {exc}; gated on wall time only"
+        if not looks:
+            return "device time: the traced child gave fewer than 2 cycles per side; gated on wall time only"
+        attach_child_device_time(result, looks)
+        return None
 
     def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
                    item: ItemMeasure, feeds: dict[str, np.ndarray], sessions: int, label: str, threshold: float,

@@ -1,0 +1,394 @@
+"""rocprofv3's kernel trace, read from either of its outputs, and cut into traced blocks.
+
+One reader for every user of rocprofv3 in the plugin: device time on AMD GPUs
+(:mod:`pytest_aaco.measure.rocprof_child`, one traced child process per item) and the kernel pass
+(:mod:`pytest_aaco.passes.rocprof`, ``--aaco-rocprof``).
+
+Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd first):
+
+* **rocpd** (SQLite; rocprofv3's default output since ROCm 7.0, ``--output-format rocpd``,
+  ``<host>/<pid>_results.db``; https://rocm.docs.amd.com/projects/rocprofiler-sdk/en/latest/how-to/using-rocpd-output-format.html).
+  Kernels come from the documented ``kernels`` view (columns ``name``, ``start``, ``end``,
+  ``agent_id``, ``queue_id``; ns), else from its tables: ``rocpd_kernel_dispatch`` joined with
+  ``rocpd_info_kernel_symbol`` (``display_name``/``kernel_name``) and, where the dispatch row has
+  ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value`` (schema version 3 of
+  ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql`` and ``data_views.sql`` in ROCm/rocprofiler-sdk).
+  roctx ranges come from the ``regions`` view (``name``, ``start``, ``end``), else from
+  ``rocpd_region`` with ``rocpd_string`` (and ``rocpd_timestamp`` as above). Both table layouts
+  occur: the dispatch row with its own ``start``/``end`` (and ``agent_id``, ``queue_id``) at
+  rocprofiler-sdk commit 50c89cb, and with ``start_id``/``end_id`` into ``rocpd_timestamp`` later,
+  both labelled schema version 3. The file is opened
+  read-only (``file:...?mode=ro`` URI, :mod:`sqlite3`), never written.
+* **CSV** (``--output-format csv``, deprecated since ROCm 7.0 but still written):
+  ``<prefix>_kernel_trace.csv`` with ``Kind, Agent_Id, Queue_Id, ..., Kernel_Name, Correlation_Id,
+  Start_Timestamp, End_Timestamp, ...`` (ns), and with ``--marker-trace``
+  ``<prefix>_marker_api_trace.csv`` with ``Domain, Function, Process_Id, Thread_Id, Correlation_Id,
+  Start_Timestamp, End_Timestamp``
+  (https://rocm.docs.amd.com/projects/rocprofiler-sdk/en/latest/how-to/using-rocprofv3.html); the older
+  rocprof v2 (``Kernel_Name``/``GPU_ID``/``Queue_ID``) and v1 ``results.csv``
+  (``KernelName``/``BeginNs``/``EndNs``) kernel layouts too.
+
+**Block boundaries** (:func:`block_windows`): rocprofv3 traces the whole child process, so the
+child says where each traced block starts and ends, in one of two ways:
+
+1. roctx ranges named ``aaco/<side>/<cycle>`` pushed and popped around each block
+   (``--marker-trace``), when the child could load roctx (:mod:`pytest_aaco.measure.rocprof_child`);
+2. else host timestamps the child wrote itself, on both ``CLOCK_BOOTTIME`` and
+   ``CLOCK_MONOTONIC``. rocprofiler-sdk stamps records with ``CLOCK_BOOTTIME`` ("the HSA runtime's
+   os::ReadSystemClock()"; ``default_clock_id`` in ``source/lib/common/utility.hpp`` of
+   ROCm/rocprofiler-sdk); its earlier releases used ``std::chrono::steady_clock``, which is
+   ``CLOCK_MONOTONIC`` on Linux. The two differ by the time the machine was suspended, so the clock
+   that places the kernels inside the blocks is the one used (:func:`windows_from_host`).
+
+The child sleeps :data:`BLOCK_GAP_S` before each block, so a kernel that a block launched is
+still counted to it when it ends after the block's host end (up to half the gap).
+
+Units: timestamps ns; per-run figures ms (:class:`~pytest_aaco.measure.device_time.DeviceBlock`).
+"""
+
+from __future__ import annotations
+
+import csv
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_aaco.measure.device_time import DeviceBlock, KernelSpan, block_of
+
+#: pause (s) the traced child takes before every traced block
+BLOCK_GAP_S = 0.05
+#: roctx range names are ``MARKER_PREFIX + side + "/" + cycle``
+MARKER_PREFIX = "aaco/"
+#: host clocks the child stamps blocks with, in the order tried
+HOST_CLOCKS = ("boottime", "monotonic")
+#: (layout, kernel name, start ns, end ns, device, stream) columns of the kernel-trace CSVs, tried in order
+CSV_LAYOUTS = (
+    ("rocprofv3", "Kernel_Name", "Start_Timestamp", "End_Timestamp", "Agent_Id", "Queue_Id"),
+    ("rocprof-v2", "Kernel_Name", "Start_Timestamp", "End_Timestamp", "GPU_ID", "Queue_ID"),
+    ("rocprof-v1", "KernelName", "BeginNs", "EndNs", "gpu-id", "queue-id"),
+)
+
+
+class TraceError(RuntimeError):
+    """A trace that cannot be read or cut into blocks; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One roctx range (or any host range in the trace): its text and start/end (ns, the tracer's clock)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What one rocprofv3 run left: its kernels, its roctx ranges, and the layout read
+    (``rocpd``, ``rocprofv3``, ``rocprof-v2``, ``rocprof-v1``) and file."""
+
+    layout: str
+    kernels: list[KernelSpan]
+    markers: list[Marker]
+    path: Path
+
+
+@dataclass(frozen=True)
+class BlockWindow:
+    """One traced block as the child ran it: side, cycle, model runs, and its start/end (ns)."""
+
+    side: str
+    cycle: int
+    runs: int
+    start_ns: int
+    end_ns: int
+
+
+def default_output_format(rocm_version: str | None) -> str:
+    """``rocpd`` on ROCm >= 7.0 (its default there; CSV is deprecated), else ``csv`` (which every
+    rocprofv3 writes). *rocm_version*: ``/opt/rocm/.info/version`` text (``7.0.1-42``) or None."""
+    try:
+        major = int(str(rocm_version or "").split(".")[0])
+    except ValueError:
+        return "csv"
+    return "rocpd" if major >= 7 else "csv"
+
+
+# ---------------------------------------------------------------- CSV
+
+
+def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            header = [h.strip() for h in reader.fieldnames or []]
+            reader.fieldnames = header
+            return header, list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TraceError(f"cannot read the kernel trace {path}: {exc}") from exc
+
+
+def _int(path: Path, line: int, row: dict[str, str], *columns: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(row[c]) for c in columns)
+    except (TypeError, ValueError, KeyError):
+        got = "/".join(repr(row.get(c)) for c in columns)
+        raise TraceError(f"{path}, line {line}: {'/'.join(columns)} must be integers (ns), got {got}") from None
+
+
+def read_kernel_csv(path: str | Path) -> tuple[str, list[KernelSpan]]:
+    """``(layout, kernels)`` of a kernel-trace CSV in one of :data:`CSV_LAYOUTS` (the first whose five
+    columns are all there, else the first whose name and timestamp columns are).
+
+    rocprofv3 rows whose ``Kind`` is not ``KERNEL_DISPATCH`` are skipped. Raises :class:`TraceError`
+    naming the file for an unreadable file, a header of no known layout, and a row whose
+    timestamps are not integers (naming its line).
+    """
+    path = Path(path)
+    header, rows = _read_rows(path)
+    columns = set(header)
+    matches = ([c for c in CSV_LAYOUTS if set(c[1:]) <= columns]
+               or [c for c in CSV_LAYOUTS if set(c[1:4]) <= columns])
+    if not matches:
+        raise TraceError(f"{path}: not a kernel trace of rocprofv3, rocprof v2 or rocprof v1: columns"
+                         f" {', '.join(header[:12]) or '(none)'}; expected Kernel_Name/Start_Timestamp/End_Timestamp"
+                         " or KernelName/BeginNs/EndNs")
+    layout, name, start, end, device, stream = matches[0]
+    kernels = []
+    for line, row in enumerate(rows, start=2):
+        if (row.get("Kind") or "KERNEL_DISPATCH").strip() != "KERNEL_DISPATCH":
+            continue
+        begin, finish = _int(path, line, row, start, end)
+        kernels.append(KernelSpan(str(row[name]).strip(), begin, finish, str(row.get(device) or "0").strip(),
+                                  str(row.get(stream) or "0").strip()))
+    return layout, kernels
+
+
+def read_marker_csv(path: str | Path) -> list[Marker]:
+    """The ranges of a rocprofv3 ``*_marker_api_trace.csv``: one :class:`Marker` per row, named by
+    whichever text column holds this plugin's :data:`MARKER_PREFIX` (the documented ``Function``
+    column, else any other), else by ``Function``. Raises :class:`TraceError` as
+    :func:`read_kernel_csv` does; a file without ``Start_Timestamp``/``End_Timestamp`` is one."""
+    path = Path(path)
+    header, rows = _read_rows(path)
+    if not {"Start_Timestamp", "End_Timestamp"} <= set(header):
+        raise TraceError(f"{path}: not a rocprofv3 marker trace: columns {', '.join(header[:12]) or '(none)'};"
+                         " expected Start_Timestamp and End_Timestamp")
+    markers = []
+    for line, row in enumerate(rows, start=2):
+        texts = [str(row.get("Function") or "")] + [str(v) for k, v in row.items() if k != "Function" and v]
+        name = next((t.strip() for t in texts if t.strip().startswith(MARKER_PREFIX)), texts[0].strip())
+        begin, finish = _int(path, line, row, "Start_Timestamp", "End_Timestamp")
+        markers.append(Marker(name, begin, finish))
+    return markers
+
+
+# ---------------------------------------------------------------- rocpd
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise TraceError(f"cannot open the rocpd database {path} read-only: {exc}") from exc
+
+
+def _names(db: sqlite3.Connection) -> set[str]:
+    return {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {str(r[1]) for r in db.execute(f"PRAGMA table_info(`{table}`)")}
+
+
+def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
+    if "kernels" in names:
+        return db.execute("SELECT name, start, end, agent_id, queue_id FROM kernels").fetchall()
+    if not {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol"} <= names:
+        raise TraceError("no kernels view and no rocpd_kernel_dispatch/rocpd_info_kernel_symbol tables")
+    symbol = "COALESCE(S.display_name, S.kernel_name)"
+    columns = _columns(db, "rocpd_kernel_dispatch")
+    if {"start", "end"} <= columns:
+        times, joins = "K.start, K.end", ""
+    elif {"start_id", "end_id"} <= columns and "rocpd_timestamp" in names:
+        times = "DS.value, DE.value"
+        joins = (" JOIN rocpd_timestamp DS ON DS.id = K.start_id"
+                 " JOIN rocpd_timestamp DE ON DE.id = K.end_id")
+    else:
+        raise TraceError("rocpd_kernel_dispatch has neither start/end nor start_id/end_id with rocpd_timestamp")
+    agent = "K.agent_id" if "agent_id" in columns else "0"
+    queue = "K.queue_id" if "queue_id" in columns else "0"
+    if "agent_id" not in columns and "track_id" in columns and "rocpd_track" in names:
+        agent, queue = "T.agent_id", "T.queue_id"
+        joins += " LEFT JOIN rocpd_track T ON T.id = K.track_id"
+    return db.execute(f"SELECT {symbol}, {times}, {agent}, {queue} FROM rocpd_kernel_dispatch K"
+                      f" JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id{joins}").fetchall()
+
+
+def _rocpd_regions(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
+    if "regions" in names:
+        return db.execute("SELECT name, start, end FROM regions").fetchall()
+    if not {"rocpd_region", "rocpd_string"} <= names:
+        return []
+    columns = _columns(db, "rocpd_region")
+    if {"start", "end"} <= columns:
+        times, joins = "R.start, R.end", ""
+    elif {"start_id", "end_id"} <= columns and "rocpd_timestamp" in names:
+        times = "DS.value, DE.value"
+        joins = (" JOIN rocpd_timestamp DS ON DS.id = R.start_id"
+                 " JOIN rocpd_timestamp DE ON DE.id = R.end_id")
+    else:
+        return []
+    return db.execute(f"SELECT N.string, {times} FROM rocpd_region R"
+                      f" JOIN rocpd_string N ON N.id = R.name_id{joins}").fetchall()
+
+
+def read_rocpd(path: str | Path) -> tuple[list[KernelSpan], list[Marker]]:
+    """``(kernels, ranges)`` of a rocpd database (see the module docstring for the views and tables
+    read). Raises :class:`TraceError` naming the file when it cannot be opened or queried, or holds
+    no kernel table or view."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"no rocpd database at {path}")
+    db = _connect_ro(path)
+    try:
+        names = _names(db)
+        rows = _rocpd_kernels(db, names)
+        regions = _rocpd_regions(db, names)
+    except sqlite3.Error as exc:
+        raise TraceError(f"{path}: not a readable rocpd database: {exc}") from exc
+    except TraceError as exc:
+        raise TraceError(f"{path}: {exc}") from exc
+    finally:
+        db.close()
+    try:
+        kernels = [KernelSpan(str(n), int(s), int(e), str(a if a is not None else 0), str(q if q is not None else 0))
+                   for n, s, e, a, q in rows]
+        markers = [Marker(str(n), int(s), int(e)) for n, s, e in regions]
+    except (TypeError, ValueError) as exc:
+        raise TraceError(f"{path}: a kernel or region row without integer start/end (ns): {exc}") from exc
+    return kernels, markers
+
+
+# ---------------------------------------------------------------- finding and reading the output
+
+
+def find_trace(out_dir: str | Path) -> Path | None:
+    """The trace rocprofv3 (or rocprof) wrote under *out_dir*: the newest ``*.db`` (rocpd), else the
+    newest ``*kernel_trace.csv``, else ``results*.csv`` (rocprof v1); None when there is none."""
+    folder = Path(out_dir)
+    for patterns in (("*.db",), ("*kernel_trace.csv",), ("results*.csv",)):
+        found = [p for pattern in patterns for p in folder.rglob(pattern)]
+        if found:
+            return max(found, key=lambda p: p.stat().st_mtime)
+    return None
+
+
+def read_trace(out_dir: str | Path) -> Trace:
+    """The :class:`Trace` under *out_dir* (:func:`find_trace`); for CSV the marker trace beside the
+    kernel trace is read too. Raises :class:`TraceError` when there is no trace or it is unreadable."""
+    path = find_trace(out_dir)
+    if path is None:
+        raise TraceError(f"no kernel trace under {out_dir} (expected a rocpd *.db or a *kernel_trace.csv)")
+    if path.suffix == ".db":
+        kernels, markers = read_rocpd(path)
+        return Trace("rocpd", kernels, markers, path)
+    layout, kernels = read_kernel_csv(path)
+    marker_files = sorted(path.parent.glob("*marker_api_trace.csv"))
+    markers = [m for f in marker_files for m in read_marker_csv(f)]
+    return Trace(layout, kernels, markers, path)
+
+
+# ---------------------------------------------------------------- blocks
+
+
+def marker_name(side: str, cycle: int) -> str:
+    """The roctx range name of *side*'s block in *cycle*: ``aaco/<side>/<cycle>``."""
+    return f"{MARKER_PREFIX}{side}/{cycle}"
+
+
+def windows_from_markers(markers: Iterable[Marker], blocks: Sequence[dict[str, Any]]) -> list[BlockWindow] | None:
+    """The block windows from roctx ranges named by :func:`marker_name`, for the child's *blocks*
+    (``{"side", "cycle", "runs"}`` each); None unless every block has exactly one range."""
+    by_name: dict[str, list[Marker]] = {}
+    for m in markers:
+        if m.name.startswith(MARKER_PREFIX):
+            by_name.setdefault(m.name, []).append(m)
+    windows = []
+    for block in blocks:
+        found = by_name.get(marker_name(str(block["side"]), int(block["cycle"]))) or []
+        if len(found) != 1:
+            return None
+        windows.append(BlockWindow(str(block["side"]), int(block["cycle"]), int(block["runs"]),
+                                   found[0].start_ns, found[0].end_ns))
+    return windows
+
+
+def assign(kernels: Sequence[KernelSpan], windows: Sequence[BlockWindow],
+           slack_ns: int) -> list[list[KernelSpan]]:
+    """The kernels of each window: those starting in ``[start, end + slack)``; a kernel counts to
+    one window at most (the first, in time order). Shape: one list per window, in *windows*' order."""
+    order = sorted(range(len(windows)), key=lambda i: windows[i].start_ns)
+    spans = sorted(kernels, key=lambda k: k.start_ns)
+    out: list[list[KernelSpan]] = [[] for _ in windows]
+    j = 0
+    for i in order:
+        w = windows[i]
+        while j < len(spans) and spans[j].start_ns < w.start_ns:
+            j += 1
+        while j < len(spans) and spans[j].start_ns < w.end_ns + slack_ns:
+            out[i].append(spans[j])
+            j += 1
+    return out
+
+
+def windows_from_host(kernels: Sequence[KernelSpan], blocks: Sequence[dict[str, Any]],
+                      slack_ns: int) -> tuple[str, list[BlockWindow]]:
+    """``(clock, windows)`` from the child's host timestamps: each block's ``{clock: [start, end]}``
+    for the clocks in :data:`HOST_CLOCKS`; the clock that puts a kernel in every block (and the most
+    kernels in all) wins. Raises :class:`TraceError` when no clock does."""
+    best: tuple[int, str, list[BlockWindow]] | None = None
+    for clock in HOST_CLOCKS:
+        if not all(clock in b for b in blocks):
+            continue
+        windows = [BlockWindow(str(b["side"]), int(b["cycle"]), int(b["runs"]), int(b[clock][0]), int(b[clock][1]))
+                   for b in blocks]
+        groups = assign(kernels, windows, slack_ns)
+        if all(groups):
+            count = sum(len(g) for g in groups)
+            if best is None or count > best[0]:
+                best = (count, clock, windows)
+    if best is None:
+        raise TraceError(f"the traced blocks' host timestamps ({', '.join(HOST_CLOCKS)}) do not bracket the traced"
+                         f" kernels ({len(kernels)} kernels, {len(blocks)} blocks): rocprofv3 stamps with another"
+                         " clock;"
+                         " install roctx (rocprofiler-sdk-roctx) so block boundaries come from markers")
+    return best[1], best[2]
+
+
+def block_windows(trace: Trace, blocks: Sequence[dict[str, Any]],
+                  slack_ns: int = int(BLOCK_GAP_S * 1e9 / 2)) -> tuple[str, list[BlockWindow]]:
+    """``(how, windows)``: from roctx ranges when the trace has one per block (``how="roctx"``), else
+    from the child's host timestamps (``how`` = the clock). Raises :class:`TraceError`."""
+    windows = windows_from_markers(trace.markers, blocks)
+    if windows is not None:
+        return "roctx", windows
+    return windows_from_host(trace.kernels, blocks, slack_ns)
+
+
+def device_blocks(trace: Trace, blocks: Sequence[dict[str, Any]],
+                  slack_ns: int = int(BLOCK_GAP_S * 1e9 / 2)) -> tuple[str, dict[str, list[DeviceBlock]]]:
+    """``(how, {side: [DeviceBlock per cycle, in cycle order]})`` of the child's *blocks* in *trace*
+    (:func:`block_windows`; each block's kernels through
+    :func:`~pytest_aaco.measure.device_time.block_of`). Raises :class:`TraceError` for a block with no kernel."""
+    how, windows = block_windows(trace, blocks, slack_ns)
+    groups = assign(trace.kernels, windows, slack_ns)
+    out: dict[str, list[tuple[int, DeviceBlock]]] = {}
+    for window, spans in zip(windows, groups, strict=True):
+        if not spans:
+            raise TraceError(f"{trace.path}: no kernel in the traced block of {window.side}, cycle {window.cycle}"
+                             f" ({how}): the session does not run on the GPU rocprofv3 traced")
+        out.setdefault(window.side, []).append((window.cycle, block_of(spans, window.runs)))
+    return how, {side: [b for _, b in sorted(items, key=lambda x: x[0])] for side, items in out.items()}

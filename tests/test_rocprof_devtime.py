@@ -1,0 +1,433 @@
+"""Device time on AMD GPUs from rocprofv3's output: the rocpd and CSV readers, the cut into traced
+blocks (roctx ranges, or host timestamps on the right clock), per-block kernel sums and counts, and
+the paired device-time test finding the regression in a recorded trace pair.
+
+The traces are constructed in the documented layouts (tests/data/rocprof/README.md); no AMD GPU
+was at hand. The rocpd databases are built here from schema files that follow rocprofiler-sdk's
+own (tests/data/rocprof/rocpd_schema_*.sql).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_aaco.measure import rocprof_child
+from pytest_aaco.measure.device_time import KernelSpan, tracer_for
+from pytest_aaco.measure.providers import parse_provider
+from pytest_aaco.measure.rocprof_child import (
+    ChildSide,
+    RocprofError,
+    Roctx,
+    child_timeout_s,
+    cycle_orders,
+    load_roctx,
+    rocprof_command,
+    trace_sides,
+)
+from pytest_aaco.measure.rocprof_trace import (
+    Marker,
+    Trace,
+    TraceError,
+    default_output_format,
+    device_blocks,
+    read_kernel_csv,
+    read_marker_csv,
+    read_rocpd,
+    read_trace,
+)
+from pytest_aaco.passes.rocprof import pass_timeout_s
+from pytest_aaco.sidebyside.cycles import (
+    BASELINE,
+    CANDIDATE,
+    CompareSettings,
+    OpenedSide,
+    attach_child_device_time,
+    child_device_look,
+    child_device_time,
+    compare_sides,
+    device_look_of,
+    to_verdict,
+)
+
+DATA = Path(__file__).parent / "data" / "rocprof"
+KERNELS = DATA / "devtime_pair_kernel_trace.csv"
+MARKERS = DATA / "devtime_pair_marker_api_trace.csv"
+CHILD = json.loads((DATA / "devtime_pair.child.json").read_text())["blocks"]
+EXTRA = "aaco_slow_conv_branch"
+
+
+def recorded_trace(markers: bool = True) -> Trace:
+    _, kernels = read_kernel_csv(KERNELS)
+    return Trace("rocprofv3", kernels, read_marker_csv(MARKERS) if markers else [], KERNELS)
+
+
+# ---------------------------------------------------------------- readers
+
+
+def test_the_recorded_csv_pair_reads_as_documented():
+    layout, kernels = read_kernel_csv(KERNELS)
+    assert layout == "rocprofv3"
+    assert len(kernels) == 2 * 2 * 12 + 1 * 2 + 8 * 5 * (12 + 13)  # warmup runs, then 8 cycles x 5 runs per side
+    assert kernels[0].name == "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32" and kernels[0].device == "2"
+    markers = read_marker_csv(MARKERS)
+    assert [m.name for m in markers[:2]] == ["aaco/baseline/0", "aaco/candidate/0"] and len(markers) == 16
+
+
+def build_rocpd(path: Path, schema: str, kernels: list[KernelSpan], markers: list[Marker]) -> Path:
+    """A rocpd database from *schema* (a file under tests/data/rocprof) holding *kernels* and *markers*."""
+    db = sqlite3.connect(path)
+    db.executescript((DATA / schema).read_text())
+    symbols: dict[str, int] = {}
+    ids = "start_id" in {r[1] for r in db.execute("PRAGMA table_info(rocpd_kernel_dispatch)")}
+
+    def stamp(value: int) -> int:
+        return db.execute("INSERT INTO rocpd_timestamp (value, phase) VALUES (?, 0)", (value,)).lastrowid or 0
+
+    if ids:
+        db.execute("INSERT INTO rocpd_track (id, nid, agent_id, queue_id) VALUES (1, 1, 2, 1)")
+    for i, k in enumerate(kernels, start=1):
+        if k.name not in symbols:
+            symbols[k.name] = len(symbols) + 1
+            db.execute("INSERT INTO rocpd_info_kernel_symbol (id, nid, pid, code_object_id, kernel_name,"
+                       " display_name) VALUES (?, 1, 1, 1, ?, ?)", (symbols[k.name], "_Z" + k.name, k.name))
+        if ids:
+            db.execute("INSERT INTO rocpd_kernel_dispatch (track_id, kernel_id, dispatch_id, start_id, end_id,"
+                       " workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z)"
+                       " VALUES (1, ?, ?, ?, ?, 256, 1, 1, 65536, 1, 1)",
+                       (symbols[k.name], i, stamp(k.start_ns), stamp(k.end_ns)))
+        else:
+            db.execute("INSERT INTO rocpd_kernel_dispatch (nid, pid, agent_id, kernel_id, dispatch_id, queue_id,"
+                       " stream_id, start, end, workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x,"
+                       " grid_size_y, grid_size_z) VALUES (1, 1, ?, ?, ?, ?, 0, ?, ?, 256, 1, 1, 65536, 1, 1)",
+                       (int(k.device), symbols[k.name], i, int(k.stream), k.start_ns, k.end_ns))
+    for m in markers:
+        name_id = db.execute("INSERT INTO rocpd_string (string) VALUES (?)", (m.name,)).lastrowid
+        if ids:
+            db.execute("INSERT INTO rocpd_region (track_id, name_id, start_id, end_id) VALUES (1, ?, ?, ?)",
+                       (name_id, stamp(m.start_ns), stamp(m.end_ns)))
+        else:
+            db.execute("INSERT INTO rocpd_region (nid, pid, tid, start, end, name_id) VALUES (1, 1, 1, ?, ?, ?)",
+                       (m.start_ns, m.end_ns, name_id))
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize("schema", ["rocpd_schema_start_end.sql", "rocpd_schema_timestamp_ids.sql"])
+def test_rocpd_gives_the_same_kernels_and_ranges_as_the_csv(tmp_path, schema):
+    csv_trace = recorded_trace()
+    (tmp_path / "host").mkdir()
+    db = build_rocpd(tmp_path / "host" / "4242_results.db", schema, csv_trace.kernels, csv_trace.markers)
+    before = db.read_bytes()
+    kernels, markers = read_rocpd(db)
+    assert sorted((k.name, k.start_ns, k.end_ns) for k in kernels) == sorted(
+        (k.name, k.start_ns, k.end_ns) for k in csv_trace.kernels)
+    assert {k.device for k in kernels} == {"2"}
+    assert markers == csv_trace.markers
+    trace = read_trace(tmp_path)  # finds the .db under the output folder
+    assert trace.layout == "rocpd" and trace.path == db
+    assert db.read_bytes() == before  # opened read-only
+    how, blocks = device_blocks(trace, CHILD)
+    assert how == "roctx"
+    _, from_csv = device_blocks(csv_trace, CHILD)
+    assert [b.kernel_ms for b in blocks[CANDIDATE]] == [b.kernel_ms for b in from_csv[CANDIDATE]]
+
+
+def test_the_kernel_pass_reads_rocpd_too(tmp_path):
+    from pytest_aaco.passes.rocprof import read_records
+
+    trace = recorded_trace()
+    build_rocpd(tmp_path / "aaco_results.db", "rocpd_schema_start_end.sql", trace.kernels, [])
+    layout, records = read_records(tmp_path)
+    assert layout == "rocpd" and len(records) == len(trace.kernels)
+    assert sum(r.duration_ns for r in records) == sum(k.end_ns - k.start_ns for k in trace.kernels)
+
+
+def test_a_file_that_is_not_a_rocpd_database_is_named(tmp_path):
+    junk = tmp_path / "x.db"
+    junk.write_text("not sqlite")
+    with pytest.raises(TraceError, match="x.db: not a readable rocpd database"):
+        read_rocpd(junk)
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    with pytest.raises(TraceError, match="empty.db: no kernels view and no rocpd_kernel_dispatch"):
+        read_rocpd(empty)
+    with pytest.raises(TraceError, match="no kernel trace under"):
+        read_trace(tmp_path / "nothing")
+
+
+# ---------------------------------------------------------------- blocks
+
+
+def test_per_block_kernel_sums_and_counts_of_the_recorded_pair():
+    how, blocks = device_blocks(recorded_trace(), CHILD)
+    assert how == "roctx"
+    base, cand = blocks[BASELINE], blocks[CANDIDATE]
+    assert len(base) == len(cand) == 8
+    assert all(b.runs == 5 for b in base + cand)
+    assert [b.kernels for b in base] == [12.0] * 8  # exact: warmup kernels and the other side's are left out
+    assert [b.kernels for b in cand] == [13.0] * 8
+    assert all(b.kernel_ms == pytest.approx(0.500, rel=0.005) for b in base)
+    assert all(b.busy_ms == pytest.approx(b.kernel_ms - 0.002, abs=2e-5) for b in base)  # one 2 µs overlap
+    assert all(c.kernel_ms / b.kernel_ms == pytest.approx(1.06, abs=0.006) for b, c in zip(base, cand, strict=True))
+    assert cand[0].names[EXTRA] == 5 and EXTRA not in base[0].names
+
+
+def test_host_timestamps_place_the_blocks_on_the_clock_that_brackets_the_kernels():
+    how, blocks = device_blocks(recorded_trace(markers=False), CHILD)
+    assert how == "boottime"  # rocprofiler-sdk's clock; CLOCK_MONOTONIC is an hour behind in this recording
+    _, by_markers = device_blocks(recorded_trace(), CHILD)
+    assert [b.kernel_ms for b in blocks[BASELINE]] == [b.kernel_ms for b in by_markers[BASELINE]]
+    monotonic_only = [{k: v for k, v in b.items() if k != "boottime"} for b in CHILD]
+    with pytest.raises(TraceError, match="do not bracket the traced kernels"):
+        device_blocks(recorded_trace(markers=False), monotonic_only)
+
+
+def test_a_block_without_kernels_is_an_error_naming_side_and_cycle():
+    trace = recorded_trace()
+    late = [dict(b, cycle=b["cycle"]) for b in CHILD]
+    empty = Marker("aaco/baseline/9", 1, 2)
+    late.append({"side": BASELINE, "cycle": 9, "runs": 5, "boottime": [1, 2]})
+    with pytest.raises(TraceError, match="no kernel in the traced block of baseline, cycle 9"):
+        device_blocks(Trace(trace.layout, trace.kernels, [*trace.markers, empty], trace.path), late)
+
+
+# ---------------------------------------------------------------- the paired test
+
+
+def recorded_blocks() -> dict[str, list]:
+    return device_blocks(recorded_trace(), CHILD)[1]
+
+
+def test_the_paired_device_time_test_finds_the_recorded_regression():
+    settings = CompareSettings(threshold=0.05)
+    looks = child_device_time(lambda seed: recorded_blocks(), settings, alpha=0.05)
+    assert len(looks) == 2  # a regression is traced again with a fresh child
+    look = child_device_look(looks)
+    assert look.outcome == "regression"
+    assert look.comparison.ratio == pytest.approx(1.06, abs=0.005)
+    lo, hi = look.comparison.ci(0.95)
+    assert lo > 1.05 and hi < 1.08
+    assert look.kernels == {BASELINE: 12.0, CANDIDATE: 13.0}
+    assert look.added == [(EXTRA, 1.0)] and look.removed == []
+
+
+def test_the_same_blocks_on_both_sides_are_no_regression():
+    base = recorded_blocks()[BASELINE]
+    look = device_look_of([(base[:4], base[4:])], CompareSettings(threshold=0.05), True, 0.05, 0.05)
+    assert look is not None and look.outcome == "no-regression"
+    assert abs(look.comparison.ratio - 1) < 0.005
+
+
+def test_an_unconfirmed_child_regression_is_inconclusive():
+    blocks = recorded_blocks()
+    same = {BASELINE: blocks[BASELINE], CANDIDATE: blocks[BASELINE]}
+    looks = child_device_time(lambda seed: blocks if seed == 0 else same, CompareSettings(threshold=0.05), 0.05)
+    assert [look.outcome for look in looks] == ["regression", "no-regression"]
+    # as for wall time (compare_sides): a regression the confirmation does not repeat is inconclusive
+    assert child_device_look(looks).outcome == "inconclusive"
+    assert child_device_look(looks[1:]).outcome == "no-regression"
+    with pytest.raises(ValueError, match="no device-time look"):
+        child_device_look([])
+
+
+# ---------------------------------------------------------------- the traced child
+
+
+def test_command_traces_kernels_and_markers_around_the_child(tmp_path):
+    command = rocprof_command("/opt/rocm/bin/rocprofv3", tmp_path / "out", tmp_path / "spec.json", "rocpd")
+    assert command[:5] == ["/opt/rocm/bin/rocprofv3", "--kernel-trace", "--marker-trace", "--output-format", "rocpd"]
+    assert command[command.index("--") + 1:] == [sys.executable, "-m", "pytest_aaco.measure.rocprof_child",
+                                                 str(tmp_path / "spec.json")]
+
+
+def test_output_format_and_time_limits():
+    assert default_output_format("7.0.1-42") == "rocpd" and default_output_format("6.4.1") == "csv"
+    assert default_output_format(None) == "csv" and default_output_format("garbage") == "csv"
+    assert child_timeout_s(90.0, 2) == pytest.approx(300 + 2 * 90 * 2)  # MIGraphX compiles of 90 s, two sides
+    assert child_timeout_s(0.0, 2) == 300
+    assert pass_timeout_s(120.0) > pass_timeout_s(0.0) == 600
+
+
+def test_roctx_falls_back_to_no_markers_and_orders_are_seeded():
+    marks = load_roctx(libraries=("libdoes-not-exist-roctx.so",))
+    assert marks.source in ("none", "roctx")
+    marks.range_push("aaco/x/0")  # no-op without roctx
+    marks.range_pop()
+    orders = cycle_orders(["baseline", "candidate"], 40, seed=3)
+    assert orders == cycle_orders(["baseline", "candidate"], 40, seed=3)
+    firsts = [o[0] for o in orders]
+    assert 10 < firsts.count("baseline") < 30  # neither side always runs first
+
+
+def test_tracer_for_amd_needs_rocprofv3_on_path():
+    assert tracer_for("migraphx", "auto", which=lambda name: "/opt/rocm/bin/rocprofv3") == (None, None)
+    tracer, why = tracer_for("migraphx", "auto", which=lambda name: None)
+    assert tracer is None and "needs rocprofv3" in (why or "") and "gated on wall time" in (why or "")
+    with pytest.raises(Exception, match="--aaco-device-time=on: device time on migraphx needs rocprofv3"):
+        tracer_for("migraphx", "on", which=lambda name: None)
+
+
+def fake_rocprof(folder: Path, extra_kernel_us: int) -> str:
+    """A ``rocprofv3`` on a private PATH that runs the child for real (CPU sessions), then writes a
+    rocprofv3 kernel-trace CSV: 3 kernels of 100 µs per run inside each block's CLOCK_BOOTTIME window,
+    plus one of *extra_kernel_us* per candidate run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "rocprofv3"
+    body = f'''
+    import json, os, subprocess, sys
+    args = sys.argv[1:]
+    out = args[args.index("-d") + 1]
+    rc = subprocess.call(args[args.index("--") + 1:])
+    if rc:
+        sys.exit(rc)
+    spec = json.load(open(args[-1]))
+    blocks = json.load(open(spec["result"]))["blocks"]
+    os.makedirs(os.path.join(out, "host"))
+    rows = ["Kind,Agent_Id,Queue_Id,Kernel_Name,Correlation_Id,Start_Timestamp,End_Timestamp"]
+    for b in blocks:
+        t = b["boottime"][0] + 1000
+        for run in range(b["runs"]):
+            for name, us in [("gemm", 100), ("conv", 100), ("relu", 100)] + (
+                    [("extra", {extra_kernel_us})] if b["side"] == "candidate" else []):
+                rows.append(f"KERNEL_DISPATCH,1,0,{{name}},0,{{t}},{{t + us * 1000}}")
+                t += us * 1000 + 500
+    open(os.path.join(out, "host", "aaco_kernel_trace.csv"), "w").write("\\n".join(rows) + "\\n")
+    '''
+    exe.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    return str(folder)
+
+
+def test_the_real_child_runs_both_sides_under_a_stand_in_rocprof(monkeypatch, tiny_model_path, tmp_path):
+    path = fake_rocprof(tmp_path / "bin", extra_kernel_us=18)
+    monkeypatch.setenv("PATH", path + os.pathsep + os.environ["PATH"])
+    feeds = {"x": np.ones((1, 64), np.float32)}
+    cpu = parse_provider("cpu")
+    sides = [ChildSide(BASELINE, Path(tiny_model_path), cpu, feeds), ChildSide(CANDIDATE, Path(tiny_model_path), cpu,
+                                                                               feeds)]
+    traced = trace_sides(sides, cycles=4, runs=3, seed=1, exe="rocprofv3", output_format="csv", timeout_s=120)
+    assert traced.layout == "rocprofv3" and traced.how in ("boottime", "roctx")
+    assert [b.kernels for b in traced.blocks[BASELINE]] == [3.0] * 4
+    assert [b.kernels for b in traced.blocks[CANDIDATE]] == [4.0] * 4
+    assert traced.blocks[CANDIDATE][0].kernel_ms / traced.blocks[BASELINE][0].kernel_ms == pytest.approx(1.06)
+
+
+def test_a_missing_or_failing_rocprof_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RocprofError, match="rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk"):
+        trace_sides([], cycles=1, runs=1)
+    bad = tmp_path / "bin"
+    bad.mkdir()
+    exe = bad / "rocprofv3"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nprint('no GPU agents', file=sys.stderr)\nsys.exit(4)\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(bad))
+    with pytest.raises(RocprofError, match="exited with status 4 running the traced blocks:\nno GPU agents"):
+        trace_sides([], cycles=1, runs=1)
+
+
+def test_run_child_brackets_every_block_with_ranges_and_both_clocks(tiny_model_path, tmp_path):
+    calls: list[tuple[str, str]] = []
+    marks = Roctx(lambda text: calls.append(("push", text)), lambda: calls.append(("pop", "")), "test")
+    np.savez(tmp_path / "feeds.npz", x=np.ones((1, 64), np.float32))
+    spec = {"sides": [{"name": n, "model": str(tiny_model_path), "provider": "cpu", "options": {},
+                       "feeds": str(tmp_path / "feeds.npz")} for n in (BASELINE, CANDIDATE)],
+            "device_id": 0, "cycles": 3, "runs": 2, "seed": 0, "gap_s": 0.001, "warmup": 1,
+            "result": str(tmp_path / "child.json")}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    result = rocprof_child.run_child(tmp_path / "spec.json", marks)
+    assert result["markers"] == "test" and len(result["blocks"]) == 6
+    assert calls[0] == ("push", f"aaco/{result['blocks'][0]['side']}/0") and calls[1] == ("pop", "")
+    for block in result["blocks"]:
+        for clock in ("boottime", "monotonic"):
+            assert block[clock][0] < block[clock][1]
+    assert json.loads((tmp_path / "child.json").read_text()) == result
+
+
+class HostNoiseSide:
+    """A launch-bound side: wall time is host noise only (ms per iteration ~ 1.5, sd 15%)."""
+
+    def __init__(self, name: str, seed: int) -> None:
+        self.name, self.rng = name, np.random.default_rng(seed)
+
+    def block(self, iterations: int) -> np.ndarray:
+        return (1.5 * np.exp(self.rng.normal(0, 0.15, iterations)) * 1e6).astype(np.int64)
+
+
+class HostNoiseFactory:
+    def __init__(self, seed: int) -> None:
+        self.seed, self.opened = seed, 0
+
+    def open(self, name: str) -> OpenedSide:
+        self.opened += 1
+        return OpenedSide(HostNoiseSide(name, self.seed + self.opened), 1.5, 100.0, 5.0, 2.0, {"ort_version": "x"})
+
+
+def test_the_child_device_time_fails_the_item_and_leads_the_message():
+    """What the gate does on MIGraphX: wall time from the usual cycles, device time from the traced
+    child (here the recorded pair), one verdict that leads with the metric that failed."""
+    settings = CompareSettings(block_s=0.0, discard=1, budget_s=60.0, threshold=0.05)
+    result = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, alpha=0.05, baseline_label="HEAD",
+                           device=True)
+    assert result.measurement.device is None
+    attach_child_device_time(result, child_device_time(lambda seed: recorded_blocks(), settings, 0.05))
+    assert result.device_outcome == "regression" and result.failed_metrics[0] == "device time"
+    verdict = to_verdict(result, "resnet50[migraphx]")
+    assert verdict.fails
+    assert verdict.message.startswith("REGRESSION resnet50[migraphx]: device time +6.")
+    assert "kernels per run 12 -> 13" in verdict.message and f"added {EXTRA} x1" in verdict.message
+    assert verdict.side_by_side["device_time"]["kernels"] == {BASELINE: 12.0, CANDIDATE: 13.0}
+
+
+def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_model_path):
+    """SideBySideGate's AMD path with trace_sides replaced by the recorded pair: the looks land in
+    the result; a trace that cannot be cut becomes a note (auto) or an error (on)."""
+    from types import SimpleNamespace
+
+    from pytest_aaco.measure.inference import SessionError
+    from pytest_aaco.measure.rocprof_child import ChildTrace
+    from pytest_aaco.sidebyside import gate as sidegate
+    from pytest_aaco.sidebyside.cycles import LocalFactory
+    from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+
+    seen: list[dict] = []
+
+    def fake_trace(sides, **kw):
+        seen.append({"sides": [s.name for s in sides], **kw})
+        return ChildTrace(recorded_blocks(), "roctx", "rocpd", "ctypes:test")
+
+    monkeypatch.setattr(sidegate, "trace_sides", fake_trace)
+    spec = SimpleNamespace(name="tiny", dims={}, inputs={})
+    migraphx = parse_provider("migraphx")
+    factory = LocalFactory(Path(tiny_model_path), spec, parse_provider("cpu"))
+    settings = CompareSettings(block_s=0.0, discard=1, budget_s=60.0, threshold=0.05)
+    result = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
+    gate = SideBySideGate(ref=None, python=None)
+    note = gate._child_device_time(result, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                   settings, 0.05, True, None)
+    assert note is None and result.device_outcome == "regression"
+    assert seen[0]["sides"] == [BASELINE, CANDIDATE] and seen[0]["cycles"] == settings.first_cycles
+    assert seen[0]["timeout_s"] >= 300 and len(seen) == 2  # the regression was traced again
+
+    def broken(sides, **kw):
+        raise TraceError("the traced blocks' host timestamps do not bracket the traced kernels")
+
+    monkeypatch.setattr(sidegate, "trace_sides", broken)
+    fresh = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
+    note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                   settings, 0.05, True, None)
+    assert note is not None and note.startswith("device time: the traced blocks") and "gated on wall time" in note
+    assert fresh.measurement.device is None
+    with pytest.raises(SessionError, match="--aaco-device-time=on: the traced blocks"):
+        gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="on"),
+                                settings, 0.05, True, None)
