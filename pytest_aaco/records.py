@@ -1,4 +1,4 @@
-"""Typed records shared by the session, the gate and the reports (a leaf: imports no other module here).
+"""Typed records shared by the session, the gate and the reports (imports only :mod:`pytest_aaco.jsonio` here).
 
 * :class:`Outcome`: every outcome word pytest-aaco writes (the verdict's and the item's).
 * :class:`Verdict`: the gate's decision for one item, with the figures behind it.
@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
+
+from pytest_aaco.jsonio import JSONDict
 
 #: name under which the session object is registered with pytest's plugin manager
 PLUGIN_NAME = "aaco-plugin"
@@ -56,13 +58,13 @@ class Outcome(str, Enum):
             return default
 
 
-def _json_fields(obj: Any, omit_none: tuple[str, ...] = ()) -> dict[str, Any]:
+def _json_fields(obj: Any, omit_none: tuple[str, ...] = ()) -> JSONDict:
     """The fields of the dataclass *obj* as a JSON object; those named in *omit_none* only when set."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)
             if not (f.name in omit_none and getattr(obj, f.name) is None)}
 
 
-def _known(cls: Any, data: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: Any, data: JSONDict) -> dict[str, Any]:
     """The keys of *data* that are fields of *cls*; a missing field is None (values are kept as
     read, never converted, so a record dumps to the bytes it was read from)."""
     return {f.name: data.get(f.name) for f in fields(cls)}
@@ -91,11 +93,11 @@ class ReferenceDrift:
     runs: int
     sensitivity: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return _json_fields(self, omit_none=("sensitivity",))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReferenceDrift:
+    def from_dict(cls, data: JSONDict) -> ReferenceDrift:
         """Inverse of :meth:`to_dict`; a missing key reads as None."""
         return cls(**_known(cls, data))
 
@@ -108,11 +110,11 @@ class FirstLook:
     ratio: float | None
     p_value: float | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return _json_fields(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FirstLook:
+    def from_dict(cls, data: JSONDict) -> FirstLook:
         return cls(**_known(cls, data))
 
 
@@ -125,11 +127,11 @@ class Contention:
     cores: float
     limit: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return _json_fields(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Contention:
+    def from_dict(cls, data: JSONDict) -> Contention:
         return cls(**_known(cls, data))
 
 
@@ -148,11 +150,11 @@ class P99Comparison:
     n_boot: int
     regression: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return _json_fields(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> P99Comparison:
+    def from_dict(cls, data: JSONDict) -> P99Comparison:
         return cls(**_known(cls, data))
 
 
@@ -165,11 +167,11 @@ class SideBySideFirstLook:
     cycles: int
     p_slower: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return _json_fields(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SideBySideFirstLook:
+    def from_dict(cls, data: JSONDict) -> SideBySideFirstLook:
         return cls(**_known(cls, data))
 
 
@@ -198,7 +200,7 @@ class SideBySideSummary:
     device_time: dict[str, Any] | None = None
     figures: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         data = dict(self.figures)
         for key in _SUMMARY_KEYS:
             value = getattr(self, key)

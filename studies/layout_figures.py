@@ -35,7 +35,7 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package and its architecture test, from this checkout
 
 import test_architecture as arch  # noqa: E402 - after the path is set
 
