@@ -12,9 +12,9 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pytest
@@ -37,12 +37,13 @@ from pytest_aaco.measure.providers import ProviderError, ProviderSpec, parse_pro
 from pytest_aaco.measure.reference_workload import Reference
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import auto_rounds
+from pytest_aaco.options import GateSettings, auto_rounds
 from pytest_aaco.passes.coldstart import SideBySideColdStart
 from pytest_aaco.records import Verdict
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 from pytest_aaco.samplers.gpus import gpu_lock_name
+from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import AacoProviderWarning
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
@@ -184,6 +185,17 @@ def add_rss_growth(result: BenchmarkResult, build_rss_mb: float | None, rss_star
     summary["rss_growth_mb"] = {"max": growth, "mean": growth, "n": 1}
 
 
+class SideGate(Protocol):
+    """The side-by-side gate as a run sees it (:class:`pytest_aaco.sidebyside.gate.SideBySideGate`,
+    which sits below this module and is handed in by the plugin): it measures the item side by side
+    with *settings* and judges it with *gate* at the level *level()* returns, holding *lock* while it
+    measures. Returns the candidate's result and the Verdict."""
+
+    def judge_item(self, run: BenchmarkRun, settings: MeasureSettings, gate: GateSettings,
+                   level: Callable[[], float], lock: Callable[[], AbstractContextManager[object]]
+                   ) -> tuple[BenchmarkResult, Verdict]: ...
+
+
 @dataclass
 class BenchmarkRun:
     """The callable behind ``benchmark_model``: ``benchmark_model(**overrides) -> BenchmarkResult``.
@@ -204,14 +216,17 @@ class BenchmarkRun:
     placement: JSONDict | None = None
     reference: Reference | None = None
     _feeds: dict[str, np.ndarray] | None = None
-    #: with ``--aaco-compare`` / ``--aaco-compare-python``: measures the item side by side and
-    #: returns (the candidate's result, its Verdict) (:meth:`pytest_aaco.session.AacoSession.compare_item`)
-    compare: Callable[[BenchmarkRun, MeasureSettings], tuple[BenchmarkResult, Verdict]] | None = None
+    #: with ``--aaco-compare`` / ``--aaco-compare-python``: the session's side-by-side gate, which
+    #: measures the item side by side and judges it (:meth:`pytest_aaco.sidebyside.gate.SideBySideGate.judge_item`)
+    side_gate: SideGate | None = None
+    #: the session's LOND procedure (made at first use), from which a side-by-side item draws its level
+    lond: Callable[[], LondFdr] | None = None
     #: the side-by-side verdict of the last measurement, which the gate then records as is
     side_verdict: Verdict | None = None
     #: with ``--aaco-compare``, for an item measured against its baseline side: measures both sides'
-    #: cold start alternately and judges it (:meth:`pytest_aaco.sidebyside.gate.SideBySideGate.cold_start`);
-    #: the cold-start pass after the rounds (:func:`pytest_aaco.extra_passes.measure_insight`) calls it
+    #: cold start alternately and judges it (:meth:`pytest_aaco.sidebyside.gate.SideBySideGate.cold_start`,
+    #: set by :meth:`~pytest_aaco.sidebyside.gate.SideBySideGate.judge_item`); the cold-start pass after
+    #: the rounds (:func:`pytest_aaco.extra_passes.measure_insight`) calls it
     compare_cold_start: Callable[[], SideBySideColdStart] | None = None
 
     @property
@@ -225,9 +240,18 @@ class BenchmarkRun:
         samplers = build_samplers(self.provider.short, self.config.device_id, self.config.sample_interval_s)
         return TelemetrySession(samplers)
 
+    def gate_settings(self) -> GateSettings:
+        """The gate's settings for this item: the session's, with the item's own threshold and p99 choice."""
+        shared = {f.name: getattr(self.config, f.name) for f in fields(GateSettings)}
+        return GateSettings(**{**shared, "threshold": self.threshold, "gate_p99": self.gate_p99})
+
+    def device_lock(self) -> AbstractContextManager[object]:
+        """The device lock of this item's EP and device, keyed by its physical GPU (:func:`device_lock`)."""
+        return device_lock(self.provider, self.config.device_id, f"{self.model.name}[{self.provider.short}]")
+
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult:
         """Measure on *handle* under the device lock, with telemetry during the measured rounds."""
-        with device_lock(self.provider, self.config.device_id, f"{self.model.name}[{self.provider.short}]"):
+        with self.device_lock():
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
                                    telemetry=self._telemetry(), reference=self.reference)
@@ -249,9 +273,12 @@ class BenchmarkRun:
 
     def run_with(self, settings: MeasureSettings) -> BenchmarkResult:
         """Measure with *settings* on the item's session and keep the result for the gate; side by
-        side (:attr:`compare`), the candidate's blocks are the result and the verdict is kept too."""
-        if self.compare is not None:
-            result, self.side_verdict = self.compare(self, settings)
+        side (:attr:`side_gate`), the candidate's blocks are the result and the verdict is kept too."""
+        if self.side_gate is not None:
+            lond = self.lond
+            assert lond is not None  # given with the side-by-side gate
+            result, self.side_verdict = self.side_gate.judge_item(self, settings, self.gate_settings(),
+                                                                  lambda: lond().next_level(), self.device_lock)
         else:
             result = self.measure(self.handle, settings)
         self.results.append(result)

@@ -23,7 +23,6 @@ with the baseline's latest profile.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_aaco.benchmark import BenchmarkRun, device_lock
 from pytest_aaco.config import AacoConfig
@@ -95,7 +94,7 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
             try:
                 if run.compare_cold_start is not None:
                     insight.side_cold_start = run.compare_cold_start()
-                elif run.compare is None:
+                elif run.side_gate is None:
                     insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
                                                             device_id=config.device_id,
                                                             intra_op_threads=config.intra_op_threads,
@@ -113,27 +112,41 @@ def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
     return insight
 
 
+@dataclass
+class JudgedInsight:
+    """The item record's fields from its extra passes (:func:`judge_insight`), as JSON objects:
+    ``cold_start`` (``ColdStart.to_dict()`` with its ``verdict``, or
+    :meth:`SideBySideColdStart.record`), ``profile`` (``OpProfile.to_dict()`` with its
+    ``comparison``), ``kernels`` (``KernelMetrics.to_dict()``); None for a pass that did not run.
+    ``notes``: why a pass failed or a baseline entry was skipped (the record's ``insight_notes``)."""
+
+    cold_start: JSONDict | None = None
+    profile: JSONDict | None = None
+    kernels: JSONDict | None = None
+    notes: list[str] = field(default_factory=list)
+
+
 def judge_insight(insight: Insight, baseline: Baseline | None, label: str, config: AacoConfig,
-                  gated: bool = True) -> dict[str, Any]:
-    """The record fields of *insight*: ``cold_start`` (with its ``verdict`` against the baseline's
-    cold-start history, or :meth:`SideBySideColdStart.record` side by side), ``profile`` (with its
-    ``comparison`` to the baseline's latest profile), ``kernels``, and ``insight_notes``. With
-    *gated* False (a run that saves the baseline) nothing is judged or compared."""
-    fields: dict[str, Any] = {"insight_notes": list(insight.notes)}
+                  gated: bool = True) -> JudgedInsight:
+    """The record fields of *insight* (:class:`JudgedInsight`): the cold start with its verdict
+    against the baseline's cold-start history (side by side: :meth:`SideBySideColdStart.record`),
+    the profile with its comparison to the baseline's latest profile, the kernels, and the notes.
+    With *gated* False (a run that saves the baseline) nothing is judged or compared."""
+    judged = JudgedInsight(notes=list(insight.notes))
     if insight.side_cold_start is not None:
-        fields["cold_start"] = insight.side_cold_start.record()
+        judged.cold_start = insight.side_cold_start.record()
     elif insight.cold_start is not None and not gated:
-        fields["cold_start"] = insight.cold_start.to_dict()
+        judged.cold_start = insight.cold_start.to_dict()
     elif insight.cold_start is not None:
         history = []
         for entry in history_entries(baseline, "cold_start"):
             try:
                 history.append(ColdStart.from_dict(entry))
             except ValueError as exc:
-                fields["insight_notes"].append(f"a cold-start entry of the baseline was skipped: {exc}")
+                judged.notes.append(f"a cold-start entry of the baseline was skipped: {exc}")
         verdict = cold_start_verdict(insight.cold_start, history, label, threshold=config.cold_start_threshold,
                                      max_contention=config.max_contention)
-        fields["cold_start"] = {**insight.cold_start.to_dict(), "verdict": verdict.to_dict()}
+        judged.cold_start = {**insight.cold_start.to_dict(), "verdict": verdict.to_dict()}
     if insight.profile is not None:
         profile = insight.profile.to_dict()
         past = history_entries(baseline, "profile") if gated else []
@@ -141,11 +154,11 @@ def judge_insight(insight: Insight, baseline: Baseline | None, label: str, confi
             try:
                 profile["comparison"] = compare_profiles(OpProfile.from_dict(past[-1]), insight.profile).to_dict()
             except ValueError as exc:
-                fields["insight_notes"].append(f"the baseline's operator profile was skipped: {exc}")
-        fields["profile"] = profile
+                judged.notes.append(f"the baseline's operator profile was skipped: {exc}")
+        judged.profile = profile
     if insight.kernels is not None:
-        fields["kernels"] = insight.kernels.to_dict()
-    return fields
+        judged.kernels = insight.kernels.to_dict()
+    return judged
 
 
 def kernel_data(insight: Insight) -> JSONDict | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_aaco.benchmark import BenchmarkRun
@@ -76,17 +76,11 @@ def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
     )
 
 
-def gate_settings(config: AacoConfig, run: BenchmarkRun) -> GateSettings:
-    """The gate's settings for one item: the session's, with the item's own threshold and p99 choice."""
-    shared = {f.name: getattr(config, f.name) for f in fields(GateSettings)}
-    return GateSettings(**{**shared, "threshold": run.threshold, "gate_p99": run.gate_p99})
-
-
 def _saved(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext,
            record: ItemRecord, insight: Insight) -> Verdict:
     c = ctx.config
     label = item_label(run)
-    settings = gate_settings(c, run)
+    settings = run.gate_settings()
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     extra = insight.baseline_extra()
     if record.gpu is not None:  # which of identical GPUs ran this history run (docs/gpu.md, per-GPU baselines)
@@ -102,7 +96,7 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
              ctx: GateContext) -> tuple[Verdict, Baseline | None]:
     c = ctx.config
     label = item_label(run)
-    settings = gate_settings(c, run)
+    settings = run.gate_settings()
     if run.side_verdict is not None:  # judged side by side while measuring (--aaco-compare)
         if run.side_verdict.side_by_side is not None:  # measured against its baseline side: one LOND test
             ctx.lond.record(run.side_verdict.outcome == Outcome.REGRESSION and run.side_verdict.fails)
@@ -171,17 +165,16 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
             insight = measure_insight(run, profile=c.profile == "on" or (c.profile == "failing" and verdict.fails))
     except AacoFileError as exc:
         verdict = finish(Verdict(Outcome.ERROR, record.label, run.threshold, reason=str(exc)),
-                         gate_settings(c, run))
-    insight_fields = judge_insight(insight, baseline, record.label, c, gated=not c.save_baseline)
-    record.insight_notes = insight_fields.pop("insight_notes")
-    for key, value in insight_fields.items():
-        setattr(record, key, value)
+                         run.gate_settings())
+    judged = judge_insight(insight, baseline, record.label, c, gated=not c.save_baseline)
+    record.cold_start, record.profile, record.kernels = judged.cold_start, judged.profile, judged.kernels
+    record.insight_notes = judged.notes
     record.result = result.to_dict(raw=True)  # after the confirmation look, which the result carries
     record.verdict = verdict
     record.derived = derived_metrics(result.latencies_ms, result.warmup_latencies_ms, result.first_run_ms,
                                      result.batch_size)
     record.diagnosis = diagnose(result, verdict, record.derived, kernel_data(insight))
-    record.outcome = Outcome.FAILED if verdict.fails or record.cold_start_fails else Outcome.PASSED
+    record.outcome = Outcome.FAILED if record.fails else Outcome.PASSED  # record.outcome was PASSED
     return record
 
 

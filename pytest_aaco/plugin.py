@@ -224,7 +224,7 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
     marker = AacoMarker.of(request.node)  # validated at collection already
     settings, threshold, gate_p99 = item_settings(session.config, aaco_model, provider, marker)
     run = BenchmarkRun(session.config, aaco_model, provider, ort_session, settings, threshold, gate_p99,
-                       compare=session.compare_item if session.side_gate is not None else None,
+                       side_gate=session.side_gate, lond=session.lond,
                        reference=None if session.side_gate is not None else session.reference_for(provider))
     label = f"{aaco_model.name}[{provider.short}]"
     if session.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record

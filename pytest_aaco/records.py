@@ -1,20 +1,23 @@
-"""Typed records shared by the session, the gate and the reports (a leaf: imports no other module here).
+"""Typed records shared by the session, the gate and the reports (imports only :mod:`pytest_aaco.jsonio` here).
 
 * :class:`Outcome`: every outcome word pytest-aaco writes (the verdict's and the item's).
 * :class:`Verdict`: the gate's decision for one item, with the figures behind it.
 * :class:`ItemRecord`: what the reports need about one item; :meth:`ItemRecord.to_dict` is the
   JSON of a bundle's ``items/*.json`` and :meth:`ItemRecord.from_dict` reads it back.
 * :class:`SessionSummary`: verdict counts and the LOND state of one session.
-* The one rule for what an item counts as: :attr:`ItemRecord.effective_outcome`,
-  :attr:`ItemRecord.fails`, :attr:`ItemRecord.is_regression`, :attr:`ItemRecord.worth_a_line`.
+* What an item counts as in the reports: :attr:`ItemRecord.effective_outcome`,
+  :attr:`ItemRecord.fails` (the stored decisions of :func:`pytest_aaco.verdict.outcome.fails`),
+  :attr:`ItemRecord.is_regression`, :attr:`ItemRecord.worth_a_line`.
 * The keys under which items and pytest-xdist processes exchange these records.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
+
+from pytest_aaco.jsonio import JSONDict
 
 #: name under which the session object is registered with pytest's plugin manager
 PLUGIN_NAME = "aaco-plugin"
@@ -55,6 +58,171 @@ class Outcome(str, Enum):
             return default
 
 
+def _json_fields(obj: Any, omit_none: tuple[str, ...] = ()) -> JSONDict:
+    """The fields of the dataclass *obj* as a JSON object; those named in *omit_none* only when set."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)
+            if not (f.name in omit_none and getattr(obj, f.name) is None)}
+
+
+def _known(cls: Any, data: JSONDict) -> dict[str, Any]:
+    """The keys of *data* that are fields of *cls*; a missing field is None (values are kept as
+    read, never converted, so a record dumps to the bytes it was read from)."""
+    return {f.name: data.get(f.name) for f in fields(cls)}
+
+
+@dataclass(frozen=True)
+class ReferenceDrift:
+    """The reference workload's change between the history and now, in a verdict
+    (:func:`pytest_aaco.history.judge.choose_series`): the machine's own change of speed.
+
+    ``name``/``id``: the reference workload; ``mean_ms``: its mean iteration now (ms); ``share``:
+    its fraction of the measured time; ``drift``: current/history - 1 (a fraction, > 0 slower) with
+    its 95% CI ``ci_low``/``ci_high`` (fractions) and two-sided ``p_value`` (Welch 1947); ``runs``:
+    history runs with this reference; ``sensitivity``: the item's fitted slope on the reference,
+    only for the reference-adjusted test (absent from the JSON otherwise).
+    """
+
+    name: str
+    id: str
+    mean_ms: float
+    share: float | None
+    drift: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    runs: int
+    sensitivity: float | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _json_fields(self, omit_none=("sensitivity",))
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> ReferenceDrift:
+        """Inverse of :meth:`to_dict`; a missing key reads as None."""
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class FirstLook:
+    """The first look of a regression that a second measurement confirmed or did not
+    (:func:`pytest_aaco.history.judge.confirm`): ``ratio`` current/baseline, ``p_value`` one-sided."""
+
+    ratio: float | None
+    p_value: float | None
+
+    def to_dict(self) -> JSONDict:
+        return _json_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> FirstLook:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Contention:
+    """Why a regression was withheld (:func:`pytest_aaco.history.judge.under_contention`): other
+    processes kept ``cores`` CPU cores busy (mean over the measured phase), above ``limit``
+    (``--aaco-max-contention``, cores)."""
+
+    cores: float
+    limit: float
+
+    def to_dict(self) -> JSONDict:
+        return _json_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Contention:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class P99Comparison:
+    """The p99 latency of this run against the latest baseline run's
+    (:func:`pytest_aaco.history.judge.p99_check`): ``ratio`` current/baseline with its bootstrap CI
+    ``ci_low``/``ci_high`` (:class:`pytest_aaco.verdict.stats.QuantileComparison`, ``q`` = 99.0,
+    ``n_boot`` resamples), ``p_slower`` one-sided, and ``regression``: the p99 gate failed."""
+
+    q: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_slower: float
+    n_boot: int
+    regression: bool
+
+    def to_dict(self) -> JSONDict:
+        return _json_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> P99Comparison:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class SideBySideFirstLook:
+    """The first look of a side-by-side regression that fresh sessions then confirmed or not:
+    ``ratio`` candidate/baseline, over ``cycles`` cycles, ``p_slower`` one-sided."""
+
+    ratio: float
+    cycles: int
+    p_slower: float
+
+    def to_dict(self) -> JSONDict:
+        return _json_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> SideBySideFirstLook:
+        return cls(**_known(cls, data))
+
+
+#: the keys of a side-by-side summary that :class:`SideBySideSummary` types; the others are figures
+_SUMMARY_KEYS = ("ref", "outcome", "cycles", "session_pairs", "first_look", "device_time")
+
+
+@dataclass(frozen=True)
+class SideBySideSummary:
+    """The side-by-side figures of a verdict gated with ``--aaco-compare``
+    (:meth:`pytest_aaco.sidebyside.cycles.SideBySide.to_dict`).
+
+    Typed, the parts the verdict's message reads: ``ref`` (the display name of the compared
+    revision), ``outcome`` of the wall-time test, ``cycles``, ``session_pairs`` (fresh session
+    pairs), ``first_look`` (:class:`SideBySideFirstLook`, when fresh sessions were asked to confirm)
+    and ``device_time`` (the device-time look, :meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`
+    plus ``outcome`` and ``per_cycle``). ``figures``: every other key as written (per-cycle
+    ``ratios``, ``looks``, ``sides``, ``footprint_mb`` in MB, ``spin_bleed`` ...), kept as is.
+    """
+
+    ref: str | None
+    outcome: str | None
+    cycles: int | None
+    session_pairs: int | None
+    first_look: SideBySideFirstLook | None = None
+    device_time: dict[str, Any] | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> JSONDict:
+        data = dict(self.figures)
+        for key in _SUMMARY_KEYS:
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value.to_dict() if isinstance(value, SideBySideFirstLook) else value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SideBySideSummary:
+        """Inverse of :meth:`to_dict`."""
+        first = data.get("first_look")
+        return cls(ref=data.get("ref"), outcome=data.get("outcome"), cycles=data.get("cycles"),
+                   session_pairs=data.get("session_pairs"),
+                   first_look=SideBySideFirstLook.from_dict(first) if isinstance(first, dict) else None,
+                   device_time=data.get("device_time"),
+                   figures={k: v for k, v in data.items() if k not in _SUMMARY_KEYS})
+
+
+def _typed(cls: Any, value: Any) -> Any:
+    return cls.from_dict(value) if isinstance(value, dict) else None
+
+
 @dataclass
 class Verdict:
     """The outcome for one item, with the figures behind it (ratios, not percentages).
@@ -88,28 +256,27 @@ class Verdict:
     baseline_path: str | None = None
     fingerprint_id: str | None = None
     fingerprint_diff: list[str] = field(default_factory=list)
-    p99: dict[str, Any] | None = None
+    p99: P99Comparison | None = None
     memory: list[str] = field(default_factory=list)
     unstable: list[str] = field(default_factory=list)
     confirmed: bool | None = None
-    #: the first look of a confirmed or unconfirmed regression: ``{"ratio", "p_value"}``
-    first_look: dict[str, Any] | None = None
+    #: the first look of a confirmed or unconfirmed regression
+    first_look: FirstLook | None = None
     #: the message of the confirmation look that did not confirm the first
     unconfirmed_by: str | None = None
-    #: ``{"cores", "limit"}`` when a regression was withheld for CPU contention
-    contention: dict[str, float] | None = None
+    #: the CPU contention a regression was withheld for
+    contention: Contention | None = None
     notes: list[str] = field(default_factory=list)
     fails: bool = False
-    #: side-by-side figures (``SideBySide.to_dict()``: REF, cycles, per-cycle ratios, looks, each
-    #: side's memory) when the item was gated side by side (``--aaco-compare``)
-    side_by_side: dict[str, Any] | None = None
+    #: side-by-side figures (REF, cycles, per-cycle ratios, looks, each side's memory) when the item
+    #: was gated side by side (``--aaco-compare``)
+    side_by_side: SideBySideSummary | None = None
     #: the series tested: ``adjusted`` for the reference workload (a fitted slope), ``normalized`` by it, or ``raw``
     series: str | None = None
     #: current/baseline of the raw figures, whichever series was tested
     raw_ratio: float | None = None
-    #: the reference workload's figures (``name``, ``id``, ``drift``, ``ci_low``, ``ci_high``,
-    #: ``p_value``, ``runs``, ``mean_ms``, ``share``), None without a comparable reference
-    reference: dict[str, Any] | None = None
+    #: the reference workload's figures, None without a comparable reference
+    reference: ReferenceDrift | None = None
     #: fingerprint fields that differ and are versions only (compared raw, with the change named)
     version_change: list[str] = field(default_factory=list)
     #: machine keys of other runners that have a baseline for the item, when this runner has none
@@ -122,7 +289,7 @@ class Verdict:
     def reference_drift(self) -> float | None:
         """How much slower (fraction, > 0) or faster (< 0) the reference ran than in the history:
         the machine's own change of speed; None without a comparable reference."""
-        return None if self.reference is None else self.reference.get("drift")
+        return None if self.reference is None else self.reference.drift
 
     @property
     def change_pct(self) -> float | None:
@@ -130,10 +297,23 @@ class Verdict:
 
     @property
     def p99_regressed(self) -> bool:
-        return bool((self.p99 or {}).get("regression"))
+        return self.p99 is not None and bool(self.p99.regression)
+
+    @property
+    def regressed_besides(self) -> bool:
+        """A memory or p99 regression besides the latency outcome
+        (read by :func:`pytest_aaco.verdict.outcome.fails`)."""
+        return bool(self.memory) or self.p99_regressed
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The verdict as JSON (the typed parts as their own ``to_dict()``), with ``change_pct`` and
+        ``reference_drift`` added."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in _TYPED_PARTS:
+            part = getattr(self, name)
+            data[name] = None if part is None else part.to_dict()
+        for name in _LISTS:
+            data[name] = list(data[name])
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
@@ -147,9 +327,18 @@ class Verdict:
         kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE)
         kwargs.setdefault("label", "")
         kwargs.setdefault("threshold", 0.0)
-        for name in ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners"):
+        for name in _LISTS:
             kwargs[name] = list(kwargs.get(name) or [])
+        for name, part in _TYPED_PARTS.items():
+            kwargs[name] = _typed(part, kwargs.get(name))
         return cls(**kwargs)
+
+
+#: the verdict's typed parts, by field name
+_TYPED_PARTS: dict[str, Any] = {"p99": P99Comparison, "first_look": FirstLook, "contention": Contention,
+                                "side_by_side": SideBySideSummary, "reference": ReferenceDrift}
+#: the verdict's list fields
+_LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners")
 
 
 @dataclass
@@ -214,8 +403,9 @@ class ItemRecord:
 
     @property
     def fails(self) -> bool:
-        """The item failed: a regression (latency, p99, memory, cold start), strict inconclusive,
-        a provider error."""
+        """The item failed: pytest's outcome is ``failed`` (a provider error, a failing verdict), or its
+        verdict or cold-start verdict fails. Gathers the decisions stored in the records, each made
+        by the one rule, :func:`pytest_aaco.verdict.outcome.fails`."""
         return (self.outcome == Outcome.FAILED or (self.verdict is not None and self.verdict.fails)
                 or self.cold_start_fails)
 

@@ -21,16 +21,15 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Generator
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from pytest_aaco.benchmark import BenchmarkRun, build_tracked, device_lock
+from pytest_aaco.benchmark import BenchmarkRun, build_tracked
 from pytest_aaco.config import AacoConfig
-from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, gate_settings, judge, mark_error
+from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
@@ -47,16 +46,14 @@ from pytest_aaco.measure.inference import (
 from pytest_aaco.measure.modelgen import cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import CPU_EP, Placement, placement_report
 from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
-from pytest_aaco.measure.providers import ProviderSpec, available_providers, options_for, unavailable_reason
+from pytest_aaco.measure.providers import ProviderSpec, available_providers, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
-from pytest_aaco.measure.registry import ModelSpec, load_registry, model_path
-from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.measure.registry import ModelSpec, item_provider, load_registry, model_path
 from pytest_aaco.records import (
     PLUGIN_NAME,
     ItemRecord,
     Outcome,
     SessionSummary,
-    Verdict,
 )
 from pytest_aaco.redact import redact_argv
 from pytest_aaco.reports import ReportContext, github, html, junit, terminal
@@ -65,8 +62,8 @@ from pytest_aaco.reports.progress import announce, write_line
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
 from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.cycles import CompareSettings
-from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
-from pytest_aaco.sidebyside.revision import NEW, UNCHANGED, GitRefError
+from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
+from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
 from pytest_aaco.xdist import XdistBridge, attach_record, merge_lond, shared_bundle
@@ -115,7 +112,10 @@ class AacoSession:
                 self.side_gate = SideBySideGate(config.compare_ref, config.compare_python,
                                                 CompareSettings(budget_s=config.compare_budget_s,
                                                                 confirm=config.confirm),
-                                                Path(str(pytest_config.rootpath)))
+                                                Path(str(pytest_config.rootpath)),
+                                                ItemOptions(config.provider_options, config.intra_op_threads,
+                                                            config.device_time, config.cold_start,
+                                                            config.cold_start_threshold, config.max_contention))
             except GitRefError as exc:
                 raise pytest.UsageError(str(exc)) from None
         self._references = ReferenceCache(config.reference)
@@ -140,8 +140,7 @@ class AacoSession:
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
         """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
-        return provider.with_options({**model.options_for(provider.short),
-                                      **options_for(provider, self.config.provider_options)})
+        return item_provider(model, provider, self.config.provider_options)
 
     def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:
         """*provider* with graph replay added when ``--aaco-graph`` chooses it for *model*, and the
@@ -316,42 +315,6 @@ class AacoSession:
             warnings.warn(AacoBaselineWarning(text), stacklevel=2)
         if record.fails and not user_failed:
             pytest.fail(record.explanation(with_recommendation=False), pytrace=False)
-
-    def compare_item(self, run: BenchmarkRun, settings: MeasureSettings) -> tuple[BenchmarkResult, Verdict]:
-        """Measure *run*'s item side by side with its baseline side (``--aaco-compare``,
-        ``--aaco-compare-python``): the candidate's result and the Verdict, at the item's LOND level.
-
-        An item unchanged at REF, or new there, is measured once as usual and gets that verdict.
-        With ``--aaco-cold-start N`` an item measured side by side also gets its cold-start
-        comparison (:attr:`BenchmarkRun.compare_cold_start`), which the extra passes run after the rounds.
-        Raises SessionError / WorkerError from either side, GitRefError for a file git cannot give.
-        """
-        gate = self.side_gate
-        assert gate is not None  # compare_item is only handed to runs of a side-by-side session
-        label = f"{run.model.name}[{run.provider.short}]"
-        gate_for_item = gate_settings(self.config, run)
-        side = gate.baseline_for_item(run.model, run.provider.short)
-        if side.status in (UNCHANGED, NEW):
-            result = run.measure(run.handle, settings)
-            return result, gate.static_verdict(side, label, gate_for_item.threshold, result.mean_ms)
-        raw = ProviderSpec(run.provider.short, run.provider.ep_name)
-
-        graph = GraphChoice.from_dict(run.handle.graph) if run.handle.graph else None
-
-        def provider_for(model: ModelSpec) -> ProviderSpec:
-            # both sides take the candidate's graph decision: one measured quantity on both sides
-            provider = self.provider_for(model, raw)
-            return with_graph(provider, graph) if graph is not None else provider
-
-        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads,
-                           self.config.device_time)
-        result, verdict, _ = gate.measure(run.model, side, provider_for, item, gate_for_item, self.lond().next_level(),
-                                          label, lock=lambda: device_lock(run.provider, self.config.device_id, label))
-        c = self.config
-        if c.cold_start:  # measured by the cold-start pass after the rounds (insight.measure_insight)
-            run.compare_cold_start = partial(gate.cold_start, run.model, side, provider_for, item, run.feeds,
-                                             c.cold_start, label, c.cold_start_threshold, c.max_contention)
-        return result, verdict
 
     def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:
         """*exc* escaped pytest-aaco's own work for *item* while it tried *doing*: keep an ``error`` row

@@ -12,7 +12,7 @@ Per zoo model whose p50 is at most ``--max-p50-ms`` on this machine:
    the next item would after an item with ``--aaco-profile``. The figure is the median over pairs
    of ln(p50 B / p50 A) with a 95% bootstrap CI over pairs (Efron & Tibshirani 1993, ch. 13); the
    target is within ±1%. Pairs share the machine's state, so drift and neighbours cancel
-   (DESIGN.md section 3; Bulej et al., ICPE 2020).
+   (Bulej et al., ICPE 2020).
 
 Run under the measurement lock:
 

@@ -19,7 +19,7 @@ Three figures are printed:
    overhead; the A/B ratios show whether anything else (GIL, cache) adds to it.
 
 Blocks, not iterations, are the unit, because consecutive iterations are autocorrelated
-(DESIGN.md, section 3). The target is an overhead under 1%. Nothing is written to disk.
+(Kalibera & Jones, ISMM 2013). The target is an overhead under 1%. Nothing is written to disk.
 
     python studies/sampler_overhead.py [--blocks 30] [--block-iters 20] [--interval 0.1]
 

@@ -108,7 +108,8 @@ def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise(
     # device time decides early: the first look comes after 6 cycles, not the wall-time plan's 10
     assert [look.cycles for look in result.measurement.looks] == [6]
     assert all(run.calls > 0 for run in a.runs + b.runs)
-    dev = verdict.side_by_side["device_time"]
+    assert verdict.side_by_side is not None
+    dev = verdict.side_by_side.device_time
     assert dev["kernels"] == {"baseline": 219.0, "candidate": 219.0} and len(dev["per_cycle"]) == 2
 
 

@@ -77,3 +77,17 @@ def test_extra_passes_are_skipped_when_off(aaco_project):
     assert result.ret == 0, result.stdout.str()
     record = bundle_records(aaco_project)[-1]
     assert "cold_start" not in record and "profile" not in record and "kernels" not in record
+
+
+def test_judge_insight_returns_the_record_fields():
+    from pytest_aaco.config import AacoConfig
+    from pytest_aaco.extra_passes import Insight, JudgedInsight, judge_insight
+    from pytest_aaco.passes.coldstart import ColdStart
+
+    cold = ColdStart([100.0] * 4, [20.0] * 4)
+    saved = judge_insight(Insight(cold_start=cold, notes=["--aaco-profile: no profile"]), None, "m[cpu]",
+                          AacoConfig(), gated=False)
+    assert saved == JudgedInsight(cold_start=cold.to_dict(), notes=["--aaco-profile: no profile"])
+    gated = judge_insight(Insight(cold_start=cold), None, "m[cpu]", AacoConfig())
+    assert gated.cold_start is not None and gated.cold_start["verdict"]["outcome"] == "no-baseline"
+    assert gated.profile is None and gated.kernels is None and gated.notes == []

@@ -120,7 +120,7 @@ def test_adjusted_test_fits_the_items_own_sensitivity(result_factory):
     base = history(result_factory, runs=6, machine=speeds, sensitivity=0.4)
     same = judge(run(result_factory, 10.0, machine=1.25, seed=7, sensitivity=0.4), base)
     assert same.series == ADJUSTED and same.outcome == NO_REGRESSION
-    assert same.reference["sensitivity"] == pytest.approx(0.4, abs=0.05)
+    assert same.reference.sensitivity == pytest.approx(0.4, abs=0.05)
     assert "sensitivity 0.40 over 6 runs" in same.message
     slow = judge(run(result_factory, 11.2, machine=1.25, seed=7, sensitivity=0.4), base)
     assert slow.outcome == REGRESSION and slow.ratio == pytest.approx(1.12, abs=0.02)
@@ -201,9 +201,9 @@ def test_reference_drift_matches_scipy_welch():
     past = [list(np.log(2.0) + 0.01 * rng.standard_normal(10)) for _ in range(3)]
     found = reference_drift(now, past)
     expected = scipy.stats.ttest_ind(now, np.concatenate(past), equal_var=False)
-    assert found["p_value"] == pytest.approx(expected.pvalue, rel=1e-6)
-    assert found["drift"] == pytest.approx(np.exp(now.mean() - np.concatenate(past).mean()) - 1)
-    assert found["ci_low"] < found["drift"] < found["ci_high"] and found["runs"] == 3
+    assert found.p_value == pytest.approx(expected.pvalue, rel=1e-6)
+    assert found.drift == pytest.approx(np.exp(now.mean() - np.concatenate(past).mean()) - 1)
+    assert found.ci_low < found.drift < found.ci_high and found.runs == 3
 
 
 @pytest.mark.parametrize(("changes", "expected"), [

@@ -47,12 +47,11 @@ import numpy.typing as npt
 
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import Baseline
-from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.records import Contention, FirstLook, Outcome, P99Comparison, ReferenceDrift, Verdict
 from pytest_aaco.verdict import stats
-from pytest_aaco.verdict.outcome import outcome_of
+from pytest_aaco.verdict.outcome import fails, outcome_of
 
 #: the outcome words as module constants (``verdict.outcome == REGRESSION``)
 REGRESSION = Outcome.REGRESSION
@@ -131,7 +130,7 @@ class Series:
     current: np.ndarray
     history: list[list[float]]
     reason: str = ""
-    reference: dict[str, Any] | None = None
+    reference: ReferenceDrift | None = None
     covariate: np.ndarray | None = None
     fit: stats.ReferenceFit | None = None
 
@@ -146,19 +145,23 @@ class Series:
         return comparison(self.current, self.history, min_history, run_noise, prior if self.kind == RAW else None)
 
 
-def reference_drift(current_log_means: npt.ArrayLike, history_log_means: list[list[float]]) -> JSONDict:
+def reference_drift(current_log_means: npt.ArrayLike, history_log_means: list[list[float]], name: str = "",
+                    ref_id: str = "", mean_ms: float = 0.0, share: float | None = None) -> ReferenceDrift:
     """The reference's change between the history and now, the machine's own change of speed.
 
     *current_log_means*: the reference's block log-means of this run, shape ``(rounds,)``;
     *history_log_means*: one list per history run. Welch's t-test (Welch 1947) of this run's blocks
     against the history's blocks, with no run-to-run term: the question is whether the machine's
-    speed differs, not whether the item regressed. Returns ``{"drift": ratio - 1, "ci_low",
-    "ci_high" (95%, fractions), "p_value" (two-sided), "runs"}``.
+    speed differs, not whether the item regressed. Returns a
+    :class:`~pytest_aaco.records.ReferenceDrift`: ``drift`` = ratio - 1, ``ci_low``/``ci_high``
+    (95%, fractions), ``p_value`` (two-sided), ``runs``; *name*, *ref_id*, *mean_ms* (ms) and *share*
+    name the reference in it.
     """
     comp = stats.welch_rounds(current_log_means, np.concatenate([np.asarray(r, float) for r in history_log_means]))
     lo, hi = comp.ci(0.95)
-    return {"drift": comp.ratio - 1, "ci_low": lo - 1, "ci_high": hi - 1,
-            "p_value": min(1.0, 2 * min(comp.p_slower, comp.p_faster)), "runs": len(history_log_means)}
+    return ReferenceDrift(name=name, id=ref_id, mean_ms=mean_ms, share=share, drift=comp.ratio - 1, ci_low=lo - 1,
+                          ci_high=hi - 1, p_value=min(1.0, 2 * min(comp.p_slower, comp.p_faster)),
+                          runs=len(history_log_means))
 
 
 def reference_unstable(ref: Any, history: list[dict[str, Any]]) -> str:
@@ -196,15 +199,15 @@ def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "
         why = (f"the reference changed since the history ({', '.join(known)} -> {ref.id})" if known
                else "the history has no reference workload")
         return replace(raw, reason=why)
-    figures = {"name": ref.name, "id": ref.id, "mean_ms": ref.mean_ms, "share": ref.share,
-               **reference_drift(ref.log_means, [r["log_means"] for r in matching])}
+    figures = reference_drift(ref.log_means, [r["log_means"] for r in matching], name=ref.name, ref_id=ref.id,
+                              mean_ms=ref.mean_ms, share=ref.share)
     unstable = reference_unstable(ref, matching)
     if raw_only or unstable:
         return replace(raw, reason=raw_only or unstable, reference=figures)
     if len(pairs) >= max(min_history, 4):
         fit = stats.fit_reference([np.mean(rounds) for rounds, _ in pairs], [np.mean(r["log_means"]) for r in matching])
         return Series(ADJUSTED, result.round_log_means, [rounds for rounds, _ in pairs],
-                      reference={**figures, "sensitivity": fit.slope}, covariate=np.asarray(ref.log_means, float),
+                      reference=replace(figures, sensitivity=fit.slope), covariate=np.asarray(ref.log_means, float),
                       fit=fit)
     durations = sorted((max(result.mean_ms, 1e-9), max(ref.mean_ms, 1e-9)))
     if durations[1] / durations[0] > NORMALIZE_DURATION_RATIO:
@@ -227,7 +230,7 @@ def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None)
     """
     if v.outcome not in (REGRESSION, IMPROVEMENT) or v.ratio is None:
         return False
-    drift = series.reference["drift"] if series.reference is not None else machine_offset
+    drift = series.reference.drift if series.reference is not None else machine_offset
     if drift is None:
         return False
     machine = abs(math.log1p(drift))
@@ -237,14 +240,14 @@ def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None)
     return abs(drift) > NORMALIZED_REGIME_LIMIT and change <= machine
 
 
-def regime_change(reference: dict[str, Any] | None, machine_offset: float | None) -> str:
+def regime_change(reference: ReferenceDrift | None, machine_offset: float | None) -> str:
     """The reason raw figures cannot gate ('' when they can): the reference ran
     :data:`REGIME_FRACTION` slower or faster than in the history (p < :data:`REGIME_P`), or the
     session's items share an offset that large (*machine_offset*, a fraction from
     :func:`pytest_aaco.verdict.stats.common_offset`)."""
-    if reference is not None and abs(reference["drift"]) > REGIME_FRACTION and reference["p_value"] < REGIME_P:
-        return (f"the machine ran {abs(reference['drift']):.0%} {'slower' if reference['drift'] > 0 else 'faster'}"
-                f" than in the history (reference workload {reference['name']}, p={reference['p_value']:.1g})")
+    if reference is not None and abs(reference.drift) > REGIME_FRACTION and reference.p_value < REGIME_P:
+        return (f"the machine ran {abs(reference.drift):.0%} {'slower' if reference.drift > 0 else 'faster'}"
+                f" than in the history (reference workload {reference.name}, p={reference.p_value:.1g})")
     if machine_offset is not None and abs(machine_offset) > REGIME_FRACTION:
         return (f"this session's items are {abs(machine_offset):.0%} {'slower' if machine_offset > 0 else 'faster'}"
                 " together than their histories (a machine speed change)")
@@ -331,16 +334,16 @@ def history_memory_growth(result: BenchmarkResult, baseline: Baseline, settings:
     return found
 
 
-def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> JSONDict | None:
+def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> P99Comparison | None:
     """Bootstrap over rounds of the p99 ratio against the latest baseline run's raw iterations."""
     past = [np.asarray(r, dtype=float) for r in baseline.latest_latencies_ms if len(r)]
     if len(past) < 2 or len(result.rounds) < 2:
         return None
     comp = stats.bootstrap_quantile_ratio([r.latencies_ms for r in result.rounds], past, q=99.0,
                                           level=1 - 2 * level)
-    data = comp.to_dict()
-    data["regression"] = bool(comp.p_slower <= level and comp.ratio - 1 >= threshold)
-    return data
+    return P99Comparison(q=float(comp.q), ratio=float(comp.ratio), ci_low=float(comp.ci_low),
+                         ci_high=float(comp.ci_high), p_slower=float(comp.p_slower), n_boot=int(comp.n_boot),
+                         regression=bool(comp.p_slower <= level and comp.ratio - 1 >= threshold))
 
 
 def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
@@ -397,11 +400,11 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     if versions:
         verdict.notes.append(version_text)
     if series.kind == NORMALIZED:
-        verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference['name']}"
+        verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference.name}"
                              f" (raw {_pct(verdict.raw_ratio or 1)})")
     if series.kind == ADJUSTED and series.reference is not None and series.fit is not None:
         fit = series.fit
-        verdict.notes.append(f"adjusted for the reference workload {series.reference['name']} (sensitivity"
+        verdict.notes.append(f"adjusted for the reference workload {series.reference.name} (sensitivity"
                              f" {fit.slope:.2f} over {fit.runs} runs; raw {_pct(verdict.raw_ratio or 1)})")
     regime = regime_change(series.reference, machine_offset)
     if regime:
@@ -430,10 +433,10 @@ def _memory_text(v: Verdict) -> str:
     return "".join(f"; MEMORY REGRESSION {line}" for line in v.memory)
 
 
-def confirmation_note(first_look: dict[str, Any]) -> str:
+def confirmation_note(first_look: FirstLook) -> str:
     """The note a confirmed regression carries about its first look."""
-    return (f"confirmed by a second measurement (first look {_pct(first_look['ratio'] or 1)},"
-            f" p={first_look['p_value']:.2g})")
+    return (f"confirmed by a second measurement (first look {_pct(first_look.ratio or 1)},"
+            f" p={first_look.p_value:.2g})")
 
 
 def _device_text(dev: dict[str, Any]) -> str:
@@ -463,32 +466,33 @@ def _threshold(dev: dict[str, Any], v: Verdict) -> str:
 def _side_by_side_text(v: Verdict) -> str:
     """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
     (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
-    threshold 5%``, from *v* and ``v.side_by_side`` (:meth:`pytest_aaco.sidebyside.cycles.SideBySide.to_dict`)."""
-    sbs = v.side_by_side or {}
+    threshold 5%``, from *v* and ``v.side_by_side`` (:class:`pytest_aaco.records.SideBySideSummary`)."""
+    sbs = v.side_by_side
+    assert sbs is not None
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
-    pairs = int(sbs.get("session_pairs") or 1)
+    pairs = int(sbs.session_pairs or 1)
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
-    dev = sbs.get("device_time")
-    wall = f"{_pct(v.ratio)} vs {sbs.get('ref')} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
-    if dev and dev.get("outcome") == REGRESSION and sbs.get("outcome") != REGRESSION:
+    dev = sbs.device_time
+    wall = f"{_pct(v.ratio)} vs {sbs.ref} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
+    if dev and dev.get("outcome") == REGRESSION and sbs.outcome != REGRESSION:
         # device time failed, wall time did not: the headline is the metric that failed
-        text = (f"{_HEADS[REGRESSION]} {v.label}: {_device_text(dev)} vs {sbs.get('ref')}, p={dev['p_slower']:.2g}"
+        text = (f"{_HEADS[REGRESSION]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
                 f" at level {dev['level']:.2g}, device-time threshold {_threshold(dev, v)};"
                 f" wall time {wall}, p={p_shown:.2g};"
-                f" measured side by side over {sbs.get('cycles')} cycles"
+                f" measured side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
         text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {'wall time ' if dev else ''}{wall}, measured"
-                f" side by side over {sbs.get('cycles')} cycles"
+                f" side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
                 + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
         if dev:
             text += f"; {_device_text(dev)}, device-time threshold {_threshold(dev, v)}"
-    first = sbs.get("first_look")
+    first = sbs.first_look
     if v.confirmed:
-        text += f"; confirmed by {sbs.get('cycles')} more cycles on fresh sessions"
+        text += f"; confirmed by {sbs.cycles} more cycles on fresh sessions"
     elif v.confirmed is False and first:
-        text += (f"; the first look said {_pct(first['ratio'])} (p={first['p_slower']:.2g}) but fresh sessions did"
+        text += (f"; the first look said {_pct(first.ratio)} (p={first.p_slower:.2g}) but fresh sessions did"
                  " not confirm it")
     if v.outcome == INCONCLUSIVE:
         text += (f"; minimum detectable effect {v.mde:.1%}: raise --aaco-compare-budget, or run on a quieter"
@@ -507,12 +511,12 @@ def render_message(v: Verdict) -> str:
         return _side_by_side_text(v)
     if v.contention is not None:
         return (f"inconclusive {v.label}: looks like {_pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
-                f" kept {v.contention['cores']:.2f} cores busy while it was measured (CPU contention, limit"
-                f" {v.contention['limit']:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
+                f" kept {v.contention.cores:.2f} cores busy while it was measured (CPU contention, limit"
+                f" {v.contention.limit:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
                 + _memory_text(v))
     if v.confirmed is False and v.first_look is not None:
-        return (f"inconclusive {v.label}: first look suggested {_pct(v.first_look['ratio'] or 1)}"
-                f" (p={v.first_look['p_value']:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
+        return (f"inconclusive {v.label}: first look suggested {_pct(v.first_look.ratio or 1)}"
+                f" (p={v.first_look.p_value:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
                 + _memory_text(v))
     if v.reason is not None or v.ratio is None or v.outcome not in _HEADS:
         return v.reason or f"{v.outcome} {v.label}"
@@ -526,8 +530,8 @@ def render_message(v: Verdict) -> str:
     if v.outcome == IMPROVEMENT:
         text += "; if intended, refresh the baseline with --aaco-save-baseline"
     if v.p99 is not None:
-        text += (f"; p99 {_pct(v.p99['ratio'])} (CI {_pct(v.p99['ci_low'])} .. {_pct(v.p99['ci_high'])})"
-                 + (" REGRESSED" if v.p99["regression"] else ""))
+        text += (f"; p99 {_pct(v.p99.ratio)} (CI {_pct(v.p99.ci_low)} .. {_pct(v.p99.ci_high)})"
+                 + (" REGRESSED" if v.p99.regression else ""))
     skip = confirmation_note(v.first_look) if v.confirmed and v.first_look is not None else None
     for note in v.notes:
         if note != skip:
@@ -541,20 +545,11 @@ def render_message(v: Verdict) -> str:
 
 
 def finish(v: Verdict, settings: GateSettings) -> Verdict:
-    """Set whether *v* fails and render its message from its final fields; returns *v*."""
+    """Set whether *v* fails (:func:`pytest_aaco.verdict.outcome.fails`) and render its message from its
+    final fields; returns *v*."""
     v.fails = fails(v, settings)
     v.message = render_message(v)
     return v
-
-
-def fails(v: Verdict, settings: GateSettings) -> bool:
-    """Whether the item must fail: regressions (latency, p99, memory) and errors (an unreadable
-    baseline) always; improvements and inconclusive results only when the user opted in."""
-    if v.outcome in (REGRESSION, ERROR) or v.memory or v.p99_regressed:
-        return True
-    if v.outcome == IMPROVEMENT and settings.fail_on_improvement:
-        return True
-    return v.outcome == INCONCLUSIVE and settings.strict_inconclusive
 
 
 def _latency_flagged(v: Verdict) -> bool:
@@ -576,7 +571,7 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     figures are reported). ``--aaco-strict-inconclusive`` still fails an unconfirmed item.
     """
     settings = settings or GateSettings(threshold=second.threshold)
-    first_look = {"ratio": first.ratio, "p_value": first.p_value}
+    first_look = FirstLook(first.ratio, first.p_value)
     memory = second.memory if first.memory and second.memory else []
     if first.memory and not memory:
         first.notes.append("memory growth not confirmed by a fresh session: " + "; ".join(first.memory))
@@ -593,7 +588,7 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     first.confirmed = False
     first.first_look = first_look
     first.outcome = INCONCLUSIVE
-    first.p99 = None if first.p99 is None else {**first.p99, "regression": False}
+    first.p99 = None if first.p99 is None else replace(first.p99, regression=False)
     first.unconfirmed_by = second.message
     first.notes.append("not confirmed: " + second.message)
     return finish(first, settings)
@@ -609,7 +604,7 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
         return v
     v.outcome = INCONCLUSIVE
     v.confirmed = None
-    v.contention = {"cores": others_cores, "limit": limit}
+    v.contention = Contention(others_cores, limit)
     v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")
     return finish(v, settings)
 

@@ -36,7 +36,7 @@ import yaml
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inputs import INPUT_KINDS, InputSpec
 from pytest_aaco.measure.modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
-from pytest_aaco.measure.providers import ProviderError, option_problem, parse_provider
+from pytest_aaco.measure.providers import ProviderError, ProviderSpec, option_problem, options_for, parse_provider
 from pytest_aaco.options import fraction_below
 
 MODEL_KEYS = {
@@ -76,6 +76,13 @@ class ModelSpec:
     def options_for(self, provider_short: str) -> JSONDict:
         """Provider options the registry gives for this EP (``{}`` when none)."""
         return dict(self.provider_options.get(provider_short, {}))
+
+
+def item_provider(model: ModelSpec, provider: ProviderSpec, command_line: JSONDict) -> ProviderSpec:
+    """*provider* with the registry's options for *model* and the command line's
+    (``--aaco-provider-option``, those its EP takes: :func:`~pytest_aaco.measure.providers.options_for`)
+    merged in; the command line's win."""
+    return provider.with_options({**model.options_for(provider.short), **options_for(provider, command_line)})
 
 
 def zoo_dir() -> Path:

@@ -43,10 +43,11 @@ from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import balanced_orders
 from pytest_aaco.measure.ortprofile import ProfileError, read_events
 from pytest_aaco.measure.providers import ProviderSpec
+from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS, default
 from pytest_aaco.records import Outcome
-from pytest_aaco.verdict.outcome import outcome_of
+from pytest_aaco.verdict.outcome import fails, outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.stats import Comparison, VariancePrior, prediction_interval_test
 
@@ -210,7 +211,7 @@ class LocalSessions:
     model_path: Path
     provider: ProviderSpec
     feeds: Mapping[str, np.ndarray] | None = None
-    spec: Any = None
+    spec: ModelSpec | None = None
     device_id: int = 0
     intra_op_threads: int = 0
     config_entries: dict[str, str] = field(default_factory=dict)
@@ -227,8 +228,8 @@ class LocalSessions:
                 phases = {}
         if self.feeds is None:
             spec = self.spec
-            self.feeds = make_inputs(getattr(spec, "name", self.model_path.stem), handle.session.get_inputs(),
-                                     dict(getattr(spec, "dims", None) or {}), dict(getattr(spec, "inputs", None) or {}))
+            self.feeds = make_inputs(self.model_path.stem if spec is None else spec.name, handle.session.get_inputs(),
+                                     {} if spec is None else dict(spec.dims), {} if spec is None else dict(spec.inputs))
         feeds = dict(self.feeds)
         try:
             start = time.perf_counter_ns()
@@ -345,8 +346,14 @@ class ColdStartVerdict:
     confirmed: bool | None = None
 
     @property
+    def regressed_besides(self) -> bool:
+        """Always False: the cold start has no memory or p99 figure besides its outcome."""
+        return False
+
+    @property
     def fails(self) -> bool:
-        return self.outcome == Outcome.REGRESSION
+        """The cold start fails the item (:func:`pytest_aaco.verdict.outcome.fails`, no opt-in: only a regression)."""
+        return fails(self)
 
     def to_dict(self) -> JSONDict:
         data: JSONDict = {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold,

@@ -167,7 +167,7 @@ def fdr_sentence(summary: SessionSummary) -> str | None:
 def compare_sentence(records: Sequence[ItemRecord]) -> str | None:
     """``Compared side by side with origin/main: 2 measured, 5 unchanged, 1 new.``, or None when
     no item was gated side by side (``--aaco-compare``)."""
-    refs = sorted({str(r.verdict.side_by_side.get("ref")) for r in records
+    refs = sorted({str(r.verdict.side_by_side.ref) for r in records
                    if r.verdict is not None and r.verdict.side_by_side})
     unchanged = sum(r.effective_outcome == Outcome.UNCHANGED for r in records)
     new = sum(r.effective_outcome == Outcome.NEW for r in records)

@@ -325,12 +325,12 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
     pair), with the estimate, its 95% CI and the threshold; None for other items."""
     verdict = record.verdict
     sbs = verdict.side_by_side if verdict is not None else None
-    if not sbs or not sbs.get("ratios") or verdict is None:
+    if not sbs or not sbs.figures.get("ratios") or verdict is None:
         return None
     fig = new_figure(11.5, 3.0)
     ax = fig.subplots()
     start = 0
-    for index, ratios in enumerate(sbs["ratios"]):
+    for index, ratios in enumerate(sbs.figures["ratios"]):
         xs = list(range(start, start + len(ratios)))
         ax.plot(xs, [(r - 1) * 100 for r in ratios], "o", markersize=3.5, label=f"session pair {index + 1}")
         start += len(ratios)
@@ -341,7 +341,7 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
                    label="95% CI")
     ax.axhline(verdict.threshold * 100, color="#c62828", linestyle="--", linewidth=1, label="threshold")
     ax.axhline(0, color="#607080", linewidth=0.6)
-    ax.set_xlabel(f"cycle (one block of each side; vs {sbs.get('ref')})", fontsize=8)
+    ax.set_xlabel(f"cycle (one block of each side; vs {sbs.ref})", fontsize=8)
     ax.set_ylabel("candidate / baseline - 1 (%)", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
@@ -394,10 +394,9 @@ def verdict_table(verdict: Verdict) -> str:
     if verdict.confirmed is not None:
         pairs.append(("confirmed by a second measurement", e("yes" if verdict.confirmed else "no")))
     p99 = verdict.p99
-    if isinstance(p99, dict):
-        pairs.append(("p99 change (bootstrap CI)", e(f"{pct(p99.get('ratio'))} ({pct(p99.get('ci_low'))} .. "
-                                                     f"{pct(p99.get('ci_high'))})"
-                                                     + (" REGRESSED" if p99.get("regression") else ""))))
+    if p99 is not None:
+        pairs.append(("p99 change (bootstrap CI)", e(f"{pct(p99.ratio)} ({pct(p99.ci_low)} .. {pct(p99.ci_high)})"
+                                                     + (" REGRESSED" if p99.regression else ""))))
     return f"<table>{table_rows(pairs)}</table>"
 
 

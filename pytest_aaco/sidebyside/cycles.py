@@ -62,9 +62,10 @@ from pytest_aaco.measure.interleave import (
 )
 from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.providers import ProviderSpec
+from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings, setting
-from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.records import Outcome, SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
@@ -194,7 +195,7 @@ class LocalFactory:
     configuration entries (e.g. ``{"session.intra_op.allow_spinning": "0"}``)."""
 
     model_file: Path
-    spec: Any
+    spec: ModelSpec
     provider: ProviderSpec
     warmup: int = setting("warmup")
     iobinding: str = "none"
@@ -745,7 +746,8 @@ def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = N
                       ratio=float(comp.ratio), ci_low=lo, ci_high=hi, p_value=float(comp.p_slower),
                       p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
                       current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
-                      memory=list(result.memory), confirmed=result.confirmed, side_by_side=result.to_dict())
+                      memory=list(result.memory), confirmed=result.confirmed,
+                      side_by_side=SideBySideSummary.from_dict(result.to_dict()))
     return finish(verdict, settings or GateSettings(threshold=result.threshold))
 
 

@@ -1,10 +1,12 @@
 """The side-by-side gate of one item: ``--aaco-compare=REF`` and ``--aaco-compare-python=PATH``.
 
-The plugin shell calls :class:`SideBySideGate` once per session and, per item,
-:meth:`SideBySideGate.baseline_for_item` (what the item was at REF: unchanged, new or changed) and
-:meth:`SideBySideGate.measure` (the comparison, which returns the candidate's result and the
-:class:`~pytest_aaco.history.judge.Verdict`). It needs no pytest: errors are :class:`GitRefError` /
-ValueError with messages naming the option, for the shell to turn into ``pytest.UsageError``.
+The plugin shell makes one :class:`SideBySideGate` per session; each item's run
+(:class:`~pytest_aaco.benchmark.BenchmarkRun`) holds it and calls :meth:`SideBySideGate.judge_item`
+when it measures: what the item was at REF (:meth:`SideBySideGate.baseline_for_item`: unchanged,
+new or changed), then for a changed item the comparison (:meth:`SideBySideGate.measure`), which
+returns the candidate's result and the :class:`~pytest_aaco.records.Verdict`. It needs no pytest:
+errors are :class:`GitRefError` / ValueError with messages naming the option, for the shell to
+turn into ``pytest.UsageError``.
 
 * ``--aaco-compare=REF`` alone: the baseline side is the item as it was at REF, in this process.
 * ``--aaco-compare-python=PATH`` alone: the baseline side is the same item in another
@@ -18,16 +20,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_aaco.history.environment import rocm_version
 from pytest_aaco.history.judge import finish
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.device_time import CHILD_TRACED_PROVIDERS, DEVICE_RUNS, tracer_for
-from pytest_aaco.measure.inference import SessionError
+from pytest_aaco.measure.graph import GraphChoice, with_graph
+from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
-from pytest_aaco.measure.registry import ModelSpec, model_path
+from pytest_aaco.measure.registry import ModelSpec, item_provider, model_path
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.measure.rocprof_child import ChildSide, child_timeout_s, trace_sides
 from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format
@@ -68,18 +73,51 @@ class ItemMeasure:
     device_id: int = 0
     intra_op_threads: int = 0
     #: ``--aaco-device-time``: auto, on or off
-    device_time: str = "auto"
+    device_time: str = setting("device-time")
+
+
+@dataclass(frozen=True)
+class ItemOptions:
+    """The command line's options the gate applies to every item: ``--aaco-provider-option``
+    (*provider_options*, merged over the registry's), ``--aaco-intra-op-threads`` (0: ORT's default),
+    ``--aaco-device-time`` (auto, on or off), and the cold-start pass (``--aaco-cold-start``:
+    *cold_start* fresh sessions of each side, 0 for none; its threshold, a fraction; and
+    ``--aaco-max-contention``, cores)."""
+
+    provider_options: JSONDict = field(default_factory=dict)
+    intra_op_threads: int = setting("intra-op-threads")
+    device_time: str = setting("device-time")
+    cold_start: int = 0
+    cold_start_threshold: float = setting("cold-start-threshold")
+    max_contention: float | None = setting("max-contention")
+
+
+class SideBySideRun(Protocol):
+    """What :meth:`SideBySideGate.judge_item` reads of an item's run
+    (:class:`~pytest_aaco.benchmark.BenchmarkRun`), and ``compare_cold_start``, which it sets."""
+
+    model: ModelSpec
+    provider: ProviderSpec
+    handle: SessionHandle
+    compare_cold_start: Callable[[], SideBySideColdStart] | None
+
+    @property
+    def feeds(self) -> dict[str, np.ndarray]: ...
+
+    def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult: ...
 
 
 @dataclass
 class SideBySideGate:
     """Session-wide state of the side-by-side gate: the revision (resolved once), the other
-    interpreter, the temporary tree of files at REF. Call :meth:`close` at the session's end."""
+    interpreter, the temporary tree of files at REF, the options for every item. Call
+    :meth:`close` at the session's end."""
 
     ref: str | None
     python: str | None
     settings: CompareSettings = field(default_factory=CompareSettings)
     where: Path = field(default_factory=Path.cwd)
+    options: ItemOptions = field(default_factory=ItemOptions)
     gitref: GitRef | None = field(init=False, default=None)
     tree: RefTree | None = field(init=False, default=None)
 
@@ -116,6 +154,43 @@ class SideBySideGate:
                                                                  else "; nothing to compare with")
         return Verdict(outcome=outcome, label=label, threshold=threshold, current_mean_ms=mean_ms, reason=text,
                        message=text)
+
+    def judge_item(self, run: SideBySideRun, settings: MeasureSettings, gate: GateSettings,
+                   level: Callable[[], float], lock: Callable[[], AbstractContextManager[object]]
+                   ) -> tuple[BenchmarkResult, Verdict]:
+        """Measure *run*'s item side by side with its baseline side (``--aaco-compare``,
+        ``--aaco-compare-python``) with *settings*, and judge it with *gate* (the item's threshold,
+        memory limits) at the item's LOND level, *level()*, drawn only for an item measured side by
+        side. *lock* is held while measuring (the device lock). Returns the candidate's result and
+        the Verdict.
+
+        An item unchanged at REF, or new there, is measured once as usual (``run.measure``) and
+        gets that verdict. With ``--aaco-cold-start N`` an item measured side by side also gets its
+        cold-start comparison (``run.compare_cold_start``: :meth:`cold_start`), which the extra
+        passes run after the rounds. Raises :class:`~pytest_aaco.measure.inference.SessionError` /
+        :class:`~pytest_aaco.sidebyside.worker_client.WorkerError` from either side,
+        :class:`~pytest_aaco.sidebyside.revision.GitRefError` for a file git cannot give.
+        """
+        label = f"{run.model.name}[{run.provider.short}]"
+        side = self.baseline_for_item(run.model, run.provider.short)
+        if side.status in (UNCHANGED, NEW):
+            result = run.measure(run.handle, settings)
+            return result, self.static_verdict(side, label, gate.threshold, result.mean_ms)
+        raw = ProviderSpec(run.provider.short, run.provider.ep_name)
+        o = self.options
+        graph = GraphChoice.from_dict(run.handle.graph) if run.handle.graph else None
+
+        def provider_for(model: ModelSpec) -> ProviderSpec:
+            # both sides take the candidate's graph decision: one measured quantity on both sides
+            provider = item_provider(model, raw, o.provider_options)
+            return with_graph(provider, graph) if graph is not None else provider
+
+        item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, o.intra_op_threads, o.device_time)
+        result, verdict, _ = self.measure(run.model, side, provider_for, item, gate, level(), label, lock=lock)
+        if o.cold_start:  # measured by the cold-start pass after the rounds (extra_passes.measure_insight)
+            run.compare_cold_start = partial(self.cold_start, run.model, side, provider_for, item, run.feeds,
+                                             o.cold_start, label, o.cold_start_threshold, o.max_contention)
+        return result, verdict
 
     def measure(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
                 item: ItemMeasure, gate: GateSettings, alpha: float, label: str,
@@ -238,4 +313,5 @@ class SideBySideGate:
                 worker.close()
 
 
-__all__ = ["CHANGED", "NEW", "NEW_OUTCOME", "UNCHANGED", "UNCHANGED_OUTCOME", "ItemMeasure", "SideBySideGate"]
+__all__ = ["CHANGED", "NEW", "NEW_OUTCOME", "UNCHANGED", "UNCHANGED_OUTCOME", "ItemMeasure", "ItemOptions",
+           "SideBySideGate", "SideBySideRun"]

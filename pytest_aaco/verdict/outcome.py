@@ -1,18 +1,26 @@
-"""The outcome rule of a test: regression, improvement, no regression or inconclusive.
+"""The outcome rules: what a test's outcome is, and whether a judged item fails.
 
-One rule for every metric and both gates (stored baselines and side by side); no pytest, no I/O.
+* :func:`outcome_of`: regression, improvement, no regression or inconclusive, one rule for every
+  metric and both gates (stored baselines and side by side);
+* :func:`fails`: the one rule for whether a judged record (a latency :class:`~pytest_aaco.records.Verdict`,
+  a cold-start verdict) fails the item. Each verdict stores its decision (``fails`` in its JSON);
+  :attr:`pytest_aaco.records.ItemRecord.fails` only gathers the stored decisions of an item's records.
+
+No pytest, no onnxruntime, no I/O.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Outcome
 
 REGRESSION = Outcome.REGRESSION
 IMPROVEMENT = Outcome.IMPROVEMENT
 NO_REGRESSION = Outcome.NO_REGRESSION
 INCONCLUSIVE = Outcome.INCONCLUSIVE
+ERROR = Outcome.ERROR
 #: one-sided level of the upper bound that must lie below the threshold for "no regression"; the
 #: side-by-side gate spends the same level across its sequential looks
 NO_REGRESSION_ALPHA = 0.05
@@ -50,3 +58,32 @@ def outcome_of(comp: Compared, threshold: float, level: float, faster_level: flo
     if comp.upper(max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha) - 1 < threshold:
         return NO_REGRESSION
     return INCONCLUSIVE
+
+
+class Judged(Protocol):
+    """What :func:`fails` reads of a judged record: its outcome, and whether it found a regression
+    besides its outcome (memory growth, a p99 regression). :class:`~pytest_aaco.records.Verdict` and
+    :class:`~pytest_aaco.passes.coldstart.ColdStartVerdict` are such records."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    @property
+    def regressed_besides(self) -> bool: ...
+
+
+#: no opt-in: only regressions and errors fail (the cold-start gate's rule, and the default)
+NO_OPT_IN = GateSettings()
+
+
+def fails(judged: Judged, settings: GateSettings = NO_OPT_IN) -> bool:
+    """Whether the item must fail for *judged*: a regression (its outcome, or memory or p99 growth
+    besides it) and an error (an unreadable baseline) always; an improvement only with
+    ``settings.fail_on_improvement`` (``--aaco-fail-on-improvement``) and an inconclusive result only
+    with ``settings.strict_inconclusive`` (``--aaco-strict-inconclusive``). Every other outcome
+    (no regression, no baseline, another fingerprint, saved, unchanged, new) passes."""
+    if judged.outcome in (REGRESSION, ERROR) or judged.regressed_besides:
+        return True
+    if judged.outcome == IMPROVEMENT and settings.fail_on_improvement:
+        return True
+    return judged.outcome == INCONCLUSIVE and settings.strict_inconclusive
