@@ -114,6 +114,11 @@ class Verdict:
     version_change: list[str] = field(default_factory=list)
     #: machine keys of other runners that have a baseline for the item, when this runner has none
     other_runners: list[str] = field(default_factory=list)
+    #: device time against the stored history (:func:`pytest_aaco.history.judge.device_check`): ``outcome``,
+    #: ``wall_outcome``, ``ratio``, ``ci_low``, ``ci_high``, ``p_slower``, ``level``, ``mde``, ``kernel_ms``,
+    #: ``busy_ms``, ``kernels`` ({``baseline``, ``candidate``}), ``kernels_added``/``kernels_removed``;
+    #: None where the item was not traced (then absent from :meth:`to_dict`, as in files written before it)
+    device_time: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -137,6 +142,8 @@ class Verdict:
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
+        if data["device_time"] is None:
+            del data["device_time"]
         return data
 
     @classmethod
