@@ -130,6 +130,13 @@ class Verdict:
         return None if self.reference is None else self.reference.get("drift")
 
     @property
+    def device(self) -> dict[str, Any] | None:
+        """Device time's figures, stored (:attr:`device_time`) or side by side (``side_by_side["device_time"]``):
+        ``ratio``, ``ci_low``, ``ci_high``, ``mde``, ``outcome``, ``kernels`` ... ; None when not compared."""
+        found = self.device_time or (self.side_by_side or {}).get("device_time")
+        return found if isinstance(found, dict) and isinstance(found.get("ratio"), (int, float)) else None
+
+    @property
     def change_pct(self) -> float | None:
         return None if self.ratio is None else (self.ratio - 1) * 100
 

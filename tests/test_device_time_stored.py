@@ -321,3 +321,55 @@ def test_the_overhead_script_reads_a_bundle(tmp_path):
     # (0.4 item + 0.1 reference + 0.3 confirmation) s traced of 4.0 + 4.0 s measuring
     assert "resnet50[cuda]: traced 0.80 s of 8.00 s measuring = 10.0%" in out.stdout
     assert "cpu-only[cpu]: not traced" in out.stdout
+
+
+# ----------------------------------------------------------------- reports
+
+def _device_record(tmp_path: Path, result_factory):
+    from pytest_aaco.records import ItemRecord
+
+    baseline = _baseline(tmp_path, result_factory, LEVELS)
+    fp = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cpu",
+                           ep_name="CPUExecutionProvider", provider_options={}, iobinding="none", intra_op_threads=0)
+    baseline.fingerprint = fp.fields
+    current = result_factory([2.0] * 10, seed=9)
+    current.device = _series(0.818 * 1.064, seed=9, extra=8)
+    v = judge_history(current, baseline, fp, GateSettings(), level=0.05, label="resnet50[cuda]")
+    plain = judge_history(result_factory([2.0] * 10, seed=9), baseline, fp, GateSettings(), 0.05, "m[cpu]")
+    return (ItemRecord("t::a", "resnet50", "cuda", "resnet50[cuda]", result=current.to_dict(), verdict=v),
+            ItemRecord("t::b", "m", "cpu", "m[cpu]", result={}, verdict=plain))
+
+
+def test_reports_show_device_time_beside_wall_time(tmp_path, result_factory):
+    from pytest_aaco.reports import html, junit, terminal
+
+    traced, plain = _device_record(tmp_path, result_factory)
+    header, _, first, second = terminal.format_table([traced, plain])
+    assert header.split()[11:13] == ["device", "time"] and header.index("device time") > header.index("vs baseline")
+    assert "+6.4% [" in first and "regression" in first
+    assert "device" not in terminal.format_table([plain])[0]  # sessions without device time keep their table
+    props = dict(junit.properties(traced))
+    assert props["aaco_device_time_outcome"] == "regression"
+    assert float(props["aaco_device_time_change_pct"]) == pytest.approx(6.4, abs=0.1)
+    assert float(props["aaco_kernels_per_run"]) == 227 and "aaco_device_time_mde" in props
+    assert not any(k.startswith("aaco_device") for k, _ in junit.properties(plain))
+    page = html.overview_table([traced, plain])
+    assert "device time (95% CI)" in page and "kernels 219 -&gt; 227" in page
+    assert "device time" not in html.overview_table([plain])
+
+
+def test_baseline_show_lists_device_time_per_run(tmp_path, result_factory, capsys):
+    from pytest_aaco import cli
+    from pytest_aaco.history.store import save_run
+
+    fp = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cuda",
+                           ep_name="CUDAExecutionProvider", provider_options={}, iobinding="none", intra_op_threads=0)
+    path = tmp_path / "store" / fp.machine_key / "x.json"
+    for seed in range(2):
+        result = result_factory([2.0] * 4, seed=seed)
+        result.device = _series(0.818, seed=seed)
+        save_run(path, "t::x", fp, result, 10, False, {})
+    assert cli.main(["baseline", "show", "--baseline-dir", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    assert "device ms" in out and "busy ms" in out and "kernels" in out
+    assert "0.8180" in out.replace("0.8179", "0.8180") and "219.0" in out

@@ -72,9 +72,25 @@ def machine(drift: float | None) -> str:
     return "-" if drift is None else f"{drift * 100:+.0f}%"
 
 
+def device_change(record: ItemRecord) -> str:
+    """Device time's change in % with its 95% CI (``+6.4% [+5.9,+6.9]``), ``-`` when not compared."""
+    dev = record.verdict.device if record.verdict is not None else None
+    if dev is None:
+        return "-"
+    text = pct(dev["ratio"])
+    if isinstance(dev.get("ci_low"), (int, float)) and isinstance(dev.get("ci_high"), (int, float)):
+        text += f" [{(dev['ci_low'] - 1) * 100:+.1f},{(dev['ci_high'] - 1) * 100:+.1f}]"
+    return text
+
+
 def format_table(records: Sequence[ItemRecord]) -> list[str]:
-    """Aligned text lines: header, rule, one row per item in run order."""
-    return format_rows(COLUMNS, [row(r) for r in records], NUMERIC)
+    """Aligned text lines: header, rule, one row per item in run order; with a ``device time``
+    column after ``vs baseline`` when some item's device time was compared (GPU items with a tracer)."""
+    if not any(r.verdict is not None and r.verdict.device is not None for r in records):
+        return format_rows(COLUMNS, [row(r) for r in records], NUMERIC)
+    at = COLUMNS.index("vs baseline") + 1
+    rows = [(*cells[:at], device_change(r), *cells[at:]) for r in records for cells in (row(r),)]
+    return format_rows((*COLUMNS[:at], "device time", *COLUMNS[at:]), rows, NUMERIC)
 
 
 def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
