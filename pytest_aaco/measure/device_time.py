@@ -239,13 +239,19 @@ class TracedSide:
     runs: int = DEVICE_RUNS
     blocks: list[DeviceBlock] = field(default_factory=list)
     name: str = ""
+    #: time spent in traced blocks (ns), for the overhead figure
+    traced_ns: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.name or str(self.inner.name)
 
     def block(self, iterations: int) -> Any:
         latencies = self.inner.block(iterations)
-        self.blocks.append(self.tracer.trace(self.inner.run, self.runs))
+        start = time.perf_counter_ns()
+        try:
+            self.blocks.append(self.tracer.trace(self.inner.run, self.runs))
+        finally:
+            self.traced_ns += time.perf_counter_ns() - start
         return latencies
 
 
