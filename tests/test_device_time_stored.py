@@ -377,3 +377,25 @@ def test_baseline_show_lists_device_time_per_run(tmp_path, result_factory, capsy
     out = capsys.readouterr().out
     assert "device ms" in out and "busy ms" in out and "kernels" in out
     assert "0.8180" in out.replace("0.8179", "0.8180") and "219.0" in out
+
+
+def test_a_device_time_regression_needs_the_confirmation_look_to_find_it_too(tmp_path, result_factory):
+    from pytest_aaco.history.judge import confirm
+
+    baseline = _baseline(tmp_path, result_factory, LEVELS)
+    fp = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cpu",
+                           ep_name="CPUExecutionProvider", provider_options={}, iobinding="none", intra_op_threads=0)
+    baseline.fingerprint = fp.fields
+
+    def look(factor: float, seed: int) -> Verdict:
+        current = result_factory([2.0] * 10, seed=seed)
+        current.device = _series(0.818 * factor, seed=seed)
+        return judge_history(current, baseline, fp, GateSettings(), 0.05, "m[cuda]")
+
+    confirmed = confirm(look(1.064, 9), look(1.065, 10))
+    assert confirmed.fails and confirmed.confirmed and confirmed.message.startswith("REGRESSION m[cuda]: device time")
+    first = look(1.064, 9)
+    assert first.fails
+    unconfirmed = confirm(first, look(1.0, 10))
+    assert not unconfirmed.fails and unconfirmed.outcome == "inconclusive" and unconfirmed.confirmed is False
+    assert unconfirmed.device_time["outcome"] == "inconclusive"  # the reports do not show a regression

@@ -758,6 +758,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     first.confirmed = False
     first.first_look = first_look
     first.outcome = INCONCLUSIVE
+    if first.device_time and first.device_time.get("outcome") == REGRESSION:  # not confirmed either
+        first.device_time = {**first.device_time, "outcome": str(INCONCLUSIVE), "first_outcome": str(REGRESSION)}
     first.p99 = None if first.p99 is None else {**first.p99, "regression": False}
     first.unconfirmed_by = second.message
     first.notes.append("not confirmed: " + second.message)
