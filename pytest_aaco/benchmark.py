@@ -21,6 +21,7 @@ import pytest
 
 from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.device_time import DeviceTracer
 from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import (
     MeasureSettings,
@@ -228,6 +229,11 @@ class BenchmarkRun:
     #: set by :meth:`~pytest_aaco.sidebyside.gate.SideBySideGate.judge_item`); the cold-start pass after
     #: the rounds (:func:`pytest_aaco.extra_passes.measure_insight`) calls it
     compare_cold_start: Callable[[], SideBySideColdStart] | None = None
+    #: device time in stored rounds: the EP's kernel tracer (:func:`pytest_aaco.measure.device_time.tracer_for`),
+    #: and, where device time was wanted but no tracer is available, the one line saying why (the item is
+    #: then gated on wall time)
+    tracer: DeviceTracer | None = None
+    no_tracer: str | None = None
 
     @property
     def feeds(self) -> dict[str, np.ndarray]:
@@ -254,7 +260,7 @@ class BenchmarkRun:
         with self.device_lock():
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
-                                   telemetry=self._telemetry(), reference=self.reference)
+                                   telemetry=self._telemetry(), reference=self.reference, tracer=self.tracer)
         add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
         if handle.device_probe is not None and "summary" in (result.telemetry or {}):
             record_own_vram(result.telemetry["summary"], *handle.device_probe.stop())

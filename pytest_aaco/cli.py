@@ -333,12 +333,22 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
         (b,) = found
         _out(f"history of {b.path}:")
         hist = []
+        traced = any(isinstance(run.get("device_time"), dict) for run in b.history)
         for i, run in enumerate(b.history):
             figures = run.get("summary") or {}
-            hist.append((str(i + 1), str(run.get("timestamp", "-")), str(len(run.get("rounds") or [])),
-                         *(num(figures.get(k), ".3f") for k in ("mean_ms", "p50_ms", "p99_ms"))))
-        header = ("#", "timestamp", "rounds", "mean ms", "p50 ms", "p99 ms")
-        for line in format_rows(header, hist, numeric=frozenset({0, 2, 3, 4, 5})):
+            cells = (str(i + 1), str(run.get("timestamp", "-")), str(len(run.get("rounds") or [])),
+                     *(num(figures.get(k), ".3f") for k in ("mean_ms", "p50_ms", "p99_ms")))
+            if traced:  # device time per run: kernel-time sum, busy time (union), kernels
+                dev = run.get("device_time") or {}
+                cells += tuple(num(dev.get(k), f) for k, f in (("kernel_ms", ".4f"), ("busy_ms", ".4f"),
+                                                               ("kernels", ".1f")))
+            hist.append(cells)
+        header: tuple[str, ...] = ("#", "timestamp", "rounds", "mean ms", "p50 ms", "p99 ms")
+        numeric = {0, 2, 3, 4, 5}
+        if traced:
+            header += ("device ms", "busy ms", "kernels")
+            numeric |= {6, 7, 8}
+        for line in format_rows(header, hist, numeric=frozenset(numeric)):
             _out(line)
     return USAGE_ERROR if problems else OK
 

@@ -87,7 +87,9 @@ def _saved(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerpr
         extra["gpu"] = {k: record.gpu.get(k) for k in ("uuid", "pci_bus_id", "name")}
     saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset, extra)
     record.warnings.extend(saved.warnings)  # a file moved aside, a history archived: the terminal says so
-    return finish(Verdict(Outcome.SAVED, label, settings.threshold, reason=f"{label}: {saved.note}",
+    why_not = run.no_tracer or result.device_note  # no device time saved: say which package (or why)
+    return finish(Verdict(Outcome.SAVED, label, settings.threshold,
+                          reason=f"{label}: {saved.note}" + (f"; {why_not}" if why_not else ""),
                           current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs,
                           baseline_path=str(path), fingerprint_id=fp.id), settings)
 
@@ -122,6 +124,9 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
         busy = [other_processes_cores(r.telemetry, os.cpu_count() or 1) for r in looks]
         verdict = under_contention(verdict, max((b for b in busy if b is not None), default=0.0),
                                    c.max_contention, settings)
+    if run.no_tracer and baseline is not None:  # device time wanted, no tracer: one line saying what to install
+        verdict.notes.append(run.no_tracer)
+        verdict = finish(verdict, settings)
     if gated:
         ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
         ctx.machine_offset.record(verdict)

@@ -25,6 +25,7 @@ from pytest_aaco.benchmark import (
     smoke_run,
 )
 from pytest_aaco.config import AacoConfig, add_options, auto_workers
+from pytest_aaco.measure.device_time import DeviceTimeUnavailable
 from pytest_aaco.measure.graph import GraphRefused, graph_build_problem
 from pytest_aaco.measure.inference import SessionError, SessionHandle, check_placement
 from pytest_aaco.measure.inputs import InputError
@@ -227,6 +228,11 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
                        side_gate=session.side_gate, lond=session.lond,
                        reference=None if session.side_gate is not None else session.reference_for(provider))
     label = f"{aaco_model.name}[{provider.short}]"
+    if session.side_gate is None and not session.config.smoke:  # side by side traces its own cycles
+        try:
+            run.tracer, run.no_tracer = session.tracer_for(provider)
+        except DeviceTimeUnavailable as exc:  # --aaco-device-time=on without a tracer
+            _fail(request, aaco_model, provider, str(exc))
     if session.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
         def smoke(**overrides: Any) -> BenchmarkResult:
             try:

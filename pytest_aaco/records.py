@@ -281,6 +281,11 @@ class Verdict:
     version_change: list[str] = field(default_factory=list)
     #: machine keys of other runners that have a baseline for the item, when this runner has none
     other_runners: list[str] = field(default_factory=list)
+    #: device time against the stored history (:func:`pytest_aaco.history.judge.device_check`): ``outcome``,
+    #: ``wall_outcome``, ``ratio``, ``ci_low``, ``ci_high``, ``p_slower``, ``level``, ``mde``, ``kernel_ms``,
+    #: ``busy_ms``, ``kernels`` ({``baseline``, ``candidate``}), ``kernels_added``/``kernels_removed``;
+    #: None where the item was not traced (then absent from :meth:`to_dict`, as in files written before it)
+    device_time: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -290,6 +295,13 @@ class Verdict:
         """How much slower (fraction, > 0) or faster (< 0) the reference ran than in the history:
         the machine's own change of speed; None without a comparable reference."""
         return None if self.reference is None else self.reference.drift
+
+    @property
+    def device(self) -> dict[str, Any] | None:
+        """Device time's figures, stored (:attr:`device_time`) or side by side (``side_by_side["device_time"]``):
+        ``ratio``, ``ci_low``, ``ci_high``, ``mde``, ``outcome``, ``kernels`` ... ; None when not compared."""
+        found = self.device_time or (self.side_by_side.device_time if self.side_by_side is not None else None)
+        return found if isinstance(found, dict) and isinstance(found.get("ratio"), (int, float)) else None
 
     @property
     def change_pct(self) -> float | None:
@@ -317,6 +329,8 @@ class Verdict:
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
+        if data["device_time"] is None:
+            del data["device_time"]
         return data
 
     @classmethod

@@ -34,7 +34,9 @@ from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure import device_time
 from pytest_aaco.measure.compile_cache import set_compile_cache
+from pytest_aaco.measure.device_time import DeviceTracer
 from pytest_aaco.measure.graph import GraphChoice, choose_graph, symbolic_inputs, with_graph, without_graph
 from pytest_aaco.measure.inference import (
     MeasureSettings,
@@ -120,6 +122,7 @@ class AacoSession:
                 raise pytest.UsageError(str(exc)) from None
         self._references = ReferenceCache(config.reference)
         self.machine_offset = MachineOffset()
+        self._tracers: dict[str, tuple[DeviceTracer | None, str | None]] = {}
 
     # ------------------------------------------------------------ registry and providers
 
@@ -195,6 +198,15 @@ class AacoSession:
                                                f" {provider.ep_name}: {exc}; items are judged on raw figures"
                                                " (--aaco-reference=none silences this)"), stacklevel=2)
             return None
+
+    def tracer_for(self, provider: ProviderSpec) -> tuple[DeviceTracer | None, str | None]:
+        """The kernel tracer for *provider*'s stored rounds under ``--aaco-device-time``, found once per EP
+        (:func:`pytest_aaco.measure.device_time.tracer_for`): ``(tracer, None)``, or ``(None, the line saying
+        which package to install)``, or ``(None, None)`` where device time does not apply. Raises
+        :class:`~pytest_aaco.measure.device_time.DeviceTimeUnavailable` with ``on`` and no tracer."""
+        if provider.short not in self._tracers:
+            self._tracers[provider.short] = device_time.tracer_for(provider.short, self.config.device_time)
+        return self._tracers[provider.short]
 
     def placement(self, handle: SessionHandle, feeds: dict[str, np.ndarray]) -> Placement:
         """Node placement of *handle*'s model and EP (:func:`pytest_aaco.measure.placement.placement_report`),

@@ -219,6 +219,119 @@ def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "
                   reference=figures)
 
 
+def _device_record(run: dict[str, Any]) -> dict[str, Any] | None:
+    """A history run's item device time (``device_time`` with at least one block log-mean), or None."""
+    dev = run.get("device_time")
+    return dev if isinstance(dev, dict) and dev.get("log_means") else None
+
+
+def _paired_logs(item: list[float], reference: list[float]) -> list[float]:
+    """Per block ``ln(item) - ln(reference)`` over the blocks both have (a failed trace leaves fewer)."""
+    return [float(a) - float(b) for a, b in zip(item, reference, strict=False)]
+
+
+def device_series(result: BenchmarkResult, baseline: Baseline, min_history: int = default("min-history")
+                  ) -> Series | None:
+    """The device-time series the history test runs on, or None when this run or every history run
+    lacks device time.
+
+    The item's traced blocks' ln(kernel time per run) (:attr:`pytest_aaco.measure.device_time.
+    DeviceSeries.log_means`), chosen as :func:`choose_series` chooses wall time, on the reference
+    workload's *device time* (clocks move kernels too): with ``max(min_history, 4)`` history runs
+    whose reference (same id) was traced, ``adjusted`` (the item's run means regressed on the
+    reference's, :func:`pytest_aaco.verdict.stats.fit_reference`); with fewer, ``normalized`` (per block
+    ``ln(item) - ln(reference)``); ``raw`` when the reference has no device time here or in the history
+    (the reason says which). Raises ValueError for non-finite stored figures.
+    """
+    dev = result.device
+    if dev is None or not dev.blocks:
+        return None
+    history = [(run, rec) for run in baseline.history if (rec := _device_record(run)) is not None]
+    if not history:
+        return None
+    current = np.asarray(dev.log_means, float)
+    raw = Series(RAW, current, [list(rec["log_means"]) for _, rec in history])
+    ref = result.reference
+    ref_dev = ref.device if ref is not None else None
+    if ref is None:
+        return replace(raw, reason="no reference workload was measured")
+    if ref_dev is None:
+        return replace(raw, reason="the reference workload was not traced")
+    pairs = [(rec, run["reference"]["device_time"]) for run, rec in history
+             if isinstance(run.get("reference"), dict) and run["reference"].get("id") == ref.id
+             and isinstance(run["reference"].get("device_time"), dict)
+             and run["reference"]["device_time"].get("log_means")]
+    if not pairs:
+        return replace(raw, reason="the history has no device time of this reference workload")
+    figures = reference_drift(ref_dev.log_means, [r["log_means"] for _, r in pairs], ref.name, ref.id,
+                              ref_dev.kernel_ms)
+    if len(pairs) >= max(min_history, 4):
+        fit = stats.fit_reference([np.mean(item["log_means"]) for item, _ in pairs],
+                                  [np.mean(r["log_means"]) for _, r in pairs])
+        return Series(ADJUSTED, current, [list(item["log_means"]) for item, _ in pairs],
+                      reference=replace(figures, sensitivity=fit.slope), covariate=np.asarray(ref_dev.log_means, float),
+                      fit=fit)
+    return Series(NORMALIZED, np.asarray(_paired_logs(dev.log_means, ref_dev.log_means), float),
+                  [_paired_logs(item["log_means"], r["log_means"]) for item, r in pairs], reference=figures)
+
+
+def kernel_changes(before: dict[str, float], after: dict[str, float], top: int = 5
+                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Kernel names whose launches per run grew (*added*) or shrank (*removed*) by more than 0.5
+    between *before* and *after* (name -> launches per run), largest change first, *top* of each."""
+    delta = {n: float(after.get(n, 0.0)) - float(before.get(n, 0.0)) for n in set(before) | set(after)}
+    added = sorted(((n, d) for n, d in delta.items() if d > 0.5), key=lambda x: (-x[1], x[0]))[:top]
+    removed = sorted(((n, -d) for n, d in delta.items() if d < -0.5), key=lambda x: (-x[1], x[0]))[:top]
+    return added, removed
+
+
+def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSettings, level: float
+                 ) -> dict[str, Any] | None:
+    """Device time against the stored history, with the statistics wall time gets: the history
+    test (:meth:`Series.test`: the prediction-interval t-test, Welch's test with the run-to-run term
+    on a short history, or the reference-adjusted test) on the series of :func:`device_series`, the
+    same outcome rule (:func:`pytest_aaco.verdict.outcome.outcome_of`) at the item's *level* and
+    ``settings.device_threshold`` (``--aaco-device-threshold``), its own 95% CI and MDE (power 0.8).
+    No variance prior: the runner's priors are fitted on wall time.
+
+    Returns None when there is nothing to compare (this run or the history lacks device time), else
+    ``{"outcome", "threshold", "ratio", "ci_low", "ci_high", "p_slower", "p_faster", "level", "mde", "method",
+    "series", "reason", "runs", "kernel_ms", "busy_ms", "kernels"`` (each ``{"baseline",
+    "candidate"}``, ms per run and kernels per run), ``"kernels_added", "kernels_removed"`` (``[name,
+    launches per run]``, vs the latest traced history run), ``"reference"``}; a ValueError from the
+    statistics becomes ``outcome`` inconclusive with the reason.
+    """
+    try:
+        series = device_series(result, baseline, settings.min_history)
+    except ValueError as exc:
+        return {"outcome": str(INCONCLUSIVE), "reason": str(exc)}
+    if series is None or result.device is None:
+        return None
+    dev = result.device
+    records = [rec for run in baseline.history if (rec := _device_record(run)) is not None]
+    try:
+        comp = series.test(settings.min_history, settings.run_noise, None, None)
+    except ValueError as exc:
+        return {"outcome": str(INCONCLUSIVE), "reason": str(exc)}
+    lo, hi = comp.ci(0.95)
+
+    def past(key: str) -> float:
+        values = [float(r[key]) for r in records if isinstance(r.get(key), (int, float))]
+        return float(np.median(values)) if values else float("nan")
+
+    added, removed = kernel_changes(records[-1].get("kernel_names") or {}, dev.names_per_run())
+    return {"outcome": str(outcome_of(comp, settings.device_threshold, level)), "ratio": float(comp.ratio),
+            "threshold": settings.device_threshold,
+            "ci_low": float(lo), "ci_high": float(hi), "p_slower": float(comp.p_slower),
+            "p_faster": float(comp.p_faster), "level": float(level), "mde": float(comp.mde(level)),
+            "method": comp.method, "series": series.kind, "reason": series.reason, "runs": len(series.history),
+            "kernel_ms": {"baseline": past("kernel_ms"), "candidate": dev.kernel_ms},
+            "busy_ms": {"baseline": past("busy_ms"), "candidate": dev.busy_ms},
+            "kernels": {"baseline": past("kernels"), "candidate": dev.kernels},
+            "kernels_added": [[n, c] for n, c in added], "kernels_removed": [[n, c] for n, c in removed],
+            "reference": series.reference.to_dict() if series.reference is not None else None}
+
+
 def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None) -> bool:
     """Whether a regression or improvement must be withheld because the machine changed speed.
 
@@ -418,11 +531,46 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
             verdict.notes.append(regime)
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
+    _add_device_time(verdict, result, baseline, settings, level)
     verdict.unstable = stability(result, baseline)
     verdict.memory = history_memory_growth(result, baseline, settings)
     if settings.gate_p99:
         verdict.p99 = p99_check(result, baseline, level, t)
     return finish(verdict, settings)
+
+
+def _add_device_time(verdict: Verdict, result: BenchmarkResult, baseline: Baseline, settings: GateSettings,
+                     level: float) -> None:
+    """Judge device time too (:func:`device_check`) and keep it on *verdict*: a device-time
+    regression makes the verdict a regression (``wall_outcome`` keeps wall time's own outcome); a
+    run without device time, or a history without it, says so in a note and stays gated on wall time."""
+    if result.device_note:
+        verdict.notes.append(result.device_note)
+    if result.device is None:
+        return
+    dev = device_check(result, baseline, settings, level)
+    if dev is None:
+        verdict.notes.append("device time: the baseline has no device time yet, gated on wall time (each"
+                             " --aaco-save-baseline now records it)")
+        return
+    dev["wall_outcome"] = str(verdict.outcome)
+    verdict.device_time = dev
+    if "ratio" not in dev:
+        verdict.notes.append(f"device time inconclusive: {dev.get('reason')}")
+    elif dev["outcome"] == REGRESSION:
+        verdict.outcome = REGRESSION
+    elif dev.get("reason"):
+        verdict.notes.append(f"device time on raw figures: {dev['reason']}")
+
+
+def flagged_metrics(v: Verdict) -> list[str]:
+    """The metrics *v* found a regression in: ``device time`` and/or ``wall time`` (p99 counts as wall time)."""
+    dev = v.device_time or {}
+    found = ["device time"] if dev.get("outcome") == REGRESSION else []
+    wall = dev.get("wall_outcome", v.outcome) if dev else v.outcome
+    if wall == REGRESSION or v.p99_regressed:
+        found.append("wall time")
+    return found
 
 
 _HEADS = {REGRESSION: "REGRESSION", IMPROVEMENT: "IMPROVEMENT", NO_REGRESSION: "no regression",
@@ -461,6 +609,13 @@ def _threshold(dev: dict[str, Any], v: Verdict) -> str:
     """The device-time threshold of a side-by-side record (older records: the wall-time one)."""
     t = dev.get("threshold")
     return f"{(v.threshold if t is None else t):.1%}".replace(".0%", "%")
+
+
+def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
+    """The device-time part of a stored-baseline message: :func:`_device_text` with ``vs baseline``,
+    its p, level, minimum detectable effect and threshold, from :func:`device_check`'s record."""
+    return (f"{_device_text(dev)} vs baseline, p={dev['p_slower']:.2g} at level {dev['level']:.2g},"
+            f" device-time minimum detectable effect {dev['mde']:.1%}, device-time threshold {_threshold(dev, v)}")
 
 
 def _side_by_side_text(v: Verdict) -> str:
@@ -522,9 +677,18 @@ def render_message(v: Verdict) -> str:
         return v.reason or f"{v.outcome} {v.label}"
     assert v.ci_low is not None and v.ci_high is not None and v.level is not None  # set with the ratio
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
-    text = (f"{_HEADS[v.outcome]} {v.label}: mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms"
-            f" ({_pct(v.ratio)}, 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}), p={p_shown:.2g} at level"
-            f" {v.level:.2g}, threshold {v.threshold:.0%}; {_method_text(v)}")
+    dev = v.device_time if v.device_time and "ratio" in v.device_time else None
+    wall = (f"mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms"
+            f" ({_pct(v.ratio)}, 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)})")
+    if dev is not None and flagged_metrics(v) == ["device time"]:
+        # device time failed, wall time did not: the headline is the metric that failed
+        text = (f"{_HEADS[REGRESSION]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
+                f" ({dev.get('wall_outcome')}), threshold {v.threshold:.0%}; {_method_text(v)}")
+    else:
+        text = (f"{_HEADS[v.outcome]} {v.label}: {'wall time ' if dev else ''}{wall}, p={p_shown:.2g} at level"
+                f" {v.level:.2g}, threshold {v.threshold:.0%}; {_method_text(v)}")
+        if dev is not None:
+            text += f"; {_stored_device_text(dev, v)}"
     if v.outcome == INCONCLUSIVE:
         text += f"; minimum detectable effect {v.mde:.1%}: add rounds or history (--aaco-rounds, --aaco-save-baseline)"
     if v.outcome == IMPROVEMENT:
@@ -580,7 +744,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
         return finish(first, settings)
     second.memory = memory
     first.memory = memory
-    if _latency_flagged(second) and fails(second, settings):
+    common = set(flagged_metrics(first)) & set(flagged_metrics(second))
+    if _latency_flagged(second) and fails(second, settings) and common:
         second.confirmed = True
         second.first_look = first_look
         second.notes.append(confirmation_note(first_look))
@@ -588,6 +753,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     first.confirmed = False
     first.first_look = first_look
     first.outcome = INCONCLUSIVE
+    if first.device_time and first.device_time.get("outcome") == REGRESSION:  # not confirmed either
+        first.device_time = {**first.device_time, "outcome": str(INCONCLUSIVE), "first_outcome": str(REGRESSION)}
     first.p99 = None if first.p99 is None else replace(first.p99, regression=False)
     first.unconfirmed_by = second.message
     first.notes.append("not confirmed: " + second.message)
@@ -600,8 +767,8 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
     inconclusive (a memory regression, or ``--aaco-strict-inconclusive``, still fails). In the
     verdict-quality study this turned 14 of 160 unchanged-model false alarms on a contended
     2-core machine into 4, keeping most detections (docs/verdict-quality.md)."""
-    if v.outcome != REGRESSION or others_cores <= limit:
-        return v
+    if v.outcome != REGRESSION or others_cores <= limit or "device time" in flagged_metrics(v):
+        return v  # device time is what the GPU did: other processes on the host do not explain it
     v.outcome = INCONCLUSIVE
     v.confirmed = None
     v.contention = Contention(others_cores, limit)

@@ -264,9 +264,24 @@ def _check_numbers(path: Path, where: str, run: dict[str, Any]) -> None:
                                           "share": (0, 1, False)}.items():
             if key in ref:
                 _number(path, f"{where}.reference.{key}", ref[key], low, high, integer)
+    for owner, at in ((run, where), (ref if isinstance(ref, dict) else {}, f"{where}.reference")):
+        _check_device_time(path, f"{at}.device_time", owner.get("device_time"))
     for key, value in run.items():
         if key not in ("rounds", "summary", "reference"):
             _free_numbers(path, f"{where}.{key}", value)
+
+
+def _check_device_time(path: Path, where: str, dev: Any) -> None:
+    """An optional ``device_time`` record (a run's, or its reference's): a dict whose ``log_means``
+    is a list of ln ms within :data:`MAX_LOG`, its other numbers finite (non-negative under ``*_ms``/``*_s``)."""
+    if dev is None:
+        return
+    if not isinstance(dev, dict) or not isinstance(dev.get("log_means"), list):
+        raise _bad(path, where, dev, "expected a device-time record with a 'log_means' list")
+    for key in ("log_means", "busy_log_means"):
+        for index, value in enumerate(dev.get(key) or []):
+            _number(path, f"{where}.{key}[{index}]", value, -MAX_LOG, MAX_LOG)
+    _free_numbers(path, where, {k: v for k, v in dev.items() if k not in ("log_means", "busy_log_means")})
 
 
 def _check_latencies(path: Path, where: str, rounds: list[list[Any]]) -> None:
@@ -383,7 +398,10 @@ def run_record(result: BenchmarkResult, extra: JSONDict | None = None) -> JSONDi
     """The history entry for one run: timestamp, round summaries (raw round log-means), summary,
     telemetry summary, *extra* entries (``cold_start``, ``profile``: what the run measured beside its
     rounds) and, with a reference workload, its series (:class:`~pytest_aaco.measure.results.ReferenceSeries`:
-    the reference's round log-means, the normalized ones and its identity)."""
+    the reference's round log-means, the normalized ones and its identity). With a kernel tracer, the
+    item's ``device_time`` (and the reference's, inside ``reference``): :meth:`pytest_aaco.measure.
+    device_time.DeviceSeries.to_dict`, kernel time, busy time and kernels per run, and per traced
+    block the ln kernel time per run the history test needs; files without it load unchanged."""
     record = {
         "timestamp": _now(),
         "rounds": [r.summary() for r in result.rounds],
@@ -393,6 +411,8 @@ def run_record(result: BenchmarkResult, extra: JSONDict | None = None) -> JSONDi
     }
     if result.reference is not None:
         record["reference"] = result.reference.to_dict()
+    if result.device is not None:
+        record["device_time"] = result.device.to_dict()
     return record
 
 

@@ -25,8 +25,10 @@ Units: ms per run; timestamps in ns on the tracer's own clock.
 
 from __future__ import annotations
 
+import math
 import shutil
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -257,11 +259,135 @@ class TracedSide:
     runs: int = DEVICE_RUNS
     blocks: list[DeviceBlock] = field(default_factory=list)
     name: str = ""
+    #: time spent in traced blocks (ns), for the overhead figure
+    traced_ns: int = 0
 
     def __post_init__(self) -> None:
         self.name = self.name or str(self.inner.name)
 
     def block(self, iterations: int) -> Any:
         latencies = self.inner.block(iterations)
-        self.blocks.append(self.tracer.trace(self.inner.run, self.runs))
+        start = time.perf_counter_ns()
+        try:
+            self.blocks.append(self.tracer.trace(self.inner.run, self.runs))
+        finally:
+            self.traced_ns += time.perf_counter_ns() - start
         return latencies
+
+
+#: kernel names kept per stored run (the most launched), enough to name what a change added or removed
+MAX_STORED_NAMES = 100
+
+
+@dataclass
+class DeviceRecorder:
+    """Traced blocks of one run callable, taken between the wall-time blocks of a stored-baseline
+    measurement (the item's, or the reference workload's): :meth:`trace` runs one traced block of
+    ``runs`` runs. The first :class:`DeviceTimeUnavailable` stops tracing and is kept in ``failed``
+    (the measurement goes on, gated on wall time). ``traced_ns``: time spent in traced blocks (ns)."""
+
+    tracer: DeviceTracer
+    run: Callable[[], object]
+    runs: int = DEVICE_RUNS
+    blocks: list[DeviceBlock] = field(default_factory=list)
+    traced_ns: int = 0
+    failed: str | None = None
+    #: the whole measuring phase (ns, traced blocks included), set by whoever ran it
+    measure_ns: int = 0
+
+    def trace(self) -> None:
+        """One traced block (nothing once tracing failed)."""
+        if self.failed is not None:
+            return
+        start = time.perf_counter_ns()
+        try:
+            self.blocks.append(self.tracer.trace(self.run, self.runs))
+        except DeviceTimeUnavailable as exc:
+            self.failed = f"{exc}; gated on wall time only"
+        finally:
+            self.traced_ns += time.perf_counter_ns() - start
+
+    def series(self) -> DeviceSeries | None:
+        """The blocks so far as a :class:`DeviceSeries`; None without a block."""
+        if not self.blocks:
+            return None
+        return DeviceSeries(str(getattr(self.tracer, "source", "tracer")), tuple(self.blocks), self.traced_ns / 1e9,
+                            self.measure_ns / 1e9)
+
+
+@dataclass
+class RecordedSide:
+    """An interleaved side (``name``, ``block(n)``) followed by one traced block of *recorder* after
+    every wall-time block; the wall-time latencies are returned unchanged."""
+
+    inner: Any
+    recorder: DeviceRecorder
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    def block(self, iterations: int) -> Any:
+        latencies = self.inner.block(iterations)
+        self.recorder.trace()
+        return latencies
+
+
+@dataclass(frozen=True)
+class DeviceSeries:
+    """Device time of one measurement: its traced blocks (one after each wall-time block), oldest first.
+
+    ``traced_s``: seconds spent in traced blocks; ``measure_s``: seconds of the whole measuring
+    phase, traced blocks included (0 where not known), so ``traced_s / measure_s`` is the tracing
+    overhead. Per-run figures are over all traced runs: ``kernel_ms`` (kernel-time sum per run,
+    ms), ``busy_ms`` (union of kernel intervals per run, ms), ``kernels`` (per run).
+    :attr:`log_means` (ln of each block's kernel time per run, shape ``(blocks,)``) is what the
+    history test runs on.
+    """
+
+    source: str
+    blocks: tuple[DeviceBlock, ...]
+    traced_s: float = 0.0
+    measure_s: float = 0.0
+
+    @property
+    def runs(self) -> int:
+        return sum(b.runs for b in self.blocks)
+
+    def _per_run(self, key: str) -> float:
+        return float(sum(getattr(b, key) * b.runs for b in self.blocks) / max(self.runs, 1))
+
+    @property
+    def kernel_ms(self) -> float:
+        return self._per_run("kernel_ms")
+
+    @property
+    def busy_ms(self) -> float:
+        return self._per_run("busy_ms")
+
+    @property
+    def kernels(self) -> float:
+        return self._per_run("kernels")
+
+    @property
+    def log_means(self) -> list[float]:
+        return [math.log(max(b.kernel_ms, 1e-12)) for b in self.blocks]
+
+    def names_per_run(self) -> dict[str, float]:
+        """Kernel name -> launches per run, the :data:`MAX_STORED_NAMES` most launched."""
+        total: Counter[str] = Counter()
+        for b in self.blocks:
+            total.update(b.names)
+        runs = max(self.runs, 1)
+        return {name: round(count / runs, 3) for name, count in total.most_common(MAX_STORED_NAMES)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored in baselines and bundles: ``source``, ``blocks``, ``runs`` (per block),
+        ``kernel_ms``, ``busy_ms``, ``kernels`` (per run), ``log_means`` (per block),
+        ``busy_log_means`` (ln busy ms per run, per block), ``kernel_names`` (launches per run),
+        ``traced_s`` and ``measure_s``."""
+        return {"source": self.source, "blocks": len(self.blocks), "runs": self.blocks[0].runs if self.blocks else 0,
+                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels,
+                "log_means": self.log_means,
+                "busy_log_means": [math.log(max(b.busy_ms, 1e-12)) for b in self.blocks],
+                "kernel_names": self.names_per_run(), "traced_s": self.traced_s, "measure_s": self.measure_s}

@@ -30,6 +30,7 @@ from pytest_aaco.measure.compile_cache import (
     keyed_folder,
     user_steered,
 )
+from pytest_aaco.measure.device_time import DeviceRecorder, DeviceTracer
 from pytest_aaco.measure.plugin_eps import PluginEpError, add_plugin_provider, plugin_ep_names
 from pytest_aaco.measure.providers import (
     OPTION_KEYS,
@@ -434,30 +435,39 @@ def adaptive_iterations(warmup_ms: np.ndarray) -> int:
     return int(np.clip(round(TARGET_ROUND_S / max(per_iter_s, 1e-6)), MIN_ITERATIONS, MAX_ITERATIONS))
 
 
-def measure_rounds(run: Callable[[], object], rounds: int, iterations: int) -> list[RoundResult]:
-    """*rounds* blocks of *iterations* timed runs each (``perf_counter_ns``), as RoundResults in ms."""
+def measure_rounds(run: Callable[[], object], rounds: int, iterations: int,
+                   after: Callable[[], None] | None = None) -> list[RoundResult]:
+    """*rounds* blocks of *iterations* timed runs each (``perf_counter_ns``), as RoundResults in ms.
+    *after*, when given, runs after each round, outside its timed window (a traced block)."""
     results = []
     for index in range(rounds):
         start = time.perf_counter_ns()
         lat = time_iterations(run, iterations)
         results.append(RoundResult(index, lat / 1e6, start, time.perf_counter_ns()))
+        if after is not None:
+            after()
     return results
 
 
 def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
-                  model: str, batch: int, telemetry: Any = None, reference: Any = None) -> BenchmarkResult:
+                  model: str, batch: int, telemetry: Any = None, reference: Any = None,
+                  tracer: DeviceTracer | None = None) -> BenchmarkResult:
     """Warm up, then measure ``settings.rounds`` rounds on *handle*.
 
     *telemetry* is an object with ``start()``, ``stop()`` and ``to_dict()`` (a
     TelemetrySession), run during the measured rounds only. With *reference* (a
     :class:`pytest_aaco.measure.reference_workload.Reference`), every round is paired with a reference block
     (:meth:`~pytest_aaco.measure.reference_workload.Reference.measure_alongside`) and the result's ``reference``
-    holds that series. The session's providers are checked before and after measuring; a
-    fallback raises :class:`SessionError`.
+    holds that series. With *tracer* (:mod:`pytest_aaco.measure.device_time`), every round (and
+    every reference block) is followed by one traced block of :data:`~pytest_aaco.measure.device_time.
+    DEVICE_RUNS` runs, outside the timed rounds: the result's ``device`` (and its reference's) hold
+    them; a tracer that fails leaves ``device`` None and says why in ``device_note``. The session's
+    providers are checked before and after measuring; a fallback raises :class:`SessionError`.
     """
     check_placement(handle)
     run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
     series = None
+    recorder: DeviceRecorder | None = None
     try:
         first_ms, warm_ms = warmup(run, settings.warmup)
         handle.settle_cache(first_ms)
@@ -466,10 +476,16 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
             telemetry.start()
         try:
             if reference is None:
-                rounds = measure_rounds(run, settings.rounds, iterations)
+                recorder = DeviceRecorder(tracer, run) if tracer is not None else None
+                start = time.perf_counter_ns()
+                rounds = measure_rounds(run, settings.rounds, iterations,
+                                        after=recorder.trace if recorder is not None else None)
+                if recorder is not None:
+                    recorder.measure_ns = time.perf_counter_ns() - start
             else:
                 round_s = iterations * float(np.median(warm_ms[len(warm_ms) // 2:])) / 1000 if warm_ms.size else 0.1
-                rounds, series = reference.measure_alongside(run, settings.rounds, iterations, round_s)
+                rounds, series, recorder = reference.measure_alongside(run, settings.rounds, iterations, round_s,
+                                                                       tracer)
         finally:
             if telemetry is not None:
                 telemetry.stop()
@@ -492,4 +508,6 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
         telemetry=telemetry.to_dict() if telemetry is not None else {},
         reference=series,
         compile_cache=handle.compile_cache,
+        device=recorder.series() if recorder is not None else None,
+        device_note=recorder.failed if recorder is not None else None,
     )

@@ -19,6 +19,7 @@ default choice.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, DeviceTracer, RecordedSide
 from pytest_aaco.measure.inference import SessionError, bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
@@ -116,21 +118,37 @@ class Reference:
         """Measured iterations of one reference block: about ``share * item_round_s`` seconds."""
         return block_iterations(self.per_iteration_ms, target_s=share * item_round_s)
 
-    def measure_alongside(self, run: Callable[[], object], rounds: int, iterations: int,
-                          item_round_s: float) -> tuple[list[RoundResult], ReferenceSeries]:
+    def measure_alongside(self, run: Callable[[], object], rounds: int, iterations: int, item_round_s: float,
+                          tracer: DeviceTracer | None = None
+                          ) -> tuple[list[RoundResult], ReferenceSeries, DeviceRecorder | None]:
         """*rounds* cycles of one item block (*iterations* measured runs of *run*) and one short
         block of this reference, in balanced AB/BA order (:func:`pytest_aaco.measure.interleave.run_cycles`),
         the first iterations of each block kept out (:func:`discard_for`).
 
         Returns the item's rounds (RoundResults in ms, one per cycle) and the reference series:
         per cycle the reference block's log-mean and ``ln(item) - ln(reference)``. *item_round_s*
-        (s) sizes the reference block (:meth:`iterations_for`). Raises whatever *run* raises.
+        (s) sizes the reference block (:meth:`iterations_for`). With a *tracer*, every block of
+        either side is followed by one traced block of that side (:class:`~pytest_aaco.measure.device_time.
+        DeviceRecorder`): the reference's device time goes into the series (``device``), the item's
+        recorder is the third element (None without a tracer). Raises whatever *run* raises.
         """
         ref_iterations = self.iterations_for(item_round_s)
         discard = {"item": discard_for(item_round_s * 1000 / max(iterations, 1)),
                    "reference": discard_for(self.per_iteration_ms)}
-        cycles = run_cycles([LocalSide("item", run), LocalSide("reference", self.run)],
-                            {"item": iterations, "reference": ref_iterations}, rounds, discard=discard)
+        sides: list[Any] = [LocalSide("item", run), LocalSide("reference", self.run)]
+        recorders = None
+        if tracer is not None:
+            recorders = (DeviceRecorder(tracer, run), DeviceRecorder(tracer, self.run))
+            sides = [RecordedSide(side, rec) for side, rec in zip(sides, recorders, strict=True)]
+        start = time.perf_counter_ns()
+        cycles = run_cycles(sides, {"item": iterations, "reference": ref_iterations}, rounds, discard=discard)
+        measure_ns = time.perf_counter_ns() - start
+        ref_device: DeviceSeries | None = None
+        if recorders is not None:
+            ref_device = recorders[1].series()
+            if ref_device is not None:  # the measuring phase is the item's; the reference's traced time is its own
+                ref_device = DeviceSeries(ref_device.source, ref_device.blocks, ref_device.traced_s, 0.0)
+            recorders[0].measure_ns = measure_ns
         items = [c.block("item") for c in cycles]
         refs = [c.block("reference") for c in cycles]
         results = [RoundResult(c.index, b.latencies_ms, b.start_ns, b.end_ns)
@@ -142,9 +160,9 @@ class Reference:
             name=self.name, id=self.id, log_means=ref_log,
             normalized=np.array([b.log_mean for b in items]) - ref_log,
             mean_ms=float(np.concatenate([b.latencies_ms for b in refs]).mean()),
-            iterations=ref_iterations, share=ref_ns / max(item_ns + ref_ns, 1),
+            iterations=ref_iterations, share=ref_ns / max(item_ns + ref_ns, 1), device=ref_device,
         )
-        return results, series
+        return results, series, None if recorders is None else recorders[0]
 
 
 def build_reference(name: str, provider: ProviderSpec, device_id: int, intra_op_threads: int, iobinding: str,

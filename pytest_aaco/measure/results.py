@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.device_time import DeviceSeries
 
 
 def percentile_ms(latencies_ms: np.ndarray, q: float) -> float:
@@ -73,7 +74,8 @@ class ReferenceSeries:
     round pair ``ln(item) - ln(reference)`` (the item round's log-mean minus the reference
     block's), shape ``(rounds,)``; ``mean_ms``: mean reference latency (ms); ``iterations``:
     measured iterations per reference block; ``share``: the reference's fraction of the measured
-    time (0.17 = 17%); ``id``: name and content hash of the reference model.
+    time (0.17 = 17%); ``id``: name and content hash of the reference model; ``device``: its
+    device time, one traced block after each reference block, when a tracer ran (None otherwise).
     """
 
     name: str
@@ -83,10 +85,11 @@ class ReferenceSeries:
     mean_ms: float
     iterations: int
     share: float
+    device: DeviceSeries | None = None
 
     def to_dict(self) -> JSONDict:
-        """As stored in baselines and bundles (lists of floats)."""
-        return {
+        """As stored in baselines and bundles (lists of floats); ``device_time`` only when traced."""
+        data: JSONDict = {
             "name": self.name,
             "id": self.id,
             "log_means": [float(v) for v in self.log_means],
@@ -95,6 +98,9 @@ class ReferenceSeries:
             "iterations": self.iterations,
             "share": self.share,
         }
+        if self.device is not None:
+            data["device_time"] = self.device.to_dict()
+        return data
 
 
 @dataclass
@@ -105,7 +111,10 @@ class BenchmarkResult:
     ``latencies_ms`` (shape ``(rounds * iterations,)``), ``mean_ms``, ``std_ms``, ``p50_ms``,
     ``p90_ms``, ``p99_ms``, ``throughput`` (samples/s = batch size * 1000 / mean ms),
     ``warmup_iterations`` and ``measure_iterations``. With a reference workload measured
-    alongside, ``rounds`` are still the item's own blocks and ``reference`` holds the rest.
+    alongside, ``rounds`` are still the item's own blocks and ``reference`` holds the rest. With a
+    device tracer (:mod:`pytest_aaco.measure.device_time`), ``device`` holds the item's traced blocks
+    (one after each round; their wall time is never judged) and ``device_note`` says why there is
+    none where a tracer was wanted but unavailable.
     """
 
     model: str
@@ -124,6 +133,8 @@ class BenchmarkResult:
     #: whether the session compiled its program (``miss``) or loaded it from the compile cache (``hit``);
     #: None without a plugin-owned cache (:mod:`pytest_aaco.measure.compile_cache`)
     compile_cache: str | None = None
+    device: DeviceSeries | None = None
+    device_note: str | None = None
 
     @property
     def latencies_ms(self) -> np.ndarray:
@@ -206,6 +217,8 @@ class BenchmarkResult:
             data["warmup_latencies_ms"] = self.warmup_latencies_ms.round(6).tolist()
         if self.reference is not None:
             data["reference"] = self.reference.to_dict()
+        if self.device is not None:
+            data["device_time"] = self.device.to_dict()
         if self.confirmation is not None:
             data["confirmation"] = self.confirmation.to_dict(raw=raw)
         if self.compile_cache is not None:

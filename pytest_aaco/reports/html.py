@@ -490,12 +490,27 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
     return "".join(p for p in parts if p)
 
 
+def _device_cell(v: Verdict) -> str:
+    """``+6.4% (+5.9% .. +6.9%), kernels 219 -> 227``, or ``-`` when device time was not compared."""
+    dev = v.device
+    if dev is None:
+        return "-"
+    text = f"{pct(dev['ratio'])} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})"
+    kernels = dev.get("kernels") or {}
+    if is_num(kernels.get("baseline")) and is_num(kernels.get("candidate")):
+        text += f", kernels {kernels['baseline']:g} -> {kernels['candidate']:g}"
+    return text
+
+
 def overview_table(records: Sequence[ItemRecord]) -> str:
-    """One row per item, linking to its section; a GPU column when the items ran on several GPUs."""
+    """One row per item, linking to its section; a GPU column when the items ran on several GPUs, and a
+    device-time column (change, 95% CI, kernels per run) when some item's device time was compared."""
     gpu = several_gpus(list(records))
+    with_device = any(r.verdict is not None and r.verdict.device is not None for r in records)
     head = ("<tr><th>item</th>" + ("<th>GPU</th>" if gpu else "")
             + "<th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th>"
-            "<th>vs baseline (95% CI)</th><th>p (slower)</th><th>verdict</th></tr>")
+            "<th>vs baseline (95% CI)</th>" + ("<th>device time (95% CI)</th>" if with_device else "")
+            + "<th>p (slower)</th><th>verdict</th></tr>")
     body = []
     for record in records:
         summary = record.summary
@@ -509,7 +524,9 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
             + (f"<td><code>{e(record.gpu_label)}</code></td>" if gpu else "")
             + "".join(f'<td class="num">{e(fmt(summary.get(k), s))}</td>'
                       for k, s in (("mean_ms", ".3f"), ("p50_ms", ".3f"), ("p99_ms", ".3f"), ("throughput", ".1f")))
-            + f'<td class="num">{e(change)}</td><td class="num">{e(fmt(v.p_value, ".2g"))}</td>'
+            + f'<td class="num">{e(change)}</td>'
+            + (f'<td class="num">{e(_device_cell(v))}</td>' if with_device else "")
+            + f'<td class="num">{e(fmt(v.p_value, ".2g"))}</td>'
             f"<td>{_badge(record.effective_outcome)}{e(flags)}</td></tr>")
     return f"<table>{head}{''.join(body)}</table>"
 

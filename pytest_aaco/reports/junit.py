@@ -44,7 +44,9 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     and first run (ms); with an operator
     profile compared to the baseline's, the one-line comparison; with a reference workload, the
     series tested (``adjusted``, ``normalized`` or ``raw``) and the machine's drift (fraction); on a
-    GPU, the physical GPU's UUID or PCI bus id (``aaco_gpu``) and name (``aaco_gpu_name``)."""
+    GPU, the physical GPU's UUID or PCI bus id (``aaco_gpu``) and name (``aaco_gpu_name``); with
+    device time compared, ``aaco_device_time_*`` (outcome, change %, CI bounds as ratios, p, MDE as a
+    fraction, kernel time per run in ms) and ``aaco_kernels_per_run``."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
     summary = record.summary
     props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]
@@ -66,6 +68,18 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
             props.append(("aaco_series", v.series))
         if _number(v.reference_drift):
             props.append(("aaco_reference_drift", f"{v.reference_drift:.6g}"))
+        dev = v.device
+        if dev is not None:  # device time beside wall time: change (%), CI (ratios), p, MDE, kernels per run
+            props.append(("aaco_device_time_outcome", str(dev.get("outcome"))))
+            props.append(("aaco_device_time_change_pct", f"{(dev['ratio'] - 1) * 100:.6g}"))
+            for key in ("ci_low", "ci_high", "p_slower", "mde"):
+                if _number(dev.get(key)):
+                    props.append((f"aaco_device_time_{key}", f"{dev[key]:.6g}"))
+            kernel_ms, kernels = dev.get("kernel_ms") or {}, dev.get("kernels") or {}
+            if _number(kernel_ms.get("candidate")):
+                props.append(("aaco_device_time_kernel_ms", f"{kernel_ms['candidate']:.6g}"))
+            if _number(kernels.get("candidate")):
+                props.append(("aaco_kernels_per_run", f"{kernels['candidate']:.6g}"))
     cold = record.cold_start or {}
     if record.cold_start_verdict:
         props.append(("aaco_cold_start_verdict", str(record.cold_start_verdict.get("outcome"))))

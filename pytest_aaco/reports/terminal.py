@@ -72,16 +72,34 @@ def machine(drift: float | None) -> str:
     return "-" if drift is None else f"{drift * 100:+.0f}%"
 
 
+def device_change(record: ItemRecord) -> str:
+    """Device time's change in % with its 95% CI (``+6.4% [+5.9,+6.9]``), ``-`` when not compared."""
+    dev = record.verdict.device if record.verdict is not None else None
+    if dev is None:
+        return "-"
+    text = pct(dev["ratio"])
+    if isinstance(dev.get("ci_low"), (int, float)) and isinstance(dev.get("ci_high"), (int, float)):
+        text += f" [{(dev['ci_low'] - 1) * 100:+.1f},{(dev['ci_high'] - 1) * 100:+.1f}]"
+    return text
+
+
 def format_table(records: Sequence[ItemRecord]) -> list[str]:
     """Aligned text lines: header, rule, one row per item in run order; with a ``gpu`` column after
     the provider when the items ran on more than one physical GPU (pytest-xdist workers on
-    ``--aaco-device-id 0,1``)."""
+    ``--aaco-device-id 0,1``), and a ``device time`` column after ``vs baseline`` when some item's
+    device time was compared (GPU items with a tracer)."""
+    columns: tuple[str, ...] = COLUMNS
     rows = [row(r) for r in records]
-    if not several_gpus(list(records)):
-        return format_rows(COLUMNS, rows, NUMERIC)
-    return format_rows(COLUMNS[:2] + ("gpu",) + COLUMNS[2:], [r[:2] + (rec.gpu_label,) + r[2:]
-                                                            for r, rec in zip(rows, records, strict=True)],
-                       frozenset(i + 1 for i in NUMERIC))
+    numeric = NUMERIC
+    if any(r.verdict is not None and r.verdict.device is not None for r in records):
+        at = columns.index("vs baseline") + 1
+        rows = [(*cells[:at], device_change(r), *cells[at:]) for r, cells in zip(records, rows, strict=True)]
+        columns = (*columns[:at], "device time", *columns[at:])
+    if several_gpus(list(records)):
+        rows = [(*cells[:2], rec.gpu_label, *cells[2:]) for cells, rec in zip(rows, records, strict=True)]
+        columns = (*columns[:2], "gpu", *columns[2:])
+        numeric = frozenset(i + 1 for i in numeric)
+    return format_rows(columns, rows, numeric)
 
 
 def detail_lines(records: Sequence[ItemRecord]) -> list[str]:

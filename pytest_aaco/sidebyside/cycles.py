@@ -453,6 +453,8 @@ class DeviceLook:
     log_ratios: list[list[float]] = field(default_factory=list)
     #: the device-time threshold the outcome was judged at (fraction)
     threshold: float | None = None
+    #: seconds spent in the traced blocks of both sides so far (the overhead of device time)
+    traced_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         lo, hi = self.comparison.ci(0.95)
@@ -460,15 +462,19 @@ class DeviceLook:
                 "p_slower": float(self.comparison.p_slower), "level": self.level,
                 "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
                 "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "threshold": self.threshold,
-                "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed]}
+                "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed],
+                "traced_s": self.traced_s}
 
 
 def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSettings, device: bool,
                  level: float, upper_alpha: float) -> DeviceLook | None:
     """The device-time test over the traced blocks so far; None without traced sides."""
-    traced = [(a.runner.blocks, b.runner.blocks) for a, b in pairs
-              if isinstance(a.runner, TracedSide) and isinstance(b.runner, TracedSide)]
-    return device_look_of(traced, settings, device, level, upper_alpha)
+    sides = [(a.runner, b.runner) for a, b in pairs
+             if isinstance(a.runner, TracedSide) and isinstance(b.runner, TracedSide)]
+    look = device_look_of([(a.blocks, b.blocks) for a, b in sides], settings, device, level, upper_alpha)
+    if look is None:
+        return None
+    return replace(look, traced_s=sum(side.traced_ns for pair in sides for side in pair) / 1e9)
 
 
 def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], settings: CompareSettings,
@@ -649,8 +655,10 @@ class SideBySide:
         if m.companion is not None:
             data["companion"] = m.companion.to_dict()
         if m.device is not None:
+            first_traced = self.first.device.traced_s if self.first is not None and self.first.device else 0.0
             data["device_time"] = {**m.device.to_dict(), "outcome": self.device_outcome,
-                                   "per_cycle": [[float(math.exp(x)) for x in d] for d in m.device_log_ratios()]}
+                                   "per_cycle": [[float(math.exp(x)) for x in d] for d in m.device_log_ratios()],
+                                   "traced_s": m.device.traced_s + first_traced}  # both looks, as duration_s
         if self.first is not None:
             data["first_look"] = {"ratio": float(self.first.comparison.ratio), "cycles": self.first.cycles,
                                   "p_slower": float(self.first.comparison.p_slower)}
