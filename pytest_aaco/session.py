@@ -301,9 +301,16 @@ class AacoSession:
 
         item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, self.config.intra_op_threads,
                            self.config.device_time)
-        result, verdict, _ = gate.measure(run.model, side, provider_for, item, gate_for_item, self.lond().next_level(),
-                                          label, lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id,
-                                                                          label))
+        telemetry = run.telemetry_session()  # over both sides' blocks: the reports split it by side
+        telemetry.start()
+        try:
+            result, verdict, _ = gate.measure(run.model, side, provider_for, item, gate_for_item,
+                                              self.lond().next_level(), label,
+                                              lock=lambda: hold_device(run.provider.is_gpu, self.config.device_id,
+                                                                       label))
+        finally:
+            telemetry.stop()
+        result.telemetry = telemetry.to_dict()
         c = self.config
         if c.cold_start:  # measured by the cold-start pass after the rounds (insight.measure_insight)
             run.compare_cold_start = partial(gate.cold_start, run.model, side, provider_for, item, run.feeds,

@@ -73,7 +73,7 @@ def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
                      r" \+[\d.]+%\), measured side by side over \d+ cycles, p=\S+ at level \S+, threshold 50%",
                      text), text
     assert "REGRESSION cosmetic" not in text
-    result.stdout.fnmatch_lines(["steady*cpu*-*unchanged", "cosmetic*cpu*no-regression", "slowed*cpu*regression",
+    result.stdout.fnmatch_lines(["steady*cpu*-*unchanged", "cosmetic*cpu*no-regression", "slowed*cpu*regression*",
                                  "fresh*cpu*-*new"])
     assert "false-alarm control: LOND at FDR 0.05 over 4 benchmark items; 2 gated, 1 regression(s)" in text
     junit = (root / "perf.xml").read_text()
@@ -83,6 +83,13 @@ def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     page = (root / "perf.html").read_text()
     assert "Side by side: per-cycle ratios" in page
     assert "<svg" in page.split("Side by side: per-cycle ratios", 1)[1][:400]
+    # both sides' figures and distributions (issue 21): the baseline column, histogram and telemetry of both
+    slowed = page[page.index('<section class="item" id="item-test_perf-py-test_latency-slowed-cpu"'):]
+    slowed = slowed[:slowed.index("</section>")]
+    mean_row = re.search(r"<th>mean</th><td[^>]*>([^<]+)</td><td[^>]*>([^<]+)</td>", slowed)
+    assert mean_row and mean_row.group(2).endswith(" ms"), slowed[:3000]
+    assert "baseline side (HEAD~1) (n=" in slowed and "baseline runs" not in slowed
+    assert "no data for the telemetry plot" not in slowed and "baseline side (HEAD~1)</text>" in slowed
 
 
 def test_a_bad_revision_is_a_usage_error(repo):

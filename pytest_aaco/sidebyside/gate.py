@@ -38,6 +38,7 @@ from pytest_aaco.sidebyside.cycles import (
     WorkerFactory,
     candidate_result,
     compare_sides,
+    side_figures,
     to_verdict,
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
@@ -147,6 +148,8 @@ class SideBySideGate:
             with lock():
                 result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         verdict = to_verdict(result, label, gate)
+        if verdict.side_by_side is not None:  # both sides' figures and distributions, for the reports
+            verdict.side_by_side["baseline_side"] = side_figures(result, BASELINE)
         if side.changes or no_tracer:
             if side.changes:
                 verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
