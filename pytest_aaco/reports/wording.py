@@ -181,7 +181,7 @@ def failure_text(record: ItemRecord) -> str:
 # ---------------------------------------------------------------- names
 
 
-def test_name(nodeid: str) -> str:
+def nodeid_test(nodeid: str) -> str:
     """The test of a node id without its file and parameters: ``perf/test_x.py::TestA::test_b[p]``
     -> ``TestA::test_b``."""
     parts = nodeid.split("::")[1:] or [nodeid]
@@ -194,13 +194,13 @@ def row_names(records: Sequence[ItemRecord]) -> list[str]:
     when another row has the same model and provider; with the whole node id (parameters
     left out) when the test names do not tell them apart either."""
     keys = Counter((r.model, r.provider) for r in records)
-    tests = Counter((r.model, r.provider, test_name(r.nodeid)) for r in records)
+    tests = Counter((r.model, r.provider, nodeid_test(r.nodeid)) for r in records)
     names = []
     for r in records:
         if keys[(r.model, r.provider)] == 1:
             names.append(r.model)
-        elif tests[(r.model, r.provider, test_name(r.nodeid))] == 1:
-            names.append(f"{r.model} {test_name(r.nodeid)}")
+        elif tests[(r.model, r.provider, nodeid_test(r.nodeid))] == 1:
+            names.append(f"{r.model} {nodeid_test(r.nodeid)}")
         else:
             names.append(f"{r.model} {r.nodeid.split('[', 1)[0]}")
     return names
@@ -209,13 +209,13 @@ def row_names(records: Sequence[ItemRecord]) -> list[str]:
 def row_labels(records: Sequence[ItemRecord]) -> list[str]:
     """As :func:`row_names`, for tables that name the item by its label (``tiny[cpu]``)."""
     keys = Counter(r.label for r in records)
-    tests = Counter((r.label, test_name(r.nodeid)) for r in records)
+    tests = Counter((r.label, nodeid_test(r.nodeid)) for r in records)
     names = []
     for r in records:
         if keys[r.label] == 1:
             names.append(r.label)
-        elif tests[(r.label, test_name(r.nodeid))] == 1:
-            names.append(f"{r.label} {test_name(r.nodeid)}")
+        elif tests[(r.label, nodeid_test(r.nodeid))] == 1:
+            names.append(f"{r.label} {nodeid_test(r.nodeid)}")
         else:
             names.append(f"{r.label} {r.nodeid.split('[', 1)[0]}")
     return names
