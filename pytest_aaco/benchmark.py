@@ -242,7 +242,8 @@ class BenchmarkRun:
                                       self.model.inputs)
         return self._feeds
 
-    def _telemetry(self) -> TelemetrySession:
+    def telemetry_session(self) -> TelemetrySession:
+        """A new, not yet started telemetry session with the item's samplers (EP, device, interval)."""
         samplers = build_samplers(self.provider.short, self.config.device_id, self.config.sample_interval_s)
         return TelemetrySession(samplers)
 
@@ -260,7 +261,7 @@ class BenchmarkRun:
         with self.device_lock():
             rss_start_mb = rss_mb()
             result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
-                                   telemetry=self._telemetry(), reference=self.reference, tracer=self.tracer)
+                                   telemetry=self.telemetry_session(), reference=self.reference, tracer=self.tracer)
         add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
         if handle.device_probe is not None and "summary" in (result.telemetry or {}):
             record_own_vram(result.telemetry["summary"], *handle.device_probe.stop())

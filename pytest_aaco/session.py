@@ -61,6 +61,7 @@ from pytest_aaco.redact import redact_argv
 from pytest_aaco.reports import ReportContext, github, html, junit, terminal
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
 from pytest_aaco.reports.progress import announce, write_line
+from pytest_aaco.reports.wording import failure_text
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
 from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.cycles import CompareSettings
@@ -77,6 +78,8 @@ SESSION_CACHE_SIZE = 2
 RUN_KEY: pytest.StashKey[BenchmarkRun] = pytest.StashKey()
 #: the item's record, once judged or once it failed or was skipped by the plugin
 RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
+#: pytest's duration of the item's phases so far (setup, call, teardown; s)
+DURATION_KEY: pytest.StashKey[float] = pytest.StashKey()
 
 
 class AacoSession:
@@ -326,7 +329,7 @@ class AacoSession:
         for text in record.warnings:  # a baseline moved aside or a history archived, naming the files
             warnings.warn(AacoBaselineWarning(text), stacklevel=2)
         if record.fails and not user_failed:
-            pytest.fail(record.explanation(with_recommendation=False), pytrace=False)
+            pytest.fail(failure_text(record), pytrace=False)
 
     def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:
         """*exc* escaped pytest-aaco's own work for *item* while it tried *doing*: keep an ``error`` row
@@ -371,7 +374,13 @@ class AacoSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
         report = yield
+        duration = item.stash.get(DURATION_KEY, 0.0) + float(report.duration or 0.0)
+        item.stash[DURATION_KEY] = duration
         record = item.stash.get(RECORD_KEY, None)
+        if record is not None:  # pytest's own duration of the item so far (s), for --aaco-junit's case time
+            record.extra["duration_s"] = round(duration, 6)
+            if call.when == "teardown":
+                self._write_item(item.nodeid, record)
         if record is not None and call.when == "call" and call.excinfo is not None and record.outcome == Outcome.PASSED:
             # the test body failed (or skipped itself) after the record was kept
             skipped = call.excinfo.errisinstance(pytest.skip.Exception)

@@ -69,10 +69,11 @@ def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*test_latency[[]slowed-cpu[]] *FAILED*"])
-    assert re.search(r"REGRESSION slowed\[cpu\]: \+\d+\.\d% vs HEAD~1 \(95% CI \+[\d.]+ \.\. \+[\d.]+%\), measured"
-                     r" side by side over \d+ cycles, p=\S+ at level \S+, threshold 50%", text), text
+    assert re.search(r"REGRESSION slowed\[cpu\]: latency \+\d+\.\d% paired vs HEAD~1 \(95% CI \+[\d.]+ \.\."
+                     r" \+[\d.]+%\), measured side by side over \d+ cycles, p=\S+ at level \S+, threshold 50%",
+                     text), text
     assert "REGRESSION cosmetic" not in text
-    result.stdout.fnmatch_lines(["steady*cpu*-*unchanged", "cosmetic*cpu*no-regression", "slowed*cpu*regression",
+    result.stdout.fnmatch_lines(["steady*cpu*-*unchanged", "cosmetic*cpu*no-regression", "slowed*cpu*regression*",
                                  "fresh*cpu*-*new"])
     assert "false-alarm control: LOND at FDR 0.05 over 4 benchmark items; 2 gated, 1 regression(s)" in text
     junit = (root / "perf.xml").read_text()
@@ -82,6 +83,13 @@ def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     page = (root / "perf.html").read_text()
     assert "Side by side: per-cycle ratios" in page
     assert "<svg" in page.split("Side by side: per-cycle ratios", 1)[1][:400]
+    # both sides' figures and distributions (issue 21): the baseline column, histogram and telemetry of both
+    slowed = page[page.index('<section class="item" id="item-test_perf-py-test_latency-slowed-cpu"'):]
+    slowed = slowed[:slowed.index("</section>")]
+    mean_row = re.search(r"<th>mean</th><td[^>]*>([^<]+)</td><td[^>]*>([^<]+)</td>", slowed)
+    assert mean_row and mean_row.group(2).endswith(" ms"), slowed[:3000]
+    assert "baseline side (HEAD~1) (n=" in slowed and "baseline runs" not in slowed
+    assert "no data for the telemetry plot" not in slowed and "baseline side (HEAD~1)</text>" in slowed
 
 
 def test_a_bad_revision_is_a_usage_error(repo):
@@ -126,7 +134,12 @@ def test_cold_start_is_compared_side_by_side(aaco_project):
     result.stdout.fnmatch_lines(["*test_latency[[]folded-cpu[]] *FAILED*",
                                  "*COLD START REGRESSION folded[[]cpu[]] (session creation): session creation * ms vs"
                                  " * ms at HEAD~1 (+*fastest of 5 alternating fresh sessions shown*"])
-    assert "COLD START REGRESSION cosmetic" not in text and "REGRESSION folded[cpu]: +" not in text  # runs alike
+    assert "COLD START REGRESSION cosmetic" not in text and "LATENCY REGRESSION folded" not in text  # runs alike
+    # the failure's first line (pytest's short summary) names what failed, its per cent first; so does the table
+    result.stdout.fnmatch_lines(["+*% session creation COLD START REGRESSION folded[[]cpu[]] (paired vs HEAD~1)",
+                                 "FAILED test_perf.py::test_latency[[]folded-cpu[]] - Failed: +*%*"])
+    result.stdout.fnmatch_lines(["folded*cpu*regression (cold start*"])
+    assert "Failed: inconclusive" not in text and "Failed: no regression" not in text
     records = {r["model"]: r for r in (json.loads(p.read_text()) for p in root.glob(".aaco/sessions/*/items/*.json"))}
     folded, cosmetic = records["folded"]["cold_start"], records["cosmetic"]["cold_start"]
     assert folded["verdict"]["method"] == "side-by-side" and folded["verdict"]["fails"]

@@ -63,7 +63,7 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "*= pytest-aaco results =*",
-        "model*provider*mean ms*p50 ms*p99 ms*throughput/s*vs baseline*machine*verdict*",
+        "model*provider*mean ms*p50 ms*p99 ms*throughput/s*change vs baseline*machine*verdict*",
         "steady*cpu*%*",
         "changing*cpu*%*",
         "false-alarm control: LOND at FDR 0.05 over 2 benchmark items; 2 gated, 0 regression(s)",
@@ -79,12 +79,14 @@ def test_record_pass_then_catch_a_regression(aaco_project):
         "test_perf.py::test_latency[[]steady-cpu[]] *PASSED*",
         "test_perf.py::test_latency[[]changing-cpu[]] *FAILED*",
     ])
-    result.stdout.fnmatch_lines(["FAILED test_perf.py::test_latency[[]changing-cpu[]] - Failed: REGRESSION changing*"])
+    # the short summary leads with the labelled per cent, so a line cut at the terminal's width keeps it
+    result.stdout.re_match_lines([r"FAILED test_perf.py::test_latency\[changing-cpu\] - Failed:"
+                                  r" \+[\d.]+% (raw|norm|adj)"])
     text = result.stdout.str()
-    match = re.search(r"REGRESSION changing\[cpu\]: mean ([\d.]+) ms vs baseline ([\d.]+) ms"
-                      r" \(\+[\d.]+%, 95% CI \+", text)
+    match = re.search(r"REGRESSION changing\[cpu\]: latency \+[\d.]+% (raw|normalized|adjusted) \(95% CI \+[^;]*;"
+                      r" mean ([\d.]+) ms \(the confirmation measurement's\) vs ([\d.]+) ms over 2 baseline runs", text)
     assert match, text
-    current, baseline = float(match.group(1)), float(match.group(2))
+    current, baseline = float(match.group(2)), float(match.group(3))
     assert current >= 3 * baseline, (current, baseline)  # the injected slowdown is large, never noise
     assert "threshold 90%" in text and "confirmed by a second measurement with a fresh session" in text
     # normalized by the reference, or raw saying why (its iteration is much longer than the item's, or a

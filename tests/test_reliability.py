@@ -368,7 +368,7 @@ def test_an_os_error_mid_measurement_is_an_error_row(aaco_project) -> None:
                                  "*could not measure first[[]cpu[]]: Input/output error; check that path*"])
     items = _bundle_items(aaco_project.pytester.path)
     assert items["test_perf.py::test_latency[first-cpu]"]["verdict"]["outcome"] == "error"
-    assert _junit_cases(aaco_project.pytester.path / "perf.xml")["first[cpu]"] == "error"
+    assert _junit_cases(aaco_project.pytester.path / "perf.xml")["test_latency[first-cpu]"] == "error"
 
 
 READ_ONLY_BASELINES = """

@@ -75,22 +75,28 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
 
     # both JUnit files: the regression is a failure carrying the message, the figures agree
     ours, theirs = _cases(out / "aaco.xml"), _cases(out / "pytest.xml")
-    case = ours["tiny[cpu]"]
-    assert case.get("classname") == "cpu"
+    # pytest's own names and case time, so a CI dashboard matches the two files (issue 21)
+    assert set(ours) == set(theirs) == {"test_latency[tiny-cpu]", "test_latency[tiny-cuda]"}
+    case = ours["test_latency[tiny-cpu]"]
+    assert case.get("classname") == theirs["test_latency[tiny-cpu]"].get("classname") == "test_perf"
+    assert float(case.get("time")) == pytest.approx(float(theirs["test_latency[tiny-cpu]"].get("time")), abs=0.01)
+    assert float(case.get("time")) > 0.1  # the whole item (two measurements), not the model's run time alone
     failure = case.find("failure")
-    assert failure is not None and failure.get("message", "").startswith("REGRESSION tiny[cpu]")
+    # the failure message leads with the labelled per cent and names what failed
+    assert failure is not None
+    assert re.match(r"\+[\d.]+% raw LATENCY REGRESSION tiny\[cpu\]$", failure.get("message", ""))
     props = _properties(case)
     assert props["aaco_verdict"] == "regression"
     assert float(props["aaco_change_pct"]) > 100
     assert float(props["aaco_ci_low"]) > 1 and float(props["aaco_p_value"]) < 0.05
     assert {"aaco_model", "aaco_provider", "aaco_mean_ms", "aaco_p50_ms", "aaco_p99_ms", "aaco_throughput",
             "aaco_ci_high", "aaco_fingerprint"} <= set(props)
-    skipped = ours["tiny[cuda]"]
-    assert skipped.find("skipped") is not None and skipped.get("classname") == "cuda"
+    skipped = ours["test_latency[tiny-cuda]"]
+    assert skipped.find("skipped") is not None and skipped.get("classname") == "test_perf"
 
     pytest_case = theirs["test_latency[tiny-cpu]"]
     assert pytest_case.find("failure") is not None
-    assert "REGRESSION tiny[cpu]" in (pytest_case.find("failure").get("message") or "")
+    assert "raw LATENCY REGRESSION tiny[cpu]" in (pytest_case.find("failure").get("message") or "")
     pytest_props = _properties(pytest_case)
     shared = set(pytest_props) & set(props)
     assert len(shared) >= 10
@@ -100,14 +106,14 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     # GitHub: an ::error workflow command on stdout, escaped, and the regression first in the job summary
     errors = [line for line in result.outlines if line.startswith("::error ")]
     assert len(errors) == 1
-    assert errors[0].startswith("::error file=test_perf.py,title=performance regression%3A tiny[cpu]::REGRESSION")
+    assert errors[0].startswith("::error file=test_perf.py,title=latency regression%3A tiny[cpu]::+")
     assert "\n" not in errors[0] and "%25" in errors[0]  # the '%' of the message is escaped
     text = summary_file.read_text(encoding="utf-8")
     assert text.startswith("previous step\n## pytest-aaco:")  # appended, never overwritten
     assert text.index("### Failed") < text.index("### Results") < text.index("Machine fingerprint")
     failed_block = text[text.index("### Failed"):text.index("### Results")]
     first_item = next(line for line in failed_block.splitlines() if line.startswith("- "))
-    assert first_item.startswith("- **tiny\\[cpu\\]**") and "REGRESSION tiny\\[cpu\\]" in first_item
+    assert first_item.startswith("- **tiny\\[cpu\\]**") and "raw LATENCY REGRESSION tiny\\[cpu\\]" in first_item
     # "**regression**", or "**regression (unstable)**" when the loaded test machine upset the rounds
     assert "| tiny\\[cuda\\] |" in text and "**regression" in text
 
@@ -127,7 +133,7 @@ def test_passing_run_without_github_env_writes_no_github_output(aaco_project, tm
     result = aaco_project.run(f"--aaco-junit={tmp_path / 'a.xml'}", "-rA")
     result.assert_outcomes(passed=1)
     assert not any(line.startswith("::") for line in result.outlines)
-    case = _cases(tmp_path / "a.xml")["tiny[cpu]"]
+    case = _cases(tmp_path / "a.xml")["test_latency[tiny-cpu]"]
     assert case.find("failure") is None and _properties(case)["aaco_verdict"] == "no-baseline"
     assert ET.parse(tmp_path / "a.xml").getroot().get("tests") == "1"
 
@@ -153,15 +159,12 @@ def test_one(request):
 """
 
 
-@pytest.mark.parametrize(("flag", "expected"), [
-    ("-v", "*::test_one aaco: measuring resnet50?cpu? (warmup 10, 4 rounds)... PASSED*"),
-    ("-rN", "aaco: measuring resnet50?cpu? (warmup 10, 4 rounds)..."),
-])
-def test_announce_names_the_item(pytester: pytest.Pytester, flag: str, expected: str):
+def test_announce_names_the_item_with_v(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("COLUMNS", "120")
     pytester.makepyfile(PROGRESS_TEST)
-    result = pytester.runpytest("-p", "no:cacheprovider", flag)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([expected])
+    result.stdout.fnmatch_lines(["*::test_one aaco: measuring resnet50?cpu? (warmup 10, 4 rounds)... PASSED*"])
 
 
 def test_announce_is_silent_with_q(pytester: pytest.Pytester):
@@ -223,13 +226,14 @@ def test_render_html_without_matplotlib_keeps_the_tables(monkeypatch: pytest.Mon
     assert "<svg" not in page and "pip install matplotlib" in page and "<table>" in page
 
 
-def test_junit_marks_errors_and_keeps_labels_unique():
+def test_junit_marks_errors_and_uses_pytests_names():
     records = [_record(), _record(), _record("b[cpu]", "error")]
-    records[1]["nodeid"] = "tests/test_x.py::test_b[m[cpu]]"
+    records[1]["nodeid"] = "tests/perf/test_x.py::TestA::test_b[m-cpu]"
     root = ET.fromstring(junit.render_junit([ItemRecord.from_dict(r) for r in records], SessionSummary()))
-    names = [c.get("name") for c in root.iter("testcase")]
-    assert names == ["m[cpu] test_a", "m[cpu] test_b", "b[cpu]"]
-    assert root.find(".//testcase[@name='b[cpu]']/error") is not None
+    names = [(c.get("classname"), c.get("name")) for c in root.iter("testcase")]
+    assert names == [("tests.test_x", "test_a[m[cpu]]"), ("tests.perf.test_x.TestA", "test_b[m-cpu]"),
+                     ("tests.test_x", "test_a[b[cpu]]")]
+    assert root.find(".//testcase[@name='test_a[b[cpu]]']/error") is not None
     assert root.find("testsuite").get("failures") == "2"
 
 

@@ -70,7 +70,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
         side = gate.baseline_for_item(spec(repo), "cpu")
         bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
         assert verdict.outcome == "regression" and verdict.fails, verdict.message
-        assert verdict.message.startswith("REGRESSION net[cpu]: +") and "vs HEAD~1" in verdict.message
+        assert verdict.message.startswith("REGRESSION net[cpu]: latency +") and "paired vs HEAD~1" in verdict.message
         assert "changed since the baseline side: model bytes" in verdict.notes
     finally:
         gate.close()

@@ -66,8 +66,11 @@ def judge(current, baseline, **settings):
 def test_regression(result_factory):
     v = judge(result(result_factory, 11.0), history(result_factory), run_noise=0.0)
     assert v.outcome == REGRESSION and v.fails
-    assert v.message.startswith("REGRESSION m[cpu]: mean 11.")
-    assert "vs baseline 10.0" in v.message and "95% CI" in v.message and "threshold 5%" in v.message
+    # the per cent says what it is (the series tested), and the means say which runs they are
+    assert v.message.startswith("REGRESSION m[cpu]: latency +10.")
+    assert " raw (95% CI +" in v.message.split(";")[0]
+    assert "; mean 11.0" in v.message and " ms vs 10.0" in v.message and " ms over 2 baseline runs;" in v.message
+    assert "95% CI" in v.message and "threshold 5%" in v.message
     assert v.ratio == pytest.approx(1.10, abs=0.01)
     assert v.ci_low < v.ratio < v.ci_high and v.ci_low > 1.05
     assert v.p_value < 1e-6 and v.level == LEVEL
@@ -85,14 +88,14 @@ def test_regression_below_threshold_is_not_a_failure(result_factory):
 def test_no_change(result_factory):
     v = judge(result(result_factory, 10.0, seed=7), history(result_factory))
     assert v.outcome == NO_REGRESSION and not v.fails
-    assert v.message.startswith("no regression m[cpu]: mean ")
+    assert v.message.startswith("no regression m[cpu]: latency ")
     assert abs(v.ratio - 1) < 0.01 and v.ci_high < 1.05
 
 
 def test_improvement(result_factory):
     v = judge(result(result_factory, 8.5), history(result_factory))
     assert v.outcome == IMPROVEMENT and not v.fails
-    assert v.message.startswith("IMPROVEMENT m[cpu]: mean 8.")
+    assert v.message.startswith("IMPROVEMENT m[cpu]: latency -1")
     assert "refresh the baseline with --aaco-save-baseline" in v.message
     strict = judge(result(result_factory, 8.5), history(result_factory), fail_on_improvement=True)
     assert strict.outcome == IMPROVEMENT and strict.fails
@@ -127,7 +130,7 @@ def test_inconclusive_reports_the_minimum_detectable_effect(result_factory):
     noisy = history(result_factory, jitter=0.25)
     v = judge(result(result_factory, 10.3, rounds=4, jitter=0.25, seed=5), noisy)
     assert v.outcome == INCONCLUSIVE and not v.fails
-    assert v.message.startswith("inconclusive m[cpu]: mean ")
+    assert v.message.startswith("inconclusive m[cpu]: latency ")
     assert v.mde is not None and v.mde > 0.1
     assert f"minimum detectable effect {v.mde:.1%}: add rounds or history" in v.message
     assert judge(result(result_factory, 10.3, rounds=4, jitter=0.25, seed=5), noisy,
@@ -230,7 +233,8 @@ def test_confirm_both_looks_regress(result_factory):
     second = judge(result(result_factory, 11.0, seed=2), base)
     v = confirm(first, second)
     assert v.outcome == REGRESSION and v.fails and v.confirmed is True
-    assert v.message.startswith("REGRESSION m[cpu]: mean")
+    assert v.message.startswith("REGRESSION m[cpu]: latency +")
+    assert "ms (the confirmation measurement's) vs " in v.message  # the mean shown is the second look's
     assert v.message.endswith("; confirmed by a second measurement with a fresh session")
     assert any(n.startswith("confirmed by a second measurement (first look +10") for n in v.notes)
 

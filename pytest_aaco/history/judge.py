@@ -628,7 +628,7 @@ def _side_by_side_text(v: Verdict) -> str:
     pairs = int(sbs.session_pairs or 1)
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
     dev = sbs.device_time
-    wall = f"{_pct(v.ratio)} vs {sbs.ref} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
+    wall = f"{_pct(v.ratio)} paired vs {sbs.ref} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
     if dev and dev.get("outcome") == REGRESSION and sbs.outcome != REGRESSION:
         # device time failed, wall time did not: the headline is the metric that failed
         text = (f"{_HEADS[REGRESSION]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
@@ -637,7 +637,8 @@ def _side_by_side_text(v: Verdict) -> str:
                 f" measured side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
-        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {'wall time ' if dev else ''}{wall}, measured"
+        metric = "wall time" if dev else "latency"
+        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}, measured"
                 f" side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
                 + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
@@ -678,15 +679,20 @@ def render_message(v: Verdict) -> str:
     assert v.ci_low is not None and v.ci_high is not None and v.level is not None  # set with the ratio
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
     dev = v.device_time if v.device_time and "ratio" in v.device_time else None
-    wall = (f"mean {v.current_mean_ms:.2f} ms vs baseline {v.baseline_mean_ms:.2f} ms"
-            f" ({_pct(v.ratio)}, 95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)})")
+    series = v.series or RAW
+    raw = f", raw {_pct(v.raw_ratio)}" if series != RAW and v.raw_ratio is not None else ""
+    runs = f"{v.baseline_runs} baseline run{'s' * (v.baseline_runs != 1)}"
+    which = " (the confirmation measurement's)" if v.confirmed else ""
+    wall = (f"{_pct(v.ratio)} {series} (95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}){raw}; mean"
+            f" {v.current_mean_ms:.2f} ms{which} vs {v.baseline_mean_ms:.2f} ms over {runs}")
     if dev is not None and flagged_metrics(v) == ["device time"]:
         # device time failed, wall time did not: the headline is the metric that failed
         text = (f"{_HEADS[REGRESSION]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
                 f" ({dev.get('wall_outcome')}), threshold {v.threshold:.0%}; {_method_text(v)}")
     else:
-        text = (f"{_HEADS[v.outcome]} {v.label}: {'wall time ' if dev else ''}{wall}, p={p_shown:.2g} at level"
-                f" {v.level:.2g}, threshold {v.threshold:.0%}; {_method_text(v)}")
+        metric = "wall time" if dev else "latency"
+        text = (f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g},"
+                f" threshold {v.threshold:.0%}; {_method_text(v)}")
         if dev is not None:
             text += f"; {_stored_device_text(dev, v)}"
     if v.outcome == INCONCLUSIVE:
@@ -694,8 +700,8 @@ def render_message(v: Verdict) -> str:
     if v.outcome == IMPROVEMENT:
         text += "; if intended, refresh the baseline with --aaco-save-baseline"
     if v.p99 is not None:
-        text += (f"; p99 {_pct(v.p99.ratio)} (CI {_pct(v.p99.ci_low)} .. {_pct(v.p99.ci_high)})"
-                 + (" REGRESSED" if v.p99.regression else ""))
+        text += (f"; p99 {_pct(v.p99.ratio)} vs the latest baseline run (CI {_pct(v.p99.ci_low)} .."
+                 f" {_pct(v.p99.ci_high)})" + (" REGRESSED" if v.p99.regression else ""))
     skip = confirmation_note(v.first_look) if v.confirmed and v.first_look is not None else None
     for note in v.notes:
         if note != skip:

@@ -24,7 +24,16 @@ from pathlib import Path
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
 from pytest_aaco.reports import ReportContext
-from pytest_aaco.reports.terminal import num, pct
+from pytest_aaco.reports.terminal import num
+from pytest_aaco.reports.wording import (
+    change_text,
+    failed_metrics,
+    failure_text,
+    headline,
+    measured_summary,
+    row_labels,
+    verdict_cell,
+)
 
 #: GitHub refuses job summaries above 1 MiB per step; keep well below
 MAX_SUMMARY_BYTES = 900_000
@@ -71,7 +80,10 @@ def md_code(text: object) -> str:
 def _title(record: ItemRecord) -> str:
     outcome = record.effective_outcome
     verdict = record.verdict
-    if outcome == Outcome.REGRESSION:
+    metrics = failed_metrics(record)
+    if metrics and outcome == Outcome.REGRESSION:
+        head = f"{' and '.join(metrics)} regression"
+    elif outcome == Outcome.REGRESSION:
         head = "performance regression"
     elif verdict is not None and verdict.memory:
         head = "memory regression"
@@ -91,7 +103,7 @@ def workflow_commands(records: Sequence[ItemRecord]) -> list[str]:
     for record in records:
         path = record.nodeid.split("::", 1)[0] or None
         if record.fails:
-            lines.append(command("error", record.explanation(), file=path, title=_title(record)))
+            lines.append(command("error", failure_text(record), file=path, title=_title(record)))
         elif record.is_warning:
             lines.append(command("warning", record.explanation(), file=path, title=_title(record)))
         elif record.effective_outcome == Outcome.MISMATCH:
@@ -104,36 +116,29 @@ def workflow_commands(records: Sequence[ItemRecord]) -> list[str]:
 
 def _change(record: ItemRecord) -> str:
     v = record.verdict
-    if v is None or v.ratio is None:
-        return "-"
-    text = pct(v.ratio)
-    if v.ci_low is not None and v.ci_high is not None:
-        text += f" ({(v.ci_low - 1) * 100:+.1f} .. {(v.ci_high - 1) * 100:+.1f})"
-    return text
+    return "-" if v is None else change_text(v)
 
 
 def _verdict_cell(record: ItemRecord) -> str:
-    text = str(record.effective_outcome)
-    if record.verdict is not None and record.verdict.unstable:
-        text += " (unstable)"
-    if record.verdict is not None and record.verdict.memory:
-        text += " (memory)"
+    text = verdict_cell(record)
     return f"**{md_text(text)}**" if record.fails else md_text(text)
 
 
 def table(records: Sequence[ItemRecord]) -> list[str]:
-    """Markdown table rows: item, mean / p50 / p99 ms, throughput (samples/s), change with its
-    95% CI, one-sided p, verdict, fingerprint id."""
+    """Markdown table rows: item (with its test where two items share a label), mean / p50 / p99
+    ms and throughput (samples/s) of the measurement the change was computed on, the change
+    labelled with its series and its 95% CI, one-sided p, verdict with the metrics that failed,
+    fingerprint id."""
     lines = [
-        "| item | mean ms | p50 ms | p99 ms | throughput/s | vs baseline (95% CI) | p (slower) | verdict"
+        "| item | mean ms | p50 ms | p99 ms | throughput/s | change vs baseline [95% CI] | p (slower) | verdict"
         " | fingerprint |",
         "|---|--:|--:|--:|--:|--:|--:|---|---|",
     ]
-    for record in records:
-        summary = record.summary
+    for record, name in zip(records, row_labels(records), strict=True):
+        summary = measured_summary(record)
         v = record.verdict
         cells = [
-            md_text(record.label or record.nodeid),
+            md_text(name or record.nodeid),
             num(summary.get("mean_ms"), ".3f"), num(summary.get("p50_ms"), ".3f"), num(summary.get("p99_ms"), ".3f"),
             num(summary.get("throughput"), ".1f"), md_text(_change(record)),
             num(v.p_value if v is not None else None, ".2g"),
@@ -189,7 +194,8 @@ def job_summary(records: Sequence[ItemRecord], summary: SessionSummary) -> str:
     if failed:
         lines += [f"### Failed ({len(failed)})", ""]
         for record in failed:
-            lines.append(f"- **{md_text(record.label)}** {md_code(record.nodeid)}: {md_text(record.explanation())}")
+            lines.append(f"- **{md_text(record.label)}** {md_code(record.nodeid)}: {md_text(headline(record))}<br>"
+                         f"{md_text(record.explanation())}")
         lines.append("")
     if warned:
         lines += [f"### Inconclusive or unstable ({len(warned)})", ""]

@@ -20,9 +20,8 @@ HTML-escaped.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from pytest_aaco.reports.markup import (
     plot_or_note,
     table_rows,
 )
+from pytest_aaco.reports.wording import change_text, measured_summary, row_labels, series_word, verdict_cell
 
 INSTALL_HINT = "pip install matplotlib"
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
@@ -76,7 +76,7 @@ body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;c
 main{max-width:1280px;margin:0 auto;padding:16px 24px}
 h1{font-size:1.5em;margin:.4em 0}h2{font-size:1.2em;margin:0 0 .3em}h3{font-size:1em;margin:1em 0 .3em}
 section.item,section.block{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:14px 18px;margin:16px 0}
-table{border-collapse:collapse;font-size:.88em;margin:.3em 0}
+table{border-collapse:collapse;font-size:.88em;margin:.3em 0;display:block;overflow-x:auto;max-width:100%}
 th,td{border-bottom:1px solid #e6e9ee;padding:3px 10px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;border-radius:10px;padding:1px 9px;font-size:.85em;font-weight:600;color:#fff}
@@ -87,10 +87,21 @@ th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numer
 .message.bad{border-left-color:#c62828;background:#fdecea;color:inherit}
 .message.warn{border-left-color:#ef8f00;background:#fff6e5;color:inherit}
 .grid{display:flex;flex-wrap:wrap;gap:18px}.grid>div{flex:1 1 380px;min-width:0}
-.plot svg{width:100%;height:auto;display:block}.muted{color:#607080;font-size:.88em}
+.scroll{overflow-x:auto;max-width:100%}.scroll>table{margin:0}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,520px),1fr));gap:12px}
+.plots.small{grid-template-columns:repeat(auto-fill,minmax(min(100%,340px),1fr))}
+.plot{min-width:0}.plot svg{width:100%;height:auto;display:block}.muted{color:#607080;font-size:.88em}
 code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.92em;word-break:break-all}
+h2,.message{overflow-wrap:anywhere}td.verdict,td.num{white-space:nowrap}
+@media (max-width:600px){main{padding:8px 10px}section.item,section.block{padding:10px 10px}}
 details>summary{cursor:pointer;font-weight:600;margin:.4em 0}
 """
+
+
+def _side_by_side(verdict: Verdict | None) -> dict[str, Any]:
+    """The verdict's side-by-side figures as written to the bundle (``ref``, ``cycles``,
+    ``baseline_side`` ...: :meth:`~pytest_aaco.records.SideBySideSummary.to_dict`); {} without."""
+    return verdict.side_by_side.to_dict() if verdict is not None and verdict.side_by_side is not None else {}
 
 
 def _anchor(nodeid: str) -> str:
@@ -152,73 +163,137 @@ def _round_latencies(result: dict[str, Any]) -> list[list[float]]:
     return [[float(x) for x in r] for r in result.get("latencies_ms") or []]
 
 
-def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> str | None:
-    """Four panels as one SVG: histogram and ECDF against the baseline's latest raw iterations,
-    every iteration in time order (warmup grey, rounds alternating), round means vs history."""
+#: one plot panel (inches at 100 dpi): panels sit side by side on a wide page and stack on a narrow one
+PANEL_SIZE = (5.6, 3.4)
+
+
+def _other_side(record: ItemRecord, baseline: JSONDict | None) -> tuple[np.ndarray, str]:
+    """The latencies (ms) the page compares this run with, and their name: the baseline side's
+    blocks when the item was measured side by side (``--aaco-compare``), else the baseline's
+    latest run's raw iterations."""
+    sbs = _side_by_side(record.verdict)
+    side = sbs.get("baseline_side") or {}
+    if side.get("latencies_ms"):
+        return (np.array([float(x) for block in side["latencies_ms"] for x in block], dtype=float),
+                f"baseline side ({sbs.get('ref')})")
+    return np.array(_baseline_latencies(record, baseline), dtype=float), "baseline latest run"
+
+
+def _this_side(record: ItemRecord) -> str:
+    return "this side" if record.verdict is not None and record.verdict.side_by_side else "this run"
+
+
+def _plain_log_axis(ax: Any) -> None:
+    """Tick labels on a log axis as plain numbers (``6``, ``20``), not ``6×10^0``."""
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda y, _pos: f"{y:.3g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+
+
+def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[str, Callable[[], str | None]]]:
+    """The latency plots of one item as ``(what, draw)`` pairs, each *draw* returning one SVG
+    panel: histogram and ECDF against the baseline's latencies (the baseline side's blocks side
+    by side, else the latest baseline run's raw iterations), every iteration in time order
+    (warmup grey, rounds alternating), and the round means against the history's (or the
+    baseline side's blocks). Empty without measured latencies."""
     result = record.result or {}
     rounds = _round_latencies(result)
     current = np.array([x for r in rounds for x in r], dtype=float)
     if current.size == 0:
-        return None
-    past = np.array(_baseline_latencies(record, baseline), dtype=float)
-    fig = new_figure(11.5, 6.6)
-    (ax_hist, ax_ecdf), (ax_iter, ax_rounds) = fig.subplots(2, 2)
-
+        return []
+    past, past_label = _other_side(record, baseline)
+    now_label = _this_side(record)
     both = np.concatenate([current, past]) if past.size else current
     lo, hi = np.percentile(both, CLIP_PERCENTILES)
     if not hi > lo:
         lo, hi = lo * 0.95 - 1e-6, hi * 1.05 + 1e-6
-    edges = np.histogram_bin_edges(both[(both >= lo) & (both <= hi)], bins="auto", range=(lo, hi))
-    if edges.size > 61:
-        edges = np.linspace(lo, hi, 61)
-    ax_hist.hist(current, bins=edges, density=True, alpha=0.55, color=CURRENT_COLOR,
-                 label=f"this run (n={current.size})")
-    if past.size:
-        ax_hist.hist(past, bins=edges, density=True, histtype="step", linewidth=1.6, color=BASELINE_COLOR,
-                     label=f"baseline latest run (n={past.size})")
-    outside = int(np.sum((both < lo) | (both > hi)))
-    ax_hist.set_title("latency distribution" + (f" ({outside} outliers not shown)" if outside else ""), fontsize=10)
-    ax_hist.set_xlabel("latency (ms)")
-    ax_hist.set_ylabel("density")
-    ax_hist.legend(fontsize=8)
 
-    for values, color, label in ((current, CURRENT_COLOR, "this run"), (past, BASELINE_COLOR, "baseline latest run")):
-        if values.size:
-            xs = np.sort(values)
-            ax_ecdf.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", color=color, label=label)
-    ax_ecdf.set_xlim(lo, hi)
-    ax_ecdf.set_title("ECDF", fontsize=10)
-    ax_ecdf.set_xlabel("latency (ms)")
-    ax_ecdf.set_ylabel("fraction of iterations")
-    ax_ecdf.grid(alpha=0.3)
-    ax_ecdf.legend(fontsize=8, loc="lower right")
+    def histogram() -> str:
+        fig = new_figure(*PANEL_SIZE)
+        ax = fig.subplots()
+        found = np.histogram_bin_edges(both[(both >= lo) & (both <= hi)], bins="auto", range=(lo, hi))
+        edges = [float(x) for x in (found if found.size <= 61 else np.linspace(lo, hi, 61))]
+        ax.hist(current, bins=edges, density=True, alpha=0.55, color=CURRENT_COLOR,
+                label=f"{now_label} (n={current.size})")
+        if past.size:
+            ax.hist(past, bins=edges, density=True, histtype="step", linewidth=1.6, color=BASELINE_COLOR,
+                    label=f"{past_label} (n={past.size})")
+        outside = int(np.sum((both < lo) | (both > hi)))
+        ax.set_title("latency distribution" + (f" ({outside} outliers not shown)" if outside else ""), fontsize=10)
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("density")
+        ax.legend(fontsize=8)
+        return figure_svg(fig)
 
-    warm = np.array(result.get("warmup_latencies_ms") or [], dtype=float)
-    start = 0
-    if warm.size:
-        ax_iter.plot(np.arange(warm.size), warm, ".", markersize=2, color=WARMUP_COLOR, label="warmup")
-        start = warm.size
-    for i, round_ms in enumerate(rounds):
-        ax_iter.plot(np.arange(start, start + len(round_ms)), round_ms, ".", markersize=2.5,
-                     color=CURRENT_COLOR if i % 2 == 0 else "#ff9896", label="measured rounds" if i == 0 else None)
-        start += len(round_ms)
-    # the first warmup runs can be 100x the steady state: scale to the measured tail and the settled warmup
-    top = float(np.percentile(current, 99.5))
-    if warm.size:
-        top = max(top, float(np.percentile(warm, 90)))
-    ax_iter.set_ylim(bottom=0, top=max(top * 1.2, 1e-6))
-    ax_iter.set_title("iterations in time order (slowest clipped)", fontsize=10)
-    ax_iter.set_xlabel("iteration")
-    ax_iter.set_ylabel("latency (ms)")
-    ax_iter.legend(fontsize=8, markerscale=4)
+    def ecdf() -> str:
+        fig = new_figure(*PANEL_SIZE)
+        ax = fig.subplots()
+        for values, color, label in ((current, CURRENT_COLOR, now_label), (past, BASELINE_COLOR, past_label)):
+            if values.size:
+                xs = np.sort(values)
+                ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", color=color, label=label)
+        ax.set_xlim(lo, hi)
+        ax.set_title("ECDF", fontsize=10)
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("fraction of iterations")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        return figure_svg(fig)
 
-    _plot_rounds(ax_rounds, record, result, _history(record, baseline))
-    return figure_svg(fig)
+    def iterations() -> str:
+        fig = new_figure(*PANEL_SIZE)
+        ax = fig.subplots()
+        warm = np.array(result.get("warmup_latencies_ms") or [], dtype=float)
+        start = 0
+        if warm.size:
+            ax.plot(np.arange(warm.size), warm, ".", markersize=2, color=WARMUP_COLOR, label="warmup")
+            start = warm.size
+        for i, round_ms in enumerate(rounds):
+            ax.plot(np.arange(start, start + len(round_ms)), round_ms, ".", markersize=2.5,
+                    color=CURRENT_COLOR if i % 2 == 0 else "#ff9896", label="measured rounds" if i == 0 else None)
+            start += len(round_ms)
+        # the first warmup runs can be 100x the steady state: scale to the measured tail and the settled warmup
+        top = float(np.percentile(current, 99.5))
+        if warm.size:
+            top = max(top, float(np.percentile(warm, 90)))
+        ax.set_ylim(bottom=0, top=max(top * 1.2, 1e-6))
+        ax.set_title(f"iterations of {now_label} in time order (slowest clipped)", fontsize=10)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("latency (ms)")
+        ax.legend(fontsize=8, markerscale=4)
+        return figure_svg(fig)
+
+    def round_means() -> str:
+        fig = new_figure(*PANEL_SIZE)
+        _plot_rounds(fig.subplots(), record, result, _history(record, baseline))
+        return figure_svg(fig)
+
+    return [("latency histogram", histogram), ("ECDF", ecdf), ("iterations plot", iterations),
+            ("round-means plot", round_means)]
+
+
+def run_label(index: int, run: dict[str, Any]) -> str:
+    """The x label of history run *index* (from 0): ``#3 11-24 20:03`` (its number and time,
+    UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a ``commit``."""
+    text = f"#{index + 1}"
+    stamp = str(run.get("timestamp") or "")
+    if len(stamp) >= 16:
+        text += f" {stamp[5:10]} {stamp[11:16]}"
+    commit = run.get("commit")
+    if isinstance(commit, str) and commit:
+        text += f" {commit[:7]}"
+    return text
 
 
 def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
     """Round means (ms) of every baseline run and of this run, with the baseline mean and the
-    threshold above it."""
+    threshold above it; side by side, the block means of both sides."""
+    sbs = _side_by_side(record.verdict)
+    side = sbs.get("baseline_side") or {}
+    if side.get("rounds"):
+        history = [{"rounds": side["rounds"], "label": f"baseline side ({sbs.get('ref')})"}]
     labels = []
     run_means = []
     for i, run in enumerate(history):
@@ -228,15 +303,16 @@ def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: l
             ax.plot(i + jitter, means, "o", markersize=3, color=BASELINE_COLOR, alpha=0.6)
             run_means.append(float(np.exp(np.mean([r["log_mean"] for r in run["rounds"]]))))
             ax.plot([i - 0.25, i + 0.25], [run_means[-1]] * 2, color=BASELINE_COLOR, linewidth=2)
-        labels.append(str(run.get("timestamp", ""))[5:10] or str(i + 1))
+        labels.append(str(run.get("label") or run_label(i, run)))
     x_now = len(history)
     now = [float(r["mean_ms"]) for r in result.get("rounds") or [] if is_num(r.get("mean_ms"))]
+    now_label = _this_side(record)
     if now:
         jitter = np.linspace(-0.15, 0.15, len(now)) if len(now) > 1 else np.zeros(1)
-        ax.plot(x_now + jitter, now, "o", markersize=4, color=CURRENT_COLOR, label="this run: round means")
+        ax.plot(x_now + jitter, now, "o", markersize=4, color=CURRENT_COLOR, label=f"{now_label}: round means")
         geo = float(np.exp(np.mean([r["log_mean"] for r in result["rounds"]])))
         ax.plot([x_now - 0.25, x_now + 0.25], [geo] * 2, color=CURRENT_COLOR, linewidth=2.5)
-    labels.append("this run")
+    labels.append(now_label)
     if run_means:
         reference = float(np.exp(np.mean(np.log(run_means))))
         threshold = record.verdict.threshold if record.verdict is not None else None
@@ -247,25 +323,43 @@ def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: l
     everything = [v for line in ax.get_lines() for v in np.asarray(line.get_ydata(), dtype=float) if v > 0]
     if everything and max(everything) / min(everything) > 4:
         ax.set_yscale("log")  # one slow round must not flatten the others
+    if ax.get_yscale() == "log":
+        _plain_log_axis(ax)
     ax.set_xticks(range(len(labels)))
-    step = max(1, len(labels) // 10)
+    step = max(1, len(labels) // 8)
     ax.set_xticklabels([lab if (i % step == 0 or i == len(labels) - 1) else "" for i, lab in enumerate(labels)],
-                       fontsize=7, rotation=30)
-    ax.set_title(f"round means: {len(history)} baseline run(s) and this run", fontsize=10)
+                       fontsize=7, rotation=30, ha="right")
+    what = "the baseline side's blocks" if side.get("rounds") else f"{len(history)} baseline run(s)"
+    ax.set_title(f"round means: {what} and {now_label}", fontsize=10)
     ax.set_ylabel("round mean (ms)")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
 
 
-def _telemetry_series(telemetry: dict[str, Any]) -> list[tuple[str, list[float], list[float]]]:
-    """``(label, seconds since the phase start, values)`` per plotted field; counters as rates."""
+def _drop_first_outlier(ys: list[float]) -> tuple[int, float | None]:
+    """``(1, value)`` when the first sample lies far from the others (more than 3x their range,
+    or 10% of their median when they are flat, from their median): a sampler's first reading
+    covers the time before the phase (``process_cpu_percent`` 5515% on 2 cores); ``(0, None)``
+    otherwise, and for fewer than 4 samples."""
+    if len(ys) < 4:
+        return 0, None
+    rest = np.asarray(ys[1:], dtype=float)
+    mid = float(np.median(rest))
+    spread = max(float(rest.max() - rest.min()), 0.1 * abs(mid), 1e-9)
+    return (1, ys[0]) if abs(ys[0] - mid) > 3 * spread else (0, None)
+
+
+def _telemetry_series(telemetry: dict[str, Any]) -> tuple[list[tuple[str, list[float], list[float]]], float]:
+    """``(label, seconds since the phase start, values)`` per plotted field, counters as rates, and
+    the phase start (``perf_counter_ns``); a first sample far off the others is left out
+    (:func:`_drop_first_outlier`) and its label says so."""
     samplers = telemetry.get("samplers") or {}
     columns: dict[str, tuple[list[float], list[float]]] = {}
     starts: list[float] = [float(telemetry["start_ns"])] if is_num(telemetry.get("start_ns")) else []
     for data in samplers.values():
         starts += [float(s["t_ns"]) for s in (data or {}).get("samples") or [] if is_num(s.get("t_ns"))]
     if not starts:
-        return []
+        return [], 0.0
     t0 = min(starts)
     for data in samplers.values():
         for sample in (data or {}).get("samples") or []:
@@ -291,33 +385,74 @@ def _telemetry_series(telemetry: dict[str, Any]) -> list[tuple[str, list[float],
                 continue
             series.append((f"{key} per s", mids, rates))
         else:
-            series.append((key, xs, ys))
+            skip, dropped = _drop_first_outlier(ys)
+            label = key + (f" (first sample {dropped:.4g} not shown)" if dropped is not None else "")
+            series.append((label, xs[skip:], ys[skip:]))
         if len(series) >= MAX_TELEMETRY_PANELS:
             break
-    return series
+    return series, t0
 
 
-def plot_telemetry(record: ItemRecord) -> str | None:
-    """Small multiples of the telemetry over the measured phase (x: seconds since it started)."""
+#: one telemetry panel (inches at 100 dpi)
+TELEMETRY_PANEL_SIZE = (3.8, 2.4)
+
+
+def _side_windows(record: ItemRecord) -> dict[str, list[tuple[float, float]]]:
+    """Side by side: ``{"baseline": [(start_ns, end_ns), ...], "candidate": [...]}`` of both
+    sides' blocks (``perf_counter_ns``, the telemetry's clock); {} otherwise."""
+    sbs = _side_by_side(record.verdict)
+    windows = (sbs.get("baseline_side") or {}).get("windows") or {}
+    return {side: [(float(a), float(b)) for a, b in spans] for side, spans in windows.items()
+            if isinstance(spans, list)}
+
+
+def plot_telemetry(record: ItemRecord) -> list[tuple[str, Callable[[], str | None]]]:
+    """The telemetry over the measured phase, one small panel per field (x: seconds since it
+    started), as ``(what, draw)`` pairs; side by side, each sample is coloured by the side whose
+    block was running when it was taken (grey between blocks). Empty without telemetry."""
     telemetry = (record.result or {}).get("telemetry") or {}
-    series = _telemetry_series(telemetry)
-    if not series:
+    series, t0 = _telemetry_series(telemetry)
+    windows = _side_windows(record)
+    ref = _side_by_side(record.verdict).get("ref")
+
+    def side_of(t_s: float) -> str | None:
+        t_ns = t0 + t_s * 1e9
+        for side, spans in windows.items():
+            if any(a <= t_ns <= b for a, b in spans):
+                return side
         return None
-    cols = 3 if len(series) > 2 else len(series)
-    rows = math.ceil(len(series) / cols)
-    fig = new_figure(11.5, 2.3 * rows + 0.3)
-    axes = fig.subplots(rows, cols, squeeze=False)
-    for ax, (label, xs, ys) in zip(axes.flat, series, strict=False):
-        ax.plot(xs, ys, "-o", markersize=2.5, linewidth=1.2, color="#455a64")
-        ax.set_title(label, fontsize=9)
-        ax.ticklabel_format(axis="y", useOffset=False)  # show 142.004, not +1.42e2 and 0.004
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(series):]:
-        ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel("seconds into the measured phase", fontsize=8)
-    return figure_svg(fig)
+
+    def panel(label: str, xs: list[float], ys: list[float]) -> Callable[[], str]:
+        def draw() -> str:
+            fig = new_figure(*TELEMETRY_PANEL_SIZE)
+            ax = fig.subplots()
+            ax.plot(xs, ys, "-", linewidth=1.0, color="#90a4ae")
+            if windows:
+                for side, color, name in (("candidate", CURRENT_COLOR, "this side"),
+                                          ("baseline", BASELINE_COLOR, f"baseline side ({ref})")):
+                    picked = [(x, y) for x, y in zip(xs, ys, strict=True) if side_of(x) == side]
+                    if picked:
+                        ax.plot(*zip(*picked, strict=True), "o", markersize=2.5, color=color, label=name)
+                ax.legend(fontsize=6)
+            else:
+                ax.plot(xs, ys, "o", markersize=2.5, color="#455a64")
+            ax.set_title(label, fontsize=9)
+            ax.ticklabel_format(axis="y", useOffset=False)  # show 142.004, not +1.42e2 and 0.004
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+            ax.set_xlabel("seconds into the measured phase", fontsize=8)
+            return figure_svg(fig)
+        return draw
+
+    return [(f"telemetry plot {label}", panel(label, xs, ys)) for label, xs, ys in series]
+
+
+def plot_panels(panels: list[tuple[str, Callable[[], str | None]]], what: str, css: str = "plots") -> str:
+    """The panels in one ``<div class="plots">`` (side by side on a wide page, stacked on a narrow
+    one), each drawn by :func:`~pytest_aaco.reports.markup.plot_or_note`; a note when there are none."""
+    if not panels:
+        return f'<p class="muted">no data for the {e(what)}.</p>'
+    return f'<div class="{css}">' + "".join(plot_or_note(draw, name) for name, draw in panels) + "</div>"
 
 
 def plot_cycle_ratios(record: ItemRecord) -> str | None:
@@ -327,7 +462,7 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
     sbs = verdict.side_by_side if verdict is not None else None
     if not sbs or not sbs.figures.get("ratios") or verdict is None:
         return None
-    fig = new_figure(11.5, 3.0)
+    fig = new_figure(*PANEL_SIZE)
     ax = fig.subplots()
     start = 0
     for index, ratios in enumerate(sbs.figures["ratios"]):
@@ -354,10 +489,24 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
 
 
 def stats_table(record: ItemRecord, baseline: JSONDict | None) -> str:
-    """This run against the baseline's latest run: latencies in ms, throughput in samples/s."""
-    summary = record.summary
-    history = _history(record, baseline)
-    past = (history[-1].get("summary") or {}) if history else {}
+    """This run against the baseline: latencies in ms, throughput in samples/s. This run is the
+    measurement the verdict's change was computed on (the confirmation's when a fresh session
+    confirmed a regression); the baseline is the baseline side's blocks when the item was
+    measured side by side, else the baseline's latest run. The change column is the plain ratio
+    of the two figures shown, and says so."""
+    summary = measured_summary(record)
+    sbs = _side_by_side(record.verdict)
+    side = sbs.get("baseline_side") or {}
+    if side.get("summary"):
+        past, then_name, vs = side["summary"], f"baseline side ({sbs.get('ref')})", "vs baseline side"
+    else:
+        history = _history(record, baseline)
+        past = (history[-1].get("summary") or {}) if history else {}
+        then_name, vs = "baseline, latest run", "vs latest run"
+    now_name = _this_side(record)
+    if record.verdict is not None and record.verdict.confirmed and not sbs and (record.result or {}).get(
+            "confirmation"):
+        now_name += " (confirmation)"
     rows = [("mean", "mean_ms", " ms", ".3f"), ("std", "std_ms", " ms", ".3f"), ("p50", "p50_ms", " ms", ".3f"),
             ("p90", "p90_ms", " ms", ".3f"), ("p99", "p99_ms", " ms", ".3f"),
             ("throughput", "throughput", " /s", ".1f"), ("rounds", "rounds", "", "d"),
@@ -369,35 +518,55 @@ def stats_table(record: ItemRecord, baseline: JSONDict | None) -> str:
         change = f"{(now / then - 1) * 100:+.1f}%" if is_num(now) and is_num(then) and then else ""
         body.append(f"<tr><th>{e(name)}</th><td class=\"num\">{e(fmt(now, spec, unit))}</td>"
                     f"<td class=\"num\">{e(fmt(then, spec, unit))}</td><td class=\"num\">{e(change)}</td></tr>")
-    head = "<tr><th></th><th>this run</th><th>baseline, latest run</th><th>change</th></tr>"
-    return f"<table>{head}{''.join(body)}</table>"
+    head = f"<tr><th></th><th>{e(now_name)}</th><th>{e(then_name)}</th><th>change ({e(vs)})</th></tr>"
+    return f'<div class="scroll"><table>{head}{"".join(body)}</table></div>'
 
 
 def verdict_table(verdict: Verdict) -> str:
-    """The figures behind the verdict: method, ratio with CI, p-value and level, MDE, threshold."""
+    """The figures behind the verdict: method, the tested change labelled with its series and its
+    CI, the raw change, p-value and level, MDE, threshold, and the means the change compares
+    (side by side: both sides' geometric means over their blocks, and the cycles)."""
     ci = f"{pct(verdict.ci_low)} .. {pct(verdict.ci_high)}" if is_num(verdict.ci_low) else "-"
+    word = series_word(verdict) if verdict.ratio is not None else "-"
+    sbs = _side_by_side(verdict)
     pairs = [
         ("method", e(verdict.method or "-")),
-        ("change (ratio - 1)", e(pct(verdict.ratio))),
-        ("95% CI", e(ci)),
+        (f"change ({word})", e(pct(verdict.ratio))),
+        (f"95% CI ({word})", e(ci)),
+    ]
+    if verdict.series in ("adjusted", "normalized") and not sbs:
+        pairs.append(("change (raw)", e(pct(verdict.raw_ratio))))
+    pairs += [
         ("one-sided p (slower)", e(fmt(verdict.p_value, ".3g"))),
         ("level (item's alpha)", e(fmt(verdict.level, ".3g"))),
         ("minimum detectable effect", e(fraction_pct(verdict.mde))),
         ("threshold", e(fraction_pct(verdict.threshold))),
-        ("baseline mean (all runs)", e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
-        ("baseline runs", e(verdict.baseline_runs)),
-        ("baseline file", f"<code>{e(verdict.baseline_path or '-')}</code>"),
-        ("fingerprint id", f"<code>{e(verdict.fingerprint_id or '-')}</code>"),
     ]
+    if sbs:
+        pairs += [
+            ("this side mean (geometric, over its blocks)", e(fmt(verdict.current_mean_ms, ".3f", " ms"))),
+            (f"baseline side mean ({sbs.get('ref')}, geometric, over its blocks)",
+             e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
+            ("cycles", e(sbs.get("cycles"))),
+        ]
+    else:
+        which = " (confirmation)" if verdict.confirmed else ""
+        pairs += [
+            (f"this run mean{which}", e(fmt(verdict.current_mean_ms, ".3f", " ms"))),
+            (f"baseline mean (of {verdict.baseline_runs} run(s))", e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
+            ("baseline file", f"<code>{e(verdict.baseline_path or '-')}</code>"),
+        ]
+    pairs.append(("fingerprint id", f"<code>{e(verdict.fingerprint_id or '-')}</code>"))
     if verdict.fingerprint_diff:
         pairs.append(("fingerprint fields that differ", e(", ".join(map(str, verdict.fingerprint_diff)))))
     if verdict.confirmed is not None:
         pairs.append(("confirmed by a second measurement", e("yes" if verdict.confirmed else "no")))
     p99 = verdict.p99
     if p99 is not None:
-        pairs.append(("p99 change (bootstrap CI)", e(f"{pct(p99.ratio)} ({pct(p99.ci_low)} .. {pct(p99.ci_high)})"
-                                                     + (" REGRESSED" if p99.regression else ""))))
-    return f"<table>{table_rows(pairs)}</table>"
+        pairs.append(("p99 change vs latest run (bootstrap CI)",
+                      e(f"{pct(p99.ratio)} ({pct(p99.ci_low)} .. {pct(p99.ci_high)})"
+                        + (" REGRESSED" if p99.regression else ""))))
+    return f'<div class="scroll"><table>{table_rows(pairs)}</table></div>'
 
 
 def _list(title: str, lines: list[str]) -> str:
@@ -453,19 +622,21 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
                          " this run only.</p>")
         if plots and verdict is not None and verdict.side_by_side:
             parts.append("<h3>Side by side: per-cycle ratios</h3>"
-                         + plot_or_note(lambda: plot_cycle_ratios(record), "per-cycle ratios"))
+                         + plot_panels([("per-cycle ratios", lambda: plot_cycle_ratios(record))], "per-cycle ratios"))
         if plots:
-            parts.append("<h3>Latency</h3>" + plot_or_note(lambda: plot_latency(record, baseline), "latency plots"))
-            parts.append("<h3>Telemetry over the measured phase</h3>"
-                         + plot_or_note(lambda: plot_telemetry(record), "telemetry plot"))
+            parts.append("<h3>Latency</h3>"
+                         + plot_panels(plot_latency(record, baseline), "latency plots", "plots latency"))
+            where = " (both sides' blocks, interleaved)" if verdict is not None and verdict.side_by_side else ""
+            parts.append(f"<h3>Telemetry over the measured phase{e(where)}</h3>"
+                         + plot_panels(plot_telemetry(record), "telemetry plot", "plots small"))
         telemetry = (record.result or {}).get("telemetry") or {}
         tsum = telemetry.get("summary") or {}
         if tsum:
             rows = "".join(f"<tr><th>{e(k)}</th><td class=\"num\">{e(fmt(v.get('mean'), '.4g'))}</td>"
                            f"<td class=\"num\">{e(fmt(v.get('max'), '.4g'))}</td></tr>"
                            for k, v in sorted(tsum.items()) if isinstance(v, dict))
-            parts.append(f"<details><summary>Telemetry summary</summary><table><tr><th>field</th><th>mean</th>"
-                         f"<th>max</th></tr>{rows}</table></details>")
+            parts.append(f'<details><summary>Telemetry summary</summary><div class="scroll"><table><tr><th>field</th>'
+                         f"<th>mean</th><th>max</th></tr>{rows}</table></div></details>")
         errors = {name: data.get("error") for name, data in (telemetry.get("samplers") or {}).items()
                   if isinstance(data, dict) and data.get("error")}
         if errors:
@@ -485,7 +656,8 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
         parts.append(_list("Notes", verdict.notes))
     parts.append(diagnosis_block(record.diagnosis))
     if record.fingerprint:
-        parts.append("<details><summary>Fingerprint</summary>" + _value_html(record.fingerprint) + "</details>")
+        parts.append('<details><summary>Fingerprint</summary><div class="scroll">' + _value_html(record.fingerprint)
+                     + "</div></details>")
     parts.append("</section>")
     return "".join(p for p in parts if p)
 
@@ -502,33 +674,43 @@ def _device_cell(v: Verdict) -> str:
     return text
 
 
+def failing_first(records: Sequence[ItemRecord]) -> list[ItemRecord]:
+    """*records* with the failing items first, then the inconclusive or unstable ones, then the
+    rest, each group in run order."""
+    return sorted(records, key=lambda r: (not r.fails, not r.is_warning))
+
+
 def overview_table(records: Sequence[ItemRecord]) -> str:
-    """One row per item, linking to its section; a GPU column when the items ran on several GPUs, and a
-    device-time column (change, 95% CI, kernels per run) when some item's device time was compared."""
+    """One row per item, linking to its section: the verdict (with the metrics that failed) and
+    the change labelled with its series first, so a narrow screen shows them without scrolling;
+    then the device-time change (change, 95% CI, kernels per run) when some item's device time was
+    compared, p and the figures of the measurement the change was computed on; a GPU column after
+    the item when the items ran on several GPUs."""
     gpu = several_gpus(list(records))
     with_device = any(r.verdict is not None and r.verdict.device is not None for r in records)
     head = ("<tr><th>item</th>" + ("<th>GPU</th>" if gpu else "")
-            + "<th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th>"
-            "<th>vs baseline (95% CI)</th>" + ("<th>device time (95% CI)</th>" if with_device else "")
-            + "<th>p (slower)</th><th>verdict</th></tr>")
+            + "<th>verdict</th><th>change vs baseline [95% CI]</th>"
+            + ("<th>device time (95% CI)</th>" if with_device else "")
+            + "<th>p (slower)</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th></tr>")
     body = []
-    for record in records:
-        summary = record.summary
-        v = record.verdict or Verdict(record.effective_outcome, record.label, 0.0)
-        change = pct(v.ratio)
-        if is_num(v.ci_low):
-            change += f" ({pct(v.ci_low)} .. {pct(v.ci_high)})"
-        flags = (" unstable" if v.unstable else "") + (" memory" if v.memory else "")
+    for record, name in zip(records, row_labels(records), strict=True):
+        summary = measured_summary(record)
+        v = record.verdict
+        change = change_text(v) if v is not None else "-"
+        cell = verdict_cell(record)
+        flags = cell[len(str(record.effective_outcome)):].strip()
         body.append(
-            f"<tr><td><a href=\"#{e(_anchor(record.nodeid))}\">{e(record.label)}</a></td>"
+            f"<tr><td><a href=\"#{e(_anchor(record.nodeid))}\">{e(name)}</a></td>"
             + (f"<td><code>{e(record.gpu_label)}</code></td>" if gpu else "")
+            + f'<td class="verdict">{_badge(record.effective_outcome)} {e(flags)}</td>'
+            f'<td class="num">{e(change)}</td>'
+            + (f'<td class="num">{e(_device_cell(v))}</td>' if with_device and v is not None else
+               ('<td class="num">-</td>' if with_device else ""))
+            + f'<td class="num">{e(fmt(v.p_value if v else None, ".2g"))}</td>'
             + "".join(f'<td class="num">{e(fmt(summary.get(k), s))}</td>'
                       for k, s in (("mean_ms", ".3f"), ("p50_ms", ".3f"), ("p99_ms", ".3f"), ("throughput", ".1f")))
-            + f'<td class="num">{e(change)}</td>'
-            + (f'<td class="num">{e(_device_cell(v))}</td>' if with_device else "")
-            + f'<td class="num">{e(fmt(v.p_value, ".2g"))}</td>'
-            f"<td>{_badge(record.effective_outcome)}{e(flags)}</td></tr>")
-    return f"<table>{head}{''.join(body)}</table>"
+            + "</tr>")
+    return f'<div class="scroll"><table class="overview">{head}{"".join(body)}</table></div>'
 
 
 def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environment: dict[str, Any] | None = None,
@@ -556,17 +738,18 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
         parts.append(f'<p class="muted">False-alarm control: {e(sentence)}</p>')
     if not plots:
         parts.append(f'<p class="message warn">Plots need matplotlib: <code>{e(INSTALL_HINT)}</code></p>')
-    parts.append('<section class="block"><h2>Items</h2>' + overview_table(records) + "</section>")
-    for record in records:
+    ordered = failing_first(records)
+    parts.append('<section class="block"><h2>Items</h2>' + overview_table(ordered) + "</section>")
+    for record in ordered:
         parts.append(item_section(record, baselines.get(record.nodeid), plots))
     if environment:
         env = {k: environment[k] for k in ENVIRONMENT_ORDER if k in environment}
         env.update({k: v for k, v in environment.items() if k not in env and k != "packages"})
         packages = environment.get("packages") or {}
-        parts.append('<section class="block"><h2>Environment</h2>' + _value_html(env))
+        parts.append('<section class="block"><h2>Environment</h2><div class="scroll">' + _value_html(env) + "</div>")
         if packages:
-            parts.append(f"<details><summary>Installed packages ({len(packages)})</summary>"
-                         + _value_html(packages) + "</details>")
+            parts.append(f'<details><summary>Installed packages ({len(packages)})</summary><div class="scroll">'
+                         + _value_html(packages) + "</div></details>")
         parts.append("</section>")
     parts.append("</main></body></html>\n")
     return "\n".join(parts)

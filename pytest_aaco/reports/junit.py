@@ -1,9 +1,11 @@
 """``--aaco-junit PATH``: a JUnit XML file with one testcase per benchmark item and its figures.
 
 Built with the ``junit-xml`` package; the file has one ``<testsuite name="pytest-aaco">``. Each
-``<testcase>`` has ``classname`` = the provider short name (``cpu``, ``migraphx``; the test
-module when there is none) and ``name`` = the item label (``resnet50[cpu]``; the test function
-is appended when two items share a label). Its ``<properties>`` carry the same ``aaco_*``
+``<testcase>`` is named as pytest's own ``--junitxml`` names it, so CI dashboards match the two
+files: ``classname`` = the module path (``tests.perf.test_models``, plus the class), ``name`` =
+the test with its parameters (``test_latency[resnet50-cpu]``); its ``time`` is the item's
+duration as pytest measured it (setup, call and teardown, s), the label is the property
+``aaco_label``. Its ``<properties>`` carry the same ``aaco_*``
 figures that pytest's own ``--junitxml`` gets through ``record_property``
 (:func:`properties`, added by the session object): model, provider, mean / p50 / p99 ms, throughput
 (samples/s), change vs baseline (%), the 95% CI bounds (ratios current/baseline), the
@@ -17,7 +19,6 @@ is an ``<error>``; skipped items are ``<skipped>``.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections import Counter
 from collections.abc import Sequence
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
@@ -25,6 +26,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from pytest_aaco.jsonio import atomic_write_text
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
 from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.wording import headline, junit_names
 
 SUITE_NAME = "pytest-aaco"
 #: result summary figures exported as ``aaco_<key>`` (ms and samples/s)
@@ -95,18 +97,13 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     return props
 
 
-def _module(nodeid: str) -> str:
-    """``tests/perf/test_models.py::test_x[a]`` -> ``tests.perf.test_models``."""
-    path = nodeid.split("::", 1)[0]
-    return path.removesuffix(".py").replace("/", ".").replace("\\", ".") or "aaco"
-
-
-def _function(nodeid: str) -> str:
-    return nodeid.split("::")[-1].split("[", 1)[0]
-
-
 def _elapsed_s(record: ItemRecord) -> float | None:
-    """Time spent running the model (warmup + measured iterations), in seconds; None without a result."""
+    """The item's duration (s) as pytest measured it (setup, call and teardown: ``duration_s``,
+    kept by the session); for a record without it (an older bundle), the time spent running the
+    model (warmup + measured iterations); None without either."""
+    duration = record.extra.get("duration_s")
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+        return round(float(duration), 6)
     result = record.result or {}
     rounds = result.get("rounds") or []
     if not rounds:
@@ -131,21 +128,18 @@ def _details(record: ItemRecord) -> str:
 
 def build_cases(records: Sequence[ItemRecord]) -> list[TestCase]:
     """One ``junit_xml.TestCase`` per record, in run order."""
-    labels = Counter(r.label for r in records)
     cases = []
     for record in records:
         nodeid = record.nodeid
-        name = record.label if labels[record.label] == 1 else f"{record.label} {_function(nodeid)}"
+        classname, name = junit_names(nodeid)
         details = _details(record)
-        classname = record.provider if record.provider not in ("", "-") else _module(nodeid)
         case = TestCase(name, classname=classname, elapsed_sec=_elapsed_s(record), stdout=details or None,
                         file=nodeid.split("::", 1)[0] or None)
-        message = (record.verdict.message if record.verdict is not None and record.verdict.message
-                   else record.error or "failed").splitlines()[0]
+        message = headline(record) if record.fails else (record.error or "failed").splitlines()[0]
         if record.effective_outcome == Outcome.ERROR:
             case.add_error_info(message=message, output=details, error_type="aaco-error")
         elif record.outcome == Outcome.FAILED:
-            kind = record.verdict.outcome if record.verdict is not None else "failure"
+            kind = record.effective_outcome if record.verdict is not None else "failure"
             case.add_failure_info(message=message, output=details, failure_type=f"aaco-{kind}")
         elif record.outcome == Outcome.SKIPPED:
             case.add_skipped_info(message=record.error or "skipped")

@@ -4,14 +4,17 @@
 shows where it is:
 
 * ``-q`` (verbosity < 0): nothing.
-* ``-v``: appended to the item's own line, before pytest writes ``PASSED``::
+* ``-v``: appended to the item's own line, before pytest writes ``PASSED``, cut to what fits
+  on the line with room left for `` PASSED [100%]`` (:data:`OUTCOME_COLUMNS`), so the line
+  never wraps::
 
       test_models.py::test_latency[resnet50-cpu] aaco: measuring resnet50[cpu] (warmup 10, 10 rounds)... PASSED
 
 * default verbosity on a terminal: a transient status after the progress dots, erased before
   pytest writes the item's letter, so the dots line looks as usual once the item is done.
-* default verbosity into a file or CI log (not a tty): one line per item, so the log says
-  which item was running when a job hung.
+* default verbosity into a file or CI log (not a tty): nothing, so the log keeps pytest's own
+  layout (one file path, its dots on one line). ``-v`` names each item before it runs, which
+  is what tells where a job hung.
 
 Writes happen with pytest's output capture suspended (the benchmark runs inside the test
 body, where stdout is captured), as pytest's own live logging does.
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
 PROGRESS_PLUGIN_NAME = "aaco-progress"
 #: a transient status is only shown when at least this many columns are free on the line
 MIN_FREE_COLUMNS = 24
+#: columns kept free after a ``-v`` status for pytest's `` PASSED [100%]`` (the longest outcome
+#: word pytest writes there is ``SKIPPED``/``XFAILED``: 1 + 7 + 1 + 6, and one to spare)
+OUTCOME_COLUMNS = 16
 
 
 def describe_settings(settings: MeasureSettings) -> str:
@@ -126,17 +132,29 @@ def announce(config: pytest.Config, item_label: str, settings: MeasureSettings) 
     try:
         with _uncaptured(config):
             if tr.verbosity > 0:
-                tr.write(text + " ", flush=True)
+                writer = config.get_terminal_writer()
+                fitted = fit_verbose(text, item_label, writer.fullwidth - writer.width_of_current_line)
+                if fitted:
+                    tr.write(fitted + " ", flush=True)
             elif getattr(tr, "isatty", False) and sys.stdout.isatty():
                 status = config.pluginmanager.get_plugin(PROGRESS_PLUGIN_NAME)
                 if status is None:
                     status = _TransientStatus(config)
                     config.pluginmanager.register(status, PROGRESS_PLUGIN_NAME)
                 status.show(text)
-            else:
-                tr.write_line(text)
     except (OSError, ValueError):  # a closed or broken terminal must not fail the benchmark
         pass
+
+
+def fit_verbose(text: str, item_label: str, free: int) -> str:
+    """The longest of *text*, ``aaco: measuring LABEL...`` and ``aaco...`` that leaves
+    :data:`OUTCOME_COLUMNS` of the *free* columns (and one for the space after it) for pytest's
+    outcome and progress; '' when none does."""
+    room = free - OUTCOME_COLUMNS - 1
+    for candidate in (text, f"aaco: measuring {item_label}...", "aaco..."):
+        if len(candidate) <= room:
+            return candidate
+    return ""
 
 
 def write_line(config: pytest.Config, text: str, **markup: bool) -> None:
@@ -147,6 +165,8 @@ def write_line(config: pytest.Config, text: str, **markup: bool) -> None:
     tr = config.pluginmanager.get_plugin("terminalreporter")
     try:
         if tr is not None:
+            if config.get_terminal_writer().width_of_current_line:  # after the dots and "[100%]"
+                tr.write("\n")
             tr.write_line(text, **markup)
         else:
             print(text, flush=True)

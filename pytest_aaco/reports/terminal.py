@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, several_gpus
 from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.wording import change_text, headline, measured_summary, row_names, verdict_cell
 
 if TYPE_CHECKING:
     import pytest
 
 #: "machine" is the reference workload's change against the history: how much slower (+) or faster
 #: (-) the machine ran than when the baseline was recorded (:mod:`pytest_aaco.measure.reference_workload`)
-COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "vs baseline", "machine",
-           "verdict")
+COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "change vs baseline [95% CI]",
+           "machine", "verdict")
 #: right-aligned columns of :data:`COLUMNS`
 NUMERIC = frozenset({2, 3, 4, 5})
 
@@ -44,27 +45,18 @@ def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: f
     return [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(r) for r in table[1:]]
 
 
-def row(record: ItemRecord) -> tuple[str, ...]:
-    """One table row: figures in ms and samples/s, change in % with its 95% CI (on the series the
-    verdict tested: adjusted for or normalized by the reference workload when it was valid, else
-    raw), the machine's own change, the verdict."""
-    summary = record.summary
+def row(record: ItemRecord, name: str | None = None) -> tuple[str, ...]:
+    """One table row: figures in ms and samples/s of the measurement the change was computed on
+    (:func:`~pytest_aaco.reports.wording.measured_summary`), the change in % labelled with the
+    series tested (``adjusted``, ``normalized``, ``raw``, ``paired``), its 95% CI and the raw
+    change next to it (:func:`~pytest_aaco.reports.wording.change_text`), the machine's own change,
+    the verdict with the metrics that failed. *name* is the model cell (the model by default)."""
+    summary = measured_summary(record)
     verdict = record.verdict
-    change = "-"
-    if verdict is not None and verdict.ratio is not None:
-        change = pct(verdict.ratio)
-        if verdict.ci_low is not None and verdict.ci_high is not None:
-            change += f" [{(verdict.ci_low - 1) * 100:+.1f},{(verdict.ci_high - 1) * 100:+.1f}]"
-    outcome = str(record.effective_outcome)
-    if verdict is not None and verdict.unstable:
-        outcome += " (unstable)"
-    if verdict is not None and verdict.memory:
-        outcome += " (memory)"
-    if record.error and verdict is None:
-        outcome = f"{record.outcome}: {record.error[:60]}"
-    return (record.model, record.provider, num(summary.get("mean_ms"), ".2f"), num(summary.get("p50_ms"), ".2f"),
-            num(summary.get("p99_ms"), ".2f"), num(summary.get("throughput"), ".1f"), change,
-            machine(verdict.reference_drift if verdict is not None else None), outcome)
+    change = change_text(verdict) if verdict is not None else "-"
+    return (name or record.model, record.provider, num(summary.get("mean_ms"), ".2f"),
+            num(summary.get("p50_ms"), ".2f"), num(summary.get("p99_ms"), ".2f"), num(summary.get("throughput"), ".1f"),
+            change, machine(verdict.reference_drift if verdict is not None else None), verdict_cell(record))
 
 
 def machine(drift: float | None) -> str:
@@ -77,7 +69,8 @@ def device_change(record: ItemRecord) -> str:
     dev = record.verdict.device if record.verdict is not None else None
     if dev is None:
         return "-"
-    text = pct(dev["ratio"])
+    paired = record.verdict is not None and record.verdict.side_by_side is not None
+    text = pct(dev["ratio"]) + (" paired" if paired else "")
     if isinstance(dev.get("ci_low"), (int, float)) and isinstance(dev.get("ci_high"), (int, float)):
         text += f" [{(dev['ci_low'] - 1) * 100:+.1f},{(dev['ci_high'] - 1) * 100:+.1f}]"
     return text
@@ -86,13 +79,13 @@ def device_change(record: ItemRecord) -> str:
 def format_table(records: Sequence[ItemRecord]) -> list[str]:
     """Aligned text lines: header, rule, one row per item in run order; with a ``gpu`` column after
     the provider when the items ran on more than one physical GPU (pytest-xdist workers on
-    ``--aaco-device-id 0,1``), and a ``device time`` column after ``vs baseline`` when some item's
+    ``--aaco-device-id 0,1``), and a ``device time`` column after the change vs baseline when some item's
     device time was compared (GPU items with a tracer)."""
     columns: tuple[str, ...] = COLUMNS
-    rows = [row(r) for r in records]
+    rows = [row(r, name) for r, name in zip(records, row_names(records), strict=True)]
     numeric = NUMERIC
     if any(r.verdict is not None and r.verdict.device is not None for r in records):
-        at = columns.index("vs baseline") + 1
+        at = columns.index("change vs baseline [95% CI]") + 1
         rows = [(*cells[:at], device_change(r), *cells[at:]) for r, cells in zip(records, rows, strict=True)]
         columns = (*columns[:at], "device time", *columns[at:])
     if several_gpus(list(records)):
@@ -100,6 +93,18 @@ def format_table(records: Sequence[ItemRecord]) -> list[str]:
         columns = (*columns[:2], "gpu", *columns[2:])
         numeric = frozenset(i + 1 for i in numeric)
     return format_rows(columns, rows, numeric)
+
+
+def confirmed_line(records: Sequence[ItemRecord]) -> str | None:
+    """Which rows show a confirmation measurement's figures (a regression a fresh session
+    confirmed), None when none does."""
+    found = [name for r, name in zip(records, row_names(records), strict=True)
+             if r.verdict is not None and r.verdict.confirmed and r.verdict.side_by_side is None
+             and (r.result or {}).get("confirmation")]
+    if not found:
+        return None
+    return ("confirmed: these rows show the confirmation measurement (a fresh session), the one the change was"
+            f" computed on: {', '.join(found)}")
 
 
 def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
@@ -138,12 +143,30 @@ def lond_line(summary_fdr: JSONDict | None) -> str | None:
             f" items; {summary_fdr.get('tests')} gated, {summary_fdr.get('discoveries')} regression(s)")
 
 
-def write_summary(terminalreporter: pytest.TerminalReporter, records: Sequence[ItemRecord],
-                  context: ReportContext) -> None:
-    """Write the table, the session-wide error-control line and the messages; never raises."""
-    tr = terminalreporter
-    tr.write_sep("=", "pytest-aaco results")
+def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosity: int = 0) -> list[str]:
+    """The lines of the results section for pytest's *verbosity*.
+
+    * 0 and above: the table, the session-wide error-control line, every item worth a line with
+      its likely cause, the other-runners line, the bundle.
+    * ``-q`` (-1): the table, the :func:`~pytest_aaco.reports.wording.headline` of each failing item
+      (its whole message is in pytest's FAILURES section) and the message of the other items
+      worth a line, without likely causes.
+    * ``-qq`` (-2 and below): only the failing items, node id and headline, one line each.
+    """
+    if verbosity <= -2:
+        return [f"  {r.nodeid}: {headline(r)}" for r in records if r.fails]
     lines = format_table(records)
+    confirmed = confirmed_line(records)
+    if confirmed:
+        lines.append(confirmed)
+    if verbosity < 0:  # a failing item's whole message is in pytest's FAILURES section already
+        for record in records:
+            if record.fails:
+                lines.append(f"  {headline(record)}")
+            elif record.worth_a_line:
+                lines.append(f"  {record.message}")
+            lines += [f"  warning: {text}" for text in record.warnings]
+        return lines
     lond = lond_line(context.summary.fdr_control)
     if lond:
         lines.append(lond)
@@ -153,5 +176,17 @@ def write_summary(terminalreporter: pytest.TerminalReporter, records: Sequence[I
         lines.append(others)
     if context.bundle_path is not None:
         lines.append(f"session bundle: {context.bundle_path}")
+    return lines
+
+
+def write_summary(terminalreporter: pytest.TerminalReporter, records: Sequence[ItemRecord],
+                  context: ReportContext) -> None:
+    """Write the results section (:func:`summary_lines` at the reporter's verbosity); nothing at
+    all when there is nothing to say (``-qq`` and no item failed); never raises."""
+    tr = terminalreporter
+    lines = summary_lines(records, context, int(getattr(tr, "verbosity", 0)))
+    if not lines:
+        return
+    tr.write_sep("=", "pytest-aaco results")
     for line in lines:
         tr.write_line(line)

@@ -39,6 +39,7 @@ from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
 from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.samplers import TelemetrySession
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
     CANDIDATE,
@@ -50,6 +51,7 @@ from pytest_aaco.sidebyside.cycles import (
     candidate_result,
     child_device_time,
     compare_sides,
+    side_figures,
     to_verdict,
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
@@ -105,6 +107,8 @@ class SideBySideRun(Protocol):
     def feeds(self) -> dict[str, np.ndarray]: ...
 
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult: ...
+
+    def telemetry_session(self) -> TelemetrySession: ...
 
 
 @dataclass
@@ -186,7 +190,13 @@ class SideBySideGate:
             return with_graph(provider, graph) if graph is not None else provider
 
         item = ItemMeasure(settings.warmup, settings.iobinding, settings.device_id, o.intra_op_threads, o.device_time)
-        result, verdict, _ = self.measure(run.model, side, provider_for, item, gate, level(), label, lock=lock)
+        telemetry = run.telemetry_session()  # over both sides' blocks: the reports split it by side
+        telemetry.start()
+        try:
+            result, verdict, _ = self.measure(run.model, side, provider_for, item, gate, level(), label, lock=lock)
+        finally:
+            telemetry.stop()
+        result.telemetry = telemetry.to_dict()
         if o.cold_start:  # measured by the cold-start pass after the rounds (extra_passes.measure_insight)
             run.compare_cold_start = partial(self.cold_start, run.model, side, provider_for, item, run.feeds,
                                              o.cold_start, label, o.cold_start_threshold, o.max_contention)
@@ -234,6 +244,8 @@ class SideBySideGate:
             no_tracer = self._child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
                                                 alpha, device, lock)
         verdict = to_verdict(result, label, gate)
+        if verdict.side_by_side is not None:  # both sides' figures and distributions, for the reports
+            verdict.side_by_side.figures["baseline_side"] = side_figures(result, BASELINE)
         if side.changes or no_tracer:
             if side.changes:
                 verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))

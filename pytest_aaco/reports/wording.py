@@ -1,0 +1,236 @@
+"""The words every report shares: what a per cent is, what failed, and how an item is named.
+
+* :func:`series_word`: the label of a verdict's change: ``adjusted`` (for the reference
+  workload, a fitted slope), ``normalized`` (divided by it), ``raw``, or ``paired`` (measured side
+  by side, per-cycle ratios). :func:`change_text` is the change with that label, its 95% CI and,
+  when the tested series is not the raw one, the raw change next to it.
+* :func:`failed_metrics`: which metrics failed (``latency``, ``p99``, ``memory``, ``cold start``,
+  ``device time``); :func:`verdict_cell` is the table's verdict with them.
+* :func:`headline`: the first line of a failing item's failure (pytest's short summary shows
+  it), per cent first so that a cut line keeps it, then what failed, e.g.
+  ``+10.2% adjusted LATENCY REGRESSION mlp[cpu] (raw +9.8%)``.
+* :func:`measured_summary`: the summary figures of the measurement the verdict was computed
+  on (the confirmation's when a fresh session confirmed the regression), so the table's mean
+  and the message's agree.
+* :func:`row_names`: the model cell of result tables, with the test name added where two rows
+  would read the same; :func:`junit_names`: pytest's own JUnit ``classname`` and ``name``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_aaco.records import ItemRecord, Outcome, Verdict
+
+#: ``Verdict.series`` -> the label of the change
+SERIES_WORDS = {"adjusted": "adjusted", "normalized": "normalized", "raw": "raw"}
+
+
+def signed_pct(ratio: float | None, digits: int = 1) -> str:
+    """A ratio as a signed change (``1.102`` -> ``+10.2%``); ``-`` for None."""
+    return "-" if ratio is None else f"{(ratio - 1) * 100:+.{digits}f}%"
+
+
+def series_word(v: Verdict) -> str:
+    """What the verdict's change is: ``paired`` side by side, else its series (``adjusted``,
+    ``normalized``, ``raw``); ``raw`` when the verdict does not say (an older bundle)."""
+    if v.side_by_side is not None:
+        return "paired"
+    return SERIES_WORDS.get(v.series or "", "raw")
+
+
+def change_text(v: Verdict, ci: bool = True, with_raw: bool = True) -> str:
+    """``+10.2% adjusted [+5.0, +15.3]; raw +9.8%``: the tested change with its label, its 95% CI
+    (with *ci*) and the raw change (with *with_raw*, when another series was tested); ``-``
+    without a change."""
+    if v.ratio is None:
+        return "-"
+    text = f"{signed_pct(v.ratio)} {series_word(v)}"
+    if ci and v.ci_low is not None and v.ci_high is not None:
+        text += f" [{(v.ci_low - 1) * 100:+.1f}, {(v.ci_high - 1) * 100:+.1f}]"
+    if with_raw and v.series in ("adjusted", "normalized") and v.raw_ratio is not None and v.side_by_side is None:
+        text += f"; raw {signed_pct(v.raw_ratio)}"
+    return text
+
+
+def _device(v: Verdict | None) -> dict[str, Any]:
+    return dict((v.side_by_side.device_time or {}) if v is not None and v.side_by_side is not None else {})
+
+
+def failed_metrics(record: ItemRecord) -> list[str]:
+    """The metrics that failed the item, in the order :func:`headline` names them: ``latency``
+    (a latency regression, or an inconclusive or improved latency that fails by the user's
+    choice), ``device time``, ``p99``, ``memory``, ``cold start``. Empty for an item that did not
+    fail on a metric (passed, or an error)."""
+    v = record.verdict
+    found = []
+    if v is not None and v.fails and v.outcome != Outcome.ERROR:
+        wall_outcome = v.side_by_side.outcome if v.side_by_side is not None else None
+        wall_regressed = (wall_outcome or str(v.outcome)) == str(Outcome.REGRESSION)
+        device = _device(v).get("outcome") == str(Outcome.REGRESSION)
+        if v.outcome in (Outcome.INCONCLUSIVE, Outcome.IMPROVEMENT) or (
+                v.outcome == Outcome.REGRESSION and (wall_regressed or not device)):
+            found.append("latency")
+        if device:
+            found.append("device time")
+        if v.p99_regressed:
+            found.append("p99")
+        if v.memory:
+            found.append("memory")
+    if record.cold_start_fails:
+        found.append("cold start")
+    return found
+
+
+def verdict_cell(record: ItemRecord) -> str:
+    """The verdict column: the outcome, the metrics that failed (``regression (cold start)``),
+    ``confirmed`` for a regression a fresh session confirmed, and ``unstable``; for an item
+    without a verdict, pytest's outcome and the start of the error."""
+    v = record.verdict
+    if record.error and v is None:
+        return f"{record.outcome}: {record.error[:60]}"
+    outcome = str(record.effective_outcome)
+    metrics = failed_metrics(record)
+    extras = []
+    # "regression" alone means a latency regression; anything else names its metrics
+    if metrics and (metrics != ["latency"] or record.effective_outcome != Outcome.REGRESSION):
+        extras.append(", ".join(metrics))
+    if v is not None and v.confirmed and record.effective_outcome == Outcome.REGRESSION:
+        extras.append("confirmed")
+    if v is not None and v.unstable:
+        extras.append("unstable")
+    return outcome + (f" ({'; '.join(extras)})" if extras else "")
+
+
+def measured_summary(record: ItemRecord) -> dict[str, Any]:
+    """The summary figures (``mean_ms``, ``p50_ms``, ``p99_ms``, ``throughput`` ...) of the
+    measurement the verdict's change was computed on: the confirmation measurement's when a
+    fresh session confirmed a regression, else the item's own; {} without a result."""
+    v = record.verdict
+    confirmation = (record.result or {}).get("confirmation")
+    if v is not None and v.confirmed and v.side_by_side is None and isinstance(confirmation, dict):
+        return dict(confirmation.get("summary") or {})
+    return record.summary
+
+
+def _cold_start_part(record: ItemRecord) -> str:
+    verdict = record.cold_start_verdict
+    metrics = verdict.get("metrics") or {}
+    paired = verdict.get("method") == "side-by-side"
+    where = f"paired vs {verdict.get('ref')}" if paired else "vs history"
+    shown = []
+    for key, words in (("first_run_ms", "first run"), ("session_create_ms", "session creation")):
+        figures = metrics.get(key) or {}
+        if figures.get("outcome") == str(Outcome.REGRESSION) and isinstance(figures.get("ratio"), (int, float)):
+            shown.append(f"{signed_pct(figures['ratio'], 0)} {words}")
+    head = ", ".join(shown) + " " if shown else ""
+    return f"{head}COLD START REGRESSION {record.label} ({where})"
+
+
+def headline(record: ItemRecord) -> str:
+    """The first line of a failing item's failure: per cent first, labelled, then what failed.
+
+    ``+10.2% adjusted LATENCY REGRESSION mlp[cpu] (raw +9.8%)``,
+    ``+73% first run COLD START REGRESSION resnet50[cuda] (paired vs origin/main)``,
+    ``MEMORY REGRESSION mlp[cpu]: RSS growth 120 MB vs baseline 75 MB ...``; several failed
+    metrics are joined with ``; ``. An item that failed without a metric (an error, a provider
+    that failed) gets the first line of its message.
+    """
+    v = record.verdict
+    metrics = failed_metrics(record)
+    if not metrics:
+        return record.message.splitlines()[0] if record.message else str(record.effective_outcome)
+    assert v is not None or metrics == ["cold start"]
+    parts = []
+    for metric in metrics:
+        if metric == "latency" and v is not None:
+            word = {Outcome.REGRESSION: "LATENCY REGRESSION", Outcome.IMPROVEMENT: "LATENCY IMPROVEMENT"}.get(
+                v.outcome, "latency INCONCLUSIVE")
+            why = {Outcome.IMPROVEMENT: " (fails with --aaco-fail-on-improvement)",
+                   Outcome.INCONCLUSIVE: " (fails with --aaco-strict-inconclusive)"}.get(v.outcome, "")
+            if v.ratio is None:
+                parts.append(f"{word} {record.label}{why}")
+                continue
+            after = ""
+            if v.series in ("adjusted", "normalized") and v.raw_ratio is not None and v.side_by_side is None:
+                after = f" (raw {signed_pct(v.raw_ratio)})"
+            elif v.side_by_side is not None:
+                after = f" (vs {v.side_by_side.ref})"
+            parts.append(f"{signed_pct(v.ratio)} {series_word(v)} {word} {record.label}{after}{why}")
+        elif metric == "device time" and v is not None:
+            ratio = _device(v).get("ratio")
+            change = signed_pct(ratio) + " paired " if isinstance(ratio, (int, float)) else ""
+            ref = v.side_by_side.ref if v.side_by_side else None
+            parts.append(f"{change}DEVICE TIME REGRESSION {record.label} (vs {ref})")
+        elif metric == "p99" and v is not None:
+            ratio = v.p99.ratio if v.p99 else None
+            parts.append(f"{signed_pct(ratio)} P99 REGRESSION {record.label} (vs the latest baseline run)")
+        elif metric == "memory" and v is not None:
+            parts.append(f"MEMORY REGRESSION {record.label}: {v.memory[0]}")
+        elif metric == "cold start":
+            parts.append(_cold_start_part(record))
+    return "; ".join(parts)
+
+
+def failure_text(record: ItemRecord) -> str:
+    """What ``pytest.fail`` says for a failing item: :func:`headline`, then the whole
+    :meth:`~pytest_aaco.records.ItemRecord.explanation` (without what to try) on the next lines."""
+    return headline(record) + "\n" + record.explanation(with_recommendation=False)
+
+
+# ---------------------------------------------------------------- names
+
+
+def nodeid_test(nodeid: str) -> str:
+    """The test of a node id without its file and parameters: ``perf/test_x.py::TestA::test_b[p]``
+    -> ``TestA::test_b``."""
+    parts = nodeid.split("::")[1:] or [nodeid]
+    parts[-1] = parts[-1].split("[", 1)[0]
+    return "::".join(parts)
+
+
+def row_names(records: Sequence[ItemRecord]) -> list[str]:
+    """The model cell of each row: the model, with the test name added (``tiny test_other``)
+    when another row has the same model and provider; with the whole node id (parameters
+    left out) when the test names do not tell them apart either."""
+    keys = Counter((r.model, r.provider) for r in records)
+    tests = Counter((r.model, r.provider, nodeid_test(r.nodeid)) for r in records)
+    names = []
+    for r in records:
+        if keys[(r.model, r.provider)] == 1:
+            names.append(r.model)
+        elif tests[(r.model, r.provider, nodeid_test(r.nodeid))] == 1:
+            names.append(f"{r.model} {nodeid_test(r.nodeid)}")
+        else:
+            names.append(f"{r.model} {r.nodeid.split('[', 1)[0]}")
+    return names
+
+
+def row_labels(records: Sequence[ItemRecord]) -> list[str]:
+    """As :func:`row_names`, for tables that name the item by its label (``tiny[cpu]``)."""
+    keys = Counter(r.label for r in records)
+    tests = Counter((r.label, nodeid_test(r.nodeid)) for r in records)
+    names = []
+    for r in records:
+        if keys[r.label] == 1:
+            names.append(r.label)
+        elif tests[(r.label, nodeid_test(r.nodeid))] == 1:
+            names.append(f"{r.label} {nodeid_test(r.nodeid)}")
+        else:
+            names.append(f"{r.label} {r.nodeid.split('[', 1)[0]}")
+    return names
+
+
+def junit_names(nodeid: str) -> tuple[str, str]:
+    """``(classname, name)`` as pytest's own ``--junitxml`` writes them (``_pytest/junitxml.py``,
+    ``mangle_test_address``): ``tests/perf/test_models.py::TestA::test_x[a-b]`` ->
+    ``("tests.perf.test_models.TestA", "test_x[a-b]")``."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = names[0].replace("\\", "/").replace("/", ".").removesuffix(".py")
+    names[-1] += bracket + params
+    if len(names) == 1:
+        return names[0], names[0]
+    return ".".join(names[:-1]), names[-1]
