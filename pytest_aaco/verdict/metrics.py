@@ -120,8 +120,9 @@ def other_processes_cores(telemetry: dict[str, Any] | None, cpu_count: int) -> f
     def change(key: str) -> float | None:
         entry = summary.get(key) or {}
         first, last = entry.get("first"), entry.get("last")
-        ok = isinstance(first, (int, float)) and isinstance(last, (int, float)) and (entry.get("n") or 0) >= 2
-        return float(last - first) if ok else None
+        if not isinstance(first, (int, float)) or not isinstance(last, (int, float)) or (entry.get("n") or 0) < 2:
+            return None
+        return float(last - first)
 
     busy, own, seconds = change("system_busy_cpu_s"), change("process_cpu_s"), change("monotonic_s")
     if busy is not None and own is not None and seconds is not None and seconds > 0:
