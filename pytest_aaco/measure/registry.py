@@ -361,7 +361,8 @@ def read_registry_file(path: Path) -> object:
     that cannot be read are each a :class:`RegistryError` that says which, naming the file and
     the option that chose it.
     """
-    fix = "check --aaco-models / aaco_models"
+    fix = ("check --aaco-models / aaco_models (a relative --aaco-models is resolved against the current folder,"
+           " aaco_models in the ini file against the rootdir)")
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
