@@ -38,7 +38,7 @@ from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
 from pytest_aaco.measure.providers import EP_NAMES, ProviderError, parse_provider_list
-from pytest_aaco.options import default, fraction_below, fraction_or_zero, int_at_least
+from pytest_aaco.options import default, fraction_below, fraction_or_zero, int_at_least, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
 from pytest_aaco.reports.diff import DiffInputError, baseline_files, diff_items, load_sides
@@ -81,6 +81,30 @@ def _argument(parse: Any, *args: Any) -> Any:
 _positive_int = _argument(int_at_least, 1)
 _fraction = _argument(fraction_below)
 _fraction_or_zero = _argument(fraction_or_zero)
+#: path arguments: an empty or blank value (an unset CI variable) is a usage error naming the
+#: argument, never the current folder
+_folder = _argument(path_text, "a folder")
+_bundle = _argument(path_text, "a session bundle folder (aaco ls lists them)")
+_side = _argument(path_text, "a bundle folder, a baseline file or a folder of baseline files")
+_out_file = _argument(path_text, "a file such as perf.html")
+
+
+def _where(path: Path) -> str:
+    """*path* as given, and for a relative one what it was resolved against (the current folder)."""
+    return str(path) if path.is_absolute() else f"{path} (relative to the current folder {Path.cwd()})"
+
+
+def check_folder(path: Path, option: str) -> Path:
+    """*path* when it is a folder this user can list; else :class:`CliError` naming *option*, the
+    path (and the folder a relative one was resolved against) and what it is instead."""
+    if not path.exists():
+        broken = " (a broken symlink)" if path.is_symlink() else ""
+        raise CliError(f"{option}: {_where(path)}: no such folder{broken}")
+    if not path.is_dir():
+        raise CliError(f"{option}: {_where(path)}: not a folder")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise CliError(f"{option}: {_where(path)}: cannot be read (permission denied)")
+    return path
 
 
 # ---------------------------------------------------------------- aaco info
@@ -178,7 +202,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 def load_bundle(path: Path) -> dict[str, Any]:
     """:func:`pytest_aaco.reports.bundle.load_session`, with a missing or wrong folder as :class:`CliError`."""
     if not path.exists():
-        raise CliError(f"{path}: no such file or folder")
+        raise CliError(f"{_where(path)}: no such file or folder")
+    if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
+        raise CliError(f"{_where(path)}: cannot be read (permission denied)")
     if not is_bundle(path):
         raise CliError(f"{path}: not a session bundle (no session_meta.json); list bundles with `aaco ls`")
     return load_session(path)
@@ -252,15 +278,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         try:
             atomic_write_text(Path(args.html), text)
         except OSError as exc:
-            raise CliError(f"{args.html}: cannot write the HTML report ({exc.strerror or exc})") from None
+            raise CliError(f"--html: {_where(Path(args.html))}: cannot write the HTML report"
+                           f" ({exc.strerror or exc})") from None
         _out(f"HTML report: {args.html}")
     return REGRESSION_FOUND if any(r.is_regression for r in records) else OK
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    root = Path(args.session_dir) if args.session_dir else DEFAULT_SESSION_DIR
-    if args.session_dir and not root.is_dir():
-        raise CliError(f"{root}: no such folder (--session-dir)")
+    root = check_folder(Path(args.session_dir), "--session-dir") if args.session_dir else DEFAULT_SESSION_DIR
     sessions = list_sessions(root)[: args.limit]
     if not sessions:
         _out(f"no session bundles under {root} (pytest with pytest-aaco writes one per session)")
@@ -298,8 +323,7 @@ def _matches(pattern: str | None, nodeid: str, rel: str) -> bool:
 def _baselines(root: Path, pattern: str | None) -> tuple[list[Baseline], list[str]]:
     """Loaded baselines under *root* matching *pattern* (a glob, or a substring of the node id
     or relative path), and one problem line per unreadable file."""
-    if not root.is_dir():
-        raise CliError(f"{root}: no such folder (--baseline-dir)")
+    check_folder(root, "--baseline-dir")
     found: list[Baseline] = []
     problems: list[str] = []
     for path in baseline_files(root):
@@ -441,8 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compare B (candidate) with A (reference), item by item (matched by node id),"
                                    " with the gate's statistics on round log-means. Each of A and B is a session"
                                    " bundle folder, a baseline file, or a folder of one runner's baseline files.")
-    p.add_argument("a", metavar="A", help="reference: bundle folder, baseline file or baseline folder")
-    p.add_argument("b", metavar="B", help="candidate: bundle folder, baseline file or baseline folder")
+    p.add_argument("a", metavar="A", type=_side, help="reference: bundle folder, baseline file or baseline folder")
+    p.add_argument("b", metavar="B", type=_side, help="candidate: bundle folder, baseline file or baseline folder")
     p.add_argument("--threshold", type=_fraction, default=None, metavar="FRACTION",
                    help="practical threshold, e.g. 0.05 or 5%% (default: the item's own from B's bundle, else"
                         f" {default('threshold') * 100:g}%%)")
@@ -458,13 +482,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="print a session bundle's results; optionally write HTML",
                        description="Print the results table of a session bundle (exit 1 when it holds a"
                                    " regression) and optionally write the HTML report.")
-    p.add_argument("bundle", metavar="BUNDLE", help="session bundle folder (see `aaco ls`)")
-    p.add_argument("--html", metavar="OUT", help="write a self-contained HTML report to OUT")
+    p.add_argument("bundle", metavar="BUNDLE", type=_bundle, help="session bundle folder (see `aaco ls`)")
+    p.add_argument("--html", metavar="OUT", type=_out_file, help="write a self-contained HTML report to OUT")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ls", help="list recent session bundles, newest first",
                        description="List session bundles, newest first.")
-    p.add_argument("--session-dir", metavar="DIR", help=f"where bundles are (default: {DEFAULT_SESSION_DIR})")
+    p.add_argument("--session-dir", metavar="DIR", type=_folder,
+                   help=f"where bundles are (default: {DEFAULT_SESSION_DIR})")
     p.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N (default: 20)")
     p.set_defaults(func=cmd_ls)
 
@@ -487,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           " aaco baseline restore NAME.corrupt-TIME.json: the repaired copy"
                                           " replaces NAME.json (whose history is archived in it).")
     for q in (show, prune, archived, restore):
-        q.add_argument("--baseline-dir", default=str(DEFAULT_BASELINE_DIR), metavar="DIR",
+        q.add_argument("--baseline-dir", default=str(DEFAULT_BASELINE_DIR), metavar="DIR", type=_folder,
                        help=f"baseline folder (default: {DEFAULT_BASELINE_DIR})")
     for q in (show, prune, archived):
         q.add_argument("pattern", nargs="?", metavar="PATTERN", help="only items whose node id or path match")

@@ -166,3 +166,24 @@ def test_external_data_comes_along(repo: Path, git: Any, repo_registry: Any) -> 
         assert side.status == CHANGED and side.changes == ["model bytes"]
         copied = tree.root / "models" / "net.data"
         assert not copied.is_symlink() and copied.read_bytes() == data
+
+
+@pytest.mark.parametrize(("at_ref", "says"), [
+    ("models:\n  net:\n    path: models/net.onnx\n  net:\n    zoo: resnet50\n", "duplicate key 'net' on lines 2 and 4"),
+    ("models:\n  net:\n    path: models/net.onnx\n    dims: {batch: 1}\n    dims: {batch: 2}\n",
+     "duplicate key 'dims' on lines 4 and 5"),
+    ("models:\n  net: {path: models/net.onnx\n", "invalid YAML: line 3, column 1"),
+], ids=["model", "key", "syntax"])
+def test_the_registry_at_ref_is_read_with_the_duplicate_refusing_loader(repo: Path, git: Any, repo_registry: Any,
+                                                                       at_ref: str, says: str) -> None:
+    """At REF, ``yaml.safe_load`` kept the last of two entries, so the baseline side silently measured
+    another model (issue 22, fault 4, at the compared revision)."""
+    (repo / "models.yaml").write_text(at_ref)
+    commit(git, repo, "a registry with a duplicate key")
+    (repo / "models.yaml").write_text(repo_registry)
+    commit(git, repo, "fixed")
+    with RefTree(resolve_ref("HEAD~1", repo)) as tree, pytest.raises(GitRefError) as caught:
+        tree.side_at_revision(specs(repo)["net"], "cpu")
+    message = str(caught.value)
+    assert message.startswith(f"models.yaml at HEAD~1: {says}") and "\n" not in message
+    assert message.endswith("compare with a later revision (--aaco-compare=REF)")

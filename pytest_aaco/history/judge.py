@@ -78,6 +78,19 @@ REGIME_FRACTION, REGIME_P = 0.03, 0.01
 NORMALIZED_REGIME_LIMIT = 0.30
 #: the series a verdict was computed on
 ADJUSTED, NORMALIZED, RAW = "adjusted", "normalized", "raw"
+#: a round shorter than this (ms) runs inside one scheduler time slice: Linux's EEVDF scheduler
+#: gives a task 0.75 ms x (1 + log2 CPUs), at most 3 ms (``sysctl_sched_base_slice``,
+#: kernel/sched/fair.c; CFS's minimum granularity had the same scale), so such a round sees one
+#: scheduling and cache state, and a run of a few of them can land in one state together
+SCHEDULER_SLICE_MS = 3.0
+#: with rounds that short and a history of fewer than SHORT_HISTORY_RUNS runs, the run-to-run
+#: noise is unknown and the rounds' spread does not show it: a regression or improvement is withheld
+#: unless the change exceeds this fraction. An unchanged 6 us MatMul chain under two busy processes
+#: ran its rounds at 6.4 or 8.3 us (two states, 30% apart) and was once failed as +46% confirmed
+#: (issue 22, fault 8); a doubling is beyond both
+SHORT_ROUND_LIMIT = 1.0
+SHORT_HISTORY_RUNS = 3
+
 #: a short history is normalized by the reference (slope 1) only when the item's mean iteration and
 #: the reference's are within this factor of each other: on the 2-core study machine the run means
 #: of a 2 to 3 ms reference moved 2.5 times as much as ResNet-50's (21 ms) from process to process,
@@ -377,6 +390,41 @@ def _method_text(v: Verdict) -> str:
             " run-to-run term included)")
 
 
+def round_ms(result: BenchmarkResult, baseline: Baseline) -> float | None:
+    """The shortest median round duration (ms: iterations x mean latency) of this run and the
+    history's runs, or None when no round is known. A round's duration is what it can average
+    over: a round inside one scheduler time slice (:data:`SCHEDULER_SLICE_MS`) averages nothing."""
+    found = [float(np.median([r.latencies_ms.sum() for r in result.rounds]))] if result.rounds else []
+    for run in baseline.history:
+        rounds = [r["mean_ms"] * r["n"] for r in run.get("rounds") or [] if "mean_ms" in r and "n" in r]
+        if rounds:
+            found.append(float(np.median(rounds)))
+    return min(found) if found else None
+
+
+def withheld_for_short_rounds(v: Verdict, result: BenchmarkResult, baseline: Baseline) -> str:
+    """Why a regression or improvement is withheld for rounds shorter than a time slice with a
+    history of 1 or 2 runs ('' when it is not): see :data:`SHORT_ROUND_LIMIT`.
+
+    With such a history the gate's test is Welch's on rounds plus a prior run-to-run term (2%,
+    measured on items with long rounds); rounds inside one time slice can all land in one
+    scheduling state, so their spread says nothing of how far runs apart can differ, and the
+    test's confidence interval is too narrow. A change beyond :data:`SHORT_ROUND_LIMIT` still
+    counts; the fix is longer rounds or more history, which the reason says.
+    """
+    if v.outcome not in (REGRESSION, IMPROVEMENT) or v.ratio is None or baseline.runs >= SHORT_HISTORY_RUNS:
+        return ""
+    shortest = round_ms(result, baseline)
+    if shortest is None or shortest >= SCHEDULER_SLICE_MS or abs(math.log(v.ratio)) > math.log1p(SHORT_ROUND_LIMIT):
+        return ""
+    return (f"{v.outcome.value} withheld: its rounds last {shortest:.3g} ms, inside one scheduler time slice"
+            f" ({SCHEDULER_SLICE_MS:g} ms), and the history has {baseline.runs} run{'s' * (baseline.runs != 1)}:"
+            " such rounds can all land in one scheduling state, so they do not show how much runs differ; until"
+            f" {SHORT_HISTORY_RUNS} runs, only a change beyond {1 + SHORT_ROUND_LIMIT:g}x (slower or faster)"
+            " counts. Raise --aaco-iterations (or iterations: in the registry) so that a round lasts"
+            f" {SCHEDULER_SLICE_MS:g} ms or more, or save more runs (--aaco-save-baseline)")
+
+
 def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
     """Reasons to flag the item unstable: drift between the halves of the measured phase, or a
     round-to-round spread far above the history's."""
@@ -529,6 +577,10 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
             verdict.outcome = INCONCLUSIVE
         else:
             verdict.notes.append(regime)
+    short = withheld_for_short_rounds(verdict, result, baseline)
+    if short:
+        verdict.notes.append(short)
+        verdict.outcome = INCONCLUSIVE
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
     _add_device_time(verdict, result, baseline, settings, level)

@@ -25,6 +25,7 @@ Format (every key but the model source is optional)::
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import stat
 from dataclasses import dataclass, field
@@ -52,7 +53,13 @@ BUILTIN_REGISTRY = Path(__file__).parent.parent / "data" / "models.yaml"
 
 
 class RegistryError(ValueError):
-    """The model registry is malformed; the message names the file, the model and the key."""
+    """The model registry is malformed; the message names the file, the model and the key.
+
+    The message is always one line: a character that is not printable (a newline or a NUL in a
+    key or a path) is shown as its escape, ``\\n`` or ``\\x00``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("".join(c if c.isprintable() else repr(c)[1:-1] for c in message))
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,7 @@ def _input_spec(where: str, raw: object) -> InputSpec:
         raise _fail(where, f"expected a mapping like {{kind: ints, low: 0, high: 100}}, got {raw!r}")
     unknown = set(raw) - {"kind", "low", "high", "seed", "value"}
     if unknown:
-        raise _fail(where, f"unknown key(s) {sorted(unknown)}; allowed: kind, low, high, seed, value")
+        raise _fail(where, f"unknown key(s) {sorted(unknown, key=str)}; allowed: kind, low, high, seed, value")
     kind = raw.get("kind")
     if kind is not None and kind not in INPUT_KINDS:
         raise _fail(f"{where}.kind", f"unknown kind {kind!r}; valid: {', '.join(INPUT_KINDS)}")
@@ -167,10 +174,11 @@ def _input_spec(where: str, raw: object) -> InputSpec:
         raise _fail(where, "kind constant needs a value")
     for key in ("low", "high", "value"):
         number = raw.get(key)
-        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
-            raise _fail(f"{where}.{key}", f"expected a number, got {number!r}")
+        if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))
+                                   or (isinstance(number, float) and not math.isfinite(number))):
+            raise _fail(f"{where}.{key}", f"expected a finite number, got {number!r}")
     low, high = raw.get("low"), raw.get("high")
-    if low is not None and high is not None and not float(low) < float(high):
+    if low is not None and high is not None and not low < high:
         raise _fail(where, f"low ({low}) must be below high ({high})")
     return InputSpec(kind=kind, low=low, high=high, seed=_int(f"{where}.seed", raw.get("seed", 0), 0),
                      value=raw.get("value"))
@@ -191,22 +199,29 @@ _SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.
 
 def _model_file(where: str, given: Path) -> Path:
     """The regular file *given* (relative to the registry) resolves to; a RegistryError naming what it
-    is otherwise: missing, a broken symlink, a folder or a special file such as a FIFO."""
+    is otherwise: missing, a broken symlink, a folder, a special file such as a FIFO or /dev/null,
+    a file that cannot be read, or an empty one. Nothing is opened here."""
     fix = "give the path of an .onnx file (paths are relative to the registry file)"
     try:
         resolved = given.resolve(strict=True)
     except FileNotFoundError:
         if given.is_symlink():
-            raise _fail(where, f"{given} is a broken symlink (to {os.readlink(given)}); {fix}") from None
+            raise _fail(where, f"{given} is a broken symlink (to {os.readlink(given)}); {fix}")\
+                from None
         raise _fail(where, f"{given.resolve()} does not exist; {fix}") from None
-    except (OSError, RuntimeError) as exc:  # a symlink loop, a permission error
-        raise _fail(where, f"{given} cannot be resolved ({getattr(exc, 'strerror', None) or exc}); {fix}") from None
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a permission error, a NUL in the name
+        raise _fail(where, f"{given} cannot be resolved ({getattr(exc, 'strerror', None) or exc}); {fix}")\
+            from None
+    shown = str(resolved) if resolved == given else f"{given} (-> {resolved})"
     if resolved.is_dir():
-        raise _fail(where, f"{resolved} is a folder, not a model file; {fix}")
-    mode = resolved.stat().st_mode
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _SPECIAL_FILES if test(mode)), "a special file")
-        raise _fail(where, f"{resolved} is {kind}, not a model file; {fix}")
+        raise _fail(where, f"{shown} is a folder, not a model file; {fix}")
+    info = resolved.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise _fail(where, f"{shown} is {_file_kind(info.st_mode)}, not a model file; {fix}")
+    if not os.access(resolved, os.R_OK):
+        raise _fail(where, f"{shown} cannot be read (permission denied); give this user read access, or {fix}")
+    if info.st_size == 0:
+        raise _fail(where, f"{shown} is empty (0 bytes), not an ONNX model; {fix}")
     return resolved
 
 
@@ -250,7 +265,7 @@ def parse_model(name: str, entry: object, registry_path: Path, defaults: JSONDic
     merged = {**defaults, **entry}
     unknown = set(merged) - MODEL_KEYS
     if unknown:
-        raise _fail(where, f"unknown key(s) {sorted(unknown)}; allowed: {', '.join(sorted(MODEL_KEYS))}")
+        raise _fail(where, f"unknown key(s) {sorted(unknown, key=str)}; allowed: {', '.join(sorted(MODEL_KEYS))}")
     dims = {str(k): _int(f"{where}.dims.{k}", v) for k, v in _mapping(f"{where}.dims", merged.get("dims")).items()}
     inputs = {str(k): _input_spec(f"{where}.inputs.{k}", v)
               for k, v in _mapping(f"{where}.inputs", merged.get("inputs")).items()}
@@ -263,7 +278,7 @@ def parse_model(name: str, entry: object, registry_path: Path, defaults: JSONDic
                                            f" allowed: {', '.join(sorted(EXTRA_WORK_KEYS))}")
     iterations = merged.get("iterations")
     tags = merged.get("tags") or ()
-    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+    if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
         raise _fail(f"{where}.tags", "expected a list of strings")
     return ModelSpec(
         name=str(name),
@@ -282,32 +297,118 @@ def parse_model(name: str, entry: object, registry_path: Path, defaults: JSONDic
     )
 
 
+#: byte-order marks the registry may start with, and the text encoding each one announces
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _decode(name: str, data: bytes) -> str:
+    """*data* as text: UTF-8, or UTF-8/UTF-16 with a byte-order mark; RegistryError naming the byte otherwise."""
+    encoding = next((enc for bom, enc in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise RegistryError(f"{name}: not {encoding.removesuffix('-sig').upper()} text (byte"
+                            f" 0x{data[exc.start]:02x} on line {line}: {exc.reason}); save the registry as UTF-8")\
+            from None
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """One line for a YAML error: what is wrong and where (line and column, 1-based), without
+    the multi-line excerpt PyYAML's own message carries."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        before = text[: exc.position]
+        column = exc.position - (before.rfind("\n") + 1) + 1
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        return (f"character {char} on line {before.count(chr(10)) + 1}, column {column}: {exc.reason};"
+                " the registry must be plain text")
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        context = ""
+        if exc.context and exc.context_mark is not None and exc.context_mark is not mark:
+            context = f" ({exc.context} from line {exc.context_mark.line + 1})"
+        elif exc.context:
+            context = f" ({exc.context})"
+        return f"{where}{exc.problem or exc.context}{context}"
+    return " ".join(str(exc).split())
+
+
+def parse_registry_text(name: str, data: bytes) -> object:
+    """The YAML document in *data* (the bytes of a registry file), read with :class:`UniqueKeyLoader`.
+
+    *name* starts every message (the file, or ``models.yaml at REF``). Raises :class:`RegistryError`,
+    always one line: text that is not UTF-8 (or UTF-8/UTF-16 with a byte-order mark), a control
+    character such as NUL, a key given twice, a tag outside plain YAML, a syntax error.
+    """
+    text = _decode(name, data)
+    try:
+        return load_yaml(text)
+    except DuplicateKeyError as exc:
+        raise RegistryError(f"{name}: duplicate key {exc.key!r} on lines {exc.first_line} and"
+                            f" {exc.second_line}; YAML keeps only the last, so rename or remove one") from None
+    except yaml.constructor.ConstructorError as exc:
+        if "unhashable" in str(exc.problem):  # a list or mapping used as a key
+            raise RegistryError(f"{name}: invalid YAML: {_yaml_problem(exc, text)}") from None
+        raise RegistryError(f"{name}: tag not allowed: the registry is plain YAML, read with yaml.safe_load,"
+                            f" so tags such as !!python/object are refused ({_yaml_problem(exc, text)})") from None
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{name}: invalid YAML: {_yaml_problem(exc, text)}") from None
+
+
+def _file_kind(mode: int) -> str:
+    return next((name for test, name in _SPECIAL_FILES if test(mode)), "a special file")
+
+
+def read_registry_file(path: Path) -> object:
+    """The parsed YAML of the registry file *path* (absolute), :func:`parse_registry_text`.
+
+    Only a readable regular file is opened (a FIFO would block the session): a missing file, a
+    broken symlink, a folder, a special file (FIFO, device such as /dev/null, socket) and a file
+    that cannot be read are each a :class:`RegistryError` that says which, naming the file and
+    the option that chose it.
+    """
+    fix = ("check --aaco-models / aaco_models (a relative --aaco-models is resolved against the current folder,"
+           " aaco_models in the ini file against the rootdir)")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise RegistryError(f"{path}: cannot read the model registry: a broken symlink (to"
+                                f" {os.readlink(path)}); {fix}") from None
+        raise RegistryError(f"{path}: cannot read the model registry (no such file); {fix}") from None
+    except (OSError, ValueError) as exc:  # a symlink loop, a folder on the way that cannot be entered, a NUL
+        raise RegistryError(f"{path}: cannot read the model registry ({getattr(exc, 'strerror', None) or exc});"
+                            f" {fix}") from None
+    if stat.S_ISDIR(mode):
+        raise RegistryError(f"{path}: cannot read the model registry: a folder, not a YAML file; {fix}")
+    if not stat.S_ISREG(mode):
+        raise RegistryError(f"{path}: cannot read the model registry: {_file_kind(mode)}, not a YAML file; {fix}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read the model registry ({exc.strerror or exc}); {fix}") from None
+    return parse_registry_text(str(path), data)
+
+
 def load_registry(path: Path | None = None) -> list[ModelSpec]:
     """Load a registry file (the built-in one when *path* is None).
 
-    Raises :class:`RegistryError` for a missing file, YAML syntax errors and invalid entries.
+    Raises :class:`RegistryError` (one line, naming the file and, for an entry, the key) for a file
+    that cannot be read (:func:`read_registry_file`), text that is not YAML and invalid entries.
     """
-    registry_path = (path or BUILTIN_REGISTRY).resolve()
-    try:
-        text = registry_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RegistryError(f"{registry_path}: cannot read the model registry ({exc.strerror});"
-                            " check --aaco-models / aaco_models") from None
-    try:
-        data = load_yaml(text)
-    except DuplicateKeyError as exc:
-        raise RegistryError(f"{registry_path}: duplicate key {exc.key!r} on lines {exc.first_line} and"
-                            f" {exc.second_line}; YAML keeps only the last, so rename or remove one") from None
-    except yaml.constructor.ConstructorError as exc:
-        raise RegistryError(f"{registry_path}: tag not allowed: the registry is plain YAML, read with"
-                            f" yaml.safe_load, so tags such as !!python/object are refused ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"{registry_path}: invalid YAML: {exc}") from None
+    given = (path or BUILTIN_REGISTRY).absolute()
+    data = read_registry_file(given)
+    registry_path = given.resolve()  # model paths are relative to the file itself, not to a link to it
+    if data is None:
+        raise RegistryError(f"{registry_path}: expected a top-level 'models:' mapping with at least one model;"
+                            " the file is empty (or only comments)")
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict) or not data["models"]:
         raise RegistryError(f"{registry_path}: expected a top-level 'models:' mapping with at least one model")
     unknown = set(data) - {"models", "defaults"}
     if unknown:
-        raise RegistryError(f"{registry_path}: unknown top-level key(s) {sorted(unknown)}; allowed: models, defaults")
+        raise RegistryError(f"{registry_path}: unknown top-level key(s) {sorted(unknown, key=str)};"
+                            " allowed: models, defaults")
     defaults = _mapping(f"{registry_path}: defaults", data.get("defaults"))
     return [parse_model(str(name), entry, registry_path, defaults) for name, entry in data["models"].items()]
 

@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.registry import ModelSpec, RegistryError, content_hash, model_path, parse_model
+from pytest_aaco.measure.registry import (
+    ModelSpec,
+    RegistryError,
+    content_hash,
+    model_path,
+    parse_model,
+    parse_registry_text,
+)
 
 UNCHANGED, NEW, CHANGED = "unchanged", "new", "changed"
 #: the option the errors name
@@ -232,23 +239,21 @@ class RefTree:
     def registry_at_ref(self, registry_path: Path) -> tuple[Path, dict[str, Any]] | None:
         """The registry file at REF, materialised, and its parsed YAML; None when it did not exist.
 
-        Raises GitRefError when the registry is not tracked, or its YAML at REF is broken.
+        Raises GitRefError when the registry is not tracked, or its YAML at REF does not parse
+        (:func:`pytest_aaco.measure.registry.parse_registry_text`: a key given twice included).
         """
         key = registry_path.resolve()
         if key not in self._registries:
-            import yaml
-
             rel = self.require_tracked(key)
             blob = self.blob_at_ref(rel)
             if blob is None:
                 self._registries[key] = None
             else:
                 path = self.materialize(rel, blob)
-                try:
-                    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-                except yaml.YAMLError as exc:
-                    raise GitRefError(f"{rel} at {self.gitref.ref}: invalid YAML ({exc}); compare with a later"
-                                      f" revision ({OPTION}=REF)") from None
+                try:  # the working tree's reader: a duplicate key is refused at REF too, never lost
+                    data = parse_registry_text(f"{rel} at {self.gitref.ref}", path.read_bytes())
+                except RegistryError as exc:
+                    raise GitRefError(f"{exc}; compare with a later revision ({OPTION}=REF)") from None
                 self._registries[key] = (self.root / rel, data if isinstance(data, dict) else {})
         return self._registries[key]
 

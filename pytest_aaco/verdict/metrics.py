@@ -107,11 +107,26 @@ def derived_metrics(
 def other_processes_cores(telemetry: dict[str, Any] | None, cpu_count: int) -> float | None:
     """Cores that processes other than this one kept busy during the measured phase (mean).
 
-    ``system_cpu_percent`` (0..100 over all cores) times *cpu_count*, minus
-    ``process_cpu_percent`` (100 = one core), from the SystemSampler's summary; None when either
-    is missing. A shared CI runner whose neighbours take CPU shows here first.
+    From the SystemSampler's cumulative counters, when the telemetry has them: the host's busy
+    CPU seconds minus this process's CPU seconds, over the monotonic seconds between the first
+    and the last reading (``system_busy_cpu_s``, ``process_cpu_s``, ``monotonic_s``). That holds
+    for a phase of 0.1 s as for one of minutes: the start and the stop readings suffice. Older
+    telemetry: ``system_cpu_percent`` (0..100 over all cores, mean) times *cpu_count*, minus
+    ``process_cpu_percent`` (100 = one core, mean). None when the figures are missing. A shared
+    CI runner whose neighbours take CPU shows here first.
     """
     summary = (telemetry or {}).get("summary") or {}
+
+    def change(key: str) -> float | None:
+        entry = summary.get(key) or {}
+        first, last = entry.get("first"), entry.get("last")
+        if not isinstance(first, (int, float)) or not isinstance(last, (int, float)) or (entry.get("n") or 0) < 2:
+            return None
+        return float(last - first)
+
+    busy, own, seconds = change("system_busy_cpu_s"), change("process_cpu_s"), change("monotonic_s")
+    if busy is not None and own is not None and seconds is not None and seconds > 0:
+        return max((busy - own) / seconds, 0.0)
     system = (summary.get("system_cpu_percent") or {}).get("mean")
     process = (summary.get("process_cpu_percent") or {}).get("mean")
     if not isinstance(system, (int, float)) or not isinstance(process, (int, float)) or cpu_count < 1:
