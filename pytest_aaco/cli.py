@@ -38,10 +38,10 @@ from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
 from pytest_aaco.measure.providers import EP_NAMES, ProviderError, parse_provider_list
-from pytest_aaco.options import default, fraction_below, fraction_or_zero, int_at_least
+from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
-from pytest_aaco.reports.diff import DiffInputError, baseline_files, diff_items, load_sides
+from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
 from pytest_aaco.samplers.clocks import clock_warnings
@@ -80,6 +80,7 @@ def _argument(parse: Any, *args: Any) -> Any:
 _positive_int = _argument(int_at_least, 1)
 _fraction = _argument(fraction_below)
 _fraction_or_zero = _argument(fraction_or_zero)
+_cores = _argument(cores)
 
 
 # ---------------------------------------------------------------- aaco info
@@ -174,29 +175,40 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _err(f"aaco: warning: {problem}")
     kind_a, a, kind_b, b = side_a.kind, side_a.items, side_b.kind, side_b.items
     if kind_a == kind_b == "baseline" and set(a) != set(b):
-        # two single files: compare them even when their node ids differ
+        # two single files: compare them even when their node ids differ (a renamed test); the
+        # fingerprints still have to say they measure the same model, inputs and provider
         (single,) = b.values()
         b = {next(iter(a)): single}
-    rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history, args.run_noise)
+    try:
+        rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history, args.run_noise,
+                                 args.max_contention, args.model_changed)
+    except DiffRefused as exc:
+        raise CliError(str(exc)) from None
     if not rows:
         raise CliError(f"no item is in both {args.a} and {args.b}; items are matched by node id")
     table = []
     for row in rows:
-        comp = row.comparison
+        v = row.verdict
         ci = "-"
-        if comp is not None:
-            lo, hi = comp.ci(0.95)
-            ci = f"{pct(lo)} .. {pct(hi)}"
+        if v is not None and v.ci_low is not None and v.ci_high is not None:
+            ci = f"{pct(v.ci_low)} .. {pct(v.ci_high)}"
+        raw = v.raw_ratio if v is not None and v.series not in (None, "raw") else None
+        method = "-" if v is None or v.method is None else v.method
+        series = "-" if v is None or v.method is None else v.series or "raw"
         table.append((row.label, num(row.a_mean_ms, ".3f"), num(row.b_mean_ms, ".3f"),
-                      pct(comp.ratio) if comp else "-", ci, num(comp.p_slower, ".2g") if comp else "-",
-                      comp.method if comp else "-", str(row.outcome)))
+                      pct(v.ratio) if v is not None and v.ratio is not None else "-", ci,
+                      pct(raw) if raw is not None else "-",
+                      num(v.p_value, ".2g") if v is not None else "-", series, method, str(row.outcome)))
     _out(f"A (reference): {args.a} [{kind_a}]")
     _out(f"B (candidate): {args.b} [{kind_b}]")
-    header = ("item", "A mean ms", "B mean ms", "change", "95% CI", "p (slower)", "method", "verdict")
-    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 5})):
+    header = ("item", "A mean ms", "B mean ms", "change (tested)", "95% CI", "change (raw)", "p (slower)", "series",
+              "method", "verdict")
+    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 5, 6})):
         _out(line)
-    _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {sum(r.comparison is not None for r in rows)}"
-         f" compared item(s); threshold {'per item' if args.threshold is None else f'{args.threshold:.0%}'}")
+    judged = sum(r.verdict is not None and r.verdict.p_value is not None for r in rows)
+    _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {judged} compared item(s); threshold"
+         f" {'per item' if args.threshold is None else f'{args.threshold:.0%}'}; the gate's statistics: run-to-run"
+         f" term {args.run_noise:.0%} until A has {args.min_history} runs, reference workload, contention")
     for row in rows:
         if row.note:
             _out(f"  {row.label}: {row.note}")
@@ -206,7 +218,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _out(f"only in A ({len(only_a)}): " + ", ".join(only_a))
     if only_b:
         _out(f"only in B ({len(only_b)}): " + ", ".join(only_b))
-    return REGRESSION_FOUND if any(r.outcome == "regression" for r in rows) else OK
+    return REGRESSION_FOUND if any(r.fails for r in rows) else OK
 
 
 # ---------------------------------------------------------------- aaco report / ls
@@ -424,6 +436,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-noise", type=_fraction_or_zero, default=default("run-noise"), metavar="FRACTION",
                    help="assumed run-to-run sd while the reference has fewer runs than --min-history,"
                         " as in the gate; 0 for the plain Welch test on rounds (default: %(default)g)")
+    p.add_argument("--max-contention", type=_cores, default=default("max-contention"), metavar="CORES",
+                   help="a regression measured in B while other processes kept more cores busy is withheld as"
+                        " inconclusive, as in the gate; off: never (default: %(default)s)")
+    p.add_argument("--model-changed", action="store_true",
+                   help="B's model file is a new version of A's (the same item): compare across the model hash"
+                        " (without it, a different model file is refused, exit 2)")
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("report", help="print a session bundle's results; optionally write HTML",
