@@ -29,8 +29,11 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import iniconfig
 
 from pytest_aaco import __version__
 from pytest_aaco.history.environment import collect_environment
@@ -38,7 +41,7 @@ from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
 from pytest_aaco.measure.providers import EP_NAMES, ProviderError, parse_provider_list
-from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least
+from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
 from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
@@ -46,9 +49,17 @@ from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
 from pytest_aaco.samplers.clocks import clock_warnings
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - pytest depends on tomli below Python 3.11
+    import tomli as tomllib
+
 OK, REGRESSION_FOUND, USAGE_ERROR = 0, 1, 2
 DEFAULT_SESSION_DIR = Path(default("session-dir"))
 DEFAULT_BASELINE_DIR = Path(default("baseline-dir"))
+#: pytest's configuration files, in the order pytest looks for them in each folder
+#: (``_pytest/config/findpaths.py``, pytest 8 and 9)
+CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 class CliError(Exception):
@@ -81,6 +92,92 @@ _positive_int = _argument(int_at_least, 1)
 _fraction = _argument(fraction_below)
 _fraction_or_zero = _argument(fraction_or_zero)
 _cores = _argument(cores)
+
+
+# ---------------------------------------------------------------- the project root, as pytest finds it
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where pytest would put the rootdir when run from here, and its ini settings: *rootdir* (a
+    folder), *inifile* (None when there is none) and *ini* (the pytest section: name -> value)."""
+
+    rootdir: Path
+    inifile: Path | None
+    ini: dict[str, Any]
+
+    def folder(self, name: str) -> Path:
+        """The folder of option *name* (``baseline-dir``, ``session-dir``) as the plugin resolves it
+        run from the rootdir: its ini twin (``aaco_baseline_dir``) else the default, relative to the rootdir."""
+        value = self.ini.get(option(name).dest)
+        text = str(value).strip() if isinstance(value, str) and value.strip() else default(name)
+        path = Path(text).expanduser()
+        return path if path.is_absolute() else self.rootdir / path
+
+    def where(self) -> str:
+        return f"project root {self.rootdir}" + (f", from {self.inifile.name}" if self.inifile else "")
+
+
+def _pytest_section(path: Path) -> dict[str, Any] | None:
+    """The pytest settings in configuration file *path*, None when it holds none (a ``pyproject.toml``
+    without ``[tool.pytest]``, a ``tox.ini`` without ``[pytest]``, a ``setup.cfg`` without
+    ``[tool:pytest]``); ``pytest.ini`` and ``pytest.toml`` always count. Raises CliError naming the
+    file when it cannot be parsed."""
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            if path.name != "pyproject.toml":
+                return dict(data.get("pytest") or {})
+            tool = (data.get("tool") or {}).get("pytest")
+            if not isinstance(tool, dict):
+                return None
+            native = {k: v for k, v in tool.items() if k != "ini_options"}
+            return native or dict(tool.get("ini_options") or {})
+        config = iniconfig.IniConfig(str(path))
+    except (OSError, UnicodeDecodeError, ValueError, iniconfig.ParseError) as exc:
+        raise CliError(f"{path}: cannot read it as pytest does ({exc}); fix the file or run aaco elsewhere") from None
+    section = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+    if section in config:
+        return dict(config[section].items())
+    return {} if path.name in ("pytest.ini", ".pytest.ini") else None
+
+
+def find_project(start: Path) -> Project:
+    """The rootdir and ini file pytest would find when run from *start* with no arguments.
+
+    Mirrors pytest's rootdir discovery (https://docs.pytest.org/en/stable/reference/customize.html,
+    ``_pytest/config/findpaths.py``; not imported, it is private and its signature changed in
+    pytest 9): from *start* up, the first folder with a configuration file of :data:`CONFIG_FILES`
+    that holds pytest settings; else the first ``pyproject.toml`` seen; else the first folder with a
+    ``setup.py``; else *start*. Raises CliError for a configuration file that cannot be parsed.
+    """
+    start = start.resolve()
+    first_pyproject: Path | None = None
+    for base in (start, *start.parents):
+        for name in CONFIG_FILES:
+            path = base / name
+            if not path.is_file():
+                continue
+            if name == "pyproject.toml" and first_pyproject is None:
+                first_pyproject = path
+            section = _pytest_section(path)
+            if section is not None:
+                return Project(base, path, section)
+    if first_pyproject is not None:
+        return Project(first_pyproject.parent, first_pyproject, {})
+    for base in (start, *start.parents):
+        if (base / "setup.py").is_file():
+            return Project(base, None, {})
+    return Project(start, None, {})
+
+
+def _folder(given: str | None, name: str, flag: str) -> tuple[Path, str]:
+    """The folder of option *name*: *given* on the command line (relative to the current folder),
+    else the project's (:meth:`Project.folder`); with a note for messages (``(--baseline-dir)``)."""
+    if given:
+        return Path(given), f"({flag})"
+    project = find_project(Path.cwd())
+    return project.folder(name), f"({flag}; {project.where()})"
 
 
 # ---------------------------------------------------------------- aaco info
@@ -225,7 +322,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    path = Path(args.bundle)
+    if args.bundle:
+        path = Path(args.bundle)
+    else:
+        root, where = _folder(args.session_dir, "session-dir", "--session-dir")
+        sessions = list_sessions(root) if root.is_dir() else []
+        if not sessions:
+            raise CliError(f"no session bundles under {root} {where}; run pytest first, or name a bundle"
+                           " (`aaco ls` lists them)")
+        path = sessions[0]
+        _out(f"latest session bundle: {path}")
     session = load_bundle(path)
     for name, problem in (session.get("errors") or {}).items():
         _err(f"aaco: warning: {name} skipped: {problem}")
@@ -251,9 +357,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    root = Path(args.session_dir) if args.session_dir else DEFAULT_SESSION_DIR
+    root, where = _folder(args.session_dir, "session-dir", "--session-dir")
     if args.session_dir and not root.is_dir():
-        raise CliError(f"{root}: no such folder (--session-dir)")
+        raise CliError(f"{root}: no such folder {where}")
     sessions = list_sessions(root)[: args.limit]
     if not sessions:
         _out(f"no session bundles under {root} (pytest with pytest-aaco writes one per session)")
@@ -288,6 +394,16 @@ def _matches(pattern: str | None, nodeid: str, rel: str) -> bool:
     return pattern in nodeid or pattern in rel
 
 
+def _baseline_root(args: argparse.Namespace) -> Path:
+    """``--baseline-dir``, else the project's baseline folder (:func:`find_project`); CliError when it
+    is not a folder, naming it and where it came from."""
+    root, where = _folder(args.baseline_dir, "baseline-dir", "--baseline-dir")
+    if not root.is_dir():
+        raise CliError(f"{root}: no such folder {where}; record baselines with pytest --aaco-save-baseline,"
+                       " or pass --baseline-dir")
+    return root
+
+
 def _baselines(root: Path, pattern: str | None) -> tuple[list[Baseline], list[str]]:
     """Loaded baselines under *root* matching *pattern* (a glob, or a substring of the node id
     or relative path), and one problem line per unreadable file."""
@@ -307,7 +423,7 @@ def _baselines(root: Path, pattern: str | None) -> tuple[list[Baseline], list[st
 
 
 def cmd_baseline_show(args: argparse.Namespace) -> int:
-    root = Path(args.baseline_dir)
+    root = _baseline_root(args)
     found, problems = _baselines(root, args.pattern)
     for problem in problems:
         _err(f"aaco: error: {problem}")
@@ -337,7 +453,7 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline_prune(args: argparse.Namespace) -> int:
-    root = Path(args.baseline_dir)
+    root = _baseline_root(args)
     found, problems = _baselines(root, args.pattern)
     for problem in problems:
         _err(f"aaco: error: {problem} (left as it is)")
@@ -363,7 +479,7 @@ def cmd_baseline_prune(args: argparse.Namespace) -> int:
 
 def cmd_baseline_archived(args: argparse.Namespace) -> int:
     """List the histories that restarts archived, and the unreadable files moved aside."""
-    root = Path(args.baseline_dir)
+    root = _baseline_root(args)
     found, problems = _baselines(root, args.pattern)
     for problem in problems:
         _err(f"aaco: error: {problem}")
@@ -390,7 +506,7 @@ def cmd_baseline_restore(args: argparse.Namespace) -> int:
             return OK
         if args.number is None:
             raise CliError("give the archived history's number (aaco baseline archived lists them)")
-        found, problems = _baselines(Path(args.baseline_dir), args.target)
+        found, problems = _baselines(_baseline_root(args), args.target)
         if len(found) != 1:
             names = ", ".join(str(b.path) for b in found) or "none"
             raise CliError(f"{args.target!r} must match exactly one baseline file; it matches {names}")
@@ -447,13 +563,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="print a session bundle's results; optionally write HTML",
                        description="Print the results table of a session bundle (exit 1 when it holds a"
                                    " regression) and optionally write the HTML report.")
-    p.add_argument("bundle", metavar="BUNDLE", help="session bundle folder (see `aaco ls`)")
+    p.add_argument("bundle", metavar="BUNDLE", nargs="?",
+                   help="session bundle folder (see `aaco ls`; default: the latest under the project's session folder)")
+    p.add_argument("--session-dir", metavar="DIR",
+                   help="where to look for the latest bundle (default: the project's, as pytest finds the project)")
     p.add_argument("--html", metavar="OUT", help="write a self-contained HTML report to OUT")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ls", help="list recent session bundles, newest first",
                        description="List session bundles, newest first.")
-    p.add_argument("--session-dir", metavar="DIR", help=f"where bundles are (default: {DEFAULT_SESSION_DIR})")
+    p.add_argument("--session-dir", metavar="DIR",
+                   help=f"where bundles are (default: {DEFAULT_SESSION_DIR} under the project root, found as pytest"
+                        " finds its rootdir, or the aaco_session_dir ini setting)")
     p.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N (default: 20)")
     p.set_defaults(func=cmd_ls)
 
@@ -476,8 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
                                           " aaco baseline restore NAME.corrupt-TIME.json: the repaired copy"
                                           " replaces NAME.json (whose history is archived in it).")
     for q in (show, prune, archived, restore):
-        q.add_argument("--baseline-dir", default=str(DEFAULT_BASELINE_DIR), metavar="DIR",
-                       help=f"baseline folder (default: {DEFAULT_BASELINE_DIR})")
+        q.add_argument("--baseline-dir", default=None, metavar="DIR",
+                       help=f"baseline folder (default: {DEFAULT_BASELINE_DIR} under the project root, found as pytest"
+                            " finds its rootdir, or the aaco_baseline_dir ini setting)")
     for q in (show, prune, archived):
         q.add_argument("pattern", nargs="?", metavar="PATTERN", help="only items whose node id or path match")
     restore.add_argument("target", metavar="PATTERN|COPY", help="one baseline file's pattern, or a .corrupt- copy")
