@@ -94,7 +94,7 @@ def test_the_ini_settings_of_the_folders_are_used(tmp_path, monkeypatch, capsys)
 def test_the_aaco_folder_it_creates_is_ignored_by_git(aaco_project, git):
     project = aaco_project.pytester.path
     git(project, "init", "-q")
-    args = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
+    args = [a for a in aaco_project.args("--aaco-reference=none") if a != "--aaco-no-bundle"]
     aaco_project.pytester.runpytest(*args).assert_outcomes(passed=1)
     assert (project / ".aaco" / ".gitignore").read_text() == GITIGNORE_TEXT
     assert list((project / ".aaco" / "sessions").iterdir())  # a bundle was written
@@ -105,7 +105,7 @@ def test_the_aaco_folder_it_creates_is_ignored_by_git(aaco_project, git):
 def test_an_existing_aaco_folder_or_another_session_dir_is_left_alone(aaco_project):
     project = aaco_project.pytester.path
     (project / ".aaco").mkdir()
-    args = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
+    args = [a for a in aaco_project.args("--aaco-reference=none") if a != "--aaco-no-bundle"]
     aaco_project.pytester.runpytest(*args).assert_outcomes(passed=1)
     assert not (project / ".aaco" / ".gitignore").exists()
     aaco_project.pytester.runpytest(*args, "--aaco-session-dir=out/sessions").assert_outcomes(passed=1)

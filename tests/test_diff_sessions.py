@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -18,8 +19,8 @@ from tests.conftest import make_conv_model, make_tiny_model
 
 #: enough rounds that one process's rounds give a narrow interval: what made the old diff call
 #: process-to-process differences regressions
-ARGS = ("--aaco-models=models.yaml", "--aaco-warmup=5", "--aaco-rounds=8", "--aaco-iterations=100",
-        "--aaco-cold-start=0", "-p", "no:cacheprovider")
+ARGS = ("--aaco-models=models.yaml", "--aaco-warmup=5", "--aaco-rounds=6", "--aaco-iterations=50",
+        "--aaco-reference=mix-small", "-p", "no:cacheprovider")
 REGISTRY = "models:\n  tiny: {path: tiny.onnx}\n  conv: {path: conv.onnx}\n"
 
 
@@ -86,7 +87,9 @@ def test_an_unchanged_model_between_two_processes_is_no_regression(pytester, tin
     code, out, _ = _diff(capsys, str(a), str(slow))
     assert code == 0, out
     assert set(_verdicts(out).values()) == {"inconclusive"}
-    assert "regression withheld: the machine ran" in out
+    # withheld by the gate's rules: the machine's change (the reference workload), or other processes
+    # busy while B was measured (when the test machine itself is loaded)
+    assert "regression withheld: the machine ran" in out or re.search(r"other processes used \S+ cores", out), out
     assert "run-to-run term 2%" in out
 
 
