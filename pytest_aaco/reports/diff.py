@@ -252,7 +252,7 @@ def bh_level(pvalues: list[float], q: float) -> float:
 
 def _shown(value: Any) -> str:
     text = str(value)
-    return text[:12] + "..." if len(text) > 15 else text
+    return text[:40] + "..." if len(text) > 43 else text
 
 
 def refusal(label: str, ref: JSONDict, cand: JSONDict, model_changed: bool = False) -> str:
