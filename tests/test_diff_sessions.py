@@ -22,10 +22,12 @@ from tests.conftest import make_conv_model, make_tiny_model
 ARGS = ("--aaco-models=models.yaml", "--aaco-warmup=5", "--aaco-rounds=6", "--aaco-iterations=50",
         "--aaco-reference=mix-small", "-p", "no:cacheprovider")
 REGISTRY = "models:\n  tiny: {path: tiny.onnx}\n  conv: {path: conv.onnx}\n"
-#: the A/A test's model: a 16-channel 32x32 Conv (a fraction of a millisecond). The tiny MatMul chain
-#: (microseconds) moved by up to +19% from one process to the next on the project's 2-core machine,
-#: beyond the gate's 2% run-to-run prior: one single-run A/A in about ten was called a regression
+#: the A/A test's model: a 16-channel 32x32 Conv (a fraction of a millisecond)
 AA_REGISTRY = "models:\n  conv: {path: conv.onnx}\n"
+#: the run-to-run term for two single runs on a shared machine: unchanged items on the project's 2-core
+#: VM differ from run to run by an sd of 21 to 28% (docs/verdict-quality.md); with the gate's 2% prior
+#: (for a dedicated runner) two A/A pairs of about twelve here were called regressions (+19%, +46%)
+SHARED_MACHINE_NOISE = "--run-noise=25%"
 
 
 def _project(pytester: pytest.Pytester, tiny_model_path: Path, registry: str = REGISTRY) -> None:
@@ -82,26 +84,26 @@ def test_an_unchanged_model_between_two_processes_is_no_regression(pytester, tin
     _project(pytester, tiny_model_path, AA_REGISTRY)
     a = _session(pytester, "a", items=1)
     b = _session(pytester, "b", items=1)
-    code, out, _ = _diff(capsys, str(a), str(b))
+    code, out, _ = _diff(capsys, str(a), str(b), SHARED_MACHINE_NOISE)
     print(out)
     assert code == 0, out
     verdicts = _verdicts(out)
     assert set(verdicts) == {"conv[cpu]"}
     assert "regression" not in verdicts.values()
-    # session A again on a machine 1.9x slower (as on a busy runner), the reference workload measured
+    # session A again on a machine 2.5x slower (as on a busy runner), the reference workload measured
     # alongside slowed alike: the old diff called two regressions, rc 1; the gate's rules see that
     # the machine changed speed
     slow = pytester.path / "slow" / a.name
     shutil.copytree(a, slow)
-    _slow_machine(slow, 1.9)
-    code, out, _ = _diff(capsys, str(a), str(slow))
+    _slow_machine(slow, 2.5)
+    code, out, _ = _diff(capsys, str(a), str(slow), SHARED_MACHINE_NOISE)
     assert code == 0, out
     assert set(_verdicts(out).values()) == {"inconclusive"}
     # withheld by the gate's rules: the machine's change (the reference workload), else other processes
     # busy while B was measured
     assert ("regression withheld: the machine ran" in out
             or re.search(r"other processes used 1.50 cores while measuring \(limit 0.1\)", out)), out
-    assert "run-to-run term 2%" in out
+    assert "run-to-run term 25%" in out
 
 
 def test_different_models_are_refused_with_exit_2(pytester, tiny_model_path, isolated_cache, capsys):
