@@ -29,8 +29,11 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import iniconfig
 
 from pytest_aaco import __version__
 from pytest_aaco.history.environment import collect_environment
@@ -38,18 +41,26 @@ from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
 from pytest_aaco.measure.providers import EP_NAMES, ProviderError, parse_provider_list
-from pytest_aaco.options import default, fraction_below, fraction_or_zero, int_at_least, path_text
+from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
-from pytest_aaco.reports.diff import DiffInputError, baseline_files, diff_items, load_sides
+from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - pytest depends on tomli below Python 3.11
+    import tomli as tomllib
+
 OK, REGRESSION_FOUND, USAGE_ERROR = 0, 1, 2
 DEFAULT_SESSION_DIR = Path(default("session-dir"))
 DEFAULT_BASELINE_DIR = Path(default("baseline-dir"))
+#: pytest's configuration files, in the order pytest looks for them in each folder
+#: (``_pytest/config/findpaths.py``, pytest 8 and 9)
+CONFIG_FILES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
 class CliError(Exception):
@@ -83,7 +94,7 @@ _fraction = _argument(fraction_below)
 _fraction_or_zero = _argument(fraction_or_zero)
 #: path arguments: an empty or blank value (an unset CI variable) is a usage error naming the
 #: argument, never the current folder
-_folder = _argument(path_text, "a folder")
+_folder_arg = _argument(path_text, "a folder")
 _bundle = _argument(path_text, "a session bundle folder (aaco ls lists them)")
 _side = _argument(path_text, "a bundle folder, a baseline file or a folder of baseline files")
 _out_file = _argument(path_text, "a file such as perf.html")
@@ -105,6 +116,95 @@ def check_folder(path: Path, option: str) -> Path:
     if not os.access(path, os.R_OK | os.X_OK):
         raise CliError(f"{option}: {_where(path)}: cannot be read (permission denied)")
     return path
+
+
+_cores = _argument(cores)
+
+
+# ---------------------------------------------------------------- the project root, as pytest finds it
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where pytest would put the rootdir when run from here, and its ini settings: *rootdir* (a
+    folder), *inifile* (None when there is none) and *ini* (the pytest section: name -> value)."""
+
+    rootdir: Path
+    inifile: Path | None
+    ini: dict[str, Any]
+
+    def folder(self, name: str) -> Path:
+        """The folder of option *name* (``baseline-dir``, ``session-dir``) as the plugin resolves it
+        run from the rootdir: its ini twin (``aaco_baseline_dir``) else the default, relative to the rootdir."""
+        value = self.ini.get(option(name).dest)
+        text = str(value).strip() if isinstance(value, str) and value.strip() else default(name)
+        path = Path(text).expanduser()
+        return path if path.is_absolute() else self.rootdir / path
+
+    def where(self) -> str:
+        return f"project root {self.rootdir}" + (f", from {self.inifile.name}" if self.inifile else "")
+
+
+def _pytest_section(path: Path) -> dict[str, Any] | None:
+    """The pytest settings in configuration file *path*, None when it holds none (a ``pyproject.toml``
+    without ``[tool.pytest]``, a ``tox.ini`` without ``[pytest]``, a ``setup.cfg`` without
+    ``[tool:pytest]``); ``pytest.ini`` and ``pytest.toml`` always count. Raises CliError naming the
+    file when it cannot be parsed."""
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            if path.name != "pyproject.toml":
+                return dict(data.get("pytest") or {})
+            tool = (data.get("tool") or {}).get("pytest")
+            if not isinstance(tool, dict):
+                return None
+            native = {k: v for k, v in tool.items() if k != "ini_options"}
+            return native or dict(tool.get("ini_options") or {})
+        config = iniconfig.IniConfig(str(path))
+    except (OSError, UnicodeDecodeError, ValueError, iniconfig.ParseError) as exc:
+        raise CliError(f"{path}: cannot read it as pytest does ({exc}); fix the file or run aaco elsewhere") from None
+    section = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+    if section in config:
+        return dict(config[section].items())
+    return {} if path.name in ("pytest.ini", ".pytest.ini") else None
+
+
+def find_project(start: Path) -> Project:
+    """The rootdir and ini file pytest would find when run from *start* with no arguments.
+
+    Mirrors pytest's rootdir discovery (https://docs.pytest.org/en/stable/reference/customize.html,
+    ``_pytest/config/findpaths.py``; not imported, it is private and its signature changed in
+    pytest 9): from *start* up, the first folder with a configuration file of :data:`CONFIG_FILES`
+    that holds pytest settings; else the first ``pyproject.toml`` seen; else the first folder with a
+    ``setup.py``; else *start*. Raises CliError for a configuration file that cannot be parsed.
+    """
+    start = start.resolve()
+    first_pyproject: Path | None = None
+    for base in (start, *start.parents):
+        for name in CONFIG_FILES:
+            path = base / name
+            if not path.is_file():
+                continue
+            if name == "pyproject.toml" and first_pyproject is None:
+                first_pyproject = path
+            section = _pytest_section(path)
+            if section is not None:
+                return Project(base, path, section)
+    if first_pyproject is not None:
+        return Project(first_pyproject.parent, first_pyproject, {})
+    for base in (start, *start.parents):
+        if (base / "setup.py").is_file():
+            return Project(base, None, {})
+    return Project(start, None, {})
+
+
+def _folder(given: str | None, name: str, flag: str) -> tuple[Path, str]:
+    """The folder of option *name*: *given* on the command line (relative to the current folder),
+    else the project's (:meth:`Project.folder`); with a note for messages (``(--baseline-dir)``)."""
+    if given:
+        return Path(given), f"({flag})"
+    project = find_project(Path.cwd())
+    return project.folder(name), f"({flag}; {project.where()})"
 
 
 # ---------------------------------------------------------------- aaco info
@@ -219,29 +319,40 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _err(f"aaco: warning: {problem}")
     kind_a, a, kind_b, b = side_a.kind, side_a.items, side_b.kind, side_b.items
     if kind_a == kind_b == "baseline" and set(a) != set(b):
-        # two single files: compare them even when their node ids differ
+        # two single files: compare them even when their node ids differ (a renamed test); the
+        # fingerprints still have to say they measure the same model, inputs and provider
         (single,) = b.values()
         b = {next(iter(a)): single}
-    rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history, args.run_noise)
+    try:
+        rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history, args.run_noise,
+                                 args.max_contention, args.model_changed)
+    except DiffRefused as exc:
+        raise CliError(str(exc)) from None
     if not rows:
         raise CliError(f"no item is in both {args.a} and {args.b}; items are matched by node id")
     table = []
     for row in rows:
-        comp = row.comparison
+        v = row.verdict
         ci = "-"
-        if comp is not None:
-            lo, hi = comp.ci(0.95)
-            ci = f"{pct(lo)} .. {pct(hi)}"
+        if v is not None and v.ci_low is not None and v.ci_high is not None:
+            ci = f"{pct(v.ci_low)} .. {pct(v.ci_high)}"
+        raw = v.raw_ratio if v is not None and v.series not in (None, "raw") else None
+        method = "-" if v is None or v.method is None else v.method
+        series = "-" if v is None or v.method is None else v.series or "raw"
         table.append((row.label, num(row.a_mean_ms, ".3f"), num(row.b_mean_ms, ".3f"),
-                      pct(comp.ratio) if comp else "-", ci, num(comp.p_slower, ".2g") if comp else "-",
-                      comp.method if comp else "-", str(row.outcome)))
+                      pct(v.ratio) if v is not None and v.ratio is not None else "-", ci,
+                      pct(raw) if raw is not None else "-",
+                      num(v.p_value, ".2g") if v is not None else "-", series, method, str(row.outcome)))
     _out(f"A (reference): {args.a} [{kind_a}]")
     _out(f"B (candidate): {args.b} [{kind_b}]")
-    header = ("item", "A mean ms", "B mean ms", "change", "95% CI", "p (slower)", "method", "verdict")
-    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 5})):
+    header = ("item", "A mean ms", "B mean ms", "change (tested)", "95% CI", "change (raw)", "p (slower)", "series",
+              "method", "verdict")
+    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 5, 6})):
         _out(line)
-    _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {sum(r.comparison is not None for r in rows)}"
-         f" compared item(s); threshold {'per item' if args.threshold is None else f'{args.threshold:.0%}'}")
+    judged = sum(r.verdict is not None and r.verdict.p_value is not None for r in rows)
+    _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {judged} compared item(s); threshold"
+         f" {'per item' if args.threshold is None else f'{args.threshold:.0%}'}; the gate's statistics: run-to-run"
+         f" term {args.run_noise:.0%} until A has {args.min_history} runs, reference workload, contention")
     for row in rows:
         if row.note:
             _out(f"  {row.label}: {row.note}")
@@ -251,14 +362,23 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _out(f"only in A ({len(only_a)}): " + ", ".join(only_a))
     if only_b:
         _out(f"only in B ({len(only_b)}): " + ", ".join(only_b))
-    return REGRESSION_FOUND if any(r.outcome == "regression" for r in rows) else OK
+    return REGRESSION_FOUND if any(r.fails for r in rows) else OK
 
 
 # ---------------------------------------------------------------- aaco report / ls
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    path = Path(args.bundle)
+    if args.bundle:
+        path = Path(args.bundle)
+    else:
+        root, where = _folder(args.session_dir, "session-dir", "--session-dir")
+        sessions = list_sessions(root) if root.is_dir() else []
+        if not sessions:
+            raise CliError(f"no session bundles under {root} {where}; run pytest first, or name a bundle"
+                           " (`aaco ls` lists them)")
+        path = sessions[0]
+        _out(f"latest session bundle: {path}")
     session = load_bundle(path)
     for name, problem in (session.get("errors") or {}).items():
         _err(f"aaco: warning: {name} skipped: {problem}")
@@ -285,7 +405,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    root = check_folder(Path(args.session_dir), "--session-dir") if args.session_dir else DEFAULT_SESSION_DIR
+    root, where = _folder(args.session_dir, "session-dir", "--session-dir")
+    if args.session_dir:
+        check_folder(root, "--session-dir")
     sessions = list_sessions(root)[: args.limit]
     if not sessions:
         _out(f"no session bundles under {root} (pytest with pytest-aaco writes one per session)")
@@ -320,6 +442,18 @@ def _matches(pattern: str | None, nodeid: str, rel: str) -> bool:
     return pattern in nodeid or pattern in rel
 
 
+def _baseline_root(args: argparse.Namespace) -> Path:
+    """``--baseline-dir``, else the project's baseline folder (:func:`find_project`); CliError when it
+    is not a folder, naming it and where it came from."""
+    root, where = _folder(args.baseline_dir, "baseline-dir", "--baseline-dir")
+    if args.baseline_dir:
+        return check_folder(root, "--baseline-dir")
+    if not root.is_dir():
+        raise CliError(f"{root}: no such folder {where}; record baselines with pytest --aaco-save-baseline,"
+                       " or pass --baseline-dir")
+    return root
+
+
 def _baselines(root: Path, pattern: str | None) -> tuple[list[Baseline], list[str]]:
     """Loaded baselines under *root* matching *pattern* (a glob, or a substring of the node id
     or relative path), and one problem line per unreadable file."""
@@ -338,7 +472,7 @@ def _baselines(root: Path, pattern: str | None) -> tuple[list[Baseline], list[st
 
 
 def cmd_baseline_show(args: argparse.Namespace) -> int:
-    root = Path(args.baseline_dir)
+    root = _baseline_root(args)
     found, problems = _baselines(root, args.pattern)
     for problem in problems:
         _err(f"aaco: error: {problem}")
@@ -378,7 +512,7 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline_prune(args: argparse.Namespace) -> int:
-    root = Path(args.baseline_dir)
+    root = _baseline_root(args)
     found, problems = _baselines(root, args.pattern)
     for problem in problems:
         _err(f"aaco: error: {problem} (left as it is)")
@@ -404,7 +538,7 @@ def cmd_baseline_prune(args: argparse.Namespace) -> int:
 
 def cmd_baseline_archived(args: argparse.Namespace) -> int:
     """List the histories that restarts archived, and the unreadable files moved aside."""
-    root = Path(args.baseline_dir)
+    root = _baseline_root(args)
     found, problems = _baselines(root, args.pattern)
     for problem in problems:
         _err(f"aaco: error: {problem}")
@@ -431,7 +565,7 @@ def cmd_baseline_restore(args: argparse.Namespace) -> int:
             return OK
         if args.number is None:
             raise CliError("give the archived history's number (aaco baseline archived lists them)")
-        found, problems = _baselines(Path(args.baseline_dir), args.target)
+        found, problems = _baselines(_baseline_root(args), args.target)
         if len(found) != 1:
             names = ", ".join(str(b.path) for b in found) or "none"
             raise CliError(f"{args.target!r} must match exactly one baseline file; it matches {names}")
@@ -477,19 +611,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-noise", type=_fraction_or_zero, default=default("run-noise"), metavar="FRACTION",
                    help="assumed run-to-run sd while the reference has fewer runs than --min-history,"
                         " as in the gate; 0 for the plain Welch test on rounds (default: %(default)g)")
+    p.add_argument("--max-contention", type=_cores, default=default("max-contention"), metavar="CORES",
+                   help="a regression measured in B while other processes kept more cores busy is withheld as"
+                        " inconclusive, as in the gate; off: never (default: %(default)s)")
+    p.add_argument("--model-changed", action="store_true",
+                   help="B's model file is a new version of A's (the same item): compare across the model hash"
+                        " (without it, a different model file is refused, exit 2)")
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("report", help="print a session bundle's results; optionally write HTML",
                        description="Print the results table of a session bundle (exit 1 when it holds a"
                                    " regression) and optionally write the HTML report.")
-    p.add_argument("bundle", metavar="BUNDLE", type=_bundle, help="session bundle folder (see `aaco ls`)")
+    p.add_argument("bundle", metavar="BUNDLE", nargs="?", type=_bundle,
+                   help="session bundle folder (see `aaco ls`; default: the latest under the project's session folder)")
+    p.add_argument("--session-dir", metavar="DIR", type=_folder_arg,
+                   help="where to look for the latest bundle (default: the project's, as pytest finds the project)")
     p.add_argument("--html", metavar="OUT", type=_out_file, help="write a self-contained HTML report to OUT")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ls", help="list recent session bundles, newest first",
                        description="List session bundles, newest first.")
-    p.add_argument("--session-dir", metavar="DIR", type=_folder,
-                   help=f"where bundles are (default: {DEFAULT_SESSION_DIR})")
+    p.add_argument("--session-dir", metavar="DIR", type=_folder_arg,
+                   help=f"where bundles are (default: {DEFAULT_SESSION_DIR} under the project root, found as pytest"
+                        " finds its rootdir, or the aaco_session_dir ini setting)")
     p.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N (default: 20)")
     p.set_defaults(func=cmd_ls)
 
@@ -512,8 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
                                           " aaco baseline restore NAME.corrupt-TIME.json: the repaired copy"
                                           " replaces NAME.json (whose history is archived in it).")
     for q in (show, prune, archived, restore):
-        q.add_argument("--baseline-dir", default=str(DEFAULT_BASELINE_DIR), metavar="DIR", type=_folder,
-                       help=f"baseline folder (default: {DEFAULT_BASELINE_DIR})")
+        q.add_argument("--baseline-dir", default=None, metavar="DIR", type=_folder_arg,
+                       help=f"baseline folder (default: {DEFAULT_BASELINE_DIR} under the project root, found as pytest"
+                            " finds its rootdir, or the aaco_baseline_dir ini setting)")
     for q in (show, prune, archived):
         q.add_argument("pattern", nargs="?", metavar="PATTERN", help="only items whose node id or path match")
     restore.add_argument("target", metavar="PATTERN|COPY", help="one baseline file's pattern, or a .corrupt- copy")

@@ -82,6 +82,23 @@ RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
 DURATION_KEY: pytest.StashKey[float] = pytest.StashKey()
 
 
+#: what :func:`ignore_in_git` writes: everything in the folder, itself included, as pytest does for ``.pytest_cache``
+GITIGNORE_TEXT = "# Created by pytest-aaco automatically: session bundles are build output.\n*\n"
+
+
+def ignore_in_git(session_dir: Path) -> None:
+    """Create the ``.aaco`` folder that holds *session_dir* (the default ``.aaco/sessions``) with a
+    ``.gitignore`` of ``*`` in it, so a ``git add -A`` never commits session bundles (issue 21: one
+    commit took 57 files, 100,234 lines). Only when this call creates the folder, as pytest does for
+    ``.pytest_cache``: an existing ``.aaco`` is left as its owner made it, and a *session_dir*
+    outside any ``.aaco`` folder is not touched. Raises OSError when the folder cannot be created."""
+    folder = next((f for f in (session_dir, *session_dir.parents) if f.name == ".aaco"), None)
+    if folder is None or folder.exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ".gitignore").write_text(GITIGNORE_TEXT, encoding="utf-8")
+
+
 class AacoSession:
     """Session state of pytest-aaco, registered as ``aaco-plugin``; reach it with :func:`get_session`."""
 
@@ -268,6 +285,7 @@ class AacoSession:
             if shared:  # a pytest-xdist worker writes into its controller's bundle
                 self.bundle = SessionBundle.attach(shared)
                 return
+            ignore_in_git(self.config.session_dir)
             self.bundle = SessionBundle(self.config.session_dir)
             self._write_head(self.bundle)
         except OSError as exc:
@@ -401,6 +419,7 @@ class AacoSession:
         if not self.config.bundle:
             return None
         if self.bundle is None:
+            ignore_in_git(self.config.session_dir)
             self.bundle = SessionBundle(self.config.session_dir)
         return str(self.bundle.path)
 

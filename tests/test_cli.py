@@ -230,7 +230,8 @@ def test_ls_lists_newest_first(tmp_path, capsys):
 def test_ls_without_sessions(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, _ = run(capsys, "ls")
-    assert code == 0 and "no session bundles under .aaco/sessions" in out
+    # the project root is the folder itself: no pytest configuration above it
+    assert code == 0 and f"no session bundles under {tmp_path.resolve() / '.aaco' / 'sessions'}" in out
     code, _, err = run(capsys, "ls", "--session-dir", str(tmp_path / "nope"))
     assert code == 2 and "nope" in err
 

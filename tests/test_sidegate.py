@@ -43,7 +43,8 @@ def test_unchanged_is_not_measured(repo: Path) -> None:
         assert side.status == UNCHANGED
         verdict = gate.static_verdict(side, "net[cpu]", 0.05, 2.0)
         assert verdict.outcome == "unchanged" and not verdict.fails
-        assert verdict.message == "net[cpu]: unchanged at HEAD; not measured again"
+        assert verdict.message == ("net[cpu]: unchanged at HEAD; its side at REF is not measured (this side is"
+                                   " measured once, as without a comparison)")
     finally:
         gate.close()
 

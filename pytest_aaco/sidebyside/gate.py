@@ -152,10 +152,14 @@ class SideBySideGate:
         return BaselineSide(CHANGED, spec, model_path(spec), ["environment"])
 
     def static_verdict(self, side: BaselineSide, label: str, threshold: float, mean_ms: float | None) -> Verdict:
-        """The verdict of an item that is not measured side by side: ``unchanged`` or ``new``."""
+        """The verdict of an item that is not measured side by side: ``unchanged`` or ``new``. The
+        item itself is still measured once (its warmup and rounds, as without ``--aaco-compare``): the
+        test body gets a result to assert on, and ``--aaco-save-baseline`` saves it; only the side at
+        REF and the side-by-side cycles are left out."""
         outcome = UNCHANGED_OUTCOME if side.status == UNCHANGED else NEW_OUTCOME
-        text = f"{label}: {side.describe(self.ref or '')}" + ("; not measured again" if outcome == UNCHANGED_OUTCOME
-                                                                 else "; nothing to compare with")
+        text = f"{label}: {side.describe(self.ref or '')}" + (
+            "; its side at REF is not measured (this side is measured once, as without a comparison)"
+            if outcome == UNCHANGED_OUTCOME else "; nothing to compare with")
         return Verdict(outcome=outcome, label=label, threshold=threshold, current_mean_ms=mean_ms, reason=text,
                        message=text)
 
