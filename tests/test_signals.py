@@ -24,6 +24,11 @@ KILLER = """
 import os, signal, threading
 import pytest
 
+# a hangup as on a terminal: a run started under nohup (CI wrappers, this suite run in the
+# background) inherits SIGHUP ignored, and the plugin then rightly leaves it ignored
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     threading.Timer({delay}, os.kill, (os.getpid(), signal.{signal})).start()
@@ -34,6 +39,11 @@ def pytest_runtest_call(item):
 #: could be left behind)
 KILLER_AT_WRITE = """
 import os, signal
+
+# a hangup as on a terminal: a run started under nohup (CI wrappers, this suite run in the
+# background) inherits SIGHUP ignored, and the plugin then rightly leaves it ignored
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 _replace = os.replace
 
