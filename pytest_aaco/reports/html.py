@@ -24,9 +24,12 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.store import load_baseline
@@ -183,7 +186,7 @@ def _this_side(record: ItemRecord) -> str:
     return "this side" if record.verdict is not None and record.verdict.side_by_side else "this run"
 
 
-def _plain_log_axis(ax: Any) -> None:
+def _plain_log_axis(ax: Axes) -> None:
     """Tick labels on a log axis as plain numbers (``6``, ``20``), not ``6×10^0``."""
     from matplotlib.ticker import FuncFormatter
 
@@ -287,7 +290,7 @@ def run_label(index: int, run: dict[str, Any]) -> str:
     return text
 
 
-def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
+def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
     """Round means (ms) of every baseline run and of this run, with the baseline mean and the
     threshold above it; side by side, the block means of both sides."""
     sbs = _side_by_side(record.verdict)
