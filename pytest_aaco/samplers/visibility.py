@@ -44,8 +44,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from pytest_aaco.jsonio import JSONDict
-
 _T = TypeVar("_T")
 
 NVIDIA, AMD = "nvidia", "amd"
@@ -114,8 +112,8 @@ class PhysicalGpu:
         """A short label for tables: ``0:GPU-8a1b2c3d`` (logical id, then the key's first 12 characters)."""
         return f"{self.logical_id}:{self.key[:12]}"
 
-    def to_dict(self) -> JSONDict:
-        data: JSONDict = {"vendor": self.vendor, "logical_id": self.logical_id, "index": self.index,
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"vendor": self.vendor, "logical_id": self.logical_id, "index": self.index,
                           "uuid": self.uuid, "pci_bus_id": self.pci_bus_id, "name": self.name,
                           "mapped_by": self.mapped_by, "clocks": dict(self.clocks)}
         if self.ambiguous:
