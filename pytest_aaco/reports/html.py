@@ -21,7 +21,7 @@ HTML-escaped.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -277,7 +277,7 @@ def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[st
             ("round-means plot", round_means)]
 
 
-def run_label(index: int, run: dict[str, Any]) -> str:
+def run_label(index: int, run: Mapping[str, object]) -> str:
     """The x label of history run *index* (from 0): ``#3 11-24 20:03`` (its number and time,
     UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a ``commit``."""
     text = f"#{index + 1}"
