@@ -28,10 +28,10 @@ import fnmatch
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import iniconfig
 
@@ -49,6 +49,8 @@ from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
+
+_T = TypeVar("_T")
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,9 +80,9 @@ def _err(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _argument(parse: Any, *args: Any) -> Any:
+def _argument(parse: Callable[..., _T], *args: object) -> Callable[[str], _T]:
     """An argparse ``type=`` from a value parser of :mod:`pytest_aaco.options` (ValueError -> usage error)."""
-    def convert(text: str) -> Any:
+    def convert(text: str) -> _T:
         try:
             return parse(text, *args)
         except ValueError as exc:

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.jsonio import JSONDict
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 #: name under which the session object is registered with pytest's plugin manager
 PLUGIN_NAME = "aaco-plugin"
@@ -50,7 +53,7 @@ class Outcome(str, Enum):
         return format(self.value, spec)
 
     @classmethod
-    def parse(cls, value: Any, default: Outcome) -> Outcome:
+    def parse(cls, value: object, default: Outcome) -> Outcome:
         """*value* as an Outcome; *default* for None or a word this version does not know."""
         try:
             return cls(value)
@@ -58,13 +61,13 @@ class Outcome(str, Enum):
             return default
 
 
-def _json_fields(obj: Any, omit_none: tuple[str, ...] = ()) -> JSONDict:
+def _json_fields(obj: DataclassInstance, omit_none: tuple[str, ...] = ()) -> JSONDict:
     """The fields of the dataclass *obj* as a JSON object; those named in *omit_none* only when set."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)
             if not (f.name in omit_none and getattr(obj, f.name) is None)}
 
 
-def _known(cls: Any, data: JSONDict) -> dict[str, Any]:
+def _known(cls: type[DataclassInstance], data: JSONDict) -> dict[str, Any]:
     """The keys of *data* that are fields of *cls*; a missing field is None (values are kept as
     read, never converted, so a record dumps to the bytes it was read from)."""
     return {f.name: data.get(f.name) for f in fields(cls)}
@@ -317,7 +320,7 @@ class Verdict:
         (read by :func:`pytest_aaco.verdict.outcome.fails`)."""
         return bool(self.memory) or self.p99_regressed
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """The verdict as JSON (the typed parts as their own ``to_dict()``), with ``change_pct`` and
         ``reference_drift`` added."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -495,8 +498,8 @@ class ItemRecord:
 
     # ------------------------------------------------------------ serialization
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> JSONDict:
+        data: JSONDict = {
             "nodeid": self.nodeid, "model": self.model, "provider": self.provider, "label": self.label,
             "result": self.result, "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "fingerprint": self.fingerprint, "outcome": self.outcome.value, "error": self.error,
@@ -559,7 +562,7 @@ class SessionSummary:
         """``1 no-regression, 1 regression`` (sorted by outcome), or ``no items``."""
         return ", ".join(f"{n} {k}" for k, n in sorted(self.verdicts.items())) or "no items"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"items": self.items, "verdicts": dict(self.verdicts), "fdr_control": self.fdr_control}
 
     @classmethod

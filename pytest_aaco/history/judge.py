@@ -39,6 +39,7 @@ Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item'
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -657,7 +658,7 @@ def _device_text(dev: dict[str, Any]) -> str:
     return text + ")"
 
 
-def _threshold(dev: dict[str, Any], v: Verdict) -> str:
+def _threshold(dev: Mapping[str, object], v: Verdict) -> str:
     """The device-time threshold of a side-by-side record (older records: the wall-time one)."""
     t = dev.get("threshold")
     return f"{(v.threshold if t is None else t):.1%}".replace(".0%", "%")

@@ -167,7 +167,7 @@ class SaveOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
-def _require(path: Path, data: Any, key: str, kind: type) -> Any:
+def _require(path: Path, data: object, key: str, kind: type) -> Any:
     if not isinstance(data, dict) or not isinstance(data.get(key), kind):
         raise AacoFileError(f"{path}: baseline key {key!r} missing or not a {kind.__name__};"
                             " re-record it with --aaco-save-baseline --aaco-baseline-reset")
@@ -200,7 +200,7 @@ _UNIT_SUFFIXES = ("_ms", "_mb", "_s", "_bytes", "_pct", "_percent")
 _RE_RECORD = " re-record it with --aaco-save-baseline --aaco-baseline-reset (the save moves the file aside)"
 
 
-def _bad(path: Path, where: str, value: Any, what: str) -> AacoFileError:
+def _bad(path: Path, where: str, value: object, what: str) -> AacoFileError:
     return AacoFileError(f"{path}: {where} is {value!r}, {what};{_RE_RECORD}")
 
 
@@ -217,7 +217,7 @@ def _number(path: Path, where: str, value: Any, low: float = -MAX_NUMBER, high: 
         raise _bad(path, where, value, f"expected at most {high:g}")
 
 
-def _free_numbers(path: Path, where: str, value: Any, unit: bool = False) -> None:
+def _free_numbers(path: Path, where: str, value: object, unit: bool = False) -> None:
     """Walk a free-form section (telemetry, cold start, profile): every number finite and at most
     :data:`MAX_NUMBER` in size; non-negative under a key with a unit suffix (``rss_mb``: {``max``: ...})."""
     if isinstance(value, dict):
@@ -271,7 +271,7 @@ def _check_numbers(path: Path, where: str, run: dict[str, Any]) -> None:
             _free_numbers(path, f"{where}.{key}", value)
 
 
-def _check_device_time(path: Path, where: str, dev: Any) -> None:
+def _check_device_time(path: Path, where: str, dev: object) -> None:
     """An optional ``device_time`` record (a run's, or its reference's): a dict whose ``log_means``
     is a list of ln ms within :data:`MAX_LOG`, its other numbers finite (non-negative under ``*_ms``/``*_s``)."""
     if dev is None:
@@ -284,7 +284,7 @@ def _check_device_time(path: Path, where: str, dev: Any) -> None:
     _free_numbers(path, where, {k: v for k, v in dev.items() if k not in ("log_means", "busy_log_means")})
 
 
-def _check_latencies(path: Path, where: str, rounds: list[list[Any]]) -> None:
+def _check_latencies(path: Path, where: str, rounds: list[list[object]]) -> None:
     for index, values in enumerate(rounds):
         for position, value in enumerate(values):
             _number(path, f"{where}[{index}][{position}]", value, 0, MAX_MS)

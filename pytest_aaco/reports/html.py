@@ -21,12 +21,15 @@ HTML-escaped.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.store import load_baseline
@@ -183,7 +186,7 @@ def _this_side(record: ItemRecord) -> str:
     return "this side" if record.verdict is not None and record.verdict.side_by_side else "this run"
 
 
-def _plain_log_axis(ax: Any) -> None:
+def _plain_log_axis(ax: Axes) -> None:
     """Tick labels on a log axis as plain numbers (``6``, ``20``), not ``6×10^0``."""
     from matplotlib.ticker import FuncFormatter
 
@@ -274,7 +277,7 @@ def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[st
             ("round-means plot", round_means)]
 
 
-def run_label(index: int, run: dict[str, Any]) -> str:
+def run_label(index: int, run: Mapping[str, object]) -> str:
     """The x label of history run *index* (from 0): ``#3 11-24 20:03`` (its number and time,
     UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a ``commit``."""
     text = f"#{index + 1}"
@@ -287,7 +290,7 @@ def run_label(index: int, run: dict[str, Any]) -> str:
     return text
 
 
-def _plot_rounds(ax: Any, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
+def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
     """Round means (ms) of every baseline run and of this run, with the baseline mean and the
     threshold above it; side by side, the block means of both sides."""
     sbs = _side_by_side(record.verdict)

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
 from pytest_aaco.samplers.visibility import PhysicalGpu, amd_handle, amd_physical
 
@@ -93,7 +93,7 @@ FIELDS = (
 )
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A float from an int/float/numeric string (``"57.0"``, ``"(1700Mhz)"``, ``"12%"``); None for N/A."""
     if value is None or isinstance(value, bool):
         return None
@@ -107,7 +107,7 @@ def _number(value: Any) -> float | None:
     return float(match.group()) if match else None
 
 
-def temperature_c(value: Any) -> float | None:
+def temperature_c(value: object) -> float | None:
     """°C from an amdsmi temperature that may be in °C or in millidegrees (> 500 means m°C)."""
     number = _number(value)
     if number is None:
@@ -115,7 +115,7 @@ def temperature_c(value: Any) -> float | None:
     return number / 1000.0 if abs(number) > 500 else number
 
 
-def normalize_perf_level(value: Any) -> str | None:
+def normalize_perf_level(value: object) -> str | None:
     """``"AMDSMI_DEV_PERF_LEVEL_AUTO"``, ``"auto"``, ``0`` or an enum member -> ``"auto"``."""
     if value is None:
         return None
@@ -182,7 +182,7 @@ def _json_object(text: str) -> dict[str, Any]:
     return data
 
 
-def _card_entry(data: Mapping[str, object], device_id: int) -> Mapping[str, Any]:
+def _card_entry(data: Mapping[str, object], device_id: int) -> Mapping[str, JSONValue]:
     cards = {k: v for k, v in data.items() if re.fullmatch(r"card\d+", k) and isinstance(v, Mapping)}
     if not cards:
         raise ValueError("rocm-smi JSON has no 'cardN' entry")
@@ -211,7 +211,7 @@ def parse_rocm_smi_json(text: str, device_id: int) -> JSONDict:
     """
     card = _card_entry(_json_object(text), device_id)
 
-    def get(*keys: str) -> Any:
+    def get(*keys: str) -> float | None:
         for key in keys:
             for candidate in card:
                 if candidate.lower() == key.lower():

@@ -14,7 +14,8 @@ import abc
 import math
 import threading
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsFloat, TypeGuard
 
 #: consecutive failed reads after which a sampler gives up for the rest of the phase
 MAX_CONSECUTIVE_FAILURES = 3
@@ -35,7 +36,7 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[SupportsFloat]:
     """True for finite ints and floats (numpy scalars included); False for bools, None, NaN, strings."""
     if isinstance(value, bool) or value is None:
         return False
@@ -46,7 +47,7 @@ def is_number(value: Any) -> bool:
     return math.isfinite(number) and not isinstance(value, (str, bytes))
 
 
-def summarize_samples(samples: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def summarize_samples(samples: Sequence[Mapping[str, object]]) -> dict[str, dict[str, float]]:
     """Per numeric field: ``{"mean", "max", "min", "first", "last", "n"}`` over *samples*.
 
     ``t_ns`` is skipped; strings, lists, bools and ``None`` readings are skipped (a field whose
@@ -100,7 +101,7 @@ class Sampler(abc.ABC):
             raise ValueError(f"interval_s must be > 0 seconds, got {interval_s!r}")
         self.interval_s = float(interval_s)
         self.error: str | None = None
-        self._samples: list[dict[str, Any]] = []
+        self._samples: list[dict[str, object]] = []
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
@@ -117,7 +118,7 @@ class Sampler(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> Mapping[str, object]:
         """One reading: a flat dict of field -> number, string, list or None."""
 
     # -- public API ------------------------------------------------------------------------
@@ -168,7 +169,7 @@ class Sampler(abc.ABC):
             self._samples = []
         self.error = None
 
-    def samples(self) -> list[dict[str, Any]]:
+    def samples(self) -> list[dict[str, object]]:
         """A copy of the samples so far, in time order: ``[{"t_ns": int, field: value, ...}]``."""
         with self._lock:
             return [dict(s) for s in self._samples]
@@ -216,7 +217,7 @@ class Sampler(abc.ABC):
             return False
         t1 = time.perf_counter_ns()
         self._failures = 0
-        sample = {"t_ns": (t0 + t1) // 2, **reading}
+        sample: dict[str, object] = {"t_ns": (t0 + t1) // 2, **reading}
         with self._lock:
             self._samples.append(sample)
         return True

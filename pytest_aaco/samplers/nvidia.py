@@ -14,12 +14,15 @@ utilisation jumped to 100% within one 100 ms sample. Read power as a smoothed fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
 from pytest_aaco.samplers.visibility import PhysicalGpu, nvidia_handle, nvidia_physical
+
+_T = TypeVar("_T")
 
 BYTES_PER_MB = 1024 * 1024
 #: NVML constants, as in nvml.h, so a reading decodes the same whatever pynvml version is present
@@ -74,7 +77,7 @@ def import_pynvml() -> ModuleType:
     return pynvml
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -125,7 +128,7 @@ class NVIDIAGPUSampler(Sampler):
             nvml, self._nvml, self._handle = self._nvml, None, None
             nvml.nvmlShutdown()
 
-    def _query(self, field: str, call: Any) -> Any:
+    def _query(self, field: str, call: Callable[[], _T]) -> _T | None:
         if field in self._skip:
             return None
         try:
@@ -169,7 +172,7 @@ class NVIDIAGPUSampler(Sampler):
         }
 
 
-def _with_nvml(query: Any) -> Any:
+def _with_nvml(query: Callable[[ModuleType], _T]) -> _T | None:
     """Run ``query(pynvml)`` between nvmlInit and nvmlShutdown; None on any failure."""
     try:
         nvml = import_pynvml()

@@ -38,10 +38,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 NVIDIA, AMD = "nvidia", "amd"
 #: the variables that pick the visible GPUs, per vendor: layers in the order the runtimes apply them,
@@ -65,7 +68,7 @@ class GpuMapping:
     handles, how it was found (*mapped_by*: ``uuid``, ``mig``, ``index``, ``enumeration``,
     ``pci-order``, ``only-gpu``) and, when the mapping may be wrong, why (*ambiguous*)."""
 
-    handle: Any
+    handle: object
     index: int | None
     mapped_by: str
     ambiguous: str | None = None
@@ -92,7 +95,7 @@ class PhysicalGpu:
     name: str | None = None
     mapped_by: str | None = None
     ambiguous: str | None = None
-    clocks: dict[str, Any] = field(default_factory=dict)
+    clocks: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -109,8 +112,8 @@ class PhysicalGpu:
         """A short label for tables: ``0:GPU-8a1b2c3d`` (logical id, then the key's first 12 characters)."""
         return f"{self.logical_id}:{self.key[:12]}"
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"vendor": self.vendor, "logical_id": self.logical_id, "index": self.index,
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {"vendor": self.vendor, "logical_id": self.logical_id, "index": self.index,
                           "uuid": self.uuid, "pci_bus_id": self.pci_bus_id, "name": self.name,
                           "mapped_by": self.mapped_by, "clocks": dict(self.clocks)}
         if self.ambiguous:
@@ -189,18 +192,18 @@ def mask_text(vendor: str, environ: Mapping[str, str] | None = None) -> str:
 # ---------------------------------------------------------------- NVIDIA
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _nvml_uuid(nvml: Any, handle: Any) -> str | None:
+def _nvml_uuid(nvml: ModuleType, handle: object) -> str | None:
     try:
         return _text(nvml.nvmlDeviceGetUUID(handle))
     except Exception:  # noqa: BLE001
         return None
 
 
-def nvidia_handle(nvml: Any, logical_id: int, environ: Mapping[str, str] | None = None) -> GpuMapping:
+def nvidia_handle(nvml: ModuleType, logical_id: int, environ: Mapping[str, str] | None = None) -> GpuMapping:
     """The NVML handle of CUDA device *logical_id* (NVML initialised by the caller).
 
     ``CUDA_VISIBLE_DEVICES`` entries that are UUIDs are looked up by UUID (a unique prefix is
@@ -241,21 +244,21 @@ def nvidia_handle(nvml: Any, logical_id: int, environ: Mapping[str, str] | None 
     return GpuMapping(nvml.nvmlDeviceGetHandleByIndex(entry), entry, "index", ambiguous)
 
 
-def _nvml_index(nvml: Any, handle: Any) -> int | None:
+def _nvml_index(nvml: ModuleType, handle: object) -> int | None:
     try:
         return int(nvml.nvmlDeviceGetIndex(handle))
     except Exception:  # noqa: BLE001
         return None
 
 
-def nvidia_physical(nvml: Any, logical_id: int, environ: Mapping[str, str] | None = None) -> PhysicalGpu:
+def nvidia_physical(nvml: ModuleType, logical_id: int, environ: Mapping[str, str] | None = None) -> PhysicalGpu:
     """:class:`PhysicalGpu` of CUDA device *logical_id*: UUID (the MIG UUID for a MIG instance), PCI
     bus id, name and the current SM / memory and maximum SM clocks (MHz). Raises
     :class:`GpuMappingError` as :func:`nvidia_handle`; a fact NVML does not give is None."""
     mapping = nvidia_handle(nvml, logical_id, environ)
     h = mapping.handle
 
-    def read(call: Any) -> Any:
+    def read(call: Callable[[], _T]) -> _T | None:
         try:
             return call()
         except Exception:  # noqa: BLE001 - NotSupported on some GPUs: that fact stays None
@@ -302,7 +305,7 @@ class DriRoots:
         return {b for b in found if re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]", b)}
 
 
-def _amd_facts(amdsmi: Any, handle: Any) -> dict[str, Any]:
+def _amd_facts(amdsmi: ModuleType, handle: object) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     try:
         info = amdsmi.amdsmi_get_gpu_enumeration_info(handle)
@@ -331,7 +334,7 @@ def _same_uuid(a: object, b: str) -> bool:
     return isinstance(a, str) and bool(a) and bare(a) == bare(b)
 
 
-def amd_handle(amdsmi: Any, logical_id: int, environ: Mapping[str, str] | None = None,
+def amd_handle(amdsmi: ModuleType, logical_id: int, environ: Mapping[str, str] | None = None,
                roots: DriRoots | None = None) -> GpuMapping:
     """The amdsmi handle of HIP device *logical_id* (amdsmi initialised by the caller).
 
@@ -383,7 +386,7 @@ def amd_handle(amdsmi: Any, logical_id: int, environ: Mapping[str, str] | None =
     return GpuMapping(handles[usable[entry]], usable[entry], how if len(handles) > 1 else "only-gpu", ambiguous)
 
 
-def amd_physical(amdsmi: Any, logical_id: int, environ: Mapping[str, str] | None = None,
+def amd_physical(amdsmi: ModuleType, logical_id: int, environ: Mapping[str, str] | None = None,
                  roots: DriRoots | None = None) -> PhysicalGpu:
     """:class:`PhysicalGpu` of HIP device *logical_id*: ROCr UUID (``hip_uuid``, else
     ``amdsmi_get_gpu_device_uuid``), PCI bus id, market name and the current / maximum GFX and
@@ -392,7 +395,7 @@ def amd_physical(amdsmi: Any, logical_id: int, environ: Mapping[str, str] | None
     h = mapping.handle
     facts = _amd_facts(amdsmi, h)
 
-    def read(call: Any) -> Any:
+    def read(call: Callable[[], _T]) -> _T | None:
         try:
             return call()
         except Exception:  # noqa: BLE001

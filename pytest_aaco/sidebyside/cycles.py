@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -69,7 +69,8 @@ from pytest_aaco.records import Outcome, SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
-from pytest_aaco.verdict.paired import SequentialPlan, paired_t, signed_rank
+from pytest_aaco.verdict.paired import SequentialPlan, SignedRank, paired_t, signed_rank
+from pytest_aaco.verdict.stats import Comparison
 
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
@@ -299,8 +300,8 @@ class Measurement:
 
     cycles_by_pair: list[list[Cycle]]
     looks: list[Look]
-    comparison: Any
-    companion: Any
+    comparison: Comparison | SignedRank
+    companion: Comparison | SignedRank | None
     iterations: dict[str, int]
     footprints: dict[str, list[float]]
     sides_info: dict[str, dict[str, Any]]
@@ -330,7 +331,8 @@ class Measurement:
         return [paired_log_ratios(c, BASELINE, CANDIDATE) for c in self.cycles_by_pair]
 
 
-def _test(d_by_pair: list[np.ndarray], settings: CompareSettings, device: bool) -> tuple[Any, Any]:
+def _test(d_by_pair: list[np.ndarray], settings: CompareSettings,
+          device: bool) -> tuple[Comparison | SignedRank, Comparison | SignedRank | None]:
     """(the test the look decides on, the other test as a companion or None).
 
     ``method="t"``: the paired t-test (with the session level) decides, the signed-rank test is
@@ -376,8 +378,8 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         cycles_by_pair: list[list[Cycle]] = [[] for _ in pairs]
         looks: list[Look] = []
         cycle_s = 0.0
-        comp: Any = None
-        rank: Any = None
+        comp: Comparison | SignedRank  # set by the first look (SequentialPlan.steps has at least one)
+        rank: Comparison | SignedRank | None = None
         device_look: DeviceLook | None = None
         for k, target in enumerate(plan.looks):
             done = sum(len(c) for c in cycles_by_pair)
@@ -442,7 +444,7 @@ class DeviceLook:
     the change (top entries)."""
 
     outcome: str
-    comparison: Any
+    comparison: Comparison
     level: float
     cycles: int
     kernels: dict[str, float]
@@ -456,7 +458,7 @@ class DeviceLook:
     #: seconds spent in the traced blocks of both sides so far (the overhead of device time)
     traced_s: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         lo, hi = self.comparison.ci(0.95)
         return {"outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
                 "p_slower": float(self.comparison.p_slower), "level": self.level,
@@ -595,7 +597,7 @@ class SideBySide:
     discard: int = DEFAULT_DISCARD
 
     @property
-    def comparison(self) -> Any:
+    def comparison(self) -> Comparison | SignedRank:
         return self.measurement.comparison
 
     @property
@@ -634,7 +636,7 @@ class SideBySide:
     def mde(self) -> float:
         """Minimum detectable slowdown (fraction, power 0.8) at the last look's level (t-based)."""
         comp = self.comparison if hasattr(self.comparison, "mde") else self.measurement.companion
-        return float(comp.mde(self.level))
+        return float(cast(Comparison, comp).mde(self.level))
 
     def to_dict(self) -> JSONDict:
         """JSON-ready figures: per-cycle ratios per session pair, looks, memory, spin bleed, sides."""
@@ -781,7 +783,7 @@ def side_figures(result: SideBySide, side: str = BASELINE) -> JSONDict:
 
 
 def candidate_result(result: SideBySide, model: str, provider: str, batch_size: int = 1,
-                     iobinding: str = "none") -> Any:
+                     iobinding: str = "none") -> BenchmarkResult:
     """The candidate's blocks of the deciding measurement as a
     :class:`~pytest_aaco.measure.results.BenchmarkResult` (one round per block, ms), so the table, the
     percentiles and the user's own asserts see what the comparison measured, without a second

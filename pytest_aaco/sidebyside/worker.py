@@ -79,13 +79,13 @@ NVIDIA_EPS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 class RequestError(Exception):
     """A request failed; *kind* is the reply's ``error.type`` (``session``, ``run``, ``missing``, ``request``)."""
 
-    def __init__(self, kind: str, message: str, **extra: Any) -> None:
+    def __init__(self, kind: str, message: str, **extra: object) -> None:
         super().__init__(message)
         self.kind = kind
         self.extra = extra
 
 
-def encode_array(array: Any) -> dict[str, Any]:
+def encode_array(array: Any) -> dict[str, object]:
     """``{"dtype", "shape", "b64"}`` of a numpy array, little-endian."""
     little = array.astype(array.dtype.newbyteorder("<"), copy=False)
     return {"dtype": little.dtype.str, "shape": list(little.shape),
@@ -131,7 +131,7 @@ class Worker:
         self.session: Any = None
         self.run: Any = None
 
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, request: dict[str, Any]) -> dict[str, object]:
         op = request.get("op")
         if op == "hello":
             return self.hello()
@@ -152,7 +152,7 @@ class Worker:
             return self.warmup(count) if op == "warmup" else self.block(count)
         raise RequestError("request", f"unknown op {op!r}")
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> dict[str, object]:
         missing, reasons = [], []
         for module in ("numpy", "onnxruntime"):
             try:
@@ -180,7 +180,7 @@ class Worker:
         self.session = None
         gc.collect()
 
-    def load(self, request: dict[str, Any]) -> dict[str, Any]:
+    def load(self, request: dict[str, Any]) -> dict[str, object]:
         import numpy as np
         import onnxruntime as ort
 
@@ -216,21 +216,21 @@ class Worker:
                 "provider_options": session.get_provider_options(), "printed": printed.getvalue()[-4000:],
                 "build_rss_mb": None if before is None or after is None else after - before}
 
-    def warmup(self, iterations: int) -> dict[str, Any]:
+    def warmup(self, iterations: int) -> dict[str, object]:
         try:
             first_ms, lat_ms = self.loop.warmup(self.run, iterations)
         except Exception as exc:
             raise RequestError("run", f"session.run failed during warmup: {exc}") from exc
         return {"first_ms": first_ms, "latencies_ms": encode_array(lat_ms)}
 
-    def block(self, iterations: int) -> dict[str, Any]:
+    def block(self, iterations: int) -> dict[str, object]:
         try:
             lat = self.loop.time_iterations(self.run, iterations)
         except Exception as exc:
             raise RequestError("run", f"session.run failed: {exc}") from exc
         return {"latencies_ns": encode_array(lat)}
 
-    def memory(self) -> dict[str, Any]:
+    def memory(self) -> dict[str, object]:
         gpu_mb, source = None, "no session on an NVIDIA EP"
         if self.session is not None and any(ep in self.session.get_providers() for ep in NVIDIA_EPS):
             gpu_mb, source = smi_process_mb(os.getpid())
@@ -238,7 +238,7 @@ class Worker:
                 "gpu_source": source}
 
 
-def claim_stdout() -> Any:
+def claim_stdout() -> io.BufferedWriter:
     """The protocol's channel: a private duplicate of fd 1; fd 1 and ``sys.stdout`` then go to stderr."""
     channel = os.fdopen(os.dup(1), "wb")
     sys.stdout.flush()
@@ -247,7 +247,7 @@ def claim_stdout() -> Any:
     return channel
 
 
-def send(channel: Any, message: dict[str, Any]) -> None:
+def send(channel: io.BufferedWriter, message: dict[str, object]) -> None:
     line = json.dumps(message, separators=(",", ":"), allow_nan=True)
     channel.write(("\n" + MARKER + line + "\n").encode("utf-8"))
     channel.flush()
@@ -272,14 +272,14 @@ def main() -> int:
             if not isinstance(parsed, dict):
                 raise RequestError("request", f"expected a JSON object, got {parsed!r}")
             request = parsed
-            reply: dict[str, Any] = {"id": request.get("id"), "ok": True}
+            reply: dict[str, object] = {"id": request.get("id"), "ok": True}
             reply.update(worker.handle(request))
         except Exception as exc:  # every failure goes back as a structured reply, never a hang
             if isinstance(exc, RequestError):
                 kind, extra = exc.kind, exc.extra
             else:  # a line that is not JSON, or a bug here
                 kind, extra = ("request" if not request else "internal"), {}
-            error = {"type": kind, "message": str(exc) or type(exc).__name__}
+            error: dict[str, object] = {"type": kind, "message": str(exc) or type(exc).__name__}
             if kind == "internal":
                 error["traceback"] = traceback.format_exc()[-4000:]
             error.update(extra)
