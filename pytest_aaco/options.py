@@ -381,11 +381,13 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("iobinding", "input/output binding: auto, none (host arrays, copies timed), inputs, all",
               "auto", "MODE", parse=partial(choice, choices=IOBINDING_MODES)),
     OptionDef("device-time", "device time on GPU EPs (kernel time per run from the vendor's tracer, gated"
-              " beside wall time side by side): auto (where a tracer is installed), on (error without one), off",
+              " beside wall time, side by side and against stored baselines): auto (where a tracer is installed),"
+              " on (error without one), off",
               "auto", "MODE", parse=partial(choice, choices=DEVICE_TIME_MODES)),
     OptionDef("graph", "graph replay on device EPs (CUDA graphs: enable_cuda_graph; MIGraphX: migraphx_hip_graph_enable"
-              " where the build has it; needs --aaco-iobinding=all, static shapes, no CPU nodes): auto (off for now:"
-              " device time does not need it), on (error when the session cannot be captured), off",
+              " where the build has it; needs --aaco-iobinding=all, static shapes, no CPU nodes): auto (off: device"
+              " time does not need it, and replay hides launch overhead from wall time), on (error when the"
+              " session cannot be captured), off",
               "auto", "MODE", parse=partial(choice, choices=GRAPH_MODES)),
     OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
               " fell to the CPU, warn only warns, off skips it", "check", "MODE",

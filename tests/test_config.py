@@ -258,7 +258,7 @@ def test_show(aaco_config, pytestconfig):
             "providers": [p.short for p in c.providers], "confirm": c.confirm, "save": c.save_baseline,
             "models": str(c.models_path), "baseline_dir": str(c.baseline_dir),
             "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s,
-            "ort_log_level": c.ort_log_level}
+            "ort_log_level": c.ort_log_level, "device_threshold": c.device_threshold}
     (pytestconfig.rootpath / "config.json").write_text(json.dumps(data))
 """
 
@@ -276,6 +276,14 @@ def test_defaults_through_pytest(pytester):
     assert data["providers"] == ["cpu"] and data["confirm"] is True and data["save"] is False
     assert data["models"] == "None"
     assert data["baseline_dir"] == str(pytester.path / "baselines")
+
+
+def test_device_threshold_parses_from_the_command_line_and_its_ini_twin(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    assert shown(pytester)["device_threshold"] == pytest.approx(0.01)
+    assert shown(pytester, "--aaco-device-threshold=2.5%")["device_threshold"] == pytest.approx(0.025)
+    pytester.makeini("[pytest]\naaco_device_threshold = 0.02\n")
+    assert shown(pytester)["device_threshold"] == pytest.approx(0.02)
 
 
 def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
@@ -298,6 +306,7 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-fdr=0.7", "--aaco-fdr: must be between 0 and 0.5*"),
     ("--aaco-intra-op-threads=-1", "--aaco-intra-op-threads: must be at least 0, got -1"),
     ("--aaco-run-noise=lots", "--aaco-run-noise: expected a fraction*"),
+    ("--aaco-device-threshold=lots", "--aaco-device-threshold: expected a fraction*"),
     ("--aaco-placement=strict", "--aaco-placement: expected one of check, warn, off*"),
     ("--aaco-max-contention=much", "--aaco-max-contention: expected a number of cores*"),
     ("--aaco-profile=sometimes", "--aaco-profile: expected one of off, on, failing*"),
