@@ -354,7 +354,7 @@ def test_reports_show_device_time_beside_wall_time(tmp_path, result_factory):
     traced, plain = _device_record(tmp_path, result_factory)
     header, _, first, second = terminal.format_table([traced, plain])
     assert "device time" in header and header.index("device time") > header.index("change vs baseline")
-    assert "+6.4% [" in first and "regression" in first
+    assert "+6.4% raw [" in first and "regression" in first
     assert "device" not in terminal.format_table([plain])[0]  # sessions without device time keep their table
     props = dict(junit.properties(traced))
     assert props["aaco_device_time_outcome"] == "regression"

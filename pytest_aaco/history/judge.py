@@ -641,12 +641,15 @@ def confirmation_note(first_look: FirstLook) -> str:
 
 
 def _device_text(dev: dict[str, Any]) -> str:
-    """``device time +6.4% [5.9, 6.9] (kernels 219 -> 227; added 8x Conv...)`` from a side-by-side
-    record's ``device_time`` (:meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`)."""
+    """``device time +6.4% [+5.9, +6.9%] paired (kernels 219 -> 227; added 8x Conv...)`` from a
+    ``device_time`` record (:meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`, or
+    :func:`device_check`'s), the per cent labelled with its series (``paired``, ``adjusted``,
+    ``normalized``, ``raw``; records written before the label: ``paired``)."""
     k = dev.get("kernels") or {}
     kb, kc = k.get("baseline"), k.get("candidate")
     text = (f"device time {_pct(dev['ratio'])} [{(dev['ci_low'] - 1) * 100:+.1f}, {_pct(dev['ci_high'])}]"
-            f" (kernel time per run {dev['kernel_ms']['baseline']:.3f} -> {dev['kernel_ms']['candidate']:.3f} ms")
+            f" {dev.get('series') or 'paired'} (kernel time per run {dev['kernel_ms']['baseline']:.3f} ->"
+            f" {dev['kernel_ms']['candidate']:.3f} ms")
     if kb is not None and kc is not None:
         text += f"; kernels per run {kb:g} -> {kc:g}"
     added = dev.get("kernels_added") or []

@@ -666,11 +666,12 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
 
 
 def _device_cell(v: Verdict) -> str:
-    """``+6.4% (+5.9% .. +6.9%), kernels 219 -> 227``, or ``-`` when device time was not compared."""
+    """``+6.4% paired (+5.9% .. +6.9%), kernels 219 -> 227``, or ``-`` when device time was not compared."""
     dev = v.device
     if dev is None:
         return "-"
-    text = f"{pct(dev['ratio'])} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})"
+    series = dev.get("series") or "paired"
+    text = f"{pct(dev['ratio'])} {series} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})"
     kernels = dev.get("kernels") or {}
     if is_num(kernels.get("baseline")) and is_num(kernels.get("candidate")):
         text += f", kernels {kernels['baseline']:g} -> {kernels['candidate']:g}"

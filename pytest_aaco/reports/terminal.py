@@ -65,12 +65,12 @@ def machine(drift: float | None) -> str:
 
 
 def device_change(record: ItemRecord) -> str:
-    """Device time's change in % with its 95% CI (``+6.4% [+5.9,+6.9]``), ``-`` when not compared."""
+    """Device time's change in % labelled with its series, with its 95% CI (``+6.4% paired [+5.9,+6.9]``),
+    ``-`` when not compared."""
     dev = record.verdict.device if record.verdict is not None else None
     if dev is None:
         return "-"
-    paired = record.verdict is not None and record.verdict.side_by_side is not None
-    text = pct(dev["ratio"]) + (" paired" if paired else "")
+    text = f"{pct(dev['ratio'])} {dev.get('series') or 'paired'}"
     if isinstance(dev.get("ci_low"), (int, float)) and isinstance(dev.get("ci_high"), (int, float)):
         text += f" [{(dev['ci_low'] - 1) * 100:+.1f},{(dev['ci_high'] - 1) * 100:+.1f}]"
     return text

@@ -464,6 +464,7 @@ class DeviceLook:
                 "p_slower": float(self.comparison.p_slower), "level": self.level,
                 "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
                 "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "threshold": self.threshold,
+                "series": "paired",
                 "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed],
                 "traced_s": self.traced_s}
 
