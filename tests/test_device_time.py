@@ -153,6 +153,20 @@ def test_unchanged_sessions_that_differ_by_a_tenth_of_a_percent_pass_on_device_t
         assert result.device_outcome == "no-regression", result.measurement.device
 
 
+def test_a_tracer_that_refuses_mid_run_leaves_the_item_gated_on_wall_time_with_a_note():
+    # CUPTI can refuse at the first traced block (NVreg_RestrictProfilingToAdminUsers): no error row
+    class Refusing(FakeTracer):
+        def trace(self, run: FakeRun, runs: int) -> DeviceBlock:
+            if self.blocks >= 3:
+                raise device_time.DeviceTimeUnavailable("CUPTI refused to trace kernels: not permitted")
+            return super().trace(run, runs)
+
+    a, b = GpuFactory(0.818, RESNET), GpuFactory(0.818, RESNET, seed=50)
+    result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=Refusing())
+    assert result.measurement.device is None and result.device_outcome is None
+    assert "not permitted; gated on wall time only" in (result.measurement.device_note or "")
+
+
 def test_a_kernel_count_change_alone_is_information_not_a_failure():
     a = GpuFactory(0.818, RESNET)
     b = GpuFactory(0.818, RESNET[:-4] + ["fused"] * 4, seed=50)  # same time, other kernels
@@ -204,6 +218,7 @@ def test_traced_side_keeps_the_wall_time_block_and_adds_one_traced_block():
     inner = GpuSide("candidate", run, 1.0, np.random.default_rng(0))
     side = TracedSide(inner, FakeTracer(), runs=3)
     lat = side.block(5)
+    side.after_block()  # what run_cycles calls once the wall-time block's clock has stopped
     assert lat.shape == (5,) and side.name == "candidate" and len(side.blocks) == 1 and run.calls == 3
 
 

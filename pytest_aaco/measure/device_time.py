@@ -248,33 +248,6 @@ def tracer_for(provider: str, mode: str,
         return None, f"{exc}; gated on wall time only"
 
 
-@dataclass
-class TracedSide:
-    """A side whose every wall-time block is followed by one traced block of :data:`DEVICE_RUNS`
-    runs, so each cycle carries one device-time figure per side. *inner* needs a ``run`` callable
-    (an in-process side); its blocks are returned unchanged."""
-
-    inner: Any
-    tracer: DeviceTracer
-    runs: int = DEVICE_RUNS
-    blocks: list[DeviceBlock] = field(default_factory=list)
-    name: str = ""
-    #: time spent in traced blocks (ns), for the overhead figure
-    traced_ns: int = 0
-
-    def __post_init__(self) -> None:
-        self.name = self.name or str(self.inner.name)
-
-    def block(self, iterations: int) -> Any:
-        latencies = self.inner.block(iterations)
-        start = time.perf_counter_ns()
-        try:
-            self.blocks.append(self.tracer.trace(self.inner.run, self.runs))
-        finally:
-            self.traced_ns += time.perf_counter_ns() - start
-        return latencies
-
-
 #: kernel names kept per stored run (the most launched), enough to name what a change added or removed
 MAX_STORED_NAMES = 100
 
@@ -318,7 +291,7 @@ class DeviceRecorder:
 @dataclass
 class RecordedSide:
     """An interleaved side (``name``, ``block(n)``) followed by one traced block of *recorder* after
-    every wall-time block; the wall-time latencies are returned unchanged."""
+    every wall-time block (:meth:`after_block`); the wall-time latencies are returned unchanged."""
 
     inner: Any
     recorder: DeviceRecorder
@@ -328,9 +301,34 @@ class RecordedSide:
         return str(self.inner.name)
 
     def block(self, iterations: int) -> Any:
-        latencies = self.inner.block(iterations)
+        return self.inner.block(iterations)
+
+    def after_block(self) -> None:
+        """One traced block, which :func:`~pytest_aaco.measure.interleave.run_cycles` runs after
+        the wall-time block's clock stopped: the block's window (telemetry, the reference's share of
+        the measuring time) holds its timed runs only."""
         self.recorder.trace()
-        return latencies
+
+
+class TracedSide(RecordedSide):
+    """A :class:`RecordedSide` with a recorder of its own: *tracer* over ``inner.run`` (an
+    in-process side), :data:`DEVICE_RUNS` runs per traced block. ``blocks``, ``traced_ns`` and
+    ``failed`` are its recorder's: a tracer that refuses stops tracing, and the side goes on."""
+
+    def __init__(self, inner: Any, tracer: DeviceTracer, runs: int = DEVICE_RUNS) -> None:
+        super().__init__(inner, DeviceRecorder(tracer, inner.run, runs))
+
+    @property
+    def blocks(self) -> list[DeviceBlock]:
+        return self.recorder.blocks
+
+    @property
+    def traced_ns(self) -> int:
+        return self.recorder.traced_ns
+
+    @property
+    def failed(self) -> str | None:
+        return self.recorder.failed
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,12 @@ class BlockRunner(Protocol):
     ``block(n)`` runs the model ``n`` times back to back and returns the latencies as an int64
     array of shape ``(n,)`` in nanoseconds (``time.perf_counter_ns`` differences). It raises
     whatever the side's runtime raises (a :class:`~pytest_aaco.measure.inference.SessionError` in process).
+    A side may also have ``after_block()``, which :func:`run_cycles` calls after the block's end is
+    stamped (a traced block of device time: outside the block's window).
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def block(self, iterations: int) -> np.ndarray: ...
 
@@ -171,9 +174,13 @@ def run_cycles(sides: Sequence[BlockRunner], iterations: Mapping[str, int], cycl
         for position, name in enumerate(order):
             start = time.perf_counter_ns()
             skip = discards[name]
-            lat_ms = by_name[name].block(skip + int(iterations[name])) / 1e6
+            side = by_name[name]
+            lat_ms = side.block(skip + int(iterations[name])) / 1e6
             blocks.append(Block(name, position, lat_ms[skip:], lat_ms[:skip], start,
                                 time.perf_counter_ns(), previous))
+            after_block = getattr(side, "after_block", None)
+            if after_block is not None:  # e.g. a traced block: after the block's clock, not in it
+                after_block()
             previous = name
         result.append(Cycle(first_index + offset, tuple(blocks)))
     return result

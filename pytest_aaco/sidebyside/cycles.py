@@ -308,6 +308,8 @@ class Measurement:
     duration_s: float
     #: device time of the last look, when both sides were traced
     device: DeviceLook | None = None
+    #: why device time was not judged although a tracer was given (the tracer refused)
+    device_note: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -411,8 +413,10 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         footprints = {BASELINE: [p[0].footprint_mb for p in pairs if p[0].footprint_mb is not None],
                       CANDIDATE: [p[1].footprint_mb for p in pairs if p[1].footprint_mb is not None]}
         info = {BASELINE: _side_info(pairs, 0), CANDIDATE: _side_info(pairs, 1)}
+        refused = next((side.runner.failed for pair in pairs for side in pair
+                        if isinstance(side.runner, TracedSide) and side.runner.failed), None)
         return Measurement(cycles_by_pair, looks, comp, rank, iterations, footprints, info, clock() - start,
-                           device_look)
+                           device_look, refused)
     finally:
         for a, b in pairs:
             a.close()
@@ -474,6 +478,8 @@ def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSe
     """The device-time test over the traced blocks so far; None without traced sides."""
     sides = [(a.runner, b.runner) for a, b in pairs
              if isinstance(a.runner, TracedSide) and isinstance(b.runner, TracedSide)]
+    if any(side.failed for pair in sides for side in pair):
+        return None  # one side's blocks stopped: its cycles no longer pair with the other's
     look = device_look_of([(a.blocks, b.blocks) for a, b in sides], settings, device, level, upper_alpha)
     if look is None:
         return None

@@ -244,6 +244,8 @@ class SideBySideGate:
         else:
             with lock():
                 result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
+        if tracer is not None and result.measurement.device is None and result.measurement.device_note:
+            no_tracer = f"device time: {result.measurement.device_note}"  # the tracer refused on this GPU
         if tracer is None and no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS and not self.python:
             no_tracer = self._child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
                                                 alpha, device, lock)
