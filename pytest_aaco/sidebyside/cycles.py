@@ -45,7 +45,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish
+from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish, kernel_changes
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.device_time import DeviceBlock, DeviceTracer, TracedSide
 from pytest_aaco.measure.inference import bind_run, build_session, check_placement, session_options, warmup
@@ -501,12 +501,12 @@ def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], se
     outcome = str(outcome_of(comp, settings.device_threshold, level, upper_alpha=upper_alpha))
     side_blocks = {BASELINE: [blk for a, _ in traced for blk in a], CANDIDATE: [blk for _, b in traced for blk in b]}
     runs = {side: sum(blk.runs for blk in blocks) for side, blocks in side_blocks.items()}
-    names = {side: sum((blk.names for blk in blocks), Counter()) for side, blocks in side_blocks.items()}
+    names: dict[str, Counter[str]] = {side: Counter() for side in side_blocks}
+    for side, blocks in side_blocks.items():
+        for blk in blocks:
+            names[side].update(blk.names)
     per_run = {side: {n: c / runs[side] for n, c in names[side].items()} for side in names}
-    delta = {n: per_run[CANDIDATE].get(n, 0.0) - per_run[BASELINE].get(n, 0.0)
-             for n in set(per_run[BASELINE]) | set(per_run[CANDIDATE])}
-    added = sorted(((n, d) for n, d in delta.items() if d > 0.5), key=lambda x: -x[1])[:5]
-    removed = sorted(((n, -d) for n, d in delta.items() if d < -0.5), key=lambda x: -x[1])[:5]
+    added, removed = kernel_changes(per_run[BASELINE], per_run[CANDIDATE])
     return DeviceLook(outcome, comp, level, sum(len(d) for d in d_by_pair),
                       {s: float(np.median([blk.kernels for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.kernel_ms for blk in b])) for s, b in side_blocks.items()},
@@ -734,10 +734,9 @@ def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: Compa
         second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock, tracer)
         wall = str(REGRESSION) if first.outcome == REGRESSION and second.outcome == REGRESSION else (
             str(INCONCLUSIVE) if first.outcome == REGRESSION else second.outcome)
-        device_confirmed = (first.device is not None and first.device.outcome == REGRESSION
-                            and second.device is not None and second.device.outcome == REGRESSION)
         result = SideBySide(wall, second, baseline_label, alpha, settings.threshold, first=first,
-                            confirmed=wall == REGRESSION or device_confirmed, discard=settings.discard)
+                            discard=settings.discard)
+        result.confirmed = wall == REGRESSION or result.device_outcome == REGRESSION
     footprints = {side: first.footprints[side] + (result.measurement.footprints[side] if result.first else [])
                   for side in (BASELINE, CANDIDATE)}
     result.memory = side_memory_growth(footprints, settings)
