@@ -75,11 +75,6 @@ def register_libraries(libraries: Sequence[tuple[str, str]], ort: Any) -> list[s
     return list(_REGISTERED)
 
 
-def registered() -> dict[str, str]:
-    """Registration name -> path of the libraries registered in this process."""
-    return dict(_REGISTERED)
-
-
 def plugin_ep_names(ort: Any) -> list[str]:
     """EP names that only registered libraries offer: those of ``get_ep_devices()`` missing from
     ``get_available_providers()``; ``[]`` when no library was registered."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_aaco.history.environment import rocm_version
 from pytest_aaco.measure.inference import build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
-from pytest_aaco.measure.rocprof_trace import CSV_LAYOUTS, TraceError, default_output_format, find_trace, read_trace
+from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format, find_trace, read_trace
 from pytest_aaco.measure.rocprof_trace import read_kernel_csv as read_spans
 from pytest_aaco.passes.kernels import KernelMetrics, KernelRecord, after_last_gap, kernel_metrics
 
@@ -49,8 +49,6 @@ WARMUP_RUNS, TRACED_RUNS = 3, 10
 #: the profiled child's limit (s) before compiling; each compile may take COMPILE_FACTOR x the measured one
 TIMEOUT_S = 600.0
 COMPILE_FACTOR = 2.0
-#: (layout, kernel name, start ns, end ns, device, stream) columns, tried in this order
-LAYOUTS = CSV_LAYOUTS
 INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv3) and put it on PATH,"
                 " or run without --aaco-rocprof")
 
@@ -78,11 +76,6 @@ def read_records(out_dir: str | Path) -> tuple[str, list[KernelRecord]]:
     except TraceError as exc:
         raise RocprofError(str(exc)) from None
     return trace.layout, [KernelRecord(s.name, s.start_ns, s.end_ns, s.device, s.stream) for s in trace.kernels]
-
-
-def find_kernel_csv(out_dir: str | Path) -> Path | None:
-    """The trace rocprofv3 (or rocprof) wrote under *out_dir*: rocpd ``*.db`` or CSV, newest first; None."""
-    return find_trace(out_dir)
 
 
 def pass_timeout_s(compile_s: float = 0.0) -> float:
