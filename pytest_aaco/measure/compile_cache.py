@@ -217,6 +217,17 @@ class CacheUse:
             return "user" if self.reason == "user" else None
         return cache_status(self.files, snapshot(self.folder))
 
+    def settle(self, before: str | None, create_ms: float, first_run_ms: float | None = None,
+               **extra: object) -> str | None:
+        """The session's cache status after its first run (EPs compile there for symbolic shapes):
+        :meth:`status`, or ``miss`` when *before* (the status at creation) was one; a miss writes
+        what the compile cost (:meth:`record`)."""
+        status = self.status()
+        if status == "miss" or before == "miss":
+            status = "miss"
+            self.record(create_ms, first_run_ms, **extra)
+        return status
+
     def record(self, create_ms: float, first_run_ms: float | None = None, **extra: object) -> None:
         """After a ``miss``, write :data:`RECORD` (what the compile cost, ms) into the folder."""
         if self.folder is None:

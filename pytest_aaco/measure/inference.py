@@ -133,12 +133,9 @@ class SessionHandle:
     def settle_cache(self, first_run_ms: float | None = None) -> str | None:
         """Read the cache folder again after the first run (EPs compile there for symbolic shapes) and,
         for a miss, write what the compile cost into it; returns :attr:`compile_cache`."""
-        status = self.cache.status()
-        if status == "miss" or self.compile_cache == "miss":
-            status = "miss"
-            self.cache.record(self.create_ms, first_run_ms, ep=self.provider.short, side=self.provider.side)
-        self.compile_cache = status
-        return status
+        self.compile_cache = self.cache.settle(self.compile_cache, self.create_ms, first_run_ms,
+                                               ep=self.provider.short, side=self.provider.side)
+        return self.compile_cache
 
     @property
     def cuda_graph(self) -> bool:

@@ -120,12 +120,9 @@ class WorkerSession:
 
     def settle_cache(self, first_run_ms: float | None = None) -> str | None:
         """As :meth:`pytest_aaco.measure.inference.SessionHandle.settle_cache`, for the worker's session."""
-        status = self.cache.status()
-        if status == "miss" or self.compile_cache == "miss":
-            status = "miss"
-            self.cache.record(self.create_ms, first_run_ms, ep=self.provider.short, side=self.provider.side)
-        self.compile_cache = status
-        return status
+        self.compile_cache = self.cache.settle(self.compile_cache, self.create_ms, first_run_ms,
+                                               ep=self.provider.short, side=self.provider.side)
+        return self.compile_cache
 
 
 @dataclass(frozen=True)
