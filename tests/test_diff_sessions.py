@@ -75,6 +75,10 @@ def _slow_machine(bundle: Path, factor: float) -> None:
         summary = result["telemetry"]["summary"]
         summary["system_cpu_percent"]["mean"] = 100.0
         summary["process_cpu_percent"]["mean"] = 50.0
+        # the sampler's cumulative counters say the same over 1 s: 2 busy cores, 0.5 of them this process
+        summary["monotonic_s"] = {"first": 0.0, "last": 1.0, "n": 2}
+        summary["system_busy_cpu_s"] = {"first": 0.0, "last": 2.0, "n": 2}
+        summary["process_cpu_s"] = {"first": 0.0, "last": 0.5, "n": 2}
         data["fingerprint"]["cpu_cores"] = 2
         path.write_text(json.dumps(data))
 
