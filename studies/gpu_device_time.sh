@@ -1,34 +1,58 @@
 #!/usr/bin/env bash
 # Device time side by side on an NVIDIA GPU (issue 19): the real plugin, --aaco-compare against a
-# base commit, for ResNet-50 unchanged (other bytes, same compute) and slowed variants made by
+# base commit, for zoo models unchanged (other bytes, same compute) and slowed variants made by
 # ../shared/tools/slow_model.py (K extra 3x3 convs on a side branch scaled by 1e-30).
 #   SLOW_MODEL=path/to/slow_model.py RUNS="aa aa k4 k1" bash studies/gpu_device_time.sh [pytest args]
-# Needs onnxruntime-gpu and cupti-python importable. Prints, per run: the variant, pytest's exit
-# code, the seconds the run took and the item's verdict line, then where the item's seconds went
-# (studies/sbs_timing.py). Logs stay in $WORK.
+#   MODELS="inception_v1 densenet121" BIG="4 8" SMALL="1 3" RUNS="aa big small" bash studies/gpu_device_time.sh
+# MODELS (default $MODEL, default resnet50): the zoo models, one registry entry each, all gated in
+# every run (one pytest process per run). A run's variant applies to every model: `aa`, `kN` (N
+# extra convs), or `big` / `small`, which take the model's K from BIG / SMALL (one K per model, in
+# MODELS order), for variants of about the same kernel-time growth on models of different size.
+# Needs onnxruntime-gpu and cupti-python importable. Prints, per run and model: the variant, pytest's
+# exit code, the seconds the run took, the item's pytest setup + call seconds and its verdict line,
+# then where the item's seconds went (studies/sbs_timing.py). Logs stay in $WORK. PROFILE=1 runs
+# pytest under cProfile and prints the plugin's functions by cumulative time ($WORK/runN.prof).
 set -u
 WORK=${WORK:-/tmp/aaco-device-time}
-MODEL=${MODEL:-resnet50}
+MODELS=${MODELS:-${MODEL:-resnet50}}
 RUNS=${RUNS:-"aa aa k4 k1"}
+BIG=${BIG:-}
+SMALL=${SMALL:-}
 REPO=$(pwd)
 mkdir -p "$WORK"
+read -r -a models <<< "$MODELS"
+read -r -a bigs <<< "$BIG"
+read -r -a smalls <<< "$SMALL"
+variant_k() {  # variant_k VARIANT INDEX -> the file stem of that model's variant
+    case "$1" in
+        big) echo "k${bigs[$2]:?BIG needs one K per model}" ;;
+        small) echo "k${smalls[$2]:?SMALL needs one K per model}" ;;
+        *) echo "$1" ;;
+    esac
+}
 if [ ! -d "$WORK/proj/.git" ]; then
     rm -rf "$WORK/proj" && mkdir -p "$WORK/proj" "$WORK/models"
-    python3 - "$WORK" "$MODEL" <<'PY'
+    printf 'models:\n' > "$WORK/proj/models.yaml"
+    for name in "${models[@]}"; do
+        python3 - "$WORK" "$name" <<'PY'
 import os, sys, onnx
 work, name = sys.argv[1], sys.argv[2]
 src = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
 m = onnx.load(src)
-onnx.save(m, f"{work}/models/base.onnx")
+onnx.save(m, f"{work}/models/{name}-base.onnx")
 m.doc_string = "same compute, other bytes"
-onnx.save(m, f"{work}/models/aa.onnx")
+onnx.save(m, f"{work}/models/{name}-aa.onnx")
 PY
-    for k in 1 2 4 8; do python3 "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/base.onnx" "$WORK/models/k$k.onnx" "$k"; done
+        ks=$(printf '%s\n' 1 2 4 8 "${bigs[@]}" "${smalls[@]}" | sort -un)
+        for k in $ks; do
+            python3 "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/$name-base.onnx" "$WORK/models/$name-k$k.onnx" "$k"
+        done
+        printf '  %s:\n    path: %s.onnx\n' "$name" "$name" >> "$WORK/proj/models.yaml"
+        cp "$WORK/models/$name-base.onnx" "$WORK/proj/$name.onnx"
+    done
     cd "$WORK/proj" || exit 1
-    printf 'models:\n  %s:\n    path: model.onnx\n' "$MODEL" > models.yaml
     cp "$REPO/tests/perf/test_models.py" test_perf.py
     printf '[pytest]\naaco_models = models.yaml\n' > pytest.ini
-    cp "$WORK/models/base.onnx" model.onnx
     git init -q && git config user.email a@b && git config user.name a && git add -A && git commit -qm base && git tag base
     cd "$REPO" || exit 1
 fi
@@ -36,16 +60,29 @@ i=0
 for variant in $RUNS; do
     i=$((i + 1))
     cd "$WORK/proj" || exit 1
-    cp "$WORK/models/$variant.onnx" model.onnx
+    for j in "${!models[@]}"; do
+        cp "$WORK/models/${models[$j]}-$(variant_k "$variant" "$j").onnx" "${models[$j]}.onnx"
+    done
     git commit -qam "$variant $i" --allow-empty
     start=$(date +%s.%N)
-    python3 -m pytest test_perf.py -p no:cacheprovider -p no:benchmark -q --aaco-provider="${PROVIDER:-cuda}" --aaco-compare=base \
-        "$@" > "$WORK/run$i-$variant.log" 2>&1
+    prof=()
+    [ "${PROFILE:-0}" = 1 ] && prof=(-m cProfile -o "$WORK/run$i.prof")
+    python3 ${prof[@]+"${prof[@]}"} -m pytest test_perf.py -p no:cacheprovider -p no:benchmark -q --aaco-provider="${PROVIDER:-cuda}" --aaco-compare=base \
+        --durations=0 --durations-min=0 "$@" > "$WORK/run$i-$variant.log" 2>&1
     rc=$?
     end=$(date +%s.%N)
     secs=$(python3 -c "print(f'{$end - $start:.1f}')")
-    line=$(grep -E "^(REGRESSION|no regression|NO REGRESSION|inconclusive|improvement|IMPROVEMENT)|: (wall time|device time|[+-][0-9.]+%) " "$WORK/run$i-$variant.log" | grep "$MODEL" | head -1)
-    echo "run $i $variant rc=$rc ${secs}s | $line"
+    for j in "${!models[@]}"; do
+        name=${models[$j]}
+        line=$(grep -E "^(REGRESSION|no regression|NO REGRESSION|inconclusive|improvement|IMPROVEMENT)|: (wall time|device time|[+-][0-9.]+%) " "$WORK/run$i-$variant.log" | grep "$name\[" | head -1)
+        [ -z "$line" ] && line=$(grep -E "^$name " "$WORK/run$i-$variant.log" | head -1 | tr -s ' ')
+        item_s=$(grep -E "^[0-9.]+s (setup|call) .*\[$name-" "$WORK/run$i-$variant.log" | awk '{s += $1} END {printf "%.1f", s}')
+        echo "run $i $variant $name $(variant_k "$variant" "$j") rc=$rc process ${secs}s item ${item_s}s | $line"
+    done
     python3 "$REPO/studies/sbs_timing.py" "$WORK/proj" | sed "s/^/    timing $i $variant: /"
+    if [ "${PROFILE:-0}" = 1 ]; then
+        python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(sys.argv[2], 60)" \
+            "$WORK/run$i.prof" "pytest_aaco|onnxruntime_inference|cupti|scipy/stats/__init__" | sed -n '/ncalls/,$p'
+    fi
     cd "$REPO" || exit 1
 done

@@ -1,42 +1,62 @@
 #!/usr/bin/env bash
 # Device time with stored baselines on an NVIDIA GPU (issue 19): the real plugin in separate pytest
-# processes, 5 saves of ResNet-50, then gates of the unchanged model (aa) and of a slowed variant
-# (k4: 4 extra 3x3 convs on a side branch scaled by 1e-30, built by `$SLOW_MODEL IN OUT K`).
+# processes, 5 saves of zoo models, then gates of the unchanged models (aa) and of slowed variants
+# (kN: N extra 3x3 convs on a side branch scaled by 1e-30, built by `$SLOW_MODEL IN OUT K`).
 #
 #   SLOW_MODEL=../shared/tools/slow_model.py PYTHONPATH=/tmp/site:$PWD \
 #       bash studies/gpu_device_time_stored.sh [pytest args, e.g. --aaco-cold-start=0]
+#   MODELS="inception_v1 densenet121" BIG="4 8" ... : several models, each gated in every step (one
+#       pytest process per step); the step `big` gates each model's variant with its own K from BIG
+#       (one K per model, in MODELS order); the default steps are then 5 saves and 10 aa / 10 big.
 #
 # STEPS (default: 5 saves, then 10 aa and 10 k4 gates alternating) is worked through in order; the
 # state lives in $WORK (default /tmp/aaco-device-stored), so a second call goes on where the first
 # stopped: a call stops before a step would start after MAX_S seconds (default 540, under a 10-minute
-# command limit) and says what is left. RESET=1 starts over. Per gate it prints one line: the
+# command limit) and says what is left. RESET=1 starts over. STATE_OUT=FILE.tgz writes the state (the
+# baselines and the steps done) there at the end, and STATE_IN=FILE.tgz starts from such a file, so a
+# series can go on on another machine. Per gate and model it prints one line: the
 # variant, pytest's exit code, the outcome, device time (change, 95% CI, MDE, series, kernels per
 # run), wall time (change, 95% CI, MDE), the traced share of the measuring time and the seconds,
 # read from the session bundle; logs and bundles stay in $WORK. At the end:
 # studies/device_time_overhead.py over the last bundle. Needs onnxruntime-gpu and cupti-python.
 set -u
 WORK=${WORK:-/tmp/aaco-device-stored}
-MODEL=${MODEL:-resnet50}
+MODELS=${MODELS:-${MODEL:-resnet50}}
 MAX_S=${MAX_S:-540}
 K=${K:-4}
-STEPS=${STEPS:-"save save save save save aa k$K aa k$K aa k$K aa k$K aa k$K aa k$K aa k$K aa k$K aa k$K aa k$K"}
+read -r -a models <<< "$MODELS"
+if [ -n "${BIG:-}" ]; then read -r -a bigs <<< "$BIG"; big=big; else bigs=(); big=k$K; fi
+STEPS=${STEPS:-"save save save save save aa $big aa $big aa $big aa $big aa $big aa $big aa $big aa $big aa $big aa $big"}
 REPO=$(pwd)
 export PYTHONPATH=${PYTHONPATH:-/tmp/site:$REPO}
 [ "${RESET:-0}" = 1 ] && rm -rf "$WORK"
 mkdir -p "$WORK/models" "$WORK/sessions"
+if [ -n "${STATE_IN:-}" ] && [ ! -f "$WORK/done" ]; then
+    tar -xzf "$STATE_IN" -C "$WORK" || exit 1
+    echo "state from $STATE_IN: $(cat "$WORK/done") steps done"
+fi
+variant_file() {  # variant_file VARIANT INDEX -> the file stem of that model's variant
+    if [ "$1" = big ]; then echo "k${bigs[$2]:?BIG needs one K per model}"; else echo "$1"; fi
+}
 if [ ! -f "$WORK/proj/models.yaml" ]; then
-    python3 - "$WORK" "$MODEL" <<'PY'
+    mkdir -p "$WORK/proj"
+    printf 'models:\n' > "$WORK/proj/models.yaml"
+    for j in "${!models[@]}"; do
+        name=${models[$j]}
+        python3 - "$WORK" "$name" <<'PY'
 import os, sys, onnx
 work, name = sys.argv[1], sys.argv[2]
 src = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
-onnx.save(onnx.load(src), f"{work}/models/aa.onnx")
+onnx.save(onnx.load(src), f"{work}/models/{name}-aa.onnx")
 PY
-    python3 "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/aa.onnx" "$WORK/models/k$K.onnx" "$K" || exit 1
-    mkdir -p "$WORK/proj"
-    printf 'models:\n  %s:\n    path: model.onnx\n' "$MODEL" > "$WORK/proj/models.yaml"
+        for k in $(printf '%s\n' "$K" "${bigs[@]}" | sort -un); do
+            python3 "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/$name-aa.onnx" "$WORK/models/$name-k$k.onnx" "$k" || exit 1
+        done
+        printf '  %s:\n    path: %s.onnx\n' "$name" "$name" >> "$WORK/proj/models.yaml"
+    done
     cp "$REPO/tests/perf/test_models.py" "$WORK/proj/test_perf.py"
     printf '[pytest]\naaco_models = models.yaml\n' > "$WORK/proj/pytest.ini"
-    echo 0 > "$WORK/done"
+    [ -f "$WORK/done" ] || echo 0 > "$WORK/done"
 fi
 # -p pytest_aaco.plugin where the plugin is on PYTHONPATH only (not installed with its pytest11 entry point)
 if python3 -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.value.startswith('pytest_aaco') for e in m.entry_points(group='pytest11')) else 1)"; then
@@ -52,12 +72,15 @@ for step in $STEPS; do
     [ "$i" -le "$done_steps" ] && continue
     if [ $(( $(date +%s) - started )) -gt "$MAX_S" ]; then
         echo "stopped before step $i of $(echo $STEPS | wc -w) (MAX_S=$MAX_S): run the script again to go on"
+        [ -n "${STATE_OUT:-}" ] && tar -czf "$STATE_OUT" -C "$WORK" done baselines
         exit 0
     fi
     variant=$step
     args=()
     if [ "$step" = save ]; then variant=aa; args=(--aaco-save-baseline); fi
-    cp "$WORK/models/$variant.onnx" "$WORK/proj/model.onnx"
+    for j in "${!models[@]}"; do
+        cp "$WORK/models/${models[$j]}-$(variant_file "$variant" "$j").onnx" "$WORK/proj/${models[$j]}.onnx"
+    done
     bundle="$WORK/sessions/step$i"
     cd "$WORK/proj" || exit 1
     t0=$(date +%s.%N)
@@ -76,38 +99,44 @@ secs = float(t1) - float(t0)
 if not items:
     print(f"step {i} {step} rc={rc} {secs:.1f}s | no item record (see the log)")
     sys.exit(0)
-rec = json.loads(items[-1].read_text())
-v = rec.get("verdict") or {}
 def pct(x):
     return "-" if x is None else f"{(x - 1) * 100:+.2f}%"
 def ci(d):
     lo, hi = d.get("ci_low"), d.get("ci_high")
     return "" if lo is None else f" [{(lo - 1) * 100:+.2f}, {(hi - 1) * 100:+.2f}]"
-dev = v.get("device_time") or {}
-res = rec.get("result") or {}
-traced = sum(float(((r or {}).get("device_time") or {}).get("traced_s") or 0)
-             + float((((r or {}).get("reference") or {}).get("device_time") or {}).get("traced_s") or 0)
-             for r in (res, res.get("confirmation")))
-measure = sum(float(((r or {}).get("device_time") or {}).get("measure_s") or 0) for r in (res, res.get("confirmation")))
-share = f"{traced / measure:.1%}" if measure else "-"
-if step == "save":
-    d = res.get("device_time") or {}
-    print(f"step {i} save rc={rc} {secs:.1f}s | kernel {d.get('kernel_ms', float('nan')):.4f} ms/run,"
-          f" busy {d.get('busy_ms', float('nan')):.4f} ms/run, kernels {d.get('kernels')}, traced share {share}"
-          f" | {v.get('message', '')[:160]}")
-    sys.exit(0)
-kernels = dev.get("kernels") or {}
-dev_mde = "-" if dev.get("mde") is None else format(dev["mde"], ".2%")
-wall_mde = "-" if v.get("mde") is None else format(v["mde"], ".1%")
-print(f"step {i} {step} rc={rc} {secs:.1f}s | {v.get('outcome')}"
-      f" | device {pct(dev.get('ratio'))}{ci(dev)} MDE {dev_mde}"
-      f" ({dev.get('series')}, {dev.get('outcome')}, kernels {kernels.get('baseline')} -> {kernels.get('candidate')})"
-      f" | wall {pct(v.get('ratio'))}{ci(v)} MDE {wall_mde}"
-      f" ({dev.get('wall_outcome', v.get('outcome'))}) | traced share {share}"
-      + (" | confirmed" if v.get("confirmed") else "") + (f" | {dev['reason']}" if dev.get("reason") else ""))
+for item in items:
+    rec = json.loads(item.read_text())
+    model = rec.get("model") or item.stem
+    v = rec.get("verdict") or {}
+    dev = v.get("device_time") or {}
+    res = rec.get("result") or {}
+    traced = sum(float(((r or {}).get("device_time") or {}).get("traced_s") or 0)
+                 + float((((r or {}).get("reference") or {}).get("device_time") or {}).get("traced_s") or 0)
+                 for r in (res, res.get("confirmation")))
+    measure = sum(float(((r or {}).get("device_time") or {}).get("measure_s") or 0)
+                  for r in (res, res.get("confirmation")))
+    share = f"{traced / measure:.1%}" if measure else "-"
+    item_s = float(rec.get("duration_s") or 0)  # pytest's setup + call + teardown of the item
+    head = f"step {i} {step} {model} rc={rc} process {secs:.1f}s item {item_s:.1f}s"
+    if step == "save":
+        d = res.get("device_time") or {}
+        print(f"{head} | kernel {d.get('kernel_ms', float('nan')):.4f} ms/run,"
+              f" busy {d.get('busy_ms', float('nan')):.4f} ms/run, kernels {d.get('kernels')}, traced share {share}"
+              f" | {v.get('message', '')[:160]}")
+        continue
+    kernels = dev.get("kernels") or {}
+    dev_mde = "-" if dev.get("mde") is None else format(dev["mde"], ".2%")
+    wall_mde = "-" if v.get("mde") is None else format(v["mde"], ".1%")
+    print(f"{head} | {v.get('outcome')}"
+          f" | device {pct(dev.get('ratio'))}{ci(dev)} MDE {dev_mde}"
+          f" ({dev.get('series')}, {dev.get('outcome')}, kernels {kernels.get('baseline')} -> {kernels.get('candidate')})"
+          f" | wall {pct(v.get('ratio'))}{ci(v)} MDE {wall_mde}"
+          f" ({dev.get('wall_outcome', v.get('outcome'))}) | traced share {share}"
+          + (" | confirmed" if v.get("confirmed") else "") + (f" | {dev['reason']}" if dev.get("reason") else ""))
 PY
     echo "$i" > "$WORK/done"
 done
 last=$(ls -d "$WORK"/sessions/step*/ 2>/dev/null | sort -V | tail -1)
 [ -n "$last" ] && python3 "$REPO/studies/device_time_overhead.py" "$last"
+[ -n "${STATE_OUT:-}" ] && tar -czf "$STATE_OUT" -C "$WORK" done baselines
 echo "all $(echo $STEPS | wc -w) steps done; logs and bundles in $WORK"
