@@ -2,7 +2,8 @@
 
     python studies/sbs_timing.py PROJECT_DIR
 
-Prints one line per item of the newest bundle in ``PROJECT_DIR/.aaco/sessions``: the seconds of
+Prints one line per item of the newest bundle in ``PROJECT_DIR/.aaco/sessions``: pytest's seconds
+for the item (setup, call and teardown) and the cold-start pass's, the seconds of
 the deciding measurement and of the first look when a confirmation ran, the looks (cycles at
 each, and the seconds from the measurement's start), the session creation and first-run times of
 each side (ms), and the device-time figures (per cent and 95% CI, kernels per run).
@@ -35,7 +36,10 @@ def main(project: str) -> int:
         dev_text = (f"device {100 * (dev['ratio'] - 1):+.2f}% [{100 * (dev['ci_low'] - 1):+.2f}, "
                     f"{100 * (dev['ci_high'] - 1):+.2f}] kernels {dev.get('kernels')} {dev.get('outcome')}"
                     if dev else "no device time")
-        print(f"{item.get('nodeid')}: sbs {sbs.get('duration_s', 0):.1f}s cycles {sbs.get('cycles')} looks [{looks}]"
+        cold = item.get("cold_start") or (item.get("verdict") or {}).get("cold_start") or {}
+        cold_text = f" cold start {cold['phase_s']:.1f}s" if isinstance(cold.get("phase_s"), (int, float)) else ""
+        print(f"{item.get('nodeid')}: item {item.get('duration_s') or 0:.1f}s{cold_text}"
+              f" sbs {sbs.get('duration_s', 0):.1f}s cycles {sbs.get('cycles')} looks [{looks}]"
               f" confirmed={sbs.get('confirmed')} create_ms {create} first_run_ms {first} | {dev_text}"
               f" | wall {100 * (sbs['ratio'] - 1):+.2f}% [{100 * (sbs['ci_low'] - 1):+.2f},"
               f" {100 * (sbs['ci_high'] - 1):+.2f}] {sbs.get('outcome')}")

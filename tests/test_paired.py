@@ -150,3 +150,28 @@ def test_repeated_looks_keep_the_false_alarm_rate(spending: str) -> None:
 def test_bad_plans_are_refused(looks: tuple[int, ...]) -> None:
     with pytest.raises(ValueError, match="looks"):
         SequentialPlan(looks)
+
+
+def test_session_prior_weight_moderates_the_between_term() -> None:
+    # two pairs whose offsets differ by 1.5%, against a 0.3% prior worth 4 pairs
+    a, b = sample(3, 0.07, sd=0.0005, seed=5), sample(3, 0.085, sd=0.0005, seed=6)
+    within = (np.var(a, ddof=1) + np.var(b, ddof=1)) / 2
+    tau_hat_sq = np.var([a.mean(), b.mean()], ddof=1) - within / 3
+    assert tau_hat_sq > 0.003**2
+    plain, moderated = paired_t([a, b], session_sd=0.003), paired_t([a, b], session_sd=0.003, session_df=4)
+    tau_sq = (4 * 0.003**2 + 1 * tau_hat_sq) / 5
+    within_term, between_term = within * (2 / 3) / 4, tau_sq / 2
+    assert moderated.se == pytest.approx(math.sqrt(within_term + between_term))
+    # Welch-Satterthwaite df with 4 + 2 - 1 = 5 df for the between term
+    df = (within_term + between_term) ** 2 / (within_term**2 / 4 + between_term**2 / 5)
+    assert moderated.df == pytest.approx(df)
+    assert moderated.p_slower == pytest.approx(scipy.stats.t.sf(moderated.estimate / moderated.se, df))
+    # the one-df interval of the plain estimate is far wider than the moderated one
+    assert plain.df < 1.5 < 4 < moderated.df
+    assert plain.ci(0.95)[0] < moderated.ci(0.95)[0]
+    # no effect while the pairs agree (the prior is a floor, the within df stay)
+    c, d = sample(3, 0.07, sd=0.0005, seed=7), sample(3, 0.0705, sd=0.0005, seed=8)
+    assert paired_t([c, d], 0.003, 4).se == pytest.approx(paired_t([c, d], 0.003).se)
+    assert paired_t([c, d], 0.003, 4).df == 4
+    with pytest.raises(ValueError, match="session_df"):
+        paired_t([a, b], 0.003, -1)

@@ -88,6 +88,14 @@ DEVICE_SESSION_SD = 0.01
 #: same ResNet-50 on the H100 was 0.818, 0.817 and 0.818 ms in three processes (sd 0.07%; docs/gpu.md,
 #: "Device time side by side"); 0.3% leaves room for a session that picks another cuDNN algorithm
 DEVICE_TIME_SESSION_SD = 0.003
+#: weight of that prior, in pseudo session pairs (:func:`pytest_aaco.verdict.paired.paired_t`'s
+#: ``session_df``). Between processes on the H100, kernel time per run had an sd of 0.07% for
+#: resnet50 and densenet121 and 0.37% for inception_v1 (5 stored runs each, docs/gpu.md): cuDNN's
+#: exhaustive search picks other algorithms in some sessions. With the prior as a floor only, two
+#: inception_v1 pairs that disagreed left the between term one df, and a +7% change needed 16
+#: cycles on 3 pairs; weighted as 4 pairs, the prior gives that term 5 df with 2 pairs, while a
+#: model whose sessions differ far more than 0.3% still widens the interval as pairs come in
+DEVICE_TIME_SESSION_DF = 4.0
 #: one-sided level spent over the looks by the no-regression upper bound
 #: session configuration entry that stops ORT's intra-op threads spinning after a run
 NO_SPINNING = {"session.intra_op.allow_spinning": "0"}
@@ -497,7 +505,7 @@ def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], se
     if not traced or any(min(len(a), len(b)) < 2 for a, b in traced):
         return None
     d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a, b, strict=False)]) for a, b in traced]
-    comp = paired_t(d_by_pair, settings.device_time_session_sd())
+    comp = paired_t(d_by_pair, settings.device_time_session_sd(), DEVICE_TIME_SESSION_DF)
     outcome = str(outcome_of(comp, settings.device_threshold, level, upper_alpha=upper_alpha))
     side_blocks = {BASELINE: [blk for a, _ in traced for blk in a], CANDIDATE: [blk for _, b in traced for blk in b]}
     runs = {side: sum(blk.runs for blk in blocks) for side, blocks in side_blocks.items()}
