@@ -153,11 +153,11 @@ def test_bad_plans_are_refused(looks: tuple[int, ...]) -> None:
 
 
 def test_session_prior_weight_moderates_the_between_term() -> None:
-    # two pairs whose offsets differ by 1.5%, against a 0.3% prior worth 4 pairs
-    a, b = sample(3, 0.07, sd=0.0005, seed=5), sample(3, 0.085, sd=0.0005, seed=6)
+    # two pairs whose offsets differ by 0.8%, against a 0.3% prior worth 4 pairs
+    a, b = sample(3, 0.07, sd=0.0005, seed=5), sample(3, 0.078, sd=0.0005, seed=6)
     within = (np.var(a, ddof=1) + np.var(b, ddof=1)) / 2
     tau_hat_sq = np.var([a.mean(), b.mean()], ddof=1) - within / 3
-    assert tau_hat_sq > 0.003**2
+    assert 0.003**2 < tau_hat_sq < (3 * 0.003) ** 2
     plain, moderated = paired_t([a, b], session_sd=0.003), paired_t([a, b], session_sd=0.003, session_df=4)
     tau_sq = (4 * 0.003**2 + 1 * tau_hat_sq) / 5
     within_term, between_term = within * (2 / 3) / 4, tau_sq / 2
@@ -173,5 +173,9 @@ def test_session_prior_weight_moderates_the_between_term() -> None:
     c, d = sample(3, 0.07, sd=0.0005, seed=7), sample(3, 0.0705, sd=0.0005, seed=8)
     assert paired_t([c, d], 0.003, 4).se == pytest.approx(paired_t([c, d], 0.003).se)
     assert paired_t([c, d], 0.003, 4).df == 4
+    # pairs 3% apart: the prior is wrong for these sessions, and the data alone decide
+    e, f = sample(3, 0.07, sd=0.0005, seed=9), sample(3, 0.10, sd=0.0005, seed=10)
+    assert paired_t([e, f], 0.003, 4).se == pytest.approx(paired_t([e, f], 0.003).se)
+    assert paired_t([e, f], 0.003, 4).df == pytest.approx(paired_t([e, f], 0.003).df)
     with pytest.raises(ValueError, match="session_df"):
         paired_t([a, b], 0.003, -1)
