@@ -12,6 +12,8 @@
 # exit code, the seconds the run took, the item's pytest setup + call seconds and its verdict line,
 # then where the item's seconds went (studies/sbs_timing.py). Logs stay in $WORK. PROFILE=1 runs
 # pytest under cProfile and prints the plugin's functions by cumulative time ($WORK/runN.prof).
+# MAX_S (default: none) stops before a run would start after that many seconds; a later call with
+# the same WORK and RUNS goes on with the first run not done ($WORK/runs_done counts them).
 set -u
 WORK=${WORK:-/tmp/aaco-device-time}
 MODELS=${MODELS:-${MODEL:-resnet50}}
@@ -57,8 +59,15 @@ PY
     cd "$REPO" || exit 1
 fi
 i=0
+done_runs=$(cat "$WORK/runs_done" 2>/dev/null || echo 0)
+started=$(date +%s)
 for variant in $RUNS; do
     i=$((i + 1))
+    [ "$i" -le "$done_runs" ] && continue
+    if [ -n "${MAX_S:-}" ] && [ $(( $(date +%s) - started )) -gt "$MAX_S" ]; then
+        echo "stopped before run $i of $(echo $RUNS | wc -w) (MAX_S=$MAX_S): call again with the same WORK and RUNS to go on"
+        exit 0
+    fi
     cd "$WORK/proj" || exit 1
     for j in "${!models[@]}"; do
         cp "$WORK/models/${models[$j]}-$(variant_k "$variant" "$j").onnx" "${models[$j]}.onnx"
@@ -80,6 +89,7 @@ for variant in $RUNS; do
         echo "run $i $variant $name $(variant_k "$variant" "$j") rc=$rc process ${secs}s item ${item_s}s | $line"
     done
     python3 "$REPO/studies/sbs_timing.py" "$WORK/proj" | sed "s/^/    timing $i $variant: /"
+    echo "$i" > "$WORK/runs_done"
     if [ "${PROFILE:-0}" = 1 ]; then
         python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(sys.argv[2], 60)" \
             "$WORK/run$i.prof" "pytest_aaco|onnxruntime_inference|cupti|scipy/stats/__init__" | sed -n '/ncalls/,$p'
