@@ -44,6 +44,14 @@ BUFFER_BYTES = 8 * 1024 * 1024
 #: block's cost grows with its runs while the kernel-time sum of one run is already exact to the
 #: clock: 2 runs keep the traced blocks near 10% of a cycle of two 0.2 s wall-time blocks
 DEVICE_RUNS = 2
+#: kernel records a later traced block may hold: after a recorder's first traced block, its blocks
+#: run ``max(1, min(runs, RECORDS_PER_BLOCK // kernels per run))`` times (:func:`runs_for`). Each
+#: record costs about 70 us to flush (above), so a block costs about 70 us x kernels per run x runs
+#: plus ~10 ms: on the H100 with stored baselines, ResNet-50 (219 kernels per run) spent 6-12% of its
+#: measuring time in traced blocks and Inception v1 (245) 7.5-13.8%, but DenseNet-121 (702) 24-34%.
+#: 500 keeps 2 runs for the first two and gives DenseNet-121 1; kernel time is per run
+#: (:class:`DeviceBlock`), so blocks of 1 and 2 runs are comparable
+RECORDS_PER_BLOCK = 500
 #: EPs whose kernels CUPTI sees
 CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
 #: EPs whose kernels rocprofv3 sees, traced in a child process (:mod:`pytest_aaco.measure.rocprof_child`)
@@ -100,6 +108,12 @@ def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     if current_end is not None and current_start is not None:
         total += current_end - current_start
     return total
+
+
+def runs_for(kernels_per_run: float, most: int = DEVICE_RUNS, records: int = RECORDS_PER_BLOCK) -> int:
+    """Runs for a traced block of a model with *kernels_per_run* kernels: as many as fit *records*
+    kernel records, at least 1 and at most *most* (:data:`RECORDS_PER_BLOCK`)."""
+    return max(1, min(int(most), int(records) // max(1, math.ceil(kernels_per_run))))
 
 
 def block_of(spans: Iterable[KernelSpan], runs: int) -> DeviceBlock:
@@ -255,8 +269,10 @@ MAX_STORED_NAMES = 100
 @dataclass
 class DeviceRecorder:
     """Traced blocks of one run callable, taken between the wall-time blocks of a stored-baseline
-    measurement (the item's, or the reference workload's): :meth:`trace` runs one traced block of
-    ``runs`` runs. The first :class:`DeviceTimeUnavailable` stops tracing and is kept in ``failed``
+    measurement (the item's, or the reference workload's): :meth:`trace` runs one traced block, the
+    first of ``runs`` runs, later ones of :func:`runs_for` the first block's kernels per run (fewer
+    for a model with many kernels: :data:`RECORDS_PER_BLOCK`). The first
+    :class:`DeviceTimeUnavailable` stops tracing and is kept in ``failed``
     (the measurement goes on, gated on wall time). ``traced_ns``: time spent in traced blocks (ns)."""
 
     tracer: DeviceTracer
@@ -272,9 +288,10 @@ class DeviceRecorder:
         """One traced block (nothing once tracing failed)."""
         if self.failed is not None:
             return
+        runs = runs_for(self.blocks[0].kernels, self.runs) if self.blocks else self.runs
         start = time.perf_counter_ns()
         try:
-            self.blocks.append(self.tracer.trace(self.run, self.runs))
+            self.blocks.append(self.tracer.trace(self.run, runs))
         except DeviceTimeUnavailable as exc:
             self.failed = f"{exc}; gated on wall time only"
         finally:
@@ -312,7 +329,8 @@ class RecordedSide:
 
 class TracedSide(RecordedSide):
     """A :class:`RecordedSide` with a recorder of its own: *tracer* over ``inner.run`` (an
-    in-process side), :data:`DEVICE_RUNS` runs per traced block. ``blocks``, ``traced_ns`` and
+    in-process side), :data:`DEVICE_RUNS` runs per traced block (fewer after the first for a model
+    with many kernels, :func:`runs_for`). ``blocks``, ``traced_ns`` and
     ``failed`` are its recorder's: a tracer that refuses stops tracing, and the side goes on."""
 
     def __init__(self, inner: Any, tracer: DeviceTracer, runs: int = DEVICE_RUNS) -> None:
@@ -380,7 +398,8 @@ class DeviceSeries:
         return {name: round(count / runs, 3) for name, count in total.most_common(MAX_STORED_NAMES)}
 
     def to_dict(self) -> dict[str, Any]:
-        """As stored in baselines and bundles: ``source``, ``blocks``, ``runs`` (per block),
+        """As stored in baselines and bundles: ``source``, ``blocks``, ``runs`` (the first block's runs;
+        later blocks may have fewer, :data:`RECORDS_PER_BLOCK`),
         ``kernel_ms``, ``busy_ms``, ``kernels`` (per run), ``log_means`` (per block),
         ``busy_log_means`` (ln busy ms per run, per block), ``kernel_names`` (launches per run),
         ``traced_s`` and ``measure_s``."""
