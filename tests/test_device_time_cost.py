@@ -8,11 +8,15 @@ docs/gpu.md.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from dataclasses import dataclass, replace
 
+import numpy as np
 import pytest
 
 from pytest_aaco.measure.device_time import (
+    COSTLY_TRACE_SHARE,
     DEVICE_RUNS,
     MIN_TRACED_BLOCKS,
     RECORDS_PER_BLOCK,
@@ -20,7 +24,16 @@ from pytest_aaco.measure.device_time import (
     DeviceBlock,
     DeviceRecorder,
     TraceBudget,
+    TracedSide,
     runs_for,
+)
+from pytest_aaco.measure.interleave import run_cycles
+from pytest_aaco.sidebyside.cycles import (
+    TRACED_FIRST_CYCLES,
+    CompareSettings,
+    OpenedSide,
+    compare_sides,
+    device_look_of,
 )
 
 
@@ -140,3 +153,115 @@ def test_recorders_sharing_a_budget_trace_the_same_cycles():
         traced.append((len(item.blocks), len(ref.blocks)))
     assert all(a == b for a, b in traced) and item.skipped == ref.skipped > 0
     assert (item.traced_ns + ref.traced_ns) / clock.ns <= TRACED_SHARE + 0.01
+
+
+class ClockSide:
+    """A side whose wall-time block takes *block_ms* on *clock*; ``run`` is its model run."""
+
+    def __init__(self, name: str, clock: FakeClock, block_ms: float) -> None:
+        self.name, self.clock, self.block_ms = name, clock, block_ms
+
+    def run(self) -> None:
+        pass
+
+    def block(self, iterations: int) -> np.ndarray:
+        self.clock.advance(self.block_ms)
+        return np.full(iterations, int(self.block_ms / iterations * 1e6), dtype=np.int64)
+
+
+@pytest.mark.parametrize(("cost_ms", "every"), [(20.0, 1), (29.0, 1), (31.0, 2), (60.0, 2)])
+def test_a_traced_side_traces_every_other_cycle_when_its_first_traced_block_is_costly(cost_ms, every):
+    # a 200 ms wall-time block per side (H100); densenet121's traced block ~60 ms, resnet50's ~20 ms
+    assert COSTLY_TRACE_SHARE == 0.15
+    clock = FakeClock()
+    side = TracedSide(ClockSide("candidate", clock, 200.0), CostlyTracer(702, clock, cost_ms), clock=clock)
+    run_cycles([side], {"candidate": 5}, 6)
+    assert side.every == every
+    assert [b.cycle for b in side.blocks] == list(range(0, 6, every)) and side.skipped == 6 - len(side.blocks)
+
+
+def _traced_sides(baseline_cost_ms: float, candidate_cost_ms: float, cycles: int,
+                  candidate_ms: float = 1.0) -> tuple[TracedSide, TracedSide]:
+    clock = FakeClock()
+    base = TracedSide(ClockSide("baseline", clock, 200.0), CostlyTracer(219, clock, baseline_cost_ms), clock=clock)
+    cand = TracedSide(ClockSide("candidate", clock, 200.0),
+                      CostlyTracer(219, clock, candidate_cost_ms), clock=clock)
+    cand.recorder.tracer.ms = candidate_ms  # type: ignore[attr-defined]
+    run_cycles([base, cand], {"baseline": 5, "candidate": 5}, cycles, rng=np.random.default_rng(1))
+    return base, cand
+
+
+def test_side_by_side_blocks_pair_by_cycle_when_the_sides_trace_at_different_rates():
+    base, cand = _traced_sides(60.0, 10.0, 6)  # the baseline traces cycles 0, 2, 4; the candidate all
+    assert (base.every, cand.every) == (2, 1) and len(base.blocks) == 3 and len(cand.blocks) == 6
+    # kernel time that changes from cycle to cycle on both sides alike: paired by cycle, no change
+    for side in (base, cand):
+        side.recorder.blocks[:] = [replace(b, kernel_ms=1.0 + b.cycle) for b in side.blocks]
+    look = device_look_of([(base.blocks, cand.blocks)], CompareSettings(), True, 0.05, 0.05)
+    assert look is not None and look.cycles == 3
+    assert look.log_ratios == [pytest.approx([0.0, 0.0, 0.0])]  # by position it would pair 3 with 2, 5 with 3
+    # two pairs of 3 cycles (TRACED_FIRST_CYCLES = 6 on 2 session pairs): 2 traced cycles each, enough
+    assert TRACED_FIRST_CYCLES == 6
+    pairs = [_traced_sides(60.0, 60.0, 3) for _ in range(2)]
+    look = device_look_of([(a.blocks, b.blocks) for a, b in pairs], CompareSettings(), True, 0.05, 0.05)
+    assert look is not None and look.cycles == 4 and [len(d) for d in look.log_ratios] == [2, 2]
+
+
+def test_blocks_without_a_cycle_index_still_pair_by_position():
+    # the rocprof child's blocks (AMD) carry no cycle index
+    blocks = [DeviceBlock(2, 1.0 + i, 1.0, 10.0) for i in range(3)]
+    look = device_look_of([(blocks, [replace(b, kernel_ms=b.kernel_ms * 1.1) for b in blocks])], CompareSettings(),
+                          True, 0.05, 0.05)
+    assert look is not None and look.cycles == 3 and look.log_ratios[0] == pytest.approx([np.log(1.1)] * 3)
+
+
+class SleepingSide:
+    """A side whose block sleeps its wall time (1.5 ms per iteration); device time from *device_ms*."""
+
+    def __init__(self, name: str, device_ms: float) -> None:
+        self.name, self.device_ms = name, device_ms
+
+    def run(self) -> float:
+        return self.device_ms
+
+    def block(self, iterations: int) -> np.ndarray:
+        time.sleep(0.0015 * iterations)
+        return np.full(iterations, 1_500_000, dtype=np.int64)
+
+
+@dataclass
+class SleepingFactory:
+    device_ms: float
+
+    def open(self, name: str) -> OpenedSide:
+        return OpenedSide(SleepingSide(name, self.device_ms), 1.5, 100.0, 5.0, 2.0, {"ort_version": "x"})
+
+
+class SlowTracer:
+    """Kernel time per run from the side's run (with 0.1% noise); each traced block sleeps *cost_s*."""
+
+    source = "fake"
+
+    def __init__(self, cost_s: float) -> None:
+        self.cost_s, self.rng, self.blocks = cost_s, np.random.default_rng(0), 0
+
+    def trace(self, run, runs: int) -> DeviceBlock:
+        time.sleep(self.cost_s)
+        ms = float(run()) * float(np.exp(self.rng.normal(0, 0.001)))
+        self.blocks += 1
+        return DeviceBlock(runs, ms, ms, 702.0, Counter({"k": 702 * runs}))
+
+
+def test_a_device_time_regression_is_still_found_when_every_other_cycle_is_traced():
+    # a traced block far dearer than the 15% of a wall-time block (4 iterations of 1.5 ms): every = 2
+    settings = CompareSettings(block_s=0.0, discard=1, budget_s=60.0)
+    tracer = SlowTracer(0.005)
+    result = compare_sides(SleepingFactory(1.0), SleepingFactory(1.03), settings, alpha=0.05,
+                           baseline_label="HEAD~1", device=True, tracer=tracer)
+    assert result.device_outcome == "regression" and result.confirmed is True
+    measurements = [m for m in (result.first, result.measurement) if m is not None]
+    # each side traced cycles 0, 2, 4 ... of each session pair only
+    halves = sum(2 * ((len(cs) + 1) // 2) for m in measurements for cs in m.cycles_by_pair)
+    assert tracer.blocks == halves < sum(2 * m.cycles for m in measurements)
+    device = result.measurement.device
+    assert device is not None and float(device.comparison.ratio) == pytest.approx(1.03, rel=0.005)

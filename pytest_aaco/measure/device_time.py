@@ -31,7 +31,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -81,7 +81,9 @@ class DeviceBlock:
     """What one traced block of *runs* model runs did on the device.
 
     ``kernel_ms``: summed kernel duration per run (ms); ``busy_ms``: union of kernel intervals per
-    run (ms); ``kernels``: kernels per run; ``names``: kernel name -> launches in the whole block.
+    run (ms); ``kernels``: kernels per run; ``names``: kernel name -> launches in the whole block;
+    ``cycle``: the index of the cycle (the wall-time block) it followed, None where not known (then
+    blocks pair by position). Not stored: ``to_dict`` has the figures only.
     """
 
     runs: int
@@ -89,6 +91,7 @@ class DeviceBlock:
     busy_ms: float
     kernels: float
     names: Counter[str] = field(default_factory=Counter)
+    cycle: int | None = None
 
     def to_dict(self) -> dict[str, float]:
         return {"runs": self.runs, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels}
@@ -348,7 +351,7 @@ class DeviceRecorder:
         runs = runs_for(self.blocks[0].kernels, self.runs) if self.blocks else self.runs
         start = clock()
         try:
-            self.blocks.append(self.tracer.trace(self.run, runs))
+            self.blocks.append(replace(self.tracer.trace(self.run, runs), cycle=cycle))
         except DeviceTimeUnavailable as exc:
             self.failed = f"{exc}; gated on wall time only"
         finally:
@@ -380,21 +383,65 @@ class RecordedSide:
     def block(self, iterations: int) -> Any:
         return self.inner.block(iterations)
 
-    def after_block(self) -> None:
-        """One traced block, which :func:`~pytest_aaco.measure.interleave.run_cycles` runs after
-        the wall-time block's clock stopped: the block's window (telemetry, the reference's share of
-        the measuring time) holds its timed runs only."""
-        self.recorder.trace()
+    def after_block(self, cycle: int | None = None) -> None:
+        """One traced block after cycle *cycle*, which :func:`~pytest_aaco.measure.interleave.run_cycles`
+        runs after the wall-time block's clock stopped: the block's window (telemetry, the reference's
+        share of the measuring time) holds its timed runs only."""
+        self.recorder.trace(cycle)
+
+
+#: a side-by-side side whose first traced block cost more than this share of its first wall-time
+#: block traces every other cycle only (:class:`TracedSide`): on the H100 a wall-time block is about
+#: 0.2 s per side and a traced block of DenseNet-121 (702 kernels per run) about 60 ms with 1 run
+#: (~70 us per CUPTI record, :data:`RECORDS_PER_BLOCK`), 24-34% of the measuring time traced with
+#: 2 runs in stored rounds; ResNet-50 (219 kernels, ~40 ms with 2 runs) stays under it and is traced
+#: every cycle
+COSTLY_TRACE_SHARE = 0.15
 
 
 class TracedSide(RecordedSide):
     """A :class:`RecordedSide` with a recorder of its own: *tracer* over ``inner.run`` (an
     in-process side), :data:`DEVICE_RUNS` runs per traced block (fewer after the first for a model
-    with many kernels, :func:`runs_for`). ``blocks``, ``traced_ns`` and
-    ``failed`` are its recorder's: a tracer that refuses stops tracing, and the side goes on."""
+    with many kernels, :func:`runs_for`). ``blocks``, ``traced_ns`` and ``failed`` are its
+    recorder's: a tracer that refuses stops tracing, and the side goes on.
 
-    def __init__(self, inner: Any, tracer: DeviceTracer, runs: int = DEVICE_RUNS) -> None:
+    The side traces cycles whose index is a multiple of ``every``, decided once from its own first
+    block: 2 when its first traced block took more than :data:`COSTLY_TRACE_SHARE` of its first
+    wall-time block (*clock*: ns, ``time.perf_counter_ns``), else 1; ``skipped`` counts the cycles
+    left untraced. Each block carries its cycle index, and the two sides' blocks are paired by it
+    (:func:`pytest_aaco.sidebyside.cycles.device_look_of`), so sides that decided differently still pair
+    on the cycles both traced.
+    """
+
+    def __init__(self, inner: Any, tracer: DeviceTracer, runs: int = DEVICE_RUNS,
+                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
         super().__init__(inner, DeviceRecorder(tracer, inner.run, runs))
+        self.clock = clock
+        self.every: int | None = None
+        self.skipped = 0
+        self.first_block_ns: int | None = None
+
+    def block(self, iterations: int) -> Any:
+        if self.first_block_ns is not None:
+            return self.inner.block(iterations)
+        start = self.clock()
+        latencies = self.inner.block(iterations)
+        self.first_block_ns = self.clock() - start
+        return latencies
+
+    def after_block(self, cycle: int | None = None) -> None:
+        """One traced block after cycle *cycle* (default: the count of calls so far) when
+        ``cycle % every == 0``; the first traced block decides ``every``."""
+        cycle = self.recorder.calls if cycle is None else cycle
+        if self.every is not None and cycle % self.every:
+            self.recorder.calls += 1
+            self.skipped += 1
+            return
+        start = self.clock()
+        self.recorder.trace(cycle)
+        if self.every is None and self.recorder.blocks:
+            costly = self.clock() - start > COSTLY_TRACE_SHARE * (self.first_block_ns or 0)
+            self.every = 2 if costly else 1
 
     @property
     def blocks(self) -> list[DeviceBlock]:
