@@ -28,6 +28,7 @@ from pytest_aaco.measure.device_time import (
     runs_for,
 )
 from pytest_aaco.measure.interleave import run_cycles
+from pytest_aaco.measure.reference_workload import Reference
 from pytest_aaco.sidebyside.cycles import (
     TRACED_FIRST_CYCLES,
     CompareSettings,
@@ -265,3 +266,19 @@ def test_a_device_time_regression_is_still_found_when_every_other_cycle_is_trace
     assert tracer.blocks == halves < sum(2 * m.cycles for m in measurements)
     device = result.measurement.device
     assert device is not None and float(device.comparison.ratio) == pytest.approx(1.03, rel=0.005)
+
+
+def test_the_item_and_the_reference_trace_the_same_rounds_within_the_budget():
+    # measure_alongside's two recorders share one TraceBudget: equal block counts, the same rounds
+    # skipped, so ln(item) - ln(reference) per block stays a per-round pairing
+    class Sleepy(KernelTracer):
+        def trace(self, run, runs: int) -> DeviceBlock:
+            time.sleep(0.01)
+            return super().trace(run, runs)
+
+    reference = Reference("ref", "ref-id", lambda: time.sleep(0.0005), per_iteration_ms=0.5)
+    rounds, series, recorder = reference.measure_alongside(lambda: time.sleep(0.001), 16, 10, 0.01, Sleepy(702))
+    assert recorder is not None and series.device is not None and len(rounds) == 16
+    item = recorder.series()
+    assert item is not None and len(item.blocks) == len(series.device.blocks) >= MIN_TRACED_BLOCKS
+    assert item.skipped == series.device.skipped > 0 and len(item.blocks) + item.skipped == 16
