@@ -322,13 +322,18 @@ def test_the_overhead_script_reads_a_bundle(tmp_path):
     (items / "b.json").write_text(json.dumps({"label": "cpu-only[cpu]", "result": {}}))
     side = {"label": "k4[cuda]", "verdict": {"side_by_side": {"duration_s": 30.0, "device_time": {"traced_s": 6.0}}}}
     (items / "c.json").write_text(json.dumps(side))
+    budgeted = {"label": "densenet121[cuda]", "result": {"device_time": {**dev, "traced_s": 0.9, "measure_s": 9.0,
+                                                                         "skipped": 16}}}
+    (items / "d.json").write_text(json.dumps(budgeted))
     script = Path(__file__).parent.parent / "studies" / "device_time_overhead.py"
     out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, check=True)
     # (0.4 item + 0.1 reference + 0.3 confirmation) s traced of 4.0 + 4.0 s measuring
     assert "resnet50[cuda]: traced 0.80 s of 8.00 s measuring = 10.0%" in out.stdout
     assert "cpu-only[cpu]: not traced" in out.stdout
     assert "k4[cuda]: traced 6.00 s of 30.00 s measuring = 20.0%  OVER the 15% target" in out.stdout
-    assert "largest share 20.0%; 1 of 2 traced items over 15%" in out.stdout
+    assert "densenet121[cuda]: traced 0.90 s of 9.00 s measuring = 10.0% (16 rounds untraced by the budget)" \
+        in out.stdout
+    assert "largest share 20.0%; 1 of 3 traced items over 15%" in out.stdout
 
 
 # ----------------------------------------------------------------- reports
