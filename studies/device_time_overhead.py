@@ -13,7 +13,8 @@ Per item it reads, from ``items/*.json``:
 * side by side (``--aaco-compare``): ``verdict.side_by_side.device_time.traced_s`` over
   ``verdict.side_by_side.duration_s`` (the cycles of the first look and of the confirmation).
 
-Prints one line per item (``label: traced 1.23 s of 9.87 s measuring = 12.5%``), then the largest
+Prints one line per item (``label: traced 1.23 s of 9.87 s measuring = 12.5%``, with ``(N rounds
+untraced by the budget)`` where the stored trace budget skipped rounds), then the largest
 share and how many items are over the target. Exit status 0; 2 when the folder holds no bundle.
 """
 
@@ -49,6 +50,16 @@ def overhead(record: dict[str, Any]) -> tuple[float, float] | None:
     return (traced, measure) if measure > 0 else None
 
 
+def untraced(record: dict[str, Any]) -> int:
+    """Stored rounds the item's trace budget left without a traced block (``device_time.skipped``,
+    first measurement and confirmation; 0 for records written before the budget)."""
+    result, skipped = record.get("result") or {}, 0
+    while isinstance(result, dict):
+        skipped += int((result.get("device_time") or {}).get("skipped") or 0)
+        result = result.get("confirmation")  # type: ignore[assignment]
+    return skipped
+
+
 def bundle_folder(path: Path) -> Path | None:
     """*path* when it is a bundle, else its newest bundle child; None without one."""
     if (path / "session_meta.json").is_file() or (path / "items").is_dir():
@@ -76,7 +87,9 @@ def main(argv: list[str]) -> int:
         traced, measure = found
         share = traced / measure
         shares.append(share)
+        skipped = untraced(record)
         print(f"{label}: traced {traced:.2f} s of {measure:.2f} s measuring = {share:.1%}"
+              + (f" ({skipped} rounds untraced by the budget)" if skipped else "")
               + ("  OVER the 15% target" if share > TARGET else ""))
     if shares:
         print(f"largest share {max(shares):.1%}; {sum(s > TARGET for s in shares)} of {len(shares)} traced items"

@@ -7,6 +7,7 @@ runs on NVIDIA GPUs only (docs/gpu.md has the H100 figures).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -71,7 +72,11 @@ class GpuSide:
     rng: np.random.Generator
 
     def block(self, iterations: int) -> np.ndarray:
-        return (self.wall_ms * np.exp(self.rng.normal(0, 0.15, iterations)) * 1e6).astype(np.int64)
+        latencies = (self.wall_ms * np.exp(self.rng.normal(0, 0.15, iterations)) * 1e6).astype(np.int64)
+        # the block takes its time: a traced block (microseconds here) is then cheap next to it, as
+        # ResNet-50's is on the H100, so each side traces every cycle (TracedSide.every)
+        time.sleep(float(latencies.sum()) / 1e9)
+        return latencies
 
 
 @dataclass

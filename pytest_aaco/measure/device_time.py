@@ -31,7 +31,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -44,6 +44,14 @@ BUFFER_BYTES = 8 * 1024 * 1024
 #: block's cost grows with its runs while the kernel-time sum of one run is already exact to the
 #: clock: 2 runs keep the traced blocks near 10% of a cycle of two 0.2 s wall-time blocks
 DEVICE_RUNS = 2
+#: kernel records a later traced block may hold: after a recorder's first traced block, its blocks
+#: run ``max(1, min(runs, RECORDS_PER_BLOCK // kernels per run))`` times (:func:`runs_for`). Each
+#: record costs about 70 us to flush (above), so a block costs about 70 us x kernels per run x runs
+#: plus ~10 ms: on the H100 with stored baselines, ResNet-50 (219 kernels per run) spent 6-12% of its
+#: measuring time in traced blocks and Inception v1 (245) 7.5-13.8%, but DenseNet-121 (702) 24-34%.
+#: 500 keeps 2 runs for the first two and gives DenseNet-121 1; kernel time is per run
+#: (:class:`DeviceBlock`), so blocks of 1 and 2 runs are comparable
+RECORDS_PER_BLOCK = 500
 #: EPs whose kernels CUPTI sees
 CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
 #: EPs whose kernels rocprofv3 sees, traced in a child process (:mod:`pytest_aaco.measure.rocprof_child`)
@@ -73,7 +81,9 @@ class DeviceBlock:
     """What one traced block of *runs* model runs did on the device.
 
     ``kernel_ms``: summed kernel duration per run (ms); ``busy_ms``: union of kernel intervals per
-    run (ms); ``kernels``: kernels per run; ``names``: kernel name -> launches in the whole block.
+    run (ms); ``kernels``: kernels per run; ``names``: kernel name -> launches in the whole block;
+    ``cycle``: the index of the cycle (the wall-time block) it followed, None where not known (then
+    blocks pair by position). Not stored: ``to_dict`` has the figures only.
     """
 
     runs: int
@@ -81,6 +91,7 @@ class DeviceBlock:
     busy_ms: float
     kernels: float
     names: Counter[str] = field(default_factory=Counter)
+    cycle: int | None = None
 
     def to_dict(self) -> dict[str, float]:
         return {"runs": self.runs, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels}
@@ -100,6 +111,12 @@ def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     if current_end is not None and current_start is not None:
         total += current_end - current_start
     return total
+
+
+def runs_for(kernels_per_run: float, most: int = DEVICE_RUNS, records: int = RECORDS_PER_BLOCK) -> int:
+    """Runs for a traced block of a model with *kernels_per_run* kernels: as many as fit *records*
+    kernel records, at least 1 and at most *most* (:data:`RECORDS_PER_BLOCK`)."""
+    return max(1, min(int(most), int(records) // max(1, math.ceil(kernels_per_run))))
 
 
 def block_of(spans: Iterable[KernelSpan], runs: int) -> DeviceBlock:
@@ -252,12 +269,59 @@ def tracer_for(provider: str, mode: str,
 MAX_STORED_NAMES = 100
 
 
+#: the share of a stored measurement's time its traced blocks may take (:class:`TraceBudget`): with
+#: 1 run per block DenseNet-121's traced blocks would still take about 20% of an H100 round of
+#: about 0.25 s (:data:`RECORDS_PER_BLOCK`); issue 19 asks for at most 15%
+TRACED_SHARE = 0.10
+#: traced blocks a stored measurement keeps whatever they cost: the history test of device time
+#: (:func:`pytest_aaco.history.judge.device_check`) needs at least 2 block log-means (Welch's test on a
+#: short history, whose degrees of freedom grow with them) and otherwise only their mean, which is
+#: exact to about 0.1% per block on the H100 (kernel time per run, docs/gpu.md), far below the 1%
+#: device-time threshold; 6 blocks leave Welch's test 5 degrees of freedom on this run's side
+MIN_TRACED_BLOCKS = 6
+
+
+@dataclass
+class TraceBudget:
+    """Which cycles of a stored measurement get a traced block, so that the traced blocks take about
+    *share* of the measuring time on any model: a cycle is traced while fewer than *min_blocks* were,
+    and afterwards only while the time spent tracing (ns, :meth:`spend`) is at most *share* of the
+    time since the first traced block began (*clock*: ns, ``time.perf_counter_ns``). The decision
+    is made once per cycle index (:meth:`allows`), so recorders that share a budget (the item's and
+    the reference workload's) trace the same cycles and their blocks stay paired."""
+
+    share: float = TRACED_SHARE
+    min_blocks: int = MIN_TRACED_BLOCKS
+    clock: Callable[[], int] = time.perf_counter_ns
+    start_ns: int | None = None
+    spent_ns: int = 0
+    decided: dict[int, bool] = field(default_factory=dict)
+
+    def allows(self, cycle: int) -> bool:
+        """Whether cycle *cycle* gets a traced block (the same answer every time it is asked)."""
+        if cycle not in self.decided:
+            now = self.clock()
+            if self.start_ns is None:
+                self.start_ns = now
+            traced = sum(self.decided.values())
+            self.decided[cycle] = traced < self.min_blocks or self.spent_ns <= self.share * (now - self.start_ns)
+        return self.decided[cycle]
+
+    def spend(self, ns: int) -> None:
+        """Count *ns* nanoseconds of tracing."""
+        self.spent_ns += ns
+
+
 @dataclass
 class DeviceRecorder:
     """Traced blocks of one run callable, taken between the wall-time blocks of a stored-baseline
-    measurement (the item's, or the reference workload's): :meth:`trace` runs one traced block of
-    ``runs`` runs. The first :class:`DeviceTimeUnavailable` stops tracing and is kept in ``failed``
-    (the measurement goes on, gated on wall time). ``traced_ns``: time spent in traced blocks (ns)."""
+    measurement (the item's, or the reference workload's): :meth:`trace` runs one traced block, the
+    first of ``runs`` runs, later ones of :func:`runs_for` the first block's kernels per run (fewer
+    for a model with many kernels: :data:`RECORDS_PER_BLOCK`). With a *budget*
+    (:class:`TraceBudget`) a cycle it refuses is skipped (``skipped`` counts them) and the traced
+    time is read on the budget's clock. The first :class:`DeviceTimeUnavailable` stops tracing and
+    is kept in ``failed`` (the measurement goes on, gated on wall time). ``traced_ns``: time spent
+    in traced blocks (ns)."""
 
     tracer: DeviceTracer
     run: Callable[[], object]
@@ -267,25 +331,41 @@ class DeviceRecorder:
     failed: str | None = None
     #: the whole measuring phase (ns, traced blocks included), set by whoever ran it
     measure_ns: int = 0
+    budget: TraceBudget | None = None
+    #: cycles the budget left untraced
+    skipped: int = 0
+    #: calls of :meth:`trace` so far (the cycle index when none is given)
+    calls: int = 0
 
-    def trace(self) -> None:
-        """One traced block (nothing once tracing failed)."""
+    def trace(self, cycle: int | None = None) -> None:
+        """One traced block after wall-time block (cycle) *cycle* (default: this recorder's count
+        of calls); nothing once tracing failed or when the budget skips the cycle."""
+        cycle = self.calls if cycle is None else cycle
+        self.calls += 1
         if self.failed is not None:
             return
-        start = time.perf_counter_ns()
+        if self.budget is not None and not self.budget.allows(cycle):
+            self.skipped += 1
+            return
+        clock = self.budget.clock if self.budget is not None else time.perf_counter_ns
+        runs = runs_for(self.blocks[0].kernels, self.runs) if self.blocks else self.runs
+        start = clock()
         try:
-            self.blocks.append(self.tracer.trace(self.run, self.runs))
+            self.blocks.append(replace(self.tracer.trace(self.run, runs), cycle=cycle))
         except DeviceTimeUnavailable as exc:
             self.failed = f"{exc}; gated on wall time only"
         finally:
-            self.traced_ns += time.perf_counter_ns() - start
+            spent = clock() - start
+            self.traced_ns += spent
+            if self.budget is not None:
+                self.budget.spend(spent)
 
     def series(self) -> DeviceSeries | None:
         """The blocks so far as a :class:`DeviceSeries`; None without a block."""
         if not self.blocks:
             return None
         return DeviceSeries(str(getattr(self.tracer, "source", "tracer")), tuple(self.blocks), self.traced_ns / 1e9,
-                            self.measure_ns / 1e9)
+                            self.measure_ns / 1e9, self.skipped)
 
 
 @dataclass
@@ -303,20 +383,55 @@ class RecordedSide:
     def block(self, iterations: int) -> Any:
         return self.inner.block(iterations)
 
-    def after_block(self) -> None:
-        """One traced block, which :func:`~pytest_aaco.measure.interleave.run_cycles` runs after
-        the wall-time block's clock stopped: the block's window (telemetry, the reference's share of
-        the measuring time) holds its timed runs only."""
-        self.recorder.trace()
+    def after_block(self, cycle: int | None = None) -> None:
+        """One traced block after cycle *cycle*, which :func:`~pytest_aaco.measure.interleave.run_cycles`
+        runs after the wall-time block's clock stopped: the block's window (telemetry, the reference's
+        share of the measuring time) holds its timed runs only."""
+        self.recorder.trace(cycle)
+
+
+#: a side-by-side side whose traced blocks carry more kernel records than this (runs x kernels per
+#: run, after :func:`runs_for`) traces every other cycle only (:class:`TracedSide`): at ~70 us per
+#: CUPTI record a traced block of DenseNet-121 (702 kernels per run) costs ~60 ms with 1 run, 30%
+#: of a 0.2 s wall-time block (24-34% of the measuring time traced with 2 runs in stored rounds on
+#: the H100), while ResNet-50 (2 x 219) and Inception-v1 (2 x 245) stay near 10-20% and are traced
+#: every cycle. Decided from the kernel count, not from the first block's time: the first traced
+#: block of a process also pays CUPTI's start, and both sides of a pair must decide alike
+COSTLY_RECORDS = 600
 
 
 class TracedSide(RecordedSide):
     """A :class:`RecordedSide` with a recorder of its own: *tracer* over ``inner.run`` (an
-    in-process side), :data:`DEVICE_RUNS` runs per traced block. ``blocks``, ``traced_ns`` and
-    ``failed`` are its recorder's: a tracer that refuses stops tracing, and the side goes on."""
+    in-process side), :data:`DEVICE_RUNS` runs per traced block (fewer after the first for a model
+    with many kernels, :func:`runs_for`). ``blocks``, ``traced_ns`` and ``failed`` are its
+    recorder's: a tracer that refuses stops tracing, and the side goes on.
+
+    The side traces cycles whose index is a multiple of ``every``, decided once from its own first
+    block: 2 when its blocks carry more than :data:`COSTLY_RECORDS` kernel records (runs x kernels
+    per run), else 1; ``skipped`` counts the cycles left untraced.
+    Each block carries its cycle index, and the two sides' blocks are paired by it
+    (:func:`pytest_aaco.sidebyside.cycles.device_look_of`), so sides that decided differently still pair
+    on the cycles both traced.
+    """
 
     def __init__(self, inner: Any, tracer: DeviceTracer, runs: int = DEVICE_RUNS) -> None:
         super().__init__(inner, DeviceRecorder(tracer, inner.run, runs))
+        self.every: int | None = None
+        self.skipped = 0
+
+    def after_block(self, cycle: int | None = None) -> None:
+        """One traced block after cycle *cycle* (default: the count of calls so far) when
+        ``cycle % every == 0``; the first traced block decides ``every``."""
+        cycle = self.recorder.calls if cycle is None else cycle
+        if self.every is not None and cycle % self.every:
+            self.recorder.calls += 1
+            self.skipped += 1
+            return
+        self.recorder.trace(cycle)
+        if self.every is None and self.recorder.blocks:
+            kernels = self.recorder.blocks[0].kernels
+            records = runs_for(kernels, self.recorder.runs) * kernels
+            self.every = 2 if records > COSTLY_RECORDS else 1
 
     @property
     def blocks(self) -> list[DeviceBlock]:
@@ -333,7 +448,8 @@ class TracedSide(RecordedSide):
 
 @dataclass(frozen=True)
 class DeviceSeries:
-    """Device time of one measurement: its traced blocks (one after each wall-time block), oldest first.
+    """Device time of one measurement: its traced blocks (one after each wall-time block that was
+    traced: :class:`TraceBudget` may leave some out, ``skipped``), oldest first.
 
     ``traced_s``: seconds spent in traced blocks; ``measure_s``: seconds of the whole measuring
     phase, traced blocks included (0 where not known), so ``traced_s / measure_s`` is the tracing
@@ -347,6 +463,8 @@ class DeviceSeries:
     blocks: tuple[DeviceBlock, ...]
     traced_s: float = 0.0
     measure_s: float = 0.0
+    #: wall-time blocks left without a traced block (:class:`TraceBudget`)
+    skipped: int = 0
 
     @property
     def runs(self) -> int:
@@ -380,12 +498,17 @@ class DeviceSeries:
         return {name: round(count / runs, 3) for name, count in total.most_common(MAX_STORED_NAMES)}
 
     def to_dict(self) -> dict[str, Any]:
-        """As stored in baselines and bundles: ``source``, ``blocks``, ``runs`` (per block),
+        """As stored in baselines and bundles: ``source``, ``blocks``, ``runs`` (the first block's runs;
+        later blocks may have fewer, :data:`RECORDS_PER_BLOCK`),
         ``kernel_ms``, ``busy_ms``, ``kernels`` (per run), ``log_means`` (per block),
         ``busy_log_means`` (ln busy ms per run, per block), ``kernel_names`` (launches per run),
-        ``traced_s`` and ``measure_s``."""
-        return {"source": self.source, "blocks": len(self.blocks), "runs": self.blocks[0].runs if self.blocks else 0,
+        ``traced_s`` and ``measure_s``; ``skipped`` (wall-time blocks left untraced) only when > 0, so
+        records without skipped blocks read as before."""
+        data = {"source": self.source, "blocks": len(self.blocks), "runs": self.blocks[0].runs if self.blocks else 0,
                 "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels,
                 "log_means": self.log_means,
                 "busy_log_means": [math.log(max(b.busy_ms, 1e-12)) for b in self.blocks],
                 "kernel_names": self.names_per_run(), "traced_s": self.traced_s, "measure_s": self.measure_s}
+        if self.skipped:
+            data["skipped"] = self.skipped
+        return data

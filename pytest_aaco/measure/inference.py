@@ -30,7 +30,7 @@ from pytest_aaco.measure.compile_cache import (
     keyed_folder,
     user_steered,
 )
-from pytest_aaco.measure.device_time import DeviceRecorder, DeviceTracer
+from pytest_aaco.measure.device_time import DeviceRecorder, DeviceTracer, TraceBudget
 from pytest_aaco.measure.plugin_eps import PluginEpError, add_plugin_provider, plugin_ep_names
 from pytest_aaco.measure.providers import (
     OPTION_KEYS,
@@ -457,7 +457,9 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     (:meth:`~pytest_aaco.measure.reference_workload.Reference.measure_alongside`) and the result's ``reference``
     holds that series. With *tracer* (:mod:`pytest_aaco.measure.device_time`), every round (and
     every reference block) is followed by one traced block of :data:`~pytest_aaco.measure.device_time.
-    DEVICE_RUNS` runs, outside the timed rounds: the result's ``device`` (and its reference's) hold
+    DEVICE_RUNS` runs (fewer for many kernels), outside the timed rounds, while its share of the measuring
+    time stays within :data:`~pytest_aaco.measure.device_time.TRACED_SHARE` (:class:`~pytest_aaco.measure.
+    device_time.TraceBudget`): the result's ``device`` (and its reference's) hold
     them; a tracer that fails leaves ``device`` None and says why in ``device_note``. The session's
     providers are checked before and after measuring; a fallback raises :class:`SessionError`.
     """
@@ -473,7 +475,7 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
             telemetry.start()
         try:
             if reference is None:
-                recorder = DeviceRecorder(tracer, run) if tracer is not None else None
+                recorder = DeviceRecorder(tracer, run, budget=TraceBudget()) if tracer is not None else None
                 start = time.perf_counter_ns()
                 rounds = measure_rounds(run, settings.rounds, iterations,
                                         after=recorder.trace if recorder is not None else None)

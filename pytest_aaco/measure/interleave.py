@@ -46,8 +46,8 @@ class BlockRunner(Protocol):
     ``block(n)`` runs the model ``n`` times back to back and returns the latencies as an int64
     array of shape ``(n,)`` in nanoseconds (``time.perf_counter_ns`` differences). It raises
     whatever the side's runtime raises (a :class:`~pytest_aaco.measure.inference.SessionError` in process).
-    A side may also have ``after_block()``, which :func:`run_cycles` calls after the block's end is
-    stamped (a traced block of device time: outside the block's window).
+    A side may also have ``after_block(cycle)``, which :func:`run_cycles` calls with the cycle's index
+    after the block's end is stamped (a traced block of device time: outside the block's window).
     """
 
     @property
@@ -154,7 +154,8 @@ def run_cycles(sides: Sequence[BlockRunner], iterations: Mapping[str, int], cycl
     are kept apart as :attr:`Block.discarded_ms`. *discard* may be a mapping of side name to its
     own count (a fast side needs more iterations to cover a slower side's spinning threads).
     Orders come from :func:`balanced_orders` (*rng* defaults to a fixed seed, so a run's order is
-    reproducible). *first_index* numbers the cycles when a measurement is extended; *after* names
+    reproducible). *first_index* numbers the cycles when a measurement is extended (the index each
+    side's ``after_block`` gets); *after* names
     the side that ran just before the first block (for :func:`spin_bleed`), when extending.
     Raises KeyError for a side without an entry in *iterations* (or in a *discard* mapping),
     ValueError for counts below 1, and whatever a side raises.
@@ -180,7 +181,7 @@ def run_cycles(sides: Sequence[BlockRunner], iterations: Mapping[str, int], cycl
                                 time.perf_counter_ns(), previous))
             after_block = getattr(side, "after_block", None)
             if after_block is not None:  # e.g. a traced block: after the block's clock, not in it
-                after_block()
+                after_block(first_index + offset)
             previous = name
         result.append(Cycle(first_index + offset, tuple(blocks)))
     return result

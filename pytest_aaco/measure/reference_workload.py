@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, DeviceTracer, RecordedSide
+from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, DeviceTracer, RecordedSide, TraceBudget
 from pytest_aaco.measure.inference import SessionError, bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
@@ -129,7 +129,8 @@ class Reference:
         per cycle the reference block's log-mean and ``ln(item) - ln(reference)``. *item_round_s*
         (s) sizes the reference block (:meth:`iterations_for`). With a *tracer*, every block of
         either side is followed by one traced block of that side (:class:`~pytest_aaco.measure.device_time.
-        DeviceRecorder`): the reference's device time goes into the series (``device``), the item's
+        DeviceRecorder`), in the cycles their shared :class:`~pytest_aaco.measure.device_time.TraceBudget`
+        allows: the reference's device time goes into the series (``device``), the item's
         recorder is the third element (None without a tracer). Raises whatever *run* raises.
         """
         ref_iterations = self.iterations_for(item_round_s)
@@ -138,7 +139,8 @@ class Reference:
         sides: list[Any] = [LocalSide("item", run), LocalSide("reference", self.run)]
         recorders = None
         if tracer is not None:
-            recorders = (DeviceRecorder(tracer, run), DeviceRecorder(tracer, self.run))
+            budget = TraceBudget()  # one for both: they trace the same cycles, so their blocks pair up
+            recorders = (DeviceRecorder(tracer, run, budget=budget), DeviceRecorder(tracer, self.run, budget=budget))
             sides = [RecordedSide(side, rec) for side, rec in zip(sides, recorders, strict=True)]
         start = time.perf_counter_ns()
         cycles = run_cycles(sides, {"item": iterations, "reference": ref_iterations}, rounds, discard=discard)
@@ -147,7 +149,8 @@ class Reference:
         if recorders is not None:
             ref_device = recorders[1].series()
             if ref_device is not None:  # the measuring phase is the item's; the reference's traced time is its own
-                ref_device = DeviceSeries(ref_device.source, ref_device.blocks, ref_device.traced_s, 0.0)
+                ref_device = DeviceSeries(ref_device.source, ref_device.blocks, ref_device.traced_s, 0.0,
+                                          ref_device.skipped)
             recorders[0].measure_ns = measure_ns
         items = [c.block("item") for c in cycles]
         refs = [c.block("reference") for c in cycles]

@@ -497,14 +497,18 @@ def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSe
 def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], settings: CompareSettings,
                    device: bool, level: float, upper_alpha: float) -> DeviceLook | None:
     """The device-time test of traced blocks: *traced* holds, per session pair, the baseline's and
-    the candidate's :class:`~pytest_aaco.measure.device_time.DeviceBlock` s in cycle order (cycle *i*
-    of one side is paired with cycle *i* of the other). The paired test (:func:`paired_t`, the
-    session pair as a level) runs on per-cycle ln(candidate / baseline kernel time per run) and is
-    judged at *level* (one-sided) with the no-regression bound at *upper_alpha*, as wall time is.
-    None when a pair has fewer than 2 cycles of both sides (or there is no pair)."""
-    if not traced or any(min(len(a), len(b)) < 2 for a, b in traced):
+    the candidate's :class:`~pytest_aaco.measure.device_time.DeviceBlock` s in cycle order. Blocks are
+    paired by the cycle they followed (``DeviceBlock.cycle``; by position where it is None): only
+    cycles traced on both sides count, so a side that traced every other cycle
+    (:class:`~pytest_aaco.measure.device_time.TracedSide`) pairs with one that traced every cycle.
+    The paired test (:func:`paired_t`, the session pair as a level) runs on per-cycle ln(candidate /
+    baseline kernel time per run) and is judged at *level* (one-sided) with the no-regression bound
+    at *upper_alpha*, as wall time is. None when a pair has fewer than 2 cycles traced on both sides
+    (or there is no pair)."""
+    paired = [_paired_by_cycle(a, b) for a, b in traced]
+    if not paired or any(len(p) < 2 for p in paired):
         return None
-    d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in zip(a, b, strict=False)]) for a, b in traced]
+    d_by_pair = [np.log([cb.kernel_ms / ab.kernel_ms for ab, cb in p]) for p in paired]
     comp = paired_t(d_by_pair, settings.device_time_session_sd(), DEVICE_TIME_SESSION_DF)
     outcome = str(outcome_of(comp, settings.device_threshold, level, upper_alpha=upper_alpha))
     side_blocks = {BASELINE: [blk for a, _ in traced for blk in a], CANDIDATE: [blk for _, b in traced for blk in b]}
@@ -520,6 +524,14 @@ def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], se
                       {s: float(np.median([blk.kernel_ms for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.busy_ms for blk in b])) for s, b in side_blocks.items()},
                       added, removed, [[float(x) for x in d] for d in d_by_pair], settings.device_threshold)
+
+
+def _paired_by_cycle(a: list[DeviceBlock], b: list[DeviceBlock]) -> list[tuple[DeviceBlock, DeviceBlock]]:
+    """The (baseline, candidate) blocks of the cycles both sides traced, in cycle order; a block
+    without a cycle index stands at its position in its list."""
+    by_a = {blk.cycle if blk.cycle is not None else i: blk for i, blk in enumerate(a)}
+    by_b = {blk.cycle if blk.cycle is not None else i: blk for i, blk in enumerate(b)}
+    return [(by_a[c], by_b[c]) for c in sorted(by_a.keys() & by_b.keys())]
 
 
 def _setup_seconds(pairs: list[tuple[OpenedSide, OpenedSide]]) -> float:
