@@ -47,6 +47,7 @@ import numpy as np
 
 from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish, kernel_changes
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.compile_cache import recorded_compile_ms
 from pytest_aaco.measure.device_time import DeviceBlock, DeviceTracer, TracedSide
 from pytest_aaco.measure.inference import bind_run, build_session, check_placement, session_options, warmup
 from pytest_aaco.measure.inputs import make_inputs
@@ -235,6 +236,9 @@ class LocalFactory:
                 "model_file": self.model_file.name}
         if handle.settle_cache(first_ms) is not None:
             info["compile_cache"] = handle.compile_cache
+            compiled = recorded_compile_ms(handle.cache.folder)
+            if compiled is not None:  # the "with compile" figure, for the cold start that reuses this session
+                info["compile_ms"] = compiled
         return OpenedSide(LocalSide(name, run), per_iter, footprint, handle.create_ms, first_ms, info)
 
 
