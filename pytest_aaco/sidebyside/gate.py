@@ -17,7 +17,6 @@ turn into ``pytest.UsageError``.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -334,9 +333,9 @@ class SideBySideGate:
         fill = None
         if reused is not None and worker is None:
             fill = (FactorySessions(LocalFactory(side.model_file, side.spec, base_provider, 0, item.iobinding,
-                                                 item.device_id, item.intra_op_threads, entries), BASELINE),
+                                                 item.device_id, item.intra_op_threads, entries, False), BASELINE),
                     FactorySessions(LocalFactory(model_path(spec), spec, provider, 0, item.iobinding,
-                                                 item.device_id, item.intra_op_threads, entries), CANDIDATE))
+                                                 item.device_id, item.intra_op_threads, entries, False), CANDIDATE))
         try:
             return compare_cold_start(baseline, candidate, label, self.name, cycles=sessions,
                                       confirm=self.settings.confirm, seed=self.settings.seed,
@@ -350,9 +349,10 @@ class SideBySideGate:
 @dataclass
 class FactorySessions:
     """Fresh sessions of one side built as the side-by-side measurement builds them:
-    :meth:`LocalFactory.open` (creation, first run, placement check, own-memory probe; the factory's
-    warmup is best 0: it is not timed) then ``close``; its :class:`FreshSample` has no ORT-profiler
-    split of creation (None), as the samples of :func:`reused_samples`. Raises what the factory raises."""
+    :meth:`LocalFactory.open` (the own-memory probe's start, creation, placement check, first run;
+    best with the factory's warmup 0 and ``footprint`` False: neither is timed) then ``close``. Its
+    :class:`FreshSample` has no ORT-profiler split of creation (None), as the samples of
+    :func:`reused_samples`. Raises what the factory raises."""
 
     factory: LocalFactory
     name: str
@@ -364,9 +364,7 @@ class FactorySessions:
             return FreshSample(opened.create_ms, opened.first_run_ms, compile_cache=cache,
                                compile_ms=opened.info.get("compile_ms"))
         finally:
-            opened.close()
-            del opened
-            gc.collect()
+            opened.close()  # dropped here, as the side-by-side measurement drops its pairs
 
 
 def reused_samples(result: SideBySide) -> tuple[list[FreshSample], list[FreshSample]]:
