@@ -5,8 +5,9 @@ None of them runs during the measured rounds, and each takes the device lock the
 
 * **cold start** (``--aaco-cold-start N``): N fresh InferenceSessions, creation and first run
   (:func:`pytest_aaco.passes.coldstart.measure_cold_start`); under ``--aaco-compare`` an item measured
-  side by side instead builds N fresh sessions of each side alternately
-  (:attr:`~pytest_aaco.benchmark.BenchmarkRun.compare_cold_start`), and one not measured side by
+  side by side instead compares N fresh sessions of each side alternately, the side-by-side
+  measurement's own fresh sessions first (:attr:`~pytest_aaco.benchmark.BenchmarkRun.compare_cold_start`,
+  :meth:`pytest_aaco.sidebyside.gate.SideBySideGate.cold_start`), and one not measured side by
   side (unchanged or new at REF) gets no cold-start pass;
 * **kernels**: CUPTI on NVIDIA EPs (``--aaco-cupti on``, :func:`pytest_aaco.passes.cupti.trace_runs`
   on the item's own session and binding) and rocprofv3 (``--aaco-rocprof``,

@@ -322,3 +322,60 @@ def test_a_session_creation_regression_names_the_phase_that_grew():
     assert stored.metrics["session_create_ms"]["phases"]["init_ms"]["baseline_ms"] == 79.0
     unchanged = side_by_side_verdict(base, base, "m[cpu]", "HEAD~1")
     assert "split by ORT's profiler" not in unchanged.message  # only a regression spells it out
+
+
+def reused(create_base, create_cand, first=20.0):
+    """(baseline, candidate) samples as the side-by-side measurement's fresh sessions left them."""
+    return ([FreshSample(c, first) for c in create_base], [FreshSample(c, first) for c in create_cand])
+
+
+def test_the_side_by_side_sessions_are_the_first_cycles_and_only_the_missing_ones_are_built():
+    base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(10)])
+    cand = ScriptedSide([(100.0 + i % 2, 20.0) for i in range(10)])
+    fill_b = ScriptedSide([(101.0, 21.0)])
+    fill_c = ScriptedSide([(100.0, 21.0)])
+    took = reused((100.5, 99.5, 102.0, 101.5), (101.0, 100.0, 100.5, 102.5))
+    found = compare_cold_start(base, cand, "m[cpu]", "HEAD~1", cycles=5, reused=took, fill=(fill_b, fill_c))
+    assert fill_b.calls == fill_c.calls == 1 and base.calls == cand.calls == 0  # was 6 + 6 (1 discard + 5)
+    assert found.baseline.session_create_ms == [100.5, 99.5, 102.0, 101.5, 101.0]
+    assert found.candidate.session_create_ms == [101.0, 100.0, 100.5, 102.5, 100.0]
+    assert found.candidate.first_run_ms == [20.0] * 4 + [21.0]
+    assert not found.verdict.fails and found.verdict.cycles == 5
+    assert "fastest of 5 alternating fresh sessions (4 from the side-by-side measurement) shown" in \
+        found.verdict.message
+    record = found.record()
+    assert record["reused_sessions"] == 4 and record["baseline_side"]["reused_sessions"] == 4
+    assert "load_ms" not in record  # the side-by-side sessions carry no ORT-profiler split
+
+    enough = reused([100.0 + i % 3 for i in range(6)], [100.0 + i % 2 for i in range(6)])
+    found = compare_cold_start(base, cand, "m", "r", cycles=5, reused=enough, fill=(fill_b, fill_c))
+    assert fill_b.calls == 1 and base.calls == 0  # nothing more built
+    assert found.candidate.session_create_ms == [100.0, 101.0, 100.0, 101.0, 100.0]
+    assert found.candidate.reused_sessions == 5
+
+
+def test_a_regression_in_the_reused_sessions_is_caught_and_confirmed_on_fresh_cycles():
+    base = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(5)])
+    slow = ScriptedSide([(200.0 + i % 3, 20.0) for i in range(5)])
+    fill_b, fill_c = ScriptedSide([(101.0, 20.0)]), ScriptedSide([(203.0, 20.0)])
+    took = reused((100.0, 102.0, 101.0, 100.0), (201.0, 200.0, 202.0, 199.0))
+    found = compare_cold_start(base, slow, "m[cpu]", "HEAD~1", cycles=5, discard=0, reused=took, fill=(fill_b, fill_c))
+    assert found.verdict.fails and found.verdict.confirmed is True and found.first is not None
+    assert "(4 from the side-by-side measurement)" in found.first.message
+    assert fill_b.calls == fill_c.calls == 1 and base.calls == slow.calls == 5  # the confirmation: N fresh each
+    assert found.candidate.reused_sessions == 0 and "reused_sessions" not in found.record()
+
+    unchanged = ScriptedSide([(100.0 + i % 3, 20.0) for i in range(5)])
+    took = reused((100.0, 102.0, 101.0, 100.0), (101.0, 100.0, 100.0, 102.0))
+    found = compare_cold_start(unchanged, unchanged, "m", "r", cycles=5, reused=took,
+                               fill=(ScriptedSide([(101.0, 20.0)]), ScriptedSide([(100.0, 20.0)])))
+    assert found.verdict.outcome != "regression" and found.first is None and unchanged.calls == 0
+
+
+def test_reused_sessions_round_trip_and_old_records_load_unchanged():
+    data = ColdStart([100.0, 101.0], [20.0, 21.0], reused_sessions=2).to_dict()
+    assert data["reused_sessions"] == 2 and ColdStart.from_dict(data).reused_sessions == 2
+    old = cold(100, 20).to_dict()
+    assert "reused_sessions" not in old and ColdStart.from_dict(old).reused_sessions == 0
+    assert ColdStart.from_dict(old).to_dict() == old
+    assert ColdStart.from_dict({**old, "reused_sessions": "many"}).reused_sessions == 0

@@ -146,7 +146,12 @@ def test_cold_start_is_compared_side_by_side(aaco_project):
     assert folded["verdict"]["confirmed"] is True and folded["first_look"]["outcome"] == "regression"
     assert folded["min_session_create_ms"] > 2 * folded["baseline_side"]["min_session_create_ms"]
     assert not cosmetic["verdict"]["fails"] and len(cosmetic["baseline_side"]["session_create_ms"]) == 5
+    # issue 19: the side-by-side measurement's fresh sessions are the cold start's first cycles
+    assert cosmetic["reused_sessions"] >= 1 and cosmetic["baseline_side"]["reused_sessions"] >= 1
+    assert f"5 alternating fresh sessions ({cosmetic['reused_sessions']} from the side-by-side measurement)" in \
+        cosmetic["verdict"]["message"]
+    assert "reused_sessions" not in folded  # its confirmation built all 5 anew
     junit = (root / "perf.xml").read_text()
     assert 'name="aaco_cold_start_method" value="side-by-side"' in junit
     page = (root / "perf.html").read_text()
-    assert "baseline side (fastest session)" in page
+    assert "baseline side (fastest session)" in page and "from the side-by-side measurement" in page

@@ -14,7 +14,7 @@ from pytest_aaco.measure.providers import parse_provider
 from pytest_aaco.measure.registry import ModelSpec, load_registry, zoo_dir
 from pytest_aaco.options import GateSettings
 from pytest_aaco.sidebyside.cycles import CompareSettings
-from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate, reused_samples
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, GitRefError
 
 CPU = parse_provider("cpu")
@@ -73,6 +73,51 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
         assert verdict.outcome == "regression" and verdict.fails, verdict.message
         assert verdict.message.startswith("REGRESSION net[cpu]: latency +") and "paired vs HEAD~1" in verdict.message
         assert "changed since the baseline side: model bytes" in verdict.notes
+    finally:
+        gate.close()
+
+
+def test_the_cold_start_reuses_the_fresh_sessions_of_the_side_by_side_measurement(repo: Path, git: Any,
+                                                                                  monkeypatch: Any) -> None:
+    """Issue 19: on the GPU every fresh session costs its creation and cuDNN's algorithm search, so the
+    cold-start pass takes the side-by-side measurement's fresh sessions as its first cycles."""
+    import pytest_aaco.measure.inference as inference
+    import pytest_aaco.passes.coldstart as coldstart
+    import pytest_aaco.sidebyside.cycles as cycles
+
+    model = onnx.load(str(repo / "models" / "net.onnx"))
+    model.doc_string = "same compute, different bytes"
+    onnx.save(model, str(repo / "models" / "net.onnx"))
+    git(repo, "commit", "-qam", "cosmetic")
+    built: list[str] = []
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> Any:
+        built.append(Path(path).name)
+        return inference.build_session(path, *args, **kwargs)
+
+    monkeypatch.setattr(cycles, "build_session", counted)
+    monkeypatch.setattr(coldstart, "build_session", counted)
+    gate = SideBySideGate("HEAD~1", None, FAST, repo)
+    try:
+        side = gate.baseline_for_item(spec(repo), "cpu")
+        _, _, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
+        took = reused_samples(result)
+        pairs = len(result.measurement.sides_info["candidate"]["create_ms"]) + (
+            len(result.first.sides_info["candidate"]["create_ms"]) if result.first else 0)
+        assert len(took[0]) == len(took[1]) == pairs >= 1
+        built.clear()
+        found = gate.cold_start(spec(repo), side, provider_for, ITEM, None, 5, "net[cpu]", 10.0, reused=took)
+        assert len(built) == 2 * (5 - pairs)  # was 2 * (1 discarded + 5)
+        assert found.candidate.reused_sessions == found.baseline.reused_sessions == pairs
+        info = result.measurement.sides_info
+        assert found.candidate.session_create_ms[:pairs][-len(info["candidate"]["create_ms"]):] == \
+            info["candidate"]["create_ms"]
+        assert found.baseline.first_run_ms[:pairs][-len(info["baseline"]["first_run_ms"]):] == \
+            info["baseline"]["first_run_ms"]
+        assert not found.verdict.fails, found.verdict.message
+        built.clear()
+        gate.cold_start(spec(repo), side, provider_for, ITEM, None, 5, "net[cpu]", 10.0)
+        assert len(built) == 2 * 6  # without the side-by-side sessions: 1 discarded + 5 per side
     finally:
         gate.close()
 

@@ -104,6 +104,10 @@ class ColdStart:
     "warm cache" figures, and ``compile_cache`` holds each one's ``hit``/``miss``. ``compile_ms`` is the
     "with compile" figure: creation + first run of the session that compiled this side's program (ms,
     from the record it left in the cache folder; None without a cache).
+
+    ``reused_sessions``: how many of the samples (the first ones) were not built by the cold-start pass
+    but taken from the fresh sessions the side-by-side latency measurement opened
+    (:func:`compare_cold_start`'s *reused*); 0 when all were built for the cold start.
     """
 
     session_create_ms: list[float]
@@ -115,6 +119,7 @@ class ColdStart:
     phase_s: float | None = None
     compile_cache: list[str] = field(default_factory=list)
     compile_ms: float | None = None
+    reused_sessions: int = 0
 
     def values(self, key: str) -> list[float]:
         """The samples of metric *key* (``session_create_ms`` or ``first_run_ms``)."""
@@ -147,6 +152,8 @@ class ColdStart:
             data["compile_cache"] = list(self.compile_cache)
         if self.compile_ms is not None:
             data["compile_ms"] = round(self.compile_ms, 3)
+        if self.reused_sessions:
+            data["reused_sessions"] = self.reused_sessions
         return data
 
     @classmethod
@@ -164,11 +171,14 @@ class ColdStart:
                         and not isinstance(v, bool)] for key, _ in PHASES}
         phase_s = data.get("phase_s")
         compile_ms = data.get("compile_ms")
+        reused = data.get("reused_sessions")
         return cls(values["session_create_ms"], values["first_run_ms"], data.get("compiles"),
                    float(others) if isinstance(others, (int, float)) else None, **phases,
                    phase_s=float(phase_s) if isinstance(phase_s, (int, float)) else None,
                    compile_cache=[str(v) for v in data.get("compile_cache") or [] if isinstance(v, str)],
-                   compile_ms=float(compile_ms) if isinstance(compile_ms, (int, float)) else None)
+                   compile_ms=float(compile_ms) if isinstance(compile_ms, (int, float)) else None,
+                   reused_sessions=reused if isinstance(reused, int) and not isinstance(reused, bool) and reused > 0
+                   else 0)
 
 
 def creation_phases(events: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
@@ -249,8 +259,10 @@ def compiles_for(provider: ProviderSpec) -> str | None:
     return COMPILES.get(getattr(provider, "short", ""))
 
 
-def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[float, float, float]) -> ColdStart:
-    """The :class:`ColdStart` of *found*, with the contention and wall time since the reading *before*."""
+def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[float, float, float],
+             reused: int = 0) -> ColdStart:
+    """The :class:`ColdStart` of *found*, with the contention and wall time since the reading *before*;
+    *reused*: how many of *found* (the first ones) came from the side-by-side measurement."""
     after = _cpu_reading()
     phases = {key: [v for v in (getattr(s, key) for s in found) if v is not None] for key, _ in PHASES}
     compiled = [s.compile_ms for s in found if getattr(s, "compile_ms", None) is not None]
@@ -259,7 +271,7 @@ def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[f
                      phase_s=after[0] - before[0],
                      compile_cache=[str(getattr(s, "compile_cache", None)) for s in found
                                     if getattr(s, "compile_cache", None) is not None],
-                     compile_ms=compiled[-1] if compiled else None)
+                     compile_ms=compiled[-1] if compiled else None, reused_sessions=reused)
 
 
 def measure_cold_start(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, np.ndarray], *,
@@ -280,11 +292,17 @@ def measure_cold_start(model_path: str | Path, provider: ProviderSpec, feeds: Ma
 
 
 def measure_side_by_side(baseline: FreshSessions, candidate: FreshSessions, *, cycles: int = COLD_SESSIONS,
-                         seed: int = 0, compiles: str | None = None,
-                         discard: int = SIDE_BY_SIDE_DISCARD) -> tuple[ColdStart, ColdStart]:
+                         seed: int = 0, compiles: str | None = None, discard: int = SIDE_BY_SIDE_DISCARD,
+                         reused: tuple[Sequence[FreshSample], Sequence[FreshSample]] = ((), ()),
+                         ) -> tuple[ColdStart, ColdStart]:
     """Fresh sessions of two sides alternating: ``(baseline, candidate)`` samples, the i-th of
     each from the same cycle. First *discard* fresh sessions of each side are built and not
     measured (:data:`SIDE_BY_SIDE_DISCARD`).
+
+    *reused*: ``(baseline, candidate)`` samples of fresh sessions already built in pairs elsewhere
+    (the side-by-side latency measurement's, the i-th of each from one pair): the first *cycles* of
+    them are taken as the first cycles, and only the cycles still missing are built (none when
+    there are enough; *discard* is then up to the caller). ``ColdStart.reused_sessions`` counts them.
 
     Each cycle builds one fresh session of each side in the order :func:`pytest_aaco.measure.interleave.balanced_orders`
     gives (AB and BA equally often, shuffled with *seed*), so a neighbour's load or a slow phase of the
@@ -295,15 +313,18 @@ def measure_side_by_side(baseline: FreshSessions, candidate: FreshSessions, *, c
     import numpy as np
 
     sides = {"A": baseline, "B": candidate}
-    got: dict[str, list[FreshSample]] = {"A": [], "B": []}
+    cycles = max(1, cycles)
+    taken = min(len(reused[0]), len(reused[1]), cycles)
+    got: dict[str, list[FreshSample]] = {"A": list(reused[0][:taken]), "B": list(reused[1][:taken])}
     before = _cpu_reading()
-    for _ in range(discard):
-        baseline.fresh()
-        candidate.fresh()
-    for order in balanced_orders(("A", "B"), max(1, cycles), np.random.default_rng(seed)):
-        for side in order:
-            got[side].append(sides[side].fresh())
-    return _samples(got["A"], compiles, before), _samples(got["B"], compiles, before)
+    if taken < cycles:
+        for _ in range(discard):
+            baseline.fresh()
+            candidate.fresh()
+        for order in balanced_orders(("A", "B"), cycles - taken, np.random.default_rng(seed)):
+            for side in order:
+                got[side].append(sides[side].fresh())
+    return _samples(got["A"], compiles, before, taken), _samples(got["B"], compiles, before, taken)
 
 
 def _cpu_reading() -> tuple[float, float, float]:
@@ -543,8 +564,10 @@ def side_by_side_verdict(baseline: ColdStart, candidate: ColdStart, label: str, 
     if baseline.compile_ms and candidate.compile_ms:
         judgement.compile(candidate.compile_ms, baseline.compile_ms, f" at {ref}")
     judgement.split(candidate, {key: min(getattr(baseline, key)) for key, _ in PHASES if getattr(baseline, key)})
-    how = (f"each side's fastest of {len(candidate.session_create_ms)} alternating fresh sessions shown, ratio paired"
-           " by cycle")
+    reused = (f" ({candidate.reused_sessions} from the side-by-side measurement)" if candidate.reused_sessions
+              else "")
+    how = (f"each side's fastest of {len(candidate.session_create_ms)} alternating fresh sessions{reused} shown,"
+           " ratio paired by cycle")
     return judgement.verdict(label, candidate, max_contention, how, method=SIDE_BY_SIDE, ref=ref,
                              cycles=len(candidate.session_create_ms))
 
@@ -572,24 +595,40 @@ def compare_cold_start(baseline: FreshSessions, candidate: FreshSessions, label:
                        cycles: int = COLD_SESSIONS, confirm: bool = True, seed: int = 0, compiles: str | None = None,
                        discard: int = SIDE_BY_SIDE_DISCARD, threshold: float = DEFAULT_COLD_START_THRESHOLD,
                        alpha: float = COLD_START_ALPHA, slack_ms: float = COLD_START_SLACK_MS,
-                       max_contention: float | None = None) -> SideBySideColdStart:
+                       max_contention: float | None = None,
+                       reused: tuple[Sequence[FreshSample], Sequence[FreshSample]] = ((), ()),
+                       fill: tuple[FreshSessions, FreshSessions] | None = None) -> SideBySideColdStart:
     """Measure both sides' cold start alternately (:func:`measure_side_by_side`, *cycles* fresh
     sessions each after *discard* unmeasured ones) and judge it (:func:`side_by_side_verdict`).
     With *confirm*, a regression is measured again on fresh cycles (seed + 1) and fails only when
     the second look is a regression too (intersection-union, as the latency gate confirms);
     otherwise it is inconclusive. Raises what the sides raise.
+
+    *reused*: ``(baseline, candidate)`` creation and first-run samples of the fresh sessions the
+    side-by-side latency measurement already opened in this process, paired by session pair. They
+    are the first look's first cycles, and the first look builds only the cycles still missing,
+    with no discard (the item's own sessions were built earlier in the process), on *fill*
+    (``(baseline, candidate)`` sides that build sessions the way the reused ones were built; default
+    *baseline* and *candidate*). On the GPU a fresh session costs its creation plus cuDNN's
+    algorithm search on the first run (0.3 to 1.1 s on an H100), so this saves most of the pass. A
+    confirmation look builds all its *cycles* anew on *baseline* and *candidate*.
     """
-    def look(seed_: int) -> tuple[ColdStart, ColdStart, ColdStartVerdict]:
-        base, cand = measure_side_by_side(baseline, candidate, cycles=cycles, seed=seed_, compiles=compiles,
-                                          discard=discard)
+    def look(seed_: int, sides: tuple[FreshSessions, FreshSessions], discard_: int,
+             reused_: tuple[Sequence[FreshSample], Sequence[FreshSample]]
+             ) -> tuple[ColdStart, ColdStart, ColdStartVerdict]:
+        base, cand = measure_side_by_side(sides[0], sides[1], cycles=cycles, seed=seed_, compiles=compiles,
+                                          discard=discard_, reused=reused_)
         return base, cand, side_by_side_verdict(base, cand, label, ref, threshold=threshold, alpha=alpha,
                                                 slack_ms=slack_ms, max_contention=max_contention)
 
-    base, cand, verdict = look(seed)
+    if reused[0] and reused[1]:
+        base, cand, verdict = look(seed, fill or (baseline, candidate), 0, reused)
+    else:
+        base, cand, verdict = look(seed, (baseline, candidate), discard, ((), ()))
     if not (verdict.fails and confirm):
         return SideBySideColdStart(base, cand, verdict)
     first = verdict
-    base, cand, verdict = look(seed + 1)
+    base, cand, verdict = look(seed + 1, (baseline, candidate), discard, ((), ()))
     verdict.confirmed = verdict.fails
     if not verdict.fails:
         verdict.message = (f"{_HEAD[Outcome.INCONCLUSIVE]} {label}: a first look was a regression, fresh sessions"

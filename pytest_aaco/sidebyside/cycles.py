@@ -47,6 +47,7 @@ import numpy as np
 
 from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish, kernel_changes
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.compile_cache import recorded_compile_ms
 from pytest_aaco.measure.device_time import DeviceBlock, DeviceTracer, TracedSide
 from pytest_aaco.measure.inference import bind_run, build_session, check_placement, session_options, warmup
 from pytest_aaco.measure.inputs import make_inputs
@@ -211,6 +212,9 @@ class LocalFactory:
     device_id: int = 0
     intra_op_threads: int = 0
     config_entries: dict[str, str] = field(default_factory=dict)
+    #: read the own footprint after the warmup (False: None, which saves the second RSS reading's
+    #: garbage collection on CPU EPs; creation and first run are timed the same way either way)
+    footprint: bool = True
 
     feeds: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
@@ -237,12 +241,15 @@ class LocalFactory:
         self.feeds = feeds
         run = bind_run(handle, feeds, self.iobinding, self.device_id)
         first_ms, warm_ms = warmup(run, self.warmup)
-        footprint, source = own.stop()
+        footprint, source = own.stop() if self.footprint else (None, None)
         per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
         info = {"ort_version": ort.__version__, "memory_source": source,
                 "model_file": self.model_file.name}
         if handle.settle_cache(first_ms) is not None:
             info["compile_cache"] = handle.compile_cache
+            compiled = recorded_compile_ms(handle.cache.folder)
+            if compiled is not None:  # the "with compile" figure, for the cold start that reuses this session
+                info["compile_ms"] = compiled
         return OpenedSide(LocalSide(name, run), per_iter, footprint, handle.create_ms, first_ms, info)
 
 

@@ -33,7 +33,7 @@ from pytest_aaco.measure.inference import MeasureSettings, SessionError, Session
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, item_provider, model_path
-from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.measure.results import BenchmarkResult, FreshSample
 from pytest_aaco.measure.rocprof_child import ChildSide, child_timeout_s, trace_sides
 from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format
 from pytest_aaco.options import GateSettings, setting
@@ -197,13 +197,15 @@ class SideBySideGate:
         telemetry = run.telemetry_session()  # over both sides' blocks: the reports split it by side
         telemetry.start()
         try:
-            result, verdict, _ = self.measure(run.model, side, provider_for, item, gate, level(), label, lock=lock)
+            result, verdict, compared = self.measure(run.model, side, provider_for, item, gate, level(), label,
+                                                     lock=lock)
         finally:
             telemetry.stop()
         result.telemetry = telemetry.to_dict()
         if o.cold_start:  # measured by the cold-start pass after the rounds (extra_passes.measure_insight)
             run.compare_cold_start = partial(self.cold_start, run.model, side, provider_for, item, run.feeds,
-                                             o.cold_start, label, o.cold_start_threshold, o.max_contention)
+                                             o.cold_start, label, o.cold_start_threshold, o.max_contention,
+                                             reused=None if self.python else reused_samples(compared))
         return result, verdict
 
     def measure(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
@@ -299,10 +301,17 @@ class SideBySideGate:
 
     def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
                    item: ItemMeasure, feeds: dict[str, np.ndarray], sessions: int, label: str, threshold: float,
-                   max_contention: float | None = None) -> SideBySideColdStart:
+                   max_contention: float | None = None,
+                   reused: tuple[list[FreshSample], list[FreshSample]] | None = None) -> SideBySideColdStart:
         """Compare the item's cold start with its baseline side's: *sessions* fresh sessions of each
         side, alternating (:func:`pytest_aaco.passes.coldstart.compare_cold_start`, confirmed with fresh
         cycles when the comparison confirms), at *threshold* (fraction).
+
+        *reused*: ``(baseline, candidate)`` samples of the fresh sessions the side-by-side measurement
+        opened in this process (:func:`reused_samples`); they are the first look's first cycles, and
+        only the sessions still missing to reach *sessions* per side are built, the way that
+        measurement built them (:class:`FactorySessions`). None (``--aaco-compare-python``, whose
+        sides run in another interpreter): every session is built for the cold start.
 
         The candidate runs in this process on *feeds* (the item's inputs); the baseline side too,
         or with ``--aaco-compare-python`` in one worker of the other interpreter that loads a fresh
@@ -321,15 +330,65 @@ class SideBySideGate:
                                         item.intra_op_threads, entries) if worker is not None
                          else LocalSessions(side.model_file, base_provider, None, side.spec, item.device_id,
                                             item.intra_op_threads, entries))
+        fill = None
+        if reused is not None and worker is None:
+            fill = (FactorySessions(LocalFactory(side.model_file, side.spec, base_provider, 0, item.iobinding,
+                                                 item.device_id, item.intra_op_threads, entries, False), BASELINE),
+                    FactorySessions(LocalFactory(model_path(spec), spec, provider, 0, item.iobinding,
+                                                 item.device_id, item.intra_op_threads, entries, False), CANDIDATE))
         try:
             return compare_cold_start(baseline, candidate, label, self.name, cycles=sessions,
                                       confirm=self.settings.confirm, seed=self.settings.seed,
                                       compiles=compiles_for(provider), threshold=threshold,
-                                      max_contention=max_contention)
+                                      max_contention=max_contention, reused=reused or ((), ()), fill=fill)
         finally:
             if worker is not None:
                 worker.close()
 
 
-__all__ = ["CHANGED", "NEW", "NEW_OUTCOME", "UNCHANGED", "UNCHANGED_OUTCOME", "ItemMeasure", "ItemOptions",
-           "SideBySideGate", "SideBySideRun"]
+@dataclass
+class FactorySessions:
+    """Fresh sessions of one side built as the side-by-side measurement builds them:
+    :meth:`LocalFactory.open` (the own-memory probe's start, creation, placement check, first run;
+    best with the factory's warmup 0 and ``footprint`` False: neither is timed) then ``close``. Its
+    :class:`FreshSample` has no ORT-profiler split of creation (None), as the samples of
+    :func:`reused_samples`. Raises what the factory raises."""
+
+    factory: LocalFactory
+    name: str
+
+    def fresh(self) -> FreshSample:
+        opened = self.factory.open(self.name)
+        try:
+            cache = opened.info.get("compile_cache")
+            return FreshSample(opened.create_ms, opened.first_run_ms, compile_cache=cache,
+                               compile_ms=opened.info.get("compile_ms"))
+        finally:
+            opened.close()  # dropped here, as the side-by-side measurement drops its pairs
+
+
+def reused_samples(result: SideBySide) -> tuple[list[FreshSample], list[FreshSample]]:
+    """``(baseline, candidate)``: creation and first run (ms) of every fresh session the side-by-side
+    measurement *result* opened, its first look's then its confirmation's, the i-th of each side from
+    the i-th session pair (``sides_info[side]["create_ms"/"first_run_ms"]``), for the cold-start pass
+    to reuse (:meth:`SideBySideGate.cold_start`). Each pair built its sides in alternating order (odd
+    pairs the candidate first, :func:`~pytest_aaco.sidebyside.cycles.measure`). A sample carries the
+    side's compile-cache status and "with compile" figure when the measurement recorded them."""
+    found: tuple[list[FreshSample], list[FreshSample]] = ([], [])
+    for m in (result.first, result.measurement):
+        if m is None:
+            continue
+        for i, side in enumerate((BASELINE, CANDIDATE)):
+            info = m.sides_info.get(side) or {}
+            create, first = info.get("create_ms") or [], info.get("first_run_ms") or []
+            caches = info.get("compile_cache") or []
+            compiled = info.get("compile_ms")
+            for k, (c, f) in enumerate(zip(create, first, strict=False)):
+                cache = caches[k] if isinstance(caches, list) and k < len(caches) else None
+                found[i].append(FreshSample(float(c), float(f), compile_cache=cache if isinstance(cache, str) else None,
+                                            compile_ms=float(compiled) if isinstance(compiled, (int, float)) else None))
+    return found
+
+
+__all__ = ["CHANGED", "NEW", "NEW_OUTCOME", "UNCHANGED", "UNCHANGED_OUTCOME", "FactorySessions", "ItemMeasure",
+           "ItemOptions", "SideBySideGate", "SideBySideRun", "reused_samples"]
