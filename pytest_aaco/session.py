@@ -69,7 +69,7 @@ from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
-from pytest_aaco.xdist import XdistBridge, attach_record, merge_lond, shared_bundle
+from pytest_aaco.xdist import NO_BUNDLE, XdistBridge, attach_record, merge_lond, shared_bundle
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
 SESSION_CACHE_SIZE = 2
@@ -118,6 +118,8 @@ class AacoSession:
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
+        #: the bundle could not be written once (said once): no further tries this session
+        self.bundle_dropped = False
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._models: list[ModelSpec] | None = None
         self._available: list[str] | None = None
@@ -278,9 +280,12 @@ class AacoSession:
         self._started = True
         for message in clock_warnings(read_clock_state()):
             warnings.warn(AacoClockWarning(message), stacklevel=3)
-        if not self.config.bundle:
+        if not self.config.bundle or self.bundle_dropped:
             return
         shared = shared_bundle(self.pytest_config)
+        if shared == NO_BUNDLE:  # the controller could not write one, and said so
+            self.bundle_dropped = True
+            return
         try:
             if shared:  # a pytest-xdist worker writes into its controller's bundle
                 self.bundle = SessionBundle.attach(shared)
@@ -294,6 +299,7 @@ class AacoSession:
     def _drop_bundle(self, exc: OSError, where: object) -> None:
         """The session bundle cannot be written: say so once and go on without it (never fail an item)."""
         self.bundle = None
+        self.bundle_dropped = True
         warnings.warn(AacoReportWarning(
             f"session bundle {where}: {exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''};"
             " the session goes on without a bundle: point --aaco-session-dir at a writable folder"), stacklevel=3)
@@ -415,13 +421,18 @@ class AacoSession:
         return self.xdist.is_worker
 
     def bundle_folder(self) -> str | None:
-        """The session bundle's folder, opened here first if needed (controller); None when off."""
+        """The session bundle's folder, opened here first if needed (controller); None when off;
+        :data:`~pytest_aaco.xdist.NO_BUNDLE` when the folder cannot be written (then one warning names
+        it and the option to change, and the session goes on without a bundle, as without xdist)."""
         if not self.config.bundle:
             return None
-        if self.bundle is None:
-            ignore_in_git(self.config.session_dir)
-            self.bundle = SessionBundle(self.config.session_dir)
-        return str(self.bundle.path)
+        if self.bundle is None and not self.bundle_dropped:
+            try:
+                ignore_in_git(self.config.session_dir)
+                self.bundle = SessionBundle(self.config.session_dir)
+            except OSError as exc:
+                self._drop_bundle(exc, self.config.session_dir)
+        return NO_BUNDLE if self.bundle is None else str(self.bundle.path)
 
     # ------------------------------------------------------------ session end
 

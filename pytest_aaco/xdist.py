@@ -35,8 +35,13 @@ def is_worker(pytest_config: pytest.Config) -> bool:
     return hasattr(pytest_config, "workerinput")
 
 
+#: what a worker gets for the controller's bundle folder when the controller could not open one
+NO_BUNDLE = ""
+
+
 def shared_bundle(pytest_config: pytest.Config) -> str | None:
-    """On a worker, the folder of the controller's session bundle (None elsewhere)."""
+    """On a worker, the folder of the controller's session bundle, or :data:`NO_BUNDLE` when the
+    controller has none (None elsewhere)."""
     return getattr(pytest_config, "workerinput", {}).get(WORKER_BUNDLE)
 
 
@@ -64,7 +69,7 @@ class XdistBridge:
 
     *records* is the session's list of item records (the controller appends the workers' to it);
     *bundle_folder* returns the session bundle's folder, opening the bundle first if needed (None
-    when bundles are off).
+    when bundles are off, :data:`NO_BUNDLE` when the folder could not be written).
     """
 
     def __init__(self, pytest_config: pytest.Config, records: list[ItemRecord],
@@ -102,7 +107,9 @@ class XdistBridge:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """Controller: one bundle for the whole session; workers write their items into it."""
+        """Controller: one bundle for the whole session; workers write their items into it. When the
+        controller could not open it (it said so, once), the workers get :data:`NO_BUNDLE` and
+        write none either, instead of each trying and warning again."""
         folder = self.bundle_folder()
         if folder is not None:
             node.workerinput[WORKER_BUNDLE] = folder

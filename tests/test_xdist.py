@@ -144,3 +144,15 @@ def test_the_xdist_hooks_live_in_their_own_plugin_object(pytester):
         "    assert isinstance(bridge, x.XdistBridge)\n"
         "    assert bridge is config.pluginmanager.get_plugin('aaco-plugin').xdist\n")
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_an_unwritable_session_dir_is_a_warning_under_xdist(project):
+    """The controller opens the bundle for its workers: a folder that cannot be made is one warning
+    naming it and the option, never an INTERNALERROR, and the items are still judged."""
+    (project.pytester.path / "blocker").write_text("a file, not a folder", encoding="utf-8")
+    result = project.pytester.runpytest_subprocess(*ARGS, "--aaco-session-dir=blocker/sessions", timeout=300)
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text
+    assert result.ret == 0, text
+    assert "blocker/sessions" in text and "--aaco-session-dir" in text
+    assert text.count("the session goes on without a bundle") == 1
