@@ -122,8 +122,9 @@ def test_parse_compare_python_keeps_the_venv_path_and_refuses_what_cannot_run(ot
 def test_the_other_environment_has_only_numpy_and_onnxruntime(other_python, tmp_path):
     probe = ("import importlib.util as u, sys; print(sys.prefix,"
              " [m for m in ('numpy', 'onnxruntime', 'pytest', 'scipy', 'pytest_aaco') if u.find_spec(m)])")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # what that environment has of its own
     out = subprocess.run([str(other_python), "-c", probe], capture_output=True, text=True, check=True,
-                         cwd=tmp_path).stdout.split()  # not here: -c puts the current folder on sys.path
+                         cwd=tmp_path, env=env).stdout.split()  # not here: -c puts the current folder on sys.path
     assert out[0] != sys.prefix
     assert out[1:] == ["['numpy',", "'onnxruntime']"]
 
