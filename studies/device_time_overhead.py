@@ -14,7 +14,8 @@ Per item it reads, from ``items/*.json``:
   ``verdict.side_by_side.duration_s`` (the cycles of the first look and of the confirmation).
 
 Prints one line per item (``label: traced 1.23 s of 9.87 s measuring = 12.5%``, with ``(N rounds
-untraced by the budget)`` where the stored trace budget skipped rounds), then the largest
+untraced by the budget)`` where the stored trace budget skipped rounds, ``(N side-cycles untraced:
+every other cycle)`` side by side), then the largest
 share and how many items are over the target. Exit status 0; 2 when the folder holds no bundle.
 """
 
@@ -50,9 +51,18 @@ def overhead(record: dict[str, Any]) -> tuple[float, float] | None:
     return (traced, measure) if measure > 0 else None
 
 
+def is_sbs(record: dict[str, Any]) -> bool:
+    """Whether *record* was measured side by side with device time."""
+    return bool(((record.get("verdict") or {}).get("side_by_side") or {}).get("device_time"))
+
+
 def untraced(record: dict[str, Any]) -> int:
     """Stored rounds the item's trace budget left without a traced block (``device_time.skipped``,
-    first measurement and confirmation; 0 for records written before the budget)."""
+    first measurement and confirmation), or side by side the side-cycles left untraced (the deciding
+    measurement's ``verdict.side_by_side.device_time.skipped``); 0 for records written before."""
+    sbs = ((record.get("verdict") or {}).get("side_by_side") or {}).get("device_time") or {}
+    if sbs:
+        return int(sbs.get("skipped") or 0)
     result, skipped = record.get("result") or {}, 0
     while isinstance(result, dict):
         skipped += int((result.get("device_time") or {}).get("skipped") or 0)
@@ -88,8 +98,9 @@ def main(argv: list[str]) -> int:
         share = traced / measure
         shares.append(share)
         skipped = untraced(record)
+        what = "side-cycles untraced: every other cycle" if is_sbs(record) else "rounds untraced by the budget"
         print(f"{label}: traced {traced:.2f} s of {measure:.2f} s measuring = {share:.1%}"
-              + (f" ({skipped} rounds untraced by the budget)" if skipped else "")
+              + (f" ({skipped} {what})" if skipped else "")
               + ("  OVER the 15% target" if share > TARGET else ""))
     if shares:
         print(f"largest share {max(shares):.1%}; {sum(s > TARGET for s in shares)} of {len(shares)} traced items"

@@ -254,7 +254,7 @@ class SlowTracer:
 
 
 def test_a_device_time_regression_is_still_found_when_every_other_cycle_is_traced():
-    # a traced block far dearer than the 15% of a wall-time block (4 iterations of 1.5 ms): every = 2
+    # 702 kernel records per traced block, over COSTLY_RECORDS: every = 2
     settings = CompareSettings(block_s=0.0, discard=1, budget_s=60.0)
     tracer = SlowTracer(0.005)
     result = compare_sides(SleepingFactory(1.0), SleepingFactory(1.03), settings, alpha=0.05,
@@ -266,6 +266,10 @@ def test_a_device_time_regression_is_still_found_when_every_other_cycle_is_trace
     assert tracer.blocks == halves < sum(2 * m.cycles for m in measurements)
     device = result.measurement.device
     assert device is not None and float(device.comparison.ratio) == pytest.approx(1.03, rel=0.005)
+    # the record says how many side-cycles the deciding measurement left untraced
+    deciding = result.measurement
+    untraced = sum(2 * (len(cs) // 2) for cs in deciding.cycles_by_pair)
+    assert device.skipped == untraced > 0 and result.to_dict()["device_time"]["skipped"] == untraced
 
 
 def test_the_item_and_the_reference_trace_the_same_rounds_within_the_budget():

@@ -476,10 +476,14 @@ class DeviceLook:
     threshold: float | None = None
     #: seconds spent in the traced blocks of both sides so far (the overhead of device time)
     traced_s: float = 0.0
+    #: side-cycles left untraced (a side with many kernel records traces every other cycle)
+    skipped: int = 0
 
     def to_dict(self) -> JSONDict:
+        """JSON-ready figures; ``skipped`` only when some cycle was left untraced."""
         lo, hi = self.comparison.ci(0.95)
-        return {"outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
+        extra: JSONDict = {"skipped": self.skipped} if self.skipped else {}
+        return {**extra, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
                 "p_slower": float(self.comparison.p_slower), "level": self.level,
                 "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
                 "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "threshold": self.threshold,
@@ -498,7 +502,8 @@ def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSe
     look = device_look_of([(a.blocks, b.blocks) for a, b in sides], settings, device, level, upper_alpha)
     if look is None:
         return None
-    return replace(look, traced_s=sum(side.traced_ns for pair in sides for side in pair) / 1e9)
+    return replace(look, traced_s=sum(side.traced_ns for pair in sides for side in pair) / 1e9,
+                   skipped=sum(side.skipped for pair in sides for side in pair))
 
 
 def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], settings: CompareSettings,
