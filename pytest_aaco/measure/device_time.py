@@ -341,12 +341,13 @@ class DeviceRecorder:
         """One traced block after wall-time block (cycle) *cycle* (default: this recorder's count
         of calls); nothing once tracing failed or when the budget skips the cycle."""
         cycle = self.calls if cycle is None else cycle
-        self.calls += 1
         if self.failed is not None:
+            self.calls += 1
             return
         if self.budget is not None and not self.budget.allows(cycle):
-            self.skipped += 1
+            self.skip()
             return
+        self.calls += 1
         clock = self.budget.clock if self.budget is not None else time.perf_counter_ns
         runs = runs_for(self.blocks[0].kernels, self.runs) if self.blocks else self.runs
         start = clock()
@@ -359,6 +360,11 @@ class DeviceRecorder:
             self.traced_ns += spent
             if self.budget is not None:
                 self.budget.spend(spent)
+
+    def skip(self) -> None:
+        """Leave this call's cycle untraced (counted in ``skipped``)."""
+        self.calls += 1
+        self.skipped += 1
 
     def series(self) -> DeviceSeries | None:
         """The blocks so far as a :class:`DeviceSeries`; None without a block."""
@@ -417,15 +423,13 @@ class TracedSide(RecordedSide):
     def __init__(self, inner: Any, tracer: DeviceTracer, runs: int = DEVICE_RUNS) -> None:
         super().__init__(inner, DeviceRecorder(tracer, inner.run, runs))
         self.every: int | None = None
-        self.skipped = 0
 
     def after_block(self, cycle: int | None = None) -> None:
         """One traced block after cycle *cycle* (default: the count of calls so far) when
         ``cycle % every == 0``; the first traced block decides ``every``."""
         cycle = self.recorder.calls if cycle is None else cycle
         if self.every is not None and cycle % self.every:
-            self.recorder.calls += 1
-            self.skipped += 1
+            self.recorder.skip()
             return
         self.recorder.trace(cycle)
         if self.every is None and self.recorder.blocks:
@@ -444,6 +448,10 @@ class TracedSide(RecordedSide):
     @property
     def failed(self) -> str | None:
         return self.recorder.failed
+
+    @property
+    def skipped(self) -> int:
+        return self.recorder.skipped
 
 
 @dataclass(frozen=True)

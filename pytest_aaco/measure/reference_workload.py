@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,8 +149,7 @@ class Reference:
         if recorders is not None:
             ref_device = recorders[1].series()
             if ref_device is not None:  # the measuring phase is the item's; the reference's traced time is its own
-                ref_device = DeviceSeries(ref_device.source, ref_device.blocks, ref_device.traced_s, 0.0,
-                                          ref_device.skipped)
+                ref_device = replace(ref_device, measure_s=0.0)
             recorders[0].measure_ns = measure_ns
         items = [c.block("item") for c in cycles]
         refs = [c.block("reference") for c in cycles]
