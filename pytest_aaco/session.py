@@ -286,15 +286,19 @@ class AacoSession:
         if shared == NO_BUNDLE:  # the controller could not write one, and said so
             self.bundle_dropped = True
             return
-        try:
-            if shared:  # a pytest-xdist worker writes into its controller's bundle
+        if shared:  # a pytest-xdist worker writes into its controller's bundle
+            try:
                 self.bundle = SessionBundle.attach(shared)
-                return
-            ignore_in_git(self.config.session_dir)
-            self.bundle = SessionBundle(self.config.session_dir)
+            except OSError as exc:
+                self._drop_bundle(exc, shared)
+            return
+        self.bundle_folder()  # opens it, or says once why not
+        if self.bundle is None:
+            return
+        try:
             self._write_head(self.bundle)
         except OSError as exc:
-            self._drop_bundle(exc, shared or self.config.session_dir)
+            self._drop_bundle(exc, self.config.session_dir)
 
     def _drop_bundle(self, exc: OSError, where: object) -> None:
         """The session bundle cannot be written: say so once and go on without it (never fail an item)."""
