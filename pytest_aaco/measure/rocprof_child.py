@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,27 +227,42 @@ def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id
         spec = {"sides": entries, "device_id": device_id, "cycles": cycles, "runs": runs, "seed": seed,
                 "compile_cache": str(root) if root is not None else "off",
                 "gap_s": BLOCK_GAP_S, "warmup": CHILD_WARMUP, "result": str(folder / "child.json")}
-        spec_path = folder / "spec.json"
-        spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        os.chmod(spec_path, 0o600)
-        command = rocprof_command(found, folder / "out", spec_path, output_format)
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise RocprofError(f"{exe} did not finish the traced blocks in {timeout_s:.0f} s (the limit grows with"
-                               " the compile time; a compile cache shortens it)") from None
-        except OSError as exc:
-            raise RocprofError(f"cannot start {found}: {exc}") from exc
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
-        if done.returncode != 0:
-            raise RocprofError(f"{exe} exited with status {done.returncode} running the traced blocks:\n{tail}")
-        try:
-            result = json.loads((folder / "child.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise RocprofError(f"the traced child under {exe} left no result:\n{tail}") from None
+        result, _ = run_under_rocprof(exe, folder, spec, lambda path: rocprof_command(found, folder / "out", path,
+                                                                                      output_format),
+                                      timeout_s, doing="running the traced blocks", unfinished="the traced blocks",
+                                      unfinished_hint=" (the limit grows with the compile time; a compile cache"
+                                                      " shortens it)", child="the traced child")
         trace = read_trace(folder / "out")
         how, blocks = device_blocks(trace, result["blocks"])
     return ChildTrace(blocks, how, trace.layout, str(result.get("markers", "none")))
+
+
+def run_under_rocprof(exe: str, folder: Path, spec: dict[str, Any], command: Callable[[Path], list[str]],
+                      timeout_s: float, *, doing: str, unfinished: str, child: str, unfinished_hint: str = "",
+                      no_result_hint: str = "") -> tuple[dict[str, Any], str]:
+    """Write *spec* to ``folder/spec.json`` (mode 0600), run ``command(spec_path)`` (a rocprofv3
+    command line around a child that writes ``spec["result"]``) within *timeout_s* (s), and return
+    (the child's JSON result, the last 8 output lines). The words name what ran in the errors:
+    *doing* (exit status), *unfinished* and *unfinished_hint* (time limit), *child* and
+    *no_result_hint* (no result). Raises :class:`RocprofError` for a time-out, a command that cannot
+    start, a non-zero exit (its last lines quoted) or no readable result."""
+    spec_path = folder / "spec.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    os.chmod(spec_path, 0o600)
+    cmd = command(spec_path)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise RocprofError(f"{exe} did not finish {unfinished} in {timeout_s:.0f} s{unfinished_hint}") from None
+    except OSError as exc:
+        raise RocprofError(f"cannot start {cmd[0]}: {exc}") from exc
+    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+    if done.returncode != 0:
+        raise RocprofError(f"{exe} exited with status {done.returncode} {doing}:\n{tail}")
+    try:
+        return json.loads(Path(spec["result"]).read_text(encoding="utf-8")), tail
+    except (OSError, ValueError):
+        raise RocprofError(f"{child} under {exe} left no result{no_result_hint}:\n{tail}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -203,6 +203,18 @@ def _columns(db: sqlite3.Connection, table: str) -> set[str]:
     return {str(r[1]) for r in db.execute(f"PRAGMA table_info(`{table}`)")}
 
 
+def _time_columns(columns: set[str], alias: str, names: set[str]) -> tuple[str, str] | None:
+    """(the start and end columns to select, the joins they need) for a rocpd table aliased *alias*
+    with *columns*: its own ``start``/``end``, or ``start_id``/``end_id`` into ``rocpd_timestamp``
+    (one of the two layouts rocpd databases have); None when it has neither."""
+    if {"start", "end"} <= columns:
+        return f"{alias}.start, {alias}.end", ""
+    if {"start_id", "end_id"} <= columns and "rocpd_timestamp" in names:
+        return "DS.value, DE.value", (f" JOIN rocpd_timestamp DS ON DS.id = {alias}.start_id"
+                                      f" JOIN rocpd_timestamp DE ON DE.id = {alias}.end_id")
+    return None
+
+
 def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
     if "kernels" in names:
         return db.execute("SELECT name, start, end, agent_id, queue_id FROM kernels").fetchall()
@@ -210,14 +222,10 @@ def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, .
         raise TraceError("no kernels view and no rocpd_kernel_dispatch/rocpd_info_kernel_symbol tables")
     symbol = "COALESCE(S.display_name, S.kernel_name)"
     columns = _columns(db, "rocpd_kernel_dispatch")
-    if {"start", "end"} <= columns:
-        times, joins = "K.start, K.end", ""
-    elif {"start_id", "end_id"} <= columns and "rocpd_timestamp" in names:
-        times = "DS.value, DE.value"
-        joins = (" JOIN rocpd_timestamp DS ON DS.id = K.start_id"
-                 " JOIN rocpd_timestamp DE ON DE.id = K.end_id")
-    else:
+    found = _time_columns(columns, "K", names)
+    if found is None:
         raise TraceError("rocpd_kernel_dispatch has neither start/end nor start_id/end_id with rocpd_timestamp")
+    times, joins = found
     agent = "K.agent_id" if "agent_id" in columns else "0"
     queue = "K.queue_id" if "queue_id" in columns else "0"
     if "agent_id" not in columns and "track_id" in columns and "rocpd_track" in names:
@@ -232,15 +240,10 @@ def _rocpd_regions(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, .
         return db.execute("SELECT name, start, end FROM regions").fetchall()
     if not {"rocpd_region", "rocpd_string"} <= names:
         return []
-    columns = _columns(db, "rocpd_region")
-    if {"start", "end"} <= columns:
-        times, joins = "R.start, R.end", ""
-    elif {"start_id", "end_id"} <= columns and "rocpd_timestamp" in names:
-        times = "DS.value, DE.value"
-        joins = (" JOIN rocpd_timestamp DS ON DS.id = R.start_id"
-                 " JOIN rocpd_timestamp DE ON DE.id = R.end_id")
-    else:
+    found = _time_columns(_columns(db, "rocpd_region"), "R", names)
+    if found is None:
         return []
+    times, joins = found
     return db.execute(f"SELECT N.string, {times} FROM rocpd_region R"
                       f" JOIN rocpd_string N ON N.id = R.name_id{joins}").fetchall()
 

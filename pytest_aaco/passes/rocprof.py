@@ -22,9 +22,7 @@ model at session creation, in minutes for large models, and the child compiles i
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_aaco.history.environment import rocm_version
 from pytest_aaco.measure.inference import build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
+from pytest_aaco.measure.rocprof_child import RocprofError, run_under_rocprof
 from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format, find_trace, read_trace
 from pytest_aaco.measure.rocprof_trace import read_kernel_csv as read_spans
 from pytest_aaco.passes.kernels import KernelMetrics, KernelRecord, after_last_gap, kernel_metrics
@@ -53,8 +52,6 @@ INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv
                 " or run without --aaco-rocprof")
 
 
-class RocprofError(RuntimeError):
-    """rocprofv3 is missing, failed, or wrote nothing readable; the message says which and what to do."""
 
 
 def read_kernel_csv(path: str | Path) -> tuple[str, list[KernelRecord]]:
@@ -119,26 +116,12 @@ def trace_with_rocprof(model_path: str | Path, provider: ProviderSpec, feeds: Ma
         spec = {"model": str(model_path), "provider": provider.short, "options": dict(provider.options),
                 "device_id": device_id, "feeds": str(folder / "feeds.npz"), "warmup": warmup, "runs": runs,
                 "gap_s": GAP_S, "result": str(folder / "pass.json")}
-        spec_path = folder / "spec.json"
-        spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        os.chmod(spec_path, 0o600)
-        command = rocprof_command(found, folder / "out", spec_path, fmt)
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=limit, check=False)
-        except subprocess.TimeoutExpired:
-            raise RocprofError(f"{exe} did not finish the profile pass of {Path(model_path).name} in"
-                               f" {limit:.0f} s") from None
-        except OSError as exc:
-            raise RocprofError(f"cannot start {found}: {exc}") from exc
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
-        if done.returncode != 0:
-            raise RocprofError(f"{exe} exited with status {done.returncode} profiling {Path(model_path).name}:"
-                               f"\n{tail}")
-        try:
-            result = json.loads((folder / "pass.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise RocprofError(f"the profile pass under {exe} left no result (did it run the command after"
-                               f" '--'?):\n{tail}") from None
+        name = Path(model_path).name
+        out = folder / "out"
+        result, tail = run_under_rocprof(exe, folder, spec, lambda path: rocprof_command(found, out, path, fmt),
+                                         limit, doing=f"profiling {name}", unfinished=f"the profile pass of {name}",
+                                         child="the profile pass",
+                                         no_result_hint=" (did it run the command after '--'?)")
         if find_trace(folder / "out") is None:
             raise RocprofError(f"{exe} wrote no kernel trace (a rocpd *.db or *kernel_trace.csv) for"
                                f" {Path(model_path).name}:\n{tail}")
