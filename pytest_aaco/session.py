@@ -201,7 +201,8 @@ class AacoSession:
         # evicted before the build, so a released session's memory never offsets the new one's
         while len(self._sessions) >= SESSION_CACHE_SIZE:
             self._sessions.popitem(last=False)
-        self.reference_for(provider)  # built first: its memory is never counted as an item's own
+        if self.side_gate is None:  # side by side compares sides, never with the reference workload
+            self.reference_for(provider)  # built first: its memory is never counted as an item's own
         handle = build_tracked(path, provider, self.config.device_id, self.config.intra_op_threads)
         self._sessions[key] = handle
         return handle

@@ -155,3 +155,39 @@ def test_cold_start_is_compared_side_by_side(aaco_project):
     assert 'name="aaco_cold_start_method" value="side-by-side"' in junit
     page = (root / "perf.html").read_text()
     assert "baseline side (fastest session)" in page and "from the side-by-side measurement" in page
+
+
+SPY_CONFTEST = """
+from pathlib import Path
+
+from pytest_aaco.measure import reference_workload
+
+_get = reference_workload.ReferenceCache.get
+
+
+def _spy(self, *args, **kwargs):
+    with open(Path(__file__).with_name("reference_built.txt"), "a") as f:
+        f.write("built\\n")
+    return _get(self, *args, **kwargs)
+
+
+reference_workload.ReferenceCache.get = _spy
+"""
+
+
+def test_side_by_side_builds_no_reference_workload(repo):
+    """The reference workload only adjusts stored baselines; side by side it is never used, so it is
+    never built (on an H100 the default mix cost an item about 1.1 s of setup). Without
+    ``--aaco-compare`` the same items build it."""
+    root = repo.pytester.path
+    repo.pytester.makeconftest(SPY_CONFTEST)
+    model = onnx.load(str(root / "cosmetic.onnx"))
+    model.doc_string = "same compute, different bytes"
+    onnx.save(model, str(root / "cosmetic.onnx"))
+    git(root, "commit", "-qam", "the pull request")
+    spy = root / "reference_built.txt"
+    result = repo.run_subprocess("--aaco-compare=HEAD~1", "-k", "cosmetic", *ARGS, timeout=300)
+    result.stdout.fnmatch_lines(["cosmetic*cpu*no-regression"])
+    assert not spy.exists(), spy.read_text()
+    repo.run_subprocess("-k", "cosmetic", *ARGS, timeout=300)
+    assert spy.exists()
