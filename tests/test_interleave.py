@@ -118,3 +118,21 @@ def test_run_cycles_discards_per_side():
         assert cycle.block("B").discarded_ms.size == 1 and cycle.block("B").n == 4
     with pytest.raises(ValueError, match="discard must be >= 0"):
         run_cycles([a, b], {"A": 1, "B": 1}, cycles=1, discard={"A": -1, "B": 0})
+
+
+def test_the_warmup_extends_to_its_minimum_seconds_unless_that_is_zero():
+    """A fast run is warmed up for MIN_WARMUP_S by default; with ``min_s=0`` for the given
+    iterations only (side by side with device time)."""
+    from pytest_aaco.measure.timedloop import MIN_WARMUP_S, warmup
+
+    calls = []
+
+    def run() -> None:
+        calls.append(1)
+
+    first_ms, lat = warmup(run, 5, min_s=0.0)
+    assert first_ms >= 0 and lat.size == 5 and len(calls) == 6
+    calls.clear()
+    first_ms, lat = warmup(run, 5)
+    assert lat.size > 5 and len(calls) == lat.size + 1
+    assert MIN_WARMUP_S > 0

@@ -145,3 +145,40 @@ def test_python_only_always_measures_the_same_item(repo: Path) -> None:
     side = gate.baseline_for_item(spec(repo), "cpu")
     assert side.status == CHANGED and side.changes == ["environment"] and gate.name == "/usr/bin/python3"
     gate.close()
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_fresh_sessions_skip_the_warmup_extension_only_when_device_time_is_traced(repo: Path, git: Any,
+                                                                                  monkeypatch: Any,
+                                                                                  traced: bool) -> None:
+    """With both sides traced, device time decides and each fresh session warms up for the item's
+    warmup iterations only (the 0.25 s extension cost a changed inception_v1 item about 1.8 s on the
+    H100); without a tracer, wall time decides and the extension stays."""
+    import pytest_aaco.sidebyside.gate as gate_module
+    from pytest_aaco.measure.inference import MIN_WARMUP_S
+
+    model = onnx.load(str(repo / "models" / "net.onnx"))
+    model.doc_string = "same compute, different bytes"
+    onnx.save(model, str(repo / "models" / "net.onnx"))
+    git(repo, "commit", "-qam", "cosmetic")
+    seen: dict[str, float] = {}
+
+    def fake_compare(baseline: Any, candidate: Any, *args: Any, **kwargs: Any) -> None:
+        seen.update(baseline=baseline.min_warmup_s, candidate=candidate.min_warmup_s)
+        raise _Stop
+
+    monkeypatch.setattr(gate_module, "tracer_for", lambda short, mode: (object() if traced else None, None))
+    monkeypatch.setattr(gate_module, "compare_sides", fake_compare)
+    gate = SideBySideGate("HEAD~1", None, FAST, repo)
+    try:
+        with pytest.raises(_Stop):
+            gate.measure(spec(repo), gate.baseline_for_item(spec(repo), "cpu"), provider_for, ITEM, GATE, 0.05,
+                         "net[cpu]")
+    finally:
+        gate.close()
+    expected = 0.0 if traced else MIN_WARMUP_S
+    assert seen == {"baseline": expected, "candidate": expected}

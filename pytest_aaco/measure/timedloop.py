@@ -45,15 +45,16 @@ def time_iterations(run: Callable[[], object], count: int) -> np.ndarray:
     return lat
 
 
-def warmup(run: Callable[[], object], iterations: int) -> tuple[float, np.ndarray]:
-    """First run (ms) and the warmup latencies (ms): *iterations*, extended to
-    :data:`MIN_WARMUP_S` for fast models so caches, allocators and clocks settle."""
+def warmup(run: Callable[[], object], iterations: int, min_s: float = MIN_WARMUP_S) -> tuple[float, np.ndarray]:
+    """First run (ms) and the warmup latencies (ms): *iterations*, extended to *min_s* seconds
+    (default :data:`MIN_WARMUP_S`; 0: no extension) for fast models so caches, allocators and
+    clocks settle."""
     first_ms = float(time_iterations(run, 1)[0]) / 1e6
     lat = time_iterations(run, iterations)
     spent = lat.sum() / 1e9
-    if spent < MIN_WARMUP_S and lat.size:
+    if spent < min_s and lat.size:
         per_iter = max(spent / lat.size, 1e-6)
-        extra = int(min(MAX_EXTRA_WARMUP, (MIN_WARMUP_S - spent) / per_iter))
+        extra = int(min(MAX_EXTRA_WARMUP, (min_s - spent) / per_iter))
         if extra > 0:
             lat = np.concatenate([lat, time_iterations(run, extra)])
     return first_ms, lat / 1e6

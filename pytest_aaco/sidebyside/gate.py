@@ -29,7 +29,7 @@ from pytest_aaco.history.judge import finish
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.device_time import CHILD_TRACED_PROVIDERS, DEVICE_RUNS, tracer_for
 from pytest_aaco.measure.graph import GraphChoice, with_graph
-from pytest_aaco.measure.inference import MeasureSettings, SessionError, SessionHandle
+from pytest_aaco.measure.inference import MIN_WARMUP_S, MeasureSettings, SessionError, SessionHandle
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, item_provider, model_path
@@ -43,6 +43,7 @@ from pytest_aaco.samplers import TelemetrySession
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
     CANDIDATE,
+    TRACED_MIN_WARMUP_S,
     CompareSettings,
     LocalFactory,
     SideBySide,
@@ -222,9 +223,14 @@ class SideBySideGate:
         """
         assert side.spec is not None and side.model_file is not None  # CHANGED sides carry both
         provider = provider_for(spec)
+        tracer, no_tracer = tracer_for(provider.short, item.device_time)
+        if self.python and (tracer is not None or (no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS
+                                                   and item.device_time != "off")):
+            tracer, no_tracer = None, "device time: the baseline side runs in another interpreter, which has no tracer"
         entries = self.settings.session_config()
+        min_warmup_s = TRACED_MIN_WARMUP_S if tracer is not None else MIN_WARMUP_S
         candidate = LocalFactory(model_path(spec), spec, provider, item.warmup, item.iobinding, item.device_id,
-                                 item.intra_op_threads, entries)
+                                 item.intra_op_threads, entries, min_warmup_s=min_warmup_s)
         base_provider = provider_for(side.spec).for_side(BASELINE)  # its own compile-cache folder
         baseline: Any
         if self.python:
@@ -232,15 +238,11 @@ class SideBySideGate:
                                      item.iobinding, item.device_id, item.intra_op_threads, entries)
         else:
             baseline = LocalFactory(side.model_file, side.spec, base_provider, item.warmup, item.iobinding,
-                                    item.device_id, item.intra_op_threads, entries)
+                                    item.device_id, item.intra_op_threads, entries, min_warmup_s=min_warmup_s)
         settings = replace(self.settings, threshold=gate.threshold, device_threshold=gate.device_threshold,
                            memory_threshold=gate.memory_threshold,
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
-        tracer, no_tracer = tracer_for(provider.short, item.device_time)
-        if self.python and (tracer is not None or (no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS
-                                                   and item.device_time != "off")):
-            tracer, no_tracer = None, "device time: the baseline side runs in another interpreter, which has no tracer"
         if lock is None:
             result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         else:
