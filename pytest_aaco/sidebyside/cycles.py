@@ -91,8 +91,8 @@ DEFAULT_DISCARD = 2
 #: seconds the warmup of a fresh session lasts at least when both sides' device time is traced: none
 #: beyond ``--aaco-warmup`` iterations. Device time decides there, the sides alternate within each
 #: cycle and every block discards its first iterations; the 0.25 s extension
-#: (:data:`~pytest_aaco.measure.timedloop.MIN_WARMUP_S`) cost a changed inception_v1 item on the H100
-#: about 1.8 s of its 22 (8 fresh sessions; docs/gpu.md)
+#: (:data:`~pytest_aaco.measure.timedloop.MIN_WARMUP_S`) cost each fresh inception_v1 session on the
+#: H100 about 0.23 s, and a changed item opens 8 (docs/gpu.md, "What a changed item's seconds buy")
 TRACED_MIN_WARMUP_S = 0.0
 #: fresh session pairs per side on device EPs (session-level choices differ), and on CPU EPs
 DEVICE_SESSION_PAIRS, CPU_SESSION_PAIRS = 2, 1
