@@ -156,8 +156,8 @@ def test_fresh_sessions_skip_the_warmup_extension_only_when_device_time_is_trace
                                                                                   monkeypatch: Any,
                                                                                   traced: bool) -> None:
     """With both sides traced, device time decides and each fresh session warms up for the item's
-    warmup iterations only (the 0.25 s extension cost a changed inception_v1 item about 1.8 s on the
-    H100); without a tracer, wall time decides and the extension stays."""
+    warmup iterations only (the 0.25 s extension cost each fresh inception_v1 session about 0.23 s on
+    the H100, and a changed item opens 8); without a tracer, wall time decides and the extension stays."""
     import pytest_aaco.sidebyside.gate as gate_module
     from pytest_aaco.measure.inference import MIN_WARMUP_S
 

@@ -217,8 +217,10 @@ class SideBySideGate:
 
         *provider_for(spec)* gives the EP with that spec's registry options and the command line's
         merged in (the baseline side gets the options it had at REF). *lock* is a context-manager
-        factory held while measuring (the device lock). Raises what the sides raise
-        (:class:`~pytest_aaco.measure.inference.SessionError`,
+        factory held while measuring (the device lock). With both sides traced in this process
+        (device time decides), their fresh sessions warm up for ``item.warmup`` iterations without the
+        0.25 s extension (:data:`~pytest_aaco.sidebyside.cycles.TRACED_MIN_WARMUP_S`). Raises what the
+        sides raise (:class:`~pytest_aaco.measure.inference.SessionError`,
         :class:`~pytest_aaco.sidebyside.worker_client.WorkerError`).
         """
         assert side.spec is not None and side.model_file is not None  # CHANGED sides carry both
