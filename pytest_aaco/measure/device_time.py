@@ -349,7 +349,7 @@ class DeviceRecorder:
             return
         self.calls += 1
         clock = self.budget.clock if self.budget is not None else time.perf_counter_ns
-        runs = runs_for(self.blocks[0].kernels, self.runs) if self.blocks else self.runs
+        runs = self.block_runs()
         start = clock()
         try:
             self.blocks.append(replace(self.tracer.trace(self.run, runs), cycle=cycle))
@@ -360,6 +360,11 @@ class DeviceRecorder:
             self.traced_ns += spent
             if self.budget is not None:
                 self.budget.spend(spent)
+
+    def block_runs(self) -> int:
+        """Runs of the next traced block: ``runs`` for the first, then :func:`runs_for` the first
+        block's kernels per run."""
+        return runs_for(self.blocks[0].kernels, self.runs) if self.blocks else self.runs
 
     def skip(self) -> None:
         """Leave this call's cycle untraced (counted in ``skipped``)."""
@@ -433,8 +438,7 @@ class TracedSide(RecordedSide):
             return
         self.recorder.trace(cycle)
         if self.every is None and self.recorder.blocks:
-            kernels = self.recorder.blocks[0].kernels
-            records = runs_for(kernels, self.recorder.runs) * kernels
+            records = self.recorder.block_runs() * self.recorder.blocks[0].kernels
             self.every = 2 if records > COSTLY_RECORDS else 1
 
     @property
