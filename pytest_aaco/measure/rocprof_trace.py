@@ -49,6 +49,7 @@ Units: timestamps ns; per-run figures ms (:class:`~pytest_aaco.measure.device_ti
 from __future__ import annotations
 
 import csv
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -215,36 +216,95 @@ def _time_columns(columns: set[str], alias: str, names: set[str]) -> tuple[str, 
     return None
 
 
+#: agent columns of the ``kernels`` view, tried in order: rocpd schema 3.0.x names the agent by its
+#: absolute, logical and per-type index (``A.absolute_index AS agent_abs_index``, ...; ``data_views.sql``)
+KERNEL_AGENT_COLUMNS = ("agent_abs_index", "agent_log_index", "agent_type_index")
+#: the ``kernels`` view's columns this reader needs besides an agent column
+KERNEL_COLUMNS = ("name", "start", "end", "queue_id")
+#: the ``regions`` view's columns this reader needs (the roctx message is in ``extdata``)
+REGION_COLUMNS = ("name", "start", "end", "extdata")
+
+
+def _need(columns: list[str], needed: Sequence[str], what: str) -> None:
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise TraceError(f"{what} has no column {', '.join(missing)} (it has {', '.join(columns) or 'none'}):"
+                         " not a rocpd layout pytest-aaco reads (rocprofiler-sdk's rocpd schema 3.0.x)")
+
+
+def _ordered_columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [str(r[1]) for r in db.execute(f"PRAGMA table_info(`{table}`)")]
+
+
 def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
+    """(name, start, end, agent, queue) per kernel dispatch: from the ``kernels`` view, its agent
+    column being whichever of :data:`KERNEL_AGENT_COLUMNS` ``PRAGMA table_info`` shows, else (no view,
+    or a view that its inner joins leave empty while ``rocpd_kernel_dispatch`` has rows) from the tables."""
     if "kernels" in names:
-        return db.execute("SELECT name, start, end, agent_id, queue_id FROM kernels").fetchall()
+        columns = _ordered_columns(db, "kernels")
+        _need(columns, KERNEL_COLUMNS, "the kernels view")
+        agent = next((c for c in KERNEL_AGENT_COLUMNS if c in columns), None)
+        if agent is None:
+            _need(columns, KERNEL_AGENT_COLUMNS[:1], "the kernels view")
+        rows = db.execute(f'SELECT name, start, "end", "{agent}", queue_id FROM kernels').fetchall()
+        if rows or "rocpd_kernel_dispatch" not in names:
+            return rows
     if not {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol"} <= names:
         raise TraceError("no kernels view and no rocpd_kernel_dispatch/rocpd_info_kernel_symbol tables")
     symbol = "COALESCE(S.display_name, S.kernel_name)"
-    columns = _columns(db, "rocpd_kernel_dispatch")
-    found = _time_columns(columns, "K", names)
+    columns_set = _columns(db, "rocpd_kernel_dispatch")
+    found = _time_columns(columns_set, "K", names)
     if found is None:
-        raise TraceError("rocpd_kernel_dispatch has neither start/end nor start_id/end_id with rocpd_timestamp")
+        raise TraceError("rocpd_kernel_dispatch has no column start/end, nor start_id/end_id with a"
+                         f" rocpd_timestamp table (it has {', '.join(sorted(columns_set))})")
     times, joins = found
-    agent = "K.agent_id" if "agent_id" in columns else "0"
-    queue = "K.queue_id" if "queue_id" in columns else "0"
-    if "agent_id" not in columns and "track_id" in columns and "rocpd_track" in names:
+    agent = "K.agent_id" if "agent_id" in columns_set else "0"
+    queue = "K.queue_id" if "queue_id" in columns_set else "0"
+    if "agent_id" not in columns_set and "track_id" in columns_set and "rocpd_track" in names:
         agent, queue = "T.agent_id", "T.queue_id"
         joins += " LEFT JOIN rocpd_track T ON T.id = K.track_id"
     return db.execute(f"SELECT {symbol}, {times}, {agent}, {queue} FROM rocpd_kernel_dispatch K"
                       f" JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id{joins}").fetchall()
 
 
+def roctx_message(extdata: Any) -> str | None:
+    """The roctx message of a rocpd event's *extdata* (``{"message": ...}``, JSON text as
+    generateRocpd.cpp's ``insert_api_data`` writes it), or None when there is none or it is not JSON."""
+    if isinstance(extdata, (bytes, bytearray)):
+        try:
+            extdata = extdata.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(extdata, str) or "message" not in extdata:
+        return None
+    try:
+        value = json.loads(extdata)
+    except ValueError:
+        return None
+    message = value.get("message") if isinstance(value, dict) else None
+    return message if isinstance(message, str) and message else None
+
+
 def _rocpd_regions(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
+    """(name, start, end, extdata) per host range: from the ``regions`` view (its columns checked
+    with ``PRAGMA table_info``), else from ``rocpd_region`` with ``rocpd_string`` and ``rocpd_event``."""
     if "regions" in names:
-        return db.execute("SELECT name, start, end FROM regions").fetchall()
+        columns = _ordered_columns(db, "regions")
+        _need(columns, REGION_COLUMNS, "the regions view")
+        rows = db.execute('SELECT name, start, "end", extdata FROM regions').fetchall()
+        if rows or "rocpd_region" not in names:
+            return rows
     if not {"rocpd_region", "rocpd_string"} <= names:
         return []
-    found = _time_columns(_columns(db, "rocpd_region"), "R", names)
+    region_columns = _columns(db, "rocpd_region")
+    found = _time_columns(region_columns, "R", names)
     if found is None:
         return []
     times, joins = found
-    return db.execute(f"SELECT N.string, {times} FROM rocpd_region R"
+    extdata = "NULL"
+    if "event_id" in region_columns and "rocpd_event" in names and "extdata" in _columns(db, "rocpd_event"):
+        extdata, joins = "E.extdata", joins + " LEFT JOIN rocpd_event E ON E.id = R.event_id"
+    return db.execute(f"SELECT N.string, {times}, {extdata} FROM rocpd_region R"
                       f" JOIN rocpd_string N ON N.id = R.name_id{joins}").fetchall()
 
 
@@ -269,7 +329,7 @@ def read_rocpd(path: str | Path) -> tuple[list[KernelSpan], list[Marker]]:
     try:
         kernels = [KernelSpan(str(n), int(s), int(e), str(a if a is not None else 0), str(q if q is not None else 0))
                    for n, s, e, a, q in rows]
-        markers = [Marker(str(n), int(s), int(e)) for n, s, e in regions]
+        markers = [Marker(roctx_message(x) or str(n), int(s), int(e)) for n, s, e, x in regions]
     except (TypeError, ValueError) as exc:
         raise TraceError(f"{path}: a kernel or region row without integer start/end (ns): {exc}") from exc
     return kernels, markers
