@@ -8,16 +8,19 @@ Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd 
 
 * **rocpd** (SQLite; rocprofv3's default output since ROCm 7.0, ``--output-format rocpd``,
   ``<host>/<pid>_results.db``; https://rocm.docs.amd.com/projects/rocprofiler-sdk/en/latest/how-to/using-rocpd-output-format.html).
-  Kernels come from the documented ``kernels`` view (columns ``name``, ``start``, ``end``,
-  ``agent_id``, ``queue_id``; ns), else from its tables: ``rocpd_kernel_dispatch`` joined with
-  ``rocpd_info_kernel_symbol`` (``display_name``/``kernel_name``) and, where the dispatch row has
-  ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value`` (schema version 3 of
-  ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql`` and ``data_views.sql`` in ROCm/rocprofiler-sdk).
-  roctx ranges come from the ``regions`` view (``name``, ``start``, ``end``), else from
-  ``rocpd_region`` with ``rocpd_string`` (and ``rocpd_timestamp`` as above). Both table layouts
-  occur: the dispatch row with its own ``start``/``end`` (and ``agent_id``, ``queue_id``) at
-  rocprofiler-sdk commit 50c89cb, and with ``start_id``/``end_id`` into ``rocpd_timestamp`` later,
-  both labelled schema version 3. The file is opened
+  Kernels come from the ``kernels`` view (``name``, ``start``, ``end``, ``queue_id``, ns, and the
+  agent as whichever of :data:`KERNEL_AGENT_COLUMNS` ``PRAGMA table_info`` shows: rocpd schema 3.0.x
+  has ``agent_abs_index``, ``agent_log_index``, ``agent_type_index``, ``agent_type``, no ``agent_id``;
+  ``data_views.sql`` of projects/rocprofiler-sdk/source/share/rocprofiler-sdk-rocpd in ROCm/rocm-systems),
+  else from the tables: ``rocpd_kernel_dispatch`` with ``rocpd_info_kernel_symbol`` and, where the
+  dispatch row has ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value``.
+  roctx ranges come from the ``regions`` view, else ``rocpd_region`` with ``rocpd_string`` and
+  ``rocpd_event``. rocprofv3 names a range after the API call (``roctxThreadRangeA``, which
+  ``roctxRangePushA``/``roctxRangePop`` are recorded as, or ``roctxRangePushA``) and keeps its text in
+  the event's ``extdata`` as ``{"message": ...}`` (``insert_api_data`` in
+  projects/rocprofiler-sdk/source/lib/output/generateRocpd.cpp), so a range's name here is that
+  message (:func:`roctx_message`), else the region name. A view without the columns read is a
+  :class:`TraceError` naming the file, the view and the missing column. The file is opened
   read-only (``file:...?mode=ro`` URI, :mod:`sqlite3`), never written.
 * **CSV** (``--output-format csv``, deprecated since ROCm 7.0 but still written):
   ``<prefix>_kernel_trace.csv`` with ``Kind, Agent_Id, Queue_Id, ..., Kernel_Name, Correlation_Id,
@@ -349,17 +352,19 @@ def find_trace(out_dir: str | Path) -> Path | None:
     return None
 
 
-def read_trace(out_dir: str | Path) -> Trace:
-    """The :class:`Trace` under *out_dir* (:func:`find_trace`); for CSV the marker trace beside the
-    kernel trace is read too. Raises :class:`TraceError` when there is no trace or it is unreadable."""
-    path = find_trace(out_dir)
+def read_trace(out_dir: str | Path, prefer: str | Path | None = None) -> Trace:
+    """The :class:`Trace` under *out_dir*: the file *prefer* when given and there (the name the
+    command line asked rocprofv3 for), else :func:`find_trace`'s; for CSV the marker trace beside
+    the kernel trace is read too. Raises :class:`TraceError` when there is no trace or it is unreadable."""
+    path = Path(prefer) if prefer is not None and Path(prefer).is_file() else find_trace(out_dir)
     if path is None:
         raise TraceError(f"no kernel trace under {out_dir} (expected a rocpd *.db or a *kernel_trace.csv)")
     if path.suffix == ".db":
         kernels, markers = read_rocpd(path)
         return Trace("rocpd", kernels, markers, path)
     layout, kernels = read_kernel_csv(path)
-    marker_files = sorted(path.parent.glob("*marker_api_trace.csv"))
+    own = path.with_name(path.name.replace("kernel_trace.csv", "marker_api_trace.csv"))
+    marker_files = [own] if own != path and own.is_file() else sorted(path.parent.glob("*marker_api_trace.csv"))
     markers = [m for f in marker_files for m in read_marker_csv(f)]
     return Trace(layout, kernels, markers, path)
 

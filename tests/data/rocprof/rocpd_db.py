@@ -140,7 +140,8 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         for version in VERSIONS:
-            built = build(Path(tmp) / f"{version}.db", version, [Kernel("gemm", 100, 200)], [Range("aaco/x/0", 50, 250)])
+            built = build(Path(tmp) / f"{version}.db", version, [Kernel("gemm", 100, 200)],
+                          [Range("aaco/x/0", 50, 250)])
             con = sqlite3.connect(built)
             print(version, con.execute("SELECT name, start, end, agent_abs_index, queue_id FROM kernels").fetchall(),
                   con.execute("SELECT name, extdata FROM regions").fetchall())
