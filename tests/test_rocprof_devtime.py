@@ -3,12 +3,14 @@ blocks (roctx ranges, or host timestamps on the right clock), per-block kernel s
 the paired device-time test finding the regression in a recorded trace pair.
 
 The traces are constructed in the documented layouts (tests/data/rocprof/README.md); no AMD GPU
-was at hand. The rocpd databases are built here from schema files that follow rocprofiler-sdk's
-own (tests/data/rocprof/rocpd_schema_*.sql).
+was at hand. The rocpd databases are built from rocprofiler-sdk's own table and view definitions
+(rocpd schema 3.0.0, 3.0.1, 3.0.3, reproduced in tests/data/rocprof/rocpd_schema_3.0.*.sql), with
+rows inserted as rocprofv3 inserts them (tests/data/rocprof/rocpd_db.py).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -29,6 +31,7 @@ from pytest_aaco.measure.rocprof_child import (
     Roctx,
     child_timeout_s,
     cycle_orders,
+    expected_output,
     load_roctx,
     rocprof_command,
     trace_sides,
@@ -82,71 +85,180 @@ def test_the_recorded_csv_pair_reads_as_documented():
     assert [m.name for m in markers[:2]] == ["aaco/baseline/0", "aaco/candidate/0"] and len(markers) == 16
 
 
-def build_rocpd(path: Path, schema: str, kernels: list[KernelSpan], markers: list[Marker]) -> Path:
-    """A rocpd database from *schema* (a file under tests/data/rocprof) holding *kernels* and *markers*."""
+def _load_rocpd_db():
+    spec = importlib.util.spec_from_file_location("rocpd_db", DATA / "rocpd_db.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rocpd_db"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+rocpd_db = _load_rocpd_db()
+
+
+def build_rocpd(path: Path, version: str, kernels: list[KernelSpan], markers: list[Marker],
+                range_api: str = "roctxThreadRangeA") -> Path:
+    """A rocpd database in schema *version* (tests/data/rocprof/rocpd_schema_<version>.sql, the upstream
+    definitions) holding *kernels* and the roctx ranges *markers*, inserted as rocprofv3 inserts them
+    (tests/data/rocprof/rocpd_db.py): each range under the API call's name, its text in extdata."""
+    spans = [rocpd_db.Kernel(k.name, k.start_ns, k.end_ns, int(k.stream)) for k in kernels]
+    return rocpd_db.build(path, version, spans, [rocpd_db.Range(m.name, m.start_ns, m.end_ns) for m in markers],
+                          range_api)
+
+
+@pytest.mark.parametrize("version", rocpd_db.VERSIONS)
+def test_rocpd_gives_the_same_kernels_and_ranges_as_the_csv(tmp_path, version):
+    csv_trace = recorded_trace()
+    db = build_rocpd(tmp_path / "aaco_results.db", version, csv_trace.kernels, csv_trace.markers)
+    with sqlite3.connect(db) as con:  # the real views: no agent_id, ranges named after the API call
+        assert "agent_id" not in {r[1] for r in con.execute("PRAGMA table_info(kernels)")}
+        assert {r[0] for r in con.execute("SELECT name FROM regions")} == {"roctxThreadRangeA"}
+    before = db.read_bytes()
+    kernels, markers = read_rocpd(db)
+    assert sorted((k.name, k.start_ns, k.end_ns) for k in kernels) == sorted(
+        (k.name, k.start_ns, k.end_ns) for k in csv_trace.kernels)
+    assert {k.device for k in kernels} == {str(rocpd_db.GPU_AGENT)}  # agent_abs_index
+    assert {k.stream for k in kernels} == {k.stream for k in csv_trace.kernels}
+    assert sorted(markers, key=lambda m: m.start_ns) == sorted(csv_trace.markers, key=lambda m: m.start_ns)
+    assert db.read_bytes() == before  # opened read-only
+
+
+@pytest.mark.parametrize("version", rocpd_db.VERSIONS)
+@pytest.mark.parametrize("range_api", ["roctxThreadRangeA", "roctxRangePushA"])
+def test_rocpd_blocks_give_per_block_kernel_sums_and_counts(tmp_path, version, range_api):
+    csv_trace = recorded_trace()
+    build_rocpd(tmp_path / "aaco_results.db", version, csv_trace.kernels, csv_trace.markers, range_api)
+    trace = read_trace(tmp_path)
+    assert trace.layout == "rocpd" and trace.path == tmp_path / "aaco_results.db"
+    how, blocks = device_blocks(trace, CHILD)
+    assert how == "roctx"  # the ranges were found by their message, not by the region name
+    base, cand = blocks[BASELINE], blocks[CANDIDATE]
+    assert [b.kernels for b in base] == [12.0] * 8 and [b.kernels for b in cand] == [13.0] * 8
+    assert all(b.kernel_ms == pytest.approx(0.500, rel=0.005) for b in base)
+    assert all(c.kernel_ms / b.kernel_ms == pytest.approx(1.06, abs=0.006) for b, c in zip(base, cand, strict=True))
+    _, from_csv = device_blocks(csv_trace, CHILD)
+    assert [b.kernel_ms for b in cand] == [b.kernel_ms for b in from_csv[CANDIDATE]]
+
+
+def shifted(trace: Trace, offset_ns: int) -> tuple[list[KernelSpan], list[Marker], list[dict]]:
+    """The recorded pair as another traced child would leave it: the same kernels and ranges, later."""
+    kernels = [KernelSpan(k.name, k.start_ns + offset_ns, k.end_ns + offset_ns, k.device, k.stream)
+               for k in trace.kernels]
+    markers = [Marker(m.name, m.start_ns + offset_ns, m.end_ns + offset_ns) for m in trace.markers]
+    blocks = [dict(b, boottime=[b["boottime"][0] + offset_ns, b["boottime"][1] + offset_ns]) for b in CHILD]
+    return kernels, markers, blocks
+
+
+@pytest.mark.parametrize("version", rocpd_db.VERSIONS)
+def test_a_recorded_rocpd_pair_is_found_as_a_regression(tmp_path, version):
+    """The device-time verdict from two rocpd databases (the first traced child and the one that
+    confirms a regression), candidate kernels +6%: what the gate does with trace_sides' blocks."""
+    csv_trace = recorded_trace()
+    children = {}
+    for seed in (0, 1):
+        kernels, markers, blocks = shifted(csv_trace, seed * 10**12)
+        build_rocpd(tmp_path / str(seed) / "aaco_results.db", version, kernels, markers)
+        children[seed] = blocks
+
+    def trace(seed: int) -> dict[str, list]:
+        return device_blocks(read_trace(tmp_path / str(seed)), children[seed])[1]
+
+    settings = CompareSettings(block_s=0.0, discard=1, budget_s=60.0, threshold=0.05)
+    looks = child_device_time(trace, settings, alpha=0.05)
+    assert len(looks) == 2 and [look.outcome for look in looks] == ["regression", "regression"]
+    look = child_device_look(looks)
+    assert look.outcome == "regression" and look.comparison.ratio == pytest.approx(1.06, abs=0.005)
+    assert look.kernels == {BASELINE: 12.0, CANDIDATE: 13.0} and look.added == [(EXTRA, 1.0)]
+    result = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, alpha=0.05, baseline_label="HEAD",
+                           device=True)
+    attach_child_device_time(result, looks)
+    verdict = to_verdict(result, "resnet50[migraphx]")
+    assert verdict.fails and verdict.message.startswith("REGRESSION resnet50[migraphx]: device time +6.")
+
+
+@pytest.mark.parametrize("version", rocpd_db.VERSIONS)
+def test_the_same_rocpd_trace_on_both_sides_is_no_regression(tmp_path, version):
+    csv_trace = recorded_trace()
+    base_only = [k for k in csv_trace.kernels if k.name != EXTRA]
+    build_rocpd(tmp_path / "aaco_results.db", version, base_only, csv_trace.markers)
+    blocks = device_blocks(read_trace(tmp_path), CHILD)[1]
+    look = device_look_of([(blocks[BASELINE], blocks[CANDIDATE])], CompareSettings(threshold=0.05), True, 0.05, 0.05)
+    assert look is not None and look.outcome == "no-regression"
+
+
+def test_a_kernels_view_without_a_known_agent_column_names_the_file_and_column(tmp_path):
+    """The layout the reader used to assume (agent_id in the kernels view) is not rocpd's: a view
+    without agent_abs_index/agent_log_index/agent_type_index is one clear error."""
+    db = build_rocpd(tmp_path / "odd.db", "3.0.0", recorded_trace().kernels[:3], [])
+    with sqlite3.connect(db) as con:
+        con.executescript("DROP VIEW kernels; CREATE VIEW kernels AS SELECT K.id, S.display_name AS name,"
+                          " K.agent_id, K.queue_id, K.start, K.end FROM rocpd_kernel_dispatch K"
+                          " JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id;")
+    with pytest.raises(TraceError, match=r"odd.db: the kernels view has no column agent_abs_index \(it has id, name,"
+                                         r" agent_id, queue_id, start, end\)"):
+        read_rocpd(db)
+    with sqlite3.connect(db) as con:
+        con.executescript("DROP VIEW regions; CREATE VIEW regions AS SELECT 1 AS name, 2 AS start, 3 AS \"end\";")
+        con.executescript("DROP VIEW kernels; CREATE VIEW kernels AS SELECT 'k' AS name, 1 AS start,"
+                          " 2 AS \"end\", 0 AS agent_abs_index, 0 AS queue_id;")
+    with pytest.raises(TraceError, match="odd.db: the regions view has no column extdata"):
+        read_rocpd(db)
+
+
+def test_the_rocpd_tables_are_read_when_the_views_are_missing(tmp_path):
+    """A rocpd database without the data views (kernels, regions, ...; the rocpd_* views over the
+    per-process tables kept): kernels and ranges from rocpd_kernel_dispatch, rocpd_region,
+    rocpd_string and rocpd_event."""
+    csv_trace = recorded_trace()
+    db = build_rocpd(tmp_path / "aaco_results.db", "3.0.3", csv_trace.kernels, csv_trace.markers)
+    with sqlite3.connect(db) as con:
+        views = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'view'"
+                                           " AND name NOT LIKE 'rocpd%'")]
+        con.executescript("".join(f"DROP VIEW `{v}`;" for v in views))
+    kernels, markers = read_rocpd(db)
+    assert len(kernels) == len(csv_trace.kernels) and {k.device for k in kernels} == {str(rocpd_db.GPU_AGENT)}
+    assert sorted(markers, key=lambda m: m.start_ns) == sorted(csv_trace.markers, key=lambda m: m.start_ns)
+
+
+def build_timestamp_ids(path: Path, kernels: list[KernelSpan]) -> Path:
+    """Kernel dispatches in the start_id/end_id layout of rocpd_schema_timestamp_ids.sql (see README.md)."""
     db = sqlite3.connect(path)
-    db.executescript((DATA / schema).read_text())
+    db.executescript((DATA / "rocpd_schema_timestamp_ids.sql").read_text())
     symbols: dict[str, int] = {}
-    ids = "start_id" in {r[1] for r in db.execute("PRAGMA table_info(rocpd_kernel_dispatch)")}
 
     def stamp(value: int) -> int:
         return db.execute("INSERT INTO rocpd_timestamp (value, phase) VALUES (?, 0)", (value,)).lastrowid or 0
 
-    if ids:
-        db.execute("INSERT INTO rocpd_track (id, nid, agent_id, queue_id) VALUES (1, 1, 2, 1)")
+    db.execute("INSERT INTO rocpd_track (id, nid, agent_id, queue_id) VALUES (1, 1, 2, 1)")
     for i, k in enumerate(kernels, start=1):
         if k.name not in symbols:
             symbols[k.name] = len(symbols) + 1
             db.execute("INSERT INTO rocpd_info_kernel_symbol (id, nid, pid, code_object_id, kernel_name,"
                        " display_name) VALUES (?, 1, 1, 1, ?, ?)", (symbols[k.name], "_Z" + k.name, k.name))
-        if ids:
-            db.execute("INSERT INTO rocpd_kernel_dispatch (track_id, kernel_id, dispatch_id, start_id, end_id,"
-                       " workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z)"
-                       " VALUES (1, ?, ?, ?, ?, 256, 1, 1, 65536, 1, 1)",
-                       (symbols[k.name], i, stamp(k.start_ns), stamp(k.end_ns)))
-        else:
-            db.execute("INSERT INTO rocpd_kernel_dispatch (nid, pid, agent_id, kernel_id, dispatch_id, queue_id,"
-                       " stream_id, start, end, workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x,"
-                       " grid_size_y, grid_size_z) VALUES (1, 1, ?, ?, ?, ?, 0, ?, ?, 256, 1, 1, 65536, 1, 1)",
-                       (int(k.device), symbols[k.name], i, int(k.stream), k.start_ns, k.end_ns))
-    for m in markers:
-        name_id = db.execute("INSERT INTO rocpd_string (string) VALUES (?)", (m.name,)).lastrowid
-        if ids:
-            db.execute("INSERT INTO rocpd_region (track_id, name_id, start_id, end_id) VALUES (1, ?, ?, ?)",
-                       (name_id, stamp(m.start_ns), stamp(m.end_ns)))
-        else:
-            db.execute("INSERT INTO rocpd_region (nid, pid, tid, start, end, name_id) VALUES (1, 1, 1, ?, ?, ?)",
-                       (m.start_ns, m.end_ns, name_id))
+        db.execute("INSERT INTO rocpd_kernel_dispatch (track_id, kernel_id, dispatch_id, start_id, end_id,"
+                   " workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z)"
+                   " VALUES (1, ?, ?, ?, ?, 256, 1, 1, 65536, 1, 1)",
+                   (symbols[k.name], i, stamp(k.start_ns), stamp(k.end_ns)))
     db.commit()
     db.close()
     return path
 
 
-@pytest.mark.parametrize("schema", ["rocpd_schema_start_end.sql", "rocpd_schema_timestamp_ids.sql"])
-def test_rocpd_gives_the_same_kernels_and_ranges_as_the_csv(tmp_path, schema):
-    csv_trace = recorded_trace()
-    (tmp_path / "host").mkdir()
-    db = build_rocpd(tmp_path / "host" / "4242_results.db", schema, csv_trace.kernels, csv_trace.markers)
-    before = db.read_bytes()
-    kernels, markers = read_rocpd(db)
+def test_dispatches_with_timestamp_ids_are_read(tmp_path):
+    trace = recorded_trace()
+    db = build_timestamp_ids(tmp_path / "t.db", trace.kernels)
+    kernels, _ = read_rocpd(db)
     assert sorted((k.name, k.start_ns, k.end_ns) for k in kernels) == sorted(
-        (k.name, k.start_ns, k.end_ns) for k in csv_trace.kernels)
+        (k.name, k.start_ns, k.end_ns) for k in trace.kernels)
     assert {k.device for k in kernels} == {"2"}
-    assert markers == csv_trace.markers
-    trace = read_trace(tmp_path)  # finds the .db under the output folder
-    assert trace.layout == "rocpd" and trace.path == db
-    assert db.read_bytes() == before  # opened read-only
-    how, blocks = device_blocks(trace, CHILD)
-    assert how == "roctx"
-    _, from_csv = device_blocks(csv_trace, CHILD)
-    assert [b.kernel_ms for b in blocks[CANDIDATE]] == [b.kernel_ms for b in from_csv[CANDIDATE]]
 
 
 def test_the_kernel_pass_reads_rocpd_too(tmp_path):
     from pytest_aaco.passes.rocprof import read_records
 
     trace = recorded_trace()
-    build_rocpd(tmp_path / "aaco_results.db", "rocpd_schema_start_end.sql", trace.kernels, [])
+    build_rocpd(tmp_path / "aaco_results.db", "3.0.3", trace.kernels, [])
     layout, records = read_records(tmp_path)
     assert layout == "rocpd" and len(records) == len(trace.kernels)
     assert sum(r.duration_ns for r in records) == sum(k.end_ns - k.start_ns for k in trace.kernels)
@@ -277,9 +389,11 @@ def test_tracer_for_amd_needs_rocprofv3_on_path():
         tracer_for("migraphx", "on", which=lambda name: None)
 
 
-def fake_rocprof(folder: Path, extra_kernel_us: int) -> str:
-    """A ``rocprofv3`` on a private PATH that runs the child for real (CPU sessions), then writes a
-    rocprofv3 kernel-trace CSV: 3 kernels of 100 µs per run inside each block's CLOCK_BOOTTIME window,
+def fake_rocprof(folder: Path, extra_kernel_us: int, version: str = "3.0.3") -> str:
+    """A ``rocprofv3`` on a private PATH that runs the child for real (CPU sessions), then writes, under
+    the names rocprofv3 gives them (``<-d>/<-o>_kernel_trace.csv``, ``<-d>/<-o>_results.db``), a
+    kernel-trace CSV or a rocpd database of schema *version* (with one roctx range per block, stored
+    as rocprofv3 stores them): 3 kernels of 100 µs per run inside each block's CLOCK_BOOTTIME window,
     plus one of *extra_kernel_us* per candidate run."""
     folder.mkdir(parents=True, exist_ok=True)
     exe = folder / "rocprofv3"
@@ -292,7 +406,24 @@ def fake_rocprof(folder: Path, extra_kernel_us: int) -> str:
         sys.exit(rc)
     spec = json.load(open(args[-1]))
     blocks = json.load(open(spec["result"]))["blocks"]
-    os.makedirs(os.path.join(out, "host"))
+    prefix = args[args.index("-o") + 1]
+    fmt = args[args.index("--output-format") + 1]
+    os.makedirs(out, exist_ok=True)
+    if fmt == "rocpd":  # as rocprofv3 of ROCm >= 7 writes it: <-d>/<-o>_results.db
+        sys.path.insert(0, {str(DATA)!r})
+        import rocpd_db
+        kernels, ranges = [], []
+        for b in blocks:
+            t = b["boottime"][0] + 1000
+            ranges.append(rocpd_db.Range("aaco/" + b["side"] + "/" + str(b["cycle"]), b["boottime"][0] + 10,
+                                         b["boottime"][1] - 10))
+            for run in range(b["runs"]):
+                for name, us in [("gemm", 100), ("conv", 100), ("relu", 100)] + (
+                        [("extra", {extra_kernel_us})] if b["side"] == "candidate" else []):
+                    kernels.append(rocpd_db.Kernel(name, t, t + us * 1000))
+                    t += us * 1000 + 500
+        rocpd_db.build(os.path.join(out, prefix + "_results.db"), {version!r}, kernels, ranges)
+        sys.exit(0)
     rows = ["Kind,Agent_Id,Queue_Id,Kernel_Name,Correlation_Id,Start_Timestamp,End_Timestamp"]
     for b in blocks:
         t = b["boottime"][0] + 1000
@@ -301,7 +432,7 @@ def fake_rocprof(folder: Path, extra_kernel_us: int) -> str:
                     [("extra", {extra_kernel_us})] if b["side"] == "candidate" else []):
                 rows.append(f"KERNEL_DISPATCH,1,0,{{name}},0,{{t}},{{t + us * 1000}}")
                 t += us * 1000 + 500
-    open(os.path.join(out, "host", "aaco_kernel_trace.csv"), "w").write("\\n".join(rows) + "\\n")
+    open(os.path.join(out, prefix + "_kernel_trace.csv"), "w").write("\\n".join(rows) + "\\n")
     '''
     exe.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
@@ -320,6 +451,51 @@ def test_the_real_child_runs_both_sides_under_a_stand_in_rocprof(monkeypatch, ti
     assert [b.kernels for b in traced.blocks[BASELINE]] == [3.0] * 4
     assert [b.kernels for b in traced.blocks[CANDIDATE]] == [4.0] * 4
     assert traced.blocks[CANDIDATE][0].kernel_ms / traced.blocks[BASELINE][0].kernel_ms == pytest.approx(1.06)
+
+
+@pytest.mark.parametrize("version", rocpd_db.VERSIONS)
+def test_the_real_child_under_a_stand_in_rocprof_writing_rocpd(monkeypatch, tiny_model_path, tmp_path, version):
+    path = fake_rocprof(tmp_path / "bin", extra_kernel_us=18, version=version)
+    monkeypatch.setenv("PATH", path + os.pathsep + os.environ["PATH"])
+    feeds = {"x": np.ones((1, 64), np.float32)}
+    cpu = parse_provider("cpu")
+    sides = [ChildSide(BASELINE, Path(tiny_model_path), cpu, feeds), ChildSide(CANDIDATE, Path(tiny_model_path), cpu,
+                                                                               feeds)]
+    traced = trace_sides(sides, cycles=4, runs=3, seed=1, exe="rocprofv3", output_format="rocpd", timeout_s=120)
+    assert traced.layout == "rocpd" and traced.how == "roctx"
+    assert [b.kernels for b in traced.blocks[BASELINE]] == [3.0] * 4
+    assert [b.kernels for b in traced.blocks[CANDIDATE]] == [4.0] * 4
+    assert traced.blocks[CANDIDATE][0].kernel_ms / traced.blocks[BASELINE][0].kernel_ms == pytest.approx(1.06)
+
+
+def test_output_files_are_named_as_rocprofv3_names_them(tmp_path):
+    assert expected_output(tmp_path, "rocpd") == tmp_path / "aaco_results.db"
+    assert expected_output(tmp_path, "csv") == tmp_path / "aaco_kernel_trace.csv"
+    command = rocprof_command("rocprofv3", tmp_path, tmp_path / "spec.json", "rocpd")
+    assert command[command.index("-d") + 1] == str(tmp_path) and command[command.index("-o") + 1] == "aaco"
+    with pytest.raises(ValueError, match="output format 'json'"):
+        expected_output(tmp_path, "json")
+    # the file asked for wins over other traces left in the folder (a newer one of another process too)
+    csv_trace = recorded_trace()
+    build_rocpd(tmp_path / "aaco_results.db", "3.0.0", csv_trace.kernels, csv_trace.markers)
+    other = build_rocpd(tmp_path / "host" / "999_results.db", "3.0.0", csv_trace.kernels[:1], [])
+    os.utime(other, (2**31, 2**31))
+    assert read_trace(tmp_path).path == other
+    assert read_trace(tmp_path, prefer=expected_output(tmp_path, "rocpd")).path == tmp_path / "aaco_results.db"
+
+
+def test_a_rocprof_that_writes_no_trace_names_the_file_it_should_have_written(monkeypatch, tmp_path):
+    bad = tmp_path / "bin"
+    bad.mkdir()
+    exe = bad / "rocprofv3"
+    exe.write_text(f"#!{sys.executable}\nimport json, subprocess, sys\nargs = sys.argv[1:]\n"
+                   "spec = json.load(open(args[-1]))\njson.dump({'blocks': []}, open(spec['result'], 'w'))\n"
+                   "print('rocprofv3: no output written')\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(bad))
+    with pytest.raises(RocprofError, match="wrote no rocpd kernel trace: aaco_results.db is missing from its output"
+                                           " folder .*\nrocprofv3: no output written"):
+        trace_sides([], cycles=1, runs=1, output_format="rocpd")
 
 
 def test_a_missing_or_failing_rocprof_is_a_clear_error(monkeypatch, tmp_path):

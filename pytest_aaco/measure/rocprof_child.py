@@ -51,7 +51,14 @@ from pytest_aaco.measure.compile_cache import compile_cache_root, set_compile_ca
 from pytest_aaco.measure.device_time import DeviceBlock
 from pytest_aaco.measure.inference import bind_run, build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
-from pytest_aaco.measure.rocprof_trace import BLOCK_GAP_S, TraceError, device_blocks, marker_name, read_trace
+from pytest_aaco.measure.rocprof_trace import (
+    BLOCK_GAP_S,
+    TraceError,
+    device_blocks,
+    find_trace,
+    marker_name,
+    read_trace,
+)
 
 ROCPROFV3 = "rocprofv3"
 INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv3) and put it on PATH,"
@@ -195,10 +202,33 @@ class ChildTrace:
     notes: list[str] = field(default_factory=list)
 
 
+#: the ``-o`` prefix of the traced child's output files
+OUTPUT_PREFIX = "aaco"
+#: the file each output format leaves, after ``<out_dir>/<prefix>_``: rocprofv3 names every output
+#: ``<output path>/<output file>_<name>.<ext>`` (``get_output_filename``; ``-d`` sets the path, default
+#: the working directory, ``-o`` the file, default ``%hostname%/%pid%``), the same in rocprofiler-sdk's
+#: own repository (ROCm 6.2-6.4, source/lib/rocprofiler-sdk-tool/output_file.cpp) and in
+#: ROCm/rocm-systems (ROCm 7, projects/rocprofiler-sdk/source/lib/output/output_stream.cpp)
+OUTPUT_FILES = {"rocpd": "results.db", "csv": "kernel_trace.csv"}
+
+
+def expected_output(out_dir: str | Path, output_format: str, prefix: str = OUTPUT_PREFIX) -> Path:
+    """The kernel trace that ``rocprofv3 -d OUT_DIR -o PREFIX --output-format FORMAT`` writes:
+    ``OUT_DIR/PREFIX_results.db`` (rocpd) or ``OUT_DIR/PREFIX_kernel_trace.csv`` (csv; the marker trace
+    beside it is ``PREFIX_marker_api_trace.csv``). Raises ValueError for another format."""
+    if output_format not in OUTPUT_FILES:
+        raise ValueError(f"output format {output_format!r}: expected one of {', '.join(OUTPUT_FILES)}")
+    return Path(out_dir) / f"{prefix}_{OUTPUT_FILES[output_format]}"
+
+
 def rocprof_command(exe: str, out_dir: str | Path, spec_path: str | Path, output_format: str = "csv") -> list[str]:
-    """The rocprofv3 command line: kernel and marker trace in *output_format* into *out_dir*, around the child."""
+    """The rocprofv3 command line: kernel and marker trace in *output_format* into *out_dir* (files
+    named by :func:`expected_output`), around the child. ``rocpd`` needs rocprofv3 of ROCm >= 7.0
+    (its ``--output-format`` choices before were csv, json, pftrace, otf2), where it is also the
+    default (``source/bin/rocprofv3.py``); :func:`~pytest_aaco.measure.rocprof_trace.default_output_format`
+    picks by the installed ROCm."""
     return [exe, "--kernel-trace", "--marker-trace", "--output-format", output_format, "-d", str(out_dir), "-o",
-            "aaco", "--", sys.executable, "-m", "pytest_aaco.measure.rocprof_child", str(spec_path)]
+            OUTPUT_PREFIX, "--", sys.executable, "-m", "pytest_aaco.measure.rocprof_child", str(spec_path)]
 
 
 def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id: int = 0, seed: int = 0,
@@ -227,12 +257,16 @@ def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id
         spec = {"sides": entries, "device_id": device_id, "cycles": cycles, "runs": runs, "seed": seed,
                 "compile_cache": str(root) if root is not None else "off",
                 "gap_s": BLOCK_GAP_S, "warmup": CHILD_WARMUP, "result": str(folder / "child.json")}
-        result, _ = run_under_rocprof(exe, folder, spec, lambda path: rocprof_command(found, folder / "out", path,
+        result, tail = run_under_rocprof(exe, folder, spec, lambda path: rocprof_command(found, folder / "out", path,
                                                                                       output_format),
                                       timeout_s, doing="running the traced blocks", unfinished="the traced blocks",
                                       unfinished_hint=" (the limit grows with the compile time; a compile cache"
                                                       " shortens it)", child="the traced child")
-        trace = read_trace(folder / "out")
+        expected = expected_output(folder / "out", output_format)
+        if not expected.is_file() and find_trace(folder / "out") is None:
+            raise RocprofError(f"{exe} wrote no {output_format} kernel trace: {expected.name} is missing from its"
+                               f" output folder (-d, -o {OUTPUT_PREFIX}):\n{tail}")
+        trace = read_trace(folder / "out", prefer=expected)
         how, blocks = device_blocks(trace, result["blocks"])
     return ChildTrace(blocks, how, trace.layout, str(result.get("markers", "none")))
 

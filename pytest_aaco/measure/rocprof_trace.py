@@ -8,16 +8,19 @@ Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd 
 
 * **rocpd** (SQLite; rocprofv3's default output since ROCm 7.0, ``--output-format rocpd``,
   ``<host>/<pid>_results.db``; https://rocm.docs.amd.com/projects/rocprofiler-sdk/en/latest/how-to/using-rocpd-output-format.html).
-  Kernels come from the documented ``kernels`` view (columns ``name``, ``start``, ``end``,
-  ``agent_id``, ``queue_id``; ns), else from its tables: ``rocpd_kernel_dispatch`` joined with
-  ``rocpd_info_kernel_symbol`` (``display_name``/``kernel_name``) and, where the dispatch row has
-  ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value`` (schema version 3 of
-  ``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql`` and ``data_views.sql`` in ROCm/rocprofiler-sdk).
-  roctx ranges come from the ``regions`` view (``name``, ``start``, ``end``), else from
-  ``rocpd_region`` with ``rocpd_string`` (and ``rocpd_timestamp`` as above). Both table layouts
-  occur: the dispatch row with its own ``start``/``end`` (and ``agent_id``, ``queue_id``) at
-  rocprofiler-sdk commit 50c89cb, and with ``start_id``/``end_id`` into ``rocpd_timestamp`` later,
-  both labelled schema version 3. The file is opened
+  Kernels come from the ``kernels`` view (``name``, ``start``, ``end``, ``queue_id``, ns, and the
+  agent as whichever of :data:`KERNEL_AGENT_COLUMNS` ``PRAGMA table_info`` shows: rocpd schema 3.0.x
+  has ``agent_abs_index``, ``agent_log_index``, ``agent_type_index``, ``agent_type``, no ``agent_id``;
+  ``data_views.sql`` of projects/rocprofiler-sdk/source/share/rocprofiler-sdk-rocpd in ROCm/rocm-systems),
+  else from the tables: ``rocpd_kernel_dispatch`` with ``rocpd_info_kernel_symbol`` and, where the
+  dispatch row has ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value``.
+  roctx ranges come from the ``regions`` view, else ``rocpd_region`` with ``rocpd_string`` and
+  ``rocpd_event``. rocprofv3 names a range after the API call (``roctxThreadRangeA``, which
+  ``roctxRangePushA``/``roctxRangePop`` are recorded as, or ``roctxRangePushA``) and keeps its text in
+  the event's ``extdata`` as ``{"message": ...}`` (``insert_api_data`` in
+  projects/rocprofiler-sdk/source/lib/output/generateRocpd.cpp), so a range's name here is that
+  message (:func:`roctx_message`), else the region name. A view without the columns read is a
+  :class:`TraceError` naming the file, the view and the missing column. The file is opened
   read-only (``file:...?mode=ro`` URI, :mod:`sqlite3`), never written.
 * **CSV** (``--output-format csv``, deprecated since ROCm 7.0 but still written):
   ``<prefix>_kernel_trace.csv`` with ``Kind, Agent_Id, Queue_Id, ..., Kernel_Name, Correlation_Id,
@@ -49,6 +52,7 @@ Units: timestamps ns; per-run figures ms (:class:`~pytest_aaco.measure.device_ti
 from __future__ import annotations
 
 import csv
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -215,36 +219,95 @@ def _time_columns(columns: set[str], alias: str, names: set[str]) -> tuple[str, 
     return None
 
 
+#: agent columns of the ``kernels`` view, tried in order: rocpd schema 3.0.x names the agent by its
+#: absolute, logical and per-type index (``A.absolute_index AS agent_abs_index``, ...; ``data_views.sql``)
+KERNEL_AGENT_COLUMNS = ("agent_abs_index", "agent_log_index", "agent_type_index")
+#: the ``kernels`` view's columns this reader needs besides an agent column
+KERNEL_COLUMNS = ("name", "start", "end", "queue_id")
+#: the ``regions`` view's columns this reader needs (the roctx message is in ``extdata``)
+REGION_COLUMNS = ("name", "start", "end", "extdata")
+
+
+def _need(columns: list[str], needed: Sequence[str], what: str) -> None:
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise TraceError(f"{what} has no column {', '.join(missing)} (it has {', '.join(columns) or 'none'}):"
+                         " not a rocpd layout pytest-aaco reads (rocprofiler-sdk's rocpd schema 3.0.x)")
+
+
+def _ordered_columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [str(r[1]) for r in db.execute(f"PRAGMA table_info(`{table}`)")]
+
+
 def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
+    """(name, start, end, agent, queue) per kernel dispatch: from the ``kernels`` view, its agent
+    column being whichever of :data:`KERNEL_AGENT_COLUMNS` ``PRAGMA table_info`` shows, else (no view,
+    or a view that its inner joins leave empty while ``rocpd_kernel_dispatch`` has rows) from the tables."""
     if "kernels" in names:
-        return db.execute("SELECT name, start, end, agent_id, queue_id FROM kernels").fetchall()
+        columns = _ordered_columns(db, "kernels")
+        _need(columns, KERNEL_COLUMNS, "the kernels view")
+        agent = next((c for c in KERNEL_AGENT_COLUMNS if c in columns), None)
+        if agent is None:
+            _need(columns, KERNEL_AGENT_COLUMNS[:1], "the kernels view")
+        rows = db.execute(f'SELECT name, start, "end", "{agent}", queue_id FROM kernels').fetchall()
+        if rows or "rocpd_kernel_dispatch" not in names:
+            return rows
     if not {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol"} <= names:
         raise TraceError("no kernels view and no rocpd_kernel_dispatch/rocpd_info_kernel_symbol tables")
     symbol = "COALESCE(S.display_name, S.kernel_name)"
-    columns = _columns(db, "rocpd_kernel_dispatch")
-    found = _time_columns(columns, "K", names)
+    columns_set = _columns(db, "rocpd_kernel_dispatch")
+    found = _time_columns(columns_set, "K", names)
     if found is None:
-        raise TraceError("rocpd_kernel_dispatch has neither start/end nor start_id/end_id with rocpd_timestamp")
+        raise TraceError("rocpd_kernel_dispatch has no column start/end, nor start_id/end_id with a"
+                         f" rocpd_timestamp table (it has {', '.join(sorted(columns_set))})")
     times, joins = found
-    agent = "K.agent_id" if "agent_id" in columns else "0"
-    queue = "K.queue_id" if "queue_id" in columns else "0"
-    if "agent_id" not in columns and "track_id" in columns and "rocpd_track" in names:
+    agent = "K.agent_id" if "agent_id" in columns_set else "0"
+    queue = "K.queue_id" if "queue_id" in columns_set else "0"
+    if "agent_id" not in columns_set and "track_id" in columns_set and "rocpd_track" in names:
         agent, queue = "T.agent_id", "T.queue_id"
         joins += " LEFT JOIN rocpd_track T ON T.id = K.track_id"
     return db.execute(f"SELECT {symbol}, {times}, {agent}, {queue} FROM rocpd_kernel_dispatch K"
                       f" JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id{joins}").fetchall()
 
 
+def roctx_message(extdata: Any) -> str | None:
+    """The roctx message of a rocpd event's *extdata* (``{"message": ...}``, JSON text as
+    generateRocpd.cpp's ``insert_api_data`` writes it), or None when there is none or it is not JSON."""
+    if isinstance(extdata, (bytes, bytearray)):
+        try:
+            extdata = extdata.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(extdata, str) or "message" not in extdata:
+        return None
+    try:
+        value = json.loads(extdata)
+    except ValueError:
+        return None
+    message = value.get("message") if isinstance(value, dict) else None
+    return message if isinstance(message, str) and message else None
+
+
 def _rocpd_regions(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, ...]]:
+    """(name, start, end, extdata) per host range: from the ``regions`` view (its columns checked
+    with ``PRAGMA table_info``), else from ``rocpd_region`` with ``rocpd_string`` and ``rocpd_event``."""
     if "regions" in names:
-        return db.execute("SELECT name, start, end FROM regions").fetchall()
+        columns = _ordered_columns(db, "regions")
+        _need(columns, REGION_COLUMNS, "the regions view")
+        rows = db.execute('SELECT name, start, "end", extdata FROM regions').fetchall()
+        if rows or "rocpd_region" not in names:
+            return rows
     if not {"rocpd_region", "rocpd_string"} <= names:
         return []
-    found = _time_columns(_columns(db, "rocpd_region"), "R", names)
+    region_columns = _columns(db, "rocpd_region")
+    found = _time_columns(region_columns, "R", names)
     if found is None:
         return []
     times, joins = found
-    return db.execute(f"SELECT N.string, {times} FROM rocpd_region R"
+    extdata = "NULL"
+    if "event_id" in region_columns and "rocpd_event" in names and "extdata" in _columns(db, "rocpd_event"):
+        extdata, joins = "E.extdata", joins + " LEFT JOIN rocpd_event E ON E.id = R.event_id"
+    return db.execute(f"SELECT N.string, {times}, {extdata} FROM rocpd_region R"
                       f" JOIN rocpd_string N ON N.id = R.name_id{joins}").fetchall()
 
 
@@ -269,7 +332,7 @@ def read_rocpd(path: str | Path) -> tuple[list[KernelSpan], list[Marker]]:
     try:
         kernels = [KernelSpan(str(n), int(s), int(e), str(a if a is not None else 0), str(q if q is not None else 0))
                    for n, s, e, a, q in rows]
-        markers = [Marker(str(n), int(s), int(e)) for n, s, e in regions]
+        markers = [Marker(roctx_message(x) or str(n), int(s), int(e)) for n, s, e, x in regions]
     except (TypeError, ValueError) as exc:
         raise TraceError(f"{path}: a kernel or region row without integer start/end (ns): {exc}") from exc
     return kernels, markers
@@ -289,17 +352,19 @@ def find_trace(out_dir: str | Path) -> Path | None:
     return None
 
 
-def read_trace(out_dir: str | Path) -> Trace:
-    """The :class:`Trace` under *out_dir* (:func:`find_trace`); for CSV the marker trace beside the
-    kernel trace is read too. Raises :class:`TraceError` when there is no trace or it is unreadable."""
-    path = find_trace(out_dir)
+def read_trace(out_dir: str | Path, prefer: str | Path | None = None) -> Trace:
+    """The :class:`Trace` under *out_dir*: the file *prefer* when given and there (the name the
+    command line asked rocprofv3 for), else :func:`find_trace`'s; for CSV the marker trace beside
+    the kernel trace is read too. Raises :class:`TraceError` when there is no trace or it is unreadable."""
+    path = Path(prefer) if prefer is not None and Path(prefer).is_file() else find_trace(out_dir)
     if path is None:
         raise TraceError(f"no kernel trace under {out_dir} (expected a rocpd *.db or a *kernel_trace.csv)")
     if path.suffix == ".db":
         kernels, markers = read_rocpd(path)
         return Trace("rocpd", kernels, markers, path)
     layout, kernels = read_kernel_csv(path)
-    marker_files = sorted(path.parent.glob("*marker_api_trace.csv"))
+    own = path.with_name(path.name.replace("kernel_trace.csv", "marker_api_trace.csv"))
+    marker_files = [own] if own != path and own.is_file() else sorted(path.parent.glob("*marker_api_trace.csv"))
     markers = [m for f in marker_files for m in read_marker_csv(f)]
     return Trace(layout, kernels, markers, path)
 
