@@ -33,6 +33,8 @@ Documented shapes this module parses (recorded examples live in ``tests/data/amd
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -265,15 +267,77 @@ def rocm_smi_path(version_file: str | None = None) -> tuple[str | None, str]:
     return path, ("" if path else "rocm-smi not found on PATH")
 
 
-def import_amdsmi() -> ModuleType:
-    """Import ``amdsmi``. Without ROCm its import raises KeyError or OSError, not ImportError:
-    all three become ImportError with the cause in the message."""
+def rocm_version_text(environ: Mapping[str, str] | None = None) -> str | None:
+    """The installed ROCm version (``6.2.4`` from ``6.2.4-120``): ``$ROCM_PATH/.info/version``, else
+    :data:`ROCM_VERSION_FILE`; None when neither can be read."""
+    env = os.environ if environ is None else environ
+    paths = [*([os.path.join(env["ROCM_PATH"], ".info", "version")] if env.get("ROCM_PATH") else []),
+             ROCM_VERSION_FILE]
+    for path in paths:
+        try:
+            with open(path, encoding="ascii", errors="replace") as handle:
+                text = handle.readline().strip().split("-", 1)[0]
+        except OSError:
+            continue
+        if re.fullmatch(r"\d+(\.\d+)*", text):
+            return text
+    return None
+
+
+def _amdsmi_package_version() -> str | None:
     try:
-        import amdsmi
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python >= 3.8 has it
+        return None
+    try:
+        return version("amdsmi")
+    except PackageNotFoundError:
+        return None
+
+
+#: where ROCm puts the amdsmi Python package that matches its libamd_smi.so
+AMDSMI_ROCM_PACKAGE = "/opt/rocm/share/amd_smi"
+
+
+def amdsmi_mismatch_message(exc: AttributeError, environ: Mapping[str, str] | None = None) -> str:
+    """One line for ``import amdsmi`` failing with AttributeError: the package binds every
+    ``libamd_smi.so`` symbol it knows at import (``amdsmi_wrapper.py``), so a package newer than the
+    installed ROCm fails on the first symbol that ROCm's library lacks (ctypes: ``<library>: undefined
+    symbol: <name>``). Names the package version, the library, the ROCm version and the fix."""
+    text = str(exc)
+    match = re.search(r"^(?P<lib>.*?):\s*undefined symbol:\s*(?P<sym>\w+)", text)
+    package = _amdsmi_package_version()
+    rocm = rocm_version_text(environ)
+    what = f"amdsmi {package}" if package else "the amdsmi Python package"
+    if match:
+        lacks = f"{match['lib']} lacks {match['sym']}"
+    else:
+        lacks = f"libamd_smi.so lacks a symbol it binds ({text[:160]})"
+    pin = f"pip install 'amdsmi=={'.'.join(rocm.split('.')[:2])}.*'" if rocm else "pip install amdsmi==<ROCm version>"
+    return (f"{what} does not match the installed ROCm {rocm or '(version unknown)'}: {lacks}, which it binds at"
+            f" import (the package is newer than the ROCm library). Install the amdsmi of this ROCm:"
+            f" pip install {AMDSMI_ROCM_PACKAGE} (or {pin})")
+
+
+def import_amdsmi() -> ModuleType:
+    """Import ``amdsmi``, turning every way its import fails into ImportError with a one-line cause.
+
+    Without ROCm the package raises KeyError (it prints why ``libamd_smi.so`` could not be loaded, then
+    looks the library up in an empty dict) or OSError; a package newer than the installed ROCm raises
+    AttributeError on the first library symbol that ROCm lacks (:func:`amdsmi_mismatch_message`). What
+    the package prints while importing is kept off stdout and used in the message."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            import amdsmi
+    except AttributeError as exc:
+        raise ImportError(amdsmi_mismatch_message(exc)) from exc
     except (ImportError, KeyError, OSError) as exc:
         if isinstance(exc, ModuleNotFoundError) and exc.name == "amdsmi":
             raise ImportError("amdsmi not installed") from exc
-        raise ImportError(f"amdsmi unusable ({describe_exception(exc)})") from exc
+        said = " ".join(line.strip() for line in printed.getvalue().splitlines() if line.strip())
+        cause = describe_exception(exc) + (f": {said[:240]}" if said else "")
+        raise ImportError(f"amdsmi unusable ({cause})") from exc
     return amdsmi
 
 
