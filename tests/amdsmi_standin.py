@@ -140,7 +140,8 @@ for g in gpus:
         subvendor_id=0x1002, device_id=g["device_id"], rev_id=0, asic_serial="5C3AF2B5A3B3F2FF",
         oam_id=g["hip_id"], num_of_compute_units=304, target_graphics_version=g["gfx_version"], subsystem_id=0x74A1)
     blobs["amdsmi_get_gpu_driver_info"] = struct(
-        w.amdsmi_driver_info_t, driver_name="amdgpu", driver_version=g["driver_version"], driver_date="2015/01/01 00:00")
+        w.amdsmi_driver_info_t, driver_name="amdgpu", driver_version=g["driver_version"],
+        driver_date="2015/01/01 00:00")
     gfx, umc, mm = g["activity"]
     blobs["amdsmi_get_gpu_activity"] = struct(w.amdsmi_engine_usage_t, gfx_activity=gfx, umc_activity=umc,
                                               mm_activity=mm)
@@ -237,7 +238,10 @@ int amdsmi_get_clock_info(void *handle, uint32_t type, void *out) {
     int g = gpu_of(handle);
     if (g < 0 || out == 0) return STATUS_INVAL;
     for (unsigned i = 0; i < NCLOCK; i++)
-        if (CLOCK_GPU[i] == g && CLOCK_TYPE[i] == type) { memcpy(out, CLOCK_BLOB[i], CLOCK_SIZE); return STATUS_SUCCESS; }
+        if (CLOCK_GPU[i] == g && CLOCK_TYPE[i] == type) {
+            memcpy(out, CLOCK_BLOB[i], CLOCK_SIZE);
+            return STATUS_SUCCESS;
+        }
     return STATUS_NOT_SUPPORTED;
 }
 int amdsmi_get_temp_metric(void *handle, uint32_t sensor, uint32_t metric, int64_t *out) {
@@ -263,7 +267,10 @@ int amdsmi_get_gpu_process_list(void *handle, uint32_t *max, unsigned char *list
     if (*max < n) n = *max;
     memcpy(list, PROCS[g], (size_t)n * PROC_SIZE);
     for (uint32_t i = 0; i < n; i++)
-        if (PROC_SELF[g] & (1u << i)) { uint32_t pid = (uint32_t)getpid(); memcpy(list + i * PROC_SIZE + PID_OFFSET, &pid, 4); }
+        if (PROC_SELF[g] & (1u << i)) {
+            uint32_t pid = (uint32_t)getpid();
+            memcpy(list + i * PROC_SIZE + PID_OFFSET, &pid, 4);
+        }
     *max = n;
     return STATUS_SUCCESS;
 }

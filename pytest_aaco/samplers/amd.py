@@ -46,7 +46,15 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
-from pytest_aaco.samplers.visibility import PhysicalGpu, amd_handle, amd_physical
+from pytest_aaco.samplers.visibility import (
+    AMD,
+    PhysicalGpu,
+    amd_bus_id,
+    amd_handle,
+    amd_physical,
+    mask_text,
+    normalize_bus_id,
+)
 
 BYTES_PER_MB = 1024 * 1024
 #: amdsmi marks unsupported struct members with UINT32_MAX / UINT64_MAX / UINT16_MAX
@@ -267,6 +275,55 @@ def rocm_smi_path(version_file: str | None = None) -> tuple[str | None, str]:
     return path, ("" if path else "rocm-smi not found on PATH")
 
 
+def rocm_smi_bus_ids(text: str) -> dict[int, str]:
+    """rocm-smi device index -> PCI bus id (lower case) from ``rocm-smi --showbus --json``.
+
+    ``rocm_smi.py`` (https://github.com/ROCm/rocm_smi_lib, ``python_smi_tools/rocm_smi.py``, ``showBus``
+    and ``getBus``) prints ``{"card<index>": {"PCI Bus": "0000:C4:00.0"}}``, the index being the one
+    ``-d`` takes, the id upper case (``'{:04X}:{:02X}:{:02X}.{:0X}'``). Raises ValueError when *text*
+    holds no JSON object."""
+    found = {}
+    for key, card in _json_object(text).items():
+        if re.fullmatch(r"card\d+", key) and isinstance(card, Mapping):
+            bus = next((normalize_bus_id(v) for k, v in card.items() if k.lower() == "pci bus"), None)
+            if bus:
+                found[int(key[4:])] = bus
+    return found
+
+
+#: where the KFD topology and the DRM cards are read (tests point it at a fake tree)
+SYSFS_ROOT = "/sys"
+
+
+def rocm_smi_device(path: str, device_id: int, environ: Mapping[str, str] | None = None,
+                    sysfs_root: str | None = None) -> int:
+    """The rocm-smi index (what ``rocm-smi -d`` takes) of HIP device *device_id*.
+
+    rocm-smi numbers every GPU of the host and ignores ``ROCR_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``,
+    so the logical id is mapped to a PCI bus id through the KFD topology
+    (:func:`pytest_aaco.samplers.visibility.amd_bus_id`) and looked up in ``rocm-smi --showbus --json``.
+    Without the KFD topology and without a visibility variable the id is used as it is. Raises
+    RuntimeError (one line, naming the variable) when the GPU cannot be told apart under a mask, or
+    :class:`~pytest_aaco.samplers.visibility.GpuMappingError` when the id names no GPU."""
+    env = os.environ if environ is None else environ
+    mask = mask_text(AMD, env)
+    sysfs_root = sysfs_root or SYSFS_ROOT
+    bus = amd_bus_id(device_id, env, sysfs_root)
+    if bus is None:
+        if mask:
+            raise RuntimeError(f"rocm-smi ignores {mask} and the KFD topology ({sysfs_root}/class/kfd) cannot be read"
+                               f" to find device {device_id}'s PCI bus id: install amdsmi, or unset the variable")
+        return int(device_id)
+    completed = subprocess.run([path, "--showbus", "--json"], capture_output=True, text=True,
+                               timeout=ROCM_SMI_TIMEOUT_S, check=False)
+    buses = rocm_smi_bus_ids(completed.stdout)
+    hits = [index for index, found in buses.items() if found == bus]
+    if len(hits) != 1:
+        raise RuntimeError(f"device {device_id} is PCI {bus} ({mask or 'no visibility variable set'}), which"
+                           f" rocm-smi --showbus lists {len(hits)} times among {len(buses)} GPU(s)")
+    return hits[0]
+
+
 def rocm_version_text(environ: Mapping[str, str] | None = None) -> str | None:
     """The installed ROCm version (``6.2.4`` from ``6.2.4-120``): ``$ROCM_PATH/.info/version``, else
     :data:`ROCM_VERSION_FILE`; None when neither can be read."""
@@ -365,6 +422,8 @@ class AMDGPUSampler(Sampler):
         self._amdsmi: Any = None
         self._handle: Any = None
         self._rocm_smi: str | None = None
+        #: rocm-smi's index of this GPU (:func:`rocm_smi_device`), found at setup
+        self._smi_index = self.device_id
 
     def setup(self) -> None:
         """Open amdsmi, else check rocm-smi; raises SamplerUnavailable naming both causes when neither works."""
@@ -380,7 +439,8 @@ class AMDGPUSampler(Sampler):
             reasons.append(why_not)
         else:
             try:
-                parse_rocm_smi_json(self._run_rocm_smi(path), self.device_id)
+                self._smi_index = rocm_smi_device(path, self.device_id)
+                parse_rocm_smi_json(self._run_rocm_smi(path), self._smi_index)
                 self._rocm_smi = path
                 self.backend = "rocm-smi"
                 self.interval_s = max(self.interval_s, ROCM_SMI_MIN_INTERVAL_S)
@@ -407,7 +467,7 @@ class AMDGPUSampler(Sampler):
 
     def _run_rocm_smi(self, path: str) -> str:
         completed = subprocess.run(
-            [path, "-d", str(self.device_id), *ROCM_SMI_FLAGS],
+            [path, "-d", str(self._smi_index), *ROCM_SMI_FLAGS],
             capture_output=True,
             text=True,
             timeout=ROCM_SMI_TIMEOUT_S,
@@ -419,7 +479,7 @@ class AMDGPUSampler(Sampler):
 
     def _read(self) -> JSONDict:
         if self.backend == "rocm-smi" and self._rocm_smi is not None:
-            return parse_rocm_smi_json(self._run_rocm_smi(self._rocm_smi), self.device_id)
+            return parse_rocm_smi_json(self._run_rocm_smi(self._rocm_smi), self._smi_index)
         return parse_amdsmi_readings(amdsmi_raw_readings(self._amdsmi, self._handle))
 
 
@@ -493,15 +553,16 @@ def amd_gpu_identity(device_id: int = 0) -> JSONDict:
         path, _ = rocm_smi_path()
         if path is not None:
             try:
+                index = rocm_smi_device(path, device_id)
                 out = subprocess.run(
-                    [path, "-d", str(device_id), "--showproductname", "--showdriverversion", "--json"],
+                    [path, "-d", str(index), "--showproductname", "--showdriverversion", "--json"],
                     capture_output=True,
                     text=True,
                     timeout=ROCM_SMI_TIMEOUT_S,
                     check=False,
                 ).stdout
                 data = _json_object(out)
-                card = _card_entry(data, device_id)
+                card = _card_entry(data, index)
                 lowered = {k.lower(): v for k, v in card.items()}
                 identity["name"] = identity["name"] or lowered.get("card series") or lowered.get("card model")
                 system = {k.lower(): v for k, v in (data.get("system") or {}).items()}
