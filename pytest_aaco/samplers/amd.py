@@ -33,6 +33,8 @@ Documented shapes this module parses (recorded examples live in ``tests/data/amd
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -44,7 +46,15 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
-from pytest_aaco.samplers.visibility import PhysicalGpu, amd_handle, amd_physical
+from pytest_aaco.samplers.visibility import (
+    AMD,
+    PhysicalGpu,
+    amd_bus_id,
+    amd_handle,
+    amd_physical,
+    mask_text,
+    normalize_bus_id,
+)
 
 BYTES_PER_MB = 1024 * 1024
 #: amdsmi marks unsupported struct members with UINT32_MAX / UINT64_MAX / UINT16_MAX
@@ -265,15 +275,126 @@ def rocm_smi_path(version_file: str | None = None) -> tuple[str | None, str]:
     return path, ("" if path else "rocm-smi not found on PATH")
 
 
-def import_amdsmi() -> ModuleType:
-    """Import ``amdsmi``. Without ROCm its import raises KeyError or OSError, not ImportError:
-    all three become ImportError with the cause in the message."""
+def rocm_smi_bus_ids(text: str) -> dict[int, str]:
+    """rocm-smi device index -> PCI bus id (lower case) from ``rocm-smi --showbus --json``.
+
+    ``rocm_smi.py`` (https://github.com/ROCm/rocm_smi_lib, ``python_smi_tools/rocm_smi.py``, ``showBus``
+    and ``getBus``) prints ``{"card<index>": {"PCI Bus": "0000:C4:00.0"}}``, the index being the one
+    ``-d`` takes, the id upper case (``'{:04X}:{:02X}:{:02X}.{:0X}'``). Raises ValueError when *text*
+    holds no JSON object."""
+    found = {}
+    for key, card in _json_object(text).items():
+        if re.fullmatch(r"card\d+", key) and isinstance(card, Mapping):
+            bus = next((normalize_bus_id(v) for k, v in card.items() if k.lower() == "pci bus"), None)
+            if bus:
+                found[int(key[4:])] = bus
+    return found
+
+
+#: where the KFD topology and the DRM cards are read (tests point it at a fake tree)
+SYSFS_ROOT = "/sys"
+
+
+def rocm_smi_device(path: str, device_id: int, environ: Mapping[str, str] | None = None,
+                    sysfs_root: str | None = None) -> int:
+    """The rocm-smi index (what ``rocm-smi -d`` takes) of HIP device *device_id*.
+
+    rocm-smi numbers every GPU of the host and ignores ``ROCR_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``,
+    so the logical id is mapped to a PCI bus id through the KFD topology
+    (:func:`pytest_aaco.samplers.visibility.amd_bus_id`) and looked up in ``rocm-smi --showbus --json``.
+    Without the KFD topology and without a visibility variable the id is used as it is. Raises
+    RuntimeError (one line, naming the variable) when the GPU cannot be told apart under a mask, or
+    :class:`~pytest_aaco.samplers.visibility.GpuMappingError` when the id names no GPU."""
+    env = os.environ if environ is None else environ
+    mask = mask_text(AMD, env)
+    sysfs_root = sysfs_root or SYSFS_ROOT
+    bus = amd_bus_id(device_id, env, sysfs_root)
+    if bus is None:
+        if mask:
+            raise RuntimeError(f"rocm-smi ignores {mask} and the KFD topology ({sysfs_root}/class/kfd) cannot be read"
+                               f" to find device {device_id}'s PCI bus id: install amdsmi, or unset the variable")
+        return int(device_id)
+    completed = subprocess.run([path, "--showbus", "--json"], capture_output=True, text=True,
+                               timeout=ROCM_SMI_TIMEOUT_S, check=False)
+    buses = rocm_smi_bus_ids(completed.stdout)
+    hits = [index for index, found in buses.items() if found == bus]
+    if len(hits) != 1:
+        raise RuntimeError(f"device {device_id} is PCI {bus} ({mask or 'no visibility variable set'}), which"
+                           f" rocm-smi --showbus lists {len(hits)} times among {len(buses)} GPU(s)")
+    return hits[0]
+
+
+def rocm_version_text(environ: Mapping[str, str] | None = None) -> str | None:
+    """The installed ROCm version (``6.2.4`` from ``6.2.4-120``): ``$ROCM_PATH/.info/version``, else
+    :data:`ROCM_VERSION_FILE`; None when neither can be read."""
+    env = os.environ if environ is None else environ
+    paths = [*([os.path.join(env["ROCM_PATH"], ".info", "version")] if env.get("ROCM_PATH") else []),
+             ROCM_VERSION_FILE]
+    for path in paths:
+        try:
+            with open(path, encoding="ascii", errors="replace") as handle:
+                text = handle.readline().strip().split("-", 1)[0]
+        except OSError:
+            continue
+        if re.fullmatch(r"\d+(\.\d+)*", text):
+            return text
+    return None
+
+
+def _amdsmi_package_version() -> str | None:
     try:
-        import amdsmi
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python >= 3.8 has it
+        return None
+    try:
+        return version("amdsmi")
+    except PackageNotFoundError:
+        return None
+
+
+#: where ROCm puts the amdsmi Python package that matches its libamd_smi.so
+AMDSMI_ROCM_PACKAGE = "/opt/rocm/share/amd_smi"
+
+
+def amdsmi_mismatch_message(exc: AttributeError, environ: Mapping[str, str] | None = None) -> str:
+    """One line for ``import amdsmi`` failing with AttributeError: the package binds every
+    ``libamd_smi.so`` symbol it knows at import (``amdsmi_wrapper.py``), so a package newer than the
+    installed ROCm fails on the first symbol that ROCm's library lacks (ctypes: ``<library>: undefined
+    symbol: <name>``). Names the package version, the library, the ROCm version and the fix."""
+    text = str(exc)
+    match = re.search(r"^(?P<lib>.*?):\s*undefined symbol:\s*(?P<sym>\w+)", text)
+    package = _amdsmi_package_version()
+    rocm = rocm_version_text(environ)
+    what = f"amdsmi {package}" if package else "the amdsmi Python package"
+    if match:
+        lacks = f"{match['lib']} lacks {match['sym']}"
+    else:
+        lacks = f"libamd_smi.so lacks a symbol it binds ({text[:160]})"
+    pin = f"pip install 'amdsmi=={'.'.join(rocm.split('.')[:2])}.*'" if rocm else "pip install amdsmi==<ROCm version>"
+    return (f"{what} does not match the installed ROCm {rocm or '(version unknown)'}: {lacks}, which it binds at"
+            f" import (the package is newer than the ROCm library). Install the amdsmi of this ROCm:"
+            f" pip install {AMDSMI_ROCM_PACKAGE} (or {pin})")
+
+
+def import_amdsmi() -> ModuleType:
+    """Import ``amdsmi``, turning every way its import fails into ImportError with a one-line cause.
+
+    Without ROCm the package raises KeyError (it prints why ``libamd_smi.so`` could not be loaded, then
+    looks the library up in an empty dict) or OSError; a package newer than the installed ROCm raises
+    AttributeError on the first library symbol that ROCm lacks (:func:`amdsmi_mismatch_message`). What
+    the package prints while importing is kept off stdout and used in the message."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            import amdsmi
+    except AttributeError as exc:
+        raise ImportError(amdsmi_mismatch_message(exc)) from exc
     except (ImportError, KeyError, OSError) as exc:
         if isinstance(exc, ModuleNotFoundError) and exc.name == "amdsmi":
             raise ImportError("amdsmi not installed") from exc
-        raise ImportError(f"amdsmi unusable ({describe_exception(exc)})") from exc
+        said = " ".join(line.strip() for line in printed.getvalue().splitlines() if line.strip())
+        cause = describe_exception(exc) + (f": {said[:240]}" if said else "")
+        raise ImportError(f"amdsmi unusable ({cause})") from exc
     return amdsmi
 
 
@@ -301,6 +422,8 @@ class AMDGPUSampler(Sampler):
         self._amdsmi: Any = None
         self._handle: Any = None
         self._rocm_smi: str | None = None
+        #: rocm-smi's index of this GPU (:func:`rocm_smi_device`), found at setup
+        self._smi_index = self.device_id
 
     def setup(self) -> None:
         """Open amdsmi, else check rocm-smi; raises SamplerUnavailable naming both causes when neither works."""
@@ -316,7 +439,8 @@ class AMDGPUSampler(Sampler):
             reasons.append(why_not)
         else:
             try:
-                parse_rocm_smi_json(self._run_rocm_smi(path), self.device_id)
+                self._smi_index = rocm_smi_device(path, self.device_id)
+                parse_rocm_smi_json(self._run_rocm_smi(path), self._smi_index)
                 self._rocm_smi = path
                 self.backend = "rocm-smi"
                 self.interval_s = max(self.interval_s, ROCM_SMI_MIN_INTERVAL_S)
@@ -343,7 +467,7 @@ class AMDGPUSampler(Sampler):
 
     def _run_rocm_smi(self, path: str) -> str:
         completed = subprocess.run(
-            [path, "-d", str(self.device_id), *ROCM_SMI_FLAGS],
+            [path, "-d", str(self._smi_index), *ROCM_SMI_FLAGS],
             capture_output=True,
             text=True,
             timeout=ROCM_SMI_TIMEOUT_S,
@@ -355,7 +479,7 @@ class AMDGPUSampler(Sampler):
 
     def _read(self) -> JSONDict:
         if self.backend == "rocm-smi" and self._rocm_smi is not None:
-            return parse_rocm_smi_json(self._run_rocm_smi(self._rocm_smi), self.device_id)
+            return parse_rocm_smi_json(self._run_rocm_smi(self._rocm_smi), self._smi_index)
         return parse_amdsmi_readings(amdsmi_raw_readings(self._amdsmi, self._handle))
 
 
@@ -429,15 +553,16 @@ def amd_gpu_identity(device_id: int = 0) -> JSONDict:
         path, _ = rocm_smi_path()
         if path is not None:
             try:
+                index = rocm_smi_device(path, device_id)
                 out = subprocess.run(
-                    [path, "-d", str(device_id), "--showproductname", "--showdriverversion", "--json"],
+                    [path, "-d", str(index), "--showproductname", "--showdriverversion", "--json"],
                     capture_output=True,
                     text=True,
                     timeout=ROCM_SMI_TIMEOUT_S,
                     check=False,
                 ).stdout
                 data = _json_object(out)
-                card = _card_entry(data, device_id)
+                card = _card_entry(data, index)
                 lowered = {k.lower(): v for k, v in card.items()}
                 identity["name"] = identity["name"] or lowered.get("card series") or lowered.get("card model")
                 system = {k.lower(): v for k, v in (data.get("system") or {}).items()}

@@ -25,7 +25,7 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable
-from pytest_aaco.samplers.visibility import nvidia_handle
+from pytest_aaco.samplers.visibility import DriRoots, amd_bus_id, drm_card_of, nvidia_handle
 
 FIX_CPU_GOVERNOR = "sudo cpupower frequency-set -g performance"
 FIX_AMD_PERF_LEVEL = (
@@ -93,6 +93,18 @@ def _amd_perf_levels(sysfs_root: Path) -> dict[str, str]:
     return levels
 
 
+def _amd_runner_card(sysfs_root: Path, device_id: int, environ: Mapping[str, str] | None) -> str | None:
+    """The DRM card (``card3``) of HIP device *device_id*: its PCI bus id from the KFD topology under
+    the visibility variables (:func:`pytest_aaco.samplers.visibility.amd_bus_id`), then the
+    ``class/drm/card<N>`` whose ``device`` is that PCI device. None when it cannot be told."""
+    try:
+        bus = amd_bus_id(device_id, environ, sysfs_root, DriRoots(sys=sysfs_root / "class" / "drm"))
+    except ValueError:  # GpuMappingError: the id names no GPU here
+        return None
+    card = drm_card_of(bus, sysfs_root) if bus else None
+    return card.name if card is not None else None
+
+
 def _nvidia_state(device_id: int = 0) -> JSONDict:
     """P-state and persistence mode through NVML; ``{}`` when NVML is unavailable. Never raises."""
     try:
@@ -124,7 +136,8 @@ def _nvidia_state(device_id: int = 0) -> JSONDict:
     return state
 
 
-def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -> JSONDict:
+def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True, device_id: int = 0,
+                     environ: Mapping[str, str] | None = None) -> JSONDict:
     """Clock settings of this host. Missing files give ``None`` fields; never raises.
 
     Returns a dict with:
@@ -135,8 +148,10 @@ def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -
     - ``cpu_boost``: True/False from ``cpufreq/boost`` or ``intel_pstate/no_turbo``, else None.
     - ``cpu_cur_mhz`` (mean over policies), ``cpu_min_mhz`` (lowest ``scaling_min_freq``),
       ``cpu_max_mhz`` (highest ``scaling_max_freq``), in MHz, or None.
-    - ``gpu_perf_levels``: ``{card: level}`` from amdgpu sysfs; ``gpu_perf_level``: the level
-      of the first AMD card, or None.
+    - ``gpu_perf_levels``: ``{card: level}`` from amdgpu sysfs; ``gpu_perf_card``: the card of HIP
+      device *device_id* (the runner's GPU under ``ROCR_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``,
+      mapped through its PCI bus id from the KFD topology), or None when that cannot be told;
+      ``gpu_perf_level``: that card's level, else (no KFD topology) the first card's, or None.
     - ``nvidia_perf_state`` (``"P0"`` .. ``"P12"``, a current state, not a setting) and
       ``nvidia_persistence_mode`` when *query_nvml* and NVML answers, else None.
     """
@@ -151,6 +166,7 @@ def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -
         "cpu_max_mhz": None,
         "gpu_perf_levels": {},
         "gpu_perf_level": None,
+        "gpu_perf_card": None,
         "nvidia_perf_state": None,
         "nvidia_persistence_mode": None,
     }
@@ -194,12 +210,15 @@ def read_clock_state(sysfs_root: str | Path = "/sys", query_nvml: bool = True) -
 
         levels = _amd_perf_levels(root)
         state["gpu_perf_levels"] = levels
-        if levels:
+        card = _amd_runner_card(root, device_id, environ) if levels else None
+        if card is not None and card in levels:
+            state["gpu_perf_card"], state["gpu_perf_level"] = card, levels[card]
+        elif levels:
             state["gpu_perf_level"] = next(iter(levels.values()))
     except Exception:  # noqa: BLE001 - a lockbox reader must never fail the run
         pass
     if query_nvml:
-        state.update(_nvidia_state())
+        state.update(_nvidia_state(device_id))
     return state
 
 
@@ -221,6 +240,9 @@ def clock_warnings(state: Mapping[str, Any]) -> list[str]:
             f"so latencies drift between runs. Fix: {FIX_CPU_GOVERNOR}"
         )
     levels: dict[str, str] = state.get("gpu_perf_levels") or {}
+    runner_card = state.get("gpu_perf_card")
+    if runner_card in levels:  # the other GPUs of the host are other runners'
+        levels = {runner_card: levels[runner_card]}
     auto = sorted((card for card, level in levels.items() if level == "auto"), key=_natural_key)
     if auto:
         messages.append(

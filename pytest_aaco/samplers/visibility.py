@@ -414,6 +414,111 @@ def amd_physical(amdsmi: ModuleType, logical_id: int, environ: Mapping[str, str]
                        {k: float(v) for k, v in clocks.items() if v is not None})
 
 
+# ---------------------------------------------------------------- AMD without amdsmi: KFD topology
+
+
+@dataclass(frozen=True)
+class KfdGpu:
+    """A GPU node of the KFD topology (``/sys/class/kfd/kfd/topology/nodes/<node>``): its PCI bus id
+    (``0000:c4:00.0``, from the ``domain`` and ``location_id`` properties), ROCr's UUID (``GPU-`` and the
+    ``unique_id`` property as 16 hex digits; None when 0) and its render node's minor number."""
+
+    node: int
+    pci_bus_id: str
+    uuid: str | None
+    render_minor: int | None
+
+
+def _kfd_properties(text: str) -> dict[str, int]:
+    values = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            values[parts[0]] = int(parts[1])
+    return values
+
+
+def kfd_gpus(sysfs_root: str | Path = "/sys") -> list[KfdGpu] | None:
+    """The GPU nodes of the KFD topology in node order, which is the order ROCr numbers its GPU agents
+    (and so ``ROCR_VISIBLE_DEVICES`` indices and HIP device ids without a mask); None when the topology
+    cannot be read (no amdgpu driver, or sysfs hidden).
+
+    Source: the amdkfd driver's topology files (``drivers/gpu/drm/amd/amdkfd/kfd_topology.c``,
+    ``node_show``): ``properties`` holds ``<name> <decimal value>`` lines; a node with ``gpu_id`` 0
+    (or ``simd_count`` 0) is a CPU. ``location_id`` is the PCI bus/device/function
+    (``bus << 8 | device << 3 | function``), ``domain`` the PCI domain."""
+    base = Path(sysfs_root) / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    try:
+        nodes = sorted((int(p.name), p) for p in base.iterdir() if p.name.isdigit())
+    except OSError:
+        return None
+    found = []
+    for number, path in nodes:
+        try:
+            props = _kfd_properties((path / "properties").read_text(encoding="ascii", errors="replace"))
+            gpu_id = (path / "gpu_id").read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            continue
+        if gpu_id in ("", "0") or not props.get("simd_count") or "location_id" not in props:
+            continue
+        loc = props["location_id"]
+        bdf = f"{props.get('domain', 0):04x}:{(loc >> 8) & 0xFF:02x}:{(loc >> 3) & 0x1F:02x}.{loc & 0x7:x}"
+        unique = props.get("unique_id") or 0
+        found.append(KfdGpu(number, bdf, f"GPU-{unique:016x}" if unique else None, props.get("drm_render_minor")))
+    return found
+
+
+def amd_bus_id(logical_id: int, environ: Mapping[str, str] | None = None, sysfs_root: str | Path = "/sys",
+               roots: DriRoots | None = None) -> str | None:
+    """PCI bus id (lower case) of HIP device *logical_id*, from the KFD topology (:func:`kfd_gpus`)
+    without amdsmi: the GPU nodes whose render node is open here (all when ``/dev/dri`` lists none of
+    theirs), in ROCr's order, then ``ROCR_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES`` by position or ROCr
+    UUID (:func:`mask_entry`). None when the topology cannot be read. Raises :class:`GpuMappingError`
+    when the id names no GPU there."""
+    env = os.environ if environ is None else environ
+    gpus = kfd_gpus(sysfs_root)
+    if not gpus:
+        return None
+    minors = (roots or DriRoots()).open_render_minors()
+    usable = [g for g in gpus if minors and g.render_minor in minors] or gpus
+    entry = mask_entry(AMD, logical_id, env)
+    if isinstance(entry, str):
+        hit = [g for g in usable if g.uuid and _same_uuid(g.uuid, entry)]
+        if len(hit) != 1:
+            raise GpuMappingError(f"visible-devices entry {entry!r} matches {len(hit)} of the {len(usable)} GPU(s) in"
+                                  " the KFD topology (rocminfo shows each GPU's Uuid)")
+        return hit[0].pci_bus_id
+    if entry >= len(usable):
+        where = mask_text(AMD, env) or "no visibility variable set"
+        raise GpuMappingError(f"device id {logical_id} is GPU {entry} of the runtime's, but the KFD topology has"
+                              f" {len(usable)} usable GPU(s) here ({where})")
+    return usable[entry].pci_bus_id
+
+
+def normalize_bus_id(text: object) -> str | None:
+    """``0000:c4:00.0`` from a PCI bus id in any case and domain width (rocm-smi prints ``0000:C4:00.0``,
+    some tools ``00000000:C4:00.0``); None when *text* is not one."""
+    match = re.fullmatch(r"\s*([0-9a-fA-F]{1,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*", str(text))
+    if not match:
+        return None
+    return f"{int(match[1], 16):04x}:{match[2].lower()}:{match[3].lower()}.{match[4]}"
+
+
+def drm_card_of(bus_id: str, sysfs_root: str | Path = "/sys") -> Path | None:
+    """``<sysfs_root>/class/drm/card<N>`` whose ``device`` link points at PCI device *bus_id*; None when
+    there is none."""
+    want = normalize_bus_id(bus_id)
+    base = Path(sysfs_root) / "class" / "drm"
+    try:
+        cards = [p for p in base.iterdir() if re.fullmatch(r"card\d+", p.name)]
+    except OSError:
+        return None
+    for card in sorted(cards, key=lambda p: int(p.name[4:])):
+        if normalize_bus_id(os.path.basename(os.path.realpath(card / "device"))) == want:
+            return card
+    return None
+
+
 def lock_file_name(gpu: PhysicalGpu | None, logical_id: int) -> str:
     """The device lock's file name: ``gpu-<uuid or PCI bus id>.lock`` for a known physical GPU,
     else ``gpu<N>.lock`` with N the runtime's index before any mask (the name before physical ids)."""
@@ -424,6 +529,7 @@ def lock_file_name(gpu: PhysicalGpu | None, logical_id: int) -> str:
 
 
 __all__: Sequence[str] = (
-    "AMD", "NVIDIA", "DriRoots", "GpuMapping", "GpuMappingError", "PhysicalGpu", "amd_handle", "amd_physical",
-    "lock_file_name", "mask_entry", "nvidia_handle", "nvidia_physical", "parse_mask", "visible_count",
+    "AMD", "NVIDIA", "DriRoots", "GpuMapping", "GpuMappingError", "KfdGpu", "PhysicalGpu", "amd_bus_id",
+    "amd_handle", "amd_physical", "drm_card_of", "kfd_gpus", "lock_file_name", "normalize_bus_id",
+    "mask_entry", "nvidia_handle", "nvidia_physical", "parse_mask", "visible_count",
 )
