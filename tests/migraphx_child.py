@@ -79,24 +79,34 @@ def raw(model: str, attempt: dict) -> dict:
 
 
 def plugin(model: str, attempt: dict) -> dict:
-    from pytest_aaco.measure import compile_cache, providers
-    from pytest_aaco.measure.graph import GraphRefused, graph_request
+    """One session built as the plugin builds it: ``--aaco-compile-cache`` (:func:`set_compile_cache`),
+    ``--aaco-graph`` (:func:`choose_graph` then :func:`with_graph`, as ``AacoSession.graph_for`` does) and
+    :func:`build_session` (which asks the EP, :mod:`pytest_aaco.measure.migraphx_probe`)."""
+    from pytest_aaco.measure import compile_cache, migraphx_probe, providers
+    from pytest_aaco.measure.graph import GraphRefused, choose_graph, with_graph
     from pytest_aaco.measure.inference import SessionError, build_session
 
     result: dict = {"attempt": attempt}
-    compile_cache.set_compile_cache(attempt.get("compile_cache", "off"),
-                                    user_cache=lambda: Path(attempt.get("user_cache", "/tmp/aaco-cache")))
+    user_cache = Path(attempt.get("user_cache", tempfile.mkdtemp(prefix="aaco-user-cache-")))
+    compile_cache.set_compile_cache(attempt.get("compile_cache", "off"), user_cache=lambda: user_cache)
     spec = providers.parse_provider("migraphx").with_options(attempt.get("options", {}))
-    try:
-        if attempt.get("graph") == "on":
-            spec = spec.with_options(graph_request(spec, "on"))
-        handle = build_session(Path(model), spec)
-        result.update(created=True, options=handle.options, message="")
-    except GraphRefused as exc:
-        result.update(created=False, graph_refused=True, message=str(exc))
-    except SessionError as exc:
-        result.update(created=False, message=str(exc))
-    result["probe"] = providers.migraphx_probe_summary()
+    printed = io.StringIO()
+    with standin_log() as calls:
+        try:
+            with contextlib.redirect_stdout(printed):
+                choice = choose_graph(attempt.get("graph", "off"), spec.short, "tiny[migraphx]", iobinding="all",
+                                      symbolic=list, cpu_nodes=lambda: (0, ""))
+                spec = with_graph(spec, choice)
+                handle = build_session(Path(model), spec)
+            result.update(created=True, on_ep=EP in handle.session.get_providers(), options=handle.options,
+                          message=printed.getvalue())
+        except GraphRefused as exc:
+            result.update(created=False, on_ep=False, graph_refused=True, message=str(exc))
+        except SessionError as exc:
+            result.update(created=False, on_ep=False, message=str(exc))
+    result["calls"] = calls
+    result["probe"] = migraphx_probe.summary()
+    result["env_after"] = {k: v for k, v in os.environ.items() if k.startswith("ORT_MIGRAPHX_")}
     return result
 
 

@@ -329,7 +329,7 @@ def classify(on_ep: bool, message: str, calls: list[str] | tuple[str, ...] = ())
         return "accepted", "session created on the EP"
     past = [c for c in calls if c != "hipGetDeviceCount"]
     if past:
-        return "accepted", f"failed in the stand-in {past[0]} ({_short(message)})"
+        return "accepted", f"past the parser: the EP failed in the stand-in {past[0]}"
     return "other", _short(message)
 
 
@@ -357,3 +357,112 @@ def tiny_model(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path
+
+
+#: the option sets the plugin produces for MIGraphX, as (name, plugin attempt); ``{work}`` is replaced by a
+#: scratch folder. Each goes through the plugin's own code path (tests/migraphx_child.py, mode "plugin").
+PLUGIN_OPTION_SETS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("compile cache auto", {"compile_cache": "auto"}),
+    ("compile cache off", {"compile_cache": "off"}),
+    ("compile cache user folder", {"compile_cache": "{work}/user-compile-cache"}),
+    ("fp16", {"compile_cache": "auto", "options": {"migraphx_fp16_enable": "1"}}),
+    ("int8 + calibration table", {"compile_cache": "auto", "options": {
+        "migraphx_int8_enable": "yes", "migraphx_int8_calibration_table_name": "{work}/calibration.flatbuffers",
+        "migraphx_int8_use_native_calibration_table": "false"}}),
+    ("user provider options", {"compile_cache": "off", "options": {
+        "migraphx_exhaustive_tune": "true", "migraphx_mem_limit": "2147483648",
+        "migraphx_arena_extend_strategy": "kSameAsRequested", "migraphx_bf16_enable": "0",
+        "migraphx_model_cache_dir": "{work}/users-own-cache"}}),
+    ("--aaco-graph=on", {"compile_cache": "auto", "graph": "on"}),
+)
+#: a user option no PyPI wheel takes: the plugin must refuse it naming the key, the build and what it takes
+REFUSED_USER_SET = ("user option the EP refuses", {"compile_cache": "off",
+                                                  "options": {"migraphx_save_compiled_model": "1"}})
+#: the harness's own check: an invented key must be refused by the real parser and a known one accepted
+SELF_CHECK = ({"options": {"aaco_invented_key": "1"}}, {"options": {"migraphx_fp16_enable": "True"}})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One cell of the conformance table: ``wheel`` x ``option_set`` -> ``verdict`` with ``words``."""
+
+    wheel: str
+    option_set: str
+    verdict: str
+    words: str
+
+
+def _fill(value: object, work: Path) -> object:
+    if isinstance(value, str):
+        return value.replace("{work}", str(work))
+    if isinstance(value, dict):
+        return {k: _fill(v, work) for k, v in value.items()}
+    return value
+
+
+def plugin_verdict(result: dict) -> tuple[str, str]:
+    """(verdict, words) for one plugin attempt of tests/migraphx_child.py: ``refused with a reason`` (graph
+    replay refused before any session), ``refused`` (a parser's words anywhere in the message), ``accepted``
+    (past the parser: on the EP, or failed in a stand-in call), ``other``."""
+    message = str(result.get("message", ""))
+    if result.get("graph_refused"):
+        return "refused with a reason", _short(message.split("refused: ", 1)[-1])
+    return classify(bool(result.get("on_ep")), message, result.get("calls", ()))
+
+
+def conformance(version: str, work: Path, sets: tuple[tuple[str, dict[str, object]], ...] = PLUGIN_OPTION_SETS,
+                cache: Path | None = None, timeout: float = 180) -> list[Row]:
+    """The conformance rows of onnxruntime-migraphx *version*: the harness's self-check (raw sessions,
+    :data:`SELF_CHECK`), then every option set of *sets* through the plugin's code path. Raises
+    :class:`WheelUnavailable` when the wheel, a tool, or this machine's C library cannot run it."""
+    site, standins = prepare(version, work, cache)
+    problem = glibc_problem(site)
+    if problem:
+        raise WheelUnavailable(f"onnxruntime-migraphx {version}: {problem}")
+    scratch = work / f"scratch-{version}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "calibration.flatbuffers").write_bytes(b"")
+    model = tiny_model(scratch / "tiny.onnx")
+    child = Path(__file__).with_name("migraphx_child.py")
+    root = Path(__file__).resolve().parent.parent
+    rows = []
+    raw = run_child(child, site, standins, {"mode": "raw", "model": str(model), "attempts": list(SELF_CHECK)},
+                    timeout=timeout)
+    if not isinstance(raw, dict) or "results" not in raw:
+        raise RuntimeError(f"onnxruntime-migraphx {version}: the child could not import the wheel: {raw}")
+    for name, result in zip(("self-check: invented key", "self-check: known key"), raw["results"], strict=True):
+        verdict, words = classify(result["on_ep"], result["message"], result["calls"])
+        rows.append(Row(version, name, verdict, words))
+    attempts = [_fill(attempt, scratch) for _, attempt in sets]
+    out = run_child(child, site, standins, {"mode": "plugin", "model": str(model), "attempts": attempts},
+                    extra_path=[root], timeout=timeout)
+    assert isinstance(out, dict)
+    for (name, _), result in zip(sets, out["results"], strict=True):
+        verdict, words = plugin_verdict(result)
+        if verdict == "refused" and "refuses option" in str(result.get("message")):
+            words = " ".join(str(result["message"]).split(": ", 1)[-1].split())  # the plugin's own message, whole
+        rows.append(Row(version, name, verdict, words))
+    return rows
+
+
+def glibc_problem(site: Path) -> str | None:
+    """Why this machine's C library cannot load the wheel at *site* (its libraries need a newer
+    ``GLIBC_x.y`` than ``os.confstr("CS_GNU_LIBC_VERSION")``), or None. Read with ``objdump -T``."""
+    try:
+        have = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return None
+    found = re.search(r"(\d+)\.(\d+)", have)
+    objdump = shutil.which("objdump")
+    if not found or objdump is None:
+        return None
+    mine = (int(found.group(1)), int(found.group(2)))
+    need = (0, 0)
+    for lib in (site / "onnxruntime" / "capi").glob("*.so*"):
+        out = subprocess.run([objdump, "-T", str(lib)], capture_output=True, text=True, check=False).stdout
+        for major, minor in re.findall(r"GLIBC_(\d+)\.(\d+)", out):
+            need = max(need, (int(major), int(minor)))
+    if need > mine:
+        return (f"its libraries need GLIBC_{need[0]}.{need[1]} and this machine has glibc {mine[0]}.{mine[1]}"
+                " (the wheel's manylinux tag promises less)")
+    return None
