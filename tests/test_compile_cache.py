@@ -41,10 +41,12 @@ def test_auto_is_a_per_runner_folder_under_the_user_cache(tmp_path: Path) -> Non
     root = cc.resolve_compile_cache("auto", {"RUNNER_NAME": "gpu 3/mi300x"}, user_cache=lambda: tmp_path / "u")
     assert root == tmp_path / "u" / "compile" / "gpu_3_mi300x"
     assert cc.resolve_compile_cache("off") is None and cc.resolve_compile_cache("OFF") is None
-    assert cc.resolve_compile_cache(str(tmp_path / "mine")) == tmp_path / "mine" and (tmp_path / "mine").is_dir()
+    assert cc.resolve_compile_cache(str(tmp_path / "mine"), {}) == tmp_path / "mine" and (tmp_path / "mine").is_dir()
+    # a folder given on a CI runner gets a folder per runner too: runners of one host never share one
+    assert cc.resolve_compile_cache(str(tmp_path / "mine"), {"RUNNER_NAME": "r2"}) == tmp_path / "mine" / "r2"
     (tmp_path / "file").write_text("x")
     with pytest.raises(cc.CompileCacheError, match=r"--aaco-compile-cache=.*file.*writable folder, auto or off"):
-        cc.resolve_compile_cache(str(tmp_path / "file" / "sub"))
+        cc.resolve_compile_cache(str(tmp_path / "file" / "sub"), {})
 
 
 def test_the_folder_is_keyed_by_side_model_bytes_and_program_options(tmp_path: Path) -> None:
@@ -66,28 +68,51 @@ def test_the_folder_is_keyed_by_side_model_bytes_and_program_options(tmp_path: P
                            "migraphx_model_cache_dir": "/x"}, "1.24.0") == base
 
 
-def test_cache_options_per_ep_and_binding_generation(tmp_path: Path) -> None:
-    assert cc.cache_options("migraphx", tmp_path, legacy_migraphx=False) == {"migraphx_model_cache_dir": str(tmp_path)}
-    program = str(tmp_path / "model.mxr")
-    assert cc.cache_options("migraphx", tmp_path, legacy_migraphx=True) == {
-        "migraphx_save_compiled_model": "True", "migraphx_save_model_path": program,
-        "migraphx_load_compiled_model": "True", "migraphx_load_model_path": program}
-    assert cc.cache_options("tensorrt", tmp_path, False) == {"trt_engine_cache_enable": "1",
-                                                             "trt_engine_cache_path": str(tmp_path)}
-    assert cc.cache_options("openvino", tmp_path, False) == {"cache_dir": str(tmp_path)}
-    assert cc.cache_options("cuda", tmp_path, False) == {}
+def test_the_folder_is_keyed_by_rocm_migraphx_runtime_and_gpu_arch(tmp_path: Path, monkeypatch) -> None:
+    """A runner upgraded to another MIGraphX (or ROCm, or moved to another GPU) never loads the old program:
+    MIGraphX would load an older .mxr with only a warning."""
+    from pytest_aaco.measure import rocm_stack
+
+    model = tmp_path / "net.onnx"
+    model.write_bytes(b"weights")
+    stack = {"rocm": "6.4.1-120", "migraphx": "2.12.0", "gfx": "gfx942"}
+    monkeypatch.setattr(rocm_stack, "stack_key", lambda environ=None: dict(stack))
+    base = cc.keyed_folder(tmp_path, "baseline", "migraphx", model, {}, "1.27.1")
+    for field, other in (("rocm", "7.0.1-42"), ("migraphx", "2.13.0"), ("gfx", "gfx90a")):
+        assert cc.keyed_folder(tmp_path, "baseline", "migraphx", model, {}, "1.27.1",
+                               {**stack, field: other}) != base
+    assert cc.keyed_folder(tmp_path, "baseline", "migraphx", model, {}, "1.27.1", dict(stack)) == base
+    assert cc.stack_for("tensorrt") is None and cc.stack_for("migraphx") == stack
 
 
-def test_options_passed_with_the_cache_on_each_binding_generation(cache_root: Path, tiny_model_path: Path) -> None:
-    legacy_opts = effective_options(MIGX, 0, "1.22.0")
-    legacy, use = with_compile_cache(MIGX, tiny_model_path, legacy_opts, "1.22.0")
-    assert use.folder is not None and use.folder.is_dir() and use.folder.parent == cache_root / "candidate"
-    assert legacy == {"device_id": "0", "migraphx_exhaustive_tune": "False",
-                      "migraphx_save_compiled_model": "True", "migraphx_load_compiled_model": "True",
-                      "migraphx_save_model_path": str(use.folder / "model.mxr"),
-                      "migraphx_load_model_path": str(use.folder / "model.mxr")}
-    parser, use = with_compile_cache(MIGX, tiny_model_path, effective_options(MIGX, 0, "1.24.1"), "1.24.1")
-    assert parser == {"device_id": "0", "migraphx_model_cache_dir": str(use.folder)}
+def test_a_lock_per_keyed_folder_serialises_compile_and_save(tmp_path: Path) -> None:
+    import filelock
+
+    folder = tmp_path / "k"
+    with cc.folder_lock(folder):
+        with pytest.raises(filelock.Timeout):
+            with cc.folder_lock(folder, timeout=0.05):
+                pass
+    with cc.folder_lock(folder, timeout=0.05):
+        pass
+    assert cc.snapshot(folder) == ()  # the lock file is not a program
+
+
+def test_cache_options_per_ep_never_a_save_or_load_key(tmp_path: Path) -> None:
+    assert cc.cache_options("migraphx", tmp_path) == {"migraphx_model_cache_dir": str(tmp_path)}
+    assert cc.cache_env(tmp_path) == {"ORT_MIGRAPHX_MODEL_CACHE_PATH": str(tmp_path),
+                                      "ORT_MIGRAPHX_CACHE_PATH": str(tmp_path)}
+    assert cc.cache_options("tensorrt", tmp_path) == {"trt_engine_cache_enable": "1",
+                                                      "trt_engine_cache_path": str(tmp_path)}
+    assert cc.cache_options("openvino", tmp_path) == {"cache_dir": str(tmp_path)}
+    assert cc.cache_options("cuda", tmp_path) == {}
+
+
+def test_options_passed_with_the_cache_on(cache_root: Path, tiny_model_path: Path) -> None:
+    for version in ("1.22.0", "1.24.1"):  # no version cut-off
+        options, use = with_compile_cache(MIGX, tiny_model_path, effective_options(MIGX, 0, version), version)
+        assert use.folder is not None and use.folder.is_dir() and use.folder.parent == cache_root / "candidate"
+        assert options == {"device_id": "0", "migraphx_model_cache_dir": str(use.folder)}
     # the user's own cache wins and is recorded as such; the cache off changes nothing
     mine = MIGX.with_options({"migraphx_model_cache_dir": "/mine"})
     options, use = with_compile_cache(mine, tiny_model_path, effective_options(mine, 0, "1.24.1"), "1.24.1")

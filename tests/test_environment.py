@@ -163,17 +163,25 @@ def test_rocm_version_reads_the_info_file(tmp_path):
     assert rocm_version(str(tmp_path / "absent")) is None
 
 
-def test_migraphx_version_from_the_module(monkeypatch):
+def test_migraphx_version_never_comes_from_the_module(monkeypatch, tmp_path):
+    """MIGraphX's own build reports ``migraphx.__version__ == "dev"``: the fingerprint reads the installed
+    runtime instead (pytest_aaco.measure.rocm_stack), here a ROCm prefix with MIGraphX's CMake version file."""
     import types
 
-    from pytest_aaco.history.environment import migraphx_version
+    from pytest_aaco.history import environment
+    from pytest_aaco.measure import rocm_stack
 
-    monkeypatch.setitem(sys.modules, "migraphx", types.SimpleNamespace(__version__="2.13.0"))
-    assert migraphx_version() == "2.13.0"
-    monkeypatch.setitem(sys.modules, "migraphx", types.SimpleNamespace())
-    assert migraphx_version() is None
-    monkeypatch.setitem(sys.modules, "migraphx", None)  # import raises ImportError
-    assert migraphx_version() is None
+    monkeypatch.setitem(sys.modules, "migraphx", types.SimpleNamespace(__version__="dev"))
+    cmake = tmp_path / "rocm" / rocm_stack.MIGRAPHX_CMAKE_VERSION
+    cmake.parent.mkdir(parents=True)
+    cmake.write_text('set(PACKAGE_VERSION "2.12.0")\n')
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "rocm"))
+    monkeypatch.setattr(rocm_stack, "DPKG_STATUS", str(tmp_path / "no-dpkg"))
+    assert environment.migraphx_version() == "2.12.0"
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "absent"))
+    monkeypatch.setattr(rocm_stack, "rocm_prefixes", lambda environ=None: [])
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    assert rocm_stack.migraphx_runtime_version(dpkg_status=str(tmp_path / "no-dpkg")) is None
 
 
 def test_collect_environment_never_raises(monkeypatch):

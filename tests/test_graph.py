@@ -52,11 +52,29 @@ def test_on_gives_each_eps_graph_option():
     assert choice.on and choice.to_dict() == {"mode": "on", "state": "on"}
     cuda = with_graph(parse_provider("cuda").with_options({"device_id": 0}), choice)
     assert cuda.options == {"device_id": 0, "enable_cuda_graph": "1"}
-    migraphx = with_graph(parse_provider("migraphx"), choose_graph("on", "migraphx", "m[migraphx]", iobinding="all",
-                                                                   symbolic=list, cpu_nodes=no_cpu_nodes))
-    assert migraphx.options == {"migraphx_hip_graph_enable": "1"}
     assert without_graph(cuda).options == {"device_id": 0}
     assert with_graph(parse_provider("cuda"), GraphChoice("off", "off")).options == {}
+
+
+def test_migraphx_graph_on_is_refused_with_the_eps_reason_unless_it_takes_the_key(monkeypatch):
+    """The EP is asked (migraphx_probe); every onnxruntime-migraphx wheel refuses migraphx_hip_graph_enable
+    (tests/test_migraphx_conformance.py runs this against the real parsers)."""
+    from pytest_aaco.measure import migraphx_probe
+
+    refused = migraphx_probe.Verdict("refused", 'Unknown provider option: "migraphx_hip_graph_enable".')
+    monkeypatch.setattr(migraphx_probe, "probe", lambda options, ort=None, factory=None: {
+        k: refused for k in options})
+    with pytest.raises(GraphRefused, match=r"m\[migraphx\]: --aaco-graph=on refused: this onnxruntime build's"
+                       r" MIGraphXExecutionProvider .*has no graph replay option: it refuses migraphx_hip_graph_enable"
+                       r" \(Unknown provider option.*use --aaco-graph=off"):
+        choose_graph("on", "migraphx", "m[migraphx]", iobinding="all", symbolic=list, cpu_nodes=no_cpu_nodes)
+    off = choose_graph("off", "migraphx", "m[migraphx]", iobinding="all", symbolic=never, cpu_nodes=never)
+    assert off.state == "off"
+    accepted = migraphx_probe.Verdict("accepted")
+    monkeypatch.setattr(migraphx_probe, "probe", lambda options, ort=None, factory=None: {
+        k: accepted for k in options})
+    choice = choose_graph("on", "migraphx", "m[migraphx]", iobinding="all", symbolic=list, cpu_nodes=no_cpu_nodes)
+    assert with_graph(parse_provider("migraphx"), choice).options == {"migraphx_hip_graph_enable": "1"}
 
 
 @pytest.mark.parametrize("mode", ["auto", "on"])

@@ -26,7 +26,6 @@ from pytest_aaco.measure.providers import (
     available_providers,
     migraphx_bool,
     migraphx_env_overrides,
-    migraphx_generation,
     parse_provider,
     parse_provider_list,
     session_fallback_problem,
@@ -272,24 +271,23 @@ def test_silent_cpu_fallback_fails_the_item(aaco_project):
     assert not list(aaco_project.pytester.path.glob("baselines/**/*.json"))  # no migraphx baseline recorded
 
 
-LEGACY_OFF = {"migraphx_save_compiled_model": "False", "migraphx_load_compiled_model": "False",
-              "migraphx_exhaustive_tune": "False"}
-
-
-@pytest.mark.parametrize(("version", "legacy"), [("1.20.1", True), ("1.22.0", True), ("1.23.0", True),
-                                                 ("1.24.0", False), ("1.24.1+rocm7.0", False)])
-def test_migraphx_options_per_ort_version(version, legacy):
-    spec = parse_provider("migraphx").with_options({"migraphx_fp16_enable": "1", "migraphx_int8_enable": "no"})
-    expected = {"migraphx_fp16_enable": "True", "migraphx_int8_enable": "False", "device_id": "3"}
-    assert effective_options(spec, 3, version) == ({**expected, **LEGACY_OFF} if legacy else expected)
+@pytest.mark.parametrize("version", ["1.20.1", "1.22.0", "1.23.0", "1.24.0", "1.27.1"])
+def test_migraphx_options_are_the_same_for_every_version(version):
+    """No version cut-off: booleans in the one spelling every real parser takes, and nothing added
+    (no save/load key, no default): which keys the EP takes is asked at run time."""
+    spec = parse_provider("migraphx").with_options({"migraphx_fp16_enable": "1", "migraphx_int8_enable": "no",
+                                                    "migraphx_int8_use_native_calibration_table": "true"})
+    expected = {"migraphx_fp16_enable": "True", "migraphx_int8_enable": "False",
+                "migraphx_int8_use_native_calibration_table": "True", "device_id": "3"}
+    assert effective_options(spec, 3, version) == expected
 
 
 def test_migraphx_options_keep_what_the_user_gave():
     spec = parse_provider("migraphx").with_options({"migraphx_exhaustive_tune": "YES", "migraphx_mem_limit": 1024,
                                                     "migraphx_load_compiled_model": True})
-    options = effective_options(spec, 0, "1.22.0")
+    options = effective_options(spec, 0)
     assert options == {"migraphx_exhaustive_tune": "True", "migraphx_load_compiled_model": "True",
-                       "migraphx_save_compiled_model": "False", "migraphx_mem_limit": "1024", "device_id": "0"}
+                       "migraphx_mem_limit": "1024", "device_id": "0"}  # a refused key is the EP's to refuse
 
 
 @pytest.mark.parametrize("value", ["1", "0", "TRUE", "false", "Yes", "no", True, False, 1, 0])
@@ -303,11 +301,22 @@ def test_migraphx_bool_refuses_naming_the_key(value):
         effective_options(parse_provider("migraphx").with_options({"migraphx_fp8_enable": value}), 0, "1.24.0")
 
 
-def test_migraphx_generation_and_unknown_keys_left_to_ort():
-    assert [migraphx_generation(v) for v in ("1.20.0", "1.23.2", "1.24.0", "2.0")] == ["legacy"] * 2 + ["parser"] * 2
+def test_unknown_migraphx_keys_are_left_to_the_ep():
     spec = parse_provider("migraphx").with_options({"migraphx_no_such_key": "x"})
-    assert effective_options(spec, 0, "1.24.0")["migraphx_no_such_key"] == "x"  # ORT's own error decides
+    assert effective_options(spec, 0)["migraphx_no_such_key"] == "x"  # the probe asks the EP
     assert OPTION_KEYS["migraphx"] is None
+
+
+def test_plugin_ep_names_parse_as_themselves_and_others_list_the_choices():
+    spec = parse_provider("AMDGPUExecutionProvider")
+    assert (spec.short, spec.ep_name) == ("AMDGPUExecutionProvider", "AMDGPUExecutionProvider")
+    assert parse_provider(spec.short) == spec  # test ids and registry entries round-trip
+    assert not spec.is_gpu  # its device is chosen through get_ep_devices (plugin_eps), not device_id
+    with pytest.raises(ProviderError, match=r"unknown execution provider 'amdgpu'.*get_ep_devices"):
+        parse_provider("amdgpu")
+    reason = unavailable_reason(spec, ["CPUExecutionProvider", "VitisAIExecutionProvider"], "1.23.0")
+    assert reason is not None and "available: CPUExecutionProvider, VitisAIExecutionProvider" in reason
+    assert "--aaco-ep-library" in reason
 
 
 def test_migraphx_env_overrides_warn():

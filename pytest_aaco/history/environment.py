@@ -21,6 +21,9 @@ from typing import Any
 import pytest_aaco.samplers.amd as amd
 import pytest_aaco.samplers.nvidia as nvidia
 from pytest_aaco.jsonio import JSONDict, JSONValue
+from pytest_aaco.measure.rocm_stack import ROCM_VERSION_FILE as ROCM_VERSION_FILE  # re-exported
+from pytest_aaco.measure.rocm_stack import migraphx_runtime_version
+from pytest_aaco.measure.rocm_stack import rocm_version as rocm_version  # re-exported
 
 # the one secret rule lives in pytest_aaco.redact; re-exported for callers of the lockbox
 from pytest_aaco.redact import looks_secret as looks_secret
@@ -82,28 +85,11 @@ def cpu_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-#: where a ROCm install records its version (``6.4.1-120`` style; the ``rocm-core`` package writes it)
-ROCM_VERSION_FILE = "/opt/rocm/.info/version"
-
-
-def rocm_version(path: str = ROCM_VERSION_FILE) -> str | None:
-    """The installed ROCm version from *path* (first line, stripped), or None when unreadable or empty."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.readline().strip() or None
-    except OSError:
-        return None
-
-
 def migraphx_version() -> str | None:
-    """``migraphx.__version__`` when the MIGraphX Python module imports (ROCm puts it in
-    ``/opt/rocm/lib``), else None. Never raises."""
-    try:
-        import migraphx  # type: ignore[import-not-found]  # noqa: PLC0415
-    except Exception:  # noqa: BLE001 - absent, or a broken install: no version to record
-        return None
-    version = getattr(migraphx, "__version__", None)
-    return str(version) if version else None
+    """The installed MIGraphX runtime's version (:func:`pytest_aaco.measure.rocm_stack.migraphx_runtime_version`:
+    its CMake package file, the dpkg database or the library's file name), or None. Not
+    ``migraphx.__version__``, which MIGraphX's own build reports as ``"dev"``. Never raises."""
+    return migraphx_runtime_version()
 
 
 def gpu_identity(provider: str | None, device_id: int = 0) -> JSONDict:

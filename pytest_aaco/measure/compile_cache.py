@@ -14,14 +14,20 @@ pytest-aaco therefore hands each EP a folder of its own, keyed by
 * the SHA-256 of the model file's bytes,
 * the EP, the onnxruntime version and the provider options that change the program
   (every option except :data:`NOT_PROGRAM` and the cache options themselves),
+* for MIGraphX, the ROCm version, the MIGraphX runtime version and the GPU architecture
+  (:func:`pytest_aaco.measure.rocm_stack.stack_key`, ``unknown`` where nothing says): the EP names its
+  ``.mxr`` after the MIGraphX version it was *built* with, and MIGraphX loads an older ``.mxr`` with a
+  warning only, so without them a runner upgraded to a new MIGraphX would keep running the old program,
 
 so two sides never share a folder, and the EP's own weak key only has to tell programs apart within
-one. The options that point an EP at the folder (:func:`cache_options`):
+one. ``auto`` keeps one root per runner (``$RUNNER_NAME``, else the host name), and so does a folder
+given while ``$RUNNER_NAME`` is set; a file lock per keyed folder (:func:`folder_lock`) serialises the
+compile and save of one program. The options that point an EP at the folder (:func:`cache_options`):
 
-* MIGraphX, ORT >= 1.24 (``ProviderOptionsParser``): ``migraphx_model_cache_dir``;
-  legacy bindings: ``migraphx_save_compiled_model`` / ``migraphx_load_compiled_model`` = True with
-  ``migraphx_save_model_path`` / ``migraphx_load_model_path`` = ``<folder>/model.mxr``
-  (``onnxruntime_pybind_state.cc``; *paper*, docs/amd.md).
+* MIGraphX: ``migraphx_model_cache_dir`` (every onnxruntime-migraphx wheel 1.23.0-1.27.1 takes it;
+  none has a save/load key). An EP that refuses or ignores it (asked at run time,
+  :mod:`pytest_aaco.measure.migraphx_probe`) gets the folder through :data:`MIGRAPHX_CACHE_ENVS`
+  instead, set around the session's creation only (:func:`cache_env`).
 * TensorRT: ``trt_engine_cache_enable`` = 1, ``trt_engine_cache_path`` = folder
   (https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html).
 * OpenVINO: ``cache_dir`` = folder
@@ -44,6 +50,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 
@@ -56,17 +63,21 @@ NOT_PROGRAM = frozenset({
 })
 #: options through which an EP is pointed at its cache, per EP (a user value for any: ``user``)
 CACHE_KEYS: dict[str, frozenset[str]] = {
-    "migraphx": frozenset({"migraphx_model_cache_dir", "migraphx_save_compiled_model", "migraphx_save_model_path",
-                           "migraphx_load_compiled_model", "migraphx_load_model_path"}),
+    "migraphx": frozenset({"migraphx_model_cache_dir"}),
     "tensorrt": frozenset({"trt_engine_cache_enable", "trt_engine_cache_path"}),
     "openvino": frozenset({"cache_dir"}),
 }
 #: the environment variable through which the MIGraphX EP picks its own cache folder over the options
 MIGRAPHX_CACHE_ENV = "ORT_MIGRAPHX_MODEL_CACHE_PATH"
+#: the variables a MIGraphX EP reads its cache folder from (both names are in every onnxruntime-migraphx
+#: wheel 1.23.0-1.27.1's provider library; older builds read only the environment)
+MIGRAPHX_CACHE_ENVS = (MIGRAPHX_CACHE_ENV, "ORT_MIGRAPHX_CACHE_PATH")
+#: the lock file inside a keyed folder (:func:`folder_lock`; ``.aaco-`` names are not program files)
+LOCK_NAME = ".aaco-compile.lock"
+#: how long a session waits for another runner compiling the same program (s)
+LOCK_TIMEOUT_S = 3600.0
 #: written into a folder by the session that compiled its program: ``{"create_ms", "first_run_ms", ...}``
 RECORD = "aaco-compile.json"
-#: the legacy MIGraphX binding's program file inside the folder
-LEGACY_PROGRAM = "model.mxr"
 #: the three settings of ``--aaco-compile-cache``
 AUTO, OFF = "auto", "off"
 
@@ -112,6 +123,8 @@ def resolve_compile_cache(value: str, environ: Mapping[str, str] | None = None,
     if text.lower() == AUTO:
         return user_cache() / "compile" / runner_name(environ)
     folder = Path(text).expanduser()
+    if (os.environ if environ is None else environ).get("RUNNER_NAME"):  # runners of one host never share a root
+        folder = folder / runner_name(environ)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -154,20 +167,48 @@ def model_sha256(model_path: Path) -> str:
     return _SHA[key]
 
 
-def program_key(short: str, options: Mapping[str, object], ort_version: str) -> str:
+def program_key(short: str, options: Mapping[str, object], ort_version: str,
+                stack: Mapping[str, str] | None = None) -> str:
     """A 12-hex key of what changes *short*'s program besides the model: the EP, the onnxruntime
-    version and every option but :data:`NOT_PROGRAM` and the EP's :data:`CACHE_KEYS`."""
+    version, every option but :data:`NOT_PROGRAM` and the EP's :data:`CACHE_KEYS`, and *stack* (the
+    ROCm / MIGraphX / GPU-architecture facts, :func:`stack_for`)."""
     kept = {k: str(v) for k, v in options.items() if k not in NOT_PROGRAM and k not in CACHE_KEYS.get(short, ())}
-    text = json.dumps({"ep": short, "ort": ort_version, "options": kept}, sort_keys=True)
+    data: dict[str, object] = {"ep": short, "ort": ort_version, "options": kept}
+    if stack:
+        data["stack"] = dict(stack)
+    text = json.dumps(data, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def stack_for(short: str) -> dict[str, str] | None:
+    """What besides the options changes *short*'s compiled program on this machine: for MIGraphX the
+    ROCm version, the MIGraphX runtime version and the GPU architecture
+    (:func:`pytest_aaco.measure.rocm_stack.stack_key`); None for other EPs."""
+    if short != "migraphx":
+        return None
+    from pytest_aaco.measure.rocm_stack import stack_key
+
+    return stack_key()
+
+
 def keyed_folder(root: Path, side: str, short: str, model_path: Path, options: Mapping[str, object],
-                 ort_version: str) -> Path:
+                 ort_version: str, stack: Mapping[str, str] | None = None) -> Path:
     """``root/<side>/<ep>-<model SHA-256, 16 hex>-<program key>``: one folder per side, model bytes
-    and program options (:func:`program_key`). Raises OSError when the model cannot be read."""
+    and program options, and the software stack *stack* (default :func:`stack_for`; :func:`program_key`).
+    Raises OSError when the model cannot be read."""
     side_name = re.sub(r"[^A-Za-z0-9_-]+", "_", side) or "candidate"
-    return root / side_name / f"{short}-{model_sha256(model_path)[:16]}-{program_key(short, options, ort_version)}"
+    key = program_key(short, options, ort_version, stack_for(short) if stack is None else stack)
+    return root / side_name / f"{short}-{model_sha256(model_path)[:16]}-{key}"
+
+
+def folder_lock(folder: Path, timeout: float = LOCK_TIMEOUT_S) -> Any:
+    """A file lock (:mod:`filelock`) on keyed *folder*, held around a session's compile and save so two
+    runners or processes never write one program at once; the second waits and then finds it (a hit).
+    A context manager; raises ``filelock.Timeout`` after *timeout* seconds."""
+    from filelock import FileLock
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / LOCK_NAME), timeout=timeout)
 
 
 def user_steered(short: str, options: Mapping[str, object]) -> bool:
@@ -175,20 +216,21 @@ def user_steered(short: str, options: Mapping[str, object]) -> bool:
     return bool(CACHE_KEYS.get(short, frozenset()) & set(options))
 
 
-def cache_options(short: str, folder: Path, legacy_migraphx: bool) -> JSONDict:
+def cache_options(short: str, folder: Path) -> JSONDict:
     """The provider options that point *short*'s EP at *folder* (see the module docstring); ``{}``
-    for an EP that does not compile. *legacy_migraphx*: the MIGraphX binding is the legacy one."""
+    for an EP that does not compile."""
     if short == "migraphx":
-        if legacy_migraphx:
-            program = str(folder / LEGACY_PROGRAM)
-            return {"migraphx_save_compiled_model": "True", "migraphx_save_model_path": program,
-                    "migraphx_load_compiled_model": "True", "migraphx_load_model_path": program}
         return {"migraphx_model_cache_dir": str(folder)}
     if short == "tensorrt":
         return {"trt_engine_cache_enable": "1", "trt_engine_cache_path": str(folder)}
     if short == "openvino":
         return {"cache_dir": str(folder)}
     return {}
+
+
+def cache_env(folder: Path) -> dict[str, str]:
+    """The environment that points a MIGraphX EP reading only ``ORT_MIGRAPHX_*`` variables at *folder*."""
+    return {name: str(folder) for name in MIGRAPHX_CACHE_ENVS}
 
 
 @dataclass(frozen=True)

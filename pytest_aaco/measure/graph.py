@@ -12,10 +12,11 @@ Provider options (:data:`GRAPH_OPTIONS`):
   ORT replays the device addresses it captured, so inputs and outputs must be bound on the device
   (``--aaco-iobinding=all``: :func:`pytest_aaco.measure.inference.bind_run`), every node must run
   on the CUDA EP, and input shapes must not change between runs.
-* MIGraphX EP: ``migraphx_hip_graph_enable=1`` where the build has the key. No MIGraphX build
-  documented here lists it (``MIGRAPHX_KEYS`` in :mod:`pytest_aaco.measure.providers`); a build that
-  reports its options and leaves the key out is refused after the session is built
-  (:func:`graph_build_problem`), and one that reports nothing is trusted (docs/amd.md).
+* MIGraphX EP: only where the EP takes a graph key (:data:`PROBED_GRAPH_OPTIONS`), asked at run time
+  (:mod:`pytest_aaco.measure.migraphx_probe`). No onnxruntime-migraphx wheel 1.23.0-1.27.1 takes one
+  (each refuses ``migraphx_hip_graph_enable`` with ``Unknown provider option``: ``MIGRAPHX_KEYS`` in
+  :mod:`pytest_aaco.measure.providers`), so ``--aaco-graph=on`` there is refused with that reason
+  before any session is built, never left to a parse error (:func:`graph_unsupported`).
 
 :func:`choose_graph` is the one decision: ``off`` never captures; ``on`` captures or refuses with an
 error (:class:`GraphRefused`) naming the reason; ``auto`` asks :func:`auto_wants_graph` and, when that
@@ -31,6 +32,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inference import SessionError
@@ -38,7 +40,32 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.warnings import AacoProviderWarning
 
 #: EP short name -> (provider option, value) that turns graph replay on
-GRAPH_OPTIONS = {"cuda": ("enable_cuda_graph", "1"), "migraphx": ("migraphx_hip_graph_enable", "1")}
+GRAPH_OPTIONS = {"cuda": ("enable_cuda_graph", "1")}
+#: EP short name -> the graph option to ask the EP about (used only where the EP takes it)
+PROBED_GRAPH_OPTIONS = {"migraphx": ("migraphx_hip_graph_enable", "1")}
+_ALL_GRAPH_OPTIONS = {**GRAPH_OPTIONS, **PROBED_GRAPH_OPTIONS}
+
+
+def graph_unsupported(provider_short: str, ort: Any = None) -> str | None:
+    """Why EP *provider_short*'s build has no graph replay (the EP refused or ignored its graph option
+    when asked, :func:`pytest_aaco.measure.migraphx_probe.probe`), or None when it takes the option or
+    the EP's option is not asked about. *ort*: the onnxruntime module (default: imported)."""
+    if provider_short not in PROBED_GRAPH_OPTIONS:
+        return None
+    from pytest_aaco.measure import migraphx_probe
+
+    if ort is None:
+        import onnxruntime
+
+        ort = onnxruntime
+    key, value = PROBED_GRAPH_OPTIONS[provider_short]
+    verdict = migraphx_probe.probe({key: value}, ort)[key]
+    if verdict.state == "accepted":
+        return None
+    why = {"refused": f"it refuses {key} ({verdict.words})", "ignored": f"it ignores {key}",
+           "unknown": f"it could not be asked about {key} ({verdict.words})"}[verdict.state]
+    return (f"this onnxruntime build's MIGraphXExecutionProvider ({migraphx_probe.build_name(ort)}) has no"
+            f" graph replay option: {why}; use --aaco-graph=off")
 #: graph states recorded per item
 ON, OFF, REFUSED, NOT_APPLICABLE = "on", "off", "refused", "not applicable"
 
@@ -122,7 +149,7 @@ def capture_problem(provider_short: str, iobinding: str, symbolic: list[str], cp
     *iobinding*: the resolved binding (``all`` puts inputs and outputs on the device); *symbolic*:
     :func:`symbolic_inputs`; *cpu_nodes*: nodes placed on the CPU EP (*cpu_ops* names them).
     """
-    key = GRAPH_OPTIONS[provider_short][0]
+    key = _ALL_GRAPH_OPTIONS[provider_short][0]
     if iobinding != "all":
         return (f"{key} needs inputs and outputs bound on the device, and the IO binding is {iobinding!r}:"
                 " use --aaco-iobinding=all")
@@ -148,11 +175,16 @@ def choose_graph(mode: str, provider_short: str, label: str, *, iobinding: str, 
     """
     if mode not in ("auto", "on", "off"):
         raise ValueError(f"--aaco-graph must be auto, on or off, got {mode!r}")
-    if provider_short not in GRAPH_OPTIONS:
+    if provider_short not in _ALL_GRAPH_OPTIONS:
         reason = f"the {provider_short} EP has no graph replay"
         return GraphChoice(mode, NOT_APPLICABLE if mode != "off" else OFF, reason if mode != "off" else None)
     if mode == "off" or (mode == "auto" and not auto_wants_graph(provider_short)):
         return GraphChoice(mode, OFF)
+    unsupported = graph_unsupported(provider_short)
+    if unsupported:
+        if mode == "on":
+            raise GraphRefused(f"{label}: --aaco-graph=on refused: {unsupported}")
+        return GraphChoice(mode, NOT_APPLICABLE, unsupported)
     count, ops = (0, "")
     problem = capture_problem(provider_short, iobinding, [], 0)
     if problem is None:
@@ -172,14 +204,14 @@ def with_graph(provider: ProviderSpec, choice: GraphChoice) -> ProviderSpec:
     """*provider* with its graph option (:data:`GRAPH_OPTIONS`) added when *choice* is on, else unchanged."""
     if not choice.on:
         return provider
-    key, value = GRAPH_OPTIONS[provider.short]
+    key, value = _ALL_GRAPH_OPTIONS[provider.short]
     return provider.with_options({key: value})
 
 
 def without_graph(provider: ProviderSpec) -> ProviderSpec:
     """*provider* without its graph option: the placement profile runs host feeds, which a captured
     graph does not take (:func:`pytest_aaco.measure.inference.bind_run`)."""
-    key = GRAPH_OPTIONS.get(provider.short, ("", ""))[0]
+    key = _ALL_GRAPH_OPTIONS.get(provider.short, ("", ""))[0]
     if key not in provider.options:
         return provider
     return ProviderSpec(provider.short, provider.ep_name, {k: v for k, v in provider.options.items() if k != key})
@@ -189,7 +221,7 @@ def graph_build_problem(provider: ProviderSpec, reported_options: dict[str, JSON
     """Why a built session with graph replay asked for does not have it, or None: the EP reports
     its options (``session.get_provider_options()``) and the graph key is not among them (the build
     does not know it and ignored it)."""
-    key = GRAPH_OPTIONS.get(provider.short, ("", ""))[0]
+    key = _ALL_GRAPH_OPTIONS.get(provider.short, ("", ""))[0]
     if not key or key not in provider.options:
         return None
     reported = reported_options.get(provider.ep_name) or {}

@@ -25,19 +25,22 @@ from pytest_aaco.measure.compile_cache import (
     MIGRAPHX_CACHE_ENV,
     CacheUse,
     CompileCacheError,
+    cache_env,
     cache_options,
     compile_cache_root,
+    folder_lock,
     keyed_folder,
     user_steered,
 )
 from pytest_aaco.measure.device_time import DeviceRecorder, DeviceTracer, TraceBudget
 from pytest_aaco.measure.plugin_eps import PluginEpError, add_plugin_provider, plugin_ep_names
 from pytest_aaco.measure.providers import (
+    MIGRAPHX_KEYS,
+    MIGRAPHX_REPLACED,
     OPTION_KEYS,
     ProviderError,
     ProviderSpec,
     migraphx_env_overrides,
-    migraphx_generation,
     migraphx_options,
     session_fallback_problem,
 )
@@ -173,20 +176,16 @@ def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
 def effective_options(provider: ProviderSpec, device_id: int, ort_version: str | None = None) -> JSONDict:
     """Provider options as passed to ORT, with ``device_id`` added for GPU EPs that lack it.
 
-    MIGraphX options go through :func:`pytest_aaco.measure.providers.migraphx_options` for *ort_version*
-    (default: the imported onnxruntime's): booleans as "True"/"False", and on legacy bindings compiled-model
-    save/load and exhaustive tuning off unless given. Raises :class:`ProviderError` for a MIGraphX boolean
-    option that is not one.
+    MIGraphX options go through :func:`pytest_aaco.measure.providers.migraphx_options` (booleans as
+    "True"/"False", nothing added); whether the EP takes each key is asked when the session is built
+    (:func:`migraphx_plan`), not decided by *ort_version* (kept for callers; unused). Raises
+    :class:`ProviderError` for a MIGraphX boolean option that is not one.
     """
     options = dict(provider.options)
     if provider.is_gpu and provider.short != "dml" and "device_id" not in options:
         options["device_id"] = device_id
     if provider.short == "migraphx":
-        if ort_version is None:
-            import onnxruntime as ort
-
-            ort_version = str(ort.__version__)
-        options = migraphx_options(options, ort_version)
+        options = migraphx_options(options)
     return {k: str(v) if not isinstance(v, str) else v for k, v in options.items()}
 
 
@@ -226,8 +225,62 @@ def with_compile_cache(provider: ProviderSpec, model_path: Path, options: JSONDi
         if root is None:
             return options, CacheUse(None, reason="off")
         folder = keyed_folder(root, provider.side, provider.short, model_path, options, ort_version)
-    extra = cache_options(provider.short, folder, migraphx_generation(ort_version) == "legacy")
+    extra = cache_options(provider.short, folder)
     return {**options, **extra}, CacheUse.start(folder)
+
+
+def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
+                  ort: Any) -> tuple[JSONDict, dict[str, str]]:
+    """The MIGraphX *options* to send and the environment to set around the session's creation, after
+    asking the EP which keys it takes (:func:`pytest_aaco.measure.migraphx_probe.probe`, once per process).
+
+    The plugin's own cache folder goes through ``migraphx_model_cache_dir`` where the EP takes it, else
+    through ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` / ``ORT_MIGRAPHX_CACHE_PATH``
+    (:func:`~pytest_aaco.measure.compile_cache.cache_env`). Raises :class:`SessionError` naming each key the
+    EP refuses (the user's options), the EP's words, the build, and the keys it takes.
+    """
+    from pytest_aaco.measure import migraphx_probe
+
+    verdicts = migraphx_probe.probe(options, ort)
+    out, env = dict(options), {}
+    plugin_cache = cache.folder is not None and "migraphx_model_cache_dir" not in provider.options
+    if plugin_cache and verdicts.get("migraphx_model_cache_dir", migraphx_probe.Verdict("accepted")).state in (
+            "refused", "ignored"):
+        out.pop("migraphx_model_cache_dir", None)
+        env = cache_env(cache.folder) if cache.folder is not None else {}
+    refused = {k: v for k, v in verdicts.items() if v.state == "refused" and k in out}
+    if refused:
+        takes = migraphx_probe.probe({k: _NEUTRAL.get(k, "0") for k in sorted(MIGRAPHX_KEYS)}, ort)
+        taken = sorted(k for k, v in takes.items() if v.state == "accepted")
+        hints = "".join(f"; for {k} use {MIGRAPHX_REPLACED[k]}" for k in sorted(refused) if k in MIGRAPHX_REPLACED)
+        words = "; ".join(f"{k}: {v.words}" for k, v in sorted(refused.items()))
+        raise SessionError(f"{model_path.name}: this onnxruntime build's {provider.ep_name}"
+                           f" ({migraphx_probe.build_name(ort)}) refuses option(s) {', '.join(sorted(refused))}"
+                           f" ({words}){hints}; it takes: {', '.join(taken) or 'no option it could be asked about'}")
+    return out, env
+
+
+#: values every real MIGraphX parser takes, for asking which keys an EP takes (:func:`migraphx_plan`)
+_NEUTRAL = {"device_id": "0", "migraphx_model_cache_dir": "<scratch>", "migraphx_int8_calibration_table_name": "",
+            "migraphx_mem_limit": "0", "migraphx_arena_extend_strategy": "kNextPowerOfTwo",
+            **{k: "False" for k in ("migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable",
+                                    "migraphx_int8_enable", "migraphx_int8_use_native_calibration_table",
+                                    "migraphx_exhaustive_tune")}}
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str]) -> Any:
+    """Set *env* in ``os.environ`` for the ``with`` block only; the old values (or their absence) come back."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 #: test-only hook: when set, called instead of ``onnxruntime.InferenceSession(path, sess_options=...,
@@ -275,6 +328,12 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
                            f" {exc}; give a writable folder or off") from None
     warn_migraphx_env(provider)
     plugin = provider.ep_name in plugin_ep_names(ort)
+    env: dict[str, str] = {}
+    if provider.short == "migraphx" and not plugin and SESSION_FACTORY is None and \
+            provider.ep_name in ort.get_available_providers():
+        options, env = migraphx_plan(provider, model_path, options, cache, ort)
+        if env and any(k in os.environ for k in env):  # the user's own ORT_MIGRAPHX_* folder wins (warned above)
+            env = {}
     if plugin:  # a registered EP library's EP: its device is chosen on the session options (plugin_eps.py)
         options = {k: v for k, v in options.items() if k != "device_id"}
         try:
@@ -283,16 +342,17 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
             raise SessionError(f"{model_path.name}: {exc}") from None
     printed = io.StringIO()
     factory = SESSION_FACTORY or ort.InferenceSession
-    start = time.perf_counter_ns()
+    lock = folder_lock(cache.folder) if cache.folder is not None else contextlib.nullcontext()
     try:
-        with contextlib.redirect_stdout(printed):
+        with lock, environment(env), contextlib.redirect_stdout(printed):  # compile + save under the folder's lock
+            start = time.perf_counter_ns()
             if plugin:
                 session = factory(str(model_path), sess_options=so)
             else:
                 session = factory(str(model_path), sess_options=so, providers=session_providers(provider, options))
+            create_ms = (time.perf_counter_ns() - start) / 1e6
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
         raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
-    create_ms = (time.perf_counter_ns() - start) / 1e6
     problem = creation_problem(model_path, provider, options, printed.getvalue(), list(session.get_providers()),
                                session.get_provider_options(), ort.__version__)
     if problem:

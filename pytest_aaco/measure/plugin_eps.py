@@ -76,12 +76,17 @@ def register_libraries(libraries: Sequence[tuple[str, str]], ort: Any) -> list[s
 
 
 def plugin_ep_names(ort: Any) -> list[str]:
-    """EP names that only registered libraries offer: those of ``get_ep_devices()`` missing from
-    ``get_available_providers()``; ``[]`` when no library was registered."""
-    if not _REGISTERED:
+    """EP names that only EP libraries offer: those of ``get_ep_devices()`` missing from
+    ``get_available_providers()`` (libraries registered with ``--aaco-ep-library`` or otherwise); ``[]``
+    when this onnxruntime has no ``get_ep_devices`` or it fails."""
+    if not hasattr(ort, "get_ep_devices"):
+        return []
+    try:
+        devices = list(ort.get_ep_devices())
+    except Exception:  # noqa: BLE001 - ORT's own error types: no plugin EP to offer
         return []
     built_in = set(ort.get_available_providers())
-    return sorted({str(d.ep_name) for d in ort.get_ep_devices()} - built_in)
+    return sorted({str(d.ep_name) for d in devices} - built_in)
 
 
 def devices_for(ep_name: str, device_id: int, ort: Any) -> list[Any]:

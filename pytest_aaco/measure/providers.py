@@ -7,6 +7,7 @@ anything as a GPU result. Reference: https://onnxruntime.ai/docs/execution-provi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -25,6 +26,10 @@ EP_NAMES: dict[str, str] = {
 }
 _BY_EP_NAME = {ep.lower(): short for short, ep in EP_NAMES.items()}
 _ALIASES = {"trt": "tensorrt", "directml": "dml", "ov": "openvino"}
+#: what an EP name outside :data:`EP_NAMES` must look like to be taken as a plugin EP's (``AMDGPUExecutionProvider``):
+#: such a spec keeps the full name as its short name, and whether any EP library reports it is checked once
+#: ONNX Runtime is loaded (:func:`unavailable_reason`, :mod:`pytest_aaco.measure.plugin_eps`)
+PLUGIN_EP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*ExecutionProvider$")
 
 #: providers whose device needs a ``device_id`` option
 GPU_PROVIDERS = frozenset({"cuda", "migraphx", "rocm", "tensorrt", "dml"})
@@ -109,7 +114,10 @@ def parse_provider(name: str) -> ProviderSpec:
     if key in _BY_EP_NAME:
         short = _BY_EP_NAME[key]
         return ProviderSpec(short, EP_NAMES[short])
-    raise ProviderError(f"unknown execution provider {name.strip()!r}; valid: {valid_names()}")
+    if PLUGIN_EP_NAME.match(name.strip()):  # an EP library's own name: checked against get_ep_devices() at start
+        return ProviderSpec(name.strip(), name.strip())
+    raise ProviderError(f"unknown execution provider {name.strip()!r}; valid: {valid_names()}, or the name of an"
+                        " EP that a registered EP library reports (onnxruntime.get_ep_devices(), --aaco-ep-library)")
 
 
 def parse_provider_list(values: list[str]) -> list[ProviderSpec]:
@@ -192,6 +200,9 @@ def unavailable_reason(spec: ProviderSpec, available: list[str], ort_version: st
     if spec.ep_name in available:
         return None
     reason = f"{spec.ep_name} not available (available: {', '.join(available)})"
+    if spec.short not in EP_NAMES:
+        reason += ("; no built-in EP and no registered EP library reports it (onnxruntime.get_ep_devices()):"
+                   " register its library with --aaco-ep-library NAME=PATH, or request one of those offered")
     if spec.short == "rocm" and _version_tuple(ort_version) >= ROCM_REMOVED_IN:
         reason += (
             f"; ROCMExecutionProvider was removed in onnxruntime 1.23 and this is {ort_version}:"
@@ -215,56 +226,41 @@ def session_fallback_problem(spec: ProviderSpec, session_providers: list[str]) -
 
 
 # --- MIGraphX provider options -------------------------------------------------------------------
-# What each generation of ORT's Python binding does with MIGraphX provider options (read from the
-# sources on paper, not yet run on an AMD GPU; docs/amd.md keeps the verification checklist):
-#
-# * legacy, upstream ORT <= 1.22 and AMD's ROCm/onnxruntime branches (rocm6.4, rocm7.0, whose
-#   1.23.0 reports the same version as upstream 1.23.0): ``onnxruntime/python/onnxruntime_pybind_state.cc``
-#   parses each boolean key itself and accepts only the strings "True" and "False" (anything else,
-#   "1" included, raises). When any options dict is passed it starts from defaults that *save* and
-#   *load* ``./compiled_model.mxr`` and turn exhaustive tuning on, so a benchmark would silently load a
-#   compiled model left by an earlier run (another model, another option set) and spend minutes tuning.
-# * newer, upstream ORT >= 1.24: ``onnxruntime/core/providers/migraphx/migraphx_execution_provider_info.cc``
-#   reads the options through ``ProviderOptionsParser``, which accepts 0/1/true/false.
-#
-# "True"/"False" is accepted by both, so every boolean key is normalised to it.
+# Checked against the real option parsers, not by version: every onnxruntime-migraphx wheel on PyPI
+# (1.23.0, 1.23.2, 1.24.2, 1.24.4, 1.25.0, 1.27.0, 1.27.1) was loaded with its own
+# libonnxruntime_providers_migraphx.so over stand-in HIP/MIGraphX libraries and fed each key
+# (tests/migraphx_wheels.py, studies/migraphx_conformance.py; tests/test_migraphx_conformance.py in CI).
+# Their parser (MIGraphXExecutionProviderInfo's ProviderOptionsParser, upstream
+# onnxruntime/core/providers/migraphx/migraphx_execution_provider_info.cc) takes exactly MIGRAPHX_KEYS and
+# refuses anything else with 'Unknown provider option: "<key>"'; none has a save/load-compiled-model key
+# or a graph-replay key. Other builds differ (AMD's ROCm/onnxruntime wheels refuse with "Invalid MIGraphX EP
+# option"; upstream 1.20-1.22's EP reads only device_id and takes the rest from ORT_MIGRAPHX_* variables),
+# so the plugin asks the EP at run time (pytest_aaco.measure.migraphx_probe) instead of trusting a table.
 
-#: MIGraphX option keys per binding generation (paper knowledge, see above). Not used to refuse keys:
-#: ``get_provider_options()`` lists a different set per version, so a wrong key is left to ORT's own error.
-MIGRAPHX_KEYS: dict[str, frozenset[str]] = {
-    "legacy": frozenset({
-        "device_id", "migraphx_fp16_enable", "migraphx_int8_enable", "migraphx_use_native_calibration_table",
-        "migraphx_int8_calibration_table_name", "migraphx_save_compiled_model", "migraphx_save_model_path",
-        "migraphx_load_compiled_model", "migraphx_load_model_path", "migraphx_exhaustive_tune",
-        "migraphx_mem_limit", "migraphx_arena_extend_strategy", "migraphx_fp8_enable",
-    }),
-    "parser": frozenset({
-        "device_id", "migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable", "migraphx_int8_enable",
-        "migraphx_use_native_calibration_table", "migraphx_int8_calibration_table_name",
-        "migraphx_save_compiled_model", "migraphx_save_model_path", "migraphx_load_compiled_model",
-        "migraphx_load_model_path", "migraphx_exhaustive_tune", "migraphx_mem_limit",
-        "migraphx_arena_extend_strategy", "migraphx_model_cache_dir",
-    }),
-}
-#: MIGraphX keys that take a boolean; their values are normalised to "True"/"False"
+#: the MIGraphX option keys every onnxruntime-migraphx wheel 1.23.0 ... 1.27.1 takes (checked as above)
+MIGRAPHX_KEYS = frozenset({
+    "device_id", "migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable", "migraphx_int8_enable",
+    "migraphx_int8_calibration_table_name", "migraphx_int8_use_native_calibration_table",
+    "migraphx_exhaustive_tune", "migraphx_mem_limit", "migraphx_arena_extend_strategy", "migraphx_model_cache_dir",
+    "migraphx_external_alloc", "migraphx_external_free", "migraphx_external_empty_cache",
+})
+#: MIGraphX keys that take a boolean; their values are sent as "True"/"False", the one spelling every real
+#: parser takes (the PyPI wheels take True/False/true/false/1/0 and refuse yes/TRUE/on; the Python binding
+#: of upstream <= 1.22 and AMD's ROCm branches compares with "True" and "False" only)
 MIGRAPHX_BOOL_KEYS = frozenset({
     "migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable", "migraphx_int8_enable",
-    "migraphx_use_native_calibration_table", "migraphx_save_compiled_model", "migraphx_load_compiled_model",
-    "migraphx_exhaustive_tune",
+    "migraphx_int8_use_native_calibration_table", "migraphx_exhaustive_tune",
 })
-#: set explicitly on legacy bindings unless the user gave them: their defaults there are save=1, load=1
-#: (``./compiled_model.mxr``) and exhaustive_tune=1 once any options dict is passed
-MIGRAPHX_LEGACY_OFF = ("migraphx_save_compiled_model", "migraphx_load_compiled_model", "migraphx_exhaustive_tune")
-#: the first upstream ORT version whose binding parses MIGraphX options with ProviderOptionsParser. 1.23
-#: counts as legacy: AMD's ROCm/onnxruntime 1.23.0 reports the same version and keeps the legacy parsing.
-MIGRAPHX_PARSER_SINCE = (1, 24)
+#: keys of older or other builds that no PyPI wheel takes, and what to use instead
+MIGRAPHX_REPLACED = {
+    "migraphx_use_native_calibration_table": "migraphx_int8_use_native_calibration_table",
+    "migraphx_save_compiled_model": "--aaco-compile-cache (migraphx_model_cache_dir)",
+    "migraphx_save_model_path": "--aaco-compile-cache (migraphx_model_cache_dir)",
+    "migraphx_load_compiled_model": "--aaco-compile-cache (migraphx_model_cache_dir)",
+    "migraphx_load_model_path": "--aaco-compile-cache (migraphx_model_cache_dir)",
+}
 _TRUE = frozenset({"1", "true", "yes"})
 _FALSE = frozenset({"0", "false", "no"})
-
-
-def migraphx_generation(ort_version: str) -> str:
-    """``"legacy"`` (ORT <= 1.23, see :data:`MIGRAPHX_PARSER_SINCE`) or ``"parser"`` (ORT >= 1.24)."""
-    return "parser" if _version_tuple(ort_version) >= MIGRAPHX_PARSER_SINCE else "legacy"
 
 
 def migraphx_bool(key: str, value: object) -> str:
@@ -281,15 +277,12 @@ def migraphx_bool(key: str, value: object) -> str:
                         " use 1/0, true/false or yes/no")
 
 
-def migraphx_options(options: JSONDict, ort_version: str) -> JSONDict:
-    """The MIGraphX provider options to pass for *ort_version*: booleans as "True"/"False", and on legacy
-    bindings save/load of a compiled model and exhaustive tuning off unless the user set them.
-    Other keys pass unchanged (ORT refuses the ones it does not know)."""
-    out = {k: migraphx_bool(k, v) if k in MIGRAPHX_BOOL_KEYS else v for k, v in options.items()}
-    if migraphx_generation(ort_version) == "legacy":
-        for key in MIGRAPHX_LEGACY_OFF:
-            out.setdefault(key, "False")
-    return out
+def migraphx_options(options: JSONDict) -> JSONDict:
+    """The MIGraphX provider options to pass: booleans (:data:`MIGRAPHX_BOOL_KEYS`) as "True"/"False", the
+    rest unchanged. Nothing is added: no save/load key nor any default (whether the EP takes each key is
+    asked at run time, :mod:`pytest_aaco.measure.migraphx_probe`). Raises :class:`ProviderError` naming a
+    boolean key whose value is not one."""
+    return {k: migraphx_bool(k, v) if k in MIGRAPHX_BOOL_KEYS else v for k, v in options.items()}
 
 
 def migraphx_env_overrides(environ: Iterable[str]) -> list[str]:

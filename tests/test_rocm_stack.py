@@ -1,0 +1,52 @@
+"""The AMD stack under the MIGraphX EP (pytest_aaco.measure.rocm_stack): the MIGraphX runtime version from
+what is installed (CMake package version file, dpkg database, library file name), the GPU architecture from
+the KFD topology, and ``unknown`` where nothing says. The files are written in the layouts their producers
+use: CMake's ``write_basic_package_version_file`` (``set(PACKAGE_VERSION "x")``), dpkg's status file
+(RFC 822 blocks), and the amdgpu driver's ``/sys/class/kfd/kfd/topology/nodes/N/properties``
+(``name value`` lines, ``gfx_target_version`` = major*10000 + minor*100 + stepping)."""
+
+from __future__ import annotations
+
+import os
+
+from pytest_aaco.measure import rocm_stack
+
+
+def test_gfx_name_from_the_kfd_target_version():
+    assert rocm_stack.gfx_name(90402) == "gfx942"
+    assert rocm_stack.gfx_name(90010) == "gfx90a"
+    assert rocm_stack.gfx_name(110000) == "gfx1100"
+    assert rocm_stack.gfx_name(0) is None  # CPU nodes
+
+
+def test_gpu_archs_reads_every_gpu_node(tmp_path):
+    for node, version in (("0", 0), ("1", 90402), ("2", 90402), ("3", 90010)):
+        (tmp_path / node).mkdir()
+        (tmp_path / node / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\nsimd_count 4\n")
+    assert rocm_stack.gpu_archs(str(tmp_path)) == ["gfx90a", "gfx942"]
+    assert rocm_stack.gpu_archs(str(tmp_path / "absent")) == []
+
+
+def test_runtime_version_from_dpkg_then_the_library_name(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("Package: migraphx-dev\nStatus: install ok installed\nVersion: 9.9\n\n"
+                      "Package: migraphx\nStatus: install ok installed\nVersion: 2.12.0.60400-39~24.04\n")
+    env = {"ROCM_PATH": str(tmp_path / "none"), "LD_LIBRARY_PATH": ""}
+    assert rocm_stack.migraphx_runtime_version(env, dpkg_status=str(status)) == "2.12.0.60400-39~24.04"
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libmigraphx_c.so.3.0.60400").write_bytes(b"")
+    os.symlink("libmigraphx_c.so.3.0.60400", lib / "libmigraphx_c.so.3")
+    env = {"ROCM_PATH": str(tmp_path / "none"), "LD_LIBRARY_PATH": str(lib)}
+    found = rocm_stack.migraphx_runtime_version(env, dpkg_status=str(tmp_path / "no-status"))
+    if not any(p.name == "rocm" for p in rocm_stack.rocm_prefixes(env)):  # a machine with /opt/rocm answers first
+        assert found == "libmigraphx_c.so.3.0.60400"
+
+
+def test_stack_key_says_unknown_rather_than_guessing(monkeypatch):
+    monkeypatch.setattr(rocm_stack, "rocm_version", lambda path=rocm_stack.ROCM_VERSION_FILE: None)
+    monkeypatch.setattr(rocm_stack, "migraphx_runtime_version", lambda environ=None: None)
+    monkeypatch.setattr(rocm_stack, "gpu_archs", lambda nodes=rocm_stack.KFD_NODES: [])
+    assert rocm_stack.stack_key() == {"rocm": "unknown", "migraphx": "unknown", "gfx": "unknown"}
+    monkeypatch.setattr(rocm_stack, "gpu_archs", lambda nodes=rocm_stack.KFD_NODES: ["gfx90a", "gfx942"])
+    assert rocm_stack.stack_key()["gfx"] == "gfx90a+gfx942"
