@@ -111,8 +111,10 @@ def build_rocpd(path: Path, version: str, kernels: list[KernelSpan], markers: li
 def test_rocpd_gives_the_same_kernels_and_ranges_as_the_csv(tmp_path, version):
     csv_trace = recorded_trace()
     db = build_rocpd(tmp_path / "aaco_results.db", version, csv_trace.kernels, csv_trace.markers)
-    with sqlite3.connect(db) as con:  # the real views: no agent_id, ranges named after the API call
-        assert "agent_id" not in {r[1] for r in con.execute("PRAGMA table_info(kernels)")}
+    with sqlite3.connect(db) as con:  # the real views: agent by index, ranges named after the API call
+        columns = {r[1] for r in con.execute("PRAGMA table_info(kernels)")}
+        agent = {"3": "agent_abs_index", "4": "agent_absolute_index"}[version[0]]
+        assert agent in columns and ("agent_id" in columns) == version.startswith("4")  # 4.1.0: the track's
         assert {r[0] for r in con.execute("SELECT name FROM regions")} == {"roctxThreadRangeA"}
     before = db.read_bytes()
     kernels, markers = read_rocpd(db)
@@ -206,52 +208,21 @@ def test_a_kernels_view_without_a_known_agent_column_names_the_file_and_column(t
         read_rocpd(db)
 
 
-def test_the_rocpd_tables_are_read_when_the_views_are_missing(tmp_path):
+@pytest.mark.parametrize("version", ["3.0.3", "4.1.0"])
+def test_the_rocpd_tables_are_read_when_the_views_are_missing(tmp_path, version):
     """A rocpd database without the data views (kernels, regions, ...; the rocpd_* views over the
     per-process tables kept): kernels and ranges from rocpd_kernel_dispatch, rocpd_region,
-    rocpd_string and rocpd_event."""
+    rocpd_string and rocpd_event (4.1.0: the agent and queue from the dispatch's rocpd_track)."""
     csv_trace = recorded_trace()
-    db = build_rocpd(tmp_path / "aaco_results.db", "3.0.3", csv_trace.kernels, csv_trace.markers)
+    db = build_rocpd(tmp_path / "aaco_results.db", version, csv_trace.kernels, csv_trace.markers)
     with sqlite3.connect(db) as con:
         views = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'view'"
                                            " AND name NOT LIKE 'rocpd%'")]
         con.executescript("".join(f"DROP VIEW `{v}`;" for v in views))
     kernels, markers = read_rocpd(db)
     assert len(kernels) == len(csv_trace.kernels) and {k.device for k in kernels} == {str(rocpd_db.GPU_AGENT)}
+    assert {k.stream for k in kernels} == {k.stream for k in csv_trace.kernels}
     assert sorted(markers, key=lambda m: m.start_ns) == sorted(csv_trace.markers, key=lambda m: m.start_ns)
-
-
-def build_timestamp_ids(path: Path, kernels: list[KernelSpan]) -> Path:
-    """Kernel dispatches in the start_id/end_id layout of rocpd_schema_timestamp_ids.sql (see README.md)."""
-    db = sqlite3.connect(path)
-    db.executescript((DATA / "rocpd_schema_timestamp_ids.sql").read_text())
-    symbols: dict[str, int] = {}
-
-    def stamp(value: int) -> int:
-        return db.execute("INSERT INTO rocpd_timestamp (value, phase) VALUES (?, 0)", (value,)).lastrowid or 0
-
-    db.execute("INSERT INTO rocpd_track (id, nid, agent_id, queue_id) VALUES (1, 1, 2, 1)")
-    for i, k in enumerate(kernels, start=1):
-        if k.name not in symbols:
-            symbols[k.name] = len(symbols) + 1
-            db.execute("INSERT INTO rocpd_info_kernel_symbol (id, nid, pid, code_object_id, kernel_name,"
-                       " display_name) VALUES (?, 1, 1, 1, ?, ?)", (symbols[k.name], "_Z" + k.name, k.name))
-        db.execute("INSERT INTO rocpd_kernel_dispatch (track_id, kernel_id, dispatch_id, start_id, end_id,"
-                   " workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z)"
-                   " VALUES (1, ?, ?, ?, ?, 256, 1, 1, 65536, 1, 1)",
-                   (symbols[k.name], i, stamp(k.start_ns), stamp(k.end_ns)))
-    db.commit()
-    db.close()
-    return path
-
-
-def test_dispatches_with_timestamp_ids_are_read(tmp_path):
-    trace = recorded_trace()
-    db = build_timestamp_ids(tmp_path / "t.db", trace.kernels)
-    kernels, _ = read_rocpd(db)
-    assert sorted((k.name, k.start_ns, k.end_ns) for k in kernels) == sorted(
-        (k.name, k.start_ns, k.end_ns) for k in trace.kernels)
-    assert {k.device for k in kernels} == {"2"}
 
 
 def test_the_kernel_pass_reads_rocpd_too(tmp_path):
