@@ -547,6 +547,7 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     from pytest_aaco.sidebyside import gate as sidegate
     from pytest_aaco.sidebyside.cycles import LocalFactory
     from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+    from pytest_aaco.warnings import AacoDeviceTimeWarning
 
     seen: list[dict] = []
 
@@ -572,10 +573,39 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
 
     monkeypatch.setattr(sidegate, "trace_sides", broken)
     fresh = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
-    note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
-                                   settings, 0.05, True, None)
+    with pytest.warns(AacoDeviceTimeWarning) as caught:  # the terminal says it, not only the verdict note
+        note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                       settings, 0.05, True, None, label="tiny[migraphx]")
     assert note is not None and note.startswith("device time: the traced blocks") and "gated on wall time" in note
     assert fresh.measurement.device is None
+    [warned] = caught  # one line, naming the item, the reason and the options that change it
+    assert str(warned.message) == ("tiny[migraphx]: device time could not be measured, gated on wall time only:"
+                                   " the traced blocks' host timestamps do not bracket the traced kernels"
+                                   " (--aaco-device-time=on makes this an error, =off skips device time)")
+    assert warned.filename == __file__  # attributed to the caller of the gate, not to gate.py
+
+    monkeypatch.setattr(sidegate, "trace_sides", lambda sides, **kw: ChildTrace({}, "roctx", "rocpd", "ctypes:test"))
+    with pytest.warns(AacoDeviceTimeWarning, match=r"^tiny\[migraphx\]: .* fewer than 2 cycles per side"):
+        note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                       settings, 0.05, True, None, label="tiny[migraphx]")
+    assert note == "device time: the traced child gave fewer than 2 cycles per side; gated on wall time only"
+    monkeypatch.setattr(sidegate, "trace_sides", broken)
     with pytest.raises(SessionError, match="--aaco-device-time=on: the traced blocks"):
         gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="on"),
                                 settings, 0.05, True, None)
+
+
+def test_the_wall_time_fallback_is_a_warning_line_in_the_terminal(pytester):
+    """Under pytest (with the plugin loaded) the fallback warning reaches the terminal's warnings
+    summary as one line naming the item and the reason; the verdict note is the same reason."""
+    pytester.makepyfile(test_fallback='''
+        from pytest_aaco.sidebyside.gate import wall_time_only
+
+        def test_item():
+            note = wall_time_only("resnet50[migraphx]", "no rocpd database at /tmp/x/aaco_results.db")
+            assert note == "device time: no rocpd database at /tmp/x/aaco_results.db; gated on wall time only"
+    ''')
+    result = pytester.runpytest("-W", "default")  # a project without filterwarnings = error
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*AacoDeviceTimeWarning: resnet50[[]migraphx[]]: device time could not be measured,"
+                                 " gated on wall time only: no rocpd database at /tmp/x/aaco_results.db*"])
