@@ -41,3 +41,8 @@ class AacoReportWarning(AacoWarning):
 
 class AacoCacheWarning(AacoWarning):
     """The model cache folder cannot be written; generated models went to a temporary folder instead."""
+
+
+class AacoDeviceTimeWarning(AacoWarning):
+    """Device time (GPU kernel time) could not be measured for an item that asked for it; the item
+    was gated on wall time only."""

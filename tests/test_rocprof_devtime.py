@@ -111,8 +111,10 @@ def build_rocpd(path: Path, version: str, kernels: list[KernelSpan], markers: li
 def test_rocpd_gives_the_same_kernels_and_ranges_as_the_csv(tmp_path, version):
     csv_trace = recorded_trace()
     db = build_rocpd(tmp_path / "aaco_results.db", version, csv_trace.kernels, csv_trace.markers)
-    with sqlite3.connect(db) as con:  # the real views: no agent_id, ranges named after the API call
-        assert "agent_id" not in {r[1] for r in con.execute("PRAGMA table_info(kernels)")}
+    with sqlite3.connect(db) as con:  # the real views: agent by index, ranges named after the API call
+        columns = {r[1] for r in con.execute("PRAGMA table_info(kernels)")}
+        agent = {"3": "agent_abs_index", "4": "agent_absolute_index"}[version[0]]
+        assert agent in columns and ("agent_id" in columns) == version.startswith("4")  # 4.1.0: the track's
         assert {r[0] for r in con.execute("SELECT name FROM regions")} == {"roctxThreadRangeA"}
     before = db.read_bytes()
     kernels, markers = read_rocpd(db)
@@ -206,52 +208,21 @@ def test_a_kernels_view_without_a_known_agent_column_names_the_file_and_column(t
         read_rocpd(db)
 
 
-def test_the_rocpd_tables_are_read_when_the_views_are_missing(tmp_path):
+@pytest.mark.parametrize("version", ["3.0.3", "4.1.0"])
+def test_the_rocpd_tables_are_read_when_the_views_are_missing(tmp_path, version):
     """A rocpd database without the data views (kernels, regions, ...; the rocpd_* views over the
     per-process tables kept): kernels and ranges from rocpd_kernel_dispatch, rocpd_region,
-    rocpd_string and rocpd_event."""
+    rocpd_string and rocpd_event (4.1.0: the agent and queue from the dispatch's rocpd_track)."""
     csv_trace = recorded_trace()
-    db = build_rocpd(tmp_path / "aaco_results.db", "3.0.3", csv_trace.kernels, csv_trace.markers)
+    db = build_rocpd(tmp_path / "aaco_results.db", version, csv_trace.kernels, csv_trace.markers)
     with sqlite3.connect(db) as con:
         views = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'view'"
                                            " AND name NOT LIKE 'rocpd%'")]
         con.executescript("".join(f"DROP VIEW `{v}`;" for v in views))
     kernels, markers = read_rocpd(db)
     assert len(kernels) == len(csv_trace.kernels) and {k.device for k in kernels} == {str(rocpd_db.GPU_AGENT)}
+    assert {k.stream for k in kernels} == {k.stream for k in csv_trace.kernels}
     assert sorted(markers, key=lambda m: m.start_ns) == sorted(csv_trace.markers, key=lambda m: m.start_ns)
-
-
-def build_timestamp_ids(path: Path, kernels: list[KernelSpan]) -> Path:
-    """Kernel dispatches in the start_id/end_id layout of rocpd_schema_timestamp_ids.sql (see README.md)."""
-    db = sqlite3.connect(path)
-    db.executescript((DATA / "rocpd_schema_timestamp_ids.sql").read_text())
-    symbols: dict[str, int] = {}
-
-    def stamp(value: int) -> int:
-        return db.execute("INSERT INTO rocpd_timestamp (value, phase) VALUES (?, 0)", (value,)).lastrowid or 0
-
-    db.execute("INSERT INTO rocpd_track (id, nid, agent_id, queue_id) VALUES (1, 1, 2, 1)")
-    for i, k in enumerate(kernels, start=1):
-        if k.name not in symbols:
-            symbols[k.name] = len(symbols) + 1
-            db.execute("INSERT INTO rocpd_info_kernel_symbol (id, nid, pid, code_object_id, kernel_name,"
-                       " display_name) VALUES (?, 1, 1, 1, ?, ?)", (symbols[k.name], "_Z" + k.name, k.name))
-        db.execute("INSERT INTO rocpd_kernel_dispatch (track_id, kernel_id, dispatch_id, start_id, end_id,"
-                   " workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z)"
-                   " VALUES (1, ?, ?, ?, ?, 256, 1, 1, 65536, 1, 1)",
-                   (symbols[k.name], i, stamp(k.start_ns), stamp(k.end_ns)))
-    db.commit()
-    db.close()
-    return path
-
-
-def test_dispatches_with_timestamp_ids_are_read(tmp_path):
-    trace = recorded_trace()
-    db = build_timestamp_ids(tmp_path / "t.db", trace.kernels)
-    kernels, _ = read_rocpd(db)
-    assert sorted((k.name, k.start_ns, k.end_ns) for k in kernels) == sorted(
-        (k.name, k.start_ns, k.end_ns) for k in trace.kernels)
-    assert {k.device for k in kernels} == {"2"}
 
 
 def test_the_kernel_pass_reads_rocpd_too(tmp_path):
@@ -576,6 +547,7 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     from pytest_aaco.sidebyside import gate as sidegate
     from pytest_aaco.sidebyside.cycles import LocalFactory
     from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+    from pytest_aaco.warnings import AacoDeviceTimeWarning
 
     seen: list[dict] = []
 
@@ -601,10 +573,39 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
 
     monkeypatch.setattr(sidegate, "trace_sides", broken)
     fresh = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
-    note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
-                                   settings, 0.05, True, None)
+    with pytest.warns(AacoDeviceTimeWarning) as caught:  # the terminal says it, not only the verdict note
+        note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                       settings, 0.05, True, None, label="tiny[migraphx]")
     assert note is not None and note.startswith("device time: the traced blocks") and "gated on wall time" in note
     assert fresh.measurement.device is None
+    [warned] = caught  # one line, naming the item, the reason and the options that change it
+    assert str(warned.message) == ("tiny[migraphx]: device time could not be measured, gated on wall time only:"
+                                   " the traced blocks' host timestamps do not bracket the traced kernels"
+                                   " (--aaco-device-time=on makes this an error, =off skips device time)")
+    assert warned.filename == __file__  # attributed to the caller of the gate, not to gate.py
+
+    monkeypatch.setattr(sidegate, "trace_sides", lambda sides, **kw: ChildTrace({}, "roctx", "rocpd", "ctypes:test"))
+    with pytest.warns(AacoDeviceTimeWarning, match=r"^tiny\[migraphx\]: .* fewer than 2 cycles per side"):
+        note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                                       settings, 0.05, True, None, label="tiny[migraphx]")
+    assert note == "device time: the traced child gave fewer than 2 cycles per side; gated on wall time only"
+    monkeypatch.setattr(sidegate, "trace_sides", broken)
     with pytest.raises(SessionError, match="--aaco-device-time=on: the traced blocks"):
         gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="on"),
                                 settings, 0.05, True, None)
+
+
+def test_the_wall_time_fallback_is_a_warning_line_in_the_terminal(pytester):
+    """Under pytest (with the plugin loaded) the fallback warning reaches the terminal's warnings
+    summary as one line naming the item and the reason; the verdict note is the same reason."""
+    pytester.makepyfile(test_fallback='''
+        from pytest_aaco.sidebyside.gate import wall_time_only
+
+        def test_item():
+            note = wall_time_only("resnet50[migraphx]", "no rocpd database at /tmp/x/aaco_results.db")
+            assert note == "device time: no rocpd database at /tmp/x/aaco_results.db; gated on wall time only"
+    ''')
+    result = pytester.runpytest("-W", "default")  # a project without filterwarnings = error
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*AacoDeviceTimeWarning: resnet50[[]migraphx[]]: device time could not be measured,"
+                                 " gated on wall time only: no rocpd database at /tmp/x/aaco_results.db*"])

@@ -11,9 +11,14 @@ Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd 
   Kernels come from the ``kernels`` view (``name``, ``start``, ``end``, ``queue_id``, ns, and the
   agent as whichever of :data:`KERNEL_AGENT_COLUMNS` ``PRAGMA table_info`` shows: rocpd schema 3.0.x
   has ``agent_abs_index``, ``agent_log_index``, ``agent_type_index``, ``agent_type``, no ``agent_id``;
-  ``data_views.sql`` of projects/rocprofiler-sdk/source/share/rocprofiler-sdk-rocpd in ROCm/rocm-systems),
-  else from the tables: ``rocpd_kernel_dispatch`` with ``rocpd_info_kernel_symbol`` and, where the
-  dispatch row has ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value``.
+  schema 4.1.0 takes the agent and queue from a ``rocpd_track`` row and names them
+  ``agent_absolute_index``, ``agent_logical_index``, ...; ``data_views.sql`` and
+  ``versions/<v>/data_views.sql`` of projects/rocprofiler-sdk/source/share/rocprofiler-sdk-rocpd in
+  ROCm/rocm-systems), else from the tables: ``rocpd_kernel_dispatch`` with ``rocpd_info_kernel_symbol``
+  (agent and queue from the row, else from its ``rocpd_track``) and, where the dispatch row has
+  ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value`` (a layout that no
+  upstream schema file read so far has; kept for a later 4.x, whose ``rocpd_indexes.sql`` indexes a
+  ``rocpd_timestamp`` table).
   roctx ranges come from the ``regions`` view, else ``rocpd_region`` with ``rocpd_string`` and
   ``rocpd_event``. rocprofv3 names a range after the API call (``roctxThreadRangeA``, which
   ``roctxRangePushA``/``roctxRangePop`` are recorded as, or ``roctxRangePushA``) and keeps its text in
@@ -220,8 +225,11 @@ def _time_columns(columns: set[str], alias: str, names: set[str]) -> tuple[str, 
 
 
 #: agent columns of the ``kernels`` view, tried in order: rocpd schema 3.0.x names the agent by its
-#: absolute, logical and per-type index (``A.absolute_index AS agent_abs_index``, ...; ``data_views.sql``)
-KERNEL_AGENT_COLUMNS = ("agent_abs_index", "agent_log_index", "agent_type_index")
+#: absolute, logical and per-type index (``A.absolute_index AS agent_abs_index``, ...; ``data_views.sql``),
+#: schema 4.1.0 by ``T.agent_absolute_index``, ``T.agent_logical_index``, ``T.agent_type_index`` of its
+#: ``tracks`` view (``versions/4.1.0/data_views.sql``)
+KERNEL_AGENT_COLUMNS = ("agent_abs_index", "agent_absolute_index", "agent_log_index", "agent_logical_index",
+                        "agent_type_index")
 #: the ``kernels`` view's columns this reader needs besides an agent column
 KERNEL_COLUMNS = ("name", "start", "end", "queue_id")
 #: the ``regions`` view's columns this reader needs (the roctx message is in ``extdata``)
@@ -232,7 +240,7 @@ def _need(columns: list[str], needed: Sequence[str], what: str) -> None:
     missing = [c for c in needed if c not in columns]
     if missing:
         raise TraceError(f"{what} has no column {', '.join(missing)} (it has {', '.join(columns) or 'none'}):"
-                         " not a rocpd layout pytest-aaco reads (rocprofiler-sdk's rocpd schema 3.0.x)")
+                         " not a rocpd layout pytest-aaco reads (rocprofiler-sdk's rocpd schema 3.0.x or 4.1.0)")
 
 
 def _ordered_columns(db: sqlite3.Connection, table: str) -> list[str]:

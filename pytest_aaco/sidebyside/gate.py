@@ -17,6 +17,7 @@ turn into ``pytest.UsageError``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,7 @@ from pytest_aaco.sidebyside.cycles import (
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
 from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide
+from pytest_aaco.warnings import AacoDeviceTimeWarning
 
 if TYPE_CHECKING:
     import numpy as np
@@ -110,6 +112,18 @@ class SideBySideRun(Protocol):
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult: ...
 
     def telemetry_session(self) -> TelemetrySession: ...
+
+
+def wall_time_only(label: str, reason: str) -> str:
+    """The verdict note for an item whose device time could not be measured (``device time: <reason>;
+    gated on wall time only``), after warning the same on one line as
+    :class:`~pytest_aaco.warnings.AacoDeviceTimeWarning`, naming the item (*label*) and how to
+    silence it or make it an error."""
+    reason = " ".join(reason.split())
+    warnings.warn(AacoDeviceTimeWarning(
+        f"{label or 'item'}: device time could not be measured, gated on wall time only: {reason}"
+        " (--aaco-device-time=on makes this an error, =off skips device time)"), stacklevel=3)
+    return f"device time: {reason}; gated on wall time only"
 
 
 @dataclass
@@ -254,7 +268,7 @@ class SideBySideGate:
             no_tracer = f"device time: {result.measurement.device_note}"  # the tracer refused on this GPU
         if tracer is None and no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS and not self.python:
             no_tracer = self._child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
-                                                alpha, device, lock)
+                                                alpha, device, lock, label=label)
         verdict = to_verdict(result, label, gate)
         if verdict.side_by_side is not None:  # both sides' figures and distributions, for the reports
             verdict.side_by_side.figures["baseline_side"] = side_figures(result, BASELINE)
@@ -271,11 +285,13 @@ class SideBySideGate:
     def _child_device_time(self, result: SideBySide, baseline: Any, candidate: LocalFactory,
                            base_provider: ProviderSpec, provider: ProviderSpec, item: ItemMeasure,
                            settings: CompareSettings, alpha: float, device: bool,
-                           lock: Callable[[], AbstractContextManager[object]] | None) -> str | None:
+                           lock: Callable[[], AbstractContextManager[object]] | None,
+                           label: str = "") -> str | None:
         """Device time on AMD GPUs: both sides traced in one rocprofv3 child per look
         (:func:`pytest_aaco.measure.rocprof_child.trace_sides`,
         :func:`~pytest_aaco.sidebyside.cycles.child_device_time`), put into *result*. Returns None, or
-        the note saying why device time is missing (the item is then gated on wall time); with
+        the note saying why device time is missing (the item is then gated on wall time), after
+        :func:`wall_time_only` has warned it with the item's *label*, so the terminal says it too; with
         ``--aaco-device-time=on`` a failure is raised as
         :class:`~pytest_aaco.measure.inference.SessionError`."""
         create_ms = [float(x) for info in result.measurement.sides_info.values() for x in info.get("create_ms", [])]
@@ -297,9 +313,9 @@ class SideBySideGate:
         except (TraceError, SessionError) as exc:
             if item.device_time == "on":
                 raise SessionError(f"--aaco-device-time=on: {exc}") from None
-            return f"device time: {exc}; gated on wall time only"
+            return wall_time_only(label, str(exc))
         if not looks:
-            return "device time: the traced child gave fewer than 2 cycles per side; gated on wall time only"
+            return wall_time_only(label, "the traced child gave fewer than 2 cycles per side")
         attach_child_device_time(result, looks)
         return None
 
