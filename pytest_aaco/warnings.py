@@ -41,3 +41,7 @@ class AacoReportWarning(AacoWarning):
 
 class AacoCacheWarning(AacoWarning):
     """The model cache folder cannot be written; generated models went to a temporary folder instead."""
+
+
+class AacoFlavorWarning(AacoWarning):
+    """Several ONNX Runtime builds (``onnxruntime``, ``onnxruntime-gpu``, ...) are installed over each other."""
