@@ -223,3 +223,17 @@ def test_no_onnxruntime_under_xdist_fails_each_item_with_the_line(tmp_path: Path
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, output
     assert "INTERNALERROR" not in output and "Traceback" not in output
     assert "ERROR test_perf.py::test_latency[squeezenet-cpu] - Failed: pytest-aaco: no ONNX Runtime" in output
+
+
+def test_aaco_info_names_the_builds_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_aaco.cli import main
+
+    gpu = fake_dist(tmp_path, "onnxruntime_gpu", "1.31.1")
+    os.utime(gpu, (1_000, 1_000))  # installed before this environment's CPU build
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["info", "--provider", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "  installed as: onnxruntime-gpu==1.31.1, onnxruntime==" in out
+    assert ("warning: 2 ONNX Runtime builds are installed over each other (onnxruntime-gpu 1.31.1, onnxruntime"
+            in out and "the one installed last (onnxruntime) runs" in out)
