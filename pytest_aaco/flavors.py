@@ -16,6 +16,7 @@ onnxruntime, so it costs a directory listing per ``sys.path`` entry and is safe 
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -35,6 +36,11 @@ EXTRAS = {
     "onnxruntime-openvino": ("openvino", "Intel OpenVINO"),
     "onnxruntime-directml": ("directml", "DirectML, Windows"),
 }
+
+#: the first release built for numpy 2: 1.17.x and 1.18.0 set no upper bound on numpy but fail to import
+#: with numpy 2 (``AttributeError: _ARRAY_API not found``, then an empty ImportError); 1.18.1 declares
+#: numpy<2 (studies/ort_floors.sh)
+NUMPY2_FIRST = (1, 19)
 
 #: the one-line fix when no ONNX Runtime can be imported
 INSTALL_HINT = ("install pytest-aaco with the extra of your build: pip install 'pytest-aaco[cpu]' (CPU),"
@@ -170,3 +176,37 @@ def overlap_problem(dists: list[OrtDistribution] | None = None) -> str | None:
             f" says. Uninstall {' and '.join(d.name for d in drop)} and restore {keep.name}'s files:"
             f" pip uninstall -y {' '.join(d.name for d in drop)} && pip install --force-reinstall --no-deps"
             f" {keep.pinned}{after}")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"1.18.0"`` -> ``(1, 18, 0)``; the leading numeric parts only (``"1.20.0.dev1"`` -> ``(1, 20, 0)``)."""
+    parts = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def import_problem(exc: BaseException) -> str:
+    """One line for an ``import onnxruntime`` that raised *exc*: the builds installed, the error
+    (ORT before 1.19 under numpy 2 raises an ImportError with no message), and the fix. Reads
+    metadata only; never raises."""
+    dists = ort_distributions()
+    builds = ", ".join(f"{d.name} {d.version}" for d in dists) or "no ONNX Runtime distribution"
+    error = f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} with no message"
+    try:
+        numpy_version = importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        numpy_version = ""
+    old = [d for d in dists if _release(d.version) < NUMPY2_FIRST]
+    if old and _release(numpy_version)[:1] >= (2,):
+        name, version = old[-1].name, old[-1].version
+        fix = (f"{name} {version} was built for numpy 1.x and numpy {numpy_version} is installed:"
+               f" pip install -U '{name}>=1.19' (the first release built for numpy 2), or pip install 'numpy<2'")
+    elif dists:
+        fix = f"reinstall it: pip install --force-reinstall --no-deps {dists[-1].pinned}"
+    else:
+        fix = INSTALL_HINT
+    return f"pytest-aaco: ONNX Runtime cannot be imported ({builds}; {error}): {fix}"

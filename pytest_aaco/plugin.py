@@ -219,9 +219,14 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     """
     session = get_session(request.config)
     provider = session.provider_for(aaco_model, aaco_provider)
-    missing = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
-    if missing is not None:
-        _fail(request, aaco_model, provider, missing)
+    unusable = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
+    if unusable is None:
+        try:
+            import onnxruntime  # noqa: F401 - the session needs it now; a build that cannot load is one line
+        except ImportError as exc:
+            unusable = flavors.import_problem(exc)
+    if unusable is not None:
+        _fail(request, aaco_model, provider, unusable)  # outside except: no chained trace
     reason = session.skip_reason(provider)
     if reason:
         if session.config.strict_provider:

@@ -237,3 +237,29 @@ def test_aaco_info_names_the_builds_and_the_fix(tmp_path: Path, monkeypatch: pyt
     assert "  installed as: onnxruntime-gpu==1.31.1, onnxruntime==" in out
     assert ("warning: 2 ONNX Runtime builds are installed over each other (onnxruntime-gpu 1.31.1, onnxruntime"
             in out and "the one installed last (onnxruntime) runs" in out)
+
+
+def test_a_build_that_cannot_be_imported_fails_the_item_in_one_line(tmp_path: Path, site_without_ort: Path) -> None:
+    """onnxruntime 1.18.0 under numpy 2 raises ``ImportError('')`` (with numpy's message printed before;
+    checked with the real wheels, studies/ort_floors.sh): a package that does the same, with that
+    release's metadata, stands in for it here. The item fails with one line naming the fix."""
+    site = tmp_path / "site"
+    (site / "onnxruntime").mkdir(parents=True)
+    (site / "onnxruntime" / "__init__.py").write_text("raise ImportError('')\n")
+    fake_dist(site, "onnxruntime", "1.18.0")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_perf.py").write_text(textwrap.dedent(AACO_TEST))
+    result = run_without_ort(project, Path(f"{site}{os.pathsep}{site_without_ort}"), "-k", "squeezenet")
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, output
+    assert "Traceback" not in output
+    import numpy
+
+    if int(numpy.__version__.split(".")[0]) >= 2:
+        fix = (f"onnxruntime 1.18.0 was built for numpy 1.x and numpy {numpy.__version__} is installed:"
+               " pip install -U 'onnxruntime>=1.19'")
+    else:  # the floors CI job runs numpy 1.x
+        fix = "reinstall it: pip install --force-reinstall --no-deps onnxruntime==1.18.0"
+    assert ("ERROR test_perf.py::test_latency[squeezenet-cpu] - Failed: pytest-aaco: ONNX Runtime cannot be"
+            f" imported (onnxruntime 1.18.0; ImportError with no message): {fix}") in output
