@@ -139,15 +139,22 @@ def missing_problem() -> str | None:
         folders = ", ".join(spec.submodule_search_locations or [])
         dists = ort_distributions()
         if dists:
-            keep = dists[-1]
-            fix = (f"reinstall the build you want: pip install --force-reinstall --no-deps {keep.pinned}"
-                   + (f" (and pip uninstall the others: {', '.join(d.name for d in dists[:-1])})"
-                      if len(dists) > 1 else ""))
+            keep = _keep(dists)
+            drop = " ".join(d.name for d in dists if d is not keep)
+            fix = ((f"pip uninstall -y {drop} && " if drop else "")
+                   + f"pip install --force-reinstall --no-deps {keep.pinned}")
         else:
             fix = f"remove that folder and {INSTALL_HINT}"
         return (f"pytest-aaco: the ONNX Runtime package in {folders} is incomplete (no __init__.py; uninstalling"
                 f" one of two ONNX Runtime builds installed over each other removes the files they share): {fix}")
     return None
+
+
+def _keep(dists: list[OrtDistribution]) -> OrtDistribution:
+    """Of several builds (oldest install first), the one to keep: the accelerator build installed
+    last, else the last one."""
+    accelerated = [d for d in dists if d.name != PACKAGE]
+    return accelerated[-1] if accelerated else dists[-1]
 
 
 def overlap_problem(dists: list[OrtDistribution] | None = None) -> str | None:
@@ -163,8 +170,7 @@ def overlap_problem(dists: list[OrtDistribution] | None = None) -> str | None:
     dists = ort_distributions() if dists is None else dists
     if len(dists) < 2:
         return None
-    accelerated = [d for d in dists if d.name != "onnxruntime"]
-    keep = accelerated[-1] if accelerated else dists[-1]
+    keep = _keep(dists)
     drop = [d for d in dists if d is not keep]
     listed = ", ".join(f"{d.name} {d.version}" for d in dists)
     last = dists[-1]
