@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import iniconfig
 
-from pytest_aaco import __version__
+from pytest_aaco import __version__, flavors
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
@@ -224,6 +224,10 @@ def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
         "onnxruntime": env.get("onnxruntime"), "cpu": env.get("cpu"), "clocks": clocks,
         "clock_warnings": clock_warnings(clocks) if clocks else [], "gpu": env.get("gpu"),
     }
+    # the distributions that install the onnxruntime package, and what is wrong with them (pytest_aaco.flavors)
+    builds = flavors.ort_distributions()
+    info["onnxruntime_distributions"] = [d.pinned for d in builds]
+    info["onnxruntime_problem"] = flavors.missing_problem() or flavors.overlap_problem(builds)
     if providers is None:
         available = (info["onnxruntime"] or {}).get("available_providers") or []
         by_ep = {ep: short for short, ep in EP_NAMES.items()}
@@ -271,6 +275,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     _out(f"pytest-aaco {info['pytest_aaco']}, Python {info['python']}")
     _out(f"ONNX Runtime {ort.get('version', 'not importable')} (device {ort.get('device', '-')})")
     _out(f"  execution providers: {', '.join(ort.get('available_providers') or []) or '-'}")
+    _out(f"  installed as: {', '.join(info['onnxruntime_distributions']) or 'no ONNX Runtime distribution'}")
+    if info["onnxruntime_problem"]:
+        _out(f"warning: {info['onnxruntime_problem']}")
     _out(f"CPU: {cpu.get('model', '-')}, {cpu.get('logical_cores', '-')} logical / {cpu.get('physical_cores', '-')}"
          f" physical cores, {num(cpu.get('memory_total_mb'), '.0f')} MB memory")
     governor = clocks.get("cpu_governor") or "unknown (no cpufreq in sysfs: container or VM?)"

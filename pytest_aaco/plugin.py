@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_aaco import hookspecs
+from pytest_aaco import flavors, hookspecs
 from pytest_aaco.benchmark import (
     MARKER_HELP,
     AacoMarker,
@@ -34,11 +34,12 @@ from pytest_aaco.measure.placement import PlacementError
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, RegistryError
 from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.options import OPTIONS
 from pytest_aaco.records import PLUGIN_NAME
 from pytest_aaco.session import RUN_KEY, AacoSession, get_session
 from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.sidebyside.worker_client import WorkerError
-from pytest_aaco.warnings import AacoProviderWarning
+from pytest_aaco.warnings import AacoFlavorWarning, AacoProviderWarning
 from pytest_aaco.xdist import XDIST_PLUGIN_NAME
 
 
@@ -52,6 +53,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
+    if any(config.getoption(opt.dest, default=None) is not None for opt in OPTIONS):
+        check_ort(config)  # an --aaco-* option asks for the plugin: before anything loads onnxruntime
     session = AacoSession(config, AacoConfig.from_pytest_config(config))
     config.pluginmanager.register(session, PLUGIN_NAME)
     config.pluginmanager.register(session.xdist, XDIST_PLUGIN_NAME)
@@ -67,6 +70,37 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     restore_signals(config.stash.get(SIGNALS_KEY, {}))
+
+
+# ------------------------------------------------------------------ the ONNX Runtime build
+
+#: fixtures that make an item a pytest-aaco item (with the ``aaco`` marker)
+AACO_FIXTURES = frozenset({"aaco_model", "aaco_provider", "ort_session", "benchmark_model"})
+ORT_CHECKED: pytest.StashKey[bool] = pytest.StashKey()
+
+
+def check_ort(config: pytest.Config) -> None:
+    """Once per run that uses the plugin: a one-line usage error when no ONNX Runtime can be imported,
+    a warning when several ONNX Runtime builds are installed over each other (:mod:`pytest_aaco.flavors`;
+    neither imports onnxruntime). A run that never uses the plugin is not checked, so a suite without
+    pytest-aaco items runs where no ONNX Runtime is installed. On a pytest-xdist worker a usage error
+    would crash the worker: there the ``ort_session`` fixture fails each item with the same line."""
+    if config.stash.get(ORT_CHECKED, False) or hasattr(config, "workerinput"):
+        return
+    config.stash[ORT_CHECKED] = True
+    problem = flavors.missing_problem()
+    if problem is not None:
+        raise pytest.UsageError(problem)
+    overlap = flavors.overlap_problem()
+    if overlap is not None:
+        config.issue_config_time_warning(AacoFlavorWarning(overlap), stacklevel=2)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any(AACO_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.get_closest_marker("aaco")
+           for item in items):
+        check_ort(config)
 
 
 # ------------------------------------------------------------------ termination signals
@@ -185,6 +219,14 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     """
     session = get_session(request.config)
     provider = session.provider_for(aaco_model, aaco_provider)
+    unusable = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
+    if unusable is None:
+        try:
+            import onnxruntime  # noqa: F401 - the session needs it now; a build that cannot load is one line
+        except ImportError as exc:
+            unusable = flavors.import_problem(exc)
+    if unusable is not None:
+        _fail(request, aaco_model, provider, unusable)  # outside except: no chained trace
     reason = session.skip_reason(provider)
     if reason:
         if session.config.strict_provider:

@@ -46,3 +46,7 @@ class AacoCacheWarning(AacoWarning):
 class AacoDeviceTimeWarning(AacoWarning):
     """Device time (GPU kernel time) could not be measured for an item that asked for it; the item
     was gated on wall time only."""
+
+
+class AacoFlavorWarning(AacoWarning):
+    """Several ONNX Runtime builds (``onnxruntime``, ``onnxruntime-gpu``, ...) are installed over each other."""

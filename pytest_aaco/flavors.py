@@ -1,0 +1,218 @@
+"""Which ONNX Runtime build is installed, found without importing it.
+
+ONNX Runtime ships one Python package, ``onnxruntime``, in several distributions ("flavors"):
+``onnxruntime`` (CPU), ``onnxruntime-gpu`` (CUDA, TensorRT), ``onnxruntime-migraphx`` (AMD MIGraphX),
+``onnxruntime-openvino``, ``onnxruntime-directml``, ``onnxruntime-rocm`` and others. They all write
+the same files (``onnxruntime/__init__.py``, ``onnxruntime/capi/onnxruntime_pybind11_state*``), and
+pip does not know they conflict: installing a second one over the first leaves both listed by
+``pip list`` while the files of whichever was installed last are the ones that run, and uninstalling
+either one removes the shared files under the other. pytest-aaco therefore depends on no flavor
+itself; its extras install one (``pytest-aaco[cpu]``, ``[cuda]``, ``[migraphx]``, ...).
+
+This module reads only the installed distributions' metadata folders (``*.dist-info``) on
+``sys.path`` and asks :func:`importlib.util.find_spec` where the package is: it never imports
+onnxruntime, so it costs a directory listing per ``sys.path`` entry and is safe at plugin load.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+#: the import name all flavors share
+PACKAGE = "onnxruntime"
+
+#: flavors with an extra of pytest-aaco: distribution -> (extra, what it runs on)
+EXTRAS = {
+    "onnxruntime": ("cpu", "CPU"),
+    "onnxruntime-gpu": ("cuda", "NVIDIA CUDA / TensorRT"),
+    "onnxruntime-migraphx": ("migraphx", "AMD MIGraphX"),
+    "onnxruntime-openvino": ("openvino", "Intel OpenVINO"),
+    "onnxruntime-directml": ("directml", "DirectML, Windows"),
+}
+
+#: the first release built for numpy 2: 1.17.x and 1.18.0 set no upper bound on numpy but fail to import
+#: with numpy 2 (``AttributeError: _ARRAY_API not found``, then an empty ImportError); 1.18.1 declares
+#: numpy<2 (studies/ort_floors.sh)
+NUMPY2_FIRST = (1, 19)
+
+#: the one-line fix when no ONNX Runtime can be imported
+INSTALL_HINT = ("install pytest-aaco with the extra of your build: pip install 'pytest-aaco[cpu]' (CPU),"
+                " 'pytest-aaco[cuda]' (NVIDIA, onnxruntime-gpu) or 'pytest-aaco[migraphx]' (AMD, onnxruntime-migraphx);"
+                " from a clone: pip install -e '.[cpu]'")
+
+#: distribution names whose metadata folders are read (a cheap filter on the folder name; that the
+#: distribution really ships the ``onnxruntime`` package is then read from its metadata):
+#: ``onnxruntime*`` and the nightly builds' ``ort-nightly*``
+_CANDIDATE = re.compile(r"^(onnxruntime|ort[-_.]nightly)[-_.a-z0-9]*?-[^-]+\.(dist-info|egg-info)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class OrtDistribution:
+    """One installed distribution that ships the ``onnxruntime`` package."""
+
+    #: the distribution's name, normalised as pip writes it in commands (``onnxruntime-gpu``)
+    name: str
+    version: str
+    #: its metadata folder (``.../site-packages/onnxruntime_gpu-1.31.1.dist-info``)
+    metadata: Path
+    #: when that folder was written, seconds since the epoch: the install time
+    installed_at: float
+
+    @property
+    def pinned(self) -> str:
+        """``name==version``, for a pip command."""
+        return f"{self.name}=={self.version}"
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as PEP 503 normalises it (``onnxruntime_gpu`` -> ``onnxruntime-gpu``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _ships_package(folder: Path) -> bool:
+    """Whether the distribution whose metadata is *folder* installs the ``onnxruntime`` package:
+    ``top_level.txt`` names it, or (without that file) ``RECORD`` lists a file under ``onnxruntime/``.
+    ``onnxruntime-extensions``, ``onnxruntime-genai`` and the plugin-EP packages ship other packages."""
+    try:
+        top_level = (folder / "top_level.txt").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        top_level = None
+    if top_level is not None:
+        return PACKAGE in top_level.split()
+    try:
+        with open(folder / ("RECORD" if folder.suffix == ".dist-info" else "SOURCES.txt"), encoding="utf-8",
+                  errors="replace") as record:
+            return any(line.startswith(f"{PACKAGE}/") for line in record)
+    except OSError:
+        return False
+
+
+def ort_distributions(paths: Iterable[str] | None = None) -> list[OrtDistribution]:
+    """The installed distributions that ship the ``onnxruntime`` package, found in the metadata
+    folders of *paths* (default ``sys.path``), oldest install first. A distribution found on two
+    path entries counts once, as Python imports it: the first entry wins. Never raises."""
+    found: dict[str, OrtDistribution] = {}
+    for entry in sys.path if paths is None else paths:
+        try:
+            with os.scandir(entry or ".") as listing:
+                names = [e.name for e in listing if _CANDIDATE.match(e.name) and e.is_dir()]
+        except OSError:  # a zip file, a missing folder
+            continue
+        for folder_name in sorted(names):
+            stem = folder_name.rsplit(".", 1)[0]
+            dist_name, _, rest = stem.partition("-")
+            name = canonical_name(dist_name)
+            if name in found:
+                continue
+            folder = Path(entry or ".", folder_name)
+            if not _ships_package(folder):
+                continue
+            try:
+                installed_at = folder.stat().st_mtime
+            except OSError:
+                installed_at = 0.0
+            found[name] = OrtDistribution(name, rest.split("-")[0], folder, installed_at)
+    return sorted(found.values(), key=lambda d: d.installed_at)
+
+
+def missing_problem() -> str | None:
+    """Why ``import onnxruntime`` cannot work here, in one line naming the fix, or None when the
+    package is there (whether it then imports is not checked: that would load it).
+
+    Two cases: no ``onnxruntime`` package at all, and a package folder without ``__init__.py`` (what
+    uninstalling one of two flavors installed over each other leaves: the shared files are gone)."""
+    try:
+        spec = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):  # a broken parent entry on sys.path, a module with no spec
+        spec = None
+    where = f"the Python at {sys.executable}"
+    if spec is None:
+        return f"pytest-aaco: no ONNX Runtime in {where} (no module named '{PACKAGE}'): {INSTALL_HINT}"
+    if spec.origin is None or spec.origin == "namespace":  # a leftover folder: no __init__.py
+        folders = ", ".join(spec.submodule_search_locations or [])
+        dists = ort_distributions()
+        if dists:
+            keep = _keep(dists)
+            drop = " ".join(d.name for d in dists if d is not keep)
+            fix = ((f"pip uninstall -y {drop} && " if drop else "")
+                   + f"pip install --force-reinstall --no-deps {keep.pinned}")
+        else:
+            fix = f"remove that folder and {INSTALL_HINT}"
+        return (f"pytest-aaco: the ONNX Runtime package in {folders} is incomplete (no __init__.py; uninstalling"
+                f" one of two ONNX Runtime builds installed over each other removes the files they share): {fix}")
+    return None
+
+
+def _keep(dists: list[OrtDistribution]) -> OrtDistribution:
+    """Of several builds (oldest install first), the one to keep: the accelerator build installed
+    last, else the last one."""
+    accelerated = [d for d in dists if d.name != PACKAGE]
+    return accelerated[-1] if accelerated else dists[-1]
+
+
+def overlap_problem(dists: list[OrtDistribution] | None = None) -> str | None:
+    """A warning text when more than one distribution of ONNX Runtime is installed (they overwrite
+    each other's files: the one installed last runs, whatever ``pip list`` says), naming the one to
+    uninstall and the commands; None with one or none. *dists*: :func:`ort_distributions` (asked
+    when None).
+
+    The CPU ``onnxruntime`` is the one to remove when an accelerator build is there too (it is what
+    a dependency on ``onnxruntime`` pulls in over a GPU build); between accelerator builds, the one
+    installed last is kept. Uninstalling removes the files the builds share, so the kept one is
+    reinstalled afterwards (``--force-reinstall --no-deps``: its dependencies stay as they are)."""
+    dists = ort_distributions() if dists is None else dists
+    if len(dists) < 2:
+        return None
+    keep = _keep(dists)
+    drop = [d for d in dists if d is not keep]
+    listed = ", ".join(f"{d.name} {d.version}" for d in dists)
+    last = dists[-1]
+    extra = EXTRAS.get(keep.name, (None, ""))[0]
+    after = (f"; in this environment install pytest-aaco with its [{extra}] extra, not [cpu], which"
+             f" installs the CPU build over it again") if extra and extra != "cpu" else ""
+    return (f"{len(dists)} ONNX Runtime builds are installed over each other ({listed}): they share the"
+            f" '{PACKAGE}' package's files, so the one installed last ({last.name}) runs, whatever pip list"
+            f" says. Uninstall {' and '.join(d.name for d in drop)} and restore {keep.name}'s files:"
+            f" pip uninstall -y {' '.join(d.name for d in drop)} && pip install --force-reinstall --no-deps"
+            f" {keep.pinned}{after}")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"1.18.0"`` -> ``(1, 18, 0)``; the leading numeric parts only (``"1.20.0.dev1"`` -> ``(1, 20, 0)``)."""
+    parts = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def import_problem(exc: BaseException) -> str:
+    """One line for an ``import onnxruntime`` that raised *exc*: the builds installed, the error
+    (ORT before 1.19 under numpy 2 raises an ImportError with no message), and the fix. Reads
+    metadata only; never raises."""
+    dists = ort_distributions()
+    builds = ", ".join(f"{d.name} {d.version}" for d in dists) or "no ONNX Runtime distribution"
+    error = f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} with no message"
+    try:
+        numpy_version = importlib.metadata.version("numpy")
+    except importlib.metadata.PackageNotFoundError:
+        numpy_version = ""
+    old = [d for d in dists if _release(d.version) < NUMPY2_FIRST]
+    if old and _release(numpy_version)[:1] >= (2,):
+        name, version = old[-1].name, old[-1].version
+        fix = (f"{name} {version} was built for numpy 1.x and numpy {numpy_version} is installed:"
+               f" pip install -U '{name}>=1.19' (the first release built for numpy 2), or pip install 'numpy<2'")
+    elif dists:
+        fix = f"reinstall it: pip install --force-reinstall --no-deps {dists[-1].pinned}"
+    else:
+        fix = INSTALL_HINT
+    return f"pytest-aaco: ONNX Runtime cannot be imported ({builds}; {error}): {fix}"
