@@ -353,7 +353,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
             raise SessionError(f"{model_path.name}: {exc}") from None
     printed = io.StringIO()
     factory = SESSION_FACTORY or ort.InferenceSession
-    hold = hold_compile_lock(model_path, cache)  # until the first run: compile + save under the folder's lock
+    hold, cache = hold_compile_lock(model_path, cache)  # until the first run: compile + save under the lock
     try:
         with environment(env), contextlib.redirect_stdout(printed):
             start = time.perf_counter_ns()
@@ -378,18 +378,22 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     return handle
 
 
-def hold_compile_lock(model_path: Path, cache: CacheUse) -> CompileHold:
+def hold_compile_lock(model_path: Path, cache: CacheUse) -> tuple[CompileHold, CacheUse]:
     """Take the lock of *cache*'s keyed folder (:class:`~pytest_aaco.measure.compile_cache.CompileHold`; a hold
     of nothing without a folder), to keep until the session's first run has finished
-    (:meth:`SessionHandle.settle_cache`). Raises :class:`SessionError` when another runner has held it
-    longer than :data:`~pytest_aaco.measure.compile_cache.LOCK_TIMEOUT_S`."""
-    hold = CompileHold(cache.folder) if cache.folder is not None else CompileHold.nothing()
+    (:meth:`SessionHandle.settle_cache`), and list the folder again once it is held (what another runner
+    saved while this one waited is there before, not written by this session: a hit). Raises
+    :class:`SessionError` when another runner has held it longer than
+    :data:`~pytest_aaco.measure.compile_cache.LOCK_TIMEOUT_S`."""
+    if cache.folder is None:
+        return CompileHold.nothing(), cache
     try:
-        return hold.acquire()
+        hold = CompileHold(cache.folder).acquire()
     except Exception as exc:  # filelock.Timeout, or an OSError on the lock file
         raise SessionError(f"{model_path.name}: the compile-cache folder {cache.folder} stayed locked by another"
                            f" runner compiling the same program ({exc}); give each runner its own folder"
                            " (--aaco-compile-cache) or remove a stale lock file") from None
+    return hold, CacheUse.start(cache.folder)
 
 
 def session_providers(provider: ProviderSpec, options: JSONDict) -> list[Any]:

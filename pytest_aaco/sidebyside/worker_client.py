@@ -345,7 +345,7 @@ class WorkerSide:
                 return migraphx_refusal(path, provider, str(plan.get("build")), refused, plan.get("takes") or ())
             return creation_failure(path, provider, options, message)
 
-        hold = hold_compile_lock(path, cache)  # held until the first run has finished (settle_cache)
+        hold, cache = hold_compile_lock(path, cache)  # held until the first run has finished (settle_cache)
         try:
             reply = self._send_load(path, provider, options, feeds, mode, device_id, intra_op_threads,
                                     config_entries, migraphx, failure)
