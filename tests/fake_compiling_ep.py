@@ -163,7 +163,7 @@ def patch_onnxruntime(compiling: CompilingEP) -> None:
 def patch_from_env() -> None:
     """:func:`patch_onnxruntime` with ``CompilingEP(**json.loads($AACO_FAKE_EP))``; nothing when unset."""
     config = os.environ.get("AACO_FAKE_EP")
-    if config:
+    if config and not isinstance(ort.InferenceSession, CompilingEP):  # a venv's lib64 link runs a .pth twice
         patch_onnxruntime(CompilingEP(**json.loads(config)))
 
 
