@@ -98,6 +98,33 @@ def test_a_lock_per_keyed_folder_serialises_compile_and_save(tmp_path: Path) -> 
     assert cc.snapshot(folder) == ()  # the lock file is not a program
 
 
+def test_a_session_holds_its_folder_from_creation_until_its_first_run(cache_root: Path, tiny_model_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    import filelock
+
+    install(monkeypatch, CompilingEP(compile_s=0.0, compile_at="first_run"))
+    handle = build_session(tiny_model_path, MIGX)
+    folder = handle.cache.folder
+    assert folder is not None
+    with pytest.raises(filelock.Timeout):  # another runner waits while the first run (the compile) is ahead
+        with cc.folder_lock(folder, timeout=0.05):
+            pass
+    second = build_session(tiny_model_path, MIGX)  # this process takes its own lock again at once
+    x = handle.session.get_inputs()[0]
+    handle.session.run(None, {x.name: np.zeros([d if isinstance(d, int) else 1 for d in x.shape], np.float32)})
+    assert handle.settle_cache(1.0) == "miss"
+    with pytest.raises(filelock.Timeout):  # the second session's share is still held
+        with cc.folder_lock(folder, timeout=0.05):
+            pass
+    del second  # a session dropped before its first run gives its share back
+    gc.collect()
+    with cc.folder_lock(folder, timeout=0.05):
+        pass
+    assert cc.CompileHold.nothing().acquire().held is False
+
+
 def test_cache_options_per_ep_never_a_save_or_load_key(tmp_path: Path) -> None:
     assert cc.cache_options("migraphx", tmp_path) == {"migraphx_model_cache_dir": str(tmp_path)}
     assert cc.cache_env(tmp_path) == {"ORT_MIGRAPHX_MODEL_CACHE_PATH": str(tmp_path),

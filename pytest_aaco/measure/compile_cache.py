@@ -239,8 +239,11 @@ class CompileHold:
         if self._lock is None and self.folder is not None:
             key = str(self.folder.resolve())
             lock = _LOCKS.get(key)
-            if lock is None:
-                lock = _LOCKS[key] = folder_lock(self.folder, self.timeout)
+            if lock is None:  # not thread-local: a hold collected in another thread still gives its share back
+                from filelock import FileLock
+
+                self.folder.mkdir(parents=True, exist_ok=True)
+                lock = _LOCKS[key] = FileLock(str(self.folder / LOCK_NAME), timeout=self.timeout, thread_local=False)
             lock.acquire(timeout=self.timeout)
             self._lock = lock
         return self

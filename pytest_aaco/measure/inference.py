@@ -557,12 +557,16 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     compile-cache folder's lock (:attr:`SessionHandle.compile_hold`) is given back after the warmup, whose
     first run compiles a model with symbolic dimensions, and before the measured rounds.
     """
+    try:
+        check_placement(handle)
+        run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
+    except BaseException:
+        handle.release_compile_lock()
+        raise
     series = None
     recorder: DeviceRecorder | None = None
     try:
         try:  # the compile-cache lock is held until the first run has finished, never in the measured rounds
-            check_placement(handle)
-            run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
             first_ms, warm_ms = warmup(run, settings.warmup)
             handle.settle_cache(first_ms)
         finally:
