@@ -10,7 +10,17 @@ folder) and hands them over. It behaves as the MIGraphX EP does on paper (docs/a
 * the program file's name hashes only the model file's *name* (as MIGraphX's ``.mxr`` name does,
   not its weights), so two sides given one folder would load each other's program;
 * when the program is in the folder it loads it (no wait); otherwise it "compiles": sleeps
-  ``compile_s`` seconds and, when the options say so, saves the program there.
+  ``compile_s`` seconds and, when the options say so, saves the program there;
+* ``compile_at="first_run"``: it compiles (or loads) at the session's first ``run``, as MIGraphX does for
+  a model with symbolic dimensions, instead of at creation;
+* ``cache_from``: ``"option"`` (the onnxruntime-migraphx wheels: ``migraphx_model_cache_dir``),
+  ``"env-only"`` (upstream 1.20-1.22: creates the session, reports only its own options, reads the folder
+  from ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` at creation) or ``"refuses"`` (AMD's ROCm/onnxruntime 1.21.1 builds:
+  ``Invalid MIGraphX EP option: migraphx_model_cache_dir``, the folder from the environment).
+
+:func:`patch_onnxruntime` puts a :class:`CompilingEP` in place of ``onnxruntime.InferenceSession`` itself,
+for a process that is not the plugin's (the side worker): :func:`patch_from_env` does so from
+``$AACO_FAKE_EP`` (JSON of CompilingEP's arguments), called by a ``sitecustomize`` the test writes.
 
 The session itself is a real CPU InferenceSession that reports the simulated EP as its first
 provider. Every compile and load is appended to ``log`` (a JSON-lines file, when given) as
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +40,10 @@ from typing import Any
 import onnxruntime as ort
 
 EP = "MIGraphXExecutionProvider"
+#: the real session class (the inner session of every fake one, also once :func:`patch_onnxruntime` ran)
+REAL_SESSION = ort.InferenceSession
+#: what an EP that reads only device_id from its options reports (upstream 1.20-1.22)
+ENV_ONLY_REPORT = {"device_id": "0", "migraphx_fp16_enable": "0", "migraphx_int8_enable": "0"}
 
 
 def _on(value: object) -> bool:
@@ -38,10 +53,17 @@ def _on(value: object) -> bool:
 class FakeSession:
     """A CPU InferenceSession that says it runs on *ep* with *options* (what the plugin checks)."""
 
-    def __init__(self, inner: Any, ep: str, options: dict[str, str]) -> None:
+    def __init__(self, inner: Any, ep: str, options: dict[str, str], first_run: Any = None) -> None:
         self._inner = inner
         self._ep = ep
         self._options = dict(options)
+        self._first_run = first_run  # called before the first run (compile_at="first_run"), then dropped
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        if self._first_run is not None:
+            first, self._first_run = self._first_run, None
+            first()
+        return self._inner.run(*args, **kwargs)
 
     def get_providers(self) -> list[str]:
         return [self._ep, "CPUExecutionProvider"]
@@ -57,15 +79,22 @@ class CompilingEP:
     """Callable like ``onnxruntime.InferenceSession(path, sess_options=..., providers=...)``; sleeps
     *compile_s* seconds at creation unless its program is in the cache folder the options name."""
 
-    def __init__(self, compile_s: float = 0.5, log: Path | None = None, ep: str = EP) -> None:
+    def __init__(self, compile_s: float = 0.5, log: Path | str | None = None, ep: str = EP,
+                 compile_at: str = "create", cache_from: str = "option") -> None:
         self.compile_s = compile_s
-        self.log = log
+        self.log = None if log is None else Path(log)
         self.ep = ep
+        self.compile_at = compile_at
+        self.cache_from = cache_from
         self.events: list[dict[str, str]] = []
 
     def program(self, model: str, options: dict[str, str]) -> tuple[Path | None, bool, bool]:
-        """(program file, load it, save it) from the provider *options*; (None, False, False) without a cache."""
+        """(program file, load it, save it) from the provider *options* (or the environment, for an EP
+        that reads only ``ORT_MIGRAPHX_*``); (None, False, False) without a cache."""
         weak = hashlib.sha256(Path(model).name.encode()).hexdigest()[:16] + ".mxr"  # the name only, as MIGraphX
+        if self.cache_from != "option":
+            folder = os.environ.get("ORT_MIGRAPHX_MODEL_CACHE_PATH")
+            return (Path(folder) / weak, True, True) if folder else (None, False, False)
         if options.get("migraphx_model_cache_dir"):
             return Path(options["migraphx_model_cache_dir"]) / weak, True, True
         load, save = _on(options.get("migraphx_load_compiled_model")), _on(options.get("migraphx_save_compiled_model"))
@@ -78,21 +107,29 @@ class CompilingEP:
         first = providers[0]
         ep, options = (first if isinstance(first, tuple) else (first, {}))
         assert ep == self.ep, f"the simulated EP is {self.ep}, the plugin asked for {ep}"
+        if self.cache_from == "refuses" and "migraphx_model_cache_dir" in options:
+            raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Invalid MIGraphX EP option: migraphx_model_cache_dir")
         program, load, save = self.program(model, dict(options))
-        if program is not None and load and program.exists():
-            self._note("load", program, model)
-        else:
-            time.sleep(self.compile_s)
-            if program is not None and save:
-                program.parent.mkdir(parents=True, exist_ok=True)
-                program.write_bytes(b"compiled " + Path(model).name.encode())
-            self._note("compile", program, model)
-        inner = ort.InferenceSession(model, sess_options=sess_options, providers=["CPUExecutionProvider"])
-        return FakeSession(inner, ep, dict(options))
+
+        def compile_or_load() -> None:
+            if program is not None and load and program.exists():
+                self._note("load", program, model)
+            else:
+                time.sleep(self.compile_s)
+                if program is not None and save:
+                    program.parent.mkdir(parents=True, exist_ok=True)
+                    program.write_bytes(b"compiled " + Path(model).name.encode())
+                self._note("compile", program, model)
+
+        if self.compile_at != "first_run":
+            compile_or_load()
+        inner = REAL_SESSION(model, sess_options=sess_options, providers=["CPUExecutionProvider"])
+        reported = dict(ENV_ONLY_REPORT) if self.cache_from == "env-only" else dict(options)
+        return FakeSession(inner, ep, reported, compile_or_load if self.compile_at == "first_run" else None)
 
     def _note(self, event: str, program: Path | None, model: str) -> None:
         entry = {"event": event, "folder": str(program.parent) if program is not None else "",
-                 "model": str(model), "time": time.time()}
+                 "model": str(model), "time": time.time(), "pid": os.getpid()}
         self.events.append(entry)
         if self.log is not None:
             with open(self.log, "a", encoding="utf-8") as handle:
@@ -113,3 +150,28 @@ def install(monkeypatch: Any, compiling: CompilingEP) -> None:
     real = ort.get_available_providers
     monkeypatch.setattr(inference, "SESSION_FACTORY", compiling)
     monkeypatch.setattr(ort, "get_available_providers", lambda: [compiling.ep, *real()])
+
+
+def patch_onnxruntime(compiling: CompilingEP) -> None:
+    """Make this process's ``onnxruntime.InferenceSession`` the simulated EP and list its EP as available
+    (for a process that builds sessions without the plugin's factory hook: the side worker)."""
+    real = ort.get_available_providers
+    ort.InferenceSession = compiling  # type: ignore[misc, assignment]
+    ort.get_available_providers = lambda: [compiling.ep, *real()]  # type: ignore[assignment]
+
+
+def patch_from_env() -> None:
+    """:func:`patch_onnxruntime` with ``CompilingEP(**json.loads($AACO_FAKE_EP))``; nothing when unset."""
+    config = os.environ.get("AACO_FAKE_EP")
+    if config and not isinstance(ort.InferenceSession, CompilingEP):  # a venv's lib64 link runs a .pth twice
+        patch_onnxruntime(CompilingEP(**json.loads(config)))
+
+
+def worker_environment(folder: Path) -> dict[str, str]:
+    """Environment variables that make a side worker started with them (``WorkerSide(env=...)``) patch its
+    onnxruntime from ``$AACO_FAKE_EP`` at start-up: a ``sitecustomize`` in *folder*, and this file's folder,
+    on ``PYTHONPATH``. Set ``AACO_FAKE_EP`` beside them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text("import fake_compiling_ep\nfake_compiling_ep.patch_from_env()\n",
+                                             encoding="utf-8")
+    return {"PYTHONPATH": os.pathsep.join([str(folder), str(Path(__file__).parent)])}

@@ -98,6 +98,33 @@ def test_a_lock_per_keyed_folder_serialises_compile_and_save(tmp_path: Path) -> 
     assert cc.snapshot(folder) == ()  # the lock file is not a program
 
 
+def test_a_session_holds_its_folder_from_creation_until_its_first_run(cache_root: Path, tiny_model_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    import filelock
+
+    install(monkeypatch, CompilingEP(compile_s=0.0, compile_at="first_run"))
+    handle = build_session(tiny_model_path, MIGX)
+    folder = handle.cache.folder
+    assert folder is not None
+    with pytest.raises(filelock.Timeout):  # another runner waits while the first run (the compile) is ahead
+        with cc.folder_lock(folder, timeout=0.05):
+            pass
+    second = build_session(tiny_model_path, MIGX)  # this process takes its own lock again at once
+    x = handle.session.get_inputs()[0]
+    handle.session.run(None, {x.name: np.zeros([d if isinstance(d, int) else 1 for d in x.shape], np.float32)})
+    assert handle.settle_cache(1.0) == "miss"
+    with pytest.raises(filelock.Timeout):  # the second session's share is still held
+        with cc.folder_lock(folder, timeout=0.05):
+            pass
+    del second  # a session dropped before its first run gives its share back
+    gc.collect()
+    with cc.folder_lock(folder, timeout=0.05):
+        pass
+    assert cc.CompileHold.nothing().acquire().held is False
+
+
 def test_cache_options_per_ep_never_a_save_or_load_key(tmp_path: Path) -> None:
     assert cc.cache_options("migraphx", tmp_path) == {"migraphx_model_cache_dir": str(tmp_path)}
     assert cc.cache_env(tmp_path) == {"ORT_MIGRAPHX_MODEL_CACHE_PATH": str(tmp_path),
@@ -170,6 +197,47 @@ def test_in_process_sessions_compile_once_and_record_hit_or_miss(cache_root: Pat
     build_session(tiny_model_path, MIGX)
     build_session(tiny_model_path, MIGX)
     assert [e["event"] for e in ep.events][3:] == ["compile", "compile"]
+
+
+def symbolic_model(path: Path) -> Path:
+    """Y = X + X with X float32 [N, 4]: a model MIGraphX compiles at its first run (symbolic N)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", 4])
+    graph = helper.make_graph([helper.make_node("Add", ["X", "X"], ["Y"])], "symbolic", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["benchmark", "coldstart", "sidebyside", "worker"])
+def test_two_runners_on_one_folder_compile_a_symbolic_model_once(tmp_path: Path, mode: str) -> None:
+    """Two processes start together on one keyed folder; the simulated EP compiles at the first run (1 s).
+    The lock is held from creation until the first run has finished, so the second runner waits and loads
+    the first one's program; held around creation only, both would compile (each finds no program)."""
+    import subprocess
+    import sys
+    import time
+
+    model, log, root = symbolic_model(tmp_path / "sym.onnx"), tmp_path / "ep.log", tmp_path / "cache"
+    request = {"mode": mode, "root": str(root), "model": str(model), "log": str(log), "compile_s": 1.0,
+               "start_at": time.time() + 4.0}
+    child = Path(__file__).with_name("compile_race_child.py")
+    procs = [subprocess.Popen([sys.executable, str(child), json.dumps(request)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    statuses = sorted(json.loads(out.strip().splitlines()[-1])["status"] for out, _ in outs)
+    events = [e for e in read_log(log) if e["folder"].startswith(str(root))]  # not the worker's probe
+    assert len({e["folder"] for e in events}) == 1, events  # both runners used one keyed folder
+    assert sorted(e["event"] for e in events) == ["compile", "load"], events
+    assert statuses == ["hit", "miss"]
+    # neither lock is held any more: a third session takes it at once
+    with cc.folder_lock(Path(events[0]["folder"]), timeout=0.1):
+        pass
 
 
 def _migx_provider_for(spec: ModelSpec) -> Any:

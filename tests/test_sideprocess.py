@@ -211,7 +211,7 @@ def test_the_protocol_line_by_line(tmp_path):
     assert [r["id"] for r in replies] == [1, 2, 3, 4, None, 5]
     assert [r["ok"] for r in replies] == [False, True, False, False, False, True]
     assert replies[0]["error"] == {"type": "request", "message": "send hello before 'block'"}
-    assert replies[1]["protocol"] == 1 and replies[1]["pid"] == proc.pid
+    assert replies[1]["protocol"] == 2 and replies[1]["pid"] == proc.pid
     assert replies[2]["error"]["message"] == "send load before block"
     assert replies[3]["error"]["message"] == "unknown op 'warp'"
     assert replies[4]["error"]["type"] == "request"
@@ -221,7 +221,7 @@ def test_the_protocol_line_by_line(tmp_path):
     assert b"fd noise\n" in err and b"print noise\n" in err
 
 
-@pytest.mark.parametrize("name", ["sidebyside/worker.py", "measure/timedloop.py"])
+@pytest.mark.parametrize("name", ["sidebyside/worker.py", "measure/timedloop.py", "measure/migraphx_probe.py"])
 def test_the_worker_files_parse_as_python_3_8(name):
     # older onnxruntime wheels exist only for older Pythons (1.19.2 on 3.8 was run by hand with
     # AACO_TEST_COMPARE_PYTHON below); this catches new syntax, not new library calls

@@ -21,8 +21,10 @@ pytest-aaco therefore hands each EP a folder of its own, keyed by
 
 so two sides never share a folder, and the EP's own weak key only has to tell programs apart within
 one. ``auto`` keeps one root per runner (``$RUNNER_NAME``, else the host name), and so does a folder
-given while ``$RUNNER_NAME`` is set; a file lock per keyed folder (:func:`folder_lock`) serialises the
-compile and save of one program. The options that point an EP at the folder (:func:`cache_options`):
+given while ``$RUNNER_NAME`` is set; a file lock per keyed folder (:class:`CompileHold`) serialises the
+compile and save of one program: it is taken before the session is created and held until its first
+run has finished (MIGraphX compiles a model with symbolic dimensions at its first run), never during
+the measured rounds. The options that point an EP at the folder (:func:`cache_options`):
 
 * MIGraphX: ``migraphx_model_cache_dir`` (every onnxruntime-migraphx wheel 1.23.0-1.27.1 takes it;
   none has a save/load key). An EP that refuses or ignores it (asked at run time,
@@ -53,6 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure import migraphx_probe, rocm_stack
+from pytest_aaco.measure.migraphx_probe import CACHE_ENVS
 
 #: the EPs that compile a program, and the folder pytest-aaco gives them
 COMPILING_EPS = frozenset({"migraphx", "tensorrt", "openvino"})
@@ -67,11 +71,10 @@ CACHE_KEYS: dict[str, frozenset[str]] = {
     "tensorrt": frozenset({"trt_engine_cache_enable", "trt_engine_cache_path"}),
     "openvino": frozenset({"cache_dir"}),
 }
+#: the variables a MIGraphX EP reads its cache folder from (:data:`pytest_aaco.measure.migraphx_probe.CACHE_ENVS`)
+MIGRAPHX_CACHE_ENVS = CACHE_ENVS
 #: the environment variable through which the MIGraphX EP picks its own cache folder over the options
-MIGRAPHX_CACHE_ENV = "ORT_MIGRAPHX_MODEL_CACHE_PATH"
-#: the variables a MIGraphX EP reads its cache folder from (both names are in every onnxruntime-migraphx
-#: wheel 1.23.0-1.27.1's provider library; older builds read only the environment)
-MIGRAPHX_CACHE_ENVS = (MIGRAPHX_CACHE_ENV, "ORT_MIGRAPHX_CACHE_PATH")
+MIGRAPHX_CACHE_ENV = CACHE_ENVS[0]
 #: the lock file inside a keyed folder (:func:`folder_lock`; ``.aaco-`` names are not program files)
 LOCK_NAME = ".aaco-compile.lock"
 #: how long a session waits for another runner compiling the same program (s)
@@ -186,9 +189,7 @@ def stack_for(short: str) -> dict[str, str] | None:
     (:func:`pytest_aaco.measure.rocm_stack.stack_key`); None for other EPs."""
     if short != "migraphx":
         return None
-    from pytest_aaco.measure.rocm_stack import stack_key
-
-    return stack_key()
+    return rocm_stack.stack_key()
 
 
 def keyed_folder(root: Path, side: str, short: str, model_path: Path, options: Mapping[str, object],
@@ -202,13 +203,72 @@ def keyed_folder(root: Path, side: str, short: str, model_path: Path, options: M
 
 
 def folder_lock(folder: Path, timeout: float = LOCK_TIMEOUT_S) -> Any:
-    """A file lock (:mod:`filelock`) on keyed *folder*, held around a session's compile and save so two
-    runners or processes never write one program at once; the second waits and then finds it (a hit).
-    A context manager; raises ``filelock.Timeout`` after *timeout* seconds."""
+    """A new file lock (:mod:`filelock`) on keyed *folder*, so two runners or processes never write one
+    program at once; the second waits and then finds it (a hit). A context manager; raises
+    ``filelock.Timeout`` after *timeout* seconds. Sessions take it through :class:`CompileHold`."""
     from filelock import FileLock
 
     folder.mkdir(parents=True, exist_ok=True)
     return FileLock(str(folder / LOCK_NAME), timeout=timeout)
+
+
+#: this process's lock object per keyed folder: one process holding a folder takes it again at once
+#: (``FileLock`` counts), so a session whose first run is still ahead never blocks the next one here
+_LOCKS: dict[str, Any] = {}
+
+
+class CompileHold:
+    """The lock of one session's keyed *folder* (:func:`folder_lock`), from before the session is created
+    until its first run has finished: MIGraphX compiles a model with static shapes while the session is
+    created and one with symbolic dimensions at its first run, and saves the program into the folder
+    either way. :meth:`acquire` waits up to :data:`LOCK_TIMEOUT_S` seconds (raises ``filelock.Timeout``);
+    :meth:`release` may be called any number of times, and runs when the object is collected."""
+
+    def __init__(self, folder: Path | None, timeout: float = LOCK_TIMEOUT_S) -> None:
+        self.folder = folder
+        self.timeout = timeout
+        self._lock: Any = None
+
+    @classmethod
+    def nothing(cls) -> CompileHold:
+        """A hold of no folder (no compile cache): acquiring and releasing it do nothing."""
+        return cls(None)
+
+    def acquire(self) -> CompileHold:
+        """Take the folder's lock (again, when this process holds it already); returns self."""
+        if self._lock is None and self.folder is not None:
+            key = str(self.folder.resolve())
+            lock = _LOCKS.get(key)
+            if lock is None:  # not thread-local: a hold collected in another thread still gives its share back
+                from filelock import FileLock
+
+                self.folder.mkdir(parents=True, exist_ok=True)
+                lock = _LOCKS[key] = FileLock(str(self.folder / LOCK_NAME), timeout=self.timeout, thread_local=False)
+            lock.acquire(timeout=self.timeout)
+            self._lock = lock
+        return self
+
+    @property
+    def held(self) -> bool:
+        return self._lock is not None
+
+    def release(self) -> None:
+        """Give the lock back (this hold's share of it); nothing when not held."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
+
+    def __enter__(self) -> CompileHold:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown: the OS frees the lock with the process
+            pass
 
 
 def user_steered(short: str, options: Mapping[str, object]) -> bool:
@@ -230,7 +290,7 @@ def cache_options(short: str, folder: Path) -> JSONDict:
 
 def cache_env(folder: Path) -> dict[str, str]:
     """The environment that points a MIGraphX EP reading only ``ORT_MIGRAPHX_*`` variables at *folder*."""
-    return {name: str(folder) for name in MIGRAPHX_CACHE_ENVS}
+    return migraphx_probe.cache_env(str(folder))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure import migraphx_probe
 from pytest_aaco.measure.compile_cache import (
     COMPILING_EPS,
     MIGRAPHX_CACHE_ENV,
     CacheUse,
     CompileCacheError,
-    cache_env,
+    CompileHold,
     cache_options,
     compile_cache_root,
-    folder_lock,
     keyed_folder,
     user_steered,
 )
@@ -127,6 +127,9 @@ class SessionHandle:
     recorded: JSONDict | None = None
     #: the item's graph decision (``GraphChoice.to_dict()``, :mod:`pytest_aaco.measure.graph`), None when not made
     graph: JSONDict | None = None
+    #: the compile-cache folder's lock, held from before creation until the first run has finished
+    #: (:meth:`settle_cache` gives it back; so does :meth:`release_compile_lock`, and collecting the handle)
+    compile_hold: CompileHold | None = field(default=None, repr=False)
 
     @property
     def recorded_options(self) -> JSONDict:
@@ -135,10 +138,19 @@ class SessionHandle:
 
     def settle_cache(self, first_run_ms: float | None = None) -> str | None:
         """Read the cache folder again after the first run (EPs compile there for symbolic shapes) and,
-        for a miss, write what the compile cost into it; returns :attr:`compile_cache`."""
-        self.compile_cache = self.cache.settle(self.compile_cache, self.create_ms, first_run_ms,
-                                               ep=self.provider.short, side=self.provider.side)
+        for a miss, write what the compile cost into it; then give the folder's lock back (another runner
+        waiting for it finds the program). Returns :attr:`compile_cache`."""
+        try:
+            self.compile_cache = self.cache.settle(self.compile_cache, self.create_ms, first_run_ms,
+                                                   ep=self.provider.short, side=self.provider.side)
+        finally:
+            self.release_compile_lock()
         return self.compile_cache
+
+    def release_compile_lock(self) -> None:
+        """Give the compile-cache folder's lock back (after the first run, or when it failed); idempotent."""
+        if self.compile_hold is not None:
+            self.compile_hold.release()
 
     @property
     def cuda_graph(self) -> bool:
@@ -229,35 +241,48 @@ def with_compile_cache(provider: ProviderSpec, model_path: Path, options: JSONDi
     return {**options, **extra}, CacheUse.start(folder)
 
 
+def migraphx_questions() -> dict[str, str]:
+    """Each MIGraphX key the plugin knows (:data:`~pytest_aaco.measure.providers.MIGRAPHX_KEYS`) with a value
+    every real parser takes: what the EP is asked to say which keys it takes (:func:`migraphx_plan`)."""
+    return {k: _NEUTRAL.get(k, "0") for k in sorted(MIGRAPHX_KEYS)}
+
+
+def plugin_cache_folder(provider: ProviderSpec, cache: CacheUse) -> str | None:
+    """The compile-cache folder pytest-aaco itself put in *provider*'s MIGraphX options (None when the
+    user's options name one, or there is none): the one that may go through ``ORT_MIGRAPHX_*`` instead."""
+    if cache.folder is None or "migraphx_model_cache_dir" in provider.options:
+        return None
+    return str(cache.folder)
+
+
+def migraphx_refusal(model_path: Path, provider: ProviderSpec, build: str, refused: Mapping[str, str],
+                     takes: Sequence[str]) -> str:
+    """The one-line message for MIGraphX options the EP *refused* (key -> the parser's words): the keys,
+    the words, the *build* (``onnxruntime-migraphx 1.27.1``), a replacement where one is known
+    (:data:`~pytest_aaco.measure.providers.MIGRAPHX_REPLACED`) and the keys the EP *takes*."""
+    hints = "".join(f"; for {k} use {MIGRAPHX_REPLACED[k]}" for k in sorted(refused) if k in MIGRAPHX_REPLACED)
+    words = "; ".join(f"{k}: {v}" for k, v in sorted(refused.items()))
+    return (f"{model_path.name}: this onnxruntime build's {provider.ep_name} ({build}) refuses option(s)"
+            f" {', '.join(sorted(refused))} ({words}){hints}; it takes:"
+            f" {', '.join(takes) or 'no option it could be asked about'}")
+
+
 def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
                   ort: Any) -> tuple[JSONDict, dict[str, str]]:
     """The MIGraphX *options* to send and the environment to set around the session's creation, after
-    asking the EP which keys it takes (:func:`pytest_aaco.measure.migraphx_probe.probe`, once per process).
+    asking the EP which keys it takes (:func:`pytest_aaco.measure.migraphx_probe.plan`, once per process).
 
     The plugin's own cache folder goes through ``migraphx_model_cache_dir`` where the EP takes it, else
-    through ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` / ``ORT_MIGRAPHX_CACHE_PATH``
-    (:func:`~pytest_aaco.measure.compile_cache.cache_env`). Raises :class:`SessionError` naming each key the
-    EP refuses (the user's options), the EP's words, the build, and the keys it takes.
+    through ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` / ``ORT_MIGRAPHX_CACHE_PATH`` (unless the user set one of
+    them: theirs wins). The side worker asks its own onnxruntime the same way
+    (pytest_aaco/sidebyside/worker.py). Raises :class:`SessionError` naming each key the EP refuses (the
+    user's options), the EP's words, the build, and the keys it takes (:func:`migraphx_refusal`).
     """
-    from pytest_aaco.measure import migraphx_probe
-
-    verdicts = migraphx_probe.probe(options, ort)
-    out, env = dict(options), {}
-    plugin_cache = cache.folder is not None and "migraphx_model_cache_dir" not in provider.options
-    if plugin_cache and verdicts.get("migraphx_model_cache_dir", migraphx_probe.Verdict("accepted")).state in (
-            "refused", "ignored"):
-        out.pop("migraphx_model_cache_dir", None)
-        env = cache_env(cache.folder) if cache.folder is not None else {}
-    refused = {k: v for k, v in verdicts.items() if v.state == "refused" and k in out}
-    if refused:
-        takes = migraphx_probe.probe({k: _NEUTRAL.get(k, "0") for k in sorted(MIGRAPHX_KEYS)}, ort)
-        taken = sorted(k for k, v in takes.items() if v.state == "accepted")
-        hints = "".join(f"; for {k} use {MIGRAPHX_REPLACED[k]}" for k in sorted(refused) if k in MIGRAPHX_REPLACED)
-        words = "; ".join(f"{k}: {v.words}" for k, v in sorted(refused.items()))
-        raise SessionError(f"{model_path.name}: this onnxruntime build's {provider.ep_name}"
-                           f" ({migraphx_probe.build_name(ort)}) refuses option(s) {', '.join(sorted(refused))}"
-                           f" ({words}){hints}; it takes: {', '.join(taken) or 'no option it could be asked about'}")
-    return out, env
+    found = migraphx_probe.plan(options, ort, plugin_cache=plugin_cache_folder(provider, cache),
+                                questions=migraphx_questions())
+    if found.refused:
+        raise SessionError(migraphx_refusal(model_path, provider, found.build, found.refused, found.takes))
+    return dict(found.options), dict(found.env)
 
 
 #: values every real MIGraphX parser takes, for asking which keys an EP takes (:func:`migraphx_plan`)
@@ -267,20 +292,8 @@ _NEUTRAL = {"device_id": "0", "migraphx_model_cache_dir": "<scratch>", "migraphx
                                     "migraphx_int8_enable", "migraphx_int8_use_native_calibration_table",
                                     "migraphx_exhaustive_tune")}}
 
-
-@contextlib.contextmanager
-def environment(env: Mapping[str, str]) -> Any:
-    """Set *env* in ``os.environ`` for the ``with`` block only; the old values (or their absence) come back."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+#: set *env* in ``os.environ`` for a ``with`` block only (the MIGraphX cache variables around a creation)
+environment = migraphx_probe.environment
 
 
 #: test-only hook: when set, called instead of ``onnxruntime.InferenceSession(path, sess_options=...,
@@ -332,8 +345,6 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     if provider.short == "migraphx" and not plugin and SESSION_FACTORY is None and \
             provider.ep_name in ort.get_available_providers():
         options, env = migraphx_plan(provider, model_path, options, cache, ort)
-        if env and any(k in os.environ for k in env):  # the user's own ORT_MIGRAPHX_* folder wins (warned above)
-            env = {}
     if plugin:  # a registered EP library's EP: its device is chosen on the session options (plugin_eps.py)
         options = {k: v for k, v in options.items() if k != "device_id"}
         try:
@@ -342,9 +353,9 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
             raise SessionError(f"{model_path.name}: {exc}") from None
     printed = io.StringIO()
     factory = SESSION_FACTORY or ort.InferenceSession
-    lock = folder_lock(cache.folder) if cache.folder is not None else contextlib.nullcontext()
+    hold, cache = hold_compile_lock(model_path, cache)  # until the first run: compile + save under the lock
     try:
-        with lock, environment(env), contextlib.redirect_stdout(printed):  # compile + save under the folder's lock
+        with environment(env), contextlib.redirect_stdout(printed):
             start = time.perf_counter_ns()
             if plugin:
                 session = factory(str(model_path), sess_options=so)
@@ -352,16 +363,37 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
                 session = factory(str(model_path), sess_options=so, providers=session_providers(provider, options))
             create_ms = (time.perf_counter_ns() - start) / 1e6
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
+        hold.release()
         raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
     problem = creation_problem(model_path, provider, options, printed.getvalue(), list(session.get_providers()),
                                session.get_provider_options(), ort.__version__)
     if problem:
+        hold.release()
         raise SessionError(problem)
-    handle = SessionHandle(session, provider, model_path, create_ms, options, cache=cache, recorded=recorded)
+    handle = SessionHandle(session, provider, model_path, create_ms, options, cache=cache, recorded=recorded,
+                           compile_hold=hold)
     handle.compile_cache = cache.status()
     if handle.compile_cache == "miss":
         cache.record(create_ms, ep=provider.short, side=provider.side)
     return handle
+
+
+def hold_compile_lock(model_path: Path, cache: CacheUse) -> tuple[CompileHold, CacheUse]:
+    """Take the lock of *cache*'s keyed folder (:class:`~pytest_aaco.measure.compile_cache.CompileHold`; a hold
+    of nothing without a folder), to keep until the session's first run has finished
+    (:meth:`SessionHandle.settle_cache`), and list the folder again once it is held (what another runner
+    saved while this one waited is there before, not written by this session: a hit). Raises
+    :class:`SessionError` when another runner has held it longer than
+    :data:`~pytest_aaco.measure.compile_cache.LOCK_TIMEOUT_S`."""
+    if cache.folder is None:
+        return CompileHold.nothing(), cache
+    try:
+        hold = CompileHold(cache.folder).acquire()
+    except Exception as exc:  # filelock.Timeout, or an OSError on the lock file
+        raise SessionError(f"{model_path.name}: the compile-cache folder {cache.folder} stayed locked by another"
+                           f" runner compiling the same program ({exc}); give each runner its own folder"
+                           " (--aaco-compile-cache) or remove a stale lock file") from None
+    return hold, CacheUse.start(cache.folder)
 
 
 def session_providers(provider: ProviderSpec, options: JSONDict) -> list[Any]:
@@ -521,15 +553,24 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     time stays within :data:`~pytest_aaco.measure.device_time.TRACED_SHARE` (:class:`~pytest_aaco.measure.
     device_time.TraceBudget`): the result's ``device`` (and its reference's) hold
     them; a tracer that fails leaves ``device`` None and says why in ``device_note``. The session's
-    providers are checked before and after measuring; a fallback raises :class:`SessionError`.
+    providers are checked before and after measuring; a fallback raises :class:`SessionError`. The
+    compile-cache folder's lock (:attr:`SessionHandle.compile_hold`) is given back after the warmup, whose
+    first run compiles a model with symbolic dimensions, and before the measured rounds.
     """
-    check_placement(handle)
-    run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
+    try:
+        check_placement(handle)
+        run = bind_run(handle, feeds, settings.iobinding, settings.device_id)
+    except BaseException:
+        handle.release_compile_lock()
+        raise
     series = None
     recorder: DeviceRecorder | None = None
     try:
-        first_ms, warm_ms = warmup(run, settings.warmup)
-        handle.settle_cache(first_ms)
+        try:  # the compile-cache lock is held until the first run has finished, never in the measured rounds
+            first_ms, warm_ms = warmup(run, settings.warmup)
+            handle.settle_cache(first_ms)
+        finally:
+            handle.release_compile_lock()
         iterations = settings.iterations or adaptive_iterations(warm_ms)
         if telemetry is not None:
             telemetry.start()

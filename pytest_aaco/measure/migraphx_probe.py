@@ -20,16 +20,25 @@ by a scratch one) and reads the answer per key:
 * ``unknown``: the provider library could not be loaded, so no parser ran.
 
 Answers are kept per process and onnxruntime build, by (key, value): a value the parser refused does
-not condemn another value.
+not condemn another value. :func:`plan` turns the answers into what is sent (the options, and the
+``ORT_MIGRAPHX_*`` cache variables set around the session's creation by :func:`environment`).
+
+The answer belongs to the onnxruntime that will build the session, so the probe runs in that
+process: in the plugin's (:func:`pytest_aaco.measure.inference.build_session`) and in the side
+worker's, another interpreter that never imports pytest_aaco (``--aaco-compare-python``;
+pytest_aaco/sidebyside/worker.py loads this file by its path). Hence this module needs only the
+standard library and onnxruntime, writes its probe model without the ``onnx`` package, and keeps to
+Python 3.8 syntax.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,8 +54,14 @@ REFUSALS = (
 #: ORT's words when the provider library itself cannot be loaded (no option parser ran)
 LOAD_FAILURES = re.compile(r"Failed to load (shared )?library|cannot open shared object|"
                            r"MIGraphX Provider not available|undefined symbol", re.I)
+#: the option that points the EP at its compile cache
+CACHE_KEY = "migraphx_model_cache_dir"
 #: options whose probe value is a scratch path rather than the user's (the probe must not write there)
-SCRATCH_KEYS = frozenset({"migraphx_model_cache_dir"})
+SCRATCH_KEYS = frozenset({CACHE_KEY})
+#: the variables a MIGraphX EP reads its cache folder from when it will not take :data:`CACHE_KEY` (both
+#: names are in every onnxruntime-migraphx wheel 1.23.0-1.27.1's provider library; older builds read only
+#: the environment)
+CACHE_ENVS = ("ORT_MIGRAPHX_MODEL_CACHE_PATH", "ORT_MIGRAPHX_CACHE_PATH")
 
 
 @dataclass(frozen=True)
@@ -99,17 +114,44 @@ def refused_key(message: str, keys: set[str] | frozenset[str]) -> tuple[str, str
     return None
 
 
-def tiny_model(path: Path) -> Path:
-    """Write the probe model (Y = X + X, float32 [1, 4], opset 13) to *path*. Raises OSError."""
-    import onnx
-    from onnx import TensorProto, helper
+def _varint(number: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, number = number & 0x7F, number >> 7
+        out.append(low | (0x80 if number else 0))
+        if not number:
+            return bytes(out)
 
-    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4])
-    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4])
-    graph = helper.make_graph([helper.make_node("Add", ["X", "X"], ["Y"])], "aaco_migraphx_probe", [x], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    onnx.save(model, str(path))
+
+def _field(number: int, value: int | str | bytes) -> bytes:
+    """One protobuf field: a varint for an int, length-delimited bytes otherwise."""
+    if isinstance(value, int):
+        return _varint(number << 3) + _varint(value)
+    data = value.encode("utf-8") if isinstance(value, str) else value
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _float_tensor(name: str, dims: tuple[int, ...]) -> bytes:
+    """ValueInfoProto ``name``: float32 tensor of static *dims* (onnx.proto: ValueInfoProto, TypeProto)."""
+    shape = b"".join(_field(1, _field(1, dim)) for dim in dims)  # TensorShapeProto.dim.dim_value
+    tensor = _field(1, 1) + _field(2, shape)  # TypeProto.Tensor: elem_type FLOAT (1), shape
+    return _field(1, name) + _field(2, _field(1, tensor))
+
+
+def tiny_model_bytes() -> bytes:
+    """The probe model (Y = X + X, float32 [1, 4], opset 13, IR version 7) as ONNX ModelProto bytes,
+    encoded here from onnx.proto's field numbers (https://github.com/onnx/onnx/blob/main/onnx/onnx.proto)
+    so that an environment without the ``onnx`` package can be asked too."""
+    node = _field(1, "X") + _field(1, "X") + _field(2, "Y") + _field(4, "Add")  # NodeProto input, output, op_type
+    graph = (_field(1, node) + _field(2, "aaco_migraphx_probe")  # GraphProto node, name
+             + _field(11, _float_tensor("X", (1, 4))) + _field(12, _float_tensor("Y", (1, 4))))
+    opset = _field(1, "") + _field(2, 13)  # OperatorSetIdProto domain "", version 13
+    return _field(1, 7) + _field(7, graph) + _field(8, opset)  # ModelProto ir_version, graph, opset_import
+
+
+def tiny_model(path: Path) -> Path:
+    """Write the probe model (:func:`tiny_model_bytes`) to *path*. Raises OSError."""
+    path.write_bytes(tiny_model_bytes())
     return path
 
 
@@ -189,3 +231,74 @@ def _words(message: str) -> str:
 def summary() -> dict[str, dict[str, str]]:
     """Every answer of this process, as ``{"key=value": {"state", "words"}}`` (for reports and tests)."""
     return {f"{k}={v}": {"state": verdict.state, "words": verdict.words} for (_, k, v), verdict in _VERDICTS.items()}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to send to the MIGraphX EP after asking it (:func:`plan`): the provider ``options``, the
+    ``env`` to set around the session's creation, the keys it ``refused`` (key -> the parser's words;
+    the session must not be built), the keys it ``takes`` (asked only when one was refused, for the
+    message) and the ``build`` asked (:func:`build_name`)."""
+
+    options: dict[str, str]
+    env: dict[str, str]
+    refused: dict[str, str]
+    takes: tuple[str, ...]
+    build: str
+
+    def to_dict(self) -> dict[str, object]:
+        """The plan as JSON-able data (the side worker's reply)."""
+        return {"options": dict(self.options), "env": dict(self.env), "refused": dict(self.refused),
+                "takes": list(self.takes), "build": self.build}
+
+
+def plan(options: Mapping[str, object], ort: Any = None, *, plugin_cache: str | None = None,
+         questions: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
+         factory: Callable[..., Any] | None = None) -> Plan:
+    """Ask the EP about *options* (:func:`probe`) and decide what to send.
+
+    *plugin_cache*: the compile-cache folder pytest-aaco put in *options* as :data:`CACHE_KEY` (None when
+    the user's options name the folder, or there is none). Where the EP refuses or ignores that key, it is
+    left out and the folder goes through :data:`CACHE_ENVS` instead, unless *environ* (default
+    ``os.environ``) already sets one of them: the user's own folder wins (the plugin warns about it).
+    *questions* (key -> a value every parser takes) are asked only when a key of *options* is refused, so
+    the message can say which keys the EP takes. Never raises (see :func:`probe`).
+    """
+    if ort is None:
+        import onnxruntime
+
+        ort = onnxruntime
+    verdicts = probe(options, ort, factory)
+    out = {str(k): str(v) for k, v in options.items()}
+    env: dict[str, str] = {}
+    if plugin_cache is not None and verdicts.get(CACHE_KEY, Verdict("accepted")).state in ("refused", "ignored"):
+        out.pop(CACHE_KEY, None)
+        given = os.environ if environ is None else environ
+        if not any(name in given for name in CACHE_ENVS):
+            env = cache_env(plugin_cache)
+    refused = {k: v.words for k, v in verdicts.items() if v.state == "refused" and k in out}
+    takes: tuple[str, ...] = ()
+    if refused and questions:
+        answers = probe(questions, ort, factory)
+        takes = tuple(sorted(k for k, v in answers.items() if v.state == "accepted"))
+    return Plan(out, env, refused, takes, build_name(ort))
+
+
+def cache_env(folder: str) -> dict[str, str]:
+    """The environment that points a MIGraphX EP reading only ``ORT_MIGRAPHX_*`` variables at *folder*."""
+    return {name: folder for name in CACHE_ENVS}
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """Set *env* in ``os.environ`` for the ``with`` block only; the old values (or their absence) come back."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

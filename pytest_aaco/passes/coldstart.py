@@ -241,11 +241,12 @@ class LocalSessions:
             self.feeds = make_inputs(self.model_path.stem if spec is None else spec.name, handle.session.get_inputs(),
                                      {} if spec is None else dict(spec.dims), {} if spec is None else dict(spec.inputs))
         feeds = dict(self.feeds)
-        try:
+        try:  # the compile-cache lock, held since creation, is given back once the first run has finished
             start = time.perf_counter_ns()
             handle.session.run(None, feeds)
             first_ms = (time.perf_counter_ns() - start) / 1e6
         except Exception as exc:
+            handle.release_compile_lock()
             raise SessionError(f"first run of a fresh session of {self.model_path.name} failed: {exc}") from exc
         create_ms, status = handle.create_ms, handle.settle_cache(first_ms)
         compile_ms = recorded_compile_ms(handle.cache.folder)

@@ -252,16 +252,20 @@ class LocalFactory:
         own.start()
         handle = build_session(self.model_file, self.provider, self.device_id, self.intra_op_threads,
                                config_entries=self.config_entries)
-        check_placement(handle)
-        feeds = make_inputs(self.spec.name, handle.session.get_inputs(), self.spec.dims, self.spec.inputs)
-        self.feeds = feeds
-        run = bind_run(handle, feeds, self.iobinding, self.device_id)
-        first_ms, warm_ms = warmup(run, self.warmup, self.min_warmup_s)
+        try:  # the compile-cache lock is held from creation until the first run (in the warmup) has finished
+            check_placement(handle)
+            feeds = make_inputs(self.spec.name, handle.session.get_inputs(), self.spec.dims, self.spec.inputs)
+            self.feeds = feeds
+            run = bind_run(handle, feeds, self.iobinding, self.device_id)
+            first_ms, warm_ms = warmup(run, self.warmup, self.min_warmup_s)
+            status = handle.settle_cache(first_ms)
+        finally:
+            handle.release_compile_lock()
         footprint, source = own.stop() if self.footprint else (None, None)
         per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
         info = {"ort_version": ort.__version__, "memory_source": source,
                 "model_file": self.model_file.name}
-        if handle.settle_cache(first_ms) is not None:
+        if status is not None:
             info["compile_cache"] = handle.compile_cache
             compiled = recorded_compile_ms(handle.cache.folder)
             if compiled is not None:  # the "with compile" figure, for the cold start that reuses this session

@@ -9,8 +9,9 @@ this file as a script::
 and drives it over its stdin and stdout, one request at a time, so the two sides never run at
 the same time. The worker needs only the standard library, numpy and onnxruntime: it never
 imports pytest_aaco, pytest or scipy. It loads ``measure/timedloop.py``, beside this folder, by its path, so both
-sides time their iterations with the same code. Python 3.8 syntax (old onnxruntime wheels exist
-only for old Pythons).
+sides time their iterations with the same code, and ``measure/migraphx_probe.py`` the same way, so a
+MIGraphX session here is planned by the same rules as in the plugin's process, asking *this*
+interpreter's onnxruntime. Python 3.8 syntax (old onnxruntime wheels exist only for old Pythons).
 
 Protocol (version :data:`PROTOCOL`): every message is one line of UTF-8 JSON (JSON escapes
 newlines, so a line of any length is one message). The worker writes its replies to a private
@@ -30,11 +31,16 @@ here, adds ``traceback``; a line that is not a JSON object gets type ``request``
 ``load`` (``model``, ``providers``: ``[[EP name, {option: value}], ...]``,
 ``intra_op_num_threads``, ``config_entries``: ``{key: value}`` (``session.intra_op.allow_spinning``
 ...), ``feeds``: ``{input name: path of a .npy file}``, ``iobinding``: none/inputs/all, ``device``:
-ORT device name, ``device_id``)
+ORT device name, ``device_id``, and for the MIGraphX EP ``migraphx``: ``{"plugin_cache": the compile-cache
+folder pytest-aaco put in the options or null, "questions": {key: value}}``)
     -> ``create_ms``, ``providers`` (``session.get_providers()``: the placement check is the
     plugin's), ``provider_options`` (``session.get_provider_options()``), ``printed`` (what ORT's
     Python layer printed while creating the session: its "EP Error" fallback notice),
-    ``build_rss_mb``. A previous session is released first. Type ``session`` when ORT refuses.
+    ``build_rss_mb``, ``migraphx`` (null, or what was sent after asking this onnxruntime's MIGraphX EP
+    which options it takes: ``migraphx_probe.Plan.to_dict()``: ``options``, ``env``, ``refused``, ``takes``,
+    ``build``; ``env`` is set around the creation only). A previous session is released first. Type
+    ``session`` when ORT refuses; with ``migraphx`` (the plan) when the EP refused an option before any
+    session was built.
 ``warmup`` (``iterations``) -> ``first_ms``, ``latencies_ms`` (float64 array, ms).
 ``block`` (``iterations``) -> ``latencies_ns`` (int64 array, ``perf_counter_ns`` differences).
     Type ``run`` when ``session.run`` fails.
@@ -52,6 +58,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: the timed loop, loaded by its path: pytest_aaco/measure/timedloop.py
 TIMED_LOOP = os.path.join(os.path.dirname(HERE), "measure", "timedloop.py")
+#: asking the MIGraphX EP which options it takes, loaded by its path: pytest_aaco/measure/migraphx_probe.py
+MIGRAPHX_PROBE = os.path.join(os.path.dirname(HERE), "measure", "migraphx_probe.py")
 # Launched as a script, Python puts this folder (pytest_aaco/) first on sys.path, where its
 # modules (warnings.py, config.py, stats.py ...) would shadow what numpy and onnxruntime import.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
@@ -69,7 +77,7 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
-PROTOCOL = 1
+PROTOCOL = 2
 #: every reply line starts with this, so lines printed by anything else are recognised and skipped
 MARKER = "@aaco-side-worker "
 #: the EPs whose device memory ``nvidia-smi`` reports
@@ -128,6 +136,7 @@ class Worker:
 
     def __init__(self) -> None:
         self.loop: Any = None  # timedloop.py, loaded once numpy is known to import
+        self.probe: Any = None  # migraphx_probe.py, loaded for the first MIGraphX session
         self.session: Any = None
         self.run: Any = None
 
@@ -163,11 +172,7 @@ class Worker:
         if missing:
             raise RequestError("missing", "; ".join(reasons), missing=missing)
         if self.loop is None:
-            spec = importlib.util.spec_from_file_location("aaco_timedloop", TIMED_LOOP)
-            assert spec is not None and spec.loader is not None
-            loop = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(loop)
-            self.loop = loop
+            self.loop = load_sibling("aaco_timedloop", TIMED_LOOP)
         import numpy as np
         import onnxruntime as ort
 
@@ -196,10 +201,12 @@ class Worker:
         for key, value in sorted((request.get("config_entries") or {}).items()):
             so.add_session_config_entry(str(key), str(value))
         providers = [(name, dict(options)) for name, options in request["providers"]]
+        plan, env = self.migraphx_plan(request, providers, ort)
         printed = io.StringIO()
         start = time.perf_counter_ns()
         try:
-            with contextlib.redirect_stdout(printed):
+            with self.probe.environment(env) if env else contextlib.nullcontext(), \
+                    contextlib.redirect_stdout(printed):
                 session = ort.InferenceSession(str(request["model"]), sess_options=so, providers=providers)
         except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
             raise RequestError("session", str(exc), printed=printed.getvalue()[-4000:]) from exc
@@ -214,7 +221,27 @@ class Worker:
         after = status_mb("VmRSS")
         return {"create_ms": create_ms, "providers": list(session.get_providers()),
                 "provider_options": session.get_provider_options(), "printed": printed.getvalue()[-4000:],
-                "build_rss_mb": None if before is None or after is None else after - before}
+                "build_rss_mb": None if before is None or after is None else after - before, "migraphx": plan}
+
+    def migraphx_plan(self, request: dict[str, Any], providers: list[Any], ort: Any) -> tuple[Any, dict[str, str]]:
+        """For a MIGraphX session (*request*'s ``migraphx``), ask this onnxruntime's EP which options it
+        takes (``migraphx_probe.plan``, the plugin's own rules) and put what it says in *providers*; returns
+        (the plan as data or None, the environment to set around the creation). Raises :class:`RequestError`
+        (``session``, with the plan) when the EP refuses an option."""
+        ask = request.get("migraphx")
+        if not isinstance(ask, dict) or not providers or providers[0][0] not in ort.get_available_providers():
+            return None, {}
+        if self.probe is None:
+            self.probe = load_sibling("aaco_migraphx_probe", MIGRAPHX_PROBE)
+        if providers[0][0] != self.probe.EP:
+            return None, {}
+        found = self.probe.plan(providers[0][1], ort, plugin_cache=ask.get("plugin_cache"),
+                                questions=ask.get("questions") or {})
+        if found.refused:
+            raise RequestError("session", "; ".join(f"{k}: {v}" for k, v in sorted(found.refused.items())),
+                               migraphx=found.to_dict())
+        providers[0] = (providers[0][0], dict(found.options))
+        return found.to_dict(), dict(found.env)
 
     def warmup(self, iterations: int) -> dict[str, object]:
         try:
@@ -236,6 +263,17 @@ class Worker:
             gpu_mb, source = smi_process_mb(os.getpid())
         return {"rss_mb": status_mb("VmRSS"), "peak_rss_mb": status_mb("VmHWM"), "gpu_mb": gpu_mb,
                 "gpu_source": source}
+
+
+def load_sibling(name: str, path: str) -> Any:
+    """The module at *path* (a file of pytest_aaco that needs only the standard library, numpy and
+    onnxruntime), loaded by its path under *name* (registered in ``sys.modules``: dataclasses look it up)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def claim_stdout() -> io.BufferedWriter:

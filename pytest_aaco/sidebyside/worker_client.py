@@ -40,7 +40,7 @@ from typing import IO, Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.compile_cache import CacheUse, CompileCacheError, recorded_compile_ms
+from pytest_aaco.measure.compile_cache import CacheUse, CompileCacheError, CompileHold, recorded_compile_ms
 from pytest_aaco.measure.inference import (
     ORT_DEVICE,
     SessionError,
@@ -48,12 +48,17 @@ from pytest_aaco.measure.inference import (
     creation_problem,
     cuda_graph_on,
     effective_options,
+    hold_compile_lock,
+    migraphx_questions,
+    migraphx_refusal,
     ort_log_level,
+    plugin_cache_folder,
     resolve_iobinding,
     session_providers,
     warn_migraphx_env,
     with_compile_cache,
 )
+from pytest_aaco.measure.migraphx_probe import EP as MIGRAPHX_EP
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, session_fallback_problem
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import find_interpreter as find_interpreter  # the option's parser, re-exported
@@ -61,7 +66,7 @@ from pytest_aaco.options import find_interpreter as find_interpreter  # the opti
 #: the worker script, launched as ``PYTHON WORKER_SCRIPT``
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 #: must equal ``sideworker.PROTOCOL`` (not imported: that module is a script for another interpreter)
-PROTOCOL = 1
+PROTOCOL = 2
 #: every reply line of the worker starts with this (``sideworker.MARKER``)
 MARKER = b"@aaco-side-worker "
 OPTION = "--aaco-compare-python"
@@ -117,12 +122,26 @@ class WorkerSession:
     cache: CacheUse = field(default_factory=lambda: CacheUse(None))
     #: ``hit`` / ``miss`` ... after creation (:meth:`CacheUse.status`), None without a cache
     compile_cache: str | None = None
+    #: the compile-cache folder's lock, taken here (the same file system) before the worker created the
+    #: session and held until its first run has finished (:meth:`settle_cache`)
+    compile_hold: CompileHold | None = field(default=None, repr=False)
+    #: what the worker sent its MIGraphX EP after asking it (``migraphx_probe.Plan.to_dict()``), None otherwise
+    migraphx: JSONDict | None = None
 
     def settle_cache(self, first_run_ms: float | None = None) -> str | None:
-        """As :meth:`pytest_aaco.measure.inference.SessionHandle.settle_cache`, for the worker's session."""
-        self.compile_cache = self.cache.settle(self.compile_cache, self.create_ms, first_run_ms,
-                                               ep=self.provider.short, side=self.provider.side)
+        """As :meth:`pytest_aaco.measure.inference.SessionHandle.settle_cache`, for the worker's session:
+        reads the folder after the first run, then gives its lock back."""
+        try:
+            self.compile_cache = self.cache.settle(self.compile_cache, self.create_ms, first_run_ms,
+                                                   ep=self.provider.short, side=self.provider.side)
+        finally:
+            self.release_compile_lock()
         return self.compile_cache
+
+    def release_compile_lock(self) -> None:
+        """Give the compile-cache folder's lock back; idempotent."""
+        if self.compile_hold is not None:
+            self.compile_hold.release()
 
 
 @dataclass(frozen=True)
@@ -270,7 +289,14 @@ class WorkerSide:
     def _terminate(self) -> None:
         if self._finalizer is not None:
             self._finalizer()  # _stop: kill if alive, reap, close pipes
-        self._proc, self._stderr, self._finalizer, self.session = None, None, None, None
+        self._drop_session()
+        self._proc, self._stderr, self._finalizer = None, None, None
+
+    def _drop_session(self) -> None:
+        """Forget the loaded session, giving its compile-cache lock back if its first run never came."""
+        if self.session is not None:
+            self.session.release_compile_lock()
+        self.session = None
 
     # ------------------------------------------------------------ requests
 
@@ -283,11 +309,16 @@ class WorkerSide:
         *iobinding* ``auto`` resolves per EP; GPU EPs get ``device_id`` and the CPU EP as fallback;
         *config_entries* go to ``SessionOptions.add_session_config_entry`` (e.g.
         ``{"session.intra_op.allow_spinning": "0"}``). *feeds* travel as ``.npy`` files in a
-        temporary folder, removed after loading. Raises :class:`SessionError` when ORT refuses the
-        model or the options, fell back off the EP (placement), or ignored an option;
-        :class:`WorkerError` when the worker fails.
+        temporary folder, removed after loading. A MIGraphX session is planned in the worker by
+        :func:`pytest_aaco.measure.migraphx_probe.plan`, asking the worker's own onnxruntime which options
+        its EP takes (the cache folder through ``ORT_MIGRAPHX_*`` where it will not take
+        ``migraphx_model_cache_dir``). The compile-cache folder's lock is taken here before the worker
+        creates the session and kept until :meth:`WorkerSession.settle_cache` (after the first run).
+        Raises :class:`SessionError` when ORT refuses the model or the options (a MIGraphX option the EP
+        refuses: :func:`~pytest_aaco.measure.inference.migraphx_refusal`), fell back off the EP
+        (placement), or ignored an option; :class:`WorkerError` when the worker fails.
         """
-        self.session = None  # the worker releases its session first; a refused one is never measured
+        self._drop_session()  # the worker releases its session first; a refused one is never measured
         path = Path(model_path).absolute()
         mode = resolve_iobinding(iobinding, provider)
         try:  # the worker's ORT may be another generation than this one's (MIGraphX options differ)
@@ -303,6 +334,43 @@ class WorkerSide:
         if cuda_graph_on(options) and mode == "none":
             raise SessionError(f"{path.name}: enable_cuda_graph=1 needs device inputs: use --aaco-iobinding=all or"
                                " inputs (with host feeds ORT's graph replay returned no outputs)")
+        # the worker asks its own onnxruntime's MIGraphX EP (migraphx_probe.plan, as build_session does here)
+        migraphx = ({"plugin_cache": plugin_cache_folder(provider, cache), "questions": migraphx_questions()}
+                    if provider.ep_name == MIGRAPHX_EP else None)
+
+        def failure(message: str, error: Mapping[str, Any]) -> str:
+            refused = (error.get("migraphx") or {}).get("refused")
+            if refused:
+                plan = error["migraphx"]
+                return migraphx_refusal(path, provider, str(plan.get("build")), refused, plan.get("takes") or ())
+            return creation_failure(path, provider, options, message)
+
+        hold, cache = hold_compile_lock(path, cache)  # held until the first run has finished (settle_cache)
+        try:
+            reply = self._send_load(path, provider, options, feeds, mode, device_id, intra_op_threads,
+                                    config_entries, migraphx, failure)
+            sent = dict((reply.get("migraphx") or {}).get("options") or options)
+            used = [str(ep) for ep in reply["providers"]]
+            version = self.info.ort_version if self.info else "?"
+            problem = (creation_problem(path, provider, sent, str(reply.get("printed") or ""), used,
+                                        reply.get("provider_options") or {}, version)
+                       or session_fallback_problem(provider, used))
+            if problem:
+                raise SessionError(f"{self._who()}: {problem}")
+        except BaseException:
+            hold.release()
+            raise
+        self._per_iteration_s = 0.0
+        self.session = WorkerSession(path, provider, float(reply["create_ms"]), tuple(used), mode, sent,
+                                     reply.get("build_rss_mb"), cache, compile_hold=hold,
+                                     migraphx=reply.get("migraphx"))
+        self.session.compile_cache = cache.status()
+        return self.session
+
+    def _send_load(self, path: Path, provider: ProviderSpec, options: JSONDict, feeds: Mapping[str, np.ndarray],
+                   mode: str, device_id: int, intra_op_threads: int, config_entries: Mapping[str, str] | None,
+                   migraphx: Mapping[str, Any] | None, failure: Any) -> dict[str, Any]:
+        """The ``load`` request, with *feeds* as ``.npy`` files in a temporary folder removed after it."""
         with tempfile.TemporaryDirectory(prefix="aaco-side-feeds-") as folder:
             files = {}
             for index, (name, array) in enumerate(feeds.items()):
@@ -312,26 +380,14 @@ class WorkerSide:
                 except ValueError as exc:  # object arrays would need pickle, which the worker refuses
                     raise SessionError(f"{path.name}: input {name!r} cannot be sent to the {self.name} side:"
                                        f" {exc}") from None
-            reply = self._request("load", self.load_timeout_s, model=str(path),
-                                  providers=[list(p) if isinstance(p, tuple) else [p, {}]
-                                             for p in session_providers(provider, options)],
-                                  intra_op_num_threads=int(intra_op_threads),
-                                  config_entries={str(k): str(v) for k, v in (config_entries or {}).items()},
-                                  feeds=files, iobinding=mode, device=ORT_DEVICE.get(provider.short, "cpu"),
-                                  device_id=int(device_id), log_severity_level=ort_log_level(),
-                                  failure=lambda message: creation_failure(path, provider, options, message))
-        used = [str(ep) for ep in reply["providers"]]
-        version = self.info.ort_version if self.info else "?"
-        problem = (creation_problem(path, provider, options, str(reply.get("printed") or ""), used,
-                                    reply.get("provider_options") or {}, version)
-                   or session_fallback_problem(provider, used))
-        if problem:
-            raise SessionError(f"{self._who()}: {problem}")
-        self._per_iteration_s = 0.0
-        self.session = WorkerSession(path, provider, float(reply["create_ms"]), tuple(used), mode, options,
-                                     reply.get("build_rss_mb"), cache)
-        self.session.compile_cache = cache.status()
-        return self.session
+            return self._request("load", self.load_timeout_s, model=str(path),
+                                 providers=[list(p) if isinstance(p, tuple) else [p, {}]
+                                            for p in session_providers(provider, options)],
+                                 intra_op_num_threads=int(intra_op_threads),
+                                 config_entries={str(k): str(v) for k, v in (config_entries or {}).items()},
+                                 feeds=files, iobinding=mode, device=ORT_DEVICE.get(provider.short, "cpu"),
+                                 device_id=int(device_id), log_severity_level=ort_log_level(), migraphx=migraphx,
+                                 failure=failure)
 
     def warmup(self, iterations: int) -> tuple[float, np.ndarray]:
         """As :func:`pytest_aaco.measure.inference.warmup`, in the worker: first run (ms) and the warmup
@@ -378,7 +434,7 @@ class WorkerSide:
     def _request(self, op: str, timeout_s: float, failure: Any = None, **fields: Any) -> dict[str, Any]:
         """Send one request and wait for its reply; raise on an error reply, a death or a timeout.
 
-        *failure* maps a ``session`` error's message to the SessionError text.
+        *failure* maps a ``session`` error's message and the error itself to the SessionError text.
         """
         proc = self._proc
         if proc is None or proc.stdin is None:
@@ -404,7 +460,7 @@ class WorkerSide:
                 f"{OPTION}={self.python}: that interpreter lacks {', '.join(error.get('missing') or [])} ({message});"
                 f" install them there: {install_hint(self.python)}")
         if kind == "session":
-            text = failure(message) if failure is not None else message
+            text = failure(message, error) if failure is not None else message
             raise SessionError(f"{self._who()}: {text}")
         if kind == "run":
             model = self.session.model_path.name if self.session else "the model"
