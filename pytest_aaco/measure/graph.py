@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure import migraphx_probe
 from pytest_aaco.measure.inference import SessionError
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.warnings import AacoProviderWarning
@@ -52,8 +53,6 @@ def graph_unsupported(provider_short: str, ort: Any = None) -> str | None:
     the EP's option is not asked about. *ort*: the onnxruntime module (default: imported)."""
     if provider_short not in PROBED_GRAPH_OPTIONS:
         return None
-    from pytest_aaco.measure import migraphx_probe
-
     if ort is None:
         import onnxruntime
 

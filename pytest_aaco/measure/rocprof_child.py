@@ -79,6 +79,11 @@ class RocprofError(TraceError):
     """rocprofv3 is missing, failed, timed out, or wrote nothing readable; the message says which and what to do."""
 
 
+class RocprofMissing(RocprofError):
+    """rocprofv3 is not installed (not on PATH): the message says what to install. Under
+    ``--aaco-device-time=auto`` that is a note, as a missing CUPTI is on NVIDIA, not a warning."""
+
+
 def child_timeout_s(compile_s: float, sessions: int) -> float:
     """The traced child's time limit (s): :data:`BASE_TIMEOUT_S` plus :data:`COMPILE_FACTOR` times
     the compile time *compile_s* (s; the item's session creation, which for MIGraphX is the
@@ -236,13 +241,13 @@ def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id
     """Run the traced child for *sides* (``cycles`` cycles of one ``runs``-run block per side) under
     rocprofv3 and return the per-side device blocks.
 
-    Raises :class:`RocprofError` when *exe* is not on PATH, exits non-zero (its last output lines are
+    Raises :class:`RocprofMissing` when *exe* is not on PATH, :class:`RocprofError` when it exits non-zero (its last output lines are
     quoted), times out after *timeout_s* (:func:`child_timeout_s`), or leaves no result, and
     :class:`~pytest_aaco.measure.rocprof_trace.TraceError` when the trace cannot be cut into blocks.
     """
     found = shutil.which(exe)
     if found is None:
-        raise RocprofError(f"{exe} is not on PATH: {INSTALL_HINT}")
+        raise RocprofMissing(f"{exe} is not on PATH: {INSTALL_HINT}")
     with tempfile.TemporaryDirectory(prefix="aaco-devtime-") as tmp:
         folder = Path(tmp)
         entries = []

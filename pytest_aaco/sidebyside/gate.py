@@ -35,7 +35,7 @@ from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, item_provider, model_path
 from pytest_aaco.measure.results import BenchmarkResult, FreshSample
-from pytest_aaco.measure.rocprof_child import ChildSide, child_timeout_s, trace_sides
+from pytest_aaco.measure.rocprof_child import ChildSide, RocprofMissing, child_timeout_s, trace_sides
 from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
@@ -290,8 +290,9 @@ class SideBySideGate:
         """Device time on AMD GPUs: both sides traced in one rocprofv3 child per look
         (:func:`pytest_aaco.measure.rocprof_child.trace_sides`,
         :func:`~pytest_aaco.sidebyside.cycles.child_device_time`), put into *result*. Returns None, or
-        the note saying why device time is missing (the item is then gated on wall time), after
-        :func:`wall_time_only` has warned it with the item's *label*, so the terminal says it too; with
+        the note saying why device time is missing (the item is then gated on wall time); where rocprofv3
+        is installed but its trace failed, :func:`wall_time_only` has warned it with the item's *label*
+        first, so the terminal says it too (rocprofv3 not installed is a note only, as CUPTI's absence is); with
         ``--aaco-device-time=on`` a failure is raised as
         :class:`~pytest_aaco.measure.inference.SessionError`."""
         create_ms = [float(x) for info in result.measurement.sides_info.values() for x in info.get("create_ms", [])]
@@ -313,6 +314,8 @@ class SideBySideGate:
         except (TraceError, SessionError) as exc:
             if item.device_time == "on":
                 raise SessionError(f"--aaco-device-time=on: {exc}") from None
+            if isinstance(exc, RocprofMissing):  # not installed: a note, as a missing CUPTI is (tracer_for)
+                return f"device time: {exc}; gated on wall time only"
             return wall_time_only(label, str(exc))
         if not looks:
             return wall_time_only(label, "the traced child gave fewer than 2 cycles per side")
