@@ -241,8 +241,9 @@ def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id
     """Run the traced child for *sides* (``cycles`` cycles of one ``runs``-run block per side) under
     rocprofv3 and return the per-side device blocks.
 
-    Raises :class:`RocprofMissing` when *exe* is not on PATH, :class:`RocprofError` when it exits non-zero (its last output lines are
-    quoted), times out after *timeout_s* (:func:`child_timeout_s`), or leaves no result, and
+    Raises :class:`RocprofMissing` when *exe* is not on PATH, :class:`RocprofError` when it exits
+    non-zero (its last output lines are quoted), times out after *timeout_s* (:func:`child_timeout_s`),
+    or leaves no result, and
     :class:`~pytest_aaco.measure.rocprof_trace.TraceError` when the trace cannot be cut into blocks.
     """
     found = shutil.which(exe)
