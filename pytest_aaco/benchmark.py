@@ -48,11 +48,6 @@ from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import AacoProviderWarning
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
-MARKER_HELP = (
-    "aaco(models=None, providers=None, threshold=None, warmup=None, iterations=None, rounds=None,"
-    " gate_p99=None): narrow the models or execution providers of a pytest-aaco benchmark, or override"
-    " its settings"
-)
 
 
 def _names(value: Any) -> frozenset[str] | None:

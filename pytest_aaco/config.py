@@ -1,9 +1,9 @@
 """Command-line and ini options, parsed once into a frozen :class:`AacoConfig`.
 
-Every option is ``--aaco-*`` in the ``aaco`` group and has an ini twin ``aaco_*`` so CI can set
-it in ``pyproject.toml`` / ``pytest.ini``. The command line wins over the ini file, which wins
-over the default. Each value goes through a small parser that raises ``pytest.UsageError``
-naming the option and the fix.
+Every option is ``--aaco-*`` (registered with pytest by :func:`pytest_aaco.options.add_options`) and
+has an ini twin ``aaco_*`` so CI can set it in ``pyproject.toml`` / ``pytest.ini``. The command line
+wins over the ini file, which wins over the default. Each value goes through a small parser that
+raises ``pytest.UsageError`` naming the option and the fix.
 """
 
 from __future__ import annotations
@@ -92,34 +92,6 @@ def parse_option(opt: OptionDef, raw: Any) -> Any:
     """*raw* through the table's parser of *opt*; ``pytest.UsageError`` naming ``--aaco-<name>``."""
     with _usage_error(opt.flag):
         return opt.value(raw)
-
-
-# ---------------------------------------------------------------- registering the table
-
-
-def add_options(parser: pytest.Parser) -> None:
-    """Register every option in the ``aaco`` group, plus its ini twin."""
-    group = parser.getgroup("aaco", "pytest-aaco: ONNX Runtime performance gate")
-    for opt in OPTIONS:
-        default_text = opt.default if opt.default not in ("", False) else ("off" if opt.default is False else "none")
-        help_text = f"{opt.help} (default: {default_text})"
-        # argparse %-formats option help ("5%" would crash --help); ini help is printed as is
-        cli_help = help_text.replace("%", "%%")
-        if opt.metavar is None:
-            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=cli_help)
-        elif opt.multiple:
-            group.addoption(opt.flag, action="append", default=None, dest=opt.dest, metavar=opt.metavar,
-                            help=cli_help)
-        else:
-            group.addoption(opt.flag, action="store", default=None, dest=opt.dest, metavar=opt.metavar,
-                            help=cli_help)
-        ini_default: Any = opt.default
-        if opt.ini_type == "linelist":
-            ini_default = [opt.default] if opt.default else []
-        elif opt.path is not None:
-            ini_default = None  # unset (the table's default) told apart from set empty (refused)
-        parser.addini(opt.dest, help=f"ini twin of {opt.flag}: {help_text}", type=opt.ini_type,
-                      default=ini_default)
 
 
 def _raw(config: pytest.Config, opt: OptionDef) -> Any:

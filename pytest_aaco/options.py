@@ -1,7 +1,8 @@
 """The option table: every ``--aaco-*`` option, its help, its default and its value parser, once.
 
-This module needs no pytest. :mod:`pytest_aaco.config` registers the table with pytest and
-parses it into :class:`~pytest_aaco.config.AacoConfig`; the gate's and the measurement's
+This module imports no pytest, so the plugin module registers the table with pytest
+(:func:`add_options`, in the ``--help`` groups of :data:`HELP_GROUPS`) without loading anything else;
+:mod:`pytest_aaco.config` parses it into :class:`~pytest_aaco.config.AacoConfig`; the gate's and the measurement's
 settings (:class:`~pytest_aaco.history.judge.GateSettings`, :class:`~pytest_aaco.measure.inference.MeasureSettings`)
 and the ``aaco`` command take their defaults from :func:`default`, so a default is written once.
 
@@ -411,8 +412,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=partial(choice, choices=PROFILE_MODES)),
     OptionDef("cold-start", "fresh InferenceSessions per item timed for cold start (session creation, first run),"
               " gated against the item's cold-start history, or with --aaco-compare against as many fresh sessions"
-              " of the baseline side, alternating (0: off; auto: 5 side by side, off against stored baselines,"
-              " see docs/where-the-time-goes.md)", "auto", "N|auto", parse=int_or_auto),
+              " of the baseline side, alternating (0: off; auto: 5 side by side, off against stored baselines)",
+              "auto", "N|auto", parse=int_or_auto),
     OptionDef("cold-start-threshold", "practical threshold of a cold-start regression (fraction or %)", "20%",
               "FRACTION", parse=partial(fraction_below, upper=10.0)),
     OptionDef("cupti", "trace GPU kernels with CUPTI (pip install pytest-aaco[cupti]) in a short phase after the"
@@ -434,7 +435,7 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=interpreter_or_none, path="the path of a Python interpreter such as .venv-old/bin/python"),
     OptionDef("compile-cache", "compile cache for compiling EPs (MIGraphX, TensorRT, OpenVINO), keyed by side,"
               " model SHA-256 and program options: auto (a per-runner folder under the user cache folder,"
-              " AACO_CACHE_DIR / XDG_CACHE_HOME), off, or a folder; see docs/amd.md", "auto", "DIR|auto|off",
+              " AACO_CACHE_DIR / XDG_CACHE_HOME), off, or a folder", "auto", "DIR|auto|off",
               parse=compile_cache_setting, path="auto, off or a folder such as /var/cache/aaco-compile"),
     OptionDef("ep-library", "register a plugin EP library (onnxruntime.register_execution_provider_library) and run"
               " the requested EP on its devices: PATH, or NAME=PATH to choose the registration name; repeatable",
@@ -445,6 +446,63 @@ OPTIONS: tuple[OptionDef, ...] = (
 )
 
 BY_NAME = {opt.name: opt for opt in OPTIONS}
+
+#: ``pytest --help``'s groups, in the order it shows them: (pytest's group name, title, options in
+#: the order shown). Everyday options first, then the finer settings of measuring and judging, the
+#: reports, side by side, and what only device execution providers (GPUs) use.
+HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("aaco", "pytest-aaco: ONNX Runtime performance gate",
+     ("provider", "models", "baseline-dir", "save-baseline", "baseline-reset", "smoke", "threshold", "fdr",
+      "strict-provider", "provider-option", "warmup", "rounds", "iterations")),
+    ("aaco-verdict", "pytest-aaco: measuring and judging",
+     ("history", "min-history", "run-noise", "confirm", "strict-inconclusive", "fail-on-improvement", "gate-p99",
+      "reference", "max-contention", "memory-threshold", "memory-slack", "cold-start", "cold-start-threshold",
+      "profile", "intra-op-threads", "sample-interval", "ort-log-level")),
+    ("aaco-reports", "pytest-aaco: reports", ("session-dir", "no-bundle", "junit", "html")),
+    ("aaco-compare", "pytest-aaco: side by side (against a git revision or another Python environment)",
+     ("compare", "compare-python", "compare-budget")),
+    ("aaco-gpu", "pytest-aaco: GPUs and other device execution providers",
+     ("device-id", "device-threshold", "device-time", "iobinding", "graph", "placement", "compile-cache",
+      "ep-library", "cupti", "rocprof")),
+)
+
+
+def default_text(opt: OptionDef) -> str:
+    """The default as ``--help`` shows it: the text a user would type, ``off`` for a flag, ``none`` for empty."""
+    if opt.default is False:
+        return "off"
+    return "none" if opt.default == "" else str(opt.default)
+
+
+def ini_default(opt: OptionDef) -> Any:
+    """The default ``Parser.addini`` is given for *opt*'s ini twin: a list for ``linelist``, None for a
+    path option (unset, the table's default, told apart from set empty, which is refused)."""
+    if opt.ini_type == "linelist":
+        return [opt.default] if opt.default else []
+    if opt.path is not None:
+        return None
+    return opt.default
+
+
+def add_options(parser: Any) -> None:
+    """Register every option with pytest's *parser* (``pytest.Parser``), in the groups of
+    :data:`HELP_GROUPS`, each with its ini twin ``aaco_*`` (a one-line help naming the option)."""
+    for name, title, members in HELP_GROUPS:
+        group = parser.getgroup(name, title)
+        for opt in (BY_NAME[m] for m in members):
+            # argparse %-formats option help ("5%" would crash --help)
+            cli_help = f"{opt.help} (default: {default_text(opt)})".replace("%", "%%")
+            if opt.metavar is None:
+                group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=cli_help)
+            else:
+                group.addoption(opt.flag, action="append" if opt.multiple else "store", default=None,
+                                dest=opt.dest, metavar=opt.metavar, help=cli_help)
+            parser.addini(opt.dest, help=f"ini twin of {opt.flag}", type=opt.ini_type, default=ini_default(opt))
+
+
+def ini_set(getini: Callable[[str], Any]) -> bool:
+    """Whether any ini twin is set to something other than its default (*getini*: ``pytest.Config.getini``)."""
+    return any(getini(opt.dest) != ini_default(opt) for opt in OPTIONS)
 
 
 def option(name: str) -> OptionDef:

@@ -16,18 +16,28 @@ without benchmarks stay fast.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
 
-from pytest_aaco.benchmark import BenchmarkRun, build_tracked
+from pytest_aaco import flavors
+from pytest_aaco.benchmark import (
+    AacoMarker,
+    BenchmarkRun,
+    build_tracked,
+    item_settings,
+    node_placement_problem,
+    smoke_run,
+)
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.environment import collect_environment
@@ -36,21 +46,32 @@ from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure import device_time
 from pytest_aaco.measure.compile_cache import set_compile_cache
-from pytest_aaco.measure.device_time import DeviceTracer
-from pytest_aaco.measure.graph import GraphChoice, choose_graph, symbolic_inputs, with_graph, without_graph
+from pytest_aaco.measure.device_time import DeviceTimeUnavailable, DeviceTracer
+from pytest_aaco.measure.graph import (
+    GraphChoice,
+    GraphRefused,
+    choose_graph,
+    graph_build_problem,
+    symbolic_inputs,
+    with_graph,
+    without_graph,
+)
 from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
     SessionHandle,
+    check_placement,
     resolve_iobinding,
     set_ort_log_level,
 )
-from pytest_aaco.measure.modelgen import cache_dir, drop_fallback_caches
-from pytest_aaco.measure.placement import CPU_EP, Placement, placement_report
+from pytest_aaco.measure.inputs import InputError
+from pytest_aaco.measure.modelgen import CacheError, cache_dir, drop_fallback_caches
+from pytest_aaco.measure.placement import CPU_EP, Placement, PlacementError, placement_report
 from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
 from pytest_aaco.measure.providers import ProviderSpec, available_providers, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
-from pytest_aaco.measure.registry import ModelSpec, item_provider, load_registry, model_path
+from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
+from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.records import (
     PLUGIN_NAME,
     ItemRecord,
@@ -67,9 +88,16 @@ from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
+from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.verdict.stats import LondFdr
-from pytest_aaco.warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
-from pytest_aaco.xdist import NO_BUNDLE, XdistBridge, attach_record, merge_lond, shared_bundle
+from pytest_aaco.warnings import (
+    AacoBaselineWarning,
+    AacoClockWarning,
+    AacoProviderWarning,
+    AacoReferenceWarning,
+    AacoReportWarning,
+)
+from pytest_aaco.xdist import NO_BUNDLE, XDIST_PLUGIN_NAME, XdistBridge, attach_record, merge_lond, shared_bundle
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
 SESSION_CACHE_SIZE = 2
@@ -99,6 +127,78 @@ def ignore_in_git(session_dir: Path) -> None:
     (folder / ".gitignore").write_text(GITIGNORE_TEXT, encoding="utf-8")
 
 
+# ------------------------------------------------------------------ termination signals
+
+#: signals that CI systems stop a job with (GitLab, Jenkins and ``docker stop`` send SIGTERM; a
+#: closed terminal, SIGHUP); pytest cleans up only on SIGINT, so these are turned into one
+TERMINATING_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+class Terminated(KeyboardInterrupt):
+    """A terminating signal arrived: pytest stops as on Ctrl-C, so the session's clean-up runs
+    (the baseline side's temporary folders are removed; baselines are written atomically)."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """The handler :class:`InterruptGuard` installs. The first signal interrupts as Ctrl-C does; every
+    signal it handles goes back to the default action first, so a second SIGTERM, SIGHUP or Ctrl-C
+    while the clean-up runs ends the process at once."""
+    for name in (*TERMINATING_SIGNALS, "SIGINT"):
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is _interrupt:
+            signal.signal(number, signal.SIG_DFL)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(f"stopped by {signal.Signals(signum).name}")
+
+
+class InterruptGuard:
+    """While held (``with guard:``, or :meth:`hold` / :meth:`release`; re-entrant): SIGTERM and SIGHUP
+    stop pytest as Ctrl-C does, and a second signal of the three ends the process.
+
+    Held only while something must be cleaned up if the run is stopped: a measurement, a baseline
+    save, a side-by-side session's temporary tree. Outside, the process keeps the handlers it had,
+    so a suite that never measures is not touched (a forked ``multiprocessing`` child stopped with
+    ``terminate()`` still exits with -SIGTERM). Only handlers at their default (SIG_DFL, and
+    Python's own SIGINT handler) are replaced, only in the main thread; :meth:`release` puts them back.
+    """
+
+    def __init__(self) -> None:
+        self.depth = 0
+        #: signal number -> the handler replaced, while held
+        self.replaced: dict[int, Any] = {}
+
+    def hold(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.depth += 1
+        if self.depth > 1:
+            return
+        for name in TERMINATING_SIGNALS:
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) == signal.SIG_DFL:
+                self.replaced[number] = signal.signal(number, _interrupt)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.replaced[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
+
+    def release(self) -> None:
+        if self.depth == 0 or threading.current_thread() is not threading.main_thread():
+            return
+        self.depth -= 1
+        if self.depth:
+            return
+        for number, handler in self.replaced.items():
+            signal.signal(number, handler)
+        self.replaced.clear()
+
+    def __enter__(self) -> InterruptGuard:
+        self.hold()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class AacoSession:
     """Session state of pytest-aaco, registered as ``aaco-plugin``; reach it with :func:`get_session`."""
 
@@ -115,6 +215,8 @@ class AacoSession:
                 register_libraries(config.ep_libraries, ort)
             except PluginEpError as exc:
                 raise pytest.UsageError(str(exc)) from None
+        #: SIGTERM/SIGHUP as Ctrl-C, held while measuring, saving, or side by side for the whole session
+        self.interruptible = InterruptGuard()
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -145,6 +247,8 @@ class AacoSession:
         self._references = ReferenceCache(config.reference)
         self.machine_offset = MachineOffset()
         self._tracers: dict[str, tuple[DeviceTracer | None, str | None]] = {}
+        if self.side_gate is not None and self.side_gate.tree is not None:  # a temporary tree to remove
+            self.interruptible.hold()  # however the run ends; released when the tree is
 
     # ------------------------------------------------------------ registry and providers
 
@@ -350,11 +454,13 @@ class AacoSession:
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
             context = GateContext(self.config, self.lond(), self.variance_priors, self.announce,
                                   self.machine_offset)
-            record = judge(item.nodeid, run, extra, context)
+            with self.interruptible:  # a confirmation look, then the baseline save
+                record = judge(item.nodeid, run, extra, context)
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
                                   cause_and_fix(exc, "judge the measurement"), run.results[-1])
-        self.keep(item, record)
+        with self.interruptible:  # the bundle's item file
+            self.keep(item, record)
         for text in record.warnings:  # a baseline moved aside or a history archived, naming the files
             warnings.warn(AacoBaselineWarning(text), stacklevel=2)
         if record.fails and not user_failed:
@@ -376,6 +482,136 @@ class AacoSession:
         """Keep a skipped record of *item* and skip it with *message*."""
         self.keep(item, error_record(item.nodeid, model, provider, message, Outcome.SKIPPED))
         pytest.skip(message)
+
+    # ------------------------------------------------------------ the plugin's parametrization and fixtures
+
+    def parametrize(self, metafunc: pytest.Metafunc, wants_model: bool, wants_provider: bool) -> None:
+        """Parametrize ``aaco_model`` from the registry and ``aaco_provider`` from ``--aaco-provider``,
+        narrowed by the item's ``aaco`` marker; a bad marker or registry is a collection error."""
+        where = metafunc.definition.nodeid
+        try:
+            marker = AacoMarker.of(metafunc.definition)
+        except pytest.UsageError as exc:
+            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+        if wants_model:
+            try:
+                models = self.models()
+            except RegistryError as exc:
+                raise pytest.Collector.CollectError(str(exc)) from None
+            if marker.models is not None:
+                unknown = marker.models - {m.name for m in models}
+                if unknown:
+                    names = ", ".join(m.name for m in models)
+                    raise pytest.Collector.CollectError(f"{where}: @pytest.mark.aaco(models=...)"
+                                                        f" names {sorted(unknown)}, not in the registry ({names})")
+                models = [m for m in models if m.name in marker.models]
+            metafunc.parametrize("aaco_model", models, ids=[m.name for m in models])
+        if wants_provider:
+            providers = [p for p in self.config.providers if marker.providers is None or p.short in marker.providers]
+            metafunc.parametrize("aaco_provider", providers, ids=[p.short for p in providers])
+
+    def _crash(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, exc: Exception,
+               doing: str) -> NoReturn:
+        """An exception escaped pytest-aaco's own work for this item: an ``error`` row, the item fails
+        with a one-line cause and fix, the session goes on."""
+        self.crash_item(request.node, model.name, provider.short, exc, doing)
+        raise AssertionError("unreachable: crash_item raises")  # pragma: no cover
+
+    def _fail(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> NoReturn:
+        """Fail this item only, with a message and no traceback from inside the plugin."""
+        self.fail_item(request.node, model.name, provider.short, reason)
+        raise AssertionError("unreachable: fail_item raises")  # pragma: no cover
+
+    def ort_session_for(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec
+                        ) -> SessionHandle:
+        """The ``ort_session`` fixture's value (see :func:`pytest_aaco.plugin.ort_session`)."""
+        provider = self.provider_for(model, provider)
+        unusable = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
+        if unusable is None:
+            try:
+                import onnxruntime  # noqa: F401 - the session needs it now; a build that cannot load is one line
+            except ImportError as exc:
+                unusable = flavors.import_problem(exc)
+        if unusable is not None:
+            self._fail(request, model, provider, unusable)  # outside except: no chained trace
+        reason = self.skip_reason(provider)
+        if reason:
+            if self.config.strict_provider:
+                self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
+            self.skip_item(request.node, model.name, provider.short, reason)
+        crash: Exception | None = None
+        try:
+            provider, graph = self.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"
+            handle = self.session(model, provider)
+            check_placement(handle)  # a session that fell back whole is refused before anything runs
+            unknown = graph_build_problem(provider, handle.session.get_provider_options())
+            if unknown:
+                raise GraphRefused(f"{model.name}[{provider.short}]: --aaco-graph={graph.mode}: {unknown}")
+            handle.graph = graph.to_dict()
+            return handle
+        except (SessionError, RegistryError, PlacementError) as exc:
+            problem = str(exc)
+        except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
+            crash = exc
+        if crash is not None:
+            doing = ("write a generated model to the model cache (set AACO_CACHE_DIR to a writable folder)"
+                     if isinstance(crash, CacheError) else "build the InferenceSession")
+            self._crash(request, model, provider, crash, doing)
+        self._fail(request, model, provider, problem)  # outside except: no chained trace
+
+    def benchmark_for(self, request: pytest.FixtureRequest, handle: SessionHandle, model: ModelSpec
+                      ) -> Iterator[Callable[..., BenchmarkResult]]:
+        """The ``benchmark_model`` fixture (see :func:`pytest_aaco.plugin.benchmark_model`)."""
+        provider = handle.provider
+        marker = AacoMarker.of(request.node)  # validated at collection already
+        settings, threshold, gate_p99 = item_settings(self.config, model, provider, marker)
+        run = BenchmarkRun(self.config, model, provider, handle, settings, threshold, gate_p99,
+                           side_gate=self.side_gate, lond=self.lond,
+                           reference=None if self.side_gate is not None else self.reference_for(provider))
+        label = f"{model.name}[{provider.short}]"
+        if self.side_gate is None and not self.config.smoke:  # side by side traces its own cycles
+            try:
+                run.tracer, run.no_tracer = self.tracer_for(provider)
+            except DeviceTimeUnavailable as exc:  # --aaco-device-time=on without a tracer
+                self._fail(request, model, provider, str(exc))
+        if self.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
+            def smoke(**overrides: Any) -> BenchmarkResult:
+                try:
+                    return smoke_run(handle, run.feeds, model.name)
+                except (SessionError, InputError, RegistryError) as exc:
+                    problem = str(exc)
+                self._fail(request, model, provider, problem)
+
+            yield smoke
+            return
+
+        def guarded(**overrides: Any) -> BenchmarkResult:
+            chosen = run.settings_for(**overrides)
+            self.announce(label, chosen)
+            crash: Exception | None = None
+            try:
+                with self.interruptible:  # a stopped run cleans up as on Ctrl-C
+                    return run.run_with(chosen)
+            except (SessionError, InputError, RegistryError, GitRefError, WorkerError) as exc:
+                problem = str(exc)
+            except Exception as exc:  # noqa: BLE001 - an OS error mid-item is an error row, not a lost item
+                crash = exc
+            if crash is not None:
+                self._crash(request, model, provider, crash, f"measure {label}")
+            self._fail(request, model, provider, problem)  # outside except: no chained trace
+
+        self.start_benchmark()
+        if provider.is_gpu and self.config.placement != "off":
+            try:
+                problem = node_placement_problem(run, self.placement)
+            except Exception as exc:  # noqa: BLE001 - the placement check never takes the item down unseen
+                self._crash(request, model, provider, exc, f"check where {label}'s nodes run")
+            if problem is not None and self.config.placement == "warn":
+                warnings.warn(AacoProviderWarning(f"{label}: {problem}"), stacklevel=2)
+            elif problem is not None:
+                self._fail(request, model, provider, problem)
+        request.node.stash[RUN_KEY] = run
+        yield guarded
 
     # ------------------------------------------------------------ hooks
 
@@ -464,6 +700,8 @@ class AacoSession:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
         set_compile_cache(self._old_compile_cache)
+        while self.interruptible.depth:  # the signal handlers as they were, whatever was left held
+            self.interruptible.release()
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._references.close()  # the reference sessions are released with the session
@@ -473,6 +711,8 @@ class AacoSession:
             return
         if self.side_gate is not None:
             self.side_gate.close()
+            if self.side_gate.tree is not None:
+                self.interruptible.release()  # the hold taken for the tree
         if not self.records:
             return
         context = self.report_context()
@@ -514,8 +754,15 @@ class AacoSession:
 
 
 def get_session(config: pytest.Config) -> AacoSession:
-    """The session's :class:`AacoSession`; raises RuntimeError when the plugin is not configured."""
+    """The run's :class:`AacoSession`, started at its first use: the options are read (``pytest.UsageError``
+    for a bad one) and it is registered with pytest's plugin manager, with its pytest-xdist hooks. A run
+    that never uses the plugin never starts one. RuntimeError when the plugin is disabled (``-p no:aaco``)."""
     plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
-    if not isinstance(plugin, AacoSession):
+    if isinstance(plugin, AacoSession):
+        return plugin
+    if plugin is not None or config.pluginmanager.is_blocked("aaco"):
         raise RuntimeError("pytest-aaco is not active in this session (was it disabled with -p no:aaco?)")
-    return plugin
+    session = AacoSession(config, AacoConfig.from_pytest_config(config))
+    config.pluginmanager.register(session, PLUGIN_NAME)
+    config.pluginmanager.register(session.xdist, XDIST_PLUGIN_NAME)
+    return session

@@ -28,9 +28,13 @@ import scipy.stats  # noqa: F401 - see below
 # pytester's in-process runs (``runpytest``) drop every module first imported during the run, and
 # C extensions (onnx, onnxruntime, numpy.fft under scipy, matplotlib) cannot be loaded twice in one
 # process. The plugin imports them only when a benchmark needs them, so the test process imports
-# them once here, up front. (The plugin's own modules are all imported by the plugin itself.)
+# them once here, up front; likewise the plugin's own modules past its entry point, which it loads
+# only when a run uses it (so each in-process run does not import them afresh).
 with contextlib.suppress(ImportError):  # the html extra is optional
     import matplotlib.figure  # noqa: F401
+
+import pytest_aaco.cli  # noqa: E402,F401 - see above
+import pytest_aaco.session  # noqa: E402,F401 - see above
 
 #: warmup 2, 3 rounds of 5 iterations, no session bundle: fast enough for unit tests; a regression is
 #: never withheld for CPU contention (the test machine is busy by design; that rule has unit tests)

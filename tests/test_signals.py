@@ -180,18 +180,117 @@ def test_stale_trees_of_gone_processes_are_removed_and_others_kept(tmp_path):
     assert alive.exists() and young.exists() and other.exists()
 
 
-def test_only_default_handlers_are_replaced_and_restored():
-    from pytest_aaco.plugin import Terminated, _interrupt, interrupt_on_termination, restore_signals
+def test_only_default_handlers_are_replaced_held_re_entrantly_and_restored():
+    from pytest_aaco.session import InterruptGuard, _interrupt
+
+    before = {n: signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    guard = InterruptGuard()
+    with guard:
+        with guard:  # nested: a save inside a side-by-side session's hold
+            assert guard.depth == 2
+        for number, handler in before.items():
+            expected = handler == signal.SIG_DFL or handler is signal.default_int_handler
+            # a handler the user (or an outer run's guard) installed is left alone
+            assert (signal.getsignal(number) is _interrupt) == expected, signal.Signals(number).name
+    assert {n: signal.getsignal(n) for n in before} == before
+
+
+def test_a_second_signal_while_held_gets_the_default_action():
+    from pytest_aaco.session import InterruptGuard, Terminated, _interrupt
 
     before = signal.getsignal(signal.SIGTERM)
-    replaced = interrupt_on_termination()
-    try:
-        if before == signal.SIG_DFL:
-            assert signal.getsignal(signal.SIGTERM) is _interrupt
-        else:  # the outer pytest-aaco (or the user) already installed one: left alone
-            assert signal.SIGTERM not in replaced
-        with pytest.raises(Terminated):
+    if before != signal.SIG_DFL:
+        pytest.skip("this process has its own SIGTERM handler")
+    with InterruptGuard():
+        with pytest.raises(Terminated, match="stopped by SIGTERM"):
             _interrupt(signal.SIGTERM, None)
-    finally:
-        restore_signals(replaced)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the next one ends the process
+        assert signal.getsignal(signal.SIGINT) is not _interrupt
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+#: a suite that never uses the plugin: SIGTERM's handler untouched, a forked child stopped by it
+FORKED_CHILD = """
+import multiprocessing, signal, sys, time
+
+def test_a_forked_child_is_stopped_by_sigterm(request):
+    assert request.config.pluginmanager.hasplugin("aaco")  # installed and loaded, just not used
+    assert "pytest_aaco.session" not in sys.modules
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
+    child.start()
+    time.sleep(0.2)
+    child.terminate()
+    child.join(10)
+    assert child.exitcode == -signal.SIGTERM
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork start method: POSIX only")
+def test_a_suite_that_does_not_use_the_plugin_keeps_its_signal_handlers(pytester):
+    pytester.makepyfile(test_fork=FORKED_CHILD)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", timeout=60)
+    result.assert_outcomes(passed=1)
+
+
+#: records SIGTERM's handler in the test body, around the measurement and while the verdict is kept
+WATCH_HANDLERS = """
+import json, signal
+from pathlib import Path
+
+SEEN = []
+
+def _name():
+    handler = signal.getsignal(signal.SIGTERM)
+    return handler.name if isinstance(handler, signal.Handlers) else handler.__name__
+
+def pytest_aaco_verdict(config, item, record):
+    SEEN.append(("saving", _name()))
+
+def pytest_unconfigure(config):
+    Path("seen.json").write_text(json.dumps(SEEN))
+"""
+WATCHED_TEST = """
+import signal
+from conftest import SEEN, _name
+
+def test_latency(benchmark_model):
+    SEEN.append(("before", _name()))
+    benchmark_model()
+    SEEN.append(("after", _name()))
+"""
+
+
+def test_handlers_are_replaced_only_while_measuring_or_saving(aaco_project):
+    aaco_project.registry()
+    aaco_project.pytester.makeconftest(WATCH_HANDLERS)
+    aaco_project.tests(WATCHED_TEST)
+    result = aaco_project.run_subprocess("--aaco-save-baseline", "--aaco-baseline-dir=bl")
+    result.assert_outcomes(passed=1)
+    seen = json.loads((aaco_project.pytester.path / "seen.json").read_text())
+    assert seen == [["before", "SIG_DFL"], ["after", "SIG_DFL"], ["saving", "_interrupt"]]
+
+
+#: the first SIGTERM is swallowed (as clean-up code that catches everything would), the second must end the process
+SWALLOW_THEN_SIGTERM = """
+import os, signal, time
+
+def pytest_aaco_verdict(config, item, record):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+"""
+
+
+def test_a_second_sigterm_while_saving_ends_the_process(aaco_project):
+    aaco_project.registry()
+    aaco_project.pytester.makeconftest(SWALLOW_THEN_SIGTERM)
+    aaco_project.tests()
+    start = time.monotonic()
+    result = aaco_project.run_subprocess("--aaco-save-baseline", "--aaco-baseline-dir=bl")
+    assert result.ret == -signal.SIGTERM, result.stdout.str()
+    assert time.monotonic() - start < 60

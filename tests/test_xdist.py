@@ -143,7 +143,19 @@ def test_the_xdist_hooks_live_in_their_own_plugin_object(pytester):
         "    bridge = config.pluginmanager.get_plugin(x.XDIST_PLUGIN_NAME)\n"
         "    assert isinstance(bridge, x.XdistBridge)\n"
         "    assert bridge is config.pluginmanager.get_plugin('aaco-plugin').xdist\n")
-    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    # an --aaco-* option: the run uses the plugin, so its session (and the bridge) start at configure
+    pytester.runpytest("-p", "no:cacheprovider", "--aaco-warmup=2").assert_outcomes(passed=1)
+
+
+def test_a_run_that_does_not_use_the_plugin_registers_neither_object(pytester):
+    pytester.makepyfile(test_a="def test_a(): pass")
+    pytester.makeconftest(
+        "def pytest_unconfigure(config):\n"
+        "    assert config.pluginmanager.get_plugin('aaco-xdist') is None\n"
+        "    assert config.pluginmanager.get_plugin('aaco-plugin') is None\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
 
 
 def test_an_unwritable_session_dir_is_a_warning_under_xdist(project):
