@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import subprocess
 import sys
@@ -500,6 +501,30 @@ def test_help_shows_the_aaco_group_with_defaults(pytester):
     text = result.stdout.str()
     for opt in OPTIONS:
         assert opt.flag in text, opt.flag
+
+
+def test_every_option_is_in_one_help_group():
+    grouped = [name for _, _, members in opts.HELP_GROUPS for name in members]
+    assert sorted(grouped) == sorted(opt.name for opt in OPTIONS)
+    assert len(grouped) == len(set(grouped))
+
+
+def test_help_groups_come_in_order_and_ini_twins_are_one_line(pytester):
+    result = pytester.runpytest("--help")
+    lines = result.stdout.lines
+    titles = [f"{title}:" for _, title, _ in opts.HELP_GROUPS]
+    starts = [lines.index(t) for t in titles]
+    assert starts == sorted(starts), titles  # everyday first, then measuring, reports, side by side, GPUs
+    for (_, _, members), start, end in zip(opts.HELP_GROUPS, starts, [*starts[1:], len(lines)], strict=True):
+        section = "\n".join(lines[start:end])
+        for name in members:
+            assert f"--aaco-{name}" in section, name
+    for opt in OPTIONS:  # the ini twin names its option and does not repeat the help
+        [twin] = [i for i, line in enumerate(lines) if line.startswith(f"  {opt.dest} (")]
+        entry = [lines[twin]] + list(itertools.takewhile(lambda line: line.startswith(" " * 4), lines[twin + 1:]))
+        assert " ".join(" ".join(entry).split()) == f"{opt.dest} ({opt.ini_type}): ini twin of {opt.flag}", entry
+    text = result.stdout.str()
+    assert "docs/" not in text.split("[pytest] ini-options")[0].split(titles[0])[1]  # no page a pip install lacks
 
 
 # ---------------------------------------------------------------- heavy imports stay lazy
