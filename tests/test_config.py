@@ -509,6 +509,15 @@ def test_every_option_is_in_one_help_group():
     assert len(grouped) == len(set(grouped))
 
 
+def test_the_readme_lists_the_options_as_the_help_groups_them():
+    import re
+
+    readme = (Path(cfg.__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
+    listed = [m.group(1) for m in re.finditer(r"^\| `--aaco-([a-z0-9-]+)", section, flags=re.M)]
+    assert listed == [name for _, _, members in opts.HELP_GROUPS for name in members]
+
+
 def test_help_groups_come_in_order_and_ini_twins_are_one_line(pytester):
     result = pytester.runpytest("--help")
     lines = result.stdout.lines
