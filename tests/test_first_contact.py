@@ -14,6 +14,7 @@ minutes on 2 cores.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shlex
@@ -55,6 +56,12 @@ def test_the_readme_blocks_are_there():
 def venv(tmp_path: Path) -> Path:
     """A fresh virtualenv with pytest-aaco installed from this checkout (editable, no download)."""
     started = time.perf_counter()
+    # --no-build-isolation builds with this environment's setuptools: as new as the build needs
+    floor = re.search(r'requires = \["setuptools>=(\d+)', (CHECKOUT / "pyproject.toml").read_text()).group(1)
+    have = importlib.metadata.version("setuptools")
+    if int(have.split(".")[0]) < int(floor):
+        pytest.fail(f"setuptools {have} here, the build needs setuptools>={floor}: pip install -e '.[test]'"
+                    " (the test extra brings it)", pytrace=False)
     folder = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
     python = folder / "bin" / "python"
