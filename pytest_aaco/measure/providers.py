@@ -135,12 +135,12 @@ def resolve_chain(spec: ProviderSpec, available: list[str], ort_version: str) ->
     why each is not). Never a silent fallback: the caller shows the note."""
     options = alternatives(spec)
     for index, candidate in enumerate(options):
-        if unavailable_reason(candidate, available, ort_version) is None:
+        if ep_unavailable(candidate, available, ort_version) is None:
             if index == 0:
                 return candidate, None
-            skipped = "; ".join(unavailable_reason(o, available, ort_version) or o.ep_name for o in options[:index])
-            return candidate, (f"--aaco-provider={spec.test_id}: runs on {candidate.ep_name}, the first of the chain"
-                               f" this runner offers ({skipped})")
+            skipped = "; ".join(ep_unavailable(o, available, ort_version) or o.ep_name for o in options[:index])
+            return candidate, (f"runs on {candidate.ep_name}, the first EP of --aaco-provider={spec.test_id} this"
+                               f" runner offers ({skipped})")
     return spec, None
 
 
@@ -223,10 +223,15 @@ def unavailable_reason(spec: ProviderSpec, available: list[str], ort_version: st
     ``MIGraphXExecutionProvider not available (available: CPUExecutionProvider, AzureExecutionProvider)``.
     """
     if spec.chain:
-        reasons = [unavailable_reason(a, available, ort_version) for a in alternatives(spec)]
+        reasons = [ep_unavailable(a, available, ort_version) for a in alternatives(spec)]
         if any(r is None for r in reasons):
             return None
         return f"none of --aaco-provider={spec.test_id} is available: " + "; ".join(r for r in reasons if r)
+    return ep_unavailable(spec, available, ort_version)
+
+
+def ep_unavailable(spec: ProviderSpec, available: list[str], ort_version: str) -> str | None:
+    """Why *spec*'s own EP (not its chain's others) cannot run on this build, or None: :func:`unavailable_reason`."""
     if spec.ep_name in available:
         return None
     ep = spec.ep
