@@ -46,6 +46,16 @@ def test_the_records_say_what_the_old_tables_said():
         "none", "all", "inputs", "none", "inputs"]
 
 
+def test_device_memory_readers_follow_the_telemetry():
+    from pytest_aaco.samplers.gpu_memory import READERS, reader_for
+    from pytest_aaco.samplers.gpus import vendor_of
+
+    assert reader_for("cuda") is reader_for("tensorrt") is READERS[eps.NVIDIA]
+    assert reader_for("migraphx") is reader_for("rocm") is READERS[eps.AMD]
+    assert [reader_for(s) for s in ("cpu", "dml", "vitisai", "openvino", "AMDGPUExecutionProvider")] == [None] * 5
+    assert [vendor_of(s) for s in ("cuda", "rocm", "vitisai")] == ["nvidia", "amd", None]
+
+
 def test_an_ep_outside_the_table_gets_a_plain_record():
     ep = eps.get("AMDGPUExecutionProvider")
     assert not ep.known and ep.ort_name == "AMDGPUExecutionProvider"
