@@ -170,8 +170,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             models = [m for m in models if m.name in marker.models]
         metafunc.parametrize("aaco_model", models, ids=[m.name for m in models])
     if wants_provider:
-        providers = [p for p in session.config.providers if marker.providers is None or p.short in marker.providers]
-        metafunc.parametrize("aaco_provider", providers, ids=[p.short for p in providers])
+        providers = [p for p in session.config.providers
+                     if marker.providers is None or set(p.chain or (p.short,)) & set(marker.providers)]
+        metafunc.parametrize("aaco_provider", providers, ids=[p.test_id for p in providers])  # a chain's id: its EPs
 
 
 # ------------------------------------------------------------------ fixtures
@@ -218,7 +219,7 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     with ORT's message when the session cannot be created.
     """
     session = get_session(request.config)
-    provider = session.provider_for(aaco_model, aaco_provider)
+    provider = aaco_provider
     unusable = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
     if unusable is None:
         try:
@@ -231,7 +232,8 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     if reason:
         if session.config.strict_provider:
             _fail(request, aaco_model, provider, f"{reason} (--aaco-strict-provider)")
-        session.skip_item(request.node, aaco_model.name, provider.short, reason)
+        session.skip_item(request.node, aaco_model.name, provider.test_id, reason)
+    provider = session.provider_for(aaco_model, aaco_provider)  # a fallback chain: the EP that runs here
     crash: Exception | None = None
     try:
         provider, graph = session.graph_for(aaco_model, provider)  # GraphRefused (a SessionError) under "on"

@@ -48,7 +48,7 @@ from pytest_aaco.measure.inference import (
 from pytest_aaco.measure.modelgen import cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import CPU_EP, Placement, placement_report
 from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
-from pytest_aaco.measure.providers import ProviderSpec, available_providers, unavailable_reason
+from pytest_aaco.measure.providers import ProviderSpec, available_providers, resolve_chain, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, item_provider, load_registry, model_path
 from pytest_aaco.records import (
@@ -68,7 +68,13 @@ from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.verdict.stats import LondFdr
-from pytest_aaco.warnings import AacoBaselineWarning, AacoClockWarning, AacoReferenceWarning, AacoReportWarning
+from pytest_aaco.warnings import (
+    AacoBaselineWarning,
+    AacoClockWarning,
+    AacoProviderWarning,
+    AacoReferenceWarning,
+    AacoReportWarning,
+)
 from pytest_aaco.xdist import NO_BUNDLE, XdistBridge, attach_record, merge_lond, shared_bundle
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
@@ -164,7 +170,15 @@ class AacoSession:
         return self._available
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
-        """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
+        """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in; a fallback
+        chain (``--aaco-provider=vitisai|dml|cpu``) first becomes the first of its EPs this runner offers,
+        warned about (:class:`~pytest_aaco.warnings.AacoProviderWarning`) when that is not the chain's first."""
+        if provider.chain:
+            import onnxruntime as ort
+
+            provider, note = resolve_chain(provider, self.available(), ort.__version__)
+            if note:
+                warnings.warn(AacoProviderWarning(f"{model.name}[{provider.test_id}]: {note}"), stacklevel=2)
         return item_provider(model, provider, self.config.provider_options)
 
     def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:
