@@ -35,12 +35,12 @@ from typing import Any, TypeVar
 
 import iniconfig
 
-from pytest_aaco import __version__, flavors
+from pytest_aaco import __version__, eps, flavors
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
-from pytest_aaco.measure.providers import EP_NAMES, ProviderError, parse_provider_list
+from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
@@ -230,8 +230,8 @@ def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
     info["onnxruntime_problem"] = flavors.missing_problem() or flavors.overlap_problem(builds)
     if providers is None:
         available = (info["onnxruntime"] or {}).get("available_providers") or []
-        by_ep = {ep: short for short, ep in EP_NAMES.items()}
-        providers = ["cpu"] + [by_ep[ep] for ep in available if ep in by_ep and by_ep[ep] != "cpu"]
+        known = [found.short for found in (eps.lookup(name) for name in available) if found is not None]
+        providers = ["cpu"] + [short for short in known if short != "cpu"]
     fingerprints = {}
     for short in providers:
         try:

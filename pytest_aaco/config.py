@@ -242,7 +242,7 @@ def all_devices(providers: tuple[ProviderSpec, ...]) -> tuple[int, ...]:
     """``--aaco-device-id all``: ids 0..n-1 of the GPUs the first GPU EP requested can use
     (:func:`pytest_aaco.samplers.gpus.visible_gpus`); ``(0,)`` when no GPU EP is requested.
     ``pytest.UsageError`` naming the option when they cannot be counted."""
-    gpu = next((p for p in providers if p.is_gpu and p.short != "dml"), None)
+    gpu = next((p for p in providers if p.ep.telemetry), None)  # an EP whose GPUs NVML or amdsmi counts
     if gpu is None:
         return (0,)
     count = visible_gpus(gpu.short)

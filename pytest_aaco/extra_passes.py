@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pytest_aaco import eps
 from pytest_aaco.benchmark import BenchmarkRun, device_lock
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.history.store import Baseline, history_entries
@@ -37,11 +38,6 @@ from pytest_aaco.passes.kernels import KernelMetrics, onnx_node_count
 from pytest_aaco.passes.opprofile import OpProfile, compare_profiles, profile_model, profile_runs
 from pytest_aaco.passes.rocprof import RocprofError, trace_with_rocprof
 from pytest_aaco.sidebyside.worker_client import WorkerError
-
-#: EPs whose kernels CUPTI sees
-CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
-#: EPs whose kernels rocprofv3 sees
-ROCPROF_PROVIDERS = frozenset({"migraphx", "rocm"})
 
 
 @dataclass
@@ -68,7 +64,7 @@ class Insight:
 def _kernels(run: BenchmarkRun, insight: Insight) -> None:
     config, provider = run.config, run.provider
     node_count = onnx_node_count(run.handle.model_path)
-    if config.cupti and provider.short in CUPTI_PROVIDERS:
+    if config.cupti and provider.ep.tracer == eps.CUPTI:
         try:
             runner = bind_run(run.handle, run.feeds, run.settings.iobinding, config.device_id)
             binding = getattr(runner, "binding", None)
@@ -76,7 +72,7 @@ def _kernels(run: BenchmarkRun, insight: Insight) -> None:
             insight.kernels = trace_runs(runner, node_count=node_count, sync=sync)
         except (CuptiError, SessionError) as exc:
             insight.notes.append(f"--aaco-cupti: {exc}")
-    if config.rocprof and provider.short in ROCPROF_PROVIDERS:
+    if config.rocprof and provider.ep.tracer == eps.ROCPROFV3:
         try:
             insight.kernels = trace_with_rocprof(run.handle.model_path, provider, run.feeds, device_id=config.device_id,
                                                  node_count=node_count, exe=config.rocprof,

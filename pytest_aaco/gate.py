@@ -54,7 +54,7 @@ class GateContext:
 
 def item_label(run: BenchmarkRun) -> str:
     """``model[provider]``, as in the regression message."""
-    return f"{run.model.name}[{run.provider.short}]"
+    return f"{run.model.name}[{run.provider.label}]"
 
 
 def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
@@ -158,6 +158,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     record.gpu = None if gpu is None else gpu.to_dict()
     if run.handle.graph and run.provider.is_gpu:
         record.extra["graph"] = dict(run.handle.graph)
+    if run.provider.chain:  # --aaco-provider=vitisai|dml|cpu: the chain asked for, and the EP that ran
+        record.extra["provider_chain"] = {"requested": run.provider.test_id, "ran": run.provider.short}
     insight, baseline = Insight(), None
     try:
         fp = item_fingerprint(run, extra_fingerprint)

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
@@ -340,8 +341,9 @@ class OptionDef:
 
 
 OPTIONS: tuple[OptionDef, ...] = (
-    OptionDef("provider", "execution provider(s): short names (cpu, cuda, migraphx, rocm, tensorrt, openvino,"
-              " dml) or full EP names; repeatable or comma-separated", "cpu", "EP", "linelist", True),
+    OptionDef("provider", f"execution provider(s): short names ({', '.join(ep.short for ep in eps.ALL)}) or full EP"
+              " names; repeatable or comma-separated; a|b|c is a fallback chain: the first EP this runner offers runs,"
+              " and the item says which", "cpu", "EP", "linelist", True),
     OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH",
               path="the path of a model registry YAML such as models.yaml"),
     OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR", path="a folder such as baselines"),

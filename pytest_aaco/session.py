@@ -68,7 +68,7 @@ from pytest_aaco.measure.inputs import InputError
 from pytest_aaco.measure.modelgen import CacheError, cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import CPU_EP, Placement, PlacementError, placement_report
 from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
-from pytest_aaco.measure.providers import ProviderSpec, available_providers, unavailable_reason
+from pytest_aaco.measure.providers import ProviderSpec, available_providers, resolve_chain, unavailable_reason
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
 from pytest_aaco.measure.results import BenchmarkResult
@@ -268,7 +268,15 @@ class AacoSession:
         return self._available
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
-        """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in."""
+        """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in; a fallback
+        chain (``--aaco-provider=vitisai|dml|cpu``) first becomes the first of its EPs this runner offers,
+        warned about (:class:`~pytest_aaco.warnings.AacoProviderWarning`) when that is not the chain's first."""
+        if provider.chain:
+            import onnxruntime as ort
+
+            provider, note = resolve_chain(provider, self.available(), ort.__version__)
+            if note:
+                warnings.warn(AacoProviderWarning(f"{model.name}[{provider.test_id}]: {note}"), stacklevel=2)
         return item_provider(model, provider, self.config.provider_options)
 
     def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:
@@ -507,8 +515,9 @@ class AacoSession:
                 models = [m for m in models if m.name in marker.models]
             metafunc.parametrize("aaco_model", models, ids=[m.name for m in models])
         if wants_provider:
-            providers = [p for p in self.config.providers if marker.providers is None or p.short in marker.providers]
-            metafunc.parametrize("aaco_provider", providers, ids=[p.short for p in providers])
+            providers = [p for p in self.config.providers
+                         if marker.providers is None or set(p.chain or (p.short,)) & set(marker.providers)]
+            metafunc.parametrize("aaco_provider", providers, ids=[p.test_id for p in providers])  # a chain: its EPs
 
     def _crash(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, exc: Exception,
                doing: str) -> NoReturn:
@@ -525,7 +534,7 @@ class AacoSession:
     def ort_session_for(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec
                         ) -> SessionHandle:
         """The ``ort_session`` fixture's value (see :func:`pytest_aaco.plugin.ort_session`)."""
-        provider = self.provider_for(model, provider)
+        requested = provider
         unusable = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
         if unusable is None:
             try:
@@ -538,7 +547,8 @@ class AacoSession:
         if reason:
             if self.config.strict_provider:
                 self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
-            self.skip_item(request.node, model.name, provider.short, reason)
+            self.skip_item(request.node, model.name, provider.test_id, reason)
+        provider = self.provider_for(model, requested)  # a fallback chain: the EP that runs here
         crash: Exception | None = None
         try:
             provider, graph = self.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"

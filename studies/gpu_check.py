@@ -492,7 +492,7 @@ import time
 import numpy as np
 
 from pytest_aaco.measure.inputs import make_inputs
-from pytest_aaco.measure.inference import MIN_WARMUP_S, ORT_DEVICE, resolve_iobinding
+from pytest_aaco.measure.inference import MIN_WARMUP_S, resolve_iobinding
 
 
 def bare_binding(session, feeds, mode, device, device_id):
@@ -550,7 +550,7 @@ def test_overhead(benchmark_model, ort_session, aaco_model, aaco_config):
     session, provider = ort_session.session, ort_session.provider
     feeds = make_inputs(aaco_model.name, session.get_inputs(), aaco_model.dims, aaco_model.inputs)
     mode = resolve_iobinding(aaco_config.iobinding, provider)
-    device = ORT_DEVICE.get(provider.short, "cpu")
+    device = provider.ep.ort_device
     binding = bare_binding(session, feeds, mode, device, aaco_config.device_id)
     blocks = []
     for _ in range(int(os.environ.get("AACO_OVERHEAD_PAIRS", "2"))):

@@ -22,7 +22,7 @@ import argparse
 import sys
 
 from pytest_aaco.measure.inference import SessionError, build_session
-from pytest_aaco.measure.providers import OPTION_KEYS, ProviderError, available_providers, check_options, parse_provider
+from pytest_aaco.measure.providers import ProviderError, available_providers, check_options, parse_provider
 from pytest_aaco.measure.registry import zoo_dir
 
 SECRET = "s3cr3t-v4lue-never-shown"
@@ -34,7 +34,7 @@ def check(short: str, required: bool = True) -> list[str]:
     spec = parse_provider(short)
     model = zoo_dir() / "light_squeezenet.onnx"
     failures: list[str] = []
-    table = OPTION_KEYS.get(spec.short)
+    table = spec.ep.option_keys
     if table is not None:  # a documented table: checked when the options are read
         for key in ("bogus_option", "bogus_token"):
             try:

@@ -6,7 +6,7 @@ walks is still a circle in the design.
 
 The layout's rules, bottom to top (a layer imports only its own layer and the ones below it):
 
-0. root foundation: ``options``, ``warnings``, ``jsonio``, ``redact``, ``records``, ``hookspecs``
+0. root foundation: ``options``, ``warnings``, ``jsonio``, ``redact``, ``records``, ``hookspecs``, ``eps``
 1. ``samplers/``
 2. ``verdict/`` (pure statistics: neither ``measure/`` nor onnxruntime nor pytest)
 3. ``measure/``
@@ -36,7 +36,7 @@ PACKAGE = Path(pytest_aaco.__file__).parent
 LAZY_BOUNDARY = "pytest_aaco.plugin"
 #: all that loading the entry point imports of the package
 PLUGIN_LOAD_TIME = frozenset({"pytest_aaco.plugin", "pytest_aaco.options", "pytest_aaco.hookspecs",
-                              "pytest_aaco.jsonio"})
+                              "pytest_aaco.jsonio", "pytest_aaco.eps"})
 
 
 def _module_name(path: Path) -> str:
@@ -126,10 +126,12 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-FOUNDATION = {"options", "warnings", "jsonio", "redact", "records", "hookspecs", ""}
+FOUNDATION = {"options", "warnings", "jsonio", "redact", "records", "hookspecs", "eps", ""}
 LAYERS = ["samplers", "verdict", "measure", "history", "passes", "sidebyside", "reports"]
-MAX_ROOT_MODULES = 16
-MAX_FLOORS = 10
+#: 16 before ``eps.py`` (the one table of execution-provider facts, DESIGN.md's root module) came
+MAX_ROOT_MODULES = 17
+#: 11 since ``from pytest_aaco import eps`` edges are seen (plugin -> session -> ... -> measure.device_time -> eps)
+MAX_FLOORS = 11
 
 
 def layer(module: str) -> int:
@@ -268,3 +270,58 @@ def test_dependencies_point_down(low, high):
         seen.add(node)
         todo.extend(graph[node])
     assert high not in seen
+
+
+#: literals that name ROCm and MIGraphX as software (the library versions of the environment record), not as EPs
+NOT_EP_FACTS = ("rocm_version()",)
+
+
+def _ep_names_in(node: ast.expr, names: frozenset[str]) -> int:
+    """1 when *node* (a dict key or an element) is an EP name, or a tuple holding one; else 0."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+        return int(text in names or bool(re.fullmatch(r"[A-Za-z][A-Za-z0-9]*ExecutionProvider", text)))
+    if isinstance(node, ast.Tuple):
+        return int(any(_ep_names_in(e, names) for e in node.elts))
+    return 0
+
+
+def ep_tables(path: Path) -> list[str]:
+    """The dict, set, list and tuple literals of *path* keyed by (or holding) two or more execution providers:
+    short names and aliases of :data:`pytest_aaco.eps.ALL`, or ORT EP names (``CUDAExecutionProvider``)."""
+    from pytest_aaco import eps
+
+    names = frozenset(n for ep in eps.ALL for n in (ep.short, *ep.aliases))
+    source = path.read_text(encoding="utf-8")
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            entries: list[ast.expr] = [k for k in node.keys if k is not None]
+        elif isinstance(node, (ast.Set, ast.List, ast.Tuple)):
+            entries = list(node.elts)
+        else:
+            continue
+        text = ast.get_source_segment(source, node) or ""
+        if sum(_ep_names_in(e, names) for e in entries) >= 2 and not any(n in text for n in NOT_EP_FACTS):
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {' '.join(text.split())[:80]}")
+    return found
+
+
+def test_the_execution_provider_facts_live_in_one_table():
+    """Only ``eps.py`` lists execution providers: everything else asks their ``Ep`` record."""
+    wrong = [t for path in sorted(PACKAGE.rglob("*.py")) if path.name != "eps.py" or path.parent != PACKAGE
+             for t in ep_tables(path)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_ep_table_check_sees_a_table(tmp_path):
+    module = tmp_path / "pytest_aaco" / "x.py"
+    module.parent.mkdir()
+    module.write_text('A = {"cuda": 1, "tensorrt": 2}\nB = ("CUDAExecutionProvider", "TensorrtExecutionProvider")\n'
+                      'C = {("launch_bound", "cuda"): "x", ("launch_bound", "rocm"): "y"}\nD = {"cuda"}\n')
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "pytest_aaco"
+    try:
+        assert [line.split(":")[1] for line in ep_tables(module)] == ["1", "2", "3"]
+    finally:
+        PACKAGE = saved

@@ -561,7 +561,8 @@ def pytest_unconfigure(config):
     Path(__file__).with_name("heavy.json").write_text(json.dumps(loaded + package))
 """
 #: all a run that never uses the plugin loads of it: the entry point, the option table, the hook specifications
-PLUGIN_AT_LOAD = ["pytest_aaco.hookspecs", "pytest_aaco.jsonio", "pytest_aaco.options", "pytest_aaco.plugin"]
+PLUGIN_AT_LOAD = ["pytest_aaco.eps", "pytest_aaco.hookspecs", "pytest_aaco.jsonio", "pytest_aaco.options",
+                  "pytest_aaco.plugin"]
 
 
 @pytest.mark.parametrize("args", [(), ("--help",)], ids=["plain-run", "help"])

@@ -282,7 +282,7 @@ def test_a_run_function_is_built_once_per_session_mode_and_feeds(tiny_model_path
 def test_auto_binding_per_provider():
     assert measure.resolve_iobinding("auto", parse_provider("cpu")) == "none"
     assert measure.resolve_iobinding("auto", parse_provider("cuda")) == "all"  # measured: docs/gpu.md
-    assert measure.resolve_iobinding("auto", parse_provider("migraphx")) == measure.AUTO_IOBINDING_GPU
+    assert measure.resolve_iobinding("auto", parse_provider("migraphx")) == "inputs"
     assert measure.resolve_iobinding("inputs", parse_provider("cpu")) == "inputs"
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from pytest_aaco import eps
 from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
@@ -19,8 +20,6 @@ from pytest_aaco.measure.inference import (
     run_benchmark,
 )
 from pytest_aaco.measure.providers import (
-    EP_NAMES,
-    OPTION_KEYS,
     ProviderError,
     ProviderSpec,
     available_providers,
@@ -55,7 +54,7 @@ def test_unknown_provider_lists_valid_names():
         parse_provider("vulkan")
     message = str(info.value)
     assert message.startswith("unknown execution provider 'vulkan'; valid: ")
-    for short in EP_NAMES:
+    for short in (ep.short for ep in eps.ALL):
         assert short in message
     assert "MIGraphXExecutionProvider" in message
 
@@ -304,7 +303,7 @@ def test_migraphx_bool_refuses_naming_the_key(value):
 def test_unknown_migraphx_keys_are_left_to_the_ep():
     spec = parse_provider("migraphx").with_options({"migraphx_no_such_key": "x"})
     assert effective_options(spec, 0)["migraphx_no_such_key"] == "x"  # the probe asks the EP
-    assert OPTION_KEYS["migraphx"] is None
+    assert eps.get("migraphx").option_keys is None
 
 
 def test_plugin_ep_names_parse_as_themselves_and_others_list_the_choices():

@@ -68,8 +68,9 @@ def test_provider_option_secrets_never_reach_an_artifact(aaco_project, monkeypat
     # the CPU EP takes no provider options (ORT ignores them); here it takes any, as an EP whose options
     # ORT lists would, so the values travel the whole way to the artifacts
     project.pytester.makeconftest("""
-        from pytest_aaco.measure import providers
-        providers.OPTION_KEYS["cpu"] = None
+        import dataclasses
+        from pytest_aaco import eps
+        eps.BY_SHORT["cpu"] = dataclasses.replace(eps.BY_SHORT["cpu"], option_keys=None)
 
         def pytest_addoption(parser):
             parser.addoption("--db-password")

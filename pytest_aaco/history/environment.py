@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest_aaco.samplers.amd as amd
 import pytest_aaco.samplers.nvidia as nvidia
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.measure.rocm_stack import ROCM_VERSION_FILE as ROCM_VERSION_FILE  # re-exported
 from pytest_aaco.measure.rocm_stack import migraphx_runtime_version
@@ -28,7 +29,6 @@ from pytest_aaco.measure.rocm_stack import rocm_version as rocm_version  # re-ex
 # the one secret rule lives in pytest_aaco.redact; re-exported for callers of the lockbox
 from pytest_aaco.redact import looks_secret as looks_secret
 from pytest_aaco.redact import shannon_entropy as shannon_entropy
-from pytest_aaco.samplers.base import AMD_PROVIDERS, NVIDIA_PROVIDERS
 from pytest_aaco.samplers.clocks import read_clock_state
 
 #: environment variable families kept by :func:`performance_env`
@@ -104,11 +104,12 @@ def gpu_identity(provider: str | None, device_id: int = 0) -> JSONDict:
     empty: JSONDict = {"vendor": None, "name": None, "driver": None, "runtime": None}
     short = provider.strip().lower() if provider else None
     try:
-        if short in NVIDIA_PROVIDERS or short is None:
+        telemetry = eps.get(short).telemetry if short else None
+        if telemetry == eps.NVIDIA or short is None:
             found = nvidia.nvidia_gpu_identity(device_id)
             if found.get("name") or short is not None:
                 return {**empty, "vendor": "nvidia", **found}
-        if short in AMD_PROVIDERS or short is None:
+        if telemetry == eps.AMD or short is None:
             found = amd.amd_gpu_identity(device_id)
             if found.get("name") or short is not None:
                 return {**empty, "vendor": "amd", **found}

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from pytest_aaco import eps
 from pytest_aaco.history.environment import ROCM_VERSION_FILE, cpu_model, gpu_identity, migraphx_version, rocm_version
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.redact import fingerprint_options, looks_secret, redact_options
-from pytest_aaco.samplers import AMD_PROVIDERS
 from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
 
 #: environment variables that change timings (names matching these are fingerprinted): the device
@@ -150,7 +150,7 @@ def amd_stack_fields(provider_short: str, rocm_version_file: str = ROCM_VERSION_
     """``rocm_version`` and ``migraphx_version`` for the AMD EPs (``migraphx``, ``rocm``), each only when
     known: other EPs do not run on ROCm, and a field left out keeps the fingerprint id of a machine
     without ROCm what it was before these fields existed."""
-    if provider_short not in AMD_PROVIDERS:
+    if eps.get(provider_short).telemetry != eps.AMD:
         return {}
     found = {"rocm_version": rocm_version(rocm_version_file), "migraphx_version": migraphx_version()}
     return {k: v for k, v in found.items() if v is not None}

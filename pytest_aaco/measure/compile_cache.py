@@ -34,6 +34,12 @@ the measured rounds. The options that point an EP at the folder (:func:`cache_op
   (https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html).
 * OpenVINO: ``cache_dir`` = folder
   (https://onnxruntime.ai/docs/execution-providers/OpenVINO-ExecutionProvider.html).
+* VitisAI: ``cache_dir`` / ``cacheDir`` = folder and ``cache_key`` / ``cacheKey`` = the folder's name
+  (https://onnxruntime.ai/docs/execution-providers/Vitis-AI-ExecutionProvider.html: the EP compiles into
+  ``{cacheDir}/{cacheKey}``); the bytes of its ``config_file`` and ``xclbin`` go into the key.
+
+Each EP's options come from its record (:attr:`pytest_aaco.eps.Ep.compile`): adding a compiling EP is an
+entry in :data:`pytest_aaco.eps.ALL`.
 
 Options the user gave win; a session whose cache the user steers is recorded as ``user``.
 Whether a session compiled is read from the folder (:func:`cache_status`): a file that appeared or
@@ -54,23 +60,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure import migraphx_probe, rocm_stack
 from pytest_aaco.measure.migraphx_probe import CACHE_ENVS
 
-#: the EPs that compile a program, and the folder pytest-aaco gives them
-COMPILING_EPS = frozenset({"migraphx", "tensorrt", "openvino"})
 #: provider options that do not change the compiled program (left out of the key)
 NOT_PROGRAM = frozenset({
     "device_id", "migraphx_mem_limit", "migraphx_arena_extend_strategy", "gpu_mem_limit",
     "arena_extend_strategy", "user_compute_stream", "has_user_compute_stream",
 })
-#: options through which an EP is pointed at its cache, per EP (a user value for any: ``user``)
-CACHE_KEYS: dict[str, frozenset[str]] = {
-    "migraphx": frozenset({"migraphx_model_cache_dir"}),
-    "tensorrt": frozenset({"trt_engine_cache_enable", "trt_engine_cache_path"}),
-    "openvino": frozenset({"cache_dir"}),
-}
 #: the variables a MIGraphX EP reads its cache folder from (:data:`pytest_aaco.measure.migraphx_probe.CACHE_ENVS`)
 MIGRAPHX_CACHE_ENVS = CACHE_ENVS
 #: the environment variable through which the MIGraphX EP picks its own cache folder over the options
@@ -173,10 +172,18 @@ def model_sha256(model_path: Path) -> str:
 def program_key(short: str, options: Mapping[str, object], ort_version: str,
                 stack: Mapping[str, str] | None = None) -> str:
     """A 12-hex key of what changes *short*'s program besides the model: the EP, the onnxruntime
-    version, every option but :data:`NOT_PROGRAM` and the EP's :data:`CACHE_KEYS`, and *stack* (the
-    ROCm / MIGraphX / GPU-architecture facts, :func:`stack_for`)."""
-    kept = {k: str(v) for k, v in options.items() if k not in NOT_PROGRAM and k not in CACHE_KEYS.get(short, ())}
+    version, every option but :data:`NOT_PROGRAM` and the EP's cache options
+    (:attr:`pytest_aaco.eps.CompileCache.user_keys`), the SHA-256 of each file an option of
+    :attr:`~pytest_aaco.eps.CompileCache.file_keys` names (VitisAI's ``config_file``; ``unreadable`` when it
+    cannot be read: the EP then fails with its own words), and *stack* (the ROCm / MIGraphX /
+    GPU-architecture facts, :func:`stack_for`)."""
+    cache = eps.get(short).compile
+    own = cache.user_keys if cache else frozenset()
+    kept = {k: str(v) for k, v in options.items() if k not in NOT_PROGRAM and k not in own}
     data: dict[str, object] = {"ep": short, "ort": ort_version, "options": kept}
+    files = {k: file_sha256(str(options[k])) for k in (cache.file_keys if cache else ()) if options.get(k)}
+    if files:
+        data["files"] = files
     if stack:
         data["stack"] = dict(stack)
     text = json.dumps(data, sort_keys=True)
@@ -187,7 +194,8 @@ def stack_for(short: str) -> dict[str, str] | None:
     """What besides the options changes *short*'s compiled program on this machine: for MIGraphX the
     ROCm version, the MIGraphX runtime version and the GPU architecture
     (:func:`pytest_aaco.measure.rocm_stack.stack_key`); None for other EPs."""
-    if short != "migraphx":
+    cache = eps.get(short).compile
+    if cache is None or not cache.rocm_stack:
         return None
     return rocm_stack.stack_key()
 
@@ -273,19 +281,24 @@ class CompileHold:
 
 def user_steered(short: str, options: Mapping[str, object]) -> bool:
     """Whether the user's *options* already point *short*'s EP at a cache of their own."""
-    return bool(CACHE_KEYS.get(short, frozenset()) & set(options))
+    cache = eps.get(short).compile
+    return cache is not None and bool(cache.user_keys & set(options))
 
 
 def cache_options(short: str, folder: Path) -> JSONDict:
-    """The provider options that point *short*'s EP at *folder* (see the module docstring); ``{}``
-    for an EP that does not compile."""
-    if short == "migraphx":
-        return {"migraphx_model_cache_dir": str(folder)}
-    if short == "tensorrt":
-        return {"trt_engine_cache_enable": "1", "trt_engine_cache_path": str(folder)}
-    if short == "openvino":
-        return {"cache_dir": str(folder)}
-    return {}
+    """The provider options that point *short*'s EP at *folder* (its record's
+    :attr:`~pytest_aaco.eps.Ep.compile`, the folder's name as the cache key); ``{}`` for an EP that does not
+    compile."""
+    cache = eps.get(short).compile
+    return dict(cache.options_for(str(folder), folder.name)) if cache else {}
+
+
+def file_sha256(path: str) -> str:
+    """SHA-256 (hex) of the file at *path*, or ``unreadable`` when it cannot be read."""
+    try:
+        return model_sha256(Path(path))
+    except OSError:
+        return "unreadable"
 
 
 def cache_env(folder: Path) -> dict[str, str]:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Protocol
 
+from pytest_aaco import eps
+
 CUPTI_INSTALL_HINT = "pip install 'pytest-aaco[cuda]' (NVIDIA's cupti-python; its CUDA major must match the driver's)"
 #: CUPTI activity buffer size (bytes) handed out on request
 BUFFER_BYTES = 8 * 1024 * 1024
@@ -52,10 +54,6 @@ DEVICE_RUNS = 2
 #: 500 keeps 2 runs for the first two and gives DenseNet-121 1; kernel time is per run
 #: (:class:`DeviceBlock`), so blocks of 1 and 2 runs are comparable
 RECORDS_PER_BLOCK = 500
-#: EPs whose kernels CUPTI sees
-CUPTI_PROVIDERS = frozenset({"cuda", "tensorrt"})
-#: EPs whose kernels rocprofv3 sees, traced in a child process (:mod:`pytest_aaco.measure.rocprof_child`)
-CHILD_TRACED_PROVIDERS = frozenset({"migraphx", "rocm"})
 ROCPROF_INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv3) and put rocprofv3 on"
                         " PATH")
 
@@ -240,23 +238,25 @@ def tracer_for(provider: str, mode: str,
     """The tracer for the EP *provider* (short name) under ``--aaco-device-time`` *mode*
     (``auto``/``on``/``off``): ``(tracer, None)``, or ``(None, why not)``; the reason is None
     where device time does not apply (the CPU, or ``off``) and for the EPs of
-    :data:`CHILD_TRACED_PROVIDERS` when rocprofv3 is on PATH (*which*: ``shutil.which``): their
+    rocprofv3 (:attr:`pytest_aaco.eps.Ep.tracer`; traced in a child process,
+    :mod:`pytest_aaco.measure.rocprof_child`) when rocprofv3 is on PATH (*which*: ``shutil.which``): their
     device time comes from a traced child process instead. With ``on``, a missing tracer is an
     error: raises :class:`DeviceTimeUnavailable`."""
     if mode == "off":
         return None, None
-    if provider in CHILD_TRACED_PROVIDERS:
+    ep = eps.get(provider)
+    if ep.tracer == eps.ROCPROFV3:
         if which("rocprofv3") is not None:
             return None, None
         if mode == "on":
             raise DeviceTimeUnavailable(f"--aaco-device-time=on: device time on {provider} needs rocprofv3:"
                                         f" {ROCPROF_INSTALL_HINT}")
         return None, f"device time on {provider} needs rocprofv3: {ROCPROF_INSTALL_HINT}; gated on wall time only"
-    if provider not in CUPTI_PROVIDERS:
-        if mode == "on" and provider != "cpu":
+    if ep.tracer != eps.CUPTI:
+        if mode == "on" and not ep.host_only:
             raise DeviceTimeUnavailable(f"--aaco-device-time=on: no in-process kernel tracer for the {provider} EP;"
                                         " gated on wall time")
-        return None, (None if provider == "cpu" else f"device time: no in-process kernel tracer for {provider}")
+        return None, (f"device time: no in-process kernel tracer for {provider}" if not ep.host_only else None)
     try:
         return CuptiTracer(), None
     except DeviceTimeUnavailable as exc:

@@ -5,14 +5,14 @@ host's launch overhead (most of a launch-bound model's wall time on a GPU) drops
 the quantity measured, so the graph state is part of the fingerprint (a graph-on baseline never
 judges a graph-off run) and of the item's record.
 
-Provider options (:data:`GRAPH_OPTIONS`):
+Provider options (each EP's :attr:`~pytest_aaco.eps.Ep.graph_option`):
 
 * CUDA EP: ``enable_cuda_graph=1``
   (https://onnxruntime.ai/docs/execution-providers/CUDA-ExecutionProvider.html#using-cuda-graphs-preview).
   ORT replays the device addresses it captured, so inputs and outputs must be bound on the device
   (``--aaco-iobinding=all``: :func:`pytest_aaco.measure.inference.bind_run`), every node must run
   on the CUDA EP, and input shapes must not change between runs.
-* MIGraphX EP: only where the EP takes a graph key (:data:`PROBED_GRAPH_OPTIONS`), asked at run time
+* MIGraphX EP: only where the EP takes a graph key (:attr:`~pytest_aaco.eps.Ep.graph_probed`), asked at run time
   (:mod:`pytest_aaco.measure.migraphx_probe`). No onnxruntime-migraphx wheel 1.23.0-1.27.1 takes one
   (each refuses ``migraphx_hip_graph_enable`` with ``Unknown provider option``: ``MIGRAPHX_KEYS`` in
   :mod:`pytest_aaco.measure.providers`), so ``--aaco-graph=on`` there is refused with that reason
@@ -34,36 +34,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure import migraphx_probe
 from pytest_aaco.measure.inference import SessionError
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.warnings import AacoProviderWarning
 
-#: EP short name -> (provider option, value) that turns graph replay on
-GRAPH_OPTIONS = {"cuda": ("enable_cuda_graph", "1")}
-#: EP short name -> the graph option to ask the EP about (used only where the EP takes it)
-PROBED_GRAPH_OPTIONS = {"migraphx": ("migraphx_hip_graph_enable", "1")}
-_ALL_GRAPH_OPTIONS = {**GRAPH_OPTIONS, **PROBED_GRAPH_OPTIONS}
+
+def graph_key(provider_short: str) -> str:
+    """The provider option that turns EP *provider_short*'s graph replay on, ``""`` when it has none."""
+    option = eps.get(provider_short).graph_option
+    return option[0] if option else ""
 
 
 def graph_unsupported(provider_short: str, ort: Any = None) -> str | None:
     """Why EP *provider_short*'s build has no graph replay (the EP refused or ignored its graph option
     when asked, :func:`pytest_aaco.measure.migraphx_probe.probe`), or None when it takes the option or
     the EP's option is not asked about. *ort*: the onnxruntime module (default: imported)."""
-    if provider_short not in PROBED_GRAPH_OPTIONS:
+    ep = eps.get(provider_short)
+    if not ep.graph_probed or ep.graph_option is None:
         return None
     if ort is None:
         import onnxruntime
 
         ort = onnxruntime
-    key, value = PROBED_GRAPH_OPTIONS[provider_short]
+    key, value = ep.graph_option
     verdict = migraphx_probe.probe({key: value}, ort)[key]
     if verdict.state == "accepted":
         return None
     why = {"refused": f"it refuses {key} ({verdict.words})", "ignored": f"it ignores {key}",
            "unknown": f"it could not be asked about {key} ({verdict.words})"}[verdict.state]
-    return (f"this onnxruntime build's MIGraphXExecutionProvider ({migraphx_probe.build_name(ort)}) has no"
+    return (f"this onnxruntime build's {ep.ort_name} ({migraphx_probe.build_name(ort)}) has no"
             f" graph replay option: {why}; use --aaco-graph=off")
 #: graph states recorded per item
 ON, OFF, REFUSED, NOT_APPLICABLE = "on", "off", "refused", "not applicable"
@@ -148,7 +150,7 @@ def capture_problem(provider_short: str, iobinding: str, symbolic: list[str], cp
     *iobinding*: the resolved binding (``all`` puts inputs and outputs on the device); *symbolic*:
     :func:`symbolic_inputs`; *cpu_nodes*: nodes placed on the CPU EP (*cpu_ops* names them).
     """
-    key = _ALL_GRAPH_OPTIONS[provider_short][0]
+    key = graph_key(provider_short)
     if iobinding != "all":
         return (f"{key} needs inputs and outputs bound on the device, and the IO binding is {iobinding!r}:"
                 " use --aaco-iobinding=all")
@@ -174,7 +176,7 @@ def choose_graph(mode: str, provider_short: str, label: str, *, iobinding: str, 
     """
     if mode not in ("auto", "on", "off"):
         raise ValueError(f"--aaco-graph must be auto, on or off, got {mode!r}")
-    if provider_short not in _ALL_GRAPH_OPTIONS:
+    if not graph_key(provider_short):
         reason = f"the {provider_short} EP has no graph replay"
         return GraphChoice(mode, NOT_APPLICABLE if mode != "off" else OFF, reason if mode != "off" else None)
     if mode == "off" or (mode == "auto" and not auto_wants_graph(provider_short)):
@@ -200,27 +202,28 @@ def choose_graph(mode: str, provider_short: str, label: str, *, iobinding: str, 
 
 
 def with_graph(provider: ProviderSpec, choice: GraphChoice) -> ProviderSpec:
-    """*provider* with its graph option (:data:`GRAPH_OPTIONS`) added when *choice* is on, else unchanged."""
-    if not choice.on:
+    """*provider* with its graph option (:attr:`pytest_aaco.eps.Ep.graph_option`) added when *choice* is on,
+    else unchanged."""
+    if not choice.on or provider.ep.graph_option is None:
         return provider
-    key, value = _ALL_GRAPH_OPTIONS[provider.short]
+    key, value = provider.ep.graph_option
     return provider.with_options({key: value})
 
 
 def without_graph(provider: ProviderSpec) -> ProviderSpec:
     """*provider* without its graph option: the placement profile runs host feeds, which a captured
     graph does not take (:func:`pytest_aaco.measure.inference.bind_run`)."""
-    key = _ALL_GRAPH_OPTIONS.get(provider.short, ("", ""))[0]
+    key = graph_key(provider.short)
     if key not in provider.options:
         return provider
-    return ProviderSpec(provider.short, provider.ep_name, {k: v for k, v in provider.options.items() if k != key})
+    return provider.without_options([key])
 
 
 def graph_build_problem(provider: ProviderSpec, reported_options: dict[str, JSONDict]) -> str | None:
     """Why a built session with graph replay asked for does not have it, or None: the EP reports
     its options (``session.get_provider_options()``) and the graph key is not among them (the build
     does not know it and ignored it)."""
-    key = _ALL_GRAPH_OPTIONS.get(provider.short, ("", ""))[0]
+    key = graph_key(provider.short)
     if not key or key not in provider.options:
         return None
     reported = reported_options.get(provider.ep_name) or {}

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure import migraphx_probe
 from pytest_aaco.measure.compile_cache import (
-    COMPILING_EPS,
     MIGRAPHX_CACHE_ENV,
     CacheUse,
     CompileCacheError,
@@ -37,7 +37,6 @@ from pytest_aaco.measure.plugin_eps import PluginEpError, add_plugin_provider, p
 from pytest_aaco.measure.providers import (
     MIGRAPHX_KEYS,
     MIGRAPHX_REPLACED,
-    OPTION_KEYS,
     ProviderError,
     ProviderSpec,
     migraphx_env_overrides,
@@ -57,15 +56,6 @@ from pytest_aaco.warnings import AacoProviderWarning
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-#: IO binding chosen for ``--aaco-iobinding=auto``; see docs/gpu.md for the measurements behind it
-AUTO_IOBINDING = {"cpu": "none", "openvino": "none", "cuda": "all"}
-AUTO_IOBINDING_GPU = "inputs"
-#: ORT device names for ``OrtValue.ortvalue_from_numpy`` per provider
-ORT_DEVICE = {"cuda": "cuda", "tensorrt": "cuda", "migraphx": "cuda", "rocm": "cuda", "dml": "dml"}
-#: EPs whose ``get_provider_options()`` lists every option they accept (verified on onnxruntime-gpu
-#: 1.31.1, docs/gpu.md): a requested key missing there is an unknown option, refused (other EPs: see
-#: :func:`unknown_options`)
-CHECKED_OPTION_EPS = frozenset({"CUDAExecutionProvider"})
 #: adaptive iterations: aim at this much time per round, within these bounds
 TARGET_ROUND_S = 0.35
 MIN_ITERATIONS, MAX_ITERATIONS = 5, 1000
@@ -177,12 +167,11 @@ class MeasureSettings:
 
 
 def resolve_iobinding(mode: str, provider: ProviderSpec) -> str:
-    """The effective binding for *provider*: ``auto`` becomes :data:`AUTO_IOBINDING`'s entry for
-    the EP (``none`` on CPU EPs, ``all`` on CUDA, measured in docs/gpu.md), else
-    :data:`AUTO_IOBINDING_GPU` on other device EPs and ``none`` elsewhere."""
+    """The effective binding for *provider*: ``auto`` becomes the EP's :attr:`~pytest_aaco.eps.Ep.iobinding`
+    (``none`` on CPU EPs, ``all`` on CUDA, measured in docs/gpu.md, ``inputs`` on other device EPs)."""
     if mode != "auto":
         return mode
-    return AUTO_IOBINDING.get(provider.short, AUTO_IOBINDING_GPU if provider.is_gpu else "none")
+    return provider.ep.iobinding
 
 
 def effective_options(provider: ProviderSpec, device_id: int, ort_version: str | None = None) -> JSONDict:
@@ -194,7 +183,7 @@ def effective_options(provider: ProviderSpec, device_id: int, ort_version: str |
     :class:`ProviderError` for a MIGraphX boolean option that is not one.
     """
     options = dict(provider.options)
-    if provider.is_gpu and provider.short != "dml" and "device_id" not in options:
+    if provider.ep.takes_device_id and "device_id" not in options:
         options["device_id"] = device_id
     if provider.short == "migraphx":
         options = migraphx_options(options)
@@ -228,7 +217,7 @@ def with_compile_cache(provider: ProviderSpec, model_path: Path, options: JSONDi
     compile, with the cache off, and when the user's options already name a cache. Raises OSError
     when the model file or the folder cannot be read or made.
     """
-    if provider.short not in COMPILING_EPS:
+    if provider.ep.compile is None:
         return options, CacheUse(None, reason="not compiling")
     if user_steered(provider.short, provider.options):
         return options, CacheUse(None, reason="user")
@@ -237,7 +226,7 @@ def with_compile_cache(provider: ProviderSpec, model_path: Path, options: JSONDi
         if root is None:
             return options, CacheUse(None, reason="off")
         folder = keyed_folder(root, provider.side, provider.short, model_path, options, ort_version)
-    extra = cache_options(provider.short, folder)
+    extra = cache_options(provider.short, folder)  # the EP's record says which options (pytest_aaco.eps)
     return {**options, **extra}, CacheUse.start(folder)
 
 
@@ -400,8 +389,9 @@ def session_providers(provider: ProviderSpec, options: JSONDict) -> list[Any]:
     """The ``providers`` argument of ``InferenceSession``: the EP with *options*, then the CPU EP as
     the fallback for nodes a device EP cannot run, as ORT expects."""
     providers: list[Any] = [(provider.ep_name, options)]
-    if provider.short != "cpu":
-        providers.append("CPUExecutionProvider")
+    cpu = eps.get("cpu")
+    if provider.ep is not cpu:
+        providers.append(cpu.ort_name)
     return providers
 
 
@@ -454,17 +444,18 @@ def unknown_options(provider: ProviderSpec, options: JSONDict,
     """Requested option keys that the EP does not report in *reported_options*
     (``session.get_provider_options()``).
 
-    For EPs without a table in :data:`pytest_aaco.measure.providers.OPTION_KEYS` (tabled EPs were checked when
-    the options were read). The report is trusted as the full list of options for the EPs in
-    :data:`CHECKED_OPTION_EPS`, and for any other EP that reports keys beyond those requested (its
-    defaults: a full list). ``[]`` when the EP reports nothing, or only echoes the request.
+    For EPs without a table of option keys (:attr:`pytest_aaco.eps.Ep.option_keys`; tabled EPs were checked
+    when the options were read). The report is trusted as the full list of options for the EPs that list
+    every option (:attr:`~pytest_aaco.eps.Ep.lists_all_options`), and for any other EP that reports keys
+    beyond those requested (its defaults: a full list). ``[]`` when the EP reports nothing, or only echoes
+    the request.
     """
-    if OPTION_KEYS.get(provider.short) is not None:
+    if provider.ep.option_keys is not None:
         return []
     reported = reported_options.get(provider.ep_name) or {}
     if not reported:
         return []
-    if provider.ep_name not in CHECKED_OPTION_EPS and not set(reported) - set(options):
+    if not provider.ep.lists_all_options and not set(reported) - set(options):
         return []
     return sorted(k for k in options if k not in reported)
 
@@ -513,7 +504,7 @@ def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
 
 
 def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], object]:
-    device = ORT_DEVICE.get(handle.provider.short, "cpu")
+    device = handle.provider.ep.ort_device
     return bound_runner(handle.session, feeds, mode, device, device_id)
 
 

@@ -9,50 +9,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.redact import redact_options
 
-#: short name -> ONNX Runtime execution provider name
-EP_NAMES: dict[str, str] = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "migraphx": "MIGraphXExecutionProvider",
-    "rocm": "ROCMExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-    "openvino": "OpenVINOExecutionProvider",
-    "dml": "DmlExecutionProvider",
-}
-_BY_EP_NAME = {ep.lower(): short for short, ep in EP_NAMES.items()}
-_ALIASES = {"trt": "tensorrt", "directml": "dml", "ov": "openvino"}
-#: what an EP name outside :data:`EP_NAMES` must look like to be taken as a plugin EP's (``AMDGPUExecutionProvider``):
-#: such a spec keeps the full name as its short name, and whether any EP library reports it is checked once
-#: ONNX Runtime is loaded (:func:`unavailable_reason`, :mod:`pytest_aaco.measure.plugin_eps`)
+#: what an EP name outside :data:`pytest_aaco.eps.ALL` must look like to be taken as a plugin EP's
+#: (``AMDGPUExecutionProvider``): such a spec keeps the full name as its short name, and whether any EP library
+#: reports it is checked once ONNX Runtime is loaded (:func:`unavailable_reason`, :mod:`pytest_aaco.measure.plugin_eps`)
 PLUGIN_EP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*ExecutionProvider$")
-
-#: providers whose device needs a ``device_id`` option
-GPU_PROVIDERS = frozenset({"cuda", "migraphx", "rocm", "tensorrt", "dml"})
-#: the ORT version that removed the ROCm EP (https://github.com/microsoft/onnxruntime/releases/tag/v1.23.0)
-ROCM_REMOVED_IN = (1, 23)
-
-
-#: provider option keys per EP, where ORT cannot say itself which it takes. A frozenset is a documented
-#: table, checked when the options are read (command line, registry). None: the EP lists its options in
-#: ``InferenceSession.get_provider_options()``, and a requested key missing there is refused once the
-#: session exists (:func:`pytest_aaco.measure.inference.unknown_options`).
-#: The CPU EP takes none: ORT's Python binding builds it from session options only and ignores every
-#: provider option without a word (checked on onnxruntime 1.32.0: ``intra_op_num_threads=abc`` and
-#: ``no_such_option=1`` both load, and ``get_provider_options()`` reports ``{}``).
-OPTION_KEYS: dict[str, frozenset[str] | None] = {
-    "cpu": frozenset(),
-    "cuda": None,
-    "migraphx": None,
-    "rocm": None,
-    "tensorrt": None,
-    "openvino": None,
-    "dml": None,
-}
+#: what separates the EPs of a fallback chain in ``--aaco-provider`` (``vitisai|dml|cpu``)
+CHAIN_SEPARATOR = "|"
 #: what to use instead of a provider option the CPU EP ignores (they are session options there)
 CPU_OPTION_HINTS = {
     "intra_op_num_threads": "--aaco-intra-op-threads",
@@ -70,7 +38,12 @@ class ProviderSpec:
 
     ``short`` is the id used in test ids (``cpu``, ``cuda``, ``migraphx`` ...), ``ep_name`` the
     ONNX Runtime name (``CUDAExecutionProvider``), ``options`` the provider options passed to
-    ``InferenceSession(providers=[(ep_name, options)])``.
+    ``InferenceSession(providers=[(ep_name, options)])``. The EP's facts are :attr:`ep`
+    (:mod:`pytest_aaco.eps`).
+
+    ``chain`` is set for a fallback chain (``--aaco-provider=vitisai|dml|cpu``): the short names of its
+    EPs in order. Until :func:`resolve_chain` picks the first one this runner offers, the spec is the
+    chain's first EP; after, the one picked. The test id stays the chain's (:attr:`test_id`).
     """
 
     short: str
@@ -79,45 +52,96 @@ class ProviderSpec:
     #: which side of a comparison the sessions belong to (``candidate``, ``baseline``): the compile cache
     #: keeps a folder per side (:mod:`pytest_aaco.measure.compile_cache`), so the sides never share a program
     side: str = field(default="candidate", hash=False, compare=False, repr=False)
+    chain: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
-        return f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r})"
+        chain = f", chain={self.test_id!r}" if self.chain else ""
+        return (f"ProviderSpec(short={self.short!r}, ep_name={self.ep_name!r}, options={redact_options(self.options)!r}"
+                f"{chain})")
+
+    @property
+    def ep(self) -> eps.Ep:
+        """The EP's record (:func:`pytest_aaco.eps.get`)."""
+        return eps.get(self.short)
 
     @property
     def is_gpu(self) -> bool:
-        return self.short in GPU_PROVIDERS
+        return self.ep.is_gpu
+
+    @property
+    def test_id(self) -> str:
+        """The item's provider id: the short name, or a chain's names joined by ``|`` whichever EP ran."""
+        return CHAIN_SEPARATOR.join(self.chain) if self.chain else self.short
+
+    @property
+    def label(self) -> str:
+        """What the reports call it: the short name, with the chain it came from (``cpu (vitisai|dml|cpu)``)."""
+        return f"{self.short} ({self.test_id})" if self.chain else self.short
 
     def with_options(self, options: JSONDict) -> ProviderSpec:
         """A copy with *options* merged over the current ones (later wins)."""
-        return ProviderSpec(self.short, self.ep_name, {**self.options, **options}, self.side)
+        return replace(self, options={**self.options, **options})
+
+    def without_options(self, keys: Iterable[str]) -> ProviderSpec:
+        """A copy without the options *keys*."""
+        drop = set(keys)
+        return replace(self, options={k: v for k, v in self.options.items() if k not in drop})
 
     def for_side(self, side: str) -> ProviderSpec:
         """A copy whose sessions belong to *side* (``baseline`` / ``candidate``)."""
-        return ProviderSpec(self.short, self.ep_name, dict(self.options), side)
+        return replace(self, options=dict(self.options), side=side)
 
 
 def valid_names() -> str:
     """Human-readable list of accepted provider names, for error messages."""
-    shorts = ", ".join(EP_NAMES)
-    return f"{shorts} (or the full EP names, e.g. {EP_NAMES['migraphx']})"
+    shorts = ", ".join(ep.short for ep in eps.ALL)
+    return (f"{shorts} (or the full EP names, e.g. {eps.get('migraphx').ort_name}; a fallback chain as"
+            " vitisai|dml|cpu)")
 
 
 def parse_provider(name: str) -> ProviderSpec:
-    """Turn a short name (``migraphx``) or a full EP name (``MIGraphXExecutionProvider``) into a spec.
+    """Turn a short name (``migraphx``), an alias (``trt``), a full EP name (``MIGraphXExecutionProvider``) or a
+    fallback chain (``vitisai|dml|cpu``: :func:`resolve_chain` picks the first available) into a spec.
 
     Raises :class:`ProviderError` naming the valid choices for an unknown name.
     """
-    key = name.strip().lower()
-    key = _ALIASES.get(key, key)
-    if key in EP_NAMES:
-        return ProviderSpec(key, EP_NAMES[key])
-    if key in _BY_EP_NAME:
-        short = _BY_EP_NAME[key]
-        return ProviderSpec(short, EP_NAMES[short])
+    if CHAIN_SEPARATOR in name:
+        parts = [parse_provider(part) for part in name.split(CHAIN_SEPARATOR) if part.strip()]
+        shorts = tuple(dict.fromkeys(p.short for p in parts))
+        if len(shorts) < 2:
+            raise ProviderError(f"fallback chain {name.strip()!r} names fewer than two EPs; give them as"
+                                " vitisai|dml|cpu, or one EP alone")
+        return replace(parts[0], chain=shorts)
+    found = eps.lookup(name)
+    if found is not None:
+        return ProviderSpec(found.short, found.ort_name)
     if PLUGIN_EP_NAME.match(name.strip()):  # an EP library's own name: checked against get_ep_devices() at start
         return ProviderSpec(name.strip(), name.strip())
     raise ProviderError(f"unknown execution provider {name.strip()!r}; valid: {valid_names()}, or the name of an"
                         " EP that a registered EP library reports (onnxruntime.get_ep_devices(), --aaco-ep-library)")
+
+
+def alternatives(spec: ProviderSpec) -> list[ProviderSpec]:
+    """The specs *spec* may run as: the chain's EPs in order (same options, side and chain), or *spec* alone."""
+    if not spec.chain:
+        return [spec]
+    return [replace(spec, short=short, ep_name=parse_provider(short).ep_name) for short in spec.chain]
+
+
+def resolve_chain(spec: ProviderSpec, available: list[str], ort_version: str) -> tuple[ProviderSpec, str | None]:
+    """The EP of fallback chain *spec* that runs here: the first one in *available* (the EP names this build
+    and the registered EP libraries offer), with the note that says so (None when the chain's first EP runs,
+    or *spec* is no chain). When none is available, *spec* unchanged (its :func:`unavailable_reason` says
+    why each is not). Never a silent fallback: the caller shows the note."""
+    options = alternatives(spec)
+    for index, candidate in enumerate(options):
+        if ep_unavailable(candidate, available, ort_version) is None:
+            if index == 0:
+                return candidate, None
+            skipped = "; ".join(ep_unavailable(o, available, ort_version) or o.ep_name for o in options[:index])
+            return candidate, (f"runs on {candidate.ep_name}, the first EP of --aaco-provider={spec.test_id} this"
+                               f" runner offers ({skipped})")
+    return spec, None
 
 
 def parse_provider_list(values: list[str]) -> list[ProviderSpec]:
@@ -137,7 +161,7 @@ def parse_provider_list(values: list[str]) -> list[ProviderSpec]:
 
 def takes_option(short: str, key: str) -> bool:
     """Whether the EP *short* may take option *key*: in its table, or the EP lists its own (checked later)."""
-    table = OPTION_KEYS.get(short)
+    table = eps.get(short).option_keys
     return table is None or key in table
 
 
@@ -147,11 +171,11 @@ def option_problem(short: str, keys: list[str]) -> str | None:
     The message names the keys and the valid ones, e.g. ``CPUExecutionProvider takes no provider options
     (ONNX Runtime ignores them): got intra_op_num_threads; use --aaco-intra-op-threads``.
     """
-    table = OPTION_KEYS.get(short)
+    ep = eps.get(short).ort_name
+    table = eps.get(short).option_keys
     bad = sorted(k for k in keys if table is not None and k not in table)
     if not bad:
         return None
-    ep = EP_NAMES.get(short, short)
     if table:
         return f"{ep} does not take option(s) {', '.join(bad)}; valid: {', '.join(sorted(table))}"
     text = f"{ep} takes no provider options (ONNX Runtime ignores them): got {', '.join(bad)}"
@@ -164,9 +188,10 @@ def check_options(specs: list[ProviderSpec] | tuple[ProviderSpec, ...], keys: li
 
     Raises :class:`ProviderError` naming the keys no requested EP takes and the valid ones.
     """
-    orphans = sorted(k for k in keys if not any(takes_option(s.short, k) for s in specs))
+    shorts = [a.short for s in specs for a in alternatives(s)]  # a fallback chain: each of its EPs
+    orphans = sorted(k for k in keys if not any(takes_option(short, k) for short in shorts))
     if orphans:
-        problems = [option_problem(s.short, orphans) for s in specs]
+        problems = [option_problem(short, orphans) for short in shorts]
         raise ProviderError("; ".join(p for p in problems if p))
 
 
@@ -197,17 +222,29 @@ def unavailable_reason(spec: ProviderSpec, available: list[str], ort_version: st
     The reason lists the available EPs, e.g.
     ``MIGraphXExecutionProvider not available (available: CPUExecutionProvider, AzureExecutionProvider)``.
     """
+    if spec.chain:
+        reasons = [ep_unavailable(a, available, ort_version) for a in alternatives(spec)]
+        if any(r is None for r in reasons):
+            return None
+        return f"none of --aaco-provider={spec.test_id} is available: " + "; ".join(r for r in reasons if r)
+    return ep_unavailable(spec, available, ort_version)
+
+
+def ep_unavailable(spec: ProviderSpec, available: list[str], ort_version: str) -> str | None:
+    """Why *spec*'s own EP (not its chain's others) cannot run on this build, or None: :func:`unavailable_reason`."""
     if spec.ep_name in available:
         return None
+    ep = spec.ep
     reason = f"{spec.ep_name} not available (available: {', '.join(available)})"
-    if spec.short not in EP_NAMES:
+    if not ep.known:
         reason += ("; no built-in EP and no registered EP library reports it (onnxruntime.get_ep_devices()):"
                    " register its library with --aaco-ep-library NAME=PATH, or request one of those offered")
-    if spec.short == "rocm" and _version_tuple(ort_version) >= ROCM_REMOVED_IN:
-        reason += (
-            f"; ROCMExecutionProvider was removed in onnxruntime 1.23 and this is {ort_version}:"
-            " use --aaco-provider=migraphx on AMD GPUs"
-        )
+    if ep.removed(_version_tuple(ort_version)) and ep.removed_in is not None:
+        removed = ".".join(map(str, ep.removed_in))
+        reason += f"; {ep.ort_name} was removed in onnxruntime {removed} and this is {ort_version}: {ep.removed_hint}"
+    off = ep.off_platform()
+    if off:
+        reason += f"; {off}"
     return reason
 
 

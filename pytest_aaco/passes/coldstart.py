@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import recorded_compile_ms
 from pytest_aaco.measure.inference import SessionError, build_session
@@ -81,9 +82,6 @@ PHASES = (("load_ms", "model load"), ("init_ms", "session initialization"))
 #: ORT profiler events (``cat: "Session"``) of each phase: the model's parsing (from a file or
 #: bytes), and ``InferenceSession::Initialize`` (onnxruntime/core/session/inference_session.cc)
 PHASE_EVENTS = {"load_ms": ("model_loading_uri", "model_loading_array"), "init_ms": ("session_initialization",)}
-#: what EPs compile while a session is created or first run: those figures include it
-COMPILES = {"migraphx": "the MIGraphX compile", "tensorrt": "the TensorRT engine build",
-            "openvino": "the OpenVINO compile"}
 
 
 @dataclass
@@ -256,8 +254,10 @@ class LocalSessions:
 
 
 def compiles_for(provider: ProviderSpec) -> str | None:
-    """What *provider*'s EP compiles inside the cold-start figures (:data:`COMPILES`), or None."""
-    return COMPILES.get(getattr(provider, "short", ""))
+    """What *provider*'s EP compiles while a session is created or first run, so inside the cold-start
+    figures (:attr:`pytest_aaco.eps.CompileCache.what`), or None."""
+    compile_cache = eps.get(getattr(provider, "short", "")).compile
+    return compile_cache.what if compile_cache else None
 
 
 def _samples(found: Sequence[FreshSample], compiles: str | None, before: tuple[float, float, float],

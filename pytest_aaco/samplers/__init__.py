@@ -10,11 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.amd import AMDGPUSampler
 from pytest_aaco.samplers.base import (
-    AMD_PROVIDERS,
-    NVIDIA_PROVIDERS,
     Sampler,
     SamplerUnavailable,
     describe_exception,
@@ -31,16 +30,18 @@ def build_samplers(provider: str, device_id: int = 0, interval_s: float = 0.1) -
     """Samplers for one execution provider (short name: ``cpu``, ``cuda``, ``tensorrt``, ``migraphx``,
     ``rocm``, ``openvino``, ``dml``).
 
-    Always :class:`SystemSampler` and :class:`ClockMonitor`; plus :class:`AMDGPUSampler` for
-    ``migraphx``/``rocm`` and :class:`NVIDIAGPUSampler` for ``cuda``/``tensorrt``, on GPU
+    Always :class:`SystemSampler` and :class:`ClockMonitor`; plus :class:`AMDGPUSampler` for the EPs whose
+    telemetry amdsmi reports (``migraphx``/``rocm``) and :class:`NVIDIAGPUSampler` for NVML's
+    (``cuda``/``tensorrt``: :attr:`pytest_aaco.eps.Ep.telemetry`), on GPU
     *device_id*. *interval_s* is the sampling period in seconds. Unknown providers get the two
     host samplers. Never raises for an unknown name.
     """
     short = (provider or "").strip().lower()
     samplers: list[Sampler] = [SystemSampler(interval_s), ClockMonitor(interval_s)]
-    if short in AMD_PROVIDERS:
+    telemetry = eps.get(short).telemetry  # the library that reports the EP's device (pytest_aaco.eps)
+    if telemetry == eps.AMD:
         samplers.append(AMDGPUSampler(device_id=device_id, interval_s=interval_s))
-    elif short in NVIDIA_PROVIDERS:
+    elif telemetry == eps.NVIDIA:
         samplers.append(NVIDIAGPUSampler(device_id=device_id, interval_s=interval_s))
     return samplers
 
@@ -135,10 +136,8 @@ class TelemetrySession:
 
 __all__ = [
     "AMDGPUSampler",
-    "AMD_PROVIDERS",
     "ClockMonitor",
     "NVIDIAGPUSampler",
-    "NVIDIA_PROVIDERS",
     "Sampler",
     "SamplerUnavailable",
     "SystemSampler",

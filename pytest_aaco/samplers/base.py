@@ -20,10 +20,6 @@ from typing import Any, SupportsFloat, TypeGuard
 #: consecutive failed reads after which a sampler gives up for the rest of the phase
 MAX_CONSECUTIVE_FAILURES = 3
 
-#: short EP names whose telemetry comes from amdsmi and from NVML
-AMD_PROVIDERS = frozenset({"migraphx", "rocm"})
-NVIDIA_PROVIDERS = frozenset({"cuda", "tensorrt"})
-
 
 class SamplerUnavailable(RuntimeError):
     """Raised by :meth:`Sampler.setup` when the data source is missing; its message becomes

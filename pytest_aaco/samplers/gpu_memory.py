@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.amd import import_amdsmi
 from pytest_aaco.samplers.nvidia import import_pynvml
@@ -98,8 +99,14 @@ def _amd_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
         amdsmi.amdsmi_shut_down()
 
 
-#: EP short name -> reader of (this process's MB, device-wide used MB)
-READERS = {"cuda": _nvidia_read, "tensorrt": _nvidia_read, "migraphx": _amd_read, "rocm": _amd_read}
+#: telemetry source (:attr:`pytest_aaco.eps.Ep.telemetry`) -> reader of (this process's MB, device-wide used MB)
+READERS = {eps.NVIDIA: _nvidia_read, eps.AMD: _amd_read}
+
+
+def reader_for(provider_short: str) -> Any:
+    """The device-memory reader of EP *provider_short* (:data:`READERS`), or None where nothing reads it."""
+    telemetry = eps.get(provider_short).telemetry
+    return READERS.get(telemetry) if telemetry else None
 
 
 @dataclass
@@ -120,7 +127,7 @@ class DeviceMemoryProbe:
     _before: tuple[float | None, float | None] | None = None
 
     def _read(self) -> tuple[float | None, float | None]:
-        reader = self.reader or READERS.get(self.provider_short)
+        reader = self.reader or reader_for(self.provider_short)
         if reader is None:
             return None, None
         try:

@@ -14,11 +14,11 @@ import warnings
 from collections.abc import Mapping
 from functools import lru_cache
 
+from pytest_aaco import eps
 from pytest_aaco.samplers.amd import amd_physical_gpu, import_amdsmi
-from pytest_aaco.samplers.base import AMD_PROVIDERS, NVIDIA_PROVIDERS, describe_exception
+from pytest_aaco.samplers.base import describe_exception
 from pytest_aaco.samplers.nvidia import import_pynvml, nvidia_physical_gpu
 from pytest_aaco.samplers.visibility import (
-    AMD,
     NVIDIA,
     DriRoots,
     GpuMappingError,
@@ -35,12 +35,9 @@ _WARNED: set[str] = set()
 
 
 def vendor_of(provider_short: str) -> str | None:
-    """``"nvidia"`` for ``cuda``/``tensorrt``, ``"amd"`` for ``migraphx``/``rocm``, else None."""
-    if provider_short in NVIDIA_PROVIDERS:
-        return NVIDIA
-    if provider_short in AMD_PROVIDERS:
-        return AMD
-    return None
+    """``"nvidia"`` for ``cuda``/``tensorrt``, ``"amd"`` for ``migraphx``/``rocm`` (the GPU vendor whose library
+    maps the EP's device: :attr:`pytest_aaco.eps.Ep.telemetry`), else None."""
+    return eps.get(provider_short).telemetry  # eps.NVIDIA / eps.AMD are visibility's NVIDIA / AMD
 
 
 def physical_gpu(provider_short: str, device_id: int) -> PhysicalGpu | None:

@@ -74,7 +74,7 @@ from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.records import Outcome, SideBySideSummary, Verdict
-from pytest_aaco.samplers.gpu_memory import READERS, DeviceMemoryProbe
+from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, SignedRank, paired_t, signed_rank
@@ -196,7 +196,7 @@ class OwnMemory:
     DeviceMemoryProbe` figure, else the RSS growth (``"rss"``)."""
 
     def __init__(self, provider: ProviderSpec, device_id: int) -> None:
-        self.probe = DeviceMemoryProbe(provider.short, device_id) if provider.short in READERS else None
+        self.probe = DeviceMemoryProbe(provider.short, device_id) if reader_for(provider.short) else None
         self.rss_before = 0.0
 
     def start(self) -> None:

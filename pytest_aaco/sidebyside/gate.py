@@ -25,10 +25,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_aaco import eps
 from pytest_aaco.history.environment import rocm_version
 from pytest_aaco.history.judge import finish
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import CHILD_TRACED_PROVIDERS, DEVICE_RUNS, tracer_for
+from pytest_aaco.measure.device_time import DEVICE_RUNS, tracer_for
 from pytest_aaco.measure.graph import GraphChoice, with_graph
 from pytest_aaco.measure.inference import MIN_WARMUP_S, MeasureSettings, SessionError, SessionHandle
 from pytest_aaco.measure.inputs import batch_size
@@ -240,7 +241,7 @@ class SideBySideGate:
         assert side.spec is not None and side.model_file is not None  # CHANGED sides carry both
         provider = provider_for(spec)
         tracer, no_tracer = tracer_for(provider.short, item.device_time)
-        if self.python and (tracer is not None or (no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS
+        if self.python and (tracer is not None or (no_tracer is None and provider.ep.tracer == eps.ROCPROFV3
                                                    and item.device_time != "off")):
             tracer, no_tracer = None, "device time: the baseline side runs in another interpreter, which has no tracer"
         entries = self.settings.session_config()
@@ -266,7 +267,7 @@ class SideBySideGate:
                 result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
         if tracer is not None and result.measurement.device is None and result.measurement.device_note:
             no_tracer = f"device time: {result.measurement.device_note}"  # the tracer refused on this GPU
-        if tracer is None and no_tracer is None and provider.short in CHILD_TRACED_PROVIDERS and not self.python:
+        if tracer is None and no_tracer is None and provider.ep.tracer == eps.ROCPROFV3 and not self.python:
             no_tracer = self._child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
                                                 alpha, device, lock, label=label)
         verdict = to_verdict(result, label, gate)

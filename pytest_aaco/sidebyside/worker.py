@@ -80,8 +80,6 @@ from typing import Any  # noqa: E402
 PROTOCOL = 2
 #: every reply line starts with this, so lines printed by anything else are recognised and skipped
 MARKER = "@aaco-side-worker "
-#: the EPs whose device memory ``nvidia-smi`` reports
-NVIDIA_EPS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 
 
 class RequestError(Exception):
@@ -139,6 +137,7 @@ class Worker:
         self.probe: Any = None  # migraphx_probe.py, loaded for the first MIGraphX session
         self.session: Any = None
         self.run: Any = None
+        self.smi = False  # the session runs on an NVIDIA EP: nvidia-smi reports its memory
 
     def handle(self, request: dict[str, Any]) -> dict[str, object]:
         op = request.get("op")
@@ -218,6 +217,9 @@ class Worker:
         except Exception as exc:
             raise RequestError("session", f"binding the inputs failed: {exc}") from exc
         self.session, self.run = session, run
+        # the client names the EP's telemetry source (pytest_aaco.eps; this file imports nothing of the package):
+        # nvidia-smi reports the memory of a session that runs on an NVIDIA EP
+        self.smi = request.get("telemetry") == "nvidia" and providers[0][0] in session.get_providers()
         after = status_mb("VmRSS")
         return {"create_ms": create_ms, "providers": list(session.get_providers()),
                 "provider_options": session.get_provider_options(), "printed": printed.getvalue()[-4000:],
@@ -259,7 +261,7 @@ class Worker:
 
     def memory(self) -> dict[str, object]:
         gpu_mb, source = None, "no session on an NVIDIA EP"
-        if self.session is not None and any(ep in self.session.get_providers() for ep in NVIDIA_EPS):
+        if self.session is not None and self.smi:
             gpu_mb, source = smi_process_mb(os.getpid())
         return {"rss_mb": status_mb("VmRSS"), "peak_rss_mb": status_mb("VmHWM"), "gpu_mb": gpu_mb,
                 "gpu_source": source}

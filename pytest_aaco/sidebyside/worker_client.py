@@ -42,7 +42,6 @@ import numpy as np
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import CacheUse, CompileCacheError, CompileHold, recorded_compile_ms
 from pytest_aaco.measure.inference import (
-    ORT_DEVICE,
     SessionError,
     creation_failure,
     creation_problem,
@@ -385,9 +384,9 @@ class WorkerSide:
                                             for p in session_providers(provider, options)],
                                  intra_op_num_threads=int(intra_op_threads),
                                  config_entries={str(k): str(v) for k, v in (config_entries or {}).items()},
-                                 feeds=files, iobinding=mode, device=ORT_DEVICE.get(provider.short, "cpu"),
-                                 device_id=int(device_id), log_severity_level=ort_log_level(), migraphx=migraphx,
-                                 failure=failure)
+                                 feeds=files, iobinding=mode, device=provider.ep.ort_device,
+                                 telemetry=provider.ep.telemetry, device_id=int(device_id),
+                                 log_severity_level=ort_log_level(), migraphx=migraphx, failure=failure)
 
     def warmup(self, iterations: int) -> tuple[float, np.ndarray]:
         """As :func:`pytest_aaco.measure.inference.warmup`, in the worker: first run (ms) and the warmup

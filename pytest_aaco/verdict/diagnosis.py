@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.samplers.clocks import FIX_AMD_PERF_LEVEL, FIX_CPU_GOVERNOR
 from pytest_aaco.samplers.nvidia import POWER_REASONS, THERMAL_REASONS
@@ -81,34 +82,9 @@ _LAUNCH_END = ("batch more work per run, and let ORT fuse operators "
 _COMPUTE = ("The GPU is busy almost all the time, so speed-ups must come from the kernels: lower "
             "precision (FP16/INT8), ")
 
-#: (category, EP short name) -> what to try, where the EP changes the advice; the EP's own
-#: remedies only (a CPU run is never told about TensorRT or MIGraphX)
-_BY_PROVIDER: dict[tuple[str, str], str] = {
-    ("frequency_scaling", "cpu"): f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}.",
-    ("frequency_scaling", "cuda"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
-                                    f"{_NVIDIA_CLOCKS}."),
-    ("frequency_scaling", "tensorrt"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
-                                        f"{_NVIDIA_CLOCKS}."),
-    ("frequency_scaling", "rocm"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
-                                    f"{FIX_AMD_PERF_LEVEL}."),
-    ("frequency_scaling", "migraphx"): (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; "
-                                        f"{FIX_AMD_PERF_LEVEL}."),
-    ("warmup_instability", "tensorrt"): (_WARMUP + "(TensorRT engine and timing caches: trt_engine_cache_enable, "
-                                         f"trt_timing_cache_enable; {_ORT_FILE})."),
-    ("warmup_instability", "migraphx"): (_WARMUP + "(MIGraphX compiled-model cache: migraphx_save_compiled_model "
-                                         f"and migraphx_load_compiled_model; {_ORT_FILE})."),
-    ("launch_bound", "cuda"): _LAUNCH + "enable CUDA graphs (enable_cuda_graph), " + _LAUNCH_END,
-    ("launch_bound", "tensorrt"): _LAUNCH + "enable CUDA graphs (trt_cuda_graph_enable), " + _LAUNCH_END,
-    ("launch_bound", "rocm"): _LAUNCH + "enable HIP graphs (enable_hip_graph), " + _LAUNCH_END,
-    ("launch_bound", "migraphx"): _LAUNCH + _LAUNCH_END,
-    ("compute_bound", "cuda"): _COMPUTE + "the TensorRT EP, or a smaller model.",
-    ("compute_bound", "tensorrt"): _COMPUTE + "TensorRT FP16/INT8 (trt_fp16_enable, trt_int8_enable), "
-                                              "or a smaller model.",
-    ("compute_bound", "rocm"): _COMPUTE + "the MIGraphX EP, or a smaller model.",
-    ("compute_bound", "migraphx"): _COMPUTE + "MIGraphX FP16/INT8 (migraphx_fp16_enable, migraphx_int8_enable), "
-                                              "or a smaller model.",
-}
-#: advice for an EP with no entry in :data:`_BY_PROVIDER` (cpu, openvino, dml ...): EP-neutral
+#: how to pin a GPU's clocks, by the library that reports it (:attr:`pytest_aaco.eps.Ep.telemetry`)
+_DEVICE_CLOCKS = {eps.NVIDIA: _NVIDIA_CLOCKS, eps.AMD: FIX_AMD_PERF_LEVEL}
+#: advice for an EP whose record names no remedy of its own (cpu, openvino, dml ...): EP-neutral
 _NEUTRAL = {
     "frequency_scaling": (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}, "
                           "and lock the device's clocks."),
@@ -118,13 +94,26 @@ _NEUTRAL = {
 }
 
 
-def _provider_short(provider: str | None) -> str | None:
-    """``cuda`` from ``cuda``, ``CUDAExecutionProvider`` or ``CUDA``; None for None or ''."""
-    if not provider:
+def _for_ep(category: str, ep: eps.Ep) -> str | None:
+    """The advice for *category* on *ep*, built from its record's remedies (:attr:`pytest_aaco.eps.Ep.advice`,
+    its telemetry for the clocks): only that EP's own options, so a CPU run is never told about TensorRT or
+    MIGraphX. None where the EP changes nothing."""
+    own = ep.advice.get(category)
+    if category == "frequency_scaling":
+        clocks = _DEVICE_CLOCKS.get(ep.telemetry or "")
+        if clocks or ep.host_only:
+            pin = FIX_CPU_GOVERNOR + (f"; {clocks}" if clocks else "")
+            return f"Clocks changed during the measurement. Pin them: {pin}."
         return None
-    name = provider.strip().lower()
-    name = name.removesuffix("executionprovider")
-    return {"trt": "tensorrt"}.get(name, name)
+    if own is None:
+        return None
+    if category == "warmup_instability":
+        return _WARMUP + f"({own}; {_ORT_FILE})."
+    if category == "launch_bound":
+        return _LAUNCH + own + ", " + _LAUNCH_END
+    if category == "compute_bound":
+        return _COMPUTE + own + ", or a smaller model."
+    return None
 
 
 def recommendation(category: str, provider: str | None = None) -> str:
@@ -133,10 +122,11 @@ def recommendation(category: str, provider: str | None = None) -> str:
     Names only the remedies of that EP: a CPU run hears nothing of TensorRT engine caches or
     MIGraphX compiled models. Without a provider, the advice of :data:`RECOMMENDATIONS`.
     """
-    short = _provider_short(provider)
-    if short is None:
+    if not provider or not provider.strip():
         return RECOMMENDATIONS[category]
-    return _BY_PROVIDER.get((category, short), _NEUTRAL.get(category, RECOMMENDATIONS[category]))
+    ep = eps.lookup(provider) or eps.lookup(provider.strip() + "ExecutionProvider")
+    found = _for_ep(category, ep) if ep is not None else None
+    return found or _NEUTRAL.get(category, RECOMMENDATIONS[category])
 
 
 @dataclass
