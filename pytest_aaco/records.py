@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 #: name under which the session object is registered with pytest's plugin manager
 PLUGIN_NAME = "aaco-plugin"
 
+#: the metrics a verdict judges, as :attr:`Verdict.failed_metrics` names them (``latency`` is wall time)
+LATENCY, DEVICE_TIME, P99, MEMORY, COLD_START = "latency", "device time", "p99", "memory", "cold start"
+
 
 class Outcome(str, Enum):
     """Outcome words. The first ten are the gate's verdicts (``unchanged`` and ``new``: side by side,
@@ -310,6 +313,76 @@ class Verdict:
     def change_pct(self) -> float | None:
         return None if self.ratio is None else (self.ratio - 1) * 100
 
+    # ------------------------------------------------------------ the one "which metrics failed" rule
+
+    @property
+    def wall_outcome(self) -> Outcome:
+        """Wall time's own outcome: the side-by-side summary's, else the stored device-time record's
+        ``wall_outcome``, else :attr:`outcome`. A wall-time regression the verdict no longer stands by
+        (withheld for contention, not confirmed, in an older record) reads as the verdict's outcome."""
+        found: object = None
+        if self.side_by_side is not None:
+            found = self.side_by_side.outcome
+        elif isinstance(self.device_time, dict):
+            found = self.device_time.get("wall_outcome")
+        wall = Outcome.parse(found, self.outcome) if found else self.outcome
+        return self.outcome if wall == Outcome.REGRESSION and self.outcome != Outcome.REGRESSION else wall
+
+    @property
+    def device_outcome(self) -> Outcome | None:
+        """Device time's outcome (stored or side by side), None when device time was not compared;
+        a device-time regression the verdict does not stand by reads as the verdict's outcome."""
+        dev = self.device
+        if dev is None:
+            return None
+        found = Outcome.parse(dev.get("outcome"), Outcome.INCONCLUSIVE)
+        return self.outcome if found == Outcome.REGRESSION and self.outcome != Outcome.REGRESSION else found
+
+    @property
+    def regressions(self) -> list[str]:
+        """The metrics with a regression, in the order the failure names them: :data:`LATENCY` (wall
+        time), :data:`DEVICE_TIME`, :data:`P99`, :data:`MEMORY`. Read by :attr:`failed_metrics` and by
+        the confirmation and contention rules (:mod:`pytest_aaco.history.judge`)."""
+        found = []
+        if self.wall_outcome == Outcome.REGRESSION:
+            found.append(LATENCY)
+        if self.device_outcome == Outcome.REGRESSION:
+            found.append(DEVICE_TIME)
+        if self.outcome == Outcome.REGRESSION and not found:  # a record that names neither (older bundles)
+            found.append(LATENCY)
+        if self.p99_regressed:
+            found.append(P99)
+        if self.memory:
+            found.append(MEMORY)
+        return found
+
+    @property
+    def failed_metrics(self) -> list[str]:
+        """The one rule for which metrics failed the item (the message, the headline, every table and
+        writer, the summary count and :attr:`ItemRecord.fails` read it): :attr:`regressions`, and
+        :data:`LATENCY` for an inconclusive or improved wall time that fails by the user's choice
+        (``--aaco-strict-inconclusive``, ``--aaco-fail-on-improvement``). Empty for a verdict that
+        does not fail, or fails as an error (an unreadable baseline)."""
+        if not self.fails or self.outcome == Outcome.ERROR:
+            return []
+        found = self.regressions
+        if not found and self.outcome in (Outcome.INCONCLUSIVE, Outcome.IMPROVEMENT):
+            found.append(LATENCY)
+        return found
+
+    @property
+    def decided_by(self) -> str | None:
+        """:data:`DEVICE_TIME` when device time decided the outcome word and wall time did not (wall
+        time inconclusive: ``no regression (device time)``; a regression of device time alone), else None."""
+        dev = self.device_outcome
+        if dev is None or dev != self.outcome or self.wall_outcome == self.outcome:
+            return None
+        return DEVICE_TIME
+
+    def metric_word(self, metric: str) -> str:
+        """How reports name *metric*: :data:`LATENCY` is ``wall time`` beside device time, else ``latency``."""
+        return "wall time" if metric == LATENCY and self.device is not None else metric
+
     @property
     def p99_regressed(self) -> bool:
         return self.p99 is not None and bool(self.p99.regression)
@@ -419,19 +492,25 @@ class ItemRecord:
         return Outcome.REGRESSION if self.cold_start_fails else self.verdict.outcome
 
     @property
+    def failed_metrics(self) -> list[str]:
+        """The metrics that failed the item: :attr:`Verdict.failed_metrics`, then :data:`COLD_START`
+        when its cold-start verdict fails. Empty for an item that did not fail on a metric."""
+        found = self.verdict.failed_metrics if self.verdict is not None else []
+        return found + [COLD_START] if self.cold_start_fails else found
+
+    @property
     def fails(self) -> bool:
-        """The item failed: pytest's outcome is ``failed`` (a provider error, a failing verdict), or its
-        verdict or cold-start verdict fails. Gathers the decisions stored in the records, each made
-        by the one rule, :func:`pytest_aaco.verdict.outcome.fails`."""
-        return (self.outcome == Outcome.FAILED or (self.verdict is not None and self.verdict.fails)
-                or self.cold_start_fails)
+        """The item failed: pytest's outcome is ``failed`` (a provider error, a failing verdict), a
+        metric failed (:attr:`failed_metrics`), or its verdict fails as an error. Gathers the decisions
+        stored in the records, each made by the one rule, :func:`pytest_aaco.verdict.outcome.fails`."""
+        return (self.outcome == Outcome.FAILED or bool(self.failed_metrics)
+                or (self.verdict is not None and self.verdict.fails))
 
     @property
     def is_regression(self) -> bool:
-        """A latency, p99, memory or cold-start regression (not a provider error or a strict inconclusive)."""
-        v = self.verdict
-        return self.cold_start_fails or (
-            v is not None and (v.outcome == Outcome.REGRESSION or bool(v.memory) or v.p99_regressed))
+        """A wall-time, device-time, p99, memory or cold-start regression (not a provider error or a
+        strict inconclusive): :attr:`Verdict.regressions` or a failing cold start."""
+        return self.cold_start_fails or (self.verdict is not None and bool(self.verdict.regressions))
 
     @property
     def is_warning(self) -> bool:

@@ -13,7 +13,6 @@ from pytest_aaco.records import ItemRecord, Outcome, P99Comparison, SideBySideSu
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import (
     change_text,
-    failed_metrics,
     headline,
     junit_names,
     measured_summary,
@@ -119,7 +118,7 @@ def test_a_cold_start_failure_is_named_first_though_latency_was_inconclusive():
                                     "session_create_ms": {"outcome": "no-regression", "ratio": 1.01}}}}
     record = _record(v, cold_start=cold)
     record.outcome = Outcome.FAILED
-    assert failed_metrics(record) == ["cold start"]
+    assert record.failed_metrics == ["cold start"]
     assert headline(record) == "+73% first run COLD START REGRESSION mlp[cpu] (paired vs origin/main)"
     assert verdict_cell(record) == "regression (cold start)"
 

@@ -27,7 +27,6 @@ from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.terminal import num
 from pytest_aaco.reports.wording import (
     change_text,
-    failed_metrics,
     failure_text,
     headline,
     measured_summary,
@@ -80,9 +79,9 @@ def md_code(text: object) -> str:
 def _title(record: ItemRecord) -> str:
     outcome = record.effective_outcome
     verdict = record.verdict
-    metrics = failed_metrics(record)
+    metrics = record.failed_metrics
     if metrics and outcome == Outcome.REGRESSION:
-        head = f"{' and '.join(metrics)} regression"
+        head = f"{' and '.join(verdict.metric_word(m) if verdict is not None else m for m in metrics)} regression"
     elif outcome == Outcome.REGRESSION:
         head = "performance regression"
     elif verdict is not None and verdict.memory:

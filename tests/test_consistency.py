@@ -1,0 +1,111 @@
+"""Every figure a person reads agrees with the others: one rule for which metrics failed
+(:attr:`pytest_aaco.records.Verdict.failed_metrics`) read by the message, the headline (pytest's short
+summary), the terminal table, the HTML, JUnit and the GitHub summary; device time decides the outcome
+word when wall time is inconclusive.
+
+Stored verdicts come from :func:`pytest_aaco.history.judge.judge_history` on synthetic results (the
+statistics are the gate's own); side-by-side ones from :func:`pytest_aaco.sidebyside.cycles.to_verdict`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from pytest_aaco.history.fingerprint import build_fingerprint
+from pytest_aaco.history.judge import confirm, judge_history
+from pytest_aaco.history.store import Baseline, run_record
+from pytest_aaco.measure.device_time import DeviceBlock, DeviceSeries
+from pytest_aaco.options import GateSettings
+from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.reports import terminal
+from pytest_aaco.reports.wording import headline, verdict_cell
+
+FP = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cuda",
+                       ep_name="CUDAExecutionProvider", provider_options={}, iobinding="none", intra_op_threads=0)
+#: wall-time run means that differ by up to 15% from run to run (a GPU VM's launch-bound wall time)
+WALL_LEVELS = [2.0, 2.3, 1.8, 2.2, 1.9]
+#: device time steady to 0.2% between runs (kernel time per run, ms)
+DEVICE_LEVELS = [0.818, 0.8195, 0.8172, 0.8188, 0.8166]
+
+
+def _device(ms: float, seed: int, extra: int = 0, blocks: int = 10) -> DeviceSeries:
+    rng = np.random.default_rng(seed)
+    names = Counter({"conv": 2000, "relu": 190, **({"conv3x3": extra * 10} if extra else {})})
+    return DeviceSeries("fake", tuple(DeviceBlock(10, float(ms * np.exp(rng.normal(0, 0.001))), ms * 0.9,
+                                                  219.0 + extra, names) for _ in range(blocks)), 0.3, 3.0)
+
+
+def _baseline(tmp_path: Path, result_factory) -> Baseline:
+    history = []
+    for seed, (wall, dev) in enumerate(zip(WALL_LEVELS, DEVICE_LEVELS, strict=True)):
+        result = result_factory([wall] * 10, seed=seed)
+        result.device = _device(dev, seed)
+        history.append(run_record(result))
+    return Baseline(tmp_path / "b.json", "t::x", FP.fields, FP.id, history)
+
+
+def _stored(tmp_path: Path, result_factory, device_ms: float, extra: int = 0, seed: int = 9) -> Verdict:
+    current = result_factory([2.04] * 10, seed=seed)
+    current.device = _device(device_ms, seed, extra)
+    return judge_history(current, _baseline(tmp_path, result_factory), FP, GateSettings(), 0.05, "vgg19[cuda]")
+
+
+def _record(v: Verdict) -> ItemRecord:
+    return ItemRecord("tests/perf/test_models.py::test_latency[vgg19-cuda]", "vgg19", "cuda", "vgg19[cuda]",
+                      verdict=v, outcome=Outcome.FAILED if v.fails else Outcome.PASSED)
+
+
+# ---------------------------------------------------------------- 1. one "which metrics failed" rule
+
+
+def test_a_stored_device_time_failure_is_headlined_and_tabled_as_device_time(tmp_path, result_factory):
+    """Before: ``Failed: -2.1% adjusted LATENCY REGRESSION ...`` and ``regression (confirmed)``."""
+    v = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    assert v.wall_outcome == Outcome.INCONCLUSIVE and v.device_outcome == Outcome.REGRESSION
+    assert v.outcome == Outcome.REGRESSION and v.fails and v.failed_metrics == ["device time"]
+    record = _record(v)
+    assert headline(record).startswith("+7.3% raw DEVICE TIME REGRESSION vgg19[cuda] (vs baseline)"), headline(record)
+    assert "LATENCY" not in headline(record)
+    assert verdict_cell(record) == "regression (device time)"
+    assert v.message.startswith("REGRESSION vgg19[cuda]: device time +7.3% [")
+    # a fresh session confirms it: the table says so, as side by side does
+    second = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8, seed=10)
+    confirmed = confirm(v, second, GateSettings())
+    assert confirmed.confirmed and confirmed.failed_metrics == ["device time"]
+    assert verdict_cell(_record(confirmed)) == "regression (device time; confirmed)"
+    assert "regression (device time; confirmed)" in terminal.format_table([_record(confirmed)])[2]
+
+
+def test_one_rule_names_the_failed_metrics_for_every_reader(tmp_path, result_factory):
+    v = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    record = _record(v)
+    assert record.failed_metrics == v.failed_metrics == ["device time"]
+    assert record.fails and record.is_regression
+    # a verdict that does not fail names nothing, whatever its figures
+    unchanged = _record(_stored(tmp_path, result_factory, 0.818))
+    assert unchanged.failed_metrics == [] and not unchanged.fails
+
+
+# ---------------------------------------------------------------- 2. device time decides the word
+
+
+def test_an_unchanged_gpu_item_reads_no_regression_by_device_time(tmp_path, result_factory):
+    """Before: ``inconclusive`` (wall time decided the word though device time's CI was ±0.5%)."""
+    v = _stored(tmp_path, result_factory, 0.818)
+    assert v.wall_outcome == Outcome.INCONCLUSIVE and v.device_outcome == Outcome.NO_REGRESSION
+    assert v.outcome == Outcome.NO_REGRESSION and not v.fails and v.decided_by == "device time"
+    assert v.message.startswith("no regression vgg19[cuda]: device time "), v.message
+    assert "wall time " in v.message and "(inconclusive)" in v.message
+    assert verdict_cell(_record(v)) == "no-regression (device time)"
+    # --aaco-strict-inconclusive does not fail it: the word is device time's
+    assert not judge_history(*_args(tmp_path, result_factory), GateSettings(strict_inconclusive=True), 0.05,
+                             "vgg19[cuda]").fails
+
+
+def _args(tmp_path: Path, result_factory):
+    current = result_factory([2.04] * 10, seed=9)
+    current.device = _device(0.818, 9)
+    return current, _baseline(tmp_path, result_factory), FP
