@@ -484,6 +484,14 @@ class ItemRecord:
         return bool(self.cold_start_verdict.get("fails"))
 
     @property
+    def cold_start_withheld(self) -> bool:
+        """The cold-start verdict withheld a regression (measured under CPU contention, stored gate only)."""
+        verdict = self.cold_start_verdict
+        figures = (verdict.get("metrics") or {}).values()
+        return any(isinstance(f, dict) and f.get("withheld") for f in figures) or (
+            "CPU contention" in str(verdict.get("message") or "") and verdict.get("outcome") == Outcome.INCONCLUSIVE)
+
+    @property
     def effective_outcome(self) -> Outcome:
         """The verdict's outcome when the item was judged (``regression`` when only its cold start
         regressed), else pytest's outcome of the item."""
@@ -523,7 +531,8 @@ class ItemRecord:
         """Whether summaries print the verdict's message: anything a person may act on (failed,
         regression, improvement, inconclusive, not gated, unstable)."""
         v = self.verdict
-        return self.cold_start_fails or v is not None and (v.fails or bool(v.unstable) or v.outcome in (
+        return self.cold_start_fails or self.cold_start_withheld or v is not None and (
+            v.fails or bool(v.unstable) or v.outcome in (
             Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE, Outcome.MISMATCH))
 
     @property
@@ -534,10 +543,11 @@ class ItemRecord:
         return self.error or str(self.outcome)
 
     def insight_lines(self) -> list[str]:
-        """For a failing item: the cold-start regression, and the operator types that grew against
-        the baseline's profile (``operators: Conv +31% ...``) when the item was profiled."""
+        """For a failing item: the cold-start regression (or one withheld for contention), and the
+        operator types that grew against the baseline's profile (``operators: Conv +31% ...``) when
+        the item was profiled."""
         lines = []
-        if self.cold_start_fails:
+        if self.cold_start_fails or self.cold_start_withheld:  # a withheld regression is said, not hidden
             lines.append(str(self.cold_start_verdict.get("message")))
         comparison = (self.profile or {}).get("comparison") or {}
         if self.fails and comparison.get("message"):

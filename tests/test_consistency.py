@@ -109,3 +109,54 @@ def _args(tmp_path: Path, result_factory):
     current = result_factory([2.04] * 10, seed=9)
     current.device = _device(0.818, 9)
     return current, _baseline(tmp_path, result_factory), FP
+
+
+# ---------------------------------------------------------------- 5. what is withheld is said, and counted
+
+
+def _cold_record(verdict: dict) -> ItemRecord:
+    v = Verdict(Outcome.NO_REGRESSION, "vgg19[cuda]", 0.05, message="no regression vgg19[cuda]: ...")
+    record = ItemRecord("t.py::test_latency[vgg19-cuda]", "vgg19", "cuda", "vgg19[cuda]", verdict=v,
+                        cold_start={"verdict": verdict})
+    record.outcome = Outcome.FAILED if record.fails else Outcome.PASSED
+    return record
+
+
+def test_a_withheld_cold_start_is_said_in_the_terminal_and_no_table_calls_it_a_regression():
+    """Before: a cold start withheld for contention printed nothing, and its figures read "regression"."""
+    from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
+
+    history = [ColdStart([100.0, 101.0, 99.0], [20.0, 20.5, 19.8]) for _ in range(4)]
+    busy = ColdStart([200.0, 202.0, 198.0], [20.0, 20.1, 19.9])
+    busy.others_cores = 1.63
+    withheld = cold_start_verdict(busy, history, "vgg19[cuda]", max_contention=1.0)
+    record = _cold_record(withheld.to_dict())
+    assert not record.fails and record.cold_start_withheld and record.worth_a_line
+    assert record.failed_metrics == [] and not record.is_regression
+    assert verdict_cell(record) == "no-regression (withheld: CPU contention)"
+    lines = "\n".join(terminal.detail_lines([record]))
+    assert "other processes kept 1.63 cores busy" in lines
+    quiet = "\n".join(terminal.summary_lines([record], _context(), verbosity=-1))
+    assert "other processes kept 1.63 cores busy" in quiet
+
+
+def test_the_summary_count_counts_a_cold_start_regression():
+    """Before: an item failed on cold start while the summary said ``0 regression(s)``."""
+    from pytest_aaco.passes.coldstart import ColdStart, side_by_side_verdict
+
+    base = ColdStart([62.0, 63.0, 61.0, 62.5, 62.0], [20.0] * 5)
+    cand = ColdStart([729.0, 731.0, 725.0, 735.0, 728.0], [20.0] * 5)
+    cand.others_cores = 1.63  # paired: the same load on both sides, never withheld
+    record = _cold_record(side_by_side_verdict(base, cand, "vgg19[cuda]", "HEAD~1").to_dict())
+    assert record.fails and record.failed_metrics == ["cold start"] and record.is_regression
+    context = _context({"alpha": 0.05, "m": 1, "tests": 1, "discoveries": 0, "method": "LOND"})
+    assert "1 gated, 1 regression(s)" in "\n".join(terminal.summary_lines([record], context))
+    from pytest_aaco.reports.github import job_summary
+    assert "1 gated, 1 regression(s)." in job_summary([record], context.summary)
+
+
+def _context(fdr: dict | None = None):
+    from pytest_aaco.records import SessionSummary
+    from pytest_aaco.reports import ReportContext
+
+    return ReportContext(summary=SessionSummary(1, {}, fdr))

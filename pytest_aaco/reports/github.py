@@ -159,13 +159,16 @@ def machine_fingerprint(records: Sequence[ItemRecord]) -> JSONDict:
     return dict(sorted(common.items()))
 
 
-def fdr_sentence(summary: SessionSummary) -> str | None:
-    """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND."""
+def fdr_sentence(summary: SessionSummary, regressions: int | None = None) -> str | None:
+    """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND.
+    *regressions*: the items that regressed on any metric, as the terminal counts them
+    (:func:`pytest_aaco.reports.terminal.lond_line`); without it, LOND's discoveries."""
     fdr = summary.fdr_control or {}
     if not fdr.get("method"):
         return None
+    count = fdr.get("discoveries") if regressions is None else regressions
     return (f"{fdr['method']} at FDR {fdr.get('alpha')} over {fdr.get('m')} items; {fdr.get('tests')} gated,"
-            f" {fdr.get('discoveries')} regression(s).")
+            f" {count} regression(s).")
 
 
 def compare_sentence(records: Sequence[ItemRecord]) -> str | None:
@@ -201,7 +204,7 @@ def job_summary(records: Sequence[ItemRecord], summary: SessionSummary) -> str:
         lines += [f"- **{md_text(r.label)}**: {md_text(r.explanation())}" for r in warned]
         lines.append("")
     lines += ["### Results", ""] + table(records) + [""]
-    sentence = fdr_sentence(summary)
+    sentence = fdr_sentence(summary, sum(r.is_regression for r in records))
     if sentence:
         lines += [f"False-alarm control: {md_text(sentence)}", ""]
     machine = machine_fingerprint(records)

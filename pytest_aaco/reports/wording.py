@@ -74,7 +74,7 @@ def verdict_cell(record: ItemRecord) -> str:
         extras.append(", ".join(v.metric_word(m) if v is not None else m for m in metrics))
     if v is not None and v.confirmed and outcome == Outcome.REGRESSION:
         extras.append("confirmed")
-    if v is not None and v.contention is not None:
+    if (v is not None and v.contention is not None) or record.cold_start_withheld:
         extras.append("withheld: CPU contention")
     if v is not None and v.unstable:
         extras.append("unstable")
