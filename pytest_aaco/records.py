@@ -292,6 +292,11 @@ class Verdict:
     #: ``busy_ms``, ``kernels`` ({``baseline``, ``candidate``}), ``kernels_added``/``kernels_removed``;
     #: None where the item was not traced (then absent from :meth:`to_dict`, as in files written before it)
     device_time: dict[str, Any] | None = None
+    #: geometric means (ms) of the raw round means whose ratio is :attr:`raw_ratio`: this run's, and
+    #: ``current_geomean_ms / raw_ratio`` for the baseline; None in records written before them (then
+    #: absent from :meth:`to_dict`)
+    current_geomean_ms: float | None = None
+    baseline_geomean_ms: float | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -405,8 +410,9 @@ class Verdict:
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
-        if data["device_time"] is None:
-            del data["device_time"]
+        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms"):
+            if data[name] is None:  # absent, as in files written before them
+                del data[name]
         return data
 
     @classmethod

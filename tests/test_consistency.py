@@ -160,3 +160,32 @@ def _context(fdr: dict | None = None):
     from pytest_aaco.reports import ReportContext
 
     return ReportContext(summary=SessionSummary(1, {}, fdr))
+
+
+# ---------------------------------------------------------------- 3. every per cent beside the means it is the ratio of
+
+
+def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_path, result_factory):
+    """Before: ``raw +13.0%; mean 41.91 ms vs 40.04 ms`` (those means give +4.7%)."""
+    import re
+
+    from pytest_aaco.reports.junit import properties
+    from tests.test_output import agrees
+
+    baseline = _baseline(tmp_path, result_factory)
+    current = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
+    v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
+    found = re.search(r"latency ([+-][\d.]+%) raw \(95% CI [^)]*\); geometric mean ([\d.]+) ms vs ([\d.]+) ms;"
+                      r" mean ([\d.]+) ms vs ([\d.]+) ms \(([+-][\d.]+%)\)", v.message)
+    assert found, v.message
+    pct, geo_now, geo_then, now, then, mean_pct = found.groups()
+    assert agrees(pct, geo_now, geo_then) and agrees(mean_pct, now, then)
+    assert pct != mean_pct  # skewed rounds: the two ratios differ, each printed beside its own means
+    props = dict(properties(_record(v)))
+    assert float(props["aaco_raw_change_pct"]) / 100 + 1 == float(props["aaco_current_geomean_ms"]) / float(
+        props["aaco_baseline_geomean_ms"]) or abs(float(props["aaco_raw_change_pct"]) / 100 + 1 - float(
+            props["aaco_current_geomean_ms"]) / float(props["aaco_baseline_geomean_ms"])) < 1e-5
+    # an old record without the geometric means still loads, and dumps to the same keys
+    old = v.to_dict()
+    del old["current_geomean_ms"], old["baseline_geomean_ms"]
+    assert Verdict.from_dict(old).to_dict() == old

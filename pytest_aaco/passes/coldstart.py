@@ -416,11 +416,13 @@ class _Judgement:
         self.worst = max(self.worst, Outcome.INCONCLUSIVE, key=_RANK.__getitem__)
 
     def judge(self, key: str, words: str, comp: Comparison, current_ms: float, baseline_ms: float, vs: str = "",
-              floor_ratio: float | None = None) -> None:
+              floor_ratio: float | None = None, geomeans: tuple[float, float] | None = None) -> None:
         """Decide *key* on *comp* (a :class:`~pytest_aaco.verdict.stats.Comparison`) with
         :func:`pytest_aaco.history.judge.outcome_of`; a regression that adds less than ``slack_ms`` (ms,
         *current_ms* - *baseline_ms*) is no regression; with *floor_ratio* (the fastest sessions'
-        ratio) a regression whose fastest sessions differ by less than the threshold is inconclusive."""
+        ratio) a regression whose fastest sessions differ by less than the threshold is inconclusive.
+        *geomeans*: ``(candidate, baseline)`` geometric means (ms) of a paired comparison, whose ratio
+        *comp*'s is: the message prints them beside its per cent, and the fastest beside theirs."""
         outcome = outcome_of(comp, self.threshold, self.level)
         lo, hi = comp.ci(0.95)
         note = ""
@@ -434,8 +436,15 @@ class _Judgement:
                              "method": comp.method}
         if floor_ratio is not None:
             self.figures[key]["fastest_ratio"] = floor_ratio
-        self.parts.append(f"{words} {current_ms:.1f} ms vs {baseline_ms:.1f} ms{vs} ({_pct(comp.ratio)}, 95% CI"
-                          f" {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g}{note})")
+        if geomeans is not None:  # every per cent beside the means it is the ratio of
+            self.figures[key].update(geomean_current_ms=geomeans[0], geomean_baseline_ms=geomeans[1])
+            self.parts.append(f"{words} geometric mean {geomeans[0]:.4g} ms vs {geomeans[1]:.4g} ms{vs}"
+                              f" ({_pct(comp.ratio)}, 95% CI {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g}{note});"
+                              f" fastest {current_ms:.4g} ms vs {baseline_ms:.4g} ms"
+                              f" ({_pct(current_ms / baseline_ms)})")
+        else:
+            self.parts.append(f"{words} {current_ms:.1f} ms vs {baseline_ms:.1f} ms{vs} ({_pct(comp.ratio)}, 95% CI"
+                              f" {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g}{note})")
         self.worst = max(self.worst, outcome, key=_RANK.__getitem__)
 
     def compile(self, current_ms: float, baseline_ms: float, vs: str) -> None:
@@ -565,13 +574,16 @@ def side_by_side_verdict(baseline: ColdStart, candidate: ColdStart, label: str, 
             judgement.failed(key, words, exc)
             continue
         fastest_b, fastest_c = baseline.minimum(key), candidate.minimum(key)
-        judgement.judge(key, words, comp, fastest_c, fastest_b, f" at {ref}", fastest_c / fastest_b)
+        geomeans = (math.exp(statistics.fmean(math.log(c) for c in cand)),
+                    math.exp(statistics.fmean(math.log(b) for b in base)))
+        judgement.judge(key, words, comp, fastest_c, fastest_b, f" at {ref}", fastest_c / fastest_b, geomeans)
     if baseline.compile_ms and candidate.compile_ms:
         judgement.compile(candidate.compile_ms, baseline.compile_ms, f" at {ref}")
     judgement.split(candidate, {key: min(getattr(baseline, key)) for key, _ in PHASES if getattr(baseline, key)})
     reused = (f" ({candidate.reused_sessions} from the side-by-side measurement)" if candidate.reused_sessions
               else "")
-    how = (f"each side's fastest of {len(candidate.session_create_ms)} alternating fresh sessions{reused} shown,"
+    how = (f"each side's geometric mean and fastest of {len(candidate.session_create_ms)} alternating fresh"
+           f" sessions{reused} shown,"
            " ratio paired by cycle")
     return judgement.verdict(label, candidate, None, how, method=SIDE_BY_SIDE, ref=ref,
                              cycles=len(candidate.session_create_ms))
