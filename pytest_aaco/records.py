@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 #: name under which the session object is registered with pytest's plugin manager
 PLUGIN_NAME = "aaco-plugin"
 
+#: the metrics a verdict judges, as :attr:`Verdict.failed_metrics` names them (``latency`` is wall time)
+LATENCY, DEVICE_TIME, P99, MEMORY, COLD_START = "latency", "device time", "p99", "memory", "cold start"
+
 
 class Outcome(str, Enum):
     """Outcome words. The first ten are the gate's verdicts (``unchanged`` and ``new``: side by side,
@@ -289,6 +292,11 @@ class Verdict:
     #: ``busy_ms``, ``kernels`` ({``baseline``, ``candidate``}), ``kernels_added``/``kernels_removed``;
     #: None where the item was not traced (then absent from :meth:`to_dict`, as in files written before it)
     device_time: dict[str, Any] | None = None
+    #: geometric means (ms) of the raw round means whose ratio is :attr:`raw_ratio`: this run's, and
+    #: ``current_geomean_ms / raw_ratio`` for the baseline; None in records written before them (then
+    #: absent from :meth:`to_dict`)
+    current_geomean_ms: float | None = None
+    baseline_geomean_ms: float | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -309,6 +317,76 @@ class Verdict:
     @property
     def change_pct(self) -> float | None:
         return None if self.ratio is None else (self.ratio - 1) * 100
+
+    # ------------------------------------------------------------ the one "which metrics failed" rule
+
+    @property
+    def wall_outcome(self) -> Outcome:
+        """Wall time's own outcome: the side-by-side summary's, else the stored device-time record's
+        ``wall_outcome``, else :attr:`outcome`. A wall-time regression the verdict no longer stands by
+        (withheld for contention, not confirmed, in an older record) reads as the verdict's outcome."""
+        found: object = None
+        if self.side_by_side is not None:
+            found = self.side_by_side.outcome
+        elif isinstance(self.device_time, dict):
+            found = self.device_time.get("wall_outcome")
+        wall = Outcome.parse(found, self.outcome) if found else self.outcome
+        return self.outcome if wall == Outcome.REGRESSION and self.outcome != Outcome.REGRESSION else wall
+
+    @property
+    def device_outcome(self) -> Outcome | None:
+        """Device time's outcome (stored or side by side), None when device time was not compared;
+        a device-time regression the verdict does not stand by reads as the verdict's outcome."""
+        dev = self.device
+        if dev is None:
+            return None
+        found = Outcome.parse(dev.get("outcome"), Outcome.INCONCLUSIVE)
+        return self.outcome if found == Outcome.REGRESSION and self.outcome != Outcome.REGRESSION else found
+
+    @property
+    def regressions(self) -> list[str]:
+        """The metrics with a regression, in the order the failure names them: :data:`LATENCY` (wall
+        time), :data:`DEVICE_TIME`, :data:`P99`, :data:`MEMORY`. Read by :attr:`failed_metrics` and by
+        the confirmation and contention rules (:mod:`pytest_aaco.history.judge`)."""
+        found = []
+        if self.wall_outcome == Outcome.REGRESSION:
+            found.append(LATENCY)
+        if self.device_outcome == Outcome.REGRESSION:
+            found.append(DEVICE_TIME)
+        if self.outcome == Outcome.REGRESSION and not found:  # a record that names neither (older bundles)
+            found.append(LATENCY)
+        if self.p99_regressed:
+            found.append(P99)
+        if self.memory:
+            found.append(MEMORY)
+        return found
+
+    @property
+    def failed_metrics(self) -> list[str]:
+        """The one rule for which metrics failed the item (the message, the headline, every table and
+        writer, the summary count and :attr:`ItemRecord.fails` read it): :attr:`regressions`, and
+        :data:`LATENCY` for an inconclusive or improved wall time that fails by the user's choice
+        (``--aaco-strict-inconclusive``, ``--aaco-fail-on-improvement``). Empty for a verdict that
+        does not fail, or fails as an error (an unreadable baseline)."""
+        if not self.fails or self.outcome == Outcome.ERROR:
+            return []
+        found = self.regressions
+        if not found and self.outcome in (Outcome.INCONCLUSIVE, Outcome.IMPROVEMENT):
+            found.append(LATENCY)
+        return found
+
+    @property
+    def decided_by(self) -> str | None:
+        """:data:`DEVICE_TIME` when device time decided the outcome word and wall time did not (wall
+        time inconclusive: ``no regression (device time)``; a regression of device time alone), else None."""
+        dev = self.device_outcome
+        if dev is None or dev != self.outcome or self.wall_outcome == self.outcome:
+            return None
+        return DEVICE_TIME
+
+    def metric_word(self, metric: str) -> str:
+        """How reports name *metric*: :data:`LATENCY` is ``wall time`` beside device time, else ``latency``."""
+        return "wall time" if metric == LATENCY and self.device is not None else metric
 
     @property
     def p99_regressed(self) -> bool:
@@ -332,8 +410,9 @@ class Verdict:
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
-        if data["device_time"] is None:
-            del data["device_time"]
+        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms"):
+            if data[name] is None:  # absent, as in files written before them
+                del data[name]
         return data
 
     @classmethod
@@ -411,6 +490,14 @@ class ItemRecord:
         return bool(self.cold_start_verdict.get("fails"))
 
     @property
+    def cold_start_withheld(self) -> bool:
+        """The cold-start verdict withheld a regression (measured under CPU contention, stored gate only)."""
+        verdict = self.cold_start_verdict
+        figures = (verdict.get("metrics") or {}).values()
+        return any(isinstance(f, dict) and f.get("withheld") for f in figures) or (
+            "CPU contention" in str(verdict.get("message") or "") and verdict.get("outcome") == Outcome.INCONCLUSIVE)
+
+    @property
     def effective_outcome(self) -> Outcome:
         """The verdict's outcome when the item was judged (``regression`` when only its cold start
         regressed), else pytest's outcome of the item."""
@@ -419,19 +506,25 @@ class ItemRecord:
         return Outcome.REGRESSION if self.cold_start_fails else self.verdict.outcome
 
     @property
+    def failed_metrics(self) -> list[str]:
+        """The metrics that failed the item: :attr:`Verdict.failed_metrics`, then :data:`COLD_START`
+        when its cold-start verdict fails. Empty for an item that did not fail on a metric."""
+        found = self.verdict.failed_metrics if self.verdict is not None else []
+        return found + [COLD_START] if self.cold_start_fails else found
+
+    @property
     def fails(self) -> bool:
-        """The item failed: pytest's outcome is ``failed`` (a provider error, a failing verdict), or its
-        verdict or cold-start verdict fails. Gathers the decisions stored in the records, each made
-        by the one rule, :func:`pytest_aaco.verdict.outcome.fails`."""
-        return (self.outcome == Outcome.FAILED or (self.verdict is not None and self.verdict.fails)
-                or self.cold_start_fails)
+        """The item failed: pytest's outcome is ``failed`` (a provider error, a failing verdict), a
+        metric failed (:attr:`failed_metrics`), or its verdict fails as an error. Gathers the decisions
+        stored in the records, each made by the one rule, :func:`pytest_aaco.verdict.outcome.fails`."""
+        return (self.outcome == Outcome.FAILED or bool(self.failed_metrics)
+                or (self.verdict is not None and self.verdict.fails))
 
     @property
     def is_regression(self) -> bool:
-        """A latency, p99, memory or cold-start regression (not a provider error or a strict inconclusive)."""
-        v = self.verdict
-        return self.cold_start_fails or (
-            v is not None and (v.outcome == Outcome.REGRESSION or bool(v.memory) or v.p99_regressed))
+        """A wall-time, device-time, p99, memory or cold-start regression (not a provider error or a
+        strict inconclusive): :attr:`Verdict.regressions` or a failing cold start."""
+        return self.cold_start_fails or (self.verdict is not None and bool(self.verdict.regressions))
 
     @property
     def is_warning(self) -> bool:
@@ -444,7 +537,8 @@ class ItemRecord:
         """Whether summaries print the verdict's message: anything a person may act on (failed,
         regression, improvement, inconclusive, not gated, unstable)."""
         v = self.verdict
-        return self.cold_start_fails or v is not None and (v.fails or bool(v.unstable) or v.outcome in (
+        return self.cold_start_fails or self.cold_start_withheld or v is not None and (
+            v.fails or bool(v.unstable) or v.outcome in (
             Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.INCONCLUSIVE, Outcome.MISMATCH))
 
     @property
@@ -455,10 +549,11 @@ class ItemRecord:
         return self.error or str(self.outcome)
 
     def insight_lines(self) -> list[str]:
-        """For a failing item: the cold-start regression, and the operator types that grew against
-        the baseline's profile (``operators: Conv +31% ...``) when the item was profiled."""
+        """For a failing item: the cold-start regression (or one withheld for contention), and the
+        operator types that grew against the baseline's profile (``operators: Conv +31% ...``) when
+        the item was profiled."""
         lines = []
-        if self.cold_start_fails:
+        if self.cold_start_fails or self.cold_start_withheld:  # a withheld regression is said, not hidden
             lines.append(str(self.cold_start_verdict.get("message")))
         comparison = (self.profile or {}).get("comparison") or {}
         if self.fails and comparison.get("message"):

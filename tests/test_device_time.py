@@ -103,8 +103,8 @@ def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise(
     a, b = GpuFactory(0.818, RESNET), GpuFactory(0.818, RESNET, seed=50)
     tracer = FakeTracer()
     result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=tracer)
-    assert result.device_outcome == "no-regression" and result.failed_metrics == []
     verdict = to_verdict(result, "resnet50[cuda]")
+    assert result.device_outcome == "no-regression" and verdict.failed_metrics == []
     assert not verdict.fails
     assert "device time +0.0% [" in verdict.message or "device time -0.0% [" in verdict.message
     assert "kernels per run 219 -> 219" in verdict.message and "wall time " in verdict.message
@@ -123,8 +123,8 @@ def test_a_six_percent_kernel_time_growth_fails_on_device_time_and_leads_the_mes
     b = GpuFactory(0.818 * 1.065, RESNET + ["conv3x3"] * 8, seed=50)  # k4: 227 kernels
     result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
     assert result.device_outcome == "regression" and result.confirmed is True
-    assert result.failed_metrics == ["device time"]
     verdict = to_verdict(result, "resnet50[cuda]")
+    assert verdict.failed_metrics == ["device time"]
     assert verdict.fails and verdict.outcome == "regression"
     assert verdict.message.startswith("REGRESSION resnet50[cuda]: device time +6.")
     assert "kernels per run 219 -> 227" in verdict.message and "added conv3x3 x8" in verdict.message
@@ -138,13 +138,13 @@ def test_a_two_percent_kernel_time_growth_fails_at_the_device_time_threshold_not
     assert SETTINGS.device_threshold == 0.01 and SETTINGS.threshold == 0.05
     result = compare(a, b, SETTINGS, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
     verdict = to_verdict(result, "resnet50[cuda]")
-    assert result.failed_metrics == ["device time"] and verdict.fails
+    assert verdict.failed_metrics == ["device time"] and verdict.fails
     assert verdict.message.startswith("REGRESSION resnet50[cuda]: device time +2.")
     assert "device-time threshold 1%" in verdict.message
     # at a device-time threshold of 5% the same change is not a regression
     loose = replace(SETTINGS, device_threshold=0.05)
     result = compare(a, b, loose, alpha=0.05, baseline_label="HEAD~1", device=True, tracer=FakeTracer())
-    assert result.failed_metrics == [] and not to_verdict(result, "resnet50[cuda]").fails
+    assert to_verdict(result, "resnet50[cuda]").failed_metrics == [] and not to_verdict(result, "resnet50[cuda]").fails
 
 
 def test_unchanged_sessions_that_differ_by_a_tenth_of_a_percent_pass_on_device_time():

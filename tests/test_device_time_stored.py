@@ -273,7 +273,7 @@ def test_a_device_time_regression_fails_the_item_and_leads_the_message(tmp_path,
     assert v.device_time["wall_outcome"] != REGRESSION
     assert v.message.startswith("REGRESSION resnet50[cuda]: device time +6.4% ["), v.message
     assert "(kernel time per run 0.818 -> 0.870 ms; kernels per run 219 -> 227; added conv3x3 x8)" in v.message
-    assert "; wall time " in v.message and "mean 2.00 ms vs 2.00 ms over 5 baseline runs" in v.message
+    assert "; wall time " in v.message and "mean 2.00 ms vs 2.00 ms (+0.0%) over 5 baseline runs" in v.message
     # the bundle keeps it; a verdict without device time writes no key (files as before)
     assert Verdict.from_dict(v.to_dict()).device_time == v.device_time
     plain = judge_history(result_factory([2.0] * 10, seed=9), baseline, fp, GateSettings(), 0.05, "m[cpu]")

@@ -84,7 +84,9 @@ def test_record_pass_then_catch_a_regression(aaco_project):
                                   r" \+[\d.]+% (raw|norm|adj)"])
     text = result.stdout.str()
     match = re.search(r"REGRESSION changing\[cpu\]: latency \+[\d.]+% (raw|normalized|adjusted) \(95% CI \+[^;]*;"
-                      r" mean ([\d.]+) ms \(the confirmation measurement's\) vs ([\d.]+) ms over 2 baseline runs", text)
+                      r"(?: [^;]*geometric mean [^;]*;)?"
+                      r" mean ([\d.]+) ms \(the confirmation measurement's\) vs ([\d.]+) ms \([+-][\d.]+%\) over 2"
+                      r" baseline runs", text)
     assert match, text
     current, baseline = float(match.group(2)), float(match.group(3))
     assert current >= 3 * baseline, (current, baseline)  # the injected slowdown is large, never noise

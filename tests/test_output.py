@@ -13,7 +13,6 @@ from pytest_aaco.records import ItemRecord, Outcome, P99Comparison, SideBySideSu
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import (
     change_text,
-    failed_metrics,
     headline,
     junit_names,
     measured_summary,
@@ -41,6 +40,23 @@ PIN_MODEL_HASH = """
 def pytest_aaco_fingerprint(config, item, fields):
     fields["model_sha256"] = "pinned-for-the-output-tests"
 """
+
+
+def _half_unit(printed: str) -> float:
+    """Half a unit in the last place of a printed number (``0.84`` -> 0.005, ``2.041`` -> 0.0005)."""
+    mantissa = printed.lower().split("e")[0]
+    exponent = int(printed.lower().split("e")[1]) if "e" in printed.lower() else 0
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return 0.5 * 10.0 ** (exponent - decimals)
+
+
+def agrees(pct: str, current: str, baseline: str) -> bool:
+    """Whether the printed per cent *pct* is the ratio of the printed means *current* / *baseline*, to
+    the precision all three are printed with."""
+    c, b, p = float(current), float(baseline), float(pct.rstrip("%"))
+    uc, ub, up = _half_unit(current), _half_unit(baseline), _half_unit(pct.rstrip("%"))
+    low, high = (c - uc) / (b + ub), (c + uc) / max(b - ub, 1e-12)
+    return low - up / 100 - 1e-9 <= 1 + p / 100 <= high + up / 100 + 1e-9
 
 
 def _verdict(**fields) -> Verdict:
@@ -97,9 +113,15 @@ def test_the_verdict_message_names_its_series_and_whose_means_it_shows(aaco_proj
     text = result.stdout.str()
     # before: "REGRESSION tiny[cpu]: mean 0.84 ms vs baseline 0.02 ms (+3561.2%, 95% CI ...)", its mean the
     # confirmation's while the table showed the first look's
-    message = re.search(r"REGRESSION tiny\[cpu\]: latency \+[\d.]+% raw \(95% CI [^)]*\); mean ([\d.]+) ms"
-                        r" \(the confirmation measurement's\) vs [\d.]+ ms over 1 baseline run;", text)
+    message = re.search(r"REGRESSION tiny\[cpu\]: latency (\+[\d.]+)% raw \(95% CI [^)]*\);"
+                        r" geometric mean ([\d.e+-]+) ms vs ([\d.e+-]+) ms; mean ([\d.]+) ms"
+                        r" \(the confirmation measurement's\) vs ([\d.]+) ms"
+                        r" \(([+-][\d.]+)%\) over 1 baseline run;", text)
     assert message, text
+    # each per cent is the ratio of the means printed beside it, to the printed precision
+    pct, geo_now, geo_then, now, then, mean_pct = message.groups()
+    assert agrees(pct, geo_now, geo_then) and agrees(mean_pct, now, then), message.group(0)
+    message = re.search(r"; mean ([\d.]+) ms \(the confirmation", text)
     row = re.search(r"^tiny +cpu +([\d.]+) .*\+[\d.]+% raw \[", text, re.M)
     assert row and row.group(1) == message.group(1), text
 
@@ -119,7 +141,7 @@ def test_a_cold_start_failure_is_named_first_though_latency_was_inconclusive():
                                     "session_create_ms": {"outcome": "no-regression", "ratio": 1.01}}}}
     record = _record(v, cold_start=cold)
     record.outcome = Outcome.FAILED
-    assert failed_metrics(record) == ["cold start"]
+    assert record.failed_metrics == ["cold start"]
     assert headline(record) == "+73% first run COLD START REGRESSION mlp[cpu] (paired vs origin/main)"
     assert verdict_cell(record) == "regression (cold start)"
 

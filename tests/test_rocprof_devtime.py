@@ -530,8 +530,8 @@ def test_the_child_device_time_fails_the_item_and_leads_the_message():
                            device=True)
     assert result.measurement.device is None
     attach_child_device_time(result, child_device_time(lambda seed: recorded_blocks(), settings, 0.05))
-    assert result.device_outcome == "regression" and result.failed_metrics[0] == "device time"
     verdict = to_verdict(result, "resnet50[migraphx]")
+    assert result.device_outcome == "regression" and verdict.failed_metrics[0] == "device time"
     assert verdict.fails
     assert verdict.message.startswith("REGRESSION resnet50[migraphx]: device time +6.")
     assert "kernels per run 12 -> 13" in verdict.message and f"added {EXTRA} x1" in verdict.message

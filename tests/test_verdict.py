@@ -69,7 +69,7 @@ def test_regression(result_factory):
     # the per cent says what it is (the series tested), and the means say which runs they are
     assert v.message.startswith("REGRESSION m[cpu]: latency +10.")
     assert " raw (95% CI +" in v.message.split(";")[0]
-    assert "; mean 11.0" in v.message and " ms vs 10.0" in v.message and " ms over 2 baseline runs;" in v.message
+    assert "; mean 11.0" in v.message and " ms vs 10.0" in v.message and "%) over 2 baseline runs;" in v.message
     assert "95% CI" in v.message and "threshold 5%" in v.message
     assert v.ratio == pytest.approx(1.10, abs=0.01)
     assert v.ci_low < v.ratio < v.ci_high and v.ci_low > 1.05

@@ -50,7 +50,16 @@ from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import Contention, FirstLook, Outcome, P99Comparison, ReferenceDrift, Verdict
+from pytest_aaco.records import (
+    DEVICE_TIME,
+    MEMORY,
+    Contention,
+    FirstLook,
+    Outcome,
+    P99Comparison,
+    ReferenceDrift,
+    Verdict,
+)
 from pytest_aaco.verdict import stats
 from pytest_aaco.verdict.outcome import fails, outcome_of
 
@@ -557,6 +566,9 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, series=series.kind,
         raw_ratio=(raw_comp or comp).ratio, reference=series.reference, version_change=versions,
     )
+    if len(result.round_log_means) and verdict.raw_ratio:  # the means whose ratio the raw per cent is
+        verdict.current_geomean_ms = float(np.exp(np.mean(result.round_log_means)))
+        verdict.baseline_geomean_ms = verdict.current_geomean_ms / verdict.raw_ratio
     if series.kind == RAW and result.reference is not None and not versions:
         verdict.notes.append(f"raw figures: {series.reason}")
     if versions:
@@ -610,20 +622,20 @@ def _add_device_time(verdict: Verdict, result: BenchmarkResult, baseline: Baseli
     verdict.device_time = dev
     if "ratio" not in dev:
         verdict.notes.append(f"device time inconclusive: {dev.get('reason')}")
-    elif dev["outcome"] == REGRESSION:
-        verdict.outcome = REGRESSION
-    elif dev.get("reason"):
-        verdict.notes.append(f"device time on raw figures: {dev['reason']}")
+    else:
+        if dev["outcome"] == REGRESSION:
+            verdict.outcome = REGRESSION
+        elif dev["outcome"] == NO_REGRESSION and verdict.outcome == INCONCLUSIVE:
+            # device time decides the word when wall time is inconclusive: what the GPU did did not grow
+            verdict.outcome = NO_REGRESSION
+        if dev.get("reason"):
+            verdict.notes.append(f"device time on raw figures: {dev['reason']}")
 
 
-def flagged_metrics(v: Verdict) -> list[str]:
-    """The metrics *v* found a regression in: ``device time`` and/or ``wall time`` (p99 counts as wall time)."""
-    dev = v.device_time or {}
-    found = ["device time"] if dev.get("outcome") == REGRESSION else []
-    wall = dev.get("wall_outcome", v.outcome) if dev else v.outcome
-    if wall == REGRESSION or v.p99_regressed:
-        found.append("wall time")
-    return found
+def flagged_metrics(v: Verdict) -> set[str]:
+    """The timing metrics *v* found a regression in, for the confirmation rule: ``device time`` and/or
+    ``wall time`` (p99 counts as wall time), read from :attr:`pytest_aaco.records.Verdict.regressions`."""
+    return {"device time" if m == DEVICE_TIME else "wall time" for m in v.regressions if m != MEMORY}
 
 
 _HEADS = {REGRESSION: "REGRESSION", IMPROVEMENT: "IMPROVEMENT", NO_REGRESSION: "no regression",
@@ -685,11 +697,11 @@ def _side_by_side_text(v: Verdict) -> str:
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
     dev = sbs.device_time
     wall = f"{_pct(v.ratio)} paired vs {sbs.ref} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
-    if dev and dev.get("outcome") == REGRESSION and sbs.outcome != REGRESSION:
-        # device time failed, wall time did not: the headline is the metric that failed
-        text = (f"{_HEADS[REGRESSION]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
+    if dev and v.decided_by == DEVICE_TIME:
+        # device time decided the word, wall time did not: the message leads with device time
+        text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
                 f" at level {dev['level']:.2g}, device-time threshold {_threshold(dev, v)};"
-                f" wall time {wall}, p={p_shown:.2g};"
+                f" wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
                 f" measured side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
@@ -714,6 +726,24 @@ def _side_by_side_text(v: Verdict) -> str:
     return text + _memory_text(v)
 
 
+def _means_text(v: Verdict, which: str, runs: str) -> str:
+    """The means beside a stored verdict's per cent, each per cent the ratio of the means printed
+    beside it: ``; raw +4.7% = geometric mean 40.02 vs 38.22 ms; mean 41.91 ms vs 40.04 ms (+4.7%) over
+    5 baseline runs`` (without ``raw +4.7% =`` when the raw series was tested). The raw per cent is
+    the ratio of the rounds' geometric means (the test works on ln latency); the arithmetic means
+    are the table's, with their own ratio."""
+    text = ""
+    if v.raw_ratio is not None and v.current_geomean_ms is not None and v.baseline_geomean_ms is not None:
+        text += "; " if (v.series or RAW) == RAW else f"; raw {_pct(v.raw_ratio)} = "
+        text += f"geometric mean {v.current_geomean_ms:.4g} ms vs {v.baseline_geomean_ms:.4g} ms"
+    elif (v.series or RAW) != RAW and v.raw_ratio is not None:
+        text += f", raw {_pct(v.raw_ratio)}"
+    if v.current_mean_ms is not None and v.baseline_mean_ms:
+        text += (f"; mean {v.current_mean_ms:.2f} ms{which} vs {v.baseline_mean_ms:.2f} ms"
+                 f" ({_pct(v.current_mean_ms / v.baseline_mean_ms)}) over {runs}")
+    return text
+
+
 def render_message(v: Verdict) -> str:
     """The one-line message a person can act on, rendered from the final fields of *v*.
 
@@ -736,15 +766,14 @@ def render_message(v: Verdict) -> str:
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
     dev = v.device_time if v.device_time and "ratio" in v.device_time else None
     series = v.series or RAW
-    raw = f", raw {_pct(v.raw_ratio)}" if series != RAW and v.raw_ratio is not None else ""
     runs = f"{v.baseline_runs} baseline run{'s' * (v.baseline_runs != 1)}"
     which = " (the confirmation measurement's)" if v.confirmed else ""
-    wall = (f"{_pct(v.ratio)} {series} (95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)}){raw}; mean"
-            f" {v.current_mean_ms:.2f} ms{which} vs {v.baseline_mean_ms:.2f} ms over {runs}")
-    if dev is not None and flagged_metrics(v) == ["device time"]:
-        # device time failed, wall time did not: the headline is the metric that failed
-        text = (f"{_HEADS[REGRESSION]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
-                f" ({dev.get('wall_outcome')}), threshold {v.threshold:.0%}; {_method_text(v)}")
+    wall = f"{_pct(v.ratio)} {series} (95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)})"
+    wall += _means_text(v, which, runs)
+    if dev is not None and v.decided_by == DEVICE_TIME:
+        # device time decided the word, wall time did not: the message leads with device time
+        text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
+                f" ({v.wall_outcome}), threshold {v.threshold:.0%}; {_method_text(v)}")
     else:
         metric = "wall time" if dev else "latency"
         text = (f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g},"
@@ -806,7 +835,7 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
         return finish(first, settings)
     second.memory = memory
     first.memory = memory
-    common = set(flagged_metrics(first)) & set(flagged_metrics(second))
+    common = flagged_metrics(first) & flagged_metrics(second)
     if _latency_flagged(second) and fails(second, settings) and common:
         second.confirmed = True
         second.first_look = first_look
@@ -817,6 +846,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     first.outcome = INCONCLUSIVE
     if first.device_time and first.device_time.get("outcome") == REGRESSION:  # not confirmed either
         first.device_time = {**first.device_time, "outcome": str(INCONCLUSIVE), "first_outcome": str(REGRESSION)}
+    if first.device_time and first.device_time.get("wall_outcome") == REGRESSION:
+        first.device_time = {**first.device_time, "wall_outcome": str(INCONCLUSIVE)}
     first.p99 = None if first.p99 is None else replace(first.p99, regression=False)
     first.unconfirmed_by = second.message
     first.notes.append("not confirmed: " + second.message)
@@ -829,9 +860,11 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
     inconclusive (a memory regression, or ``--aaco-strict-inconclusive``, still fails). In the
     verdict-quality study this turned 14 of 160 unchanged-model false alarms on a contended
     2-core machine into 4, keeping most detections (docs/verdict-quality.md)."""
-    if v.outcome != REGRESSION or others_cores <= limit or "device time" in flagged_metrics(v):
+    if v.outcome != REGRESSION or others_cores <= limit or DEVICE_TIME in v.regressions:
         return v  # device time is what the GPU did: other processes on the host do not explain it
     v.outcome = INCONCLUSIVE
+    if v.device_time is not None and v.device_time.get("wall_outcome") == REGRESSION:
+        v.device_time = {**v.device_time, "wall_outcome": str(INCONCLUSIVE)}
     v.confirmed = None
     v.contention = Contention(others_cores, limit)
     v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")

@@ -170,6 +170,9 @@ def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] 
         figures = ((verdict or {}).get("metrics") or {}).get(key) or {}
         cells = [fmt(cold.get(f"min_{key}"), ".1f", " ms"), fmt(figures.get("baseline_ms"), ".1f", " ms"),
                  mk.pct(figures.get("ratio"))]
+        if is_num(figures.get("geomean_current_ms")):  # paired: the per cent is the geometric means' ratio
+            cells = [f"{fmt(figures.get('geomean_current_ms'), '.4g', ' ms')} (fastest {cells[0]})",
+                     f"{fmt(figures.get('geomean_baseline_ms'), '.4g', ' ms')} (fastest {cells[1]})", cells[2]]
         rows.append(f"<tr><th>{e(words)}</th>" + "".join(f'<td class="num">{e(c)}</td>' for c in cells)
                     + f"<td>{e(figures.get('outcome') or '')}</td></tr>")
     split = ((verdict or {}).get("metrics") or {}).get("session_create_ms", {}).get("phases") or {}

@@ -27,7 +27,6 @@ from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.terminal import num
 from pytest_aaco.reports.wording import (
     change_text,
-    failed_metrics,
     failure_text,
     headline,
     measured_summary,
@@ -80,9 +79,9 @@ def md_code(text: object) -> str:
 def _title(record: ItemRecord) -> str:
     outcome = record.effective_outcome
     verdict = record.verdict
-    metrics = failed_metrics(record)
+    metrics = record.failed_metrics
     if metrics and outcome == Outcome.REGRESSION:
-        head = f"{' and '.join(metrics)} regression"
+        head = f"{' and '.join(verdict.metric_word(m) if verdict is not None else m for m in metrics)} regression"
     elif outcome == Outcome.REGRESSION:
         head = "performance regression"
     elif verdict is not None and verdict.memory:
@@ -160,13 +159,16 @@ def machine_fingerprint(records: Sequence[ItemRecord]) -> JSONDict:
     return dict(sorted(common.items()))
 
 
-def fdr_sentence(summary: SessionSummary) -> str | None:
-    """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND."""
+def fdr_sentence(summary: SessionSummary, regressions: int | None = None) -> str | None:
+    """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND.
+    *regressions*: the items that regressed on any metric, as the terminal counts them
+    (:func:`pytest_aaco.reports.terminal.lond_line`); without it, LOND's discoveries."""
     fdr = summary.fdr_control or {}
     if not fdr.get("method"):
         return None
+    count = fdr.get("discoveries") if regressions is None else regressions
     return (f"{fdr['method']} at FDR {fdr.get('alpha')} over {fdr.get('m')} items; {fdr.get('tests')} gated,"
-            f" {fdr.get('discoveries')} regression(s).")
+            f" {count} regression(s).")
 
 
 def compare_sentence(records: Sequence[ItemRecord]) -> str | None:
@@ -202,7 +204,7 @@ def job_summary(records: Sequence[ItemRecord], summary: SessionSummary) -> str:
         lines += [f"- **{md_text(r.label)}**: {md_text(r.explanation())}" for r in warned]
         lines.append("")
     lines += ["### Results", ""] + table(records) + [""]
-    sentence = fdr_sentence(summary)
+    sentence = fdr_sentence(summary, sum(r.is_regression for r in records))
     if sentence:
         lines += [f"False-alarm control: {md_text(sentence)}", ""]
     machine = machine_fingerprint(records)

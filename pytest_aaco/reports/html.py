@@ -737,7 +737,7 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
              f"<title>{e(title)}</title><style>{CSS}</style></head><body><main>",
              f"<h1>{e(title)}</h1>",
              f'<p class="muted">{e(len(records))} item(s): {e(counts)}. Generated {e(generated)}.</p>']
-    sentence = fdr_sentence(summary)
+    sentence = fdr_sentence(summary, sum(r.is_regression for r in records))
     if sentence:
         parts.append(f'<p class="muted">False-alarm control: {e(sentence)}</p>')
     if not plots:

@@ -8,8 +8,10 @@ duration as pytest measured it (setup, call and teardown, s), the label is the p
 ``aaco_label``. Its ``<properties>`` carry the same ``aaco_*``
 figures that pytest's own ``--junitxml`` gets through ``record_property``
 (:func:`properties`, added by the session object): model, provider, mean / p50 / p99 ms, throughput
-(samples/s), change vs baseline (%), the 95% CI bounds (ratios current/baseline), the
-one-sided p-value, the verdict and the fingerprint id.
+(samples/s), the tested change vs baseline (%, ``aaco_change_pct``: of the series ``aaco_series``
+says, not of the mean), the 95% CI bounds (ratios current/baseline), the one-sided p-value, the
+verdict and the fingerprint id; ``aaco_raw_change_pct`` with the geometric means it is the ratio of
+(``aaco_current_geomean_ms``, ``aaco_baseline_geomean_ms``).
 
 Failed items (regressions, memory or p99 regressions, strict inconclusive, provider errors)
 are ``<failure>`` elements carrying the verdict message; a baseline file that cannot be read
@@ -55,8 +57,11 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     props.append(("aaco_verdict", str(record.effective_outcome)))
     v = record.verdict
     if v is not None:
+        raw_pct = None if v.raw_ratio is None else (v.raw_ratio - 1) * 100
         for key, value in (("change_pct", v.change_pct), ("ci_low", v.ci_low), ("ci_high", v.ci_high),
-                           ("p_value", v.p_value)):
+                           ("p_value", v.p_value), ("raw_change_pct", raw_pct),
+                           ("current_geomean_ms", v.current_geomean_ms),
+                           ("baseline_geomean_ms", v.baseline_geomean_ms)):
             if _number(value):
                 props.append((f"aaco_{key}", f"{value:.6g}"))
         if v.fingerprint_id:

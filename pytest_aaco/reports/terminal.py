@@ -135,12 +135,16 @@ def other_runners_line(records: Sequence[ItemRecord]) -> str | None:
             " Baselines are kept per machine (CPU model, cores, GPU): record this one's with --aaco-save-baseline")
 
 
-def lond_line(summary_fdr: JSONDict | None) -> str | None:
-    """``false-alarm control: LOND at FDR 0.05 over 3 benchmark items; 2 gated, 1 regression(s)``."""
+def lond_line(summary_fdr: JSONDict | None, regressions: int | None = None) -> str | None:
+    """``false-alarm control: LOND at FDR 0.05 over 3 benchmark items; 2 gated, 1 regression(s)``.
+
+    *regressions*: the items that regressed on any metric (:attr:`ItemRecord.is_regression`, the
+    count the table's rows give); without it, LOND's own discoveries (wall and device time only)."""
     if not summary_fdr:
         return None
+    count = summary_fdr.get("discoveries") if regressions is None else regressions
     return (f"false-alarm control: LOND at FDR {summary_fdr.get('alpha'):g} over {summary_fdr.get('m')} benchmark"
-            f" items; {summary_fdr.get('tests')} gated, {summary_fdr.get('discoveries')} regression(s)")
+            f" items; {summary_fdr.get('tests')} gated, {count} regression(s)")
 
 
 def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosity: int = 0) -> list[str]:
@@ -165,9 +169,10 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
                 lines.append(f"  {headline(record)}")
             elif record.worth_a_line:
                 lines.append(f"  {record.message}")
+                lines += [f"    {line}" for line in record.insight_lines()]
             lines += [f"  warning: {text}" for text in record.warnings]
         return lines
-    lond = lond_line(context.summary.fdr_control)
+    lond = lond_line(context.summary.fdr_control, sum(r.is_regression for r in records))
     if lond:
         lines.append(lond)
     lines += detail_lines(records)

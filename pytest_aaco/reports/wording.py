@@ -4,8 +4,8 @@
   workload, a fitted slope), ``normalized`` (divided by it), ``raw``, or ``paired`` (measured side
   by side, per-cycle ratios). :func:`change_text` is the change with that label, its 95% CI and,
   when the tested series is not the raw one, the raw change next to it.
-* :func:`failed_metrics`: which metrics failed (``latency``, ``p99``, ``memory``, ``cold start``,
-  ``device time``); :func:`verdict_cell` is the table's verdict with them.
+* :func:`verdict_cell`: the table's verdict with the metrics that failed, read from the one rule,
+  :attr:`pytest_aaco.records.ItemRecord.failed_metrics`.
 * :func:`headline`: the first line of a failing item's failure (pytest's short summary shows
   it), per cent first so that a cut line keeps it, then what failed, e.g.
   ``+10.2% adjusted LATENCY REGRESSION mlp[cpu] (raw +9.8%)``.
@@ -55,53 +55,30 @@ def change_text(v: Verdict, ci: bool = True, with_raw: bool = True) -> str:
     return text
 
 
-def _device(v: Verdict | None) -> dict[str, Any]:
-    return dict((v.side_by_side.device_time or {}) if v is not None and v.side_by_side is not None else {})
-
-
-def failed_metrics(record: ItemRecord) -> list[str]:
-    """The metrics that failed the item, in the order :func:`headline` names them: ``latency``
-    (a latency regression, or an inconclusive or improved latency that fails by the user's
-    choice), ``device time``, ``p99``, ``memory``, ``cold start``. Empty for an item that did not
-    fail on a metric (passed, or an error)."""
-    v = record.verdict
-    found = []
-    if v is not None and v.fails and v.outcome != Outcome.ERROR:
-        wall_outcome = v.side_by_side.outcome if v.side_by_side is not None else None
-        wall_regressed = (wall_outcome or str(v.outcome)) == str(Outcome.REGRESSION)
-        device = _device(v).get("outcome") == str(Outcome.REGRESSION)
-        if v.outcome in (Outcome.INCONCLUSIVE, Outcome.IMPROVEMENT) or (
-                v.outcome == Outcome.REGRESSION and (wall_regressed or not device)):
-            found.append("latency")
-        if device:
-            found.append("device time")
-        if v.p99_regressed:
-            found.append("p99")
-        if v.memory:
-            found.append("memory")
-    if record.cold_start_fails:
-        found.append("cold start")
-    return found
-
-
 def verdict_cell(record: ItemRecord) -> str:
-    """The verdict column: the outcome, the metrics that failed (``regression (cold start)``),
-    ``confirmed`` for a regression a fresh session confirmed, and ``unstable``; for an item
-    without a verdict, pytest's outcome and the start of the error."""
+    """The verdict column: the outcome, the metrics that failed (``regression (cold start)``,
+    ``regression (device time; confirmed)``) or the one that decided the word (``no-regression
+    (device time)``), ``confirmed`` for a regression a fresh session confirmed, ``withheld`` for one
+    withheld for CPU contention, and ``unstable``; for an item without a verdict, pytest's outcome
+    and the start of the error."""
     v = record.verdict
     if record.error and v is None:
         return f"{record.outcome}: {record.error[:60]}"
-    outcome = str(record.effective_outcome)
-    metrics = failed_metrics(record)
+    outcome = record.effective_outcome
+    metrics = record.failed_metrics
     extras = []
-    # "regression" alone means a latency regression; anything else names its metrics
-    if metrics and (metrics != ["latency"] or record.effective_outcome != Outcome.REGRESSION):
-        extras.append(", ".join(metrics))
-    if v is not None and v.confirmed and record.effective_outcome == Outcome.REGRESSION:
+    # "regression" alone means a latency regression without device time; anything else names its metrics
+    if v is not None and not metrics and v.decided_by is not None:
+        extras.append(v.decided_by)
+    elif metrics and (metrics != ["latency"] or outcome != Outcome.REGRESSION or (v is not None and v.device)):
+        extras.append(", ".join(v.metric_word(m) if v is not None else m for m in metrics))
+    if v is not None and v.confirmed and outcome == Outcome.REGRESSION:
         extras.append("confirmed")
+    if (v is not None and v.contention is not None) or record.cold_start_withheld:
+        extras.append("withheld: CPU contention")
     if v is not None and v.unstable:
         extras.append("unstable")
-    return outcome + (f" ({'; '.join(extras)})" if extras else "")
+    return str(outcome) + (f" ({'; '.join(extras)})" if extras else "")
 
 
 def measured_summary(record: ItemRecord) -> dict[str, Any]:
@@ -139,17 +116,18 @@ def headline(record: ItemRecord) -> str:
     that failed) gets the first line of its message.
     """
     v = record.verdict
-    metrics = failed_metrics(record)
+    metrics = record.failed_metrics
     if not metrics:
         return record.message.splitlines()[0] if record.message else str(record.effective_outcome)
     assert v is not None or metrics == ["cold start"]
     parts = []
     for metric in metrics:
         if metric == "latency" and v is not None:
-            word = {Outcome.REGRESSION: "LATENCY REGRESSION", Outcome.IMPROVEMENT: "LATENCY IMPROVEMENT"}.get(
-                v.outcome, "latency INCONCLUSIVE")
+            name = v.metric_word(metric)
+            word = {Outcome.REGRESSION: f"{name.upper()} REGRESSION", Outcome.IMPROVEMENT: f"{name.upper()} IMPROVEMENT"
+                    }.get(v.wall_outcome, f"{name} INCONCLUSIVE")
             why = {Outcome.IMPROVEMENT: " (fails with --aaco-fail-on-improvement)",
-                   Outcome.INCONCLUSIVE: " (fails with --aaco-strict-inconclusive)"}.get(v.outcome, "")
+                   Outcome.INCONCLUSIVE: " (fails with --aaco-strict-inconclusive)"}.get(v.wall_outcome, "")
             if v.ratio is None:
                 parts.append(f"{word} {record.label}{why}")
                 continue
@@ -159,11 +137,11 @@ def headline(record: ItemRecord) -> str:
             elif v.side_by_side is not None:
                 after = f" (vs {v.side_by_side.ref})"
             parts.append(f"{signed_pct(v.ratio)} {series_word(v)} {word} {record.label}{after}{why}")
-        elif metric == "device time" and v is not None:
-            ratio = _device(v).get("ratio")
-            change = signed_pct(ratio) + " paired " if isinstance(ratio, (int, float)) else ""
-            ref = v.side_by_side.ref if v.side_by_side else None
-            parts.append(f"{change}DEVICE TIME REGRESSION {record.label} (vs {ref})")
+        elif metric == "device time" and v is not None and v.device is not None:
+            dev = v.device
+            series = dev.get("series") or ("paired" if v.side_by_side is not None else "raw")
+            vs = f"vs {v.side_by_side.ref}" if v.side_by_side is not None else "vs baseline"
+            parts.append(f"{signed_pct(dev['ratio'])} {series} DEVICE TIME REGRESSION {record.label} ({vs})")
         elif metric == "p99" and v is not None:
             ratio = v.p99.ratio if v.p99 else None
             parts.append(f"{signed_pct(ratio)} P99 REGRESSION {record.label} (vs the latest baseline run)")

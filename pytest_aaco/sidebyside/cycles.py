@@ -45,7 +45,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, finish, kernel_changes
+from pytest_aaco.history.judge import INCONCLUSIVE, NO_REGRESSION, REGRESSION, finish, kernel_changes
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import recorded_compile_ms
 from pytest_aaco.measure.device_time import DeviceBlock, DeviceTracer, TracedSide
@@ -672,10 +672,16 @@ class SideBySide:
         return dev.outcome  # with confirmation off, the first look decides (as for wall time)
 
     @property
-    def failed_metrics(self) -> list[str]:
-        """The metrics with a regression: ``device time`` and/or ``wall time``."""
-        found = ["device time"] if self.device_outcome == REGRESSION else []
-        return found + (["wall time"] if self.outcome == REGRESSION else [])
+    def verdict_outcome(self) -> Outcome:
+        """The outcome word of the verdict (:func:`to_verdict`): a regression when wall time or device
+        time regressed; ``no-regression`` when wall time is inconclusive and device time is no
+        regression (device time is what the GPU did); else wall time's outcome. Which metrics failed
+        is the verdict's one rule, :attr:`pytest_aaco.records.Verdict.failed_metrics`."""
+        if REGRESSION in (self.outcome, self.device_outcome):
+            return Outcome.REGRESSION
+        if self.outcome == INCONCLUSIVE and self.device_outcome == NO_REGRESSION:
+            return Outcome.NO_REGRESSION
+        return Outcome(self.outcome)
 
     @property
     def level(self) -> float:
@@ -809,8 +815,7 @@ def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = N
     lo, hi = result.ci()
     means = {side: float(np.exp(np.mean([c.block(side).log_mean for cs in m.cycles_by_pair for c in cs])))
              for side in (BASELINE, CANDIDATE)}
-    outcome = Outcome(REGRESSION) if result.failed_metrics else Outcome(result.outcome)
-    verdict = Verdict(outcome=outcome, label=label, threshold=result.threshold, method="side-by-side",
+    verdict = Verdict(outcome=result.verdict_outcome, label=label, threshold=result.threshold, method="side-by-side",
                       ratio=float(comp.ratio), ci_low=lo, ci_high=hi, p_value=float(comp.p_slower),
                       p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
                       current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],

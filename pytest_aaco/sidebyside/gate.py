@@ -220,7 +220,7 @@ class SideBySideGate:
         result.telemetry = telemetry.to_dict()
         if o.cold_start:  # measured by the cold-start pass after the rounds (extra_passes.measure_insight)
             run.compare_cold_start = partial(self.cold_start, run.model, side, provider_for, item, run.feeds,
-                                             o.cold_start, label, o.cold_start_threshold, o.max_contention,
+                                             o.cold_start, label, o.cold_start_threshold,
                                              reused=None if self.python else reused_samples(compared))
         return result, verdict
 
@@ -325,11 +325,11 @@ class SideBySideGate:
 
     def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
                    item: ItemMeasure, feeds: dict[str, np.ndarray], sessions: int, label: str, threshold: float,
-                   max_contention: float | None = None,
                    reused: tuple[list[FreshSample], list[FreshSample]] | None = None) -> SideBySideColdStart:
         """Compare the item's cold start with its baseline side's: *sessions* fresh sessions of each
         side, alternating (:func:`pytest_aaco.passes.coldstart.compare_cold_start`, confirmed with fresh
-        cycles when the comparison confirms), at *threshold* (fraction).
+        cycles when the comparison confirms), at *threshold* (fraction). Never withheld for CPU
+        contention: both sides run alternately under the same load.
 
         *reused*: ``(baseline, candidate)`` samples of the fresh sessions the side-by-side measurement
         opened in this process (:func:`reused_samples`); they are the first look's first cycles, and
@@ -364,7 +364,7 @@ class SideBySideGate:
             return compare_cold_start(baseline, candidate, label, self.name, cycles=sessions,
                                       confirm=self.settings.confirm, seed=self.settings.seed,
                                       compiles=compiles_for(provider), threshold=threshold,
-                                      max_contention=max_contention, reused=reused or ((), ()), fill=fill)
+                                      reused=reused or ((), ()), fill=fill)
         finally:
             if worker is not None:
                 worker.close()

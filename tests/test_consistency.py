@@ -1,0 +1,191 @@
+"""Every figure a person reads agrees with the others: one rule for which metrics failed
+(:attr:`pytest_aaco.records.Verdict.failed_metrics`) read by the message, the headline (pytest's short
+summary), the terminal table, the HTML, JUnit and the GitHub summary; device time decides the outcome
+word when wall time is inconclusive.
+
+Stored verdicts come from :func:`pytest_aaco.history.judge.judge_history` on synthetic results (the
+statistics are the gate's own); side-by-side ones from :func:`pytest_aaco.sidebyside.cycles.to_verdict`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from pytest_aaco.history.fingerprint import build_fingerprint
+from pytest_aaco.history.judge import confirm, judge_history
+from pytest_aaco.history.store import Baseline, run_record
+from pytest_aaco.measure.device_time import DeviceBlock, DeviceSeries
+from pytest_aaco.options import GateSettings
+from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.reports import terminal
+from pytest_aaco.reports.wording import headline, verdict_cell
+
+FP = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cuda",
+                       ep_name="CUDAExecutionProvider", provider_options={}, iobinding="none", intra_op_threads=0)
+#: wall-time run means that differ by up to 15% from run to run (a GPU VM's launch-bound wall time)
+WALL_LEVELS = [2.0, 2.3, 1.8, 2.2, 1.9]
+#: device time steady to 0.2% between runs (kernel time per run, ms)
+DEVICE_LEVELS = [0.818, 0.8195, 0.8172, 0.8188, 0.8166]
+
+
+def _device(ms: float, seed: int, extra: int = 0, blocks: int = 10) -> DeviceSeries:
+    rng = np.random.default_rng(seed)
+    names = Counter({"conv": 2000, "relu": 190, **({"conv3x3": extra * 10} if extra else {})})
+    return DeviceSeries("fake", tuple(DeviceBlock(10, float(ms * np.exp(rng.normal(0, 0.001))), ms * 0.9,
+                                                  219.0 + extra, names) for _ in range(blocks)), 0.3, 3.0)
+
+
+def _baseline(tmp_path: Path, result_factory) -> Baseline:
+    history = []
+    for seed, (wall, dev) in enumerate(zip(WALL_LEVELS, DEVICE_LEVELS, strict=True)):
+        result = result_factory([wall] * 10, seed=seed)
+        result.device = _device(dev, seed)
+        history.append(run_record(result))
+    return Baseline(tmp_path / "b.json", "t::x", FP.fields, FP.id, history)
+
+
+def _stored(tmp_path: Path, result_factory, device_ms: float, extra: int = 0, seed: int = 9) -> Verdict:
+    current = result_factory([2.04] * 10, seed=seed)
+    current.device = _device(device_ms, seed, extra)
+    return judge_history(current, _baseline(tmp_path, result_factory), FP, GateSettings(), 0.05, "vgg19[cuda]")
+
+
+def _record(v: Verdict) -> ItemRecord:
+    return ItemRecord("tests/perf/test_models.py::test_latency[vgg19-cuda]", "vgg19", "cuda", "vgg19[cuda]",
+                      verdict=v, outcome=Outcome.FAILED if v.fails else Outcome.PASSED)
+
+
+# ---------------------------------------------------------------- 1. one "which metrics failed" rule
+
+
+def test_a_stored_device_time_failure_is_headlined_and_tabled_as_device_time(tmp_path, result_factory):
+    """Before: ``Failed: -2.1% adjusted LATENCY REGRESSION ...`` and ``regression (confirmed)``."""
+    v = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    assert v.wall_outcome == Outcome.INCONCLUSIVE and v.device_outcome == Outcome.REGRESSION
+    assert v.outcome == Outcome.REGRESSION and v.fails and v.failed_metrics == ["device time"]
+    record = _record(v)
+    assert headline(record).startswith("+7.3% raw DEVICE TIME REGRESSION vgg19[cuda] (vs baseline)"), headline(record)
+    assert "LATENCY" not in headline(record)
+    assert verdict_cell(record) == "regression (device time)"
+    assert v.message.startswith("REGRESSION vgg19[cuda]: device time +7.3% [")
+    # a fresh session confirms it: the table says so, as side by side does
+    second = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8, seed=10)
+    confirmed = confirm(v, second, GateSettings())
+    assert confirmed.confirmed and confirmed.failed_metrics == ["device time"]
+    assert verdict_cell(_record(confirmed)) == "regression (device time; confirmed)"
+    assert "regression (device time; confirmed)" in terminal.format_table([_record(confirmed)])[2]
+
+
+def test_one_rule_names_the_failed_metrics_for_every_reader(tmp_path, result_factory):
+    v = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    record = _record(v)
+    assert record.failed_metrics == v.failed_metrics == ["device time"]
+    assert record.fails and record.is_regression
+    # a verdict that does not fail names nothing, whatever its figures
+    unchanged = _record(_stored(tmp_path, result_factory, 0.818))
+    assert unchanged.failed_metrics == [] and not unchanged.fails
+
+
+# ---------------------------------------------------------------- 2. device time decides the word
+
+
+def test_an_unchanged_gpu_item_reads_no_regression_by_device_time(tmp_path, result_factory):
+    """Before: ``inconclusive`` (wall time decided the word though device time's CI was ±0.5%)."""
+    v = _stored(tmp_path, result_factory, 0.818)
+    assert v.wall_outcome == Outcome.INCONCLUSIVE and v.device_outcome == Outcome.NO_REGRESSION
+    assert v.outcome == Outcome.NO_REGRESSION and not v.fails and v.decided_by == "device time"
+    assert v.message.startswith("no regression vgg19[cuda]: device time "), v.message
+    assert "wall time " in v.message and "(inconclusive)" in v.message
+    assert verdict_cell(_record(v)) == "no-regression (device time)"
+    # --aaco-strict-inconclusive does not fail it: the word is device time's
+    assert not judge_history(*_args(tmp_path, result_factory), GateSettings(strict_inconclusive=True), 0.05,
+                             "vgg19[cuda]").fails
+
+
+def _args(tmp_path: Path, result_factory):
+    current = result_factory([2.04] * 10, seed=9)
+    current.device = _device(0.818, 9)
+    return current, _baseline(tmp_path, result_factory), FP
+
+
+# ---------------------------------------------------------------- 5. what is withheld is said, and counted
+
+
+def _cold_record(verdict: dict) -> ItemRecord:
+    v = Verdict(Outcome.NO_REGRESSION, "vgg19[cuda]", 0.05, message="no regression vgg19[cuda]: ...")
+    record = ItemRecord("t.py::test_latency[vgg19-cuda]", "vgg19", "cuda", "vgg19[cuda]", verdict=v,
+                        cold_start={"verdict": verdict})
+    record.outcome = Outcome.FAILED if record.fails else Outcome.PASSED
+    return record
+
+
+def test_a_withheld_cold_start_is_said_in_the_terminal_and_no_table_calls_it_a_regression():
+    """Before: a cold start withheld for contention printed nothing, and its figures read "regression"."""
+    from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
+
+    history = [ColdStart([100.0, 101.0, 99.0], [20.0, 20.5, 19.8]) for _ in range(4)]
+    busy = ColdStart([200.0, 202.0, 198.0], [20.0, 20.1, 19.9])
+    busy.others_cores = 1.63
+    withheld = cold_start_verdict(busy, history, "vgg19[cuda]", max_contention=1.0)
+    record = _cold_record(withheld.to_dict())
+    assert not record.fails and record.cold_start_withheld and record.worth_a_line
+    assert record.failed_metrics == [] and not record.is_regression
+    assert verdict_cell(record) == "no-regression (withheld: CPU contention)"
+    lines = "\n".join(terminal.detail_lines([record]))
+    assert "other processes kept 1.63 cores busy" in lines
+    quiet = "\n".join(terminal.summary_lines([record], _context(), verbosity=-1))
+    assert "other processes kept 1.63 cores busy" in quiet
+
+
+def test_the_summary_count_counts_a_cold_start_regression():
+    """Before: an item failed on cold start while the summary said ``0 regression(s)``."""
+    from pytest_aaco.passes.coldstart import ColdStart, side_by_side_verdict
+
+    base = ColdStart([62.0, 63.0, 61.0, 62.5, 62.0], [20.0] * 5)
+    cand = ColdStart([729.0, 731.0, 725.0, 735.0, 728.0], [20.0] * 5)
+    cand.others_cores = 1.63  # paired: the same load on both sides, never withheld
+    record = _cold_record(side_by_side_verdict(base, cand, "vgg19[cuda]", "HEAD~1").to_dict())
+    assert record.fails and record.failed_metrics == ["cold start"] and record.is_regression
+    context = _context({"alpha": 0.05, "m": 1, "tests": 1, "discoveries": 0, "method": "LOND"})
+    assert "1 gated, 1 regression(s)" in "\n".join(terminal.summary_lines([record], context))
+    from pytest_aaco.reports.github import job_summary
+    assert "1 gated, 1 regression(s)." in job_summary([record], context.summary)
+
+
+def _context(fdr: dict | None = None):
+    from pytest_aaco.records import SessionSummary
+    from pytest_aaco.reports import ReportContext
+
+    return ReportContext(summary=SessionSummary(1, {}, fdr))
+
+
+# ---------------------------------------------------------------- 3. every per cent beside the means it is the ratio of
+
+
+def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_path, result_factory):
+    """Before: ``raw +13.0%; mean 41.91 ms vs 40.04 ms`` (those means give +4.7%)."""
+    import re
+
+    from pytest_aaco.reports.junit import properties
+    from tests.test_output import agrees
+
+    baseline = _baseline(tmp_path, result_factory)
+    current = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
+    v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
+    found = re.search(r"latency ([+-][\d.]+%) raw \(95% CI [^)]*\); geometric mean ([\d.]+) ms vs ([\d.]+) ms;"
+                      r" mean ([\d.]+) ms vs ([\d.]+) ms \(([+-][\d.]+%)\)", v.message)
+    assert found, v.message
+    pct, geo_now, geo_then, now, then, mean_pct = found.groups()
+    assert agrees(pct, geo_now, geo_then) and agrees(mean_pct, now, then)
+    assert pct != mean_pct  # skewed rounds: the two ratios differ, each printed beside its own means
+    props = dict(properties(_record(v)))
+    assert float(props["aaco_raw_change_pct"]) / 100 + 1 == float(props["aaco_current_geomean_ms"]) / float(
+        props["aaco_baseline_geomean_ms"]) or abs(float(props["aaco_raw_change_pct"]) / 100 + 1 - float(
+            props["aaco_current_geomean_ms"]) / float(props["aaco_baseline_geomean_ms"])) < 1e-5
+    # an old record without the geometric means still loads, and dumps to the same keys
+    old = v.to_dict()
+    del old["current_geomean_ms"], old["baseline_geomean_ms"]
+    assert Verdict.from_dict(old).to_dict() == old
