@@ -83,7 +83,7 @@ from pytest_aaco.verdict.stats import Comparison
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
 #: cycles at the first look when device time is traced: kernel time per run decides a 2% change in
-#: 6 cycles on 2 session pairs (H100, docs/gpu.md), and 4 cycles fewer in each of the two
+#: 6 cycles on 2 session pairs (H100, studies/RESULTS.md), and 4 cycles fewer in each of the two
 #: measurements of a changed item saved about 5 s of its 25
 TRACED_FIRST_CYCLES = 6
 #: iterations timed but not measured at the start of each block (spin bleed; studies/RESULTS.md)
