@@ -19,7 +19,8 @@ offline (studies/quality_analysis.py): the plugin's own rule through
 is emulated faithfully. Finally a noise model fitted to the A/A data drives thousands of simulated
 sessions (studies/quality_sim.py) for precise rates, with the published scenarios (AR(1)
 rho=0.5, a 2% run-to-run offset) beside them. The tables, the machine, the load average during the
-runs and the command go to ``--out`` (docs/verdict-quality.md).
+runs and the command go to ``--out`` (``verdict-quality-report.md``; the dated tables in
+studies/RESULTS.md came from such reports).
 
 The pytest-benchmark check needs pytest-benchmark in a folder of its own, so that it does not load
 into every pytest run of the project's environment (``--pb-path``)::
@@ -29,7 +30,7 @@ into every pytest run of the project's environment (``--pb-path``)::
 Before measuring it waits until the 1-minute load average is below ``--wait-load`` (polling every
 30 s, at most ``--wait-max-min`` minutes) and stops starting sessions after ``--budget-min``.
 
-    python studies/verdict_quality.py --history 5 --aa 8 --ab 3 --out docs/verdict-quality.md
+    python studies/verdict_quality.py --history 5 --aa 8 --ab 3 --out /tmp/verdict-quality-report.md
     python studies/verdict_quality.py --phases report ...     # re-analyse the recorded data
     python studies/verdict_quality.py --rounds 3 --history 2 --aa 1 --ab 1 --copies 1 \\
         --models squeezenet,shufflenet --calib-cycles 3 --sim-sessions 200 --workdir /tmp/vq-tiny   # smoke test
@@ -64,7 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/aaco-verdict-quality"),
                    help="where sessions, baselines and the manifest go (default: %(default)s)")
-    p.add_argument("--out", type=Path, default=Path("docs/verdict-quality.md"), help="markdown report (%(default)s)")
+    p.add_argument("--out", type=Path, default=Path("verdict-quality-report.md"),
+                   help="markdown report (%(default)s); its dated tables go into studies/RESULTS.md by hand")
     p.add_argument("--models", default=DEFAULT_MODELS, help="zoo models, comma-separated (%(default)s)")
     p.add_argument("--copies", type=int, default=4, help="registry entries per model (%(default)s)")
     p.add_argument("--sizes", default="3,5,10,20", help="A/B slowdowns in percent (%(default)s)")

@@ -25,7 +25,7 @@ REGISTRY = "models:\n  tiny: {path: tiny.onnx}\n  conv: {path: conv.onnx}\n"
 #: the A/A test's model: a 16-channel 32x32 Conv (a fraction of a millisecond)
 AA_REGISTRY = "models:\n  conv: {path: conv.onnx}\n"
 #: the run-to-run term for two single runs on a shared machine: unchanged items on the project's 2-core
-#: VM differ from run to run by an sd of 21 to 28% (docs/verdict-quality.md); with the gate's 2% prior
+#: VM differ from run to run by an sd of 21 to 28% (studies/RESULTS.md); with the gate's 2% prior
 #: (for a dedicated runner) two A/A pairs of about twelve here were called regressions (+19%, +46%)
 SHARED_MACHINE_NOISE = "--run-noise=25%"
 

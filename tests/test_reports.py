@@ -61,7 +61,7 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     summary_file.write_text("previous step\n", encoding="utf-8")
 
     # the reference workload stays out: this test is about the reports, and under CPU load the
-    # regime rule may rightly withhold a raw regression of a 0.2 ms item (docs/verdict-quality.md)
+    # regime rule may rightly withhold a raw regression of a 0.2 ms item (studies/RESULTS.md)
     saved = aaco_project.run("--aaco-save-baseline", "--aaco-provider=cpu,cuda", "--aaco-reference=none")
     saved.assert_outcomes(passed=1, skipped=1)
 

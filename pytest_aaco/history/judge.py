@@ -82,7 +82,7 @@ SPREAD_LIMIT = 3.0
 #: the offset shared by the session's items) is a regime change: raw figures cannot gate
 REGIME_FRACTION, REGIME_P = 0.03, 0.01
 #: beyond this machine drift even the normalized series is not trusted to declare a regression or an
-#: improvement: in the busy-CPU study (docs/verdict-quality.md) unchanged gates whose reference ran
+#: improvement: in the busy-CPU study (studies/RESULTS.md) unchanged gates whose reference ran
 #: 67% to 136% slower than in the history came out 17% to 53% slower normalized (CPU contention
 #: time-shares the item and the reference unevenly)
 NORMALIZED_REGIME_LIMIT = 0.30
@@ -104,7 +104,7 @@ SHORT_HISTORY_RUNS = 3
 #: a short history is normalized by the reference (slope 1) only when the item's mean iteration and
 #: the reference's are within this factor of each other: on the 2-core study machine the run means
 #: of a 2 to 3 ms reference moved 2.5 times as much as ResNet-50's (21 ms) from process to process,
-#: Inception's (20 ms) 0.7 times (docs/verdict-quality.md, "Choosing the reference")
+#: Inception's (20 ms) 0.7 times (studies/RESULTS.md, "Choosing the reference")
 NORMALIZE_DURATION_RATIO = 3.0
 
 
@@ -859,7 +859,7 @@ def under_contention(v: Verdict, others_cores: float, limit: float, settings: Ga
     cores busy: the slowdown cannot be told from the neighbours' load, so the verdict becomes
     inconclusive (a memory regression, or ``--aaco-strict-inconclusive``, still fails). In the
     verdict-quality study this turned 14 of 160 unchanged-model false alarms on a contended
-    2-core machine into 4, keeping most detections (docs/verdict-quality.md)."""
+    2-core machine into 4, keeping most detections (studies/RESULTS.md)."""
     if v.outcome != REGRESSION or others_cores <= limit or DEVICE_TIME in v.regressions:
         return v  # device time is what the GPU did: other processes on the host do not explain it
     v.outcome = INCONCLUSIVE

@@ -2,7 +2,7 @@
 
 Two sessions measured minutes apart differ by the machine's drift (2% between processes on a
 quiet CPU, 8 to 16% on an H100); measured in alternating blocks of 0.1 to 0.3 s, the paired
-log-ratio of the two varied 0.85% on CPU and 1.5 to 3.6% on the H100 (docs/verdict-quality.md).
+log-ratio of the two varied 0.85% on CPU and 1.5 to 3.6% on the H100 (studies/RESULTS.md).
 This module is that loop, shared by the side-by-side comparison (baseline side vs candidate)
 and by the stored-baseline gate (the item vs a fixed reference workload).
 
@@ -34,7 +34,7 @@ from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.timedloop import time_iterations as time_iterations  # shared with the side worker
 
 #: a block aims at this much time (s): long enough to smooth per-iteration jitter, short enough
-#: to follow the machine's phases (0.2 to 0.3 s blocks gave the figures in docs/verdict-quality.md)
+#: to follow the machine's phases (0.2 to 0.3 s blocks gave the figures in studies/RESULTS.md)
 BLOCK_TARGET_S = 0.2
 #: bounds on the measured iterations of one block
 MIN_BLOCK_ITERATIONS, MAX_BLOCK_ITERATIONS = 3, 2000

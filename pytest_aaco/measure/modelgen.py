@@ -325,7 +325,7 @@ def reference_mix(channels: int = 32, size: int = 56, embed: int = 256, hidden: 
     Relu; Conv 3x3 stride 2 (2c -> *embed*) + Relu; then the ``(size/4)²`` positions as tokens:
     MatMul (*embed* -> *hidden*), erf GELU, MatMul (*hidden* -> *embed*), residual Add,
     LayerNormalization, Softmax. At the defaults about 0.45 GFLOP and 2.4 MB of weights, so it
-    exercises caches and memory bandwidth as well as the arithmetic units (docs/verdict-quality.md
+    exercises caches and memory bandwidth as well as the arithmetic units (studies/RESULTS.md
     has its measured cost). Weights are drawn from ``N(0, 1/fan_in)`` with *seed*, so the file is the
     same on every machine (same bytes, same hash). Raises ValueError for a *size* not divisible by
     4 or a non-positive argument.

@@ -2,7 +2,7 @@
 
 A stored baseline compares runs minutes or days apart. Between them the machine changes speed:
 2% between processes on a quiet CPU, 8 to 30% on busy days, 8 to 16% (and for minutes at a
-time) on an H100 (docs/verdict-quality.md). Each round of the item is therefore paired with a short
+time) on an H100 (studies/RESULTS.md). Each round of the item is therefore paired with a short
 block of a fixed reference model on the same EP and device, in alternating order
 (:func:`pytest_aaco.measure.interleave.run_cycles`), and the verdict can test the *normalized* round
 log-means ``ln(item) - ln(reference)``, in which the machine's speed cancels. This is the
@@ -12,7 +12,7 @@ The reference must not change with what is under test, so it is a fixed model: b
 generated :func:`pytest_aaco.measure.modelgen.reference_mix` (convolutions, a token MLP and elementwise
 ops, cached like the BERT encoder); a model-zoo architecture can be chosen instead. Its identity
 (name and content hash) is stored with every run, so a changed reference invalidates only the
-normalized series, never the raw one. docs/verdict-quality.md has the measurement behind the
+normalized series, never the raw one. studies/RESULTS.md has the measurement behind the
 default choice.
 """
 

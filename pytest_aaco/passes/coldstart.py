@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 DEFAULT_COLD_START_THRESHOLD = default("cold-start-threshold")
 #: significance level of the cold-start verdict, split over :data:`METRICS`
 COLD_START_ALPHA = 0.01
-#: prior sd (fraction) of a run's cold-start minimum from run to run (docs/verdict-quality.md)
+#: prior sd (fraction) of a run's cold-start minimum from run to run (studies/RESULTS.md)
 COLD_RUN_NOISE = 0.10
 #: how many runs' worth of evidence that prior carries
 COLD_PRIOR_DF = 4.0
@@ -308,7 +308,7 @@ def measure_side_by_side(baseline: FreshSessions, candidate: FreshSessions, *, c
     Each cycle builds one fresh session of each side in the order :func:`pytest_aaco.measure.interleave.balanced_orders`
     gives (AB and BA equally often, shuffled with *seed*), so a neighbour's load or a slow phase of the
     machine hits both sides of a cycle: the paired ln ratios of a cycle cancel what a history of
-    separate runs cannot (docs/verdict-quality.md; Abedi & Brecht, ICPE 2017). *compiles*: what the
+    separate runs cannot (studies/RESULTS.md; Abedi & Brecht, ICPE 2017). *compiles*: what the
     EP compiles inside these figures (:func:`compiles_for`). Raises what the sides raise.
     """
     import numpy as np

@@ -2,7 +2,7 @@
 
 Measured minutes apart, two runs differ by the machine's drift (2% between processes on a quiet
 CPU, 8 to 16% on an H100); measured in alternating blocks, the paired log-ratio of the same two
-sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (docs/verdict-quality.md). So:
+sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (studies/RESULTS.md). So:
 
 1. **Open** each side (:class:`SideFactory`): build a fresh InferenceSession, warm it up, and
    record its own memory footprint, session creation and first-run time. On device EPs
@@ -83,10 +83,10 @@ from pytest_aaco.verdict.stats import Comparison
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
 #: cycles at the first look when device time is traced: kernel time per run decides a 2% change in
-#: 6 cycles on 2 session pairs (H100, docs/gpu.md), and 4 cycles fewer in each of the two
+#: 6 cycles on 2 session pairs (H100, studies/RESULTS.md), and 4 cycles fewer in each of the two
 #: measurements of a changed item saved about 5 s of its 25
 TRACED_FIRST_CYCLES = 6
-#: iterations timed but not measured at the start of each block (spin bleed; docs/verdict-quality.md)
+#: iterations timed but not measured at the start of each block (spin bleed; studies/RESULTS.md)
 DEFAULT_DISCARD = 2
 #: seconds the warmup of a fresh session lasts at least when both sides' device time is traced: none
 #: beyond ``--aaco-warmup`` iterations. Device time decides there, the sides alternate within each
@@ -144,7 +144,7 @@ class CompareSettings:
     def session_config(self) -> dict[str, str]:
         """Session configuration entries for both sides: :data:`NO_SPINNING` unless ``spinning``.
 
-        Measured on the shared 2-core machine (docs/verdict-quality.md, "Side by side"): with
+        Measured on the shared 2-core machine (studies/RESULTS.md, "Side by side"): with
         spinning on, the first two iterations of a block that followed the other side's block
         ran 35% slower (median over blocks; 9% after a block of the same side); with
         ``allow_spinning=0``, 4.5% (1.6%). Both sides get the same setting, so the ratio stays a
@@ -741,7 +741,8 @@ def side_memory_growth(footprints: dict[str, list[float]], settings: CompareSett
     so one model's footprint is not one number, and only a candidate that needs more in every
     session than the baseline side needed in any session shows growth. On the H100 an unchanged
     ResNet-50 held about 275 MB in some CUDA sessions and 405 MB in others, at random; compared
-    by medians over 2 to 3 sessions per side, an A/A run failed with 404 MB vs 284 MB (docs/gpu.md).
+    by medians over 2 to 3 sessions per side, an A/A run failed with 404 MB vs 284 MB
+    (studies/RESULTS.md, H100, 2026-11-24).
     A growth smaller than the gap between such modes is not seen side by side.
     """
     base, cand = footprints.get(BASELINE) or [], footprints.get(CANDIDATE) or []

@@ -6,7 +6,7 @@ Conventions used throughout:
 * A *round* is a block of consecutive iterations. Its summary is the mean of ``ln(latency_ms)``,
   called the *round log-mean*. Rounds, not iterations, are the unit of every test here:
   consecutive iterations are autocorrelated, and runs drift by more than iterations vary
-  (docs/verdict-quality.md).
+  (studies/RESULTS.md).
 * A *run* summary is the mean of its round log-means. A baseline *history* is a list of
   earlier runs.
 * Estimates are on the natural-log scale: ``ratio = exp(estimate)`` (current / baseline) and
@@ -348,7 +348,7 @@ def prediction_interval_test(current: npt.ArrayLike, history_run_means: npt.Arra
 #: prior of the item's sensitivity to the machine's speed as the reference sees it: slope 1 (item and
 #: reference slow down alike) with this sd. A history whose reference barely moved cannot tell the
 #: slope, so the prior holds it near 1 and widens the prediction for a machine that moved since; a
-#: history that spans the machine's phases outweighs it (measured slopes: 0.3 to 1.4, docs/verdict-quality.md)
+#: history that spans the machine's phases outweighs it (measured slopes: 0.3 to 1.4, studies/RESULTS.md)
 SLOPE_PRIOR_SD = 0.3
 
 
@@ -392,7 +392,7 @@ class ReferenceFit:
         The machine's speed moves the item and the reference measured alongside it together, but not
         one for one: on the project's 2-core machine a small reference moved 2.5 times as much as
         ResNet-50 from process to process, Inception 0.7 times (correlation 0.93 in both cases,
-        docs/verdict-quality.md). Dividing by the reference (``ln(item) - ln(reference)``, a slope
+        studies/RESULTS.md). Dividing by the reference (``ln(item) - ln(reference)``, a slope
         of 1) then adds noise; fitting the slope over the history removes it. This is regression
         adjustment by a concurrent covariate (CUPED: Deng, Xu, Kohavi & Walker, WSDM 2013) with the
         prediction interval for one new observation of a simple linear regression (Montgomery, Peck &
