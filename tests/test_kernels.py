@@ -293,3 +293,14 @@ def test_missing_cupti_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)
     with pytest.raises(TracerError, match=r"pytest-aaco\[cuda\]"):
         cupti_pass(lambda: None)
+
+
+def test_the_cupti_pass_and_a_device_time_block_are_made_of_the_same_spans(monkeypatch):
+    kernels = [("gemm", 10, 40), ("relu", 45, 48), ("gemm", 60, 90)]
+    install_fake(monkeypatch, FakeCupti(kernels))
+    block = cuptitrace.CuptiTracer().trace(lambda: None, 2)  # device time's traced block
+    install_fake(monkeypatch, FakeCupti(kernels))
+    metrics = cupti_pass(lambda: None, runs=2)  # the kernel pass
+    assert metrics.source == cuptitrace.CuptiTracer.source == "cupti"
+    assert block.kernels == metrics.kernels_per_run == 1.5
+    assert block.kernel_ms == pytest.approx(metrics.kernel_ms) and block.busy_ms == pytest.approx(metrics.busy_ms)

@@ -326,6 +326,29 @@ def test_command_traces_kernels_and_markers_around_the_child(tmp_path):
                                                  str(tmp_path / "spec.json")]
 
 
+def test_device_time_and_the_kernel_pass_run_the_one_child_through_the_one_launcher(monkeypatch, tiny_model_path):
+    from pytest_aaco.tracers import rocprof
+
+    seen: list[tuple[dict, dict]] = []
+
+    def fake_launch(folder, spec, **kw):
+        seen.append((spec, kw))
+        raise TraceError("stopped before rocprofv3")
+
+    monkeypatch.setattr(rocprof, "launch", fake_launch)
+    side = ChildSide("item", Path(tiny_model_path), parse_provider("cpu"), {"x": np.ones((1, 64), np.float32)})
+    with pytest.raises(TraceError, match="stopped"):
+        trace_sides([side], cycles=3, runs=2, timeout_s=timeout_s(1.0, 1))
+    with pytest.raises(TraceError, match="stopped"):
+        traced_child.trace_pass(side, compile_s=1.0, output_format="csv")
+    (blocks, blocks_kw), (kernel_pass, pass_kw) = seen
+    assert sorted(blocks) == sorted(kernel_pass)  # one spec, one child entry
+    assert kernel_pass["cycles"] == 1 and kernel_pass["runs"] == traced_child.PASS_RUNS
+    assert kernel_pass["gap_s"] == traced_child.PASS_GAP_S and kernel_pass["warmup"] == traced_child.PASS_WARMUP
+    assert blocks_kw["limit_s"] == pass_kw["limit_s"] == timeout_s(1.0)  # one formula
+    assert pass_kw["doing"] == f"profiling {Path(tiny_model_path).name}"
+
+
 def test_output_format_and_time_limits():
     assert default_output_format("7.0.1-42") == "rocpd" and default_output_format("6.4.1") == "csv"
     assert default_output_format(None) == "csv" and default_output_format("garbage") == "csv"
