@@ -349,6 +349,16 @@ def test_device_time_and_the_kernel_pass_run_the_one_child_through_the_one_launc
     assert pass_kw["doing"] == f"profiling {Path(tiny_model_path).name}"
 
 
+def test_every_tracer_kind_an_ep_names_has_one_tracer():
+    from pytest_aaco import eps
+    from pytest_aaco.tracers.select import TRACERS
+
+    named = {ep.tracer for ep in eps.ALL} - {eps.NO_TRACER}
+    assert named == set(TRACERS) == {eps.CUPTI, eps.ROCPROFV3}
+    for kind, tracer in TRACERS.items():
+        assert tracer.kind == kind and tracer.install_hint and tracer.in_process == (kind == eps.CUPTI)
+
+
 def test_output_format_and_time_limits():
     assert default_output_format("7.0.1-42") == "rocpd" and default_output_format("6.4.1") == "csv"
     assert default_output_format(None) == "csv" and default_output_format("garbage") == "csv"

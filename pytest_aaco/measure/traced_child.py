@@ -201,7 +201,8 @@ def _run(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id: int, 
         spec = {"sides": [_write_side(folder, i, side) for i, side in enumerate(sides)], "device_id": device_id,
                 "cycles": cycles, "runs": runs, "seed": seed, "compile_cache": str(root) if root is not None else "off",
                 "gap_s": gap_s, "warmup": warmup, "result": str(folder / "child.json")}
-        return rocprof.launch(folder, spec, exe=exe, output_format=output_format, limit_s=timeout_s, doing=doing)
+        return rocprof.RocprofTracer(exe).launch(folder, spec, output_format=output_format, limit_s=timeout_s,
+                                                 doing=doing)
 
 
 def trace_sides(sides: Sequence[ChildSide], *, cycles: int, runs: int, device_id: int = 0, seed: int = 0,

@@ -8,13 +8,10 @@ from collections.abc import Callable
 
 from pytest_aaco import eps
 from pytest_aaco.tracers import cupti, rocprof
-from pytest_aaco.tracers.base import InProcessTracer, TracerError, TracerMissing
+from pytest_aaco.tracers.base import InProcessTracer, Tracer, TracerError, TracerMissing
 
-
-def install_hint(kind: str) -> str:
-    """The install hint of tracer *kind* (:data:`pytest_aaco.eps.CUPTI`, :data:`~pytest_aaco.eps.ROCPROFV3`);
-    empty for :data:`~pytest_aaco.eps.NO_TRACER`."""
-    return {eps.CUPTI: cupti.INSTALL_HINT, eps.ROCPROFV3: rocprof.INSTALL_HINT}.get(kind, "")
+#: the tracer of each kind an EP record names (:attr:`pytest_aaco.eps.Ep.tracer`)
+TRACERS: dict[str, type[Tracer]] = {eps.CUPTI: cupti.CuptiTracer, eps.ROCPROFV3: rocprof.RocprofTracer}
 
 
 def tracer_for(provider: str, mode: str,
