@@ -21,7 +21,6 @@ import pytest
 
 from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import DeviceTracer
 from pytest_aaco.measure.devicelock import hold_device
 from pytest_aaco.measure.inference import (
     MeasureSettings,
@@ -44,6 +43,7 @@ from pytest_aaco.records import Verdict
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 from pytest_aaco.samplers.gpus import gpu_lock_name
+from pytest_aaco.tracers.base import InProcessTracer
 from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import AacoProviderWarning
 
@@ -224,10 +224,10 @@ class BenchmarkRun:
     #: set by :meth:`~pytest_aaco.sidebyside.gate.SideBySideGate.judge_item`); the cold-start pass after
     #: the rounds (:func:`pytest_aaco.extra_passes.measure_insight`) calls it
     compare_cold_start: Callable[[], SideBySideColdStart] | None = None
-    #: device time in stored rounds: the EP's kernel tracer (:func:`pytest_aaco.measure.device_time.tracer_for`),
+    #: device time in stored rounds: the EP's kernel tracer (:func:`pytest_aaco.tracers.select.tracer_for`),
     #: and, where device time was wanted but no tracer is available, the one line saying why (the item is
     #: then gated on wall time)
-    tracer: DeviceTracer | None = None
+    tracer: InProcessTracer | None = None
     no_tracer: str | None = None
 
     @property

@@ -9,9 +9,9 @@ None of them runs during the measured rounds, and each takes the device lock the
   measurement's own fresh sessions first (:attr:`~pytest_aaco.benchmark.BenchmarkRun.compare_cold_start`,
   :meth:`pytest_aaco.sidebyside.gate.SideBySideGate.cold_start`), and one not measured side by
   side (unchanged or new at REF) gets no cold-start pass;
-* **kernels**: CUPTI on NVIDIA EPs (``--aaco-cupti on``, :func:`pytest_aaco.passes.cupti.trace_runs`
+* **kernels**: CUPTI on NVIDIA EPs (``--aaco-cupti on``, :func:`pytest_aaco.passes.kernels.cupti_pass`
   on the item's own session and binding) and rocprofv3 (``--aaco-rocprof``,
-  :func:`pytest_aaco.passes.rocprof.trace_with_rocprof`: the profile pass in a child process);
+  :func:`pytest_aaco.passes.kernels.rocprof_pass`: the profile pass in the one traced child);
 * **operator profile** (``--aaco-profile``): :func:`pytest_aaco.passes.opprofile.profile_model` in a
   separate profiling session, sized by the item's p50.
 
@@ -33,11 +33,10 @@ from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inference import SessionError, bind_run
 from pytest_aaco.measure.ortprofile import ProfileError
 from pytest_aaco.passes.coldstart import ColdStart, SideBySideColdStart, cold_start_verdict, measure_cold_start
-from pytest_aaco.passes.cupti import CuptiError, trace_runs
-from pytest_aaco.passes.kernels import KernelMetrics, onnx_node_count
+from pytest_aaco.passes.kernels import KernelMetrics, cupti_pass, onnx_node_count, rocprof_pass
 from pytest_aaco.passes.opprofile import OpProfile, compare_profiles, profile_model, profile_runs
-from pytest_aaco.passes.rocprof import RocprofError, trace_with_rocprof
 from pytest_aaco.sidebyside.worker_client import WorkerError
+from pytest_aaco.tracers.base import TracerError
 
 
 @dataclass
@@ -62,23 +61,25 @@ class Insight:
 
 
 def _kernels(run: BenchmarkRun, insight: Insight) -> None:
+    """The kernel pass with the tracer the EP's record names, when its option is on; a failure is a note."""
     config, provider = run.config, run.provider
+    kind = provider.ep.tracer
+    option = {eps.CUPTI: "--aaco-cupti", eps.ROCPROFV3: "--aaco-rocprof"}.get(kind)
+    if option is None or not (config.cupti if kind == eps.CUPTI else config.rocprof):
+        return
     node_count = onnx_node_count(run.handle.model_path)
-    if config.cupti and provider.ep.tracer == eps.CUPTI:
-        try:
+    try:
+        if kind == eps.CUPTI:
             runner = bind_run(run.handle, run.feeds, run.settings.iobinding, config.device_id)
             binding = getattr(runner, "binding", None)
             sync = getattr(binding, "synchronize_outputs", None)
-            insight.kernels = trace_runs(runner, node_count=node_count, sync=sync)
-        except (CuptiError, SessionError) as exc:
-            insight.notes.append(f"--aaco-cupti: {exc}")
-    if config.rocprof and provider.ep.tracer == eps.ROCPROFV3:
-        try:
-            insight.kernels = trace_with_rocprof(run.handle.model_path, provider, run.feeds, device_id=config.device_id,
-                                                 node_count=node_count, exe=config.rocprof,
-                                                 compile_s=run.handle.create_ms / 1000)
-        except RocprofError as exc:
-            insight.notes.append(f"--aaco-rocprof: {exc}")
+            insight.kernels = cupti_pass(runner, node_count=node_count, sync=sync)
+        else:
+            insight.kernels = rocprof_pass(run.handle.model_path, provider, run.feeds, device_id=config.device_id,
+                                           node_count=node_count, exe=str(config.rocprof),
+                                           compile_s=run.handle.create_ms / 1000)
+    except (TracerError, SessionError) as exc:
+        insight.notes.append(f"{option}: {exc}")
 
 
 def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:

@@ -142,11 +142,17 @@ class Contention:
 
 
 @dataclass(frozen=True)
-class P99Comparison:
-    """The p99 latency of this run against the latest baseline run's
-    (:func:`pytest_aaco.history.judge.p99_check`): ``ratio`` current/baseline with its bootstrap CI
-    ``ci_low``/``ci_high`` (:class:`pytest_aaco.verdict.stats.QuantileComparison`, ``q`` = 99.0,
-    ``n_boot`` resamples), ``p_slower`` one-sided, and ``regression``: the p99 gate failed."""
+class QuantileComparison:
+    """Ratio of a latency percentile, current / baseline, with a cluster-bootstrap interval
+    (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`); the verdict's ``p99`` part
+    (:func:`pytest_aaco.history.judge.p99_check`, ``q`` = 99.0) is one.
+
+    ``q``: the percentile, 0..100; ``ratio``: the percentile of the pooled current iterations over the
+    baseline's; ``ci_low``/``ci_high``: percentile-bootstrap bounds of the ratio; ``p_slower``:
+    one-sided bootstrap p-value for "the current percentile is larger"; ``n_boot``: resamples;
+    ``regression``: the percentile gate failed (False until a gate judged it).
+    Bundles and baselines written with the earlier ``P99Comparison`` hold the same keys, in this order.
+    """
 
     q: float
     ratio: float
@@ -154,13 +160,14 @@ class P99Comparison:
     ci_high: float
     p_slower: float
     n_boot: int
-    regression: bool
+    regression: bool = False
 
     def to_dict(self) -> JSONDict:
+        """All fields, values as held (a record read from JSON dumps to the bytes it was read from)."""
         return _json_fields(self)
 
     @classmethod
-    def from_dict(cls, data: JSONDict) -> P99Comparison:
+    def from_dict(cls, data: JSONDict) -> QuantileComparison:
         return cls(**_known(cls, data))
 
 
@@ -262,7 +269,7 @@ class Verdict:
     baseline_path: str | None = None
     fingerprint_id: str | None = None
     fingerprint_diff: list[str] = field(default_factory=list)
-    p99: P99Comparison | None = None
+    p99: QuantileComparison | None = None
     memory: list[str] = field(default_factory=list)
     unstable: list[str] = field(default_factory=list)
     confirmed: bool | None = None
@@ -431,7 +438,7 @@ class Verdict:
 
 
 #: the verdict's typed parts, by field name
-_TYPED_PARTS: dict[str, Any] = {"p99": P99Comparison, "first_look": FirstLook, "contention": Contention,
+_TYPED_PARTS: dict[str, Any] = {"p99": QuantileComparison, "first_look": FirstLook, "contention": Contention,
                                 "side_by_side": SideBySideSummary, "reference": ReferenceDrift}
 #: the verdict's list fields
 _LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners")

@@ -44,9 +44,7 @@ from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure import device_time
 from pytest_aaco.measure.compile_cache import set_compile_cache
-from pytest_aaco.measure.device_time import DeviceTimeUnavailable, DeviceTracer
 from pytest_aaco.measure.graph import (
     GraphChoice,
     GraphRefused,
@@ -89,6 +87,8 @@ from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.sidebyside.worker_client import WorkerError
+from pytest_aaco.tracers import select
+from pytest_aaco.tracers.base import InProcessTracer, TracerError
 from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import (
     AacoBaselineWarning,
@@ -246,7 +246,7 @@ class AacoSession:
                 raise pytest.UsageError(str(exc)) from None
         self._references = ReferenceCache(config.reference)
         self.machine_offset = MachineOffset()
-        self._tracers: dict[str, tuple[DeviceTracer | None, str | None]] = {}
+        self._tracers: dict[str, tuple[InProcessTracer | None, str | None]] = {}
         if self.side_gate is not None and self.side_gate.tree is not None:  # a temporary tree to remove
             self.interruptible.hold()  # however the run ends; released when the tree is
 
@@ -334,13 +334,13 @@ class AacoSession:
                                                " (--aaco-reference=none silences this)"), stacklevel=2)
             return None
 
-    def tracer_for(self, provider: ProviderSpec) -> tuple[DeviceTracer | None, str | None]:
+    def tracer_for(self, provider: ProviderSpec) -> tuple[InProcessTracer | None, str | None]:
         """The kernel tracer for *provider*'s stored rounds under ``--aaco-device-time``, found once per EP
-        (:func:`pytest_aaco.measure.device_time.tracer_for`): ``(tracer, None)``, or ``(None, the line saying
+        (:func:`pytest_aaco.tracers.select.tracer_for`): ``(tracer, None)``, or ``(None, the line saying
         which package to install)``, or ``(None, None)`` where device time does not apply. Raises
-        :class:`~pytest_aaco.measure.device_time.DeviceTimeUnavailable` with ``on`` and no tracer."""
+        :class:`~pytest_aaco.tracers.base.TracerError` with ``on`` and no tracer."""
         if provider.short not in self._tracers:
-            self._tracers[provider.short] = device_time.tracer_for(provider.short, self.config.device_time)
+            self._tracers[provider.short] = select.tracer_for(provider.short, self.config.device_time)
         return self._tracers[provider.short]
 
     def placement(self, handle: SessionHandle, feeds: dict[str, np.ndarray]) -> Placement:
@@ -582,7 +582,7 @@ class AacoSession:
         if self.side_gate is None and not self.config.smoke:  # side by side traces its own cycles
             try:
                 run.tracer, run.no_tracer = self.tracer_for(provider)
-            except DeviceTimeUnavailable as exc:  # --aaco-device-time=on without a tracer
+            except TracerError as exc:  # --aaco-device-time=on without a tracer
                 self._fail(request, model, provider, str(exc))
         if self.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
             def smoke(**overrides: Any) -> BenchmarkResult:

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from pytest_aaco.measure import device_time
+from pytest_aaco.tracers import cupti as cupti_tracer
 
 
 def main(mode: str, runs: int) -> None:
@@ -27,13 +27,13 @@ def main(mode: str, runs: int) -> None:
     x = np.zeros([d if isinstance(d, int) else 1 for d in inp.shape], np.float32)
     for _ in range(10):
         sess.run(None, {inp.name: x})
-    cupti = device_time.load_cupti()
+    cupti = cupti_tracer.load_cupti()
     counted = [0]
     if mode == "noop":
-        cupti.activity_register_callbacks(lambda: (device_time.BUFFER_BYTES, 0),
+        cupti.activity_register_callbacks(lambda: (cupti_tracer.BUFFER_BYTES, 0),
                                           lambda acts: counted.__setitem__(0, counted[0] + len(acts)))
     else:
-        col = device_time.collector(cupti)
+        col = cupti_tracer.collector(cupti)
     kind = cupti.ActivityKind.CONCURRENT_KERNEL
     times = []
     for _ in range(20):

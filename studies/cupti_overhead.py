@@ -17,7 +17,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from pytest_aaco.measure import device_time
+from pytest_aaco.tracers import cupti as cupti_tracer
+from pytest_aaco.tracers.base import block_of
 
 
 def main() -> None:
@@ -32,8 +33,8 @@ def main() -> None:
 
     for _ in range(20):
         run()
-    cupti = device_time.load_cupti()
-    col = device_time.collector(cupti)
+    cupti = cupti_tracer.load_cupti()
+    col = cupti_tracer.collector(cupti)
     kind = cupti.ActivityKind.CONCURRENT_KERNEL
     names = ("enable", "runs", "disable", "flush", "take+block", "untraced runs", "flush, still enabled",
              "traced block as the tracer takes it")
@@ -56,7 +57,7 @@ def main() -> None:
         cupti.activity_flush_all(1)
         t4 = time.perf_counter()
         recs = col.take()
-        block = device_time.block_of((device_time.KernelSpan(r[0], r[1], r[2]) for r in recs), 10)
+        block = block_of(recs, 10)
         t5 = time.perf_counter()
         # the order the tracer uses: enable, runs, disable, forced flush
         t6 = time.perf_counter()
@@ -65,7 +66,7 @@ def main() -> None:
             run()
         cupti.activity_disable(kind)
         cupti.activity_flush_all(1)
-        second = device_time.block_of((device_time.KernelSpan(r[0], r[1], r[2]) for r in col.take()), 10)
+        second = block_of(col.take(), 10)
         steps["traced block as the tracer takes it"].append((time.perf_counter() - t6) * 1e3)
         assert second.kernels == block.kernels, (second.kernels, block.kernels)
         for k, v in (("enable", t1 - t0), ("runs", t2 - t1), ("flush, still enabled", t2b - t2),

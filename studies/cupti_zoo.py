@@ -5,7 +5,7 @@ For each model (``onnx/backend/test/data/light/light_<name>.onnx``, ONNX nodes c
 
 1. an InferenceSession on the CUDA EP through pytest-aaco's own runner (options, IO binding);
 2. warmup, then ``--rounds`` x ``--runs`` timed runs with CUPTI off: the untraced p50;
-3. the CUPTI phase (:func:`pytest_aaco.passes.cupti.trace_runs`): ``--runs`` runs with
+3. the CUPTI phase (:func:`pytest_aaco.passes.kernels.cupti_pass`): ``--runs`` runs with
    ``CONCURRENT_KERNEL`` activity on, wall time on CUPTI's clock;
 4. the same timed runs again with CUPTI off: shows that the traced phase leaves nothing behind.
 
@@ -57,7 +57,7 @@ def one_model(name: str, args: argparse.Namespace) -> dict:
     from pytest_aaco.measure.inputs import make_inputs
     from pytest_aaco.measure.providers import parse_provider
     from pytest_aaco.measure.registry import zoo_dir
-    from pytest_aaco.passes.cupti import trace_runs
+    from pytest_aaco.passes.kernels import cupti_pass as trace_runs
     from pytest_aaco.passes.kernels import onnx_node_count
     from pytest_aaco.verdict.diagnosis import classify_bottleneck
 

@@ -8,13 +8,14 @@ The layout's rules, bottom to top (a layer imports only its own layer and the on
 
 0. root foundation: ``options``, ``warnings``, ``jsonio``, ``redact``, ``records``, ``hookspecs``, ``eps``
 1. ``samplers/``
-2. ``verdict/`` (pure statistics: neither ``measure/`` nor onnxruntime nor pytest)
-3. ``measure/``
-4. ``history/``
-5. ``passes/``
-6. ``sidebyside/`` (its worker, ``sidebyside/worker.py``, imports nothing of the package)
-7. ``reports/``
-8. root face: ``config``, ``benchmark``, ``extra_passes``, ``gate``, ``session``, ``plugin``, ``cli``
+2. ``tracers/`` (kernel tracers: CUPTI in process, rocprofv3 around a child that ``measure/`` runs)
+3. ``verdict/`` (pure statistics: neither ``measure/`` nor onnxruntime nor pytest)
+4. ``measure/``
+5. ``history/``
+6. ``passes/``
+7. ``sidebyside/`` (its worker, ``sidebyside/worker.py``, imports nothing of the package)
+8. ``reports/``
+9. root face: ``config``, ``benchmark``, ``extra_passes``, ``gate``, ``session``, ``plugin``, ``cli``
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 FOUNDATION = {"options", "warnings", "jsonio", "redact", "records", "hookspecs", "eps", ""}
-LAYERS = ["samplers", "verdict", "measure", "history", "passes", "sidebyside", "reports"]
+LAYERS = ["samplers", "tracers", "verdict", "measure", "history", "passes", "sidebyside", "reports"]
 #: 16 before ``eps.py`` (the one table of execution-provider facts, DESIGN.md's root module) came
 MAX_ROOT_MODULES = 17
 #: 11 since ``from pytest_aaco import eps`` edges are seen (plugin -> session -> ... -> measure.device_time -> eps)
@@ -135,7 +136,7 @@ MAX_FLOORS = 11
 
 
 def layer(module: str) -> int:
-    """The layer of a package module (see the module docstring): 0 foundation ... 8 root face."""
+    """The layer of a package module (see the module docstring): 0 foundation ... 9 root face."""
     rest = module.removeprefix("pytest_aaco").lstrip(".")
     head = rest.split(".")[0]
     if head in FOUNDATION:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import html
 
 from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
-from pytest_aaco.passes.kernels import KernelRecord, kernel_metrics
+from pytest_aaco.passes.kernels import kernel_metrics
 from pytest_aaco.passes.opprofile import NodeTime, OpProfile, OpTime, compare_profiles
 from pytest_aaco.reports import breakdown
+from pytest_aaco.tracers.base import KernelSpan
 
 CPU = "CPUExecutionProvider"
 
@@ -37,7 +38,7 @@ def test_profile_block_shows_the_comparison_and_escapes_names():
 
 
 def test_kernels_block_lists_the_figures():
-    records = [KernelRecord("volta_sgemm_128x64_nn", 0, 50_000), KernelRecord("elementwise", 60_000, 63_000)]
+    records = [KernelSpan("volta_sgemm_128x64_nn", 0, 50_000), KernelSpan("elementwise", 60_000, 63_000)]
     block = breakdown.kernels_block(kernel_metrics(records, 1, 100_000, node_count=2, source="cupti").to_dict())
     assert "KAR (kernels per ONNX node)" in block and "1.00" in block
     assert "volta_sgemm_128x64_nn" in block and "53.0%" in block

@@ -424,8 +424,9 @@ def test_the_amd_workflow_runs_in_a_rocm_container_with_a_kept_compile_cache() -
 
 def test_the_traced_child_loads_each_sides_program_from_the_plugins_cache(
         cache_root: Path, tiny_model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_aaco.measure import rocprof_child
-    from pytest_aaco.measure.rocprof_child import ChildSide, Roctx
+    from pytest_aaco.measure import traced_child
+    from pytest_aaco.measure.traced_child import ChildSide, Roctx
+    from pytest_aaco.tracers import rocprof
 
     ep = CompilingEP(compile_s=0.05)
     install(monkeypatch, ep)
@@ -437,13 +438,13 @@ def test_the_traced_child_loads_each_sides_program_from_the_plugins_cache(
 
     def fake_run(command: list[str], **kwargs: Any) -> Any:  # run the child in this process, not under rocprofv3
         captured["spec"] = json.loads(Path(command[-1]).read_text())
-        rocprof_child.run_child(command[-1], Roctx(lambda text: None, lambda: None, "test"))
+        traced_child.run_child(command[-1], Roctx(lambda text: None, lambda: None, "test"))
         raise RuntimeError("stop after the child")
 
-    monkeypatch.setattr(rocprof_child.shutil, "which", lambda exe: "/usr/bin/rocprofv3")
-    monkeypatch.setattr(rocprof_child.subprocess, "run", fake_run)
+    monkeypatch.setattr(rocprof.shutil, "which", lambda exe: "/usr/bin/rocprofv3")
+    monkeypatch.setattr(rocprof.subprocess, "run", fake_run)
     with pytest.raises(RuntimeError, match="stop after the child"):
-        rocprof_child.trace_sides(sides, cycles=1, runs=1)
+        traced_child.trace_sides(sides, cycles=1, runs=1)
     assert captured["spec"]["compile_cache"] == str(cache_root)
     assert [e["event"] for e in ep.events] == ["compile", "compile", "load", "load"]
     assert "/baseline/" in ep.events[2]["folder"] and "/candidate/" in ep.events[3]["folder"]

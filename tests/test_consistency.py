@@ -17,11 +17,12 @@ import numpy as np
 from pytest_aaco.history.fingerprint import build_fingerprint
 from pytest_aaco.history.judge import confirm, judge_history
 from pytest_aaco.history.store import Baseline, run_record
-from pytest_aaco.measure.device_time import DeviceBlock, DeviceSeries
+from pytest_aaco.measure.device_time import DeviceSeries
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import headline, verdict_cell
+from pytest_aaco.tracers.base import DeviceBlock
 
 FP = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cuda",
                        ep_name="CUDAExecutionProvider", provider_options={}, iobinding="none", intra_op_threads=0)

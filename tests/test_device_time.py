@@ -14,10 +14,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pytest
 
-from pytest_aaco.measure import device_time
-from pytest_aaco.measure.device_time import DeviceBlock, KernelSpan, TracedSide, block_of, tracer_for
+from pytest_aaco.measure.device_time import TracedSide
 from pytest_aaco.sidebyside.cycles import CompareSettings, OpenedSide, to_verdict
 from pytest_aaco.sidebyside.cycles import compare_sides as compare
+from pytest_aaco.tracers import cupti
+from pytest_aaco.tracers.base import DeviceBlock, KernelSpan, TracerError, TracerMissing, block_of
+from pytest_aaco.tracers.select import tracer_for
 
 
 def test_block_of_sums_kernel_time_unions_busy_time_and_counts_kernels():
@@ -163,7 +165,7 @@ def test_a_tracer_that_refuses_mid_run_leaves_the_item_gated_on_wall_time_with_a
     class Refusing(FakeTracer):
         def trace(self, run: FakeRun, runs: int) -> DeviceBlock:
             if self.blocks >= 3:
-                raise device_time.DeviceTimeUnavailable("CUPTI refused to trace kernels: not permitted")
+                raise TracerError("CUPTI refused to trace kernels: not permitted")
             return super().trace(run, runs)
 
     a, b = GpuFactory(0.818, RESNET), GpuFactory(0.818, RESNET, seed=50)
@@ -206,13 +208,12 @@ def test_tracer_for_names_the_package_or_stays_quiet_on_the_cpu(monkeypatch):
     assert tracer_for("cuda", "off") == (None, None)
 
     def missing():
-        raise device_time.DeviceTimeUnavailable("device time on NVIDIA GPUs needs cupti-python:"
-                                                f" {device_time.CUPTI_INSTALL_HINT}")
+        raise TracerMissing(f"CUPTI kernel tracing needs cupti-python: {cupti.INSTALL_HINT}")
 
-    monkeypatch.setattr(device_time, "load_cupti", missing)
+    monkeypatch.setattr(cupti, "load_cupti", missing)
     tracer, why = tracer_for("cuda", "auto")
     assert tracer is None and "pytest-aaco[cuda]" in why and "gated on wall time only" in why
-    with pytest.raises(device_time.DeviceTimeUnavailable, match=r"pytest-aaco\[cuda\]"):
+    with pytest.raises(TracerMissing, match=r"pytest-aaco\[cuda\]"):
         tracer_for("cuda", "on")
     tracer, why = tracer_for("migraphx", "auto")
     assert tracer is None and "migraphx" in why

@@ -21,7 +21,6 @@ from pytest_aaco.measure.device_time import (
     MIN_TRACED_BLOCKS,
     RECORDS_PER_BLOCK,
     TRACED_SHARE,
-    DeviceBlock,
     DeviceRecorder,
     TraceBudget,
     TracedSide,
@@ -36,6 +35,7 @@ from pytest_aaco.sidebyside.cycles import (
     compare_sides,
     device_look_of,
 )
+from pytest_aaco.tracers.base import DeviceBlock
 
 
 class KernelTracer:

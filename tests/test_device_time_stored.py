@@ -1,7 +1,7 @@
 """Device time in stored baselines: traced blocks between the stored rounds (the item's and the
 reference workload's), kept in the history, gated with the history test beside wall time.
 
-The tracer is a fake with the documented shape (a :class:`~pytest_aaco.measure.device_time.DeviceBlock`
+The tracer is a fake with the documented shape (a :class:`~pytest_aaco.tracers.base.DeviceBlock`
 per traced block); the real one, CUPTI, runs on NVIDIA GPUs only (docs/gpu.md).
 """
 
@@ -31,10 +31,11 @@ from pytest_aaco.history.judge import (
     kernel_changes,
 )
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
-from pytest_aaco.measure.device_time import DEVICE_RUNS, DeviceBlock, DeviceSeries
+from pytest_aaco.measure.device_time import DEVICE_RUNS, DeviceSeries
 from pytest_aaco.measure.results import ReferenceSeries
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Verdict
+from pytest_aaco.tracers.base import DeviceBlock
 
 #: the pytester project's conftest: a fake tracer for every EP (the item's kernel time from
 #: FAKE_DEVICE_MS, the reference's fixed; a run-level offset and block noise, seeded by FAKE_SEED),
@@ -46,10 +47,10 @@ from collections import Counter
 
 import numpy as np
 
-from pytest_aaco.measure import device_time
-from pytest_aaco.measure.device_time import DeviceBlock
+from pytest_aaco.tracers import cupti, select
+from pytest_aaco.tracers.base import DeviceBlock
 
-ORIGINAL = device_time.tracer_for
+ORIGINAL = select.tracer_for
 
 
 class FakeTracer:
@@ -75,17 +76,17 @@ def fake_tracer_for(provider, mode):
     if mode == "off":
         return None, None
     if os.environ.get("FAKE_NO_TRACER"):
-        return None, ("device time on NVIDIA GPUs needs cupti-python: " + device_time.CUPTI_INSTALL_HINT
+        return None, ("device time on NVIDIA GPUs needs cupti-python: " + cupti.INSTALL_HINT
                       + "; gated on wall time only")
     return FakeTracer(), None
 
 
 def pytest_configure(config):
-    device_time.tracer_for = fake_tracer_for
+    select.tracer_for = fake_tracer_for
 
 
 def pytest_unconfigure(config):
-    device_time.tracer_for = ORIGINAL
+    select.tracer_for = ORIGINAL
 
 
 def pytest_aaco_verdict(config, item, record):

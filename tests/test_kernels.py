@@ -15,22 +15,26 @@ import numpy as np
 import pytest
 
 from pytest_aaco.measure.providers import parse_provider
-from pytest_aaco.passes import cupti as cuptitrace
-from pytest_aaco.passes.kernels import KernelRecord, after_last_gap, busy_ns, kernel_metrics, onnx_node_count
-from pytest_aaco.passes.rocprof import (
-    GAP_S,
-    RocprofError,
-    read_kernel_csv,
-    rocprof_command,
-    trace_with_rocprof,
+from pytest_aaco.measure.traced_child import PASS_GAP_S as GAP_S
+from pytest_aaco.passes.kernels import (
+    after_last_gap,
+    busy_ns,
+    cupti_pass,
+    kernel_metrics,
+    onnx_node_count,
+    rocprof_pass,
 )
+from pytest_aaco.tracers import cupti as cuptitrace
+from pytest_aaco.tracers.base import KernelSpan, TracerError
+from pytest_aaco.tracers.rocprof import rocprof_command
+from pytest_aaco.tracers.rocprof_trace import read_kernel_csv
 from pytest_aaco.verdict.diagnosis import classify_bottleneck
 
 DATA = Path(__file__).parent / "data" / "rocprof"
 
 
-def k(start_us: float, end_us: float, name: str = "k") -> KernelRecord:
-    return KernelRecord(name, int(start_us * 1000), int(end_us * 1000))
+def k(start_us: float, end_us: float, name: str = "k") -> KernelSpan:
+    return KernelSpan(name, int(start_us * 1000), int(end_us * 1000))
 
 
 # ---------------------------------------------------------------- metrics
@@ -51,7 +55,7 @@ def test_kernels_after_the_last_pause_are_the_runs():
 def test_metrics_of_two_runs():
     # two runs of 100 µs wall each: kernels of 5, 5 and 40 µs, one 5 µs pair overlapping by 2 µs
     run = [k(0, 5, "a"), k(3, 8, "a"), k(50, 90, "gemm")]
-    records = run + [KernelRecord(r.name, r.start_ns + 100_000, r.end_ns + 100_000) for r in run]
+    records = run + [KernelSpan(r.name, r.start_ns + 100_000, r.end_ns + 100_000) for r in run]
     metrics = kernel_metrics(records, runs=2, wall_ns=200_000, node_count=2, source="test")
     assert metrics.kernels == 6 and metrics.kernels_per_run == 3
     assert metrics.kar == pytest.approx(1.5)
@@ -129,24 +133,24 @@ def test_compute_bound_rule_on_a_recorded_trace():
 def test_unknown_csv_and_bad_rows_name_the_file(tmp_path):
     other = tmp_path / "stats.csv"
     other.write_text("Name,Calls,TotalDurationNs\nk,3,100\n")
-    with pytest.raises(RocprofError, match="stats.csv: not a kernel trace.*Name, Calls"):
+    with pytest.raises(TracerError, match="stats.csv: not a kernel trace.*Name, Calls"):
         read_kernel_csv(other)
     bad = tmp_path / "x_kernel_trace.csv"
     bad.write_text("Kind,Kernel_Name,Start_Timestamp,End_Timestamp\nKERNEL_DISPATCH,k,12,oops\n")
-    with pytest.raises(RocprofError, match="line 2: Start_Timestamp/End_Timestamp must be integers"):
+    with pytest.raises(TracerError, match="line 2: Start_Timestamp/End_Timestamp must be integers"):
         read_kernel_csv(bad)
-    with pytest.raises(RocprofError, match="cannot read the kernel trace"):
+    with pytest.raises(TracerError, match="cannot read the kernel trace"):
         read_kernel_csv(tmp_path / "missing.csv")
 
 
 # ---------------------------------------------------------------- the rocprofv3 wrapper
 
 
-def test_command_line_traces_kernels_to_csv_around_the_pass(tmp_path):
+def test_the_pass_runs_the_one_traced_child_of_device_time(tmp_path):
     command = rocprof_command("/opt/rocm/bin/rocprofv3", tmp_path / "out", tmp_path / "spec.json")
-    assert command[:7] == ["/opt/rocm/bin/rocprofv3", "--kernel-trace", "--output-format", "csv", "-d",
-                           str(tmp_path / "out"), "-o"]
-    assert command[command.index("--") + 1:] == [sys.executable, "-m", "pytest_aaco.passes.rocprof",
+    assert command[:2] == ["/opt/rocm/bin/rocprofv3", "--kernel-trace"]
+    assert command[command.index("--output-format") + 1] == "csv"
+    assert command[command.index("--") + 1:] == [sys.executable, "-m", "pytest_aaco.measure.traced_child",
                                                  str(tmp_path / "spec.json")]
 
 
@@ -166,23 +170,23 @@ def tiny_feeds():
 
 def test_missing_rocprof_says_how_to_get_it(monkeypatch, tiny_model_path, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(RocprofError, match="rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk"):
-        trace_with_rocprof(tiny_model_path, parse_provider("cpu"), tiny_feeds())
+    with pytest.raises(TracerError, match="rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk"):
+        rocprof_pass(tiny_model_path, parse_provider("cpu"), tiny_feeds())
 
 
 def test_failing_rocprof_is_quoted(monkeypatch, tiny_model_path, tmp_path):
     path = fake_rocprof(tmp_path / "bin", 'print("ROCPROFILER_STATUS_ERROR: no GPU agents", file=sys.stderr)\n'
                                           "sys.exit(3)\n")
     monkeypatch.setenv("PATH", path + os.pathsep + os.environ["PATH"])
-    with pytest.raises(RocprofError, match="exited with status 3.*\n.*no GPU agents"):
-        trace_with_rocprof(tiny_model_path, parse_provider("cpu"), tiny_feeds())
+    with pytest.raises(TracerError, match="exited with status 3.*\n.*no GPU agents"):
+        rocprof_pass(tiny_model_path, parse_provider("cpu"), tiny_feeds())
 
 
 def test_rocprof_that_writes_no_trace_is_an_error(monkeypatch, tiny_model_path, tmp_path):
     path = fake_rocprof(tmp_path / "bin", 'sys.exit(subprocess.call(args[args.index("--") + 1:]))\n')
     monkeypatch.setenv("PATH", path + os.pathsep + os.environ["PATH"])
-    with pytest.raises(RocprofError, match="wrote no kernel trace"):
-        trace_with_rocprof(tiny_model_path, parse_provider("cpu"), tiny_feeds())
+    with pytest.raises(TracerError, match="wrote no (csv|rocpd) kernel trace"):
+        rocprof_pass(tiny_model_path, parse_provider("cpu"), tiny_feeds())
 
 
 def test_the_real_pass_runs_under_a_stand_in_rocprof(monkeypatch, tiny_model_path, tmp_path):
@@ -205,7 +209,7 @@ def test_the_real_pass_runs_under_a_stand_in_rocprof(monkeypatch, tiny_model_pat
     '''
     path = fake_rocprof(tmp_path / "bin", body)
     monkeypatch.setenv("PATH", path + os.pathsep + os.environ["PATH"])
-    metrics = trace_with_rocprof(tiny_model_path, parse_provider("cpu"), tiny_feeds(), node_count=6)
+    metrics = rocprof_pass(tiny_model_path, parse_provider("cpu"), tiny_feeds(), node_count=6)
     assert metrics.source == "rocprofv3"
     assert metrics.runs == 10 and metrics.kernels == 40 and metrics.kar == pytest.approx(4 / 6)
     assert metrics.wall_ms > 0 and metrics.microkernel_share == 1.0
@@ -259,7 +263,7 @@ def test_cupti_traces_only_the_kernels_of_the_runs(monkeypatch):
     fake = FakeCupti([("gemm", 10, 40), ("relu", 45, 48), ("late", 500, 510)])  # "late" is after the window
     install_fake(monkeypatch, fake)
     calls = []
-    metrics = cuptitrace.trace_runs(lambda: calls.append(1), runs=2, node_count=2, sync=lambda: calls.append("s"))
+    metrics = cupti_pass(lambda: calls.append(1), runs=2, node_count=2, sync=lambda: calls.append("s"))
     assert calls == [1, 1, "s"]
     assert fake.enabled == set()  # disabled again after the phase
     assert metrics.source == "cupti" and metrics.kernels == 2 and metrics.kar == 0.5
@@ -269,8 +273,8 @@ def test_cupti_traces_only_the_kernels_of_the_runs(monkeypatch):
 
 def test_cupti_without_kernels_says_why(monkeypatch):
     install_fake(monkeypatch, FakeCupti([("late", 500, 510)]))
-    with pytest.raises(cuptitrace.CuptiError, match="recorded no GPU kernel in 1 runs"):
-        cuptitrace.trace_runs(lambda: None, runs=1)
+    with pytest.raises(TracerError, match="recorded no GPU kernel in 1 runs"):
+        cupti_pass(lambda: None, runs=1)
 
 
 def test_cupti_is_disabled_even_when_a_run_fails(monkeypatch):
@@ -281,11 +285,22 @@ def test_cupti_is_disabled_even_when_a_run_fails(monkeypatch):
         raise RuntimeError("CUDA failure 700")
 
     with pytest.raises(RuntimeError, match="CUDA failure"):
-        cuptitrace.trace_runs(boom, runs=1)
+        cupti_pass(boom, runs=1)
     assert fake.enabled == set()
 
 
 def test_missing_cupti_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)
-    with pytest.raises(cuptitrace.CuptiError, match=r"pytest-aaco\[cuda\]"):
-        cuptitrace.trace_runs(lambda: None)
+    with pytest.raises(TracerError, match=r"pytest-aaco\[cuda\]"):
+        cupti_pass(lambda: None)
+
+
+def test_the_cupti_pass_and_a_device_time_block_are_made_of_the_same_spans(monkeypatch):
+    kernels = [("gemm", 10, 40), ("relu", 45, 48), ("gemm", 60, 90)]
+    install_fake(monkeypatch, FakeCupti(kernels))
+    block = cuptitrace.CuptiTracer().trace(lambda: None, 2)  # device time's traced block
+    install_fake(monkeypatch, FakeCupti(kernels))
+    metrics = cupti_pass(lambda: None, runs=2)  # the kernel pass
+    assert metrics.source == cuptitrace.CuptiTracer.source == "cupti"
+    assert block.kernels == metrics.kernels_per_run == 1.5
+    assert block.kernel_ms == pytest.approx(metrics.kernel_ms) and block.busy_ms == pytest.approx(metrics.busy_ms)

@@ -8,10 +8,10 @@ import pytest
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.passes.coldstart import ColdStartVerdict
-from pytest_aaco.records import ItemRecord, Outcome, P99Comparison, Verdict
+from pytest_aaco.records import ItemRecord, Outcome, QuantileComparison, Verdict
 from pytest_aaco.verdict.outcome import fails
 
-P99_REGRESSED = P99Comparison(q=99.0, ratio=1.5, ci_low=1.2, ci_high=1.8, p_slower=0.001, n_boot=2000,
+P99_REGRESSED = QuantileComparison(q=99.0, ratio=1.5, ci_low=1.2, ci_high=1.8, p_slower=0.001, n_boot=2000,
                               regression=True)
 STRICT = GateSettings(strict_inconclusive=True)
 IMPROVEMENT_FAILS = GateSettings(fail_on_improvement=True)

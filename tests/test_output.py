@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from pytest_aaco.records import ItemRecord, Outcome, P99Comparison, SideBySideSummary, Verdict
+from pytest_aaco.records import ItemRecord, Outcome, QuantileComparison, SideBySideSummary, Verdict
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import (
     change_text,
@@ -65,7 +65,7 @@ def _verdict(**fields) -> Verdict:
     if isinstance(fields.get("side_by_side"), dict):  # the typed summary, from the keys a bundle holds
         fields["side_by_side"] = SideBySideSummary.from_dict(fields["side_by_side"])
     if isinstance(fields.get("p99"), dict):
-        fields["p99"] = P99Comparison(**{"q": 99.0, "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "p_slower": 0.5,
+        fields["p99"] = QuantileComparison(**{"q": 99.0, "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "p_slower": 0.5,
                                          "n_boot": 1000, "regression": False, **fields["p99"]})
     return Verdict(**{**base, **fields})
 

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_aaco.history.store import load_baseline
 from pytest_aaco.jsonio import dumps
-from pytest_aaco.records import ItemRecord
+from pytest_aaco.records import ItemRecord, QuantileComparison
 
 DATA = Path(__file__).parent / "data" / "records"
 ITEMS = sorted(p for p in DATA.glob("*.json") if not p.name.startswith("baseline-"))
@@ -26,6 +26,15 @@ def test_the_recorded_files_cover_every_typed_field():
     for key in ("p99", "first_look", "contention", "side_by_side", "reference"):
         assert any(v.get(key) for v in verdicts), key
     assert BASELINES
+
+
+def test_a_recorded_p99_part_reads_as_the_one_quantile_comparison():
+    """Bundles written when the p99 part had a type of its own (P99Comparison) load into
+    QuantileComparison, the type the bootstrap returns, with the gate's ``regression`` kept."""
+    found = [ItemRecord.from_dict(json.loads(p.read_text())).verdict.p99 for p in ITEMS]
+    parts = [p for p in found if p is not None]
+    assert parts and all(type(p) is QuantileComparison for p in parts)
+    assert {p.q for p in parts} == {99.0} and all(isinstance(p.regression, bool) for p in parts)
 
 
 @pytest.mark.parametrize("path", ITEMS, ids=lambda p: p.name)

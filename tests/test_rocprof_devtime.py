@@ -23,33 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco.measure import rocprof_child
-from pytest_aaco.measure.device_time import KernelSpan, tracer_for
+from pytest_aaco.measure import traced_child
 from pytest_aaco.measure.providers import parse_provider
-from pytest_aaco.measure.rocprof_child import (
-    ChildSide,
-    RocprofError,
-    RocprofMissing,
-    Roctx,
-    child_timeout_s,
-    cycle_orders,
-    expected_output,
-    load_roctx,
-    rocprof_command,
-    trace_sides,
-)
-from pytest_aaco.measure.rocprof_trace import (
-    Marker,
-    Trace,
-    TraceError,
-    default_output_format,
-    device_blocks,
-    read_kernel_csv,
-    read_marker_csv,
-    read_rocpd,
-    read_trace,
-)
-from pytest_aaco.passes.rocprof import pass_timeout_s
+from pytest_aaco.measure.traced_child import ChildSide, Roctx, cycle_orders, load_roctx, trace_sides
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
     CANDIDATE,
@@ -62,6 +38,20 @@ from pytest_aaco.sidebyside.cycles import (
     device_look_of,
     to_verdict,
 )
+from pytest_aaco.tracers.base import KernelSpan, TracerMissing
+from pytest_aaco.tracers.base import TracerError as TraceError
+from pytest_aaco.tracers.rocprof import expected_output, rocprof_command, timeout_s
+from pytest_aaco.tracers.rocprof_trace import (
+    Marker,
+    Trace,
+    default_output_format,
+    device_blocks,
+    read_kernel_csv,
+    read_marker_csv,
+    read_rocpd,
+    read_trace,
+)
+from pytest_aaco.tracers.select import tracer_for
 
 DATA = Path(__file__).parent / "data" / "rocprof"
 KERNELS = DATA / "devtime_pair_kernel_trace.csv"
@@ -228,13 +218,14 @@ def test_the_rocpd_tables_are_read_when_the_views_are_missing(tmp_path, version)
 
 
 def test_the_kernel_pass_reads_rocpd_too(tmp_path):
-    from pytest_aaco.passes.rocprof import read_records
+    from pytest_aaco.passes.kernels import kernel_metrics
 
     trace = recorded_trace()
     build_rocpd(tmp_path / "aaco_results.db", "3.0.3", trace.kernels, [])
-    layout, records = read_records(tmp_path)
-    assert layout == "rocpd" and len(records) == len(trace.kernels)
-    assert sum(r.duration_ns for r in records) == sum(k.end_ns - k.start_ns for k in trace.kernels)
+    found = read_trace(tmp_path)  # the reader of device time is the kernel pass's reader
+    metrics = kernel_metrics(found.kernels, 1, 10**9, source=found.layout)
+    assert metrics.source == "rocpd" and metrics.kernels == len(trace.kernels)
+    assert metrics.kernel_ms == pytest.approx(sum(k.end_ns - k.start_ns for k in trace.kernels) / 1e6)
 
 
 def test_a_file_that_is_not_a_rocpd_database_is_named(tmp_path):
@@ -331,16 +322,50 @@ def test_an_unconfirmed_child_regression_is_inconclusive():
 def test_command_traces_kernels_and_markers_around_the_child(tmp_path):
     command = rocprof_command("/opt/rocm/bin/rocprofv3", tmp_path / "out", tmp_path / "spec.json", "rocpd")
     assert command[:5] == ["/opt/rocm/bin/rocprofv3", "--kernel-trace", "--marker-trace", "--output-format", "rocpd"]
-    assert command[command.index("--") + 1:] == [sys.executable, "-m", "pytest_aaco.measure.rocprof_child",
+    assert command[command.index("--") + 1:] == [sys.executable, "-m", "pytest_aaco.measure.traced_child",
                                                  str(tmp_path / "spec.json")]
+
+
+def test_device_time_and_the_kernel_pass_run_the_one_child_through_the_one_launcher(monkeypatch, tiny_model_path):
+    from pytest_aaco.tracers import rocprof
+
+    seen: list[tuple[dict, dict]] = []
+
+    def fake_launch(folder, spec, **kw):
+        seen.append((spec, kw))
+        raise TraceError("stopped before rocprofv3")
+
+    monkeypatch.setattr(rocprof, "launch", fake_launch)
+    side = ChildSide("item", Path(tiny_model_path), parse_provider("cpu"), {"x": np.ones((1, 64), np.float32)})
+    with pytest.raises(TraceError, match="stopped"):
+        trace_sides([side], cycles=3, runs=2, timeout_s=timeout_s(1.0, 1))
+    with pytest.raises(TraceError, match="stopped"):
+        traced_child.trace_pass(side, compile_s=1.0, output_format="csv")
+    (blocks, blocks_kw), (kernel_pass, pass_kw) = seen
+    assert sorted(blocks) == sorted(kernel_pass)  # one spec, one child entry
+    assert kernel_pass["cycles"] == 1 and kernel_pass["runs"] == traced_child.PASS_RUNS
+    assert kernel_pass["gap_s"] == traced_child.PASS_GAP_S and kernel_pass["warmup"] == traced_child.PASS_WARMUP
+    assert blocks_kw["limit_s"] == pass_kw["limit_s"] == timeout_s(1.0)  # one formula
+    assert pass_kw["doing"] == f"profiling {Path(tiny_model_path).name}"
+
+
+def test_every_tracer_kind_an_ep_names_has_one_tracer():
+    from pytest_aaco import eps
+    from pytest_aaco.tracers.select import TRACERS
+
+    named = {ep.tracer for ep in eps.ALL} - {eps.NO_TRACER}
+    assert named == set(TRACERS) == {eps.CUPTI, eps.ROCPROFV3}
+    for kind, tracer in TRACERS.items():
+        assert tracer.kind == kind and tracer.install_hint and tracer.in_process == (kind == eps.CUPTI)
 
 
 def test_output_format_and_time_limits():
     assert default_output_format("7.0.1-42") == "rocpd" and default_output_format("6.4.1") == "csv"
     assert default_output_format(None) == "csv" and default_output_format("garbage") == "csv"
-    assert child_timeout_s(90.0, 2) == pytest.approx(300 + 2 * 90 * 2)  # MIGraphX compiles of 90 s, two sides
-    assert child_timeout_s(0.0, 2) == 300
-    assert pass_timeout_s(120.0) > pass_timeout_s(0.0) == 600
+    # one formula for the traced child, whether it runs device-time blocks or the kernel pass
+    assert timeout_s(90.0, 2) == pytest.approx(300 + 2 * 90 * 2)  # MIGraphX compiles of 90 s, two sides
+    assert timeout_s(0.0, 2) == 300 == timeout_s()
+    assert timeout_s(120.0) == pytest.approx(300 + 2 * 120)  # the kernel pass: one session
 
 
 def test_roctx_falls_back_to_no_markers_and_orders_are_seeded():
@@ -466,14 +491,14 @@ def test_a_rocprof_that_writes_no_trace_names_the_file_it_should_have_written(mo
                    "print('rocprofv3: no output written')\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(bad))
-    with pytest.raises(RocprofError, match="wrote no rocpd kernel trace: aaco_results.db is missing from its output"
+    with pytest.raises(TraceError, match="wrote no rocpd kernel trace: aaco_results.db is missing from its output"
                                            " folder .*\nrocprofv3: no output written"):
         trace_sides([], cycles=1, runs=1, output_format="rocpd")
 
 
 def test_a_missing_or_failing_rocprof_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(RocprofError, match="rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk"):
+    with pytest.raises(TraceError, match="rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk"):
         trace_sides([], cycles=1, runs=1)
     bad = tmp_path / "bin"
     bad.mkdir()
@@ -481,7 +506,7 @@ def test_a_missing_or_failing_rocprof_is_a_clear_error(monkeypatch, tmp_path):
     exe.write_text(f"#!{sys.executable}\nimport sys\nprint('no GPU agents', file=sys.stderr)\nsys.exit(4)\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(bad))
-    with pytest.raises(RocprofError, match="exited with status 4 running the traced blocks:\nno GPU agents"):
+    with pytest.raises(TraceError, match="exited with status 4 running the traced blocks:\nno GPU agents"):
         trace_sides([], cycles=1, runs=1)
 
 
@@ -494,7 +519,7 @@ def test_run_child_brackets_every_block_with_ranges_and_both_clocks(tiny_model_p
             "device_id": 0, "cycles": 3, "runs": 2, "seed": 0, "gap_s": 0.001, "warmup": 1,
             "result": str(tmp_path / "child.json")}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    result = rocprof_child.run_child(tmp_path / "spec.json", marks)
+    result = traced_child.run_child(tmp_path / "spec.json", marks)
     assert result["markers"] == "test" and len(result["blocks"]) == 6
     assert calls[0] == ("push", f"aaco/{result['blocks'][0]['side']}/0") and calls[1] == ("pop", "")
     for block in result["blocks"]:
@@ -545,7 +570,7 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     from types import SimpleNamespace
 
     from pytest_aaco.measure.inference import SessionError
-    from pytest_aaco.measure.rocprof_child import ChildTrace
+    from pytest_aaco.measure.traced_child import ChildTrace
     from pytest_aaco.sidebyside import gate as sidegate
     from pytest_aaco.sidebyside.cycles import LocalFactory
     from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
@@ -593,7 +618,7 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     assert note == "device time: the traced child gave fewer than 2 cycles per side; gated on wall time only"
 
     def missing(sides, **kw):
-        raise RocprofMissing("rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk")
+        raise TracerMissing("rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk")
 
     monkeypatch.setattr(sidegate, "trace_sides", missing)
     with warnings.catch_warnings():  # not installed: a note only, as a missing CUPTI is on NVIDIA

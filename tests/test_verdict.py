@@ -294,7 +294,7 @@ def test_confirm_keeps_memory_growth_both_sessions_show_without_a_latency_regres
 
 def test_fails_rules():
     from pytest_aaco.history.judge import Verdict
-    from pytest_aaco.records import P99Comparison
+    from pytest_aaco.records import QuantileComparison
 
     def v(outcome, **kw):
         return Verdict(outcome=outcome, label=LABEL, message="", threshold=0.05, **kw)
@@ -305,7 +305,7 @@ def test_fails_rules():
     assert not fails(v(INCONCLUSIVE), s) and fails(v(INCONCLUSIVE), GateSettings(strict_inconclusive=True))
     assert not fails(v(NO_REGRESSION), s) and not fails(v(NO_BASELINE), s) and not fails(v(MISMATCH), s)
     assert fails(v(NO_REGRESSION, memory=["peak RSS ..."]), s)
-    p99 = P99Comparison(q=99.0, ratio=1.5, ci_low=1.2, ci_high=1.8, p_slower=0.001, n_boot=2000, regression=True)
+    p99 = QuantileComparison(q=99.0, ratio=1.5, ci_low=1.2, ci_high=1.8, p_slower=0.001, n_boot=2000, regression=True)
     assert fails(v(NO_REGRESSION, p99=p99), s)
 
 

@@ -56,7 +56,7 @@ from pytest_aaco.records import (
     Contention,
     FirstLook,
     Outcome,
-    P99Comparison,
+    QuantileComparison,
     ReferenceDrift,
     Verdict,
 )
@@ -505,16 +505,15 @@ def history_memory_growth(result: BenchmarkResult, baseline: Baseline, settings:
     return found
 
 
-def p99_check(result: BenchmarkResult, baseline: Baseline, level: float, threshold: float) -> P99Comparison | None:
+def p99_check(result: BenchmarkResult, baseline: Baseline, level: float,
+              threshold: float) -> QuantileComparison | None:
     """Bootstrap over rounds of the p99 ratio against the latest baseline run's raw iterations."""
     past = [np.asarray(r, dtype=float) for r in baseline.latest_latencies_ms if len(r)]
     if len(past) < 2 or len(result.rounds) < 2:
         return None
     comp = stats.bootstrap_quantile_ratio([r.latencies_ms for r in result.rounds], past, q=99.0,
                                           level=1 - 2 * level)
-    return P99Comparison(q=float(comp.q), ratio=float(comp.ratio), ci_low=float(comp.ci_low),
-                         ci_high=float(comp.ci_high), p_slower=float(comp.p_slower), n_boot=int(comp.n_boot),
-                         regression=bool(comp.p_slower <= level and comp.ratio - 1 >= threshold))
+    return replace(comp, regression=bool(comp.p_slower <= level and comp.ratio - 1 >= threshold))
 
 
 def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,

@@ -10,15 +10,14 @@ A **traced block** runs the model ``runs`` times with the tracer on and yields a
 blocks are taken next to the wall-time blocks, never inside them: a traced block's wall time is
 never judged.
 
-Tracers:
+Tracers (:mod:`pytest_aaco.tracers`, chosen by :func:`pytest_aaco.tracers.select.tracer_for`):
 
-* NVIDIA: CUPTI activity records (``ActivityKind.CONCURRENT_KERNEL``) through NVIDIA's
-  ``cupti-python`` (https://docs.nvidia.com/cupti-python/), :class:`CuptiTracer`.
-  ``pip install 'pytest-aaco[cuda]'``.
+* NVIDIA: CUPTI in this process (:class:`pytest_aaco.tracers.cupti.CuptiTracer`), which this
+  module's recorders call between the wall-time blocks.
 * AMD: rocprofv3 traces a whole process, so there is no in-process tracer: one traced child
-  process runs the item's blocks, both sides alternating (:mod:`pytest_aaco.measure.rocprof_child`),
-  and :mod:`pytest_aaco.measure.rocprof_trace` reads its CSV or rocpd output into the same
-  :class:`DeviceBlock` figures.
+  process runs the item's blocks, both sides alternating (:mod:`pytest_aaco.measure.traced_child`),
+  and :mod:`pytest_aaco.tracers.rocprof_trace` reads its CSV or rocpd output into the same
+  :class:`~pytest_aaco.tracers.base.DeviceBlock` figures.
 
 Units: ms per run; timestamps in ns on the tracer's own clock.
 """
@@ -26,20 +25,14 @@ Units: ms per run; timestamps in ns on the tracer's own clock.
 from __future__ import annotations
 
 import math
-import shutil
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
-from pytest_aaco import eps
+from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer, TracerError
 
-CUPTI_INSTALL_HINT = "pip install 'pytest-aaco[cuda]' (NVIDIA's cupti-python; its CUDA major must match the driver's)"
-#: CUPTI activity buffer size (bytes) handed out on request
-BUFFER_BYTES = 8 * 1024 * 1024
 #: model runs per traced block. cupti-python turns every kernel record into a Python object, about
 #: 70 us each on the H100 (studies/cupti_flush_cost.py: 2190 records of 10 ResNet-50 runs cost
 #: 154 ms to flush with a callback that only counted them, 209 ms with ours; 3 runs 56 ms), so a
@@ -54,215 +47,10 @@ DEVICE_RUNS = 2
 #: 500 keeps 2 runs for the first two and gives DenseNet-121 1; kernel time is per run
 #: (:class:`DeviceBlock`), so blocks of 1 and 2 runs are comparable
 RECORDS_PER_BLOCK = 500
-ROCPROF_INSTALL_HINT = ("install ROCm's rocprofiler-sdk (it ships /opt/rocm/bin/rocprofv3) and put rocprofv3 on"
-                        " PATH")
-
-
-class DeviceTimeUnavailable(RuntimeError):
-    """No tracer can trace this EP here; the message says which package to install or why."""
-
-
-@dataclass(frozen=True)
-class KernelSpan:
-    """One kernel execution: its name, its start and end (ns, the tracer's clock), and the device
-    and stream (queue on AMD) as the tracer names them."""
-
-    name: str
-    start_ns: int
-    end_ns: int
-    device: str = "0"
-    stream: str = "0"
-
-
-@dataclass(frozen=True)
-class DeviceBlock:
-    """What one traced block of *runs* model runs did on the device.
-
-    ``kernel_ms``: summed kernel duration per run (ms); ``busy_ms``: union of kernel intervals per
-    run (ms); ``kernels``: kernels per run; ``names``: kernel name -> launches in the whole block;
-    ``cycle``: the index of the cycle (the wall-time block) it followed, None where not known (then
-    blocks pair by position). Not stored: ``to_dict`` has the figures only.
-    """
-
-    runs: int
-    kernel_ms: float
-    busy_ms: float
-    kernels: float
-    names: Counter[str] = field(default_factory=Counter)
-    cycle: int | None = None
-
-    def to_dict(self) -> dict[str, float]:
-        return {"runs": self.runs, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels}
-
-
-def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
-    """Length (ns) of the union of ``[start, end)`` intervals: the time at least one kernel ran.
-    Empty and inverted intervals count nothing."""
-    total, current_start, current_end = 0, None, None
-    for start, end in sorted((s, e) for s, e in intervals if e > s):
-        if current_end is None or start > current_end:
-            if current_end is not None and current_start is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_end is not None and current_start is not None:
-        total += current_end - current_start
-    return total
-
-
 def runs_for(kernels_per_run: float, most: int = DEVICE_RUNS, records: int = RECORDS_PER_BLOCK) -> int:
     """Runs for a traced block of a model with *kernels_per_run* kernels: as many as fit *records*
     kernel records, at least 1 and at most *most* (:data:`RECORDS_PER_BLOCK`)."""
     return max(1, min(int(most), int(records) // max(1, math.ceil(kernels_per_run))))
-
-
-def block_of(spans: Iterable[KernelSpan], runs: int) -> DeviceBlock:
-    """A :class:`DeviceBlock` from the kernels of *runs* runs (shape: any number of spans).
-    Raises ValueError for ``runs < 1`` or no kernel at all."""
-    if runs < 1:
-        raise ValueError(f"runs must be >= 1, got {runs}")
-    spans = list(spans)
-    if not spans:
-        raise ValueError("no kernel was recorded")
-    total = sum(max(s.end_ns - s.start_ns, 0) for s in spans)
-    busy = union_ns((s.start_ns, s.end_ns) for s in spans)
-    return DeviceBlock(runs, total / 1e6 / runs, busy / 1e6 / runs, len(spans) / runs, Counter(s.name for s in spans))
-
-
-class DeviceTracer(Protocol):
-    """Traces the kernels of ``runs`` calls of ``run`` (one model run each) and returns a
-    :class:`DeviceBlock`; raises :class:`DeviceTimeUnavailable` when it cannot."""
-
-    source: str
-
-    def trace(self, run: Callable[[], object], runs: int) -> DeviceBlock: ...
-
-
-def load_cupti() -> ModuleType:
-    """The ``cupti.cupti`` bindings module. Raises :class:`DeviceTimeUnavailable` naming the package."""
-    try:
-        from cupti import cupti
-    except ImportError as exc:
-        raise DeviceTimeUnavailable(f"device time on NVIDIA GPUs needs cupti-python: {CUPTI_INSTALL_HINT}"
-                                    f" ({exc})") from exc
-    return cupti
-
-
-class Collector:
-    """Receives CUPTI's completed activity buffers. CUPTI takes one pair of buffer callbacks per
-    process, so there is one collector per process (:func:`collector`), shared with the kernel
-    pass (:mod:`pytest_aaco.passes.cupti`)."""
-
-    def __init__(self, cupti: ModuleType) -> None:
-        self.kernel_kind = int(cupti.ActivityKind.CONCURRENT_KERNEL)
-        self.records: list[tuple[str, int, int, str, str]] = []
-        self.lock = threading.Lock()
-
-    def requested(self) -> tuple[int, int]:
-        return BUFFER_BYTES, 0
-
-    def completed(self, activities: list[Any]) -> None:
-        found = [(str(a.name), int(a.start), int(a.end), str(getattr(a, "device_id", 0)),
-                  str(getattr(a, "stream_id", 0)))
-                 for a in activities if int(a.kind) == self.kernel_kind]
-        with self.lock:
-            self.records.extend(found)
-
-    def take(self) -> list[tuple[str, int, int, str, str]]:
-        """The records so far, as ``(name, start_ns, end_ns, device, stream)``; empties the list."""
-        with self.lock:
-            records, self.records = self.records, []
-        return records
-
-
-_COLLECTORS: dict[int, Collector] = {}
-
-
-def collector(cupti: ModuleType) -> Collector:
-    """This process's :class:`Collector`, registered with CUPTI on first use."""
-    found = _COLLECTORS.get(id(cupti))
-    if found is None:
-        found = Collector(cupti)
-        cupti.activity_register_callbacks(found.requested, found.completed)
-        _COLLECTORS[id(cupti)] = found
-    return found
-
-
-def traced_spans(cupti: ModuleType, run: Callable[[], object],
-                 runs: int) -> tuple[list[tuple[str, int, int, str, str]], int]:
-    """Run *run* *runs* times with CUPTI's kernel activity on; ``(records, wall ns)`` of that window,
-    on CUPTI's clock. Raises :class:`DeviceTimeUnavailable` when CUPTI refuses (a driver too old for
-    the package, or profiling not permitted: ``NVreg_RestrictProfilingToAdminUsers``)."""
-    kind = cupti.ActivityKind.CONCURRENT_KERNEL
-    try:
-        col = collector(cupti)
-        col.take()  # drop what an earlier, interrupted trace left
-        cupti.activity_enable(kind)
-    except Exception as exc:  # noqa: BLE001 - cupti.cuptiError and friends
-        raise DeviceTimeUnavailable(f"CUPTI refused to trace kernels: {exc}") from exc
-    try:
-        start = int(cupti.get_timestamp())
-        for _ in range(runs):
-            run()
-        end = int(cupti.get_timestamp())
-    finally:
-        # disable first, then flush: a forced flush while the kind is still enabled took 216 ms
-        # per block on the H100, after disabling 0.07 ms, with the same records
-        # (studies/cupti_overhead.py); the runs are synchronous, so their kernels have completed
-        try:
-            cupti.activity_disable(kind)
-        finally:
-            cupti.activity_flush_all(1)
-    return [r for r in col.take() if start <= r[1] <= end], max(end - start, 1)
-
-
-class CuptiTracer:
-    """Device time on NVIDIA GPUs through CUPTI. *cupti*: the bindings (default :func:`load_cupti`)."""
-
-    source = "cupti"
-
-    def __init__(self, cupti: ModuleType | None = None) -> None:
-        self.cupti = cupti if cupti is not None else load_cupti()
-
-    def trace(self, run: Callable[[], object], runs: int = DEVICE_RUNS) -> DeviceBlock:
-        records, _ = traced_spans(self.cupti, run, runs)
-        if not records:
-            raise DeviceTimeUnavailable(f"CUPTI recorded no GPU kernel in {runs} runs: the session does not run on"
-                                        " a CUDA device, or CUPTI could not attach to its context")
-        return block_of((KernelSpan(r[0], r[1], r[2]) for r in records), runs)
-
-
-def tracer_for(provider: str, mode: str,
-               which: Callable[[str], str | None] = shutil.which) -> tuple[DeviceTracer | None, str | None]:
-    """The tracer for the EP *provider* (short name) under ``--aaco-device-time`` *mode*
-    (``auto``/``on``/``off``): ``(tracer, None)``, or ``(None, why not)``; the reason is None
-    where device time does not apply (the CPU, or ``off``) and for the EPs of
-    rocprofv3 (:attr:`pytest_aaco.eps.Ep.tracer`; traced in a child process,
-    :mod:`pytest_aaco.measure.rocprof_child`) when rocprofv3 is on PATH (*which*: ``shutil.which``): their
-    device time comes from a traced child process instead. With ``on``, a missing tracer is an
-    error: raises :class:`DeviceTimeUnavailable`."""
-    if mode == "off":
-        return None, None
-    ep = eps.get(provider)
-    if ep.tracer == eps.ROCPROFV3:
-        if which("rocprofv3") is not None:
-            return None, None
-        if mode == "on":
-            raise DeviceTimeUnavailable(f"--aaco-device-time=on: device time on {provider} needs rocprofv3:"
-                                        f" {ROCPROF_INSTALL_HINT}")
-        return None, f"device time on {provider} needs rocprofv3: {ROCPROF_INSTALL_HINT}; gated on wall time only"
-    if ep.tracer != eps.CUPTI:
-        if mode == "on" and not ep.host_only:
-            raise DeviceTimeUnavailable(f"--aaco-device-time=on: no in-process kernel tracer for the {provider} EP;"
-                                        " gated on wall time")
-        return None, (f"device time: no in-process kernel tracer for {provider}" if not ep.host_only else None)
-    try:
-        return CuptiTracer(), None
-    except DeviceTimeUnavailable as exc:
-        if mode == "on":
-            raise
-        return None, f"{exc}; gated on wall time only"
 
 
 #: kernel names kept per stored run (the most launched), enough to name what a change added or removed
@@ -319,11 +107,11 @@ class DeviceRecorder:
     first of ``runs`` runs, later ones of :func:`runs_for` the first block's kernels per run (fewer
     for a model with many kernels: :data:`RECORDS_PER_BLOCK`). With a *budget*
     (:class:`TraceBudget`) a cycle it refuses is skipped (``skipped`` counts them) and the traced
-    time is read on the budget's clock. The first :class:`DeviceTimeUnavailable` stops tracing and
+    time is read on the budget's clock. The first :class:`TracerError` stops tracing and
     is kept in ``failed`` (the measurement goes on, gated on wall time). ``traced_ns``: time spent
     in traced blocks (ns)."""
 
-    tracer: DeviceTracer
+    tracer: InProcessTracer
     run: Callable[[], object]
     runs: int = DEVICE_RUNS
     blocks: list[DeviceBlock] = field(default_factory=list)
@@ -353,7 +141,7 @@ class DeviceRecorder:
         start = clock()
         try:
             self.blocks.append(replace(self.tracer.trace(self.run, runs), cycle=cycle))
-        except DeviceTimeUnavailable as exc:
+        except TracerError as exc:
             self.failed = f"{exc}; gated on wall time only"
         finally:
             spent = clock() - start
@@ -425,7 +213,7 @@ class TracedSide(RecordedSide):
     on the cycles both traced.
     """
 
-    def __init__(self, inner: Any, tracer: DeviceTracer, runs: int = DEVICE_RUNS) -> None:
+    def __init__(self, inner: Any, tracer: InProcessTracer, runs: int = DEVICE_RUNS) -> None:
         super().__init__(inner, DeviceRecorder(tracer, inner.run, runs))
         self.every: int | None = None
 

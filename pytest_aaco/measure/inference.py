@@ -32,7 +32,7 @@ from pytest_aaco.measure.compile_cache import (
     keyed_folder,
     user_steered,
 )
-from pytest_aaco.measure.device_time import DeviceRecorder, DeviceTracer, TraceBudget
+from pytest_aaco.measure.device_time import DeviceRecorder, TraceBudget
 from pytest_aaco.measure.plugin_eps import PluginEpError, add_plugin_provider, plugin_ep_names
 from pytest_aaco.measure.providers import (
     MIGRAPHX_KEYS,
@@ -51,6 +51,7 @@ from pytest_aaco.measure.timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared
 from pytest_aaco.measure.timedloop import bound_runner, time_iterations, warmup
 from pytest_aaco.options import CPU_ROUNDS, default
 from pytest_aaco.redact import redact_options, redact_text, secret_values
+from pytest_aaco.tracers.base import InProcessTracer
 from pytest_aaco.warnings import AacoProviderWarning
 
 if TYPE_CHECKING:
@@ -531,7 +532,7 @@ def measure_rounds(run: Callable[[], object], rounds: int, iterations: int,
 
 def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
                   model: str, batch: int, telemetry: Any = None, reference: Any = None,
-                  tracer: DeviceTracer | None = None) -> BenchmarkResult:
+                  tracer: InProcessTracer | None = None) -> BenchmarkResult:
     """Warm up, then measure ``settings.rounds`` rounds on *handle*.
 
     *telemetry* is an object with ``start()``, ``stop()`` and ``to_dict()`` (a

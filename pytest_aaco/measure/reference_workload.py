@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, DeviceTracer, RecordedSide, TraceBudget
+from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, RecordedSide, TraceBudget
 from pytest_aaco.measure.inference import SessionError, bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
@@ -36,6 +36,7 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import content_hash, zoo_dir
 from pytest_aaco.measure.results import ReferenceSeries, RoundResult
 from pytest_aaco.options import REFERENCE_ZOO, default, reference_name
+from pytest_aaco.tracers.base import InProcessTracer
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -119,7 +120,7 @@ class Reference:
         return block_iterations(self.per_iteration_ms, target_s=share * item_round_s)
 
     def measure_alongside(self, run: Callable[[], object], rounds: int, iterations: int, item_round_s: float,
-                          tracer: DeviceTracer | None = None
+                          tracer: InProcessTracer | None = None
                           ) -> tuple[list[RoundResult], ReferenceSeries, DeviceRecorder | None]:
         """*rounds* cycles of one item block (*iterations* measured runs of *run*) and one short
         block of this reference, in balanced AB/BA order (:func:`pytest_aaco.measure.interleave.run_cycles`),

@@ -1,9 +1,11 @@
 """GPU kernel records and the metrics derived from them, whichever tracer produced them.
 
-A tracer (CUPTI on NVIDIA, :mod:`pytest_aaco.passes.cupti`; rocprofv3 / rocprof on AMD,
-:mod:`pytest_aaco.passes.rocprof`) yields :class:`KernelRecord` s for a known number of model runs and
-the wall time of those runs. :func:`kernel_metrics` turns them into the figures of the AACO
-design:
+The kernel pass is a short extra phase after the measured rounds, never during them. The EP's
+tracer (:attr:`pytest_aaco.eps.Ep.tracer`) yields :class:`~pytest_aaco.tracers.base.KernelSpan` s for a
+known number of model runs and the wall time of those runs, the same spans device time is made of:
+CUPTI in this process (:func:`cupti_pass`, ``--aaco-cupti``), rocprofv3 around the one traced child
+(:func:`rocprof_pass`, ``--aaco-rocprof``; :func:`pytest_aaco.measure.traced_child.trace_pass`).
+:func:`kernel_metrics` turns them into the figures of the AACO design:
 
 * **kernels per run**, and **KAR** (kernel-to-ONNX-node ratio): kernels per run over the model's
   node count. Far above 1: ops split into many small kernels; below 1: fusion.
@@ -22,42 +24,35 @@ Waterman & Patterson, CACM 2009).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import union_ns
+from pytest_aaco.measure.providers import ProviderSpec
+from pytest_aaco.measure.traced_child import PASS_GAP_S, ChildSide, trace_pass
+from pytest_aaco.tracers.base import KernelSpan, TracerError, union_ns
+from pytest_aaco.tracers.cupti import CuptiTracer
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: kernels shorter than this (µs) are microkernels
 MICROKERNEL_US = 10.0
 #: kernels listed in reports
 TOP_KERNELS = 10
+#: model runs the CUPTI pass traces
+TRACED_RUNS = 10
 
 
-@dataclass(frozen=True)
-class KernelRecord:
-    """One GPU kernel execution: its (possibly mangled) name and start/end timestamps in ns on the
-    tracer's clock; ``device`` and ``stream`` as the tracer names them (agent / queue on AMD)."""
-
-    name: str
-    start_ns: int
-    end_ns: int
-    device: str = "0"
-    stream: str = "0"
-
-    @property
-    def duration_ns(self) -> int:
-        return max(self.end_ns - self.start_ns, 0)
-
-
-def busy_ns(records: Iterable[KernelRecord]) -> int:
+def busy_ns(records: Iterable[KernelSpan]) -> int:
     """Length (ns) of the union of the records' ``[start, end)`` intervals: time at least one kernel ran
-    (:func:`pytest_aaco.measure.device_time.union_ns`)."""
+    (:func:`pytest_aaco.tracers.base.union_ns`)."""
     return union_ns((r.start_ns, r.end_ns) for r in records)
 
 
-def after_last_gap(records: list[KernelRecord], gap_ns: int) -> list[KernelRecord]:
+def after_last_gap(records: list[KernelSpan], gap_ns: int) -> list[KernelSpan]:
     """The records that start after the last pause of at least *gap_ns* between kernels (all of
     them when there is none): how a tracer's output is cut to the runs that follow a deliberate
     pause, whatever clock its timestamps use."""
@@ -120,7 +115,7 @@ class KernelMetrics:
                 f"{self.microkernel_share:.0%} under {MICROKERNEL_US:.0f} µs" + (f"; top: {top}" if top else ""))
 
 
-def kernel_metrics(records: list[KernelRecord], runs: int, wall_ns: int, node_count: int | None = None,
+def kernel_metrics(records: list[KernelSpan], runs: int, wall_ns: int, node_count: int | None = None,
                    source: str = "", top: int = TOP_KERNELS) -> KernelMetrics:
     """Metrics of *records*, the kernels of *runs* model runs that took *wall_ns* ns of wall time in all.
 
@@ -168,3 +163,47 @@ def onnx_node_count(model_path: Any) -> int | None:
     except Exception:  # noqa: BLE001 - a count is optional
         return None
     return len(model.graph.node) or None
+
+
+def cupti_pass(run: Callable[[], object], runs: int = TRACED_RUNS, *, node_count: int | None = None,
+               sync: Callable[[], object] | None = None, tracer: CuptiTracer | None = None) -> KernelMetrics:
+    """The kernel pass on NVIDIA GPUs: the :class:`KernelMetrics` (``source="cupti"``) of *runs* calls
+    of *run* traced by CUPTI in this process (*tracer*, default a new
+    :class:`~pytest_aaco.tracers.cupti.CuptiTracer`).
+
+    *run*: one model run (the item's bound runner); *sync*: called after the last run when *run*
+    does not wait for the device itself (e.g. IO binding with device outputs). Wall time is
+    measured on CUPTI's own clock, so kernels and wall time line up. Raises
+    :class:`~pytest_aaco.tracers.base.TracerError` (``TracerMissing`` without cupti-python) when
+    CUPTI cannot trace or recorded no kernel.
+    """
+    cupti = tracer if tracer is not None else CuptiTracer()
+
+    def window() -> None:
+        for _ in range(runs):
+            run()
+        if sync is not None:
+            sync()
+
+    spans, wall_ns = cupti.spans(window, 1)
+    return kernel_metrics(spans, runs, wall_ns, node_count, source=cupti.source)
+
+
+def rocprof_pass(model_path: str | Path, provider: ProviderSpec, feeds: Mapping[str, np.ndarray], *,
+                 device_id: int = 0, node_count: int | None = None, exe: str = "rocprofv3",
+                 compile_s: float = 0.0, output_format: str | None = None) -> KernelMetrics:
+    """The kernel pass on AMD GPUs: the :class:`KernelMetrics` of the traced child's one block
+    (:func:`pytest_aaco.measure.traced_child.trace_pass`; ``source``: the trace layout read,
+    ``rocpd``, ``rocprofv3``, ``rocprof-v2`` or ``rocprof-v1``), its kernels those after the pause
+    before the block (:func:`after_last_gap`). *feeds*: the item's inputs (name -> array);
+    *compile_s*: the item's session creation (s), which lengthens the time limit. Raises
+    :class:`~pytest_aaco.tracers.base.TracerError`, also for a trace with no kernel after the pause.
+    """
+    side = ChildSide("item", Path(model_path), provider, feeds)
+    trace, runs, wall_ns = trace_pass(side, device_id=device_id, exe=exe, compile_s=compile_s,
+                                      output_format=output_format)
+    spans = after_last_gap(trace.kernels, int(PASS_GAP_S * 1e9 / 2))
+    if not spans:
+        raise TracerError(f"{trace.path}: no kernel in the profile pass of {Path(model_path).name}: the session"
+                          " does not run on the GPU rocprofv3 traced")
+    return kernel_metrics(spans, runs, max(wall_ns, 1), node_count, source=trace.layout)

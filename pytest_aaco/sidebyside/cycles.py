@@ -48,7 +48,7 @@ import numpy as np
 from pytest_aaco.history.judge import INCONCLUSIVE, NO_REGRESSION, REGRESSION, finish, kernel_changes
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import recorded_compile_ms
-from pytest_aaco.measure.device_time import DeviceBlock, DeviceTracer, TracedSide
+from pytest_aaco.measure.device_time import TracedSide
 from pytest_aaco.measure.inference import (
     MIN_WARMUP_S,
     bind_run,
@@ -76,6 +76,7 @@ from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.records import Outcome, SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
 from pytest_aaco.sidebyside.worker_client import WorkerSide
+from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, SignedRank, paired_t, signed_rank
 from pytest_aaco.verdict.stats import Comparison
@@ -385,7 +386,7 @@ def _test(d_by_pair: list[np.ndarray], settings: CompareSettings,
 
 def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
             device: bool = False, clock: Callable[[], float] = time.monotonic,
-            tracer: DeviceTracer | None = None) -> Measurement:
+            tracer: InProcessTracer | None = None) -> Measurement:
     """Open fresh session pairs of both sides and run looks of cycles until a decision, the last
     look, or the time budget (``settings.budget_s``, counted from the start; a look is skipped when
     the cycles it adds would not fit). Building the sessions (creation and first run: a compiling EP's
@@ -459,7 +460,7 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
 
 
 def _open_pair(baseline: SideFactory, candidate: SideFactory, index: int,
-               tracer: DeviceTracer | None = None) -> tuple[OpenedSide, OpenedSide]:
+               tracer: InProcessTracer | None = None) -> tuple[OpenedSide, OpenedSide]:
     """A fresh (baseline, candidate) pair; odd pairs build the candidate first, so neither side
     always gets the fresher heap. With a *tracer*, both runners are traced when both run in this
     process (a side in another interpreter has no tracer: then neither is)."""
@@ -573,7 +574,7 @@ def _setup_seconds(pairs: list[tuple[OpenedSide, OpenedSide]]) -> float:
 
 def child_device_look(looks: list[DeviceLook]) -> DeviceLook:
     """One verdict from the device-time looks of separate traced child processes (AMD,
-    :mod:`pytest_aaco.measure.rocprof_child`): the first, or with a confirmation the second, whose
+    :mod:`pytest_aaco.measure.traced_child`): the first, or with a confirmation the second, whose
     regression counts only when the first found one too (intersection-union, as for wall time:
     a regression not confirmed is inconclusive). Raises ValueError for no look."""
     if not looks:
@@ -599,7 +600,7 @@ def attach_child_device_time(result: SideBySide, looks: list[DeviceLook]) -> Non
 def child_device_time(trace: Callable[[int], dict[str, list[DeviceBlock]]], settings: CompareSettings,
                       alpha: float, device: bool = True) -> list[DeviceLook]:
     """Device-time looks from traced child processes: ``trace(seed)`` runs one child (fresh sessions
-    of both sides, :func:`pytest_aaco.measure.rocprof_child.trace_sides`) and returns its blocks per
+    of both sides, :func:`pytest_aaco.measure.traced_child.trace_sides`) and returns its blocks per
     side (:data:`BASELINE`, :data:`CANDIDATE`). One look at the item's level *alpha*; a regression is
     traced again with a fresh child (seed + 1) when ``settings.confirm``. Returns the looks (1 or 2),
     for :func:`attach_child_device_time`; [] when a child gave fewer than 2 cycles. Raises what
@@ -782,7 +783,7 @@ def more_footprints(baseline: SideFactory, candidate: SideFactory, footprints: d
 
 def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: CompareSettings, alpha: float,
                   baseline_label: str, device: bool = False, clock: Callable[[], float] = time.monotonic,
-                  tracer: DeviceTracer | None = None) -> SideBySide:
+                  tracer: InProcessTracer | None = None) -> SideBySide:
     """Measure side by side, confirm a regression with fresh sessions, judge memory.
 
     Returns a :class:`SideBySide`. Raises what the sides raise. See the module docstring.

@@ -26,18 +26,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_aaco import eps
-from pytest_aaco.history.environment import rocm_version
 from pytest_aaco.history.judge import finish
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import DEVICE_RUNS, tracer_for
+from pytest_aaco.measure.device_time import DEVICE_RUNS
 from pytest_aaco.measure.graph import GraphChoice, with_graph
 from pytest_aaco.measure.inference import MIN_WARMUP_S, MeasureSettings, SessionError, SessionHandle
 from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, item_provider, model_path
 from pytest_aaco.measure.results import BenchmarkResult, FreshSample
-from pytest_aaco.measure.rocprof_child import ChildSide, RocprofMissing, child_timeout_s, trace_sides
-from pytest_aaco.measure.rocprof_trace import TraceError, default_output_format
+from pytest_aaco.measure.rocm_stack import rocm_version
+from pytest_aaco.measure.traced_child import ChildSide, trace_sides
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
 from pytest_aaco.records import Outcome, Verdict
@@ -59,6 +58,10 @@ from pytest_aaco.sidebyside.cycles import (
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
 from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide
+from pytest_aaco.tracers import rocprof
+from pytest_aaco.tracers.base import TracerError, TracerMissing
+from pytest_aaco.tracers.rocprof_trace import default_output_format
+from pytest_aaco.tracers.select import tracer_for
 from pytest_aaco.warnings import AacoDeviceTimeWarning
 
 if TYPE_CHECKING:
@@ -289,7 +292,7 @@ class SideBySideGate:
                            lock: Callable[[], AbstractContextManager[object]] | None,
                            label: str = "") -> str | None:
         """Device time on AMD GPUs: both sides traced in one rocprofv3 child per look
-        (:func:`pytest_aaco.measure.rocprof_child.trace_sides`,
+        (:func:`pytest_aaco.measure.traced_child.trace_sides`,
         :func:`~pytest_aaco.sidebyside.cycles.child_device_time`), put into *result*. Returns None, or
         the note saying why device time is missing (the item is then gated on wall time); where rocprofv3
         is installed but its trace failed, :func:`wall_time_only` has warned it with the item's *label*
@@ -299,7 +302,7 @@ class SideBySideGate:
         create_ms = [float(x) for info in result.measurement.sides_info.values() for x in info.get("create_ms", [])]
         sides = [ChildSide(BASELINE, baseline.model_file, base_provider, baseline.shared_feeds(), item.iobinding),
                  ChildSide(CANDIDATE, candidate.model_file, provider, candidate.shared_feeds(), item.iobinding)]
-        timeout = child_timeout_s(max(create_ms, default=0.0) / 1000, len(sides))
+        timeout = rocprof.timeout_s(max(create_ms, default=0.0) / 1000, len(sides))
         fmt = default_output_format(rocm_version())
 
         def trace(seed: int) -> dict[str, Any]:
@@ -312,10 +315,10 @@ class SideBySideGate:
             else:
                 with lock():
                     looks = child_device_time(trace, settings, alpha, device)
-        except (TraceError, SessionError) as exc:
+        except (TracerError, SessionError) as exc:
             if item.device_time == "on":
                 raise SessionError(f"--aaco-device-time=on: {exc}") from None
-            if isinstance(exc, RocprofMissing):  # not installed: a note, as a missing CUPTI is (tracer_for)
+            if isinstance(exc, TracerMissing):  # not installed: a note, as a missing CUPTI is (tracer_for)
                 return f"device time: {exc}; gated on wall time only"
             return wall_time_only(label, str(exc))
         if not looks:

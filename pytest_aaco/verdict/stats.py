@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.records import QuantileComparison
 
 __all__ = [
     "SE_FLOOR",
@@ -578,37 +579,6 @@ class LondFdr:
 # ---------------------------------------------------------------------------------------------
 # Tail latency: cluster bootstrap over rounds
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QuantileComparison:
-    """Ratio of a latency percentile, current / baseline, with a cluster-bootstrap interval.
-
-    Attributes:
-        q: the percentile, 0..100 (e.g. 99.0 for p99).
-        ratio: ``percentile_q(current) / percentile_q(baseline)`` on the pooled original iterations.
-        ci_low, ci_high: percentile-bootstrap confidence bounds of the ratio.
-        p_slower: one-sided bootstrap p-value for H1 "current's percentile is larger".
-        n_boot: number of bootstrap resamples.
-    """
-
-    q: float
-    ratio: float
-    ci_low: float
-    ci_high: float
-    p_slower: float
-    n_boot: int
-
-    def to_dict(self) -> JSONDict:
-        """JSON-ready dict of all fields."""
-        return {
-            "q": float(self.q),
-            "ratio": float(self.ratio),
-            "ci_low": float(self.ci_low),
-            "ci_high": float(self.ci_high),
-            "p_slower": float(self.p_slower),
-            "n_boot": int(self.n_boot),
-        }
 
 
 def _rounds_as_arrays(rounds: Sequence[npt.ArrayLike], name: str) -> list[np.ndarray]:

@@ -4,7 +4,7 @@
 
 Files (see README.md): ``devtime_pair_kernel_trace.csv`` (``--kernel-trace``),
 ``devtime_pair_marker_api_trace.csv`` (``--marker-trace``: the roctx ranges ``aaco/<side>/<cycle>``)
-and ``devtime_pair.child.json`` (what ``python -m pytest_aaco.measure.rocprof_child`` writes: each
+and ``devtime_pair.child.json`` (what ``python -m pytest_aaco.measure.traced_child`` writes: each
 block's side, cycle, runs and host timestamps on CLOCK_BOOTTIME and CLOCK_MONOTONIC).
 
 What the trace holds: one traced child running 8 cycles of one 5-run block per side, in the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_aaco.measure.rocprof_child import cycle_orders
+from pytest_aaco.measure.traced_child import cycle_orders
 
 HERE = Path(__file__).parent
 #: kernel name, duration (µs) of one baseline run, in launch order

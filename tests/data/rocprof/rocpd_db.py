@@ -106,7 +106,7 @@ def build(path: str | Path, version: str, kernels: Sequence[Kernel], ranges: Seq
     insert("rocpd_info_node", id=node, hash=node, machine_id="machine-id", system_name="Linux",
            hostname="mi300x-runner", release="6.8.0", version="#1 SMP", hardware_name="x86_64", domain_name="")
     insert("rocpd_info_process", id=PID, nid=node, ppid=PPID, pid=PID, init=1, fini=2, start=1, end=2,
-           command="python -m pytest_aaco.measure.rocprof_child spec.json", environment="{}", extdata="{}")
+           command="python -m pytest_aaco.measure.traced_child spec.json", environment="{}", extdata="{}")
     insert("rocpd_info_stream", id=0, nid=node, pid=PID, name="Default Stream")
     queues = sorted({0} | {k.queue for k in kernels})
     for handle in queues:

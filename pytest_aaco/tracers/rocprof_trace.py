@@ -1,8 +1,9 @@
 """rocprofv3's kernel trace, read from either of its outputs, and cut into traced blocks.
 
 One reader for every user of rocprofv3 in the plugin: device time on AMD GPUs
-(:mod:`pytest_aaco.measure.rocprof_child`, one traced child process per item) and the kernel pass
-(:mod:`pytest_aaco.passes.rocprof`, ``--aaco-rocprof``).
+and the kernel pass (``--aaco-rocprof``), both from one traced child process
+(:mod:`pytest_aaco.measure.traced_child`). A trace that cannot be read or cut into blocks raises
+:class:`~pytest_aaco.tracers.base.TracerError` naming the file and what is wrong.
 
 Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd first):
 
@@ -25,7 +26,7 @@ Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd 
   the event's ``extdata`` as ``{"message": ...}`` (``insert_api_data`` in
   projects/rocprofiler-sdk/source/lib/output/generateRocpd.cpp), so a range's name here is that
   message (:func:`roctx_message`), else the region name. A view without the columns read is a
-  :class:`TraceError` naming the file, the view and the missing column. The file is opened
+  :class:`TracerError` naming the file, the view and the missing column. The file is opened
   read-only (``file:...?mode=ro`` URI, :mod:`sqlite3`), never written.
 * **CSV** (``--output-format csv``, deprecated since ROCm 7.0 but still written):
   ``<prefix>_kernel_trace.csv`` with ``Kind, Agent_Id, Queue_Id, ..., Kernel_Name, Correlation_Id,
@@ -40,7 +41,7 @@ Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd 
 child says where each traced block starts and ends, in one of two ways:
 
 1. roctx ranges named ``aaco/<side>/<cycle>`` pushed and popped around each block
-   (``--marker-trace``), when the child could load roctx (:mod:`pytest_aaco.measure.rocprof_child`);
+   (``--marker-trace``), when the child could load roctx (:mod:`pytest_aaco.measure.traced_child`);
 2. else host timestamps the child wrote itself, on both ``CLOCK_BOOTTIME`` and
    ``CLOCK_MONOTONIC``. rocprofiler-sdk stamps records with ``CLOCK_BOOTTIME`` ("the HSA runtime's
    os::ReadSystemClock()"; ``default_clock_id`` in ``source/lib/common/utility.hpp`` of
@@ -51,7 +52,7 @@ child says where each traced block starts and ends, in one of two ways:
 The child sleeps :data:`BLOCK_GAP_S` before each block, so a kernel that a block launched is
 still counted to it when it ends after the block's host end (up to half the gap).
 
-Units: timestamps ns; per-run figures ms (:class:`~pytest_aaco.measure.device_time.DeviceBlock`).
+Units: timestamps ns; per-run figures ms (:class:`~pytest_aaco.tracers.base.DeviceBlock`).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_aaco.measure.device_time import DeviceBlock, KernelSpan, block_of
+from pytest_aaco.tracers.base import DeviceBlock, KernelSpan, TracerError, block_of
 
 #: pause (s) the traced child takes before every traced block
 BLOCK_GAP_S = 0.05
@@ -78,10 +79,6 @@ CSV_LAYOUTS = (
     ("rocprof-v2", "Kernel_Name", "Start_Timestamp", "End_Timestamp", "GPU_ID", "Queue_ID"),
     ("rocprof-v1", "KernelName", "BeginNs", "EndNs", "gpu-id", "queue-id"),
 )
-
-
-class TraceError(RuntimeError):
-    """A trace that cannot be read or cut into blocks; the message names the file and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +133,7 @@ def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
             reader.fieldnames = header
             return header, list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise TraceError(f"cannot read the kernel trace {path}: {exc}") from exc
+        raise TracerError(f"cannot read the kernel trace {path}: {exc}") from exc
 
 
 def _int(path: Path, line: int, row: dict[str, str], *columns: str) -> tuple[int, ...]:
@@ -144,14 +141,14 @@ def _int(path: Path, line: int, row: dict[str, str], *columns: str) -> tuple[int
         return tuple(int(row[c]) for c in columns)
     except (TypeError, ValueError, KeyError):
         got = "/".join(repr(row.get(c)) for c in columns)
-        raise TraceError(f"{path}, line {line}: {'/'.join(columns)} must be integers (ns), got {got}") from None
+        raise TracerError(f"{path}, line {line}: {'/'.join(columns)} must be integers (ns), got {got}") from None
 
 
 def read_kernel_csv(path: str | Path) -> tuple[str, list[KernelSpan]]:
     """``(layout, kernels)`` of a kernel-trace CSV in one of :data:`CSV_LAYOUTS` (the first whose five
     columns are all there, else the first whose name and timestamp columns are).
 
-    rocprofv3 rows whose ``Kind`` is not ``KERNEL_DISPATCH`` are skipped. Raises :class:`TraceError`
+    rocprofv3 rows whose ``Kind`` is not ``KERNEL_DISPATCH`` are skipped. Raises :class:`TracerError`
     naming the file for an unreadable file, a header of no known layout, and a row whose
     timestamps are not integers (naming its line).
     """
@@ -161,7 +158,7 @@ def read_kernel_csv(path: str | Path) -> tuple[str, list[KernelSpan]]:
     matches = ([c for c in CSV_LAYOUTS if set(c[1:]) <= columns]
                or [c for c in CSV_LAYOUTS if set(c[1:4]) <= columns])
     if not matches:
-        raise TraceError(f"{path}: not a kernel trace of rocprofv3, rocprof v2 or rocprof v1: columns"
+        raise TracerError(f"{path}: not a kernel trace of rocprofv3, rocprof v2 or rocprof v1: columns"
                          f" {', '.join(header[:12]) or '(none)'}; expected Kernel_Name/Start_Timestamp/End_Timestamp"
                          " or KernelName/BeginNs/EndNs")
     layout, name, start, end, device, stream = matches[0]
@@ -178,12 +175,12 @@ def read_kernel_csv(path: str | Path) -> tuple[str, list[KernelSpan]]:
 def read_marker_csv(path: str | Path) -> list[Marker]:
     """The ranges of a rocprofv3 ``*_marker_api_trace.csv``: one :class:`Marker` per row, named by
     whichever text column holds this plugin's :data:`MARKER_PREFIX` (the documented ``Function``
-    column, else any other), else by ``Function``. Raises :class:`TraceError` as
+    column, else any other), else by ``Function``. Raises :class:`TracerError` as
     :func:`read_kernel_csv` does; a file without ``Start_Timestamp``/``End_Timestamp`` is one."""
     path = Path(path)
     header, rows = _read_rows(path)
     if not {"Start_Timestamp", "End_Timestamp"} <= set(header):
-        raise TraceError(f"{path}: not a rocprofv3 marker trace: columns {', '.join(header[:12]) or '(none)'};"
+        raise TracerError(f"{path}: not a rocprofv3 marker trace: columns {', '.join(header[:12]) or '(none)'};"
                          " expected Start_Timestamp and End_Timestamp")
     markers = []
     for line, row in enumerate(rows, start=2):
@@ -201,7 +198,7 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     try:
         return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise TraceError(f"cannot open the rocpd database {path} read-only: {exc}") from exc
+        raise TracerError(f"cannot open the rocpd database {path} read-only: {exc}") from exc
 
 
 def _names(db: sqlite3.Connection) -> set[str]:
@@ -239,7 +236,7 @@ REGION_COLUMNS = ("name", "start", "end", "extdata")
 def _need(columns: list[str], needed: Sequence[str], what: str) -> None:
     missing = [c for c in needed if c not in columns]
     if missing:
-        raise TraceError(f"{what} has no column {', '.join(missing)} (it has {', '.join(columns) or 'none'}):"
+        raise TracerError(f"{what} has no column {', '.join(missing)} (it has {', '.join(columns) or 'none'}):"
                          " not a rocpd layout pytest-aaco reads (rocprofiler-sdk's rocpd schema 3.0.x or 4.1.0)")
 
 
@@ -261,12 +258,12 @@ def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, .
         if rows or "rocpd_kernel_dispatch" not in names:
             return rows
     if not {"rocpd_kernel_dispatch", "rocpd_info_kernel_symbol"} <= names:
-        raise TraceError("no kernels view and no rocpd_kernel_dispatch/rocpd_info_kernel_symbol tables")
+        raise TracerError("no kernels view and no rocpd_kernel_dispatch/rocpd_info_kernel_symbol tables")
     symbol = "COALESCE(S.display_name, S.kernel_name)"
     columns_set = _columns(db, "rocpd_kernel_dispatch")
     found = _time_columns(columns_set, "K", names)
     if found is None:
-        raise TraceError("rocpd_kernel_dispatch has no column start/end, nor start_id/end_id with a"
+        raise TracerError("rocpd_kernel_dispatch has no column start/end, nor start_id/end_id with a"
                          f" rocpd_timestamp table (it has {', '.join(sorted(columns_set))})")
     times, joins = found
     agent = "K.agent_id" if "agent_id" in columns_set else "0"
@@ -321,20 +318,20 @@ def _rocpd_regions(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, .
 
 def read_rocpd(path: str | Path) -> tuple[list[KernelSpan], list[Marker]]:
     """``(kernels, ranges)`` of a rocpd database (see the module docstring for the views and tables
-    read). Raises :class:`TraceError` naming the file when it cannot be opened or queried, or holds
+    read). Raises :class:`TracerError` naming the file when it cannot be opened or queried, or holds
     no kernel table or view."""
     path = Path(path)
     if not path.is_file():
-        raise TraceError(f"no rocpd database at {path}")
+        raise TracerError(f"no rocpd database at {path}")
     db = _connect_ro(path)
     try:
         names = _names(db)
         rows = _rocpd_kernels(db, names)
         regions = _rocpd_regions(db, names)
     except sqlite3.Error as exc:
-        raise TraceError(f"{path}: not a readable rocpd database: {exc}") from exc
-    except TraceError as exc:
-        raise TraceError(f"{path}: {exc}") from exc
+        raise TracerError(f"{path}: not a readable rocpd database: {exc}") from exc
+    except TracerError as exc:
+        raise TracerError(f"{path}: {exc}") from exc
     finally:
         db.close()
     try:
@@ -342,7 +339,7 @@ def read_rocpd(path: str | Path) -> tuple[list[KernelSpan], list[Marker]]:
                    for n, s, e, a, q in rows]
         markers = [Marker(roctx_message(x) or str(n), int(s), int(e)) for n, s, e, x in regions]
     except (TypeError, ValueError) as exc:
-        raise TraceError(f"{path}: a kernel or region row without integer start/end (ns): {exc}") from exc
+        raise TracerError(f"{path}: a kernel or region row without integer start/end (ns): {exc}") from exc
     return kernels, markers
 
 
@@ -363,10 +360,10 @@ def find_trace(out_dir: str | Path) -> Path | None:
 def read_trace(out_dir: str | Path, prefer: str | Path | None = None) -> Trace:
     """The :class:`Trace` under *out_dir*: the file *prefer* when given and there (the name the
     command line asked rocprofv3 for), else :func:`find_trace`'s; for CSV the marker trace beside
-    the kernel trace is read too. Raises :class:`TraceError` when there is no trace or it is unreadable."""
+    the kernel trace is read too. Raises :class:`TracerError` when there is no trace or it is unreadable."""
     path = Path(prefer) if prefer is not None and Path(prefer).is_file() else find_trace(out_dir)
     if path is None:
-        raise TraceError(f"no kernel trace under {out_dir} (expected a rocpd *.db or a *kernel_trace.csv)")
+        raise TracerError(f"no kernel trace under {out_dir} (expected a rocpd *.db or a *kernel_trace.csv)")
     if path.suffix == ".db":
         kernels, markers = read_rocpd(path)
         return Trace("rocpd", kernels, markers, path)
@@ -424,7 +421,7 @@ def windows_from_host(kernels: Sequence[KernelSpan], blocks: Sequence[dict[str, 
                       slack_ns: int) -> tuple[str, list[BlockWindow]]:
     """``(clock, windows)`` from the child's host timestamps: each block's ``{clock: [start, end]}``
     for the clocks in :data:`HOST_CLOCKS`; the clock that puts a kernel in every block (and the most
-    kernels in all) wins. Raises :class:`TraceError` when no clock does."""
+    kernels in all) wins. Raises :class:`TracerError` when no clock does."""
     best: tuple[int, str, list[BlockWindow]] | None = None
     for clock in HOST_CLOCKS:
         if not all(clock in b for b in blocks):
@@ -437,7 +434,7 @@ def windows_from_host(kernels: Sequence[KernelSpan], blocks: Sequence[dict[str, 
             if best is None or count > best[0]:
                 best = (count, clock, windows)
     if best is None:
-        raise TraceError(f"the traced blocks' host timestamps ({', '.join(HOST_CLOCKS)}) do not bracket the traced"
+        raise TracerError(f"the traced blocks' host timestamps ({', '.join(HOST_CLOCKS)}) do not bracket the traced"
                          f" kernels ({len(kernels)} kernels, {len(blocks)} blocks): rocprofv3 stamps with another"
                          " clock;"
                          " install roctx (rocprofiler-sdk-roctx) so block boundaries come from markers")
@@ -447,7 +444,7 @@ def windows_from_host(kernels: Sequence[KernelSpan], blocks: Sequence[dict[str, 
 def block_windows(trace: Trace, blocks: Sequence[dict[str, Any]],
                   slack_ns: int = int(BLOCK_GAP_S * 1e9 / 2)) -> tuple[str, list[BlockWindow]]:
     """``(how, windows)``: from roctx ranges when the trace has one per block (``how="roctx"``), else
-    from the child's host timestamps (``how`` = the clock). Raises :class:`TraceError`."""
+    from the child's host timestamps (``how`` = the clock). Raises :class:`TracerError`."""
     windows = windows_from_markers(trace.markers, blocks)
     if windows is not None:
         return "roctx", windows
@@ -458,13 +455,13 @@ def device_blocks(trace: Trace, blocks: Sequence[dict[str, Any]],
                   slack_ns: int = int(BLOCK_GAP_S * 1e9 / 2)) -> tuple[str, dict[str, list[DeviceBlock]]]:
     """``(how, {side: [DeviceBlock per cycle, in cycle order]})`` of the child's *blocks* in *trace*
     (:func:`block_windows`; each block's kernels through
-    :func:`~pytest_aaco.measure.device_time.block_of`). Raises :class:`TraceError` for a block with no kernel."""
+    :func:`~pytest_aaco.tracers.base.block_of`). Raises :class:`TracerError` for a block with no kernel."""
     how, windows = block_windows(trace, blocks, slack_ns)
     groups = assign(trace.kernels, windows, slack_ns)
     out: dict[str, list[tuple[int, DeviceBlock]]] = {}
     for window, spans in zip(windows, groups, strict=True):
         if not spans:
-            raise TraceError(f"{trace.path}: no kernel in the traced block of {window.side}, cycle {window.cycle}"
+            raise TracerError(f"{trace.path}: no kernel in the traced block of {window.side}, cycle {window.cycle}"
                              f" ({how}): the session does not run on the GPU rocprofv3 traced")
         out.setdefault(window.side, []).append((window.cycle, block_of(spans, window.runs)))
     return how, {side: [b for _, b in sorted(items, key=lambda x: x[0])] for side, items in out.items()}
