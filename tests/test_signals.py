@@ -28,6 +28,10 @@ import pytest
 # background) inherits SIGHUP ignored, and the plugin then rightly leaves it ignored
 if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+# Ctrl-C likewise: a background job of a non-interactive shell (`cmd &`) inherits SIGINT ignored, and
+# Python then installs no KeyboardInterrupt handler; restore what a terminal gives
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
@@ -44,6 +48,10 @@ import os, signal
 # background) inherits SIGHUP ignored, and the plugin then rightly leaves it ignored
 if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+# Ctrl-C likewise: a background job of a non-interactive shell (`cmd &`) inherits SIGINT ignored, and
+# Python then installs no KeyboardInterrupt handler; restore what a terminal gives
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _replace = os.replace
 
