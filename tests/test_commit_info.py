@@ -160,3 +160,36 @@ def test_bundles_and_histories_without_a_commit_still_load(tmp_path: Path, resul
     assert cli.main(["baseline", "show", "--baseline-dir", str(tmp_path / "store")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "commit" in out[0] and out[2].split()[-2] == "-"
+
+
+def test_git_runs_twice_per_session_whatever_the_items(aaco_project: Any, git: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_aaco.history import commit
+
+    root = aaco_project.pytester.path
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "base")
+    calls: list[tuple[str, ...]] = []
+    real = commit._git
+
+    def counted(where: Path, *args: str) -> Any:
+        calls.append(args)
+        return real(where, *args)
+
+    monkeypatch.setattr(commit, "_git", counted)
+    aaco_project.tests(LATENCY_TESTS)
+    aaco_project.pytester.runpytest(*_args("--aaco-save-baseline")).assert_outcomes(passed=3)
+    assert [args[0] for args in calls] == ["status", "show"]  # one session: read once, for the bundle and 3 saves
+    assert len(list((root / "baselines").glob("*/*.json"))) == 3
+
+
+LATENCY_TESTS = """
+import pytest
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_latency(benchmark_model, n):
+    benchmark_model()
+"""
