@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import iniconfig
 
 from pytest_aaco import __version__, eps, flavors
+from pytest_aaco.history.commit import commit_text, describe_commit
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
@@ -395,7 +396,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                for nodeid, data in session["items"].items()]
     meta = session.get("meta") or {}
     _out(f"session {path} started {meta.get('started_at') or meta.get('bundle_started_at') or '-'},"
-         f" providers {', '.join(meta.get('providers') or []) or '-'}, {len(records)} item(s)")
+         f" providers {', '.join(meta.get('providers') or []) or '-'}, {len(records)} item(s)"
+         + (f", project commit {commit_text(meta['commit_info'])}" if "commit_info" in meta else ""))
     if records:
         for line in format_table(records) + detail_lines(records):
             _out(line)
@@ -403,7 +405,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         _out("no items in this bundle")
     if args.html:
         summary = SessionSummary.from_dict(meta.get("summary")) if meta.get("summary") else SessionSummary.of(records)
-        text = render_html(records, summary, session.get("environment"), title=f"pytest-aaco report: {path.name}")
+        commit = (session.get("meta") or {}).get("commit_info")
+        text = render_html(records, summary, session.get("environment"), title=f"pytest-aaco report: {path.name}",
+                           commit=commit if isinstance(commit, dict) else None)
         try:
             atomic_write_text(Path(args.html), text)
         except OSError as exc:
@@ -426,16 +430,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
         try:
             meta = read_json(folder / META_FILE)
         except AacoFileError as exc:
-            rows.append((str(folder), "-", "-", "-", f"unreadable: {exc}"))
+            rows.append((str(folder), "-", "-", "-", "-", f"unreadable: {exc}"))
             continue
         summary = meta.get("summary") or {}
         verdicts = ", ".join(f"{n} {k}" for k, n in sorted((summary.get("verdicts") or {}).items()))
         finished = "" if meta.get("bundle_finished_at") else " (unfinished)"
         rows.append((str(folder), str(meta.get("started_at") or meta.get("bundle_started_at") or "-"),
-                     ",".join(meta.get("providers") or []) or "-",
+                     describe_commit(meta.get("commit_info")), ",".join(meta.get("providers") or []) or "-",
                      str(summary.get("items", meta.get("items_written", "-"))), (verdicts or "-") + finished))
-    for line in format_rows(("session", "started (UTC)", "providers", "items", "verdicts"), rows,
-                            numeric=frozenset({3})):
+    for line in format_rows(("session", "started (UTC)", "commit", "providers", "items", "verdicts"), rows,
+                            numeric=frozenset({4})):
         _out(line)
     return OK
 
@@ -492,8 +496,8 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
     for b in found:
         latest = b.history[-1] if b.history else {}
         rows.append((b.path.parent.name, b.item, str(b.runs), num((latest.get("summary") or {}).get("mean_ms"), ".3f"),
-                     str(latest.get("timestamp", "-")), b.fingerprint_id))
-    for line in format_rows(("runner", "item", "runs", "latest mean ms", "latest run", "fingerprint"), rows,
+                     str(latest.get("timestamp", "-")), describe_commit(latest.get("commit_info")), b.fingerprint_id))
+    for line in format_rows(("runner", "item", "runs", "latest mean ms", "latest run", "commit", "fingerprint"), rows,
                             numeric=frozenset({2, 3})):
         _out(line)
     if len(found) == 1:
@@ -503,18 +507,19 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
         traced = any(isinstance(run.get("device_time"), dict) for run in b.history)
         for i, run in enumerate(b.history):
             figures = run.get("summary") or {}
-            cells = (str(i + 1), str(run.get("timestamp", "-")), str(len(run.get("rounds") or [])),
+            cells = (str(i + 1), str(run.get("timestamp", "-")), describe_commit(run.get("commit_info")),
+                     str(len(run.get("rounds") or [])),
                      *(num(figures.get(k), ".3f") for k in ("mean_ms", "p50_ms", "p99_ms")))
             if traced:  # device time per run: kernel-time sum, busy time (union), kernels
                 dev = run.get("device_time") or {}
                 cells += tuple(num(dev.get(k), f) for k, f in (("kernel_ms", ".4f"), ("busy_ms", ".4f"),
                                                                ("kernels", ".1f")))
             hist.append(cells)
-        header: tuple[str, ...] = ("#", "timestamp", "rounds", "mean ms", "p50 ms", "p99 ms")
-        numeric = {0, 2, 3, 4, 5}
+        header: tuple[str, ...] = ("#", "timestamp", "commit", "rounds", "mean ms", "p50 ms", "p99 ms")
+        numeric = {0, 3, 4, 5, 6}
         if traced:
             header += ("device ms", "busy ms", "kernels")
-            numeric |= {6, 7, 8}
+            numeric |= {7, 8, 9}
         for line in format_rows(header, hist, numeric=frozenset(numeric)):
             _out(line)
     return USAGE_ERROR if problems else OK

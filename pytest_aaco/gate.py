@@ -50,6 +50,8 @@ class GateContext:
     variance_priors: Callable[[Path], RunnerPriors]
     announce: Callable[[str, MeasureSettings], None]
     machine_offset: MachineOffset = field(default_factory=MachineOffset)
+    #: the project's git commit, recorded in each history run (:func:`pytest_aaco.history.commit.commit_info`)
+    commit_info: JSONDict | None = None
 
 
 def item_label(run: BenchmarkRun) -> str:
@@ -85,6 +87,8 @@ def _saved(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerpr
     extra = insight.baseline_extra()
     if record.gpu is not None:  # which of identical GPUs ran this history run (docs/gpu.md, per-GPU baselines)
         extra["gpu"] = {k: record.gpu.get(k) for k in ("uuid", "pci_bus_id", "name")}
+    if ctx.commit_info is not None:  # which commit of the project this history run measured
+        extra["commit_info"] = ctx.commit_info
     saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset, extra)
     record.warnings.extend(saved.warnings)  # a file moved aside, a history archived: the terminal says so
     why_not = run.no_tracer or result.device_note  # no device time saved: say which package (or why)

@@ -16,6 +16,7 @@ without benchmarks stay fast.
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -40,6 +41,7 @@ from pytest_aaco.benchmark import (
 )
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
+from pytest_aaco.history.commit import commit_info
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
@@ -461,7 +463,7 @@ class AacoSession:
             extra: JSONDict = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
             context = GateContext(self.config, self.lond(), self.variance_priors, self.announce,
-                                  self.machine_offset)
+                                  self.machine_offset, self.commit_info)
             with self.interruptible:  # a confirmation look, then the baseline save
                 record = judge(item.nodeid, run, extra, context)
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
@@ -696,7 +698,7 @@ class AacoSession:
         return ReportContext(
             summary=self.summary(), started_at=self.started_at, fdr=self.config.fdr,
             bundle_path=None if self.bundle is None else self.bundle.path,
-            junit_path=self.config.junit_path, html_path=self.config.html_path,
+            junit_path=self.config.junit_path, html_path=self.config.html_path, commit_info=self.commit_info,
             say=lambda text, **markup: write_line(self.pytest_config, text, **markup),
         )
 
@@ -755,7 +757,14 @@ class AacoSession:
             },
             "gated_items": self.gated_items,
             "device_ids": list(c.device_ids or ()),
+            "commit_info": self.commit_info,
         }
+
+    @functools.cached_property
+    def commit_info(self) -> JSONDict:
+        """The git commit, branch and dirty flag of the project under test (pytest's root folder),
+        read once per session (:func:`pytest_aaco.history.commit.commit_info`; unknown without git)."""
+        return commit_info(Path(str(self.pytest_config.rootpath)))
 
     def _write_head(self, bundle: SessionBundle) -> None:
         """``session_meta.json`` and ``environment.json`` of the bundle."""

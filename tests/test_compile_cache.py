@@ -249,10 +249,10 @@ def test_a_side_by_side_item_compiles_at_most_twice_per_side_and_never_shares(
     import onnx
 
     from pytest_aaco.measure.modelgen import add_extra_work
-    from pytest_aaco.measure.registry import zoo_dir
+    from tests.conftest import squeezenet_file
 
     # the candidate changes the model's bytes but keeps its file name, as a retrained model does
-    onnx.save(add_extra_work(onnx.load(str(zoo_dir() / "light_squeezenet.onnx")), matmuls=1, size=32),
+    onnx.save(add_extra_work(onnx.load(str(squeezenet_file())), matmuls=1, size=32),
               str(model_repo / "models" / "net.onnx"))
     git(model_repo, "commit", "-qam", "retrained")
     ep = CompilingEP(compile_s=0.2)

@@ -9,8 +9,9 @@ from typing import Any
 import onnx
 import pytest
 
-from pytest_aaco.measure.registry import load_registry, zoo_dir
+from pytest_aaco.measure.registry import load_registry
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, GitRefError, RefTree, resolve_ref
+from tests.conftest import squeezenet_file
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_cosmetic_change_is_changed_with_the_old_file(repo: Path, git: Any) -> N
         side = tree.side_at_revision(specs(repo)["net"], "cpu")
         assert side.status == CHANGED and side.changes == ["model bytes"]
         assert side.model_file is not None and not side.model_file.is_symlink()
-        assert side.model_file.read_bytes() == (zoo_dir() / "light_squeezenet.onnx").read_bytes()
+        assert side.model_file.read_bytes() == (squeezenet_file()).read_bytes()
         assert "changed since HEAD~1: model bytes" in side.describe("HEAD~1")
         root = tree.root
     assert not root.exists()  # the temporary copy is removed
@@ -61,7 +62,7 @@ def test_options_and_inputs_count_as_changes(repo: Path, git: Any, repo_registry
 
 
 def test_new_model_and_new_registry(repo: Path, git: Any, repo_registry: Any) -> None:
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "other.onnx")
+    shutil.copy(squeezenet_file(), repo / "models" / "other.onnx")
     (repo / "models.yaml").write_text(repo_registry + "  other:\n    path: models/other.onnx\n")
     git(repo, "add", ".")
     commit(git, repo, "new model")
@@ -84,7 +85,7 @@ def test_model_file_missing_at_ref_is_new(repo: Path, git: Any, repo_registry: A
     # at REF the entry named a file that the commit did not hold; now the file is committed
     (repo / "models.yaml").write_text(repo_registry + "  ghost:\n    path: models/ghost.onnx\n")
     commit(git, repo, "entry first")
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "ghost.onnx")
+    shutil.copy(squeezenet_file(), repo / "models" / "ghost.onnx")
     git(repo, "add", ".")
     commit(git, repo, "file later")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
@@ -93,7 +94,7 @@ def test_model_file_missing_at_ref_is_new(repo: Path, git: Any, repo_registry: A
 
 
 def test_untracked_files_are_named(repo: Path, git: Any, repo_registry: Any) -> None:
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "loose.onnx")
+    shutil.copy(squeezenet_file(), repo / "models" / "loose.onnx")
     (repo / "models.yaml").write_text(repo_registry + "  loose:\n    path: models/loose.onnx\n")
     commit(git, repo, "entry only")  # the registry names a file that git does not track
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
@@ -134,13 +135,13 @@ def test_shallow_clone_says_so_and_how_to_deepen(tmp_path: Path, git: Any) -> No
 
 def test_large_model_is_streamed_to_disk(repo: Path, git: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # a model bigger than what git would hand over in one read; the copy must match byte for byte
-    big = (zoo_dir() / "light_squeezenet.onnx").read_bytes()
+    big = (squeezenet_file()).read_bytes()
     model = onnx.load_from_string(big)
     model.doc_string = "x" * (8 * 2**20)
     onnx.save(model, str(repo / "models" / "net.onnx"))
     commit(git, repo, "big")
     expected = (repo / "models" / "net.onnx").read_bytes()
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "net.onnx")
+    shutil.copy(squeezenet_file(), repo / "models" / "net.onnx")
     commit(git, repo, "small again")
     with RefTree(resolve_ref("HEAD~1", repo)) as tree:
         side = tree.side_at_revision(specs(repo)["net"], "cpu")

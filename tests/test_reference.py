@@ -55,7 +55,7 @@ def test_reference_path_is_cached_and_identified(isolated_cache):
     mtime = path.stat().st_mtime_ns
     assert reference_path("mix") == path and path.stat().st_mtime_ns == mtime
     assert reference_id("mix", path).startswith("mix:") and len(reference_id("mix", path)) == 20
-    assert reference_path("squeezenet").name == "light_squeezenet.onnx"
+    assert reference_path("squeezenet").name.startswith("zoo-squeezenet-")  # generated (pytest_aaco/measure/zoogen.py)
 
 
 def test_measurement_pairs_every_round_with_a_reference_block(isolated_cache, tiny_model_path):

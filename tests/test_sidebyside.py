@@ -160,9 +160,9 @@ def _model_files(tmp_path: Path) -> tuple[Path, Path, Path]:
     import onnx
 
     from pytest_aaco.measure.modelgen import add_extra_work
-    from pytest_aaco.measure.registry import zoo_dir
+    from tests.conftest import squeezenet_file
 
-    original = zoo_dir() / "light_squeezenet.onnx"
+    original = squeezenet_file()
     model = onnx.load(str(original))
     cosmetic = tmp_path / "cosmetic.onnx"
     model.doc_string = "same compute, different bytes"

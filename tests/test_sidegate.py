@@ -11,11 +11,12 @@ import pytest
 
 from pytest_aaco.measure.modelgen import add_extra_work
 from pytest_aaco.measure.providers import parse_provider
-from pytest_aaco.measure.registry import ModelSpec, load_registry, zoo_dir
+from pytest_aaco.measure.registry import ModelSpec, load_registry
 from pytest_aaco.options import GateSettings
 from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate, reused_samples
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, GitRefError
+from tests.conftest import squeezenet_file
 
 CPU = parse_provider("cpu")
 FAST = CompareSettings(block_s=0.03, threshold=0.50)  # wide: an A/A under xdist on a loaded 2-core machine
@@ -63,7 +64,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
         assert len(bench.rounds) == result.measurement.cycles and bench.mean_ms > 0
     finally:
         gate.close()
-    onnx.save(add_extra_work(onnx.load(str(zoo_dir() / "light_squeezenet.onnx")), matmuls=12, size=256),
+    onnx.save(add_extra_work(onnx.load(str(squeezenet_file())), matmuls=12, size=256),
               str(repo / "models" / "net.onnx"))
     git(repo, "commit", "-qam", "slower")
     gate = SideBySideGate("HEAD~1", None, FAST, repo)
@@ -123,7 +124,7 @@ def test_the_cold_start_reuses_the_fresh_sessions_of_the_side_by_side_measuremen
 
 
 def test_new_item_and_bad_ref(repo: Path, git: Any) -> None:
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "other.onnx")
+    shutil.copy(squeezenet_file(), repo / "models" / "other.onnx")
     (repo / "models.yaml").write_text("models:\n  net:\n    path: models/net.onnx\n"
                                       "  other:\n    path: models/other.onnx\n")  # net first: spec() is net
     git(repo, "add", ".")

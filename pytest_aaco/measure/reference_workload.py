@@ -33,7 +33,7 @@ from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
 from pytest_aaco.measure.modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
 from pytest_aaco.measure.providers import ProviderSpec
-from pytest_aaco.measure.registry import content_hash, zoo_dir
+from pytest_aaco.measure.registry import content_hash, zoo_model_path
 from pytest_aaco.measure.results import ReferenceSeries, RoundResult
 from pytest_aaco.options import REFERENCE_ZOO, default, reference_name
 from pytest_aaco.tracers.base import InProcessTracer
@@ -77,7 +77,7 @@ def reference_path(name: str) -> Path:
     if value is None:
         raise ReferenceError("the reference workload is turned off (none): there is no file")
     if value in REFERENCE_ZOO:
-        return zoo_dir() / f"light_{value}.onnx"
+        return zoo_model_path(value)
     generator, params = GENERATED[value]
     target = cache_dir() / "models" / f"{generator}-{cache_key(generator, params)}.onnx"
     if not target.is_file():

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import SessionSummary
 
 
@@ -24,7 +25,8 @@ class ReportContext:
     *summary*: counts and the LOND state; *started_at*: ISO time (UTC) the session started;
     *fdr*: ``--aaco-fdr``; *bundle_path*: the session bundle folder, or None; *junit_path* /
     *html_path*: ``--aaco-junit`` / ``--aaco-html`` (None: not asked for); *say*: writes one line on
-    pytest's terminal (markup keywords such as ``yellow=True``), never raising.
+    pytest's terminal (markup keywords such as ``yellow=True``), never raising; *commit_info*: the
+    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), or None.
     """
 
     summary: SessionSummary
@@ -34,3 +36,4 @@ class ReportContext:
     junit_path: Path | None = None
     html_path: Path | None = None
     say: Callable[..., None] = _print
+    commit_info: JSONDict | None = None

@@ -31,6 +31,7 @@ import numpy as np
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+from pytest_aaco.history.commit import commit_text
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.store import load_baseline
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_text, read_json
@@ -279,12 +280,16 @@ def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[st
 
 def run_label(index: int, run: Mapping[str, object]) -> str:
     """The x label of history run *index* (from 0): ``#3 11-24 20:03`` (its number and time,
-    UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a ``commit``."""
+    UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a ``commit`` (or the ``commit_info``
+    of :func:`pytest_aaco.history.commit.commit_info`)."""
     text = f"#{index + 1}"
     stamp = str(run.get("timestamp") or "")
     if len(stamp) >= 16:
         text += f" {stamp[5:10]} {stamp[11:16]}"
     commit = run.get("commit")
+    info = run.get("commit_info")
+    if not commit and isinstance(info, dict):
+        commit = info.get("id")
     if isinstance(commit, str) and commit:
         text += f" {commit[:7]}"
     return text
@@ -718,14 +723,16 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
 
 
 def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environment: dict[str, Any] | None = None,
-                *, baselines: dict[str, JSONDict] | None = None, title: str = "pytest-aaco report") -> str:
+                *, baselines: dict[str, JSONDict] | None = None, title: str = "pytest-aaco report",
+                commit: JSONDict | None = None) -> str:
     """The whole report page as a string.
 
     *records*: the items (of a session, or read back from a bundle); *summary*: their counts and
     the LOND state; *environment*: the lockbox of
     :func:`pytest_aaco.history.environment.collect_environment` or None; *baselines*: ``{nodeid:
-    baseline file dict}``, read from each verdict's ``baseline_path`` when None. Never raises
-    for missing fields; plots that fail become notes.
+    baseline file dict}``, read from each verdict's ``baseline_path`` when None; *commit*: the
+    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), shown under the title
+    when given. Never raises for missing fields; plots that fail become notes.
     """
     if baselines is None:
         baselines = load_baselines(records)
@@ -737,6 +744,8 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
              f"<title>{e(title)}</title><style>{CSS}</style></head><body><main>",
              f"<h1>{e(title)}</h1>",
              f'<p class="muted">{e(len(records))} item(s): {e(counts)}. Generated {e(generated)}.</p>']
+    if commit is not None:
+        parts.append(f'<p class="muted commit">Project commit: {e(commit_text(commit))}.</p>')
     sentence = fdr_sentence(summary, sum(r.is_regression for r in records))
     if sentence:
         parts.append(f'<p class="muted">False-alarm control: {e(sentence)}</p>')
@@ -778,7 +787,7 @@ def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
     path = context.html_path
     if path is None:
         return
-    text = render_html(records, context.summary, _environment(context.bundle_path))
+    text = render_html(records, context.summary, _environment(context.bundle_path), commit=context.commit_info)
     try:
         atomic_write_text(path, text)
     except OSError as exc:
