@@ -46,9 +46,10 @@ from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
 from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
-from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
+from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
+from pytest_aaco.verdict.percent import pct
 
 _T = TypeVar("_T")
 

@@ -297,6 +297,13 @@ class Verdict:
     #: absent from :meth:`to_dict`)
     current_geomean_ms: float | None = None
     baseline_geomean_ms: float | None = None
+    #: the one-sided bounds (ratios) the outcome rule compared (:func:`pytest_aaco.verdict.outcome.outcome_of`):
+    #: ``lower_bound`` at the item's level (above 1 exactly when the slowdown is significant) and
+    #: ``upper_bound`` at the no-regression level (below 1 + threshold for "no regression"); printed by
+    #: :func:`pytest_aaco.verdict.percent.bound_text`. None in records written before them (then absent
+    #: from :meth:`to_dict`, and the reports print the 95% CI instead)
+    lower_bound: float | None = None
+    upper_bound: float | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -410,7 +417,7 @@ class Verdict:
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
-        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms"):
+        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound"):
             if data[name] is None:  # absent, as in files written before them
                 del data[name]
         return data

@@ -70,7 +70,7 @@ def test_a_stored_device_time_failure_is_headlined_and_tabled_as_device_time(tmp
     assert headline(record).startswith("+7.3% raw DEVICE TIME REGRESSION vgg19[cuda] (vs baseline)"), headline(record)
     assert "LATENCY" not in headline(record)
     assert verdict_cell(record) == "regression (device time)"
-    assert v.message.startswith("REGRESSION vgg19[cuda]: device time +7.3% [")
+    assert v.message.startswith("REGRESSION vgg19[cuda]: device time +7.3% raw (lower bound +"), v.message
     # a fresh session confirms it: the table says so, as side by side does
     second = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8, seed=10)
     confirmed = confirm(v, second, GateSettings())
@@ -175,7 +175,7 @@ def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_pa
     baseline = _baseline(tmp_path, result_factory)
     current = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
     v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
-    found = re.search(r"latency ([+-][\d.]+%) raw \(95% CI [^)]*\); geometric mean ([\d.]+) ms vs ([\d.]+) ms;"
+    found = re.search(r"latency ([+-][\d.]+%) raw \(upper bound [^)]*\); geometric mean ([\d.]+) ms vs ([\d.]+) ms;"
                       r" mean ([\d.]+) ms vs ([\d.]+) ms \(([+-][\d.]+%)\)", v.message)
     assert found, v.message
     pct, geo_now, geo_then, now, then, mean_pct = found.groups()
@@ -189,3 +189,63 @@ def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_pa
     old = v.to_dict()
     del old["current_geomean_ms"], old["baseline_geomean_ms"]
     assert Verdict.from_dict(old).to_dict() == old
+
+
+# ---------------------------------------------------------------- the interval printed is the one compared
+
+def _comparison(change: float, se: float, df: float = 4.0):
+    from scipy.stats import t as student_t
+
+    from pytest_aaco.verdict.stats import Comparison
+
+    estimate = float(np.log1p(change))
+    p_slower = float(student_t.sf(estimate / se, df))
+    return Comparison("prediction-interval", estimate, se, df, p_slower, 1 - p_slower, 10, 5)
+
+
+def test_the_interval_printed_is_the_bound_the_rule_compared_with_its_side():
+    """Before: ``-26.2% raw [-52.9, +15.8]`` was called no-regression at 10% and ``+3.8% [-1.1, +9.0]``
+    inconclusive at 10%: the 95% two-sided CI was printed, the one-sided bound was compared. After:
+    the one-sided bound, its side and the threshold it was compared with, from the verdict's own figures."""
+    import re
+
+    from pytest_aaco.history.judge import compared_text
+    from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
+    from pytest_aaco.verdict.percent import pct
+
+    level, threshold = 0.05, 0.10
+    for change, se in ((-0.262, 0.28), (0.038, 0.06), (0.038, 0.025), (0.30, 0.05), (0.0, 0.01), (0.12, 0.2)):
+        comp = _comparison(change, se)
+        outcome = outcome_of(comp, threshold, level)
+        lo, hi = comp.ci(0.95)
+        lower, upper = comp.lower(level), comp.upper(max(level, NO_REGRESSION_ALPHA))
+        text = compared_text(comp.ratio, lo, hi, lower, upper, threshold)
+        assert "CI" not in text
+        if outcome == Outcome.REGRESSION:
+            assert text == f"lower bound {pct(lower)} > 0, {pct(comp.ratio)} >= 10%", text
+        else:
+            found = re.fullmatch(r"upper bound ([+-][\d.]+)% (<|>=) 10%", text)
+            assert found, text
+            assert found.group(1) + "%" == pct(upper)
+            # the relation printed is the rule's: "<" exactly when the verdict is no regression
+            assert (found.group(2) == "<") == (outcome == Outcome.NO_REGRESSION), (change, se, text, outcome)
+    # the stored verdict carries the bounds; an older record without them prints its 95% CI, labelled
+    assert compared_text(1.038, 0.989, 1.09, None, None, threshold) == "95% CI -1.1% .. +9.0%"
+
+
+def test_the_stored_message_prints_the_bound_the_outcome_was_decided_on(tmp_path, result_factory):
+    from pytest_aaco.verdict.percent import pct
+
+    v = _stored(tmp_path, result_factory, 0.818)
+    assert v.upper_bound is not None and v.lower_bound is not None
+    assert "95% CI" not in v.message
+    dev = v.device_time or {}
+    assert f"device time {pct(dev['ratio'])} raw (upper bound {pct(dev['upper_bound'])} < 1%)" in v.message, v.message
+    assert f"(upper bound {pct(v.upper_bound)} " in v.message
+    # the table prints the same bound
+    record = _record(v)
+    assert f"[upper bound {pct(v.upper_bound)} " in "\n".join(terminal.format_table([record]))
+    # round trip: the bounds are stored and read back
+    again = Verdict.from_dict(v.to_dict())
+    assert (again.lower_bound, again.upper_bound) == (v.lower_bound, v.upper_bound)
+    assert "lower_bound" not in Verdict.from_dict({**v.to_dict(), "lower_bound": None}).to_dict()

@@ -7,6 +7,7 @@ runs on NVIDIA GPUs only (docs/gpu.md has the H100 figures).
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -106,7 +107,7 @@ def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise(
     verdict = to_verdict(result, "resnet50[cuda]")
     assert result.device_outcome == "no-regression" and verdict.failed_metrics == []
     assert not verdict.fails
-    assert "device time +0.0% [" in verdict.message or "device time -0.0% [" in verdict.message
+    assert re.search(r"device time [+-]0\.0% paired \(upper bound \+0\.\d% < 1%\)", verdict.message), verdict.message
     assert "kernels per run 219 -> 219" in verdict.message and "wall time " in verdict.message
     # one traced block per wall-time block of each side, and the traced runs are the model's own
     assert tracer.blocks == 2 * result.measurement.cycles

@@ -271,7 +271,7 @@ def test_a_device_time_regression_fails_the_item_and_leads_the_message(tmp_path,
     v = judge_history(current, baseline, fp, GateSettings(), level=0.05, label="resnet50[cuda]")
     assert v.outcome == REGRESSION and v.fails and v.device_time is not None
     assert v.device_time["wall_outcome"] != REGRESSION
-    assert v.message.startswith("REGRESSION resnet50[cuda]: device time +6.4% ["), v.message
+    assert v.message.startswith("REGRESSION resnet50[cuda]: device time +6.4% raw (lower bound +"), v.message
     assert "(kernel time per run 0.818 -> 0.870 ms; kernels per run 219 -> 227; added conv3x3 x8)" in v.message
     assert "; wall time " in v.message and "mean 2.00 ms vs 2.00 ms (+0.0%) over 5 baseline runs" in v.message
     # the bundle keeps it; a verdict without device time writes no key (files as before)
@@ -369,7 +369,7 @@ def test_reports_show_device_time_beside_wall_time(tmp_path, result_factory):
     assert float(props["aaco_kernels_per_run"]) == 227 and "aaco_device_time_mde" in props
     assert not any(k.startswith("aaco_device") for k, _ in junit.properties(plain))
     page = html.overview_table([traced, plain])
-    assert "device time (95% CI)" in page and "kernels 219 -&gt; 227" in page
+    assert "device time (bound compared)" in page and "kernels 219 -&gt; 227" in page
     assert "device time" not in html.overview_table([plain])
 
 

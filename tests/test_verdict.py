@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -68,9 +69,11 @@ def test_regression(result_factory):
     assert v.outcome == REGRESSION and v.fails
     # the per cent says what it is (the series tested), and the means say which runs they are
     assert v.message.startswith("REGRESSION m[cpu]: latency +10.")
-    assert " raw (95% CI +" in v.message.split(";")[0]
+    # the interval printed is the one the rule compared, with its side: significant, and beyond the threshold
+    assert re.search(r" raw \(lower bound \+[\d.]+% > 0, \+10\.\d% >= 5%\)", v.message.split(";")[0]), v.message
     assert "; mean 11.0" in v.message and " ms vs 10.0" in v.message and "%) over 2 baseline runs;" in v.message
-    assert "95% CI" in v.message and "threshold 5%" in v.message
+    assert "95% CI" not in v.message and "threshold 5%" in v.message
+    assert v.lower_bound is not None and 1 < v.lower_bound < v.ratio < v.ci_high
     assert v.ratio == pytest.approx(1.10, abs=0.01)
     assert v.ci_low < v.ratio < v.ci_high and v.ci_low > 1.05
     assert v.p_value < 1e-6 and v.level == LEVEL

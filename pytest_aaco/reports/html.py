@@ -49,11 +49,11 @@ from pytest_aaco.reports.markup import (
     fraction_pct,
     is_num,
     new_figure,
-    pct,
     plot_or_note,
     table_rows,
 )
 from pytest_aaco.reports.wording import change_text, measured_summary, row_labels, series_word, verdict_cell
+from pytest_aaco.verdict.percent import bound_text, pct
 
 INSTALL_HINT = "pip install matplotlib"
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
@@ -535,8 +535,11 @@ def verdict_table(verdict: Verdict) -> str:
     pairs = [
         ("method", e(verdict.method or "-")),
         (f"change ({word})", e(pct(verdict.ratio))),
-        (f"95% CI ({word})", e(ci)),
     ]
+    bound = bound_text(verdict.ratio, verdict.lower_bound, verdict.upper_bound,
+                       verdict.threshold) if verdict.ratio is not None else ""
+    # the interval the outcome rule compared, one-sided; a record written before bounds: its 95% CI
+    pairs.append((f"bound compared ({word})", e(bound)) if bound else (f"95% CI ({word})", e(ci)))
     if verdict.series in ("adjusted", "normalized") and not sbs:
         pairs.append(("change (raw)", e(pct(verdict.raw_ratio))))
     pairs += [
@@ -666,12 +669,17 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
 
 
 def _device_cell(v: Verdict) -> str:
-    """``+6.4% paired (+5.9% .. +6.9%), kernels 219 -> 227``, or ``-`` when device time was not compared."""
+    """``+6.4% paired (lower bound +5.9% > 0, +6.4% >= 5%), kernels 219 -> 227`` (a record written before
+    bounds: its 95% CI ``(+5.9% .. +6.9%)``), or ``-`` when device time was not compared."""
     dev = v.device
     if dev is None:
         return "-"
     series = dev.get("series") or "paired"
-    text = f"{pct(dev['ratio'])} {series} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})"
+    threshold = dev.get("threshold")
+    bound = bound_text(dev["ratio"], dev.get("lower_bound"), dev.get("upper_bound"),
+                       threshold if isinstance(threshold, (int, float)) else v.threshold)
+    text = (f"{pct(dev['ratio'])} {series} ({bound})" if bound else
+            f"{pct(dev['ratio'])} {series} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})")
     kernels = dev.get("kernels") or {}
     if is_num(kernels.get("baseline")) and is_num(kernels.get("candidate")):
         text += f", kernels {kernels['baseline']:g} -> {kernels['candidate']:g}"
@@ -693,8 +701,8 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
     gpu = several_gpus(list(records))
     with_device = any(r.verdict is not None and r.verdict.device is not None for r in records)
     head = ("<tr><th>item</th>" + ("<th>GPU</th>" if gpu else "")
-            + "<th>verdict</th><th>change vs baseline [95% CI]</th>"
-            + ("<th>device time (95% CI)</th>" if with_device else "")
+            + "<th>verdict</th><th>change vs baseline [bound compared]</th>"
+            + ("<th>device time (bound compared)</th>" if with_device else "")
             + "<th>p (slower)</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th></tr>")
     body = []
     for record, name in zip(records, row_labels(records), strict=True):

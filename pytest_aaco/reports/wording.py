@@ -23,14 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.verdict.percent import bound_text, pct
 
 #: ``Verdict.series`` -> the label of the change
 SERIES_WORDS = {"adjusted": "adjusted", "normalized": "normalized", "raw": "raw"}
-
-
-def signed_pct(ratio: float | None, digits: int = 1) -> str:
-    """A ratio as a signed change (``1.102`` -> ``+10.2%``); ``-`` for None."""
-    return "-" if ratio is None else f"{(ratio - 1) * 100:+.{digits}f}%"
 
 
 def series_word(v: Verdict) -> str:
@@ -42,16 +38,20 @@ def series_word(v: Verdict) -> str:
 
 
 def change_text(v: Verdict, ci: bool = True, with_raw: bool = True) -> str:
-    """``+10.2% adjusted [+5.0, +15.3]; raw +9.8%``: the tested change with its label, its 95% CI
-    (with *ci*) and the raw change (with *with_raw*, when another series was tested); ``-``
-    without a change."""
+    """``+10.2% adjusted [lower bound +5.0% > 0, +10.2% >= 5%]; raw +9.8%``: the tested change with its
+    label, the one-sided bound the outcome rule compared (with *ci*; :func:`pytest_aaco.verdict.percent.bound_text`;
+    a record written before bounds were stored: its 95% CI ``[+5.0, +15.3]``) and the raw change (with
+    *with_raw*, when another series was tested); ``-`` without a change."""
     if v.ratio is None:
         return "-"
-    text = f"{signed_pct(v.ratio)} {series_word(v)}"
-    if ci and v.ci_low is not None and v.ci_high is not None:
+    text = f"{pct(v.ratio)} {series_word(v)}"
+    bound = bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
+    if ci and bound:
+        text += f" [{bound}]"
+    elif ci and v.ci_low is not None and v.ci_high is not None:  # a record written before bounds: its 95% CI
         text += f" [{(v.ci_low - 1) * 100:+.1f}, {(v.ci_high - 1) * 100:+.1f}]"
     if with_raw and v.series in ("adjusted", "normalized") and v.raw_ratio is not None and v.side_by_side is None:
-        text += f"; raw {signed_pct(v.raw_ratio)}"
+        text += f"; raw {pct(v.raw_ratio)}"
     return text
 
 
@@ -101,7 +101,7 @@ def _cold_start_part(record: ItemRecord) -> str:
     for key, words in (("first_run_ms", "first run"), ("session_create_ms", "session creation")):
         figures = metrics.get(key) or {}
         if figures.get("outcome") == str(Outcome.REGRESSION) and isinstance(figures.get("ratio"), (int, float)):
-            shown.append(f"{signed_pct(figures['ratio'], 0)} {words}")
+            shown.append(f"{pct(figures['ratio'], 0)} {words}")
     head = ", ".join(shown) + " " if shown else ""
     return f"{head}COLD START REGRESSION {record.label} ({where})"
 
@@ -133,18 +133,18 @@ def headline(record: ItemRecord) -> str:
                 continue
             after = ""
             if v.series in ("adjusted", "normalized") and v.raw_ratio is not None and v.side_by_side is None:
-                after = f" (raw {signed_pct(v.raw_ratio)})"
+                after = f" (raw {pct(v.raw_ratio)})"
             elif v.side_by_side is not None:
                 after = f" (vs {v.side_by_side.ref})"
-            parts.append(f"{signed_pct(v.ratio)} {series_word(v)} {word} {record.label}{after}{why}")
+            parts.append(f"{pct(v.ratio)} {series_word(v)} {word} {record.label}{after}{why}")
         elif metric == "device time" and v is not None and v.device is not None:
             dev = v.device
             series = dev.get("series") or ("paired" if v.side_by_side is not None else "raw")
             vs = f"vs {v.side_by_side.ref}" if v.side_by_side is not None else "vs baseline"
-            parts.append(f"{signed_pct(dev['ratio'])} {series} DEVICE TIME REGRESSION {record.label} ({vs})")
+            parts.append(f"{pct(dev['ratio'])} {series} DEVICE TIME REGRESSION {record.label} ({vs})")
         elif metric == "p99" and v is not None:
             ratio = v.p99.ratio if v.p99 else None
-            parts.append(f"{signed_pct(ratio)} P99 REGRESSION {record.label} (vs the latest baseline run)")
+            parts.append(f"{pct(ratio)} P99 REGRESSION {record.label} (vs the latest baseline run)")
         elif metric == "memory" and v is not None:
             parts.append(f"MEMORY REGRESSION {record.label}: {v.memory[0]}")
         elif metric == "cold start":
