@@ -304,6 +304,13 @@ class Verdict:
     #: from :meth:`to_dict`, and the reports print the 95% CI instead)
     lower_bound: float | None = None
     upper_bound: float | None = None
+    #: what changed in the item itself against what it is compared with (``model bytes``, ``inputs``,
+    #: ``cuda provider options``, ``environment``): side by side, the item at REF; stored, the model
+    #: file the baseline was recorded on. The diagnosis names it first. Empty in records written
+    #: before it (then absent from :meth:`to_dict`)
+    changed: list[str] = field(default_factory=list)
+    #: what :attr:`changed` is against: ``origin/main`` (side by side), ``the baseline``; None when nothing changed
+    changed_since: str | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -417,8 +424,9 @@ class Verdict:
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
-        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound"):
-            if data[name] is None:  # absent, as in files written before them
+        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound",
+                     "changed", "changed_since"):
+            if not data[name]:  # absent, as in files written before them
                 del data[name]
         return data
 
@@ -441,7 +449,7 @@ class Verdict:
 _TYPED_PARTS: dict[str, Any] = {"p99": P99Comparison, "first_look": FirstLook, "contention": Contention,
                                 "side_by_side": SideBySideSummary, "reference": ReferenceDrift}
 #: the verdict's list fields
-_LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners")
+_LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners", "changed")
 
 
 @dataclass

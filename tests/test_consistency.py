@@ -249,3 +249,39 @@ def test_the_stored_message_prints_the_bound_the_outcome_was_decided_on(tmp_path
     again = Verdict.from_dict(v.to_dict())
     assert (again.lower_bound, again.upper_bound) == (v.lower_bound, v.upper_bound)
     assert "lower_bound" not in Verdict.from_dict({**v.to_dict(), "lower_bound": None}).to_dict()
+
+
+# ---------------------------------------------------------------- the diagnosis names a change first
+
+
+def test_a_regression_of_a_changed_model_is_diagnosed_as_the_change_not_the_runner(tmp_path, result_factory):
+    """Before: every confirmed regression read ``likely cause: cpu_contention ... run benchmarks on a
+    dedicated runner``, even when the model bytes had changed. After: the change is named first, and
+    what the telemetry showed follows as later evidence."""
+    import os
+
+    from pytest_aaco.gate import diagnose
+
+    changed_fp = build_fingerprint(model_sha256="b", input_shapes={}, input_dtypes={}, provider="cuda",
+                                   ep_name="CUDAExecutionProvider", provider_options={}, iobinding="none",
+                                   intra_op_threads=0)
+    current = result_factory([2.6] * 10, seed=9)
+    current.device = _device(0.818 * 1.073, 9, extra=8)
+    # a busy runner: the 1-minute load average far above the cores
+    current.telemetry = {"summary": {"load_avg_1m": {"max": 10.0 * (os.cpu_count() or 1)}}}
+    v = judge_history(current, _baseline(tmp_path, result_factory), changed_fp, GateSettings(), 0.05, "vgg19[cuda]")
+    assert v.regressions and v.changed == ["model bytes"] and v.changed_since == "the baseline"
+    found = diagnose(current, v, {})
+    assert found is not None and found["category"] == "change_at_ref", found
+    assert found["evidence"][0] == "model bytes changed since the baseline"
+    assert "cpu_contention" in found["evidence"][1] and "dedicated runner" not in found["recommendation"]
+    record = _record(v)
+    record.diagnosis = found
+    assert "likely cause: change_at_ref: model bytes changed since the baseline" in record.explanation()
+    # the same model, the same load: the runner is the suspect, as before
+    same = judge_history(current, _baseline(tmp_path, result_factory), FP, GateSettings(), 0.05, "vgg19[cuda]")
+    assert same.changed == [] and "changed" not in same.to_dict()
+    assert (diagnose(current, same, {}) or {}).get("category") == "cpu_contention"
+    # stored and read back
+    again = Verdict.from_dict(v.to_dict())
+    assert (again.changed, again.changed_since) == (["model bytes"], "the baseline")

@@ -606,6 +606,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         verdict.outcome = INCONCLUSIVE
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
+        verdict.changed, verdict.changed_since = ["model bytes"], "the baseline"
     _add_device_time(verdict, result, baseline, settings, level)
     verdict.unstable = stability(result, baseline)
     verdict.memory = history_memory_growth(result, baseline, settings)
