@@ -403,6 +403,22 @@ class Verdict:
         return "wall time" if metric == LATENCY and self.device is not None else metric
 
     @property
+    def report_notes(self) -> list[str]:
+        """How the verdict was reached and what to do about it, for the report and the bundle (not the
+        one-line :attr:`message`): the minimum detectable effect of an inconclusive verdict with what
+        raises the power, what to do about an improvement, then :attr:`notes` (the method, the series
+        and why, the reference workload, withheld outcomes, confirmations) and :attr:`unstable`."""
+        found = []
+        if self.outcome == Outcome.INCONCLUSIVE and self.mde is not None:
+            how = ("raise --aaco-compare-budget, or run on a quieter runner (--aaco-intra-op-threads=1 helps on a"
+                   " shared one)" if self.side_by_side is not None else
+                   "add rounds or history (--aaco-rounds, --aaco-save-baseline)")
+            found.append(f"minimum detectable effect {self.mde:.1%}: {how}")
+        if self.outcome == Outcome.IMPROVEMENT:
+            found.append("if intended, refresh the baseline with --aaco-save-baseline")
+        return found + list(self.notes) + [f"unstable: {line}" for line in self.unstable]
+
+    @property
     def p99_regressed(self) -> bool:
         return self.p99 is not None and bool(self.p99.regression)
 
@@ -576,9 +592,10 @@ class ItemRecord:
         return lines
 
     def explanation(self, with_recommendation: bool = True) -> str:
-        """:attr:`message`, the :meth:`insight_lines`, and the likely cause (and what to try) when
-        there is a diagnosis."""
-        text = "\n".join([self.message, *self.insight_lines()])
+        """:attr:`message`, the :meth:`insight_lines`, the verdict's :attr:`Verdict.report_notes` (one
+        ``note:`` line each), and the likely cause (and what to try) when there is a diagnosis."""
+        notes = self.verdict.report_notes if self.verdict is not None else []
+        text = "\n".join([self.message, *self.insight_lines(), *(f"note: {n}" for n in notes)])
         d = self.diagnosis
         if d:
             text += f"\nlikely cause: {d.get('category')}: " + "; ".join(d.get("evidence") or [])

@@ -67,8 +67,8 @@ def test_a_stored_device_time_failure_is_headlined_and_tabled_as_device_time(tmp
     assert v.wall_outcome == Outcome.INCONCLUSIVE and v.device_outcome == Outcome.REGRESSION
     assert v.outcome == Outcome.REGRESSION and v.fails and v.failed_metrics == ["device time"]
     record = _record(v)
-    assert headline(record).startswith("+7.3% raw DEVICE TIME REGRESSION vgg19[cuda] (vs baseline)"), headline(record)
-    assert "LATENCY" not in headline(record)
+    assert headline(record).startswith("REGRESSION vgg19[cuda]: device time +7.3% [lower bound +"), headline(record)
+    assert headline(record).endswith("] (raw) vs baseline") and "wall time" not in headline(record)
     assert verdict_cell(record) == "regression (device time)"
     assert v.message.startswith("REGRESSION vgg19[cuda]: device time +7.3% raw (lower bound +"), v.message
     # a fresh session confirms it: the table says so, as side by side does
@@ -285,3 +285,34 @@ def test_a_regression_of_a_changed_model_is_diagnosed_as_the_change_not_the_runn
     # stored and read back
     again = Verdict.from_dict(v.to_dict())
     assert (again.changed, again.changed_since) == (["model bytes"], "the baseline")
+
+
+# ---------------------------------------------------------------- the headline is short; notes go to the report
+
+
+def test_the_headline_fits_160_characters_and_method_notes_go_to_the_report(tmp_path, result_factory):
+    """Before: ``+7.3% raw DEVICE TIME REGRESSION ...`` headlines, and messages of 600 to 700 characters
+    of method notes (``raw figures: the item's iteration ... differ more than 3x ...``, the test used, the
+    minimum detectable effect and what to do). After: ``OUTCOME item: metric +x.x% [bound] (series) vs
+    what`` in at most 160 characters; the notes are the report's (terminal ``note:`` lines, the HTML's
+    Notes, pytest's failure text) and the bundle's (the verdict's ``notes``)."""
+    failing = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    current = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
+    current.device = None
+    unsure = judge_history(current, _baseline(tmp_path, result_factory), FP, GateSettings(), 0.05, "vgg19[cuda]")
+    assert unsure.outcome == Outcome.INCONCLUSIVE
+    for v in (failing, unsure):
+        assert "method:" not in v.message and "minimum detectable effect" not in v.message
+        assert any(n.startswith("method: prediction-interval t-test") for n in v.notes)  # in the bundle
+        assert any(n.startswith("method: ") for n in Verdict.from_dict(v.to_dict()).notes)
+    assert "minimum detectable effect" in unsure.report_notes[0]
+    record = _record(failing)
+    line = headline(record)
+    assert len(line) <= 160 and line.startswith("REGRESSION vgg19[cuda]: device time +7.3% [lower bound"), line
+    assert "note: method: prediction-interval" in record.explanation()
+    assert any(x.startswith("    note: method:") for x in terminal.detail_lines([record]))
+    # a long item name and several failed metrics: the bounds go first, then the line is cut, never past 160
+    failing.memory = ["RSS growth 900 MB vs baseline 300 MB (+600 MB, limit +10% and +50 MB)"]
+    long = ItemRecord("t::x", "m" * 90, "cuda", "m" * 90 + "[cuda]", verdict=failing, outcome=Outcome.FAILED)
+    assert long.failed_metrics == ["device time", "memory"]
+    assert len(headline(long)) <= 160 and headline(long).startswith("REGRESSION " + "m" * 90)

@@ -35,6 +35,7 @@ from pytest_aaco.measure.device_time import DEVICE_RUNS, DeviceBlock, DeviceSeri
 from pytest_aaco.measure.results import ReferenceSeries
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Verdict
+from tests.test_output import explained
 
 #: the pytester project's conftest: a fake tracer for every EP (the item's kernel time from
 #: FAKE_DEVICE_MS, the reference's fixed; a run-level offset and block noise, seeded by FAKE_SEED),
@@ -183,8 +184,9 @@ def test_no_tracer_says_which_package_and_still_gates_on_wall_time(traced_projec
     result = project.run(*ARGS)
     (record,) = _records(project)
     assert record["verdict"]["ratio"] is not None and "device_time" not in record["verdict"]  # wall time gated
-    assert "pip install 'pytest-aaco[cuda]'" in record["verdict"]["message"]
-    assert "gated on wall time only" in record["verdict"]["message"]
+    # how it was gated is a note of the report and the bundle, not the one-line message
+    assert "pip install 'pytest-aaco[cuda]'" in " ".join(record["verdict"]["notes"])
+    assert "gated on wall time only" in " ".join(record["verdict"]["notes"])
 
 
 # ----------------------------------------------------------------- judge level, against scipy.stats
@@ -305,7 +307,7 @@ def test_an_old_baseline_without_device_time_loads_and_gates_on_wall_time(tmp_pa
     baseline.fingerprint = fp.fields
     v = judge_history(current, baseline, fp, GateSettings(), 0.05, "m[cpu]")
     assert v.ratio is not None and v.device_time is None
-    assert "the baseline has no device time yet, gated on wall time" in v.message
+    assert "the baseline has no device time yet, gated on wall time" in explained(v)
     # a damaged device-time record is refused naming the file and the key, never a traceback
     bad = copy.deepcopy(old)
     bad["history"][0]["device_time"] = {"log_means": ["x"]}

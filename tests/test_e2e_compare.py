@@ -134,10 +134,10 @@ def test_cold_start_is_compared_side_by_side(aaco_project):
     result.stdout.fnmatch_lines(["*test_latency[[]folded-cpu[]] *FAILED*",
                                  "*COLD START REGRESSION folded[[]cpu[]] (session creation): session creation * ms vs"
                                  " * ms at HEAD~1 (+*fastest of 5 alternating fresh sessions shown*"])
-    assert "COLD START REGRESSION cosmetic" not in text and "LATENCY REGRESSION folded" not in text  # runs alike
-    # the failure's first line (pytest's short summary) names what failed, its per cent first; so does the table
-    result.stdout.fnmatch_lines(["+*% session creation COLD START REGRESSION folded[[]cpu[]] (paired vs HEAD~1)",
-                                 "FAILED test_perf.py::test_latency[[]folded-cpu[]] - Failed: +*%*"])
+    assert "COLD START REGRESSION cosmetic" not in text and "REGRESSION folded[cpu]: latency" not in text  # alike
+    # the failure's first line (pytest's short summary) names what failed and its per cent; so does the table
+    result.stdout.fnmatch_lines(["REGRESSION folded[[]cpu[]]: cold start session creation +*% (paired) vs HEAD~1",
+                                 "FAILED test_perf.py::test_latency[[]folded-cpu[]] - Failed: REGRESSION folded*"])
     result.stdout.fnmatch_lines(["folded*cpu*regression (cold start*"])
     assert "Failed: inconclusive" not in text and "Failed: no regression" not in text
     records = {r["model"]: r for r in (json.loads(p.read_text()) for p in root.glob(".aaco/sessions/*/items/*.json"))}

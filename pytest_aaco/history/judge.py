@@ -604,6 +604,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     if short:
         verdict.notes.append(short)
         verdict.outcome = INCONCLUSIVE
+    verdict.notes.insert(0, f"method: {_method_text(verdict)}")
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
         verdict.changed, verdict.changed_since = ["model bytes"], "the baseline"
@@ -697,7 +698,7 @@ def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
     """The device-time part of a stored-baseline message: :func:`_device_text` with ``vs baseline``,
     its p, level, minimum detectable effect and threshold, from :func:`device_check`'s record."""
     return (f"{_device_text(dev)} vs baseline, p={dev['p_slower']:.2g} at level {dev['level']:.2g},"
-            f" device-time minimum detectable effect {dev['mde']:.1%}, device-time threshold {_threshold(dev, v)}")
+            f" device-time MDE {dev['mde']:.1%}")
 
 
 def _side_by_side_text(v: Verdict) -> str:
@@ -712,33 +713,28 @@ def _side_by_side_text(v: Verdict) -> str:
     dev = sbs.device_time
     wall = (f"{pct(v.ratio)} paired vs {sbs.ref}"
             f" ({compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)})")
+    if v.current_mean_ms and v.baseline_mean_ms:  # each side's geometric mean over its blocks, with their own ratio
+        wall += (f"; geometric mean {v.current_mean_ms:.4g} ms vs {v.baseline_mean_ms:.4g} ms"
+                 f" ({pct(v.current_mean_ms / v.baseline_mean_ms)})")
     if dev and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
-                f" at level {dev['level']:.2g}, device-time threshold {_threshold(dev, v)};"
-                f" wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
-                f" measured side by side over {sbs.cycles} cycles"
-                + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
+                f" at level {dev['level']:.2g}; wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
+                f" side by side, {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
         metric = "wall time" if dev else "latency"
-        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}, measured"
-                f" side by side over {sbs.cycles} cycles"
-                + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
-                + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}; side by side,"
+                f" {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+                + f", p={p_shown:.2g} at level {v.level:.2g}")
         if dev:
-            text += f"; {_device_text(dev)}, device-time threshold {_threshold(dev, v)}"
+            text += f"; {_device_text(dev)}"
     first = sbs.first_look
     if v.confirmed:
         text += f"; confirmed by {sbs.cycles} more cycles on fresh sessions"
     elif v.confirmed is False and first:
         text += (f"; the first look said {pct(first.ratio)} (p={first.p_slower:.2g}) but fresh sessions did"
                  " not confirm it")
-    if v.outcome == INCONCLUSIVE:
-        text += (f"; minimum detectable effect {v.mde:.1%}: raise --aaco-compare-budget, or run on a quieter"
-                 " runner (--aaco-intra-op-threads=1 helps on a shared one)")
-    for note in v.notes:
-        text += f"; {note}"
-    return text + _memory_text(v)
+    return text + _memory_text(v)  # method notes are the report's (Verdict.report_notes), not the message's
 
 
 def _means_text(v: Verdict, which: str, runs: str) -> str:
@@ -789,29 +785,20 @@ def render_message(v: Verdict) -> str:
     if dev is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
-                f" ({v.wall_outcome}), threshold {v.threshold:.0%}; {_method_text(v)}")
+                f" ({v.wall_outcome})")
     else:
         metric = "wall time" if dev else "latency"
-        text = (f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g},"
-                f" threshold {v.threshold:.0%}; {_method_text(v)}")
+        text = f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g}"
         if dev is not None:
             text += f"; {_stored_device_text(dev, v)}"
-    if v.outcome == INCONCLUSIVE:
-        text += f"; minimum detectable effect {v.mde:.1%}: add rounds or history (--aaco-rounds, --aaco-save-baseline)"
-    if v.outcome == IMPROVEMENT:
-        text += "; if intended, refresh the baseline with --aaco-save-baseline"
     if v.p99 is not None:
         text += (f"; p99 {pct(v.p99.ratio)} vs the latest baseline run (CI {pct(v.p99.ci_low)} .."
                  f" {pct(v.p99.ci_high)})" + (" REGRESSED" if v.p99.regression else ""))
-    skip = confirmation_note(v.first_look) if v.confirmed and v.first_look is not None else None
-    for note in v.notes:
-        if note != skip:
-            text += f"; {note}"
     text += _memory_text(v)
-    for line in v.unstable:
-        text += f"; unstable: {line}"
     if v.confirmed:
         text += "; confirmed by a second measurement with a fresh session"
+    # how it was tested (the method, reference drift, raw-figure reasons, the MDE and what to do) is the
+    # report's and the bundle's: Verdict.report_notes
     return text
 
 

@@ -659,7 +659,7 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
     if verdict is not None:
         parts.append(_list("Unstable", verdict.unstable))
         parts.append(_list("Memory", verdict.memory))
-        parts.append(_list("Notes", verdict.notes))
+        parts.append(_list("Notes", [n for n in verdict.report_notes if not n.startswith("unstable: ")]))
     parts.append(diagnosis_block(record.diagnosis))
     if record.fingerprint:
         parts.append('<details><summary>Fingerprint</summary><div class="scroll">' + _value_html(record.fingerprint)

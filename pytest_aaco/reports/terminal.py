@@ -121,6 +121,8 @@ def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
         if record.worth_a_line:
             lines.append(f"  {record.message}")
             lines += [f"    {line}" for line in record.insight_lines()]
+            if record.verdict is not None:  # how it was tested, on lines of their own
+                lines += [f"    note: {note}" for note in record.verdict.report_notes]
         lines += [f"  warning: {text}" for text in record.warnings]
         d = record.diagnosis
         if d:
