@@ -316,3 +316,36 @@ def test_the_headline_fits_160_characters_and_method_notes_go_to_the_report(tmp_
     long = ItemRecord("t::x", "m" * 90, "cuda", "m" * 90 + "[cuda]", verdict=failing, outcome=Outcome.FAILED)
     assert long.failed_metrics == ["device time", "memory"]
     assert len(headline(long)) <= 160 and headline(long).startswith("REGRESSION " + "m" * 90)
+
+
+# ---------------------------------------------------------------- the plot's baseline is the table's figure
+
+
+def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_path, result_factory):
+    """Before: the plot drew the baseline at 35.4 ms (a geometric mean of run means, printed nowhere)
+    while the verdict table said 40.04 ms. After: the line is the table's baseline geometric mean,
+    labelled with it, and the table prints it beside this run's (the raw change is their ratio)."""
+    import re
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from pytest_aaco.reports import html
+    from pytest_aaco.reports.markup import new_figure
+    from tests.test_output import agrees
+
+    baseline = _baseline(tmp_path, result_factory)
+    current = result_factory([2.6] * 10, seed=9)
+    v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
+    record = ItemRecord("t::x", "vgg19", "cuda", "vgg19[cuda]", result=current.to_dict(raw=True), verdict=v)
+    table = html.verdict_table(v)
+    now = re.search(r"this run geometric mean</th><td[^>]*>([\d.]+) ms", table)
+    then = re.search(r"baseline geometric mean</th><td[^>]*>([\d.]+) ms", table)
+    assert now and then, table
+    assert agrees(f"{(v.raw_ratio - 1) * 100:+.1f}%", now.group(1), then.group(1))
+    fig = new_figure(6, 3)
+    ax = fig.subplots()
+    html._plot_rounds(ax, record, record.result or {}, baseline.history)
+    drawn = [line for line in ax.get_lines() if str(line.get_label()).startswith("baseline geometric mean")]
+    assert len(drawn) == 1 and drawn[0].get_label() == f"baseline geometric mean {then.group(1)} ms"
+    assert float(drawn[0].get_ydata()[0]) == pytest.approx(v.baseline_geomean_ms)

@@ -290,6 +290,18 @@ def run_label(index: int, run: Mapping[str, object]) -> str:
     return text
 
 
+def baseline_line_ms(verdict: Verdict | None, run_means: list[float]) -> float:
+    """Where the round-means plot draws the baseline (ms): the figure the verdict table prints as the
+    baseline's geometric mean (stored: :attr:`Verdict.baseline_geomean_ms`, whose ratio the raw per cent
+    is; side by side: the baseline side's geometric block mean), else, for a record without it, the
+    geometric mean of *run_means* (each run's geometric round mean, ms)."""
+    if verdict is not None and verdict.side_by_side is not None and is_num(verdict.baseline_mean_ms):
+        return float(verdict.baseline_mean_ms or 0.0)
+    if verdict is not None and is_num(verdict.baseline_geomean_ms):
+        return float(verdict.baseline_geomean_ms or 0.0)
+    return float(np.exp(np.mean(np.log(run_means))))
+
+
 def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
     """Round means (ms) of every baseline run and of this run, with the baseline mean and the
     threshold above it; side by side, the block means of both sides."""
@@ -317,9 +329,10 @@ def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: 
         ax.plot([x_now - 0.25, x_now + 0.25], [geo] * 2, color=CURRENT_COLOR, linewidth=2.5)
     labels.append(now_label)
     if run_means:
-        reference = float(np.exp(np.mean(np.log(run_means))))
+        reference = baseline_line_ms(record.verdict, run_means)
         threshold = record.verdict.threshold if record.verdict is not None else None
-        ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1, label="baseline mean")
+        ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1,
+                   label=f"baseline geometric mean {fmt(reference, '.3f')} ms")
         if isinstance(threshold, (int, float)) and is_num(threshold):
             ax.axhline(reference * (1 + threshold), color="#ef8f00", linestyle=":", linewidth=1.2,
                        label=f"+{threshold:.0%} threshold")
@@ -560,6 +573,9 @@ def verdict_table(verdict: Verdict) -> str:
         pairs += [
             (f"this run mean{which}", e(fmt(verdict.current_mean_ms, ".3f", " ms"))),
             (f"baseline mean (of {verdict.baseline_runs} run(s))", e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
+            # the means whose ratio the raw change is (the round-means plot draws the baseline's)
+            (f"this run geometric mean{which}", e(fmt(verdict.current_geomean_ms, ".3f", " ms"))),
+            ("baseline geometric mean", e(fmt(verdict.baseline_geomean_ms, ".3f", " ms"))),
             ("baseline file", f"<code>{e(verdict.baseline_path or '-')}</code>"),
         ]
     pairs.append(("fingerprint id", f"<code>{e(verdict.fingerprint_id or '-')}</code>"))
