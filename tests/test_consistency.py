@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_aaco.history.fingerprint import build_fingerprint
-from pytest_aaco.history.judge import confirm, judge_history
+from pytest_aaco.history.judge import confirm, finish, judge_history
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.device_time import DeviceBlock, DeviceSeries
 from pytest_aaco.options import GateSettings
@@ -349,3 +349,114 @@ def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_pa
     drawn = [line for line in ax.get_lines() if str(line.get_label()).startswith("baseline geometric mean")]
     assert len(drawn) == 1 and drawn[0].get_label() == f"baseline geometric mean {then.group(1)} ms"
     assert float(drawn[0].get_ydata()[0]) == pytest.approx(v.baseline_geomean_ms)
+
+
+# ---------------------------------------------------------------- every reader, every failing metric
+
+
+def _matrix(tmp_path: Path, result_factory) -> dict[str, ItemRecord]:
+    """One record per case: each failing metric (stored wall time, stored device time, side-by-side wall
+    time (recorded), side-by-side device time, cold start, memory, p99), no regression and inconclusive."""
+    import json
+
+    from tests.test_output import _record as output_record
+    from tests.test_output import _verdict
+
+    found: dict[str, ItemRecord] = {}
+    base = _baseline(tmp_path, result_factory)
+    slow = result_factory([2.04 * 1.6] * 10, seed=9)
+    slow.device = _device(0.818, 9)
+    found["stored wall time"] = _record(judge_history(slow, base, FP, GateSettings(), 0.05, "vgg19[cuda]"))
+    found["stored device time"] = _record(_stored(tmp_path, result_factory, 0.818 * 1.073, extra=8))
+    recorded = json.loads((Path(__file__).parent / "data" / "records" /
+                           "compare-test_perf.py__test_latency_slowed-cpu.545cfe89.json").read_text())
+    found["side-by-side wall time"] = ItemRecord.from_dict(recorded)
+    sbs_dev = {"ref": "main", "outcome": "inconclusive", "cycles": 12,
+               "device_time": {"outcome": "regression", "ratio": 1.064, "ci_low": 1.05, "ci_high": 1.08,
+                               "lower_bound": 1.052, "upper_bound": 1.076, "threshold": 0.01, "series": "paired",
+                               "p_slower": 1e-5, "level": 0.05, "kernel_ms": {"baseline": 0.8, "candidate": 0.85}}}
+    found["side-by-side device time"] = output_record(_verdict(side_by_side=sbs_dev, outcome=Outcome.REGRESSION))
+    cold = {"verdict": {"outcome": "regression", "fails": True, "method": "side-by-side", "ref": "main",
+                        "message": "COLD START REGRESSION mlp[cpu] (first run): first run geometric mean 247 ms vs"
+                                   " 143 ms at main (+73%, lower bound +60.0% > 0, +72.7% >= 20%, p=1e-06)",
+                        "metrics": {"first_run_ms": {"outcome": "regression", "ratio": 1.727}}}}
+    quiet = _verdict(outcome=Outcome.NO_REGRESSION, fails=False, ratio=1.01, series="raw", raw_ratio=1.01)
+    found["cold start"] = output_record(quiet, cold_start=cold)
+    found["memory"] = output_record(_verdict(memory=["RSS growth 120 MB vs baseline 75 MB (+45 MB)"],
+                                             outcome=Outcome.NO_REGRESSION, ratio=1.01, series="raw"))
+    found["p99"] = output_record(_verdict(p99={"ratio": 1.4, "regression": True, "ci_low": 1.2, "ci_high": 1.6},
+                                          outcome=Outcome.NO_REGRESSION, series="raw"))
+    found["no regression"] = _record(_stored(tmp_path, result_factory, 0.818))
+    steady = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
+    found["inconclusive"] = _record(judge_history(steady, base, FP, GateSettings(), 0.05, "vgg19[cuda]"))
+    for case in ("side-by-side device time", "cold start", "memory", "p99"):  # rendered as the gate renders
+        verdict = found[case].verdict
+        assert verdict is not None
+        finish(verdict, GateSettings())
+    for record in found.values():
+        record.outcome = Outcome.FAILED if record.fails else Outcome.PASSED
+    return found
+
+
+METRIC_WORDS = {"stored wall time": "wall time", "stored device time": "device time",
+                "side-by-side wall time": "latency", "side-by-side device time": "device time",
+                "cold start": "cold start", "memory": "memory", "p99": "p99"}
+
+
+def _html_names(cell: str, record: ItemRecord, page: str) -> bool:
+    """The HTML overview shows the verdict cell as the outcome's badge and the flags after it."""
+    import html as html_lib
+
+    flags = cell[len(str(record.effective_outcome)):].strip()
+    return html_lib.escape(flags) in page and str(record.effective_outcome) in page
+
+
+def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factory):
+    """The short summary (pytest's ``Failed:`` line: the headline), the message, the terminal table, the
+    HTML, JUnit, the GitHub summary and the summary count agree for each failing metric, and for
+    no regression and inconclusive; every ``A ms vs B ms (+P%)`` printed agrees with its means."""
+    import re
+
+    from pytest_aaco.reports import github, html, junit
+    from pytest_aaco.reports.wording import failure_text
+    from tests.test_output import agrees
+
+    for case, record in _matrix(tmp_path, result_factory).items():
+        cell = verdict_cell(record)
+        table = "\n".join(terminal.format_table([record]))
+        page = html.overview_table([record]) + html.item_section(record, None, plots=False)
+        (junit_case,) = junit.build_cases([record])
+        commands = github.workflow_commands([record])
+        summary = github.job_summary([record], _context({"alpha": 0.05, "m": 1, "tests": 1}).summary)
+        count = terminal.lond_line({"alpha": 0.05, "m": 1, "tests": 1}, int(record.is_regression))
+        if case in METRIC_WORDS:
+            word = METRIC_WORDS[case]
+            line = headline(record)
+            assert record.fails and len(line) <= 160 and line.startswith(f"REGRESSION {record.label}: {word}"), line
+            assert failure_text(record).splitlines()[0] == line  # pytest's short summary
+            shown = re.search(r"[+-][\d.]+%", line)
+            if shown:  # the headline's per cent is the message's and the table's
+                where = (record.message + (record.cold_start_verdict.get("message") or "")
+                         if case == "cold start" else record.message)
+                assert shown.group(0) in where, (case, line, where)
+                if case not in ("cold start", "p99"):
+                    assert shown.group(0) in table, (case, table)
+            assert cell.startswith("regression") or f"({word})" in cell, (case, cell)
+            if word not in ("latency", "wall time") or (record.verdict and record.verdict.device):
+                assert word in cell, (case, cell)
+            assert cell in table and _html_names(cell, record, page), (case, cell)
+            assert junit_case.failures[0]["message"] == line, case
+            assert len(commands) == 1 and commands[0].split("::", 2)[2].startswith(line.replace("%", "%25")), case
+            assert github.md_text(cell) in summary, case
+            assert count is not None and count.endswith("1 gated, 1 regression(s)"), (case, count)
+        else:
+            expected = {"no regression": "no-regression", "inconclusive": "inconclusive"}[case]
+            assert cell.startswith(expected) and not record.is_regression, (case, cell)
+            assert cell in table and _html_names(cell, record, page) and github.md_text(cell) in summary
+            assert count is not None and count.endswith("1 gated, 0 regression(s)"), (case, count)
+        # every per cent printed beside two means is their ratio
+        text = record.explanation()
+        pattern = r"([\d.]+) ms(?: \([^)]*\))? vs ([\d.]+) ms[^(;]*\(([+-][\d.]+%)\)"
+        for now, then, per_cent in re.findall(pattern, text):
+            assert agrees(per_cent, now, then), (case, now, then, per_cent, text)
+

@@ -702,9 +702,11 @@ def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
 
 
 def _side_by_side_text(v: Verdict) -> str:
-    """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
-    (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
-    threshold 5%``, from *v* and ``v.side_by_side`` (:class:`pytest_aaco.records.SideBySideSummary`)."""
+    """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs
+    origin/main (lower bound +7.1% > 0, +9.4% >= 5%); geometric mean 23.1 ms vs 21.1 ms (+9.5%); side by
+    side, 24 cycles, p=2e-06 at level 0.041``, from *v* and ``v.side_by_side``
+    (:class:`pytest_aaco.records.SideBySideSummary`). The geometric means are each side's over its blocks,
+    with their own ratio; the paired per cent is the test's estimate of the per-cycle ratio."""
     sbs = v.side_by_side
     assert sbs is not None
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
