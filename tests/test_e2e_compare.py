@@ -70,14 +70,14 @@ def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*test_latency[[]slowed-cpu[]] *FAILED*"])
     assert re.search(r"REGRESSION slowed\[cpu\]: latency \+\d+\.\d% paired vs HEAD~1 \(lower bound \+[\d.]+% > 0,"
-                     r" \+[\d.]+% >= 50%\); geometric mean [\d.]+ ms vs [\d.]+ ms \(\+[\d.]+%\); side by side,"
-                     r" \d+ cycles, p=\S+ at level \S+", text), text
+                     r" \+[\d.]+% >= 50%\); geometric mean [\d.]+ ms vs [\d.]+ ms \(\+[\d.]+%\); measured side by"
+                     r" side over \d+ cycles, p=\S+ at level \S+", text), text
     assert "REGRESSION cosmetic" not in text
     result.stdout.fnmatch_lines(["steady*cpu*-*unchanged", "cosmetic*cpu*no-regression", "slowed*cpu*regression*",
                                  "fresh*cpu*-*new"])
     assert "false-alarm control: LOND at FDR 0.05 over 4 benchmark items; 2 gated, 1 regression(s)" in text
     junit = (root / "perf.xml").read_text()
-    assert "unchanged at HEAD~1" in junit and "side by side, " in junit
+    assert "unchanged at HEAD~1" in junit and "measured side by side" in junit
     summary = (root / "summary.md").read_text()
     assert r"Compared side by side with HEAD\~1: 2 measured, 1 unchanged, 1 new." in summary  # Markdown-escaped
     page = (root / "perf.html").read_text()

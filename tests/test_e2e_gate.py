@@ -79,9 +79,11 @@ def test_record_pass_then_catch_a_regression(aaco_project):
         "test_perf.py::test_latency[[]steady-cpu[]] *PASSED*",
         "test_perf.py::test_latency[[]changing-cpu[]] *FAILED*",
     ])
-    # the short summary: the outcome, the item, the metric and its per cent
-    result.stdout.re_match_lines([r"FAILED test_perf.py::test_latency\[changing-cpu\] - Failed:"
-                                  r" REGRESSION changing\[cpu\]: latency \+[\d.]+%"])
+    # the short summary (cut at the terminal's width) starts with the outcome and the item; the failure's
+    # first line is the whole headline: the metric, its per cent, the bound compared, the series, vs what
+    result.stdout.re_match_lines([r"FAILED test_perf.py::test_latency\[changing-cpu\] - Failed: REGRESSION chang"])
+    result.stdout.re_match_lines([r"^REGRESSION changing\[cpu\]: latency \+[\d.]+% \[lower bound [^\]]+\]"
+                                  r" \((raw|normalized|adjusted)[^)]*\) vs baseline$"])
     text = result.stdout.str()
     match = re.search(r"REGRESSION changing\[cpu\]: latency \+[\d.]+% (raw|normalized|adjusted) \(lower bound \+[^;]*;"
                       r"(?: [^;]*geometric mean [^;]*;)?"

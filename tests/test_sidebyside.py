@@ -88,7 +88,7 @@ def test_a_slowdown_is_confirmed_on_fresh_sessions_and_named_plainly() -> None:
     message = to_verdict(result, "resnet50[cpu]").message
     assert re.match(r"REGRESSION resnet50\[cpu\]: latency \+20\.\d% paired vs origin/main \(lower bound"
                     r" \+\d+\.\d% > 0, \+20\.\d% >= 5%\); geometric mean [\d.]+ ms vs [\d.]+ ms \(\+[\d.]+%\);"
-                    r" side by side, 10 cycles, p=\S+ at level \S+; confirmed", message), message
+                    r" measured side by side over 10 cycles, p=\S+ at level \S+; confirmed", message), message
     assert to_verdict(result, "resnet50[cpu]").fails
 
 
@@ -132,7 +132,7 @@ def test_device_sides_use_session_pairs_as_a_level() -> None:
     # the pooled cycles would claim a tight interval; the session level keeps it honest (wide)
     lo, hi = result.ci()
     assert hi - lo > 0.05
-    assert "40 cycles on 5 fresh session pairs" in explained(to_verdict(result, "m[cuda]"))
+    assert "over 40 cycles on 5 fresh session pairs" in explained(to_verdict(result, "m[cuda]"))
 
 
 def test_memory_is_judged_on_each_sides_own_footprint() -> None:

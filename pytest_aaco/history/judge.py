@@ -703,8 +703,8 @@ def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
 
 def _side_by_side_text(v: Verdict) -> str:
     """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs
-    origin/main (lower bound +7.1% > 0, +9.4% >= 5%); geometric mean 23.1 ms vs 21.1 ms (+9.5%); side by
-    side, 24 cycles, p=2e-06 at level 0.041``, from *v* and ``v.side_by_side``
+    origin/main (lower bound +7.1% > 0, +9.4% >= 5%); geometric mean 23.1 ms vs 21.1 ms (+9.5%); measured
+    side by side over 24 cycles, p=2e-06 at level 0.041``, from *v* and ``v.side_by_side``
     (:class:`pytest_aaco.records.SideBySideSummary`). The geometric means are each side's over its blocks,
     with their own ratio; the paired per cent is the test's estimate of the per-cycle ratio."""
     sbs = v.side_by_side
@@ -722,11 +722,12 @@ def _side_by_side_text(v: Verdict) -> str:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
                 f" at level {dev['level']:.2g}; wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
-                f" side by side, {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
+                f" measured side by side over {sbs.cycles} cycles"
+                + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
         metric = "wall time" if dev else "latency"
-        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}; side by side,"
-                f" {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}; measured side by side"
+                f" over {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
                 + f", p={p_shown:.2g} at level {v.level:.2g}")
         if dev:
             text += f"; {_device_text(dev)}"
