@@ -39,7 +39,6 @@ Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item'
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -686,12 +685,6 @@ def _device_text(dev: dict[str, Any]) -> str:
     if removed:
         text += "; removed " + ", ".join(f"{n[:40]} x{c:g}" for n, c in removed[:3])
     return text + ")"
-
-
-def _threshold(dev: Mapping[str, object], v: Verdict) -> str:
-    """The device-time threshold of a side-by-side record (older records: the wall-time one)."""
-    t = dev.get("threshold")
-    return f"{(v.threshold if t is None else t):.1%}".replace(".0%", "%")
 
 
 def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
