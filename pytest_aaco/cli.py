@@ -47,9 +47,10 @@ from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
 from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
-from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num, pct
+from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
+from pytest_aaco.verdict.percent import bound_text, pct
 
 _T = TypeVar("_T")
 
@@ -343,21 +344,25 @@ def cmd_diff(args: argparse.Namespace) -> int:
     table = []
     for row in rows:
         v = row.verdict
-        ci = "-"
-        if v is not None and v.ci_low is not None and v.ci_high is not None:
-            ci = f"{pct(v.ci_low)} .. {pct(v.ci_high)}"
-        raw = v.raw_ratio if v is not None and v.series not in (None, "raw") else None
+        bound = "-"
+        if v is not None and v.ratio is not None:
+            bound = (bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
+                     or (f"95% CI {pct(v.ci_low)} .. {pct(v.ci_high)}" if v.ci_low is not None else "-"))
         method = "-" if v is None or v.method is None else v.method
         series = "-" if v is None or v.method is None else v.series or "raw"
+        a_geo = v.baseline_geomean_ms if v is not None else None
+        b_geo = v.current_geomean_ms if v is not None else None
+        # every per cent is the ratio of the two means printed beside it
         table.append((row.label, num(row.a_mean_ms, ".3f"), num(row.b_mean_ms, ".3f"),
-                      pct(v.ratio) if v is not None and v.ratio is not None else "-", ci,
-                      pct(raw) if raw is not None else "-",
-                      num(v.p_value, ".2g") if v is not None else "-", series, method, str(row.outcome)))
+                      pct(row.b_mean_ms / row.a_mean_ms) if row.a_mean_ms and row.b_mean_ms is not None else "-",
+                      num(a_geo, ".3f"), num(b_geo, ".3f"), pct(b_geo / a_geo) if a_geo and b_geo else "-",
+                      f"{pct(v.ratio)} {series}" if v is not None and v.ratio is not None else "-", bound,
+                      num(v.p_value, ".2g") if v is not None else "-", method, str(row.outcome)))
     _out(f"A (reference): {args.a} [{kind_a}]")
     _out(f"B (candidate): {args.b} [{kind_b}]")
-    header = ("item", "A mean ms", "B mean ms", "change (tested)", "95% CI", "change (raw)", "p (slower)", "series",
-              "method", "verdict")
-    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 5, 6})):
+    header = ("item", "A mean ms", "B mean ms", "change (means)", "A geometric mean ms", "B geometric mean ms",
+              "change (raw)", "change (tested)", "bound compared", "p (slower)", "method", "verdict")
+    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 4, 5, 6, 9})):
         _out(line)
     judged = sum(r.verdict is not None and r.verdict.p_value is not None for r in rows)
     _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {judged} compared item(s); threshold"

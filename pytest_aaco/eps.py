@@ -123,7 +123,7 @@ ALL: tuple[Ep, ...] = (
     Ep("cuda", "CUDAExecutionProvider", NVIDIA, is_gpu=True, takes_device_id=True, ort_device="cuda",
        iobinding="all", lists_all_options=True, graph_option=("enable_cuda_graph", "1"), tracer=CUPTI,
        telemetry=NVIDIA,
-       advice={"launch_bound": "enable CUDA graphs (enable_cuda_graph)",
+       advice={"launch_bound": "replay CUDA graphs (--aaco-graph=on)",
                "compute_bound": "the TensorRT EP"}),
     # https://onnxruntime.ai/docs/execution-providers/MIGraphX-ExecutionProvider.html; which option keys a
     # build takes is asked at run time (pytest_aaco/measure/migraphx_probe.py), the graph key too
@@ -133,12 +133,13 @@ ALL: tuple[Ep, ...] = (
                             "the MIGraphX compile", rocm_stack=True),
        tracer=ROCPROFV3, telemetry=AMD,
        advice={"warmup_instability": "MIGraphX compiled-model cache: --aaco-compile-cache (migraphx_model_cache_dir)",
-               "compute_bound": "MIGraphX FP16/INT8 (migraphx_fp16_enable, migraphx_int8_enable)"}),
+               "compute_bound": "MIGraphX FP16/INT8 (--aaco-provider-option migraphx_fp16_enable=1,"
+                                " migraphx_int8_enable=1)"}),
     Ep("rocm", "ROCMExecutionProvider", AMD, is_gpu=True, takes_device_id=True, ort_device="cuda",
        iobinding="inputs", tracer=ROCPROFV3, telemetry=AMD,
        # https://github.com/microsoft/onnxruntime/releases/tag/v1.23.0
        removed_in=(1, 23), removed_hint="use --aaco-provider=migraphx on AMD GPUs",
-       advice={"launch_bound": "enable HIP graphs (enable_hip_graph)",
+       advice={"launch_bound": "enable HIP graphs (--aaco-provider-option enable_hip_graph=1)",
                "compute_bound": "the MIGraphX EP"}),
     # https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html
     Ep("tensorrt", "TensorrtExecutionProvider", NVIDIA, aliases=("trt",), is_gpu=True, takes_device_id=True,
@@ -147,10 +148,11 @@ ALL: tuple[Ep, ...] = (
                             frozenset({"trt_engine_cache_enable", "trt_engine_cache_path"}),
                             "the TensorRT engine build"),
        tracer=CUPTI, telemetry=NVIDIA,
-       advice={"warmup_instability": "TensorRT engine and timing caches: --aaco-compile-cache"
-                                     " (trt_engine_cache_enable), trt_timing_cache_enable",
-               "launch_bound": "enable CUDA graphs (trt_cuda_graph_enable)",
-               "compute_bound": "TensorRT FP16/INT8 (trt_fp16_enable, trt_int8_enable)"}),
+       advice={"warmup_instability": "TensorRT engine and timing caches: --aaco-compile-cache,"
+                                     " --aaco-provider-option trt_timing_cache_enable=1",
+               "launch_bound": "enable CUDA graphs (--aaco-provider-option trt_cuda_graph_enable=1)",
+               "compute_bound": "TensorRT FP16/INT8 (--aaco-provider-option trt_fp16_enable=1,"
+                                " trt_int8_enable=1)"}),
     # https://onnxruntime.ai/docs/execution-providers/OpenVINO-ExecutionProvider.html
     Ep("openvino", "OpenVINOExecutionProvider", INTEL, aliases=("ov",),
        compile=CompileCache((("cache_dir", "{folder}"),), frozenset({"cache_dir"}), "the OpenVINO compile")),

@@ -34,7 +34,7 @@ from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.samplers.gpus import physical_gpu
-from pytest_aaco.verdict.diagnosis import classify_bottleneck
+from pytest_aaco.verdict.diagnosis import change_first, classify_bottleneck
 from pytest_aaco.verdict.metrics import derived_metrics, other_processes_cores
 from pytest_aaco.verdict.stats import LondFdr
 
@@ -145,6 +145,8 @@ def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: JSONDict,
         return None
     found = classify_bottleneck(result.telemetry or {}, metrics, os.cpu_count() or 1, kernels,
                                 provider=result.provider)
+    if verdict.changed and verdict.regressions:  # the item changed: that is the first suspect, not the machine
+        found = change_first(verdict.changed, verdict.changed_since or "the baseline", found)
     return found.to_dict() if found is not None else None
 
 

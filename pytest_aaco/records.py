@@ -304,6 +304,20 @@ class Verdict:
     #: absent from :meth:`to_dict`)
     current_geomean_ms: float | None = None
     baseline_geomean_ms: float | None = None
+    #: the one-sided bounds (ratios) the outcome rule compared (:func:`pytest_aaco.verdict.outcome.outcome_of`):
+    #: ``lower_bound`` at the item's level (above 1 exactly when the slowdown is significant) and
+    #: ``upper_bound`` at the no-regression level (below 1 + threshold for "no regression"); printed by
+    #: :func:`pytest_aaco.verdict.percent.bound_text`. None in records written before them (then absent
+    #: from :meth:`to_dict`, and the reports print the 95% CI instead)
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    #: what changed in the item itself against what it is compared with (``model bytes``, ``inputs``,
+    #: ``cuda provider options``, ``environment``): side by side, the item at REF; stored, the model
+    #: file the baseline was recorded on. The diagnosis names it first. Empty in records written
+    #: before it (then absent from :meth:`to_dict`)
+    changed: list[str] = field(default_factory=list)
+    #: what :attr:`changed` is against: ``origin/main`` (side by side), ``the baseline``; None when nothing changed
+    changed_since: str | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -396,6 +410,22 @@ class Verdict:
         return "wall time" if metric == LATENCY and self.device is not None else metric
 
     @property
+    def report_notes(self) -> list[str]:
+        """How the verdict was reached and what to do about it, for the report and the bundle (not the
+        one-line :attr:`message`): the minimum detectable effect of an inconclusive verdict with what
+        raises the power, what to do about an improvement, then :attr:`notes` (the method, the series
+        and why, the reference workload, withheld outcomes, confirmations) and :attr:`unstable`."""
+        found = []
+        if self.outcome == Outcome.INCONCLUSIVE and self.mde is not None:
+            how = ("raise --aaco-compare-budget, or run on a quieter runner (--aaco-intra-op-threads=1 helps on a"
+                   " shared one)" if self.side_by_side is not None else
+                   "add rounds or history (--aaco-rounds, --aaco-save-baseline)")
+            found.append(f"minimum detectable effect {self.mde:.1%}: {how}")
+        if self.outcome == Outcome.IMPROVEMENT:
+            found.append("if intended, refresh the baseline with --aaco-save-baseline")
+        return found + list(self.notes) + [f"unstable: {line}" for line in self.unstable]
+
+    @property
     def p99_regressed(self) -> bool:
         return self.p99 is not None and bool(self.p99.regression)
 
@@ -417,8 +447,9 @@ class Verdict:
         data["outcome"] = self.outcome.value
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
-        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms"):
-            if data[name] is None:  # absent, as in files written before them
+        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound",
+                     "changed", "changed_since"):
+            if not data[name]:  # absent, as in files written before them
                 del data[name]
         return data
 
@@ -441,7 +472,7 @@ class Verdict:
 _TYPED_PARTS: dict[str, Any] = {"p99": QuantileComparison, "first_look": FirstLook, "contention": Contention,
                                 "side_by_side": SideBySideSummary, "reference": ReferenceDrift}
 #: the verdict's list fields
-_LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners")
+_LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners", "changed")
 
 
 @dataclass
@@ -568,9 +599,10 @@ class ItemRecord:
         return lines
 
     def explanation(self, with_recommendation: bool = True) -> str:
-        """:attr:`message`, the :meth:`insight_lines`, and the likely cause (and what to try) when
-        there is a diagnosis."""
-        text = "\n".join([self.message, *self.insight_lines()])
+        """:attr:`message`, the :meth:`insight_lines`, the verdict's :attr:`Verdict.report_notes` (one
+        ``note:`` line each), and the likely cause (and what to try) when there is a diagnosis."""
+        notes = self.verdict.report_notes if self.verdict is not None else []
+        text = "\n".join([self.message, *self.insight_lines(), *(f"note: {n}" for n in notes)])
         d = self.diagnosis
         if d:
             text += f"\nlikely cause: {d.get('category')}: " + "; ".join(d.get("evidence") or [])

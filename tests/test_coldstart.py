@@ -178,7 +178,7 @@ def test_side_by_side_p_value_is_the_paired_t_test_on_log_ratios():
     # before: "session creation 149.0 ms vs 98.0 ms at origin/main (+53%": the fastest sessions (+52%)
     # beside the paired ratio; now each per cent sits beside the means it is the ratio of
     assert verdict.message.startswith("COLD START REGRESSION m[cpu] (session creation): session creation geometric"
-                                      " mean 153.5 ms vs 100.4 ms at origin/main (+53%, 95% CI")
+                                      " mean 153.5 ms vs 100.4 ms at origin/main (+53%, lower bound +")
     assert "; fastest 149 ms vs 98 ms (+52%)" in verdict.message
     assert ("each side's geometric mean and fastest of 5 alternating fresh sessions shown, ratio paired by cycle,"
             " threshold 20%, level 0.005 per figure") in verdict.message

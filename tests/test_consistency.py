@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_aaco.history.fingerprint import build_fingerprint
-from pytest_aaco.history.judge import confirm, judge_history
+from pytest_aaco.history.judge import confirm, finish, judge_history
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.device_time import DeviceSeries
 from pytest_aaco.options import GateSettings
@@ -68,10 +68,10 @@ def test_a_stored_device_time_failure_is_headlined_and_tabled_as_device_time(tmp
     assert v.wall_outcome == Outcome.INCONCLUSIVE and v.device_outcome == Outcome.REGRESSION
     assert v.outcome == Outcome.REGRESSION and v.fails and v.failed_metrics == ["device time"]
     record = _record(v)
-    assert headline(record).startswith("+7.3% raw DEVICE TIME REGRESSION vgg19[cuda] (vs baseline)"), headline(record)
-    assert "LATENCY" not in headline(record)
+    assert headline(record).startswith("REGRESSION vgg19[cuda]: device time +7.3% [lower bound +"), headline(record)
+    assert headline(record).endswith("] (raw) vs baseline") and "wall time" not in headline(record)
     assert verdict_cell(record) == "regression (device time)"
-    assert v.message.startswith("REGRESSION vgg19[cuda]: device time +7.3% [")
+    assert v.message.startswith("REGRESSION vgg19[cuda]: device time +7.3% raw (lower bound +"), v.message
     # a fresh session confirms it: the table says so, as side by side does
     second = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8, seed=10)
     confirmed = confirm(v, second, GateSettings())
@@ -176,7 +176,7 @@ def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_pa
     baseline = _baseline(tmp_path, result_factory)
     current = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
     v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
-    found = re.search(r"latency ([+-][\d.]+%) raw \(95% CI [^)]*\); geometric mean ([\d.]+) ms vs ([\d.]+) ms;"
+    found = re.search(r"latency ([+-][\d.]+%) raw \(upper bound [^)]*\); geometric mean ([\d.]+) ms vs ([\d.]+) ms;"
                       r" mean ([\d.]+) ms vs ([\d.]+) ms \(([+-][\d.]+%)\)", v.message)
     assert found, v.message
     pct, geo_now, geo_then, now, then, mean_pct = found.groups()
@@ -190,3 +190,274 @@ def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_pa
     old = v.to_dict()
     del old["current_geomean_ms"], old["baseline_geomean_ms"]
     assert Verdict.from_dict(old).to_dict() == old
+
+
+# ---------------------------------------------------------------- the interval printed is the one compared
+
+def _comparison(change: float, se: float, df: float = 4.0):
+    from scipy.stats import t as student_t
+
+    from pytest_aaco.verdict.stats import Comparison
+
+    estimate = float(np.log1p(change))
+    p_slower = float(student_t.sf(estimate / se, df))
+    return Comparison("prediction-interval", estimate, se, df, p_slower, 1 - p_slower, 10, 5)
+
+
+def test_the_interval_printed_is_the_bound_the_rule_compared_with_its_side():
+    """Before: ``-26.2% raw [-52.9, +15.8]`` was called no-regression at 10% and ``+3.8% [-1.1, +9.0]``
+    inconclusive at 10%: the 95% two-sided CI was printed, the one-sided bound was compared. After:
+    the one-sided bound, its side and the threshold it was compared with, from the verdict's own figures."""
+    import re
+
+    from pytest_aaco.history.judge import compared_text
+    from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
+    from pytest_aaco.verdict.percent import pct
+
+    level, threshold = 0.05, 0.10
+    for change, se in ((-0.262, 0.28), (0.038, 0.06), (0.038, 0.025), (0.30, 0.05), (0.0, 0.01), (0.12, 0.2)):
+        comp = _comparison(change, se)
+        outcome = outcome_of(comp, threshold, level)
+        lo, hi = comp.ci(0.95)
+        lower, upper = comp.lower(level), comp.upper(max(level, NO_REGRESSION_ALPHA))
+        text = compared_text(comp.ratio, lo, hi, lower, upper, threshold)
+        assert "CI" not in text
+        if outcome == Outcome.REGRESSION:
+            assert text == f"lower bound {pct(lower)} > 0, {pct(comp.ratio)} >= 10%", text
+        else:
+            found = re.fullmatch(r"upper bound ([+-][\d.]+)% (<|>=) 10%", text)
+            assert found, text
+            assert found.group(1) + "%" == pct(upper)
+            # the relation printed is the rule's: "<" exactly when the verdict is no regression
+            assert (found.group(2) == "<") == (outcome == Outcome.NO_REGRESSION), (change, se, text, outcome)
+    # the stored verdict carries the bounds; an older record without them prints its 95% CI, labelled
+    assert compared_text(1.038, 0.989, 1.09, None, None, threshold) == "95% CI -1.1% .. +9.0%"
+
+
+def test_the_stored_message_prints_the_bound_the_outcome_was_decided_on(tmp_path, result_factory):
+    from pytest_aaco.verdict.percent import pct
+
+    v = _stored(tmp_path, result_factory, 0.818)
+    assert v.upper_bound is not None and v.lower_bound is not None
+    assert "95% CI" not in v.message
+    dev = v.device_time or {}
+    assert f"device time {pct(dev['ratio'])} raw (upper bound {pct(dev['upper_bound'])} < 1%)" in v.message, v.message
+    assert f"(upper bound {pct(v.upper_bound)} " in v.message
+    # the table prints the same bound
+    record = _record(v)
+    assert f"[upper bound {pct(v.upper_bound)} " in "\n".join(terminal.format_table([record]))
+    # round trip: the bounds are stored and read back
+    again = Verdict.from_dict(v.to_dict())
+    assert (again.lower_bound, again.upper_bound) == (v.lower_bound, v.upper_bound)
+    assert "lower_bound" not in Verdict.from_dict({**v.to_dict(), "lower_bound": None}).to_dict()
+
+
+# ---------------------------------------------------------------- the diagnosis names a change first
+
+
+def test_a_regression_of_a_changed_model_is_diagnosed_as_the_change_not_the_runner(tmp_path, result_factory):
+    """Before: every confirmed regression read ``likely cause: cpu_contention ... run benchmarks on a
+    dedicated runner``, even when the model bytes had changed. After: the change is named first, and
+    what the telemetry showed follows as later evidence."""
+    import os
+
+    from pytest_aaco.gate import diagnose
+
+    changed_fp = build_fingerprint(model_sha256="b", input_shapes={}, input_dtypes={}, provider="cuda",
+                                   ep_name="CUDAExecutionProvider", provider_options={}, iobinding="none",
+                                   intra_op_threads=0)
+    current = result_factory([2.6] * 10, seed=9)
+    current.device = _device(0.818 * 1.073, 9, extra=8)
+    # a busy runner: the 1-minute load average far above the cores
+    current.telemetry = {"summary": {"load_avg_1m": {"max": 10.0 * (os.cpu_count() or 1)}}}
+    v = judge_history(current, _baseline(tmp_path, result_factory), changed_fp, GateSettings(), 0.05, "vgg19[cuda]")
+    assert v.regressions and v.changed == ["model bytes"] and v.changed_since == "the baseline"
+    found = diagnose(current, v, {})
+    assert found is not None and found["category"] == "change_at_ref", found
+    assert found["evidence"][0] == "model bytes changed since the baseline"
+    assert "cpu_contention" in found["evidence"][1] and "dedicated runner" not in found["recommendation"]
+    record = _record(v)
+    record.diagnosis = found
+    assert "likely cause: change_at_ref: model bytes changed since the baseline" in record.explanation()
+    # the same model, the same load: the runner is the suspect, as before
+    same = judge_history(current, _baseline(tmp_path, result_factory), FP, GateSettings(), 0.05, "vgg19[cuda]")
+    assert same.changed == [] and "changed" not in same.to_dict()
+    assert (diagnose(current, same, {}) or {}).get("category") == "cpu_contention"
+    # stored and read back
+    again = Verdict.from_dict(v.to_dict())
+    assert (again.changed, again.changed_since) == (["model bytes"], "the baseline")
+
+
+# ---------------------------------------------------------------- the headline is short; notes go to the report
+
+
+def test_the_headline_fits_160_characters_and_method_notes_go_to_the_report(tmp_path, result_factory):
+    """Before: ``+7.3% raw DEVICE TIME REGRESSION ...`` headlines, and messages of 600 to 700 characters
+    of method notes (``raw figures: the item's iteration ... differ more than 3x ...``, the test used, the
+    minimum detectable effect and what to do). After: ``OUTCOME item: metric +x.x% [bound] (series) vs
+    what`` in at most 160 characters; the notes are the report's (terminal ``note:`` lines, the HTML's
+    Notes, pytest's failure text) and the bundle's (the verdict's ``notes``)."""
+    failing = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    current = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
+    current.device = None
+    unsure = judge_history(current, _baseline(tmp_path, result_factory), FP, GateSettings(), 0.05, "vgg19[cuda]")
+    assert unsure.outcome == Outcome.INCONCLUSIVE
+    for v in (failing, unsure):
+        assert "method:" not in v.message and "minimum detectable effect" not in v.message
+        assert any(n.startswith("method: prediction-interval t-test") for n in v.notes)  # in the bundle
+        assert any(n.startswith("method: ") for n in Verdict.from_dict(v.to_dict()).notes)
+    assert "minimum detectable effect" in unsure.report_notes[0]
+    record = _record(failing)
+    line = headline(record)
+    assert len(line) <= 160 and line.startswith("REGRESSION vgg19[cuda]: device time +7.3% [lower bound"), line
+    assert "note: method: prediction-interval" in record.explanation()
+    assert any(x.startswith("    note: method:") for x in terminal.detail_lines([record]))
+    # a long item name and several failed metrics: the bounds go first, then the line is cut, never past 160
+    failing.memory = ["RSS growth 900 MB vs baseline 300 MB (+600 MB, limit +10% and +50 MB)"]
+    long = ItemRecord("t::x", "m" * 90, "cuda", "m" * 90 + "[cuda]", verdict=failing, outcome=Outcome.FAILED)
+    assert long.failed_metrics == ["device time", "memory"]
+    assert len(headline(long)) <= 160 and headline(long).startswith("REGRESSION " + "m" * 90)
+
+
+# ---------------------------------------------------------------- the plot's baseline is the table's figure
+
+
+def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_path, result_factory):
+    """Before: the plot drew the baseline at 35.4 ms (a geometric mean of run means, printed nowhere)
+    while the verdict table said 40.04 ms. After: the line is the table's baseline geometric mean,
+    labelled with it, and the table prints it beside this run's (the raw change is their ratio)."""
+    import re
+
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from pytest_aaco.reports import html
+    from pytest_aaco.reports.markup import new_figure
+    from tests.test_output import agrees
+
+    baseline = _baseline(tmp_path, result_factory)
+    current = result_factory([2.6] * 10, seed=9)
+    v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
+    record = ItemRecord("t::x", "vgg19", "cuda", "vgg19[cuda]", result=current.to_dict(raw=True), verdict=v)
+    table = html.verdict_table(v)
+    now = re.search(r"this run geometric mean</th><td[^>]*>([\d.]+) ms", table)
+    then = re.search(r"baseline geometric mean</th><td[^>]*>([\d.]+) ms", table)
+    assert now and then, table
+    assert agrees(f"{(v.raw_ratio - 1) * 100:+.1f}%", now.group(1), then.group(1))
+    fig = new_figure(6, 3)
+    ax = fig.subplots()
+    html._plot_rounds(ax, record, record.result or {}, baseline.history)
+    drawn = [line for line in ax.get_lines() if str(line.get_label()).startswith("baseline geometric mean")]
+    assert len(drawn) == 1 and drawn[0].get_label() == f"baseline geometric mean {then.group(1)} ms"
+    assert float(drawn[0].get_ydata()[0]) == pytest.approx(v.baseline_geomean_ms)
+
+
+# ---------------------------------------------------------------- every reader, every failing metric
+
+
+def _matrix(tmp_path: Path, result_factory) -> dict[str, ItemRecord]:
+    """One record per case: each failing metric (stored wall time, stored device time, side-by-side wall
+    time (recorded), side-by-side device time, cold start, memory, p99), no regression and inconclusive."""
+    import json
+
+    from tests.test_output import _record as output_record
+    from tests.test_output import _verdict
+
+    found: dict[str, ItemRecord] = {}
+    base = _baseline(tmp_path, result_factory)
+    slow = result_factory([2.04 * 1.6] * 10, seed=9)
+    slow.device = _device(0.818, 9)
+    found["stored wall time"] = _record(judge_history(slow, base, FP, GateSettings(), 0.05, "vgg19[cuda]"))
+    found["stored device time"] = _record(_stored(tmp_path, result_factory, 0.818 * 1.073, extra=8))
+    recorded = json.loads((Path(__file__).parent / "data" / "records" /
+                           "compare-test_perf.py__test_latency_slowed-cpu.545cfe89.json").read_text())
+    found["side-by-side wall time"] = ItemRecord.from_dict(recorded)
+    sbs_dev = {"ref": "main", "outcome": "inconclusive", "cycles": 12,
+               "device_time": {"outcome": "regression", "ratio": 1.064, "ci_low": 1.05, "ci_high": 1.08,
+                               "lower_bound": 1.052, "upper_bound": 1.076, "threshold": 0.01, "series": "paired",
+                               "p_slower": 1e-5, "level": 0.05, "kernel_ms": {"baseline": 0.8, "candidate": 0.85}}}
+    found["side-by-side device time"] = output_record(_verdict(side_by_side=sbs_dev, outcome=Outcome.REGRESSION))
+    cold = {"verdict": {"outcome": "regression", "fails": True, "method": "side-by-side", "ref": "main",
+                        "message": "COLD START REGRESSION mlp[cpu] (first run): first run geometric mean 247 ms vs"
+                                   " 143 ms at main (+73%, lower bound +60.0% > 0, +72.7% >= 20%, p=1e-06)",
+                        "metrics": {"first_run_ms": {"outcome": "regression", "ratio": 1.727}}}}
+    quiet = _verdict(outcome=Outcome.NO_REGRESSION, fails=False, ratio=1.01, series="raw", raw_ratio=1.01)
+    found["cold start"] = output_record(quiet, cold_start=cold)
+    found["memory"] = output_record(_verdict(memory=["RSS growth 120 MB vs baseline 75 MB (+45 MB)"],
+                                             outcome=Outcome.NO_REGRESSION, ratio=1.01, series="raw"))
+    found["p99"] = output_record(_verdict(p99={"ratio": 1.4, "regression": True, "ci_low": 1.2, "ci_high": 1.6},
+                                          outcome=Outcome.NO_REGRESSION, series="raw"))
+    found["no regression"] = _record(_stored(tmp_path, result_factory, 0.818))
+    steady = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
+    found["inconclusive"] = _record(judge_history(steady, base, FP, GateSettings(), 0.05, "vgg19[cuda]"))
+    for case in ("side-by-side device time", "cold start", "memory", "p99"):  # rendered as the gate renders
+        verdict = found[case].verdict
+        assert verdict is not None
+        finish(verdict, GateSettings())
+    for record in found.values():
+        record.outcome = Outcome.FAILED if record.fails else Outcome.PASSED
+    return found
+
+
+METRIC_WORDS = {"stored wall time": "wall time", "stored device time": "device time",
+                "side-by-side wall time": "latency", "side-by-side device time": "device time",
+                "cold start": "cold start", "memory": "memory", "p99": "p99"}
+
+
+def _html_names(cell: str, record: ItemRecord, page: str) -> bool:
+    """The HTML overview shows the verdict cell as the outcome's badge and the flags after it."""
+    import html as html_lib
+
+    flags = cell[len(str(record.effective_outcome)):].strip()
+    return html_lib.escape(flags) in page and str(record.effective_outcome) in page
+
+
+def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factory):
+    """The short summary (pytest's ``Failed:`` line: the headline), the message, the terminal table, the
+    HTML, JUnit, the GitHub summary and the summary count agree for each failing metric, and for
+    no regression and inconclusive; every ``A ms vs B ms (+P%)`` printed agrees with its means."""
+    import re
+
+    from pytest_aaco.reports import github, html, junit
+    from pytest_aaco.reports.wording import failure_text
+    from tests.test_output import agrees
+
+    for case, record in _matrix(tmp_path, result_factory).items():
+        cell = verdict_cell(record)
+        table = "\n".join(terminal.format_table([record]))
+        page = html.overview_table([record]) + html.item_section(record, None, plots=False)
+        (junit_case,) = junit.build_cases([record])
+        commands = github.workflow_commands([record])
+        summary = github.job_summary([record], _context({"alpha": 0.05, "m": 1, "tests": 1}).summary)
+        count = terminal.lond_line({"alpha": 0.05, "m": 1, "tests": 1}, int(record.is_regression))
+        if case in METRIC_WORDS:
+            word = METRIC_WORDS[case]
+            line = headline(record)
+            assert record.fails and len(line) <= 160 and line.startswith(f"REGRESSION {record.label}: {word}"), line
+            assert failure_text(record).splitlines()[0] == line  # pytest's short summary
+            shown = re.search(r"[+-][\d.]+%", line)
+            if shown:  # the headline's per cent is the message's and the table's
+                where = (record.message + (record.cold_start_verdict.get("message") or "")
+                         if case == "cold start" else record.message)
+                assert shown.group(0) in where, (case, line, where)
+                if case not in ("cold start", "p99"):
+                    assert shown.group(0) in table, (case, table)
+            assert cell.startswith("regression") or f"({word})" in cell, (case, cell)
+            if word not in ("latency", "wall time") or (record.verdict and record.verdict.device):
+                assert word in cell, (case, cell)
+            assert cell in table and _html_names(cell, record, page), (case, cell)
+            assert junit_case.failures[0]["message"] == line, case
+            assert len(commands) == 1 and commands[0].split("::", 2)[2].startswith(line.replace("%", "%25")), case
+            assert github.md_text(cell) in summary, case
+            assert count is not None and count.endswith("1 gated, 1 regression(s)"), (case, count)
+        else:
+            expected = {"no regression": "no-regression", "inconclusive": "inconclusive"}[case]
+            assert cell.startswith(expected) and not record.is_regression, (case, cell)
+            assert cell in table and _html_names(cell, record, page) and github.md_text(cell) in summary
+            assert count is not None and count.endswith("1 gated, 0 regression(s)"), (case, count)
+        # every per cent printed beside two means is their ratio
+        text = record.explanation()
+        pattern = r"([\d.]+) ms(?: \([^)]*\))? vs ([\d.]+) ms[^(;]*\(([+-][\d.]+%)\)"
+        for now, then, per_cent in re.findall(pattern, text):
+            assert agrees(per_cent, now, then), (case, now, then, per_cent, text)
+

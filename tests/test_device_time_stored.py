@@ -36,6 +36,7 @@ from pytest_aaco.measure.results import ReferenceSeries
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Verdict
 from pytest_aaco.tracers.base import DeviceBlock
+from tests.test_output import explained
 
 #: the pytester project's conftest: a fake tracer for every EP (the item's kernel time from
 #: FAKE_DEVICE_MS, the reference's fixed; a run-level offset and block noise, seeded by FAKE_SEED),
@@ -184,8 +185,9 @@ def test_no_tracer_says_which_package_and_still_gates_on_wall_time(traced_projec
     result = project.run(*ARGS)
     (record,) = _records(project)
     assert record["verdict"]["ratio"] is not None and "device_time" not in record["verdict"]  # wall time gated
-    assert "pip install 'pytest-aaco[cuda]'" in record["verdict"]["message"]
-    assert "gated on wall time only" in record["verdict"]["message"]
+    # how it was gated is a note of the report and the bundle, not the one-line message
+    assert "pip install 'pytest-aaco[cuda]'" in " ".join(record["verdict"]["notes"])
+    assert "gated on wall time only" in " ".join(record["verdict"]["notes"])
 
 
 # ----------------------------------------------------------------- judge level, against scipy.stats
@@ -272,7 +274,7 @@ def test_a_device_time_regression_fails_the_item_and_leads_the_message(tmp_path,
     v = judge_history(current, baseline, fp, GateSettings(), level=0.05, label="resnet50[cuda]")
     assert v.outcome == REGRESSION and v.fails and v.device_time is not None
     assert v.device_time["wall_outcome"] != REGRESSION
-    assert v.message.startswith("REGRESSION resnet50[cuda]: device time +6.4% ["), v.message
+    assert v.message.startswith("REGRESSION resnet50[cuda]: device time +6.4% raw (lower bound +"), v.message
     assert "(kernel time per run 0.818 -> 0.870 ms; kernels per run 219 -> 227; added conv3x3 x8)" in v.message
     assert "; wall time " in v.message and "mean 2.00 ms vs 2.00 ms (+0.0%) over 5 baseline runs" in v.message
     # the bundle keeps it; a verdict without device time writes no key (files as before)
@@ -306,7 +308,7 @@ def test_an_old_baseline_without_device_time_loads_and_gates_on_wall_time(tmp_pa
     baseline.fingerprint = fp.fields
     v = judge_history(current, baseline, fp, GateSettings(), 0.05, "m[cpu]")
     assert v.ratio is not None and v.device_time is None
-    assert "the baseline has no device time yet, gated on wall time" in v.message
+    assert "the baseline has no device time yet, gated on wall time" in explained(v)
     # a damaged device-time record is refused naming the file and the key, never a traceback
     bad = copy.deepcopy(old)
     bad["history"][0]["device_time"] = {"log_means": ["x"]}
@@ -370,7 +372,7 @@ def test_reports_show_device_time_beside_wall_time(tmp_path, result_factory):
     assert float(props["aaco_kernels_per_run"]) == 227 and "aaco_device_time_mde" in props
     assert not any(k.startswith("aaco_device") for k, _ in junit.properties(plain))
     page = html.overview_table([traced, plain])
-    assert "device time (95% CI)" in page and "kernels 219 -&gt; 227" in page
+    assert "device time (bound compared)" in page and "kernels 219 -&gt; 227" in page
     assert "device time" not in html.overview_table([plain])
 
 

@@ -299,13 +299,13 @@ def test_drift_is_a_ratio_that_cannot_fall_below_minus_100_percent():
 @pytest.mark.parametrize(
     ("provider", "named", "absent"),
     [
-        ("cpu", ["optimized_model_filepath"], ["TensorRT", "MIGraphX", "CUDA", "nvidia", "AMD"]),
-        ("CPUExecutionProvider", ["optimized_model_filepath"], ["TensorRT", "MIGraphX"]),
-        ("tensorrt", ["trt_engine_cache_enable"], ["MIGraphX"]),
+        ("cpu", ["--aaco-warmup"], ["TensorRT", "MIGraphX", "CUDA", "nvidia", "AMD", "optimized_model_filepath"]),
+        ("CPUExecutionProvider", ["--aaco-warmup"], ["TensorRT", "MIGraphX"]),
+        ("tensorrt", ["--aaco-compile-cache", "trt_timing_cache_enable=1"], ["MIGraphX"]),
         ("migraphx", ["migraphx_model_cache_dir", "--aaco-compile-cache"],
          ["TensorRT", "migraphx_save_compiled_model"]),
-        ("cuda", ["optimized_model_filepath"], ["TensorRT", "MIGraphX"]),
-        ("openvino", ["optimized_model_filepath"], ["TensorRT", "MIGraphX"]),
+        ("cuda", ["--aaco-warmup"], ["TensorRT", "MIGraphX"]),
+        ("openvino", ["--aaco-warmup"], ["TensorRT", "MIGraphX"]),
     ],
 )
 def test_advice_names_only_the_items_execution_provider(provider, named, absent):
@@ -327,3 +327,37 @@ def test_cpu_advice_never_names_a_gpu_provider(category):
     assert "nvidia-smi" in recommendation("frequency_scaling", "cuda")
     assert "AMD" not in recommendation("frequency_scaling", "cuda")
     assert "nvidia" not in recommendation("frequency_scaling", "migraphx")
+
+
+# ---------------------------------------------------------------- advice names only what the plugin accepts
+
+
+def _every_advice() -> list[tuple[str, str]]:
+    from pytest_aaco import eps
+
+    found = [(category, text) for category, text in RECOMMENDATIONS.items()]
+    for ep in eps.ALL:
+        for category in RECOMMENDATIONS:
+            found.append((f"{category} on {ep.short}", recommendation(category, ep.short)))
+    return found
+
+
+def test_advice_names_only_options_the_plugin_accepts():
+    """Before: ``set intra_op_num_threads below the number of idle cores`` (a session option the plugin
+    refuses as a provider option), ``graph_optimization_level``, ``SessionOptions.optimized_model_filepath``,
+    ``enable_cuda_graph`` (the plugin sets it through --aaco-graph). After: plugin options only, and EP
+    option keys only as ``--aaco-provider-option KEY=VALUE`` (or the key a plugin option sets, in brackets)."""
+    import re
+
+    from pytest_aaco.measure.providers import CPU_OPTION_HINTS
+    from pytest_aaco.options import OPTIONS
+
+    names = {f"--aaco-{o.name}" for o in OPTIONS}
+    refused = {*CPU_OPTION_HINTS, "graph_optimization_level", "optimized_model_filepath", "enable_cuda_graph"}
+    for where, text in _every_advice():
+        for option in re.findall(r"--aaco-[a-z-]+[a-z]", text):
+            assert option in names, (where, option)
+        for word in refused:
+            assert not re.search(rf"(?<![\w=-]){word}\b", text), (where, word, text)
+        for key in re.findall(r"\b([a-z]+(?:_[a-z0-9]+)+)=", text):
+            assert re.search(rf"--aaco-provider-option ([a-z0-9_]+=\w+, )*{key}=", text), (where, key, text)

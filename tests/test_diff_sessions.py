@@ -53,6 +53,20 @@ def _diff(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
     return code, out, err
 
 
+def _per_cents_agree(out: str) -> None:
+    """Each per cent of ``aaco diff``'s table is the ratio of the two means printed beside it (before,
+    ``change (raw) +47.0%`` stood beside 31.19 -> 41.91 ms, +34.4%): the means' and the geometric means'."""
+    from tests.test_output import agrees
+
+    rows = [line.split() for line in out.splitlines() if line.startswith(("tiny[", "conv["))]
+    assert rows, out
+    for cells in rows:
+        a_mean, b_mean, means_pct, a_geo, b_geo, raw_pct = cells[1:7]
+        assert agrees(means_pct, b_mean, a_mean), cells
+        assert agrees(raw_pct, b_geo, a_geo), cells
+    assert "change (means)" in out and "change (raw)" in out and "bound compared" in out
+
+
 def _verdicts(out: str) -> dict[str, str]:
     return {line.split()[0]: line.split()[-1] for line in out.splitlines() if line.startswith(("tiny[", "conv["))}
 
@@ -94,6 +108,7 @@ def test_an_unchanged_model_between_two_processes_is_no_regression(pytester, tin
     verdicts = _verdicts(out)
     assert set(verdicts) == {"conv[cpu]"}
     assert "regression" not in verdicts.values()
+    _per_cents_agree(out)
     # session A again on a machine 2.5x slower (as on a busy runner), the reference workload measured
     # alongside slowed alike: the old diff called two regressions, rc 1; the gate's rules see that
     # the machine changed speed

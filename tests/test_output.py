@@ -50,6 +50,12 @@ def _half_unit(printed: str) -> float:
     return 0.5 * 10.0 ** (exponent - decimals)
 
 
+def explained(verdict) -> str:
+    """A verdict's one-line message and the notes the report prints beside it
+    (:attr:`pytest_aaco.records.Verdict.report_notes`): what a person reads of it."""
+    return "; ".join([verdict.message, *verdict.report_notes])
+
+
 def agrees(pct: str, current: str, baseline: str) -> bool:
     """Whether the printed per cent *pct* is the ratio of the printed means *current* / *baseline*, to
     the precision all three are printed with."""
@@ -86,7 +92,7 @@ def test_the_tested_change_is_labelled_with_the_raw_one_beside_it():
     paired = _verdict(series=None, side_by_side={"ref": "origin/main"})
     assert change_text(paired, ci=False) == "+21.1% paired"
     # the headline is the tested quantity, labelled, with the raw figure next to it
-    assert headline(_record(v)) == "+21.1% adjusted LATENCY REGRESSION mlp[cpu] (raw -22.9%)"
+    assert headline(_record(v)) == "REGRESSION mlp[cpu]: latency +21.1% (adjusted; raw -22.9%) vs baseline"
 
 
 def test_the_table_shows_the_measurement_the_change_was_computed_on():
@@ -113,7 +119,7 @@ def test_the_verdict_message_names_its_series_and_whose_means_it_shows(aaco_proj
     text = result.stdout.str()
     # before: "REGRESSION tiny[cpu]: mean 0.84 ms vs baseline 0.02 ms (+3561.2%, 95% CI ...)", its mean the
     # confirmation's while the table showed the first look's
-    message = re.search(r"REGRESSION tiny\[cpu\]: latency (\+[\d.]+)% raw \(95% CI [^)]*\);"
+    message = re.search(r"REGRESSION tiny\[cpu\]: latency (\+[\d.]+)% raw \(lower bound [^)]*\);"
                         r" geometric mean ([\d.e+-]+) ms vs ([\d.e+-]+) ms; mean ([\d.]+) ms"
                         r" \(the confirmation measurement's\) vs ([\d.]+) ms"
                         r" \(([+-][\d.]+)%\) over 1 baseline run;", text)
@@ -142,25 +148,27 @@ def test_a_cold_start_failure_is_named_first_though_latency_was_inconclusive():
     record = _record(v, cold_start=cold)
     record.outcome = Outcome.FAILED
     assert record.failed_metrics == ["cold start"]
-    assert headline(record) == "+73% first run COLD START REGRESSION mlp[cpu] (paired vs origin/main)"
+    assert headline(record) == "REGRESSION mlp[cpu]: cold start first run +73% (paired) vs origin/main"
     assert verdict_cell(record) == "regression (cold start)"
 
 
 @pytest.mark.parametrize(("fields", "expected", "cell"), [
     ({"memory": ["RSS growth 120 MB vs baseline 75 MB (+45 MB, limit +10% and +50 MB)"], "outcome":
       Outcome.NO_REGRESSION, "ratio": 1.01, "series": "raw"},
-     "MEMORY REGRESSION mlp[cpu]: RSS growth 120 MB vs baseline 75 MB", "no-regression (memory)"),
+     "REGRESSION mlp[cpu]: memory: RSS growth 120 MB vs baseline 75 MB", "no-regression (memory)"),
     ({"p99": {"ratio": 1.4, "regression": True}, "outcome": Outcome.NO_REGRESSION, "series": "raw"},
-     "+40.0% P99 REGRESSION mlp[cpu] (vs the latest baseline run)", "no-regression (p99)"),
+     "REGRESSION mlp[cpu]: p99 +40.0% vs the latest baseline run", "no-regression (p99)"),
     ({"side_by_side": {"ref": "main", "outcome": "no-regression", "device_time": {"outcome": "regression",
                                                                                  "ratio": 1.064}}},
-     "+6.4% paired DEVICE TIME REGRESSION mlp[cpu] (vs main)", "regression (device time)"),
+     "REGRESSION mlp[cpu]: device time +6.4% (paired) vs main", "regression (device time)"),
     ({"outcome": Outcome.INCONCLUSIVE, "series": "raw"},
-     "+21.1% raw latency INCONCLUSIVE mlp[cpu] (fails with --aaco-strict-inconclusive)", "inconclusive (latency)"),
+     "INCONCLUSIVE mlp[cpu]: latency +21.1% (raw) vs baseline (fails with --aaco-strict-inconclusive)",
+     "inconclusive (latency)"),
 ])
 def test_each_failing_metric_heads_the_failure(fields, expected, cell):
     record = _record(_verdict(**fields))
-    assert headline(record).startswith(expected)
+    assert headline(record).startswith(expected), headline(record)
+    assert len(headline(record)) <= 160
     assert verdict_cell(record) == cell
 
 
@@ -227,11 +235,11 @@ def test_qq_prints_only_the_failing_items_with_the_per_cent_first(aaco_project):
     text = result.stdout.str()
     section = text[text.index("pytest-aaco results"):text.index("short test summary")]
     body = [line for line in section.splitlines()[1:] if line.strip() and not line.startswith("=")]
-    assert len(body) == 1 and re.match(r"^  test_perf\.py::test_latency\[tiny-cpu\]: \+[\d.]+% raw LATENCY REGRESSION"
-                                       r" tiny\[cpu\]$", body[0]), section
+    assert len(body) == 1 and re.match(r"^  test_perf\.py::test_latency\[tiny-cpu\]: REGRESSION tiny\[cpu\]: latency"
+                                       r" \+[\d.]+% \[[^\]]*\] \(raw\) vs baseline$", body[0]), section
     assert "model" not in section and "likely cause" not in section and "no-baseline" not in section
-    # pytest's short summary keeps the per cent, however narrow the terminal cuts it
-    result.stdout.re_match_lines([r"^FAILED test_perf\.py::test_latency\[tiny-cpu\] - Failed: \+[\d.]+%"])
+    # pytest's short summary: the outcome, the item, the metric, then its per cent
+    result.stdout.re_match_lines([r"^FAILED test_perf\.py::test_latency\[tiny-cpu\] - Failed: REGRESSION tiny"])
 
 
 def test_q_shortens_the_section(aaco_project):
@@ -242,7 +250,8 @@ def test_q_shortens_the_section(aaco_project):
     section = text[text.index("pytest-aaco results"):text.index("short test summary")]
     assert "change vs baseline" in section and "    likely cause" not in section
     assert "false-alarm control" not in section
-    assert re.search(r"^  \+[\d.]+% raw LATENCY REGRESSION tiny\[cpu\]$", section, re.M), section
+    assert re.search(r"^  REGRESSION tiny\[cpu\]: latency \+[\d.]+% \[[^\]]*\] \(raw\) vs baseline$", section,
+                     re.M), section
 
 
 def test_qq_with_nothing_failing_prints_no_section(aaco_project):

@@ -27,6 +27,7 @@ from pytest_aaco.history.store import SCHEMA_VERSION, Baseline, load_baseline, r
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.measure.results import ReferenceSeries
 from pytest_aaco.verdict.stats import common_offset
+from tests.test_output import explained
 
 FIELDS = {"model_sha256": "aa" * 32, "provider": "CPUExecutionProvider", "ort_version": "1.31.1",
           "cpu_model": "AMD EPYC", "cpu_cores": 2, "gpu_name": None, "gpu_driver": None}
@@ -75,8 +76,8 @@ def test_machine_slowdown_cancels_in_the_normalized_series(result_factory):
     assert v.ratio == pytest.approx(1.0, abs=0.02)
     assert v.reference_drift == pytest.approx(0.20, abs=0.05)
     drift = round(v.reference_drift * 100)
-    assert f"the machine ran {drift}% slower than in the history (reference workload mix" in v.message
-    assert "adjusted for the reference workload mix (sensitivity 1.0" in v.message
+    assert f"the machine ran {drift}% slower than in the history (reference workload mix" in explained(v)
+    assert "adjusted for the reference workload mix (sensitivity 1.0" in explained(v)
     assert v.to_dict()["reference_drift"] == v.reference_drift
 
 
@@ -102,14 +103,14 @@ def test_short_history_of_a_like_sized_item_is_normalized(result_factory):
     v = judge(run(result_factory, 11.0, machine=1.2, seed=7, ref_ms=10.0),
               history(result_factory, runs=3, ref_ms=10.0))
     assert v.series == NORMALIZED and v.ratio == pytest.approx(1.10, abs=0.03)
-    assert "normalized by the reference workload mix" in v.message
+    assert "normalized by the reference workload mix" in explained(v)
 
 
 def test_short_history_of_an_item_unlike_the_reference_stays_raw(result_factory):
     """A 10 ms item and a 2 ms reference: dividing would assume they slow down alike."""
     v = judge(run(result_factory, 10.0, seed=7), history(result_factory, runs=3))
     assert v.series == RAW and v.reference is not None
-    assert "differ more than 3x, so dividing by it would add noise until 5 runs" in v.message
+    assert "differ more than 3x, so dividing by it would add noise until 5 runs" in explained(v)
 
 
 def test_adjusted_test_fits_the_items_own_sensitivity(result_factory):
@@ -121,7 +122,7 @@ def test_adjusted_test_fits_the_items_own_sensitivity(result_factory):
     same = judge(run(result_factory, 10.0, machine=1.25, seed=7, sensitivity=0.4), base)
     assert same.series == ADJUSTED and same.outcome == NO_REGRESSION
     assert same.reference.sensitivity == pytest.approx(0.4, abs=0.05)
-    assert "sensitivity 0.40 over 6 runs" in same.message
+    assert "sensitivity 0.40 over 6 runs" in explained(same)
     slow = judge(run(result_factory, 11.2, machine=1.25, seed=7, sensitivity=0.4), base)
     assert slow.outcome == REGRESSION and slow.ratio == pytest.approx(1.12, abs=0.02)
     normalized = (run(result_factory, 10.0, machine=1.25, seed=7, sensitivity=0.4).reference.normalized.mean()
@@ -133,12 +134,12 @@ def test_changed_reference_falls_back_to_raw_and_says_why(result_factory):
     v = judge(run(result_factory, 11.0, seed=7, ref_id="mix:ffffffffffffffff"), history(result_factory))
     assert v.series == RAW and v.reference is None
     assert "raw figures: the reference changed since the history (mix:0123456789abcdef -> mix:ffffffffffffffff)" \
-        in v.message
+        in explained(v)
 
 
 def test_old_history_without_reference_is_judged_raw(result_factory):
     v = judge(run(result_factory, 10.0, seed=7), history(result_factory, with_reference=False))
-    assert v.series == RAW and "the history has no reference workload" in v.message
+    assert v.series == RAW and "the history has no reference workload" in explained(v)
 
 
 def test_a_machine_far_slower_withholds_even_a_normalized_regression(result_factory):
@@ -146,8 +147,8 @@ def test_a_machine_far_slower_withholds_even_a_normalized_regression(result_fact
     v = judge(run(result_factory, 11.0, machine=1.6, seed=7), history(result_factory))
     assert v.series == ADJUSTED and v.ratio == pytest.approx(1.10, abs=0.02)
     assert v.outcome == INCONCLUSIVE and not v.fails
-    assert "regression withheld: the machine ran" in v.message
-    assert "beyond the 30% the reference is trusted to cancel" in v.message
+    assert "regression withheld: the machine ran" in explained(v)
+    assert "beyond the 30% the reference is trusted to cancel" in explained(v)
 
 
 def test_regime_change_withholds_a_raw_regression(result_factory):
@@ -156,8 +157,8 @@ def test_regime_change_withholds_a_raw_regression(result_factory):
     current = run(result_factory, 10.0, machine=1.20, seed=7, ref_trend=0.15)
     v = judge(current, history(result_factory))
     assert v.series == RAW and v.outcome == INCONCLUSIVE and not v.fails
-    assert "the reference drifted" in v.message
-    assert "regression withheld: the machine ran" in v.message and "slower than in the history" in v.message
+    assert "the reference drifted" in explained(v)
+    assert "regression withheld: the machine ran" in explained(v) and "slower than in the history" in explained(v)
 
 
 def test_a_regression_far_beyond_the_machines_change_is_still_declared(result_factory):
@@ -173,7 +174,7 @@ def test_common_offset_withholds_a_raw_regression(result_factory):
     base = history(result_factory, with_reference=False)
     assert judge(current, base).outcome == REGRESSION
     v = judge(current, base, machine_offset=0.19)
-    assert v.outcome == INCONCLUSIVE and "items are 19% slower together than their histories" in v.message
+    assert v.outcome == INCONCLUSIVE and "items are 19% slower together than their histories" in explained(v)
 
 
 def test_common_offset_does_not_touch_a_normalized_regression(result_factory):
@@ -185,14 +186,14 @@ def test_version_only_change_is_compared_raw_and_named(result_factory):
     upgraded = Fingerprint({**FIELDS, "ort_version": "1.32.0"})
     v = judge(run(result_factory, 12.0, seed=7), history(result_factory), fp=upgraded)
     assert v.outcome == REGRESSION and v.series == RAW and v.version_change == ["ort_version"]
-    assert "compared across a version change (ort_version: '1.31.1' -> '1.32.0') on raw figures" in v.message
-    assert "weaker than a side-by-side comparison" in v.message
+    assert "compared across a version change (ort_version: '1.31.1' -> '1.32.0') on raw figures" in explained(v)
+    assert "weaker than a side-by-side comparison" in explained(v)
 
 
 def test_other_fingerprint_changes_are_still_not_gated(result_factory):
     other = Fingerprint({**FIELDS, "ort_version": "1.32.0", "cpu_cores": 4})
     v = judge(run(result_factory, 12.0, seed=7), history(result_factory), fp=other)
-    assert v.outcome == MISMATCH and "cpu_cores" in v.message
+    assert v.outcome == MISMATCH and "cpu_cores" in explained(v)
 
 
 def test_reference_drift_matches_scipy_welch():

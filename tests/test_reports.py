@@ -82,9 +82,11 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     assert float(case.get("time")) == pytest.approx(float(theirs["test_latency[tiny-cpu]"].get("time")), abs=0.01)
     assert float(case.get("time")) > 0.1  # the whole item (two measurements), not the model's run time alone
     failure = case.find("failure")
-    # the failure message leads with the labelled per cent and names what failed
+    # the failure message is the headline: outcome, item, metric, per cent, the bound compared, series, vs what
     assert failure is not None
-    assert re.match(r"\+[\d.]+% raw LATENCY REGRESSION tiny\[cpu\]$", failure.get("message", ""))
+    assert re.match(r"REGRESSION tiny\[cpu\]: latency \+[\d.]+% \[lower bound [^\]]*\] \(raw\) vs baseline$",
+                    failure.get("message", "")), failure.get("message")
+    assert len(failure.get("message", "")) <= 160
     props = _properties(case)
     assert props["aaco_verdict"] == "regression"
     assert float(props["aaco_change_pct"]) > 100
@@ -96,7 +98,7 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
 
     pytest_case = theirs["test_latency[tiny-cpu]"]
     assert pytest_case.find("failure") is not None
-    assert "raw LATENCY REGRESSION tiny[cpu]" in (pytest_case.find("failure").get("message") or "")
+    assert "REGRESSION tiny[cpu]: latency +" in (pytest_case.find("failure").get("message") or "")
     pytest_props = _properties(pytest_case)
     shared = set(pytest_props) & set(props)
     assert len(shared) >= 10
@@ -106,14 +108,15 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     # GitHub: an ::error workflow command on stdout, escaped, and the regression first in the job summary
     errors = [line for line in result.outlines if line.startswith("::error ")]
     assert len(errors) == 1
-    assert errors[0].startswith("::error file=test_perf.py,title=latency regression%3A tiny[cpu]::+")
+    assert errors[0].startswith("::error file=test_perf.py,title=latency regression%3A tiny[cpu]::REGRESSION tiny[cpu]:"
+                                " latency +")
     assert "\n" not in errors[0] and "%25" in errors[0]  # the '%' of the message is escaped
     text = summary_file.read_text(encoding="utf-8")
     assert text.startswith("previous step\n## pytest-aaco:")  # appended, never overwritten
     assert text.index("### Failed") < text.index("### Results") < text.index("Machine fingerprint")
     failed_block = text[text.index("### Failed"):text.index("### Results")]
     first_item = next(line for line in failed_block.splitlines() if line.startswith("- "))
-    assert first_item.startswith("- **tiny\\[cpu\\]**") and "raw LATENCY REGRESSION tiny\\[cpu\\]" in first_item
+    assert first_item.startswith("- **tiny\\[cpu\\]**") and "REGRESSION tiny\\[cpu\\]: latency +" in first_item
     # "**regression**", or "**regression (unstable)**" when the loaded test machine upset the rounds
     assert "| tiny\\[cuda\\] |" in text and "**regression" in text
 

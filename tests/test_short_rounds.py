@@ -40,6 +40,7 @@ from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings
 from pytest_aaco.samplers.system import SystemSampler
 from pytest_aaco.verdict.metrics import other_processes_cores
+from tests.test_output import explained
 
 FP = Fingerprint({"model_sha256": "bb" * 32, "provider": "CPUExecutionProvider", "cpu_model": "Xeon",
                   "cpu_cores": 2, "gpu_name": None})
@@ -86,15 +87,15 @@ def test_the_recorded_slow_state_is_not_a_confirmed_regression() -> None:
     verdict = _gate(_result(FIRST_LOOK), _result(SECOND_LOOK), _history(HISTORY))
     assert verdict.ratio is not None and 1.25 < verdict.ratio < 1.4  # what the rounds say, in both looks
     assert verdict.outcome == INCONCLUSIVE and not verdict.fails, verdict.message
-    assert "regression withheld: its rounds last 0.0" in verdict.message
-    assert f"inside one scheduler time slice ({SCHEDULER_SLICE_MS:g} ms)" in verdict.message
-    assert "the history has 1 run" in verdict.message and "--aaco-iterations" in verdict.message
+    assert "regression withheld: its rounds last 0.0" in explained(verdict)
+    assert f"inside one scheduler time slice ({SCHEDULER_SLICE_MS:g} ms)" in explained(verdict)
+    assert "the history has 1 run" in explained(verdict) and "--aaco-iterations" in explained(verdict)
 
 
 def test_with_two_runs_of_history_it_is_still_withheld() -> None:
     baseline = _history(HISTORY, [[x * 1.01 for x in r] for r in HISTORY])
     verdict = _gate(_result(FIRST_LOOK), _result(SECOND_LOOK), baseline)
-    assert verdict.outcome == INCONCLUSIVE and "the history has 2 runs" in verdict.message
+    assert verdict.outcome == INCONCLUSIVE and "the history has 2 runs" in explained(verdict)
 
 
 def test_a_doubling_of_the_short_round_item_still_fails() -> None:

@@ -22,6 +22,7 @@ from pytest_aaco.sidebyside.cycles import (
     side_memory_growth,
     to_verdict,
 )
+from tests.test_output import explained
 
 
 @dataclass
@@ -85,9 +86,9 @@ def test_a_slowdown_is_confirmed_on_fresh_sessions_and_named_plainly() -> None:
     assert result.outcome == "regression" and result.confirmed is True
     assert a.opened == b.opened == 2  # the confirmation opened fresh sessions
     message = to_verdict(result, "resnet50[cpu]").message
-    assert re.match(r"REGRESSION resnet50\[cpu\]: latency \+20\.\d% paired vs origin/main \(95% CI \+\d+\.\d"
-                    r" \.\. \+\d+\.\d%\), measured side by side over 10 cycles, p=\S+ at level \S+, threshold 5%;"
-                    r" confirmed", message)
+    assert re.match(r"REGRESSION resnet50\[cpu\]: latency \+20\.\d% paired vs origin/main \(lower bound"
+                    r" \+\d+\.\d% > 0, \+20\.\d% >= 5%\); geometric mean [\d.]+ ms vs [\d.]+ ms \(\+[\d.]+%\);"
+                    r" measured side by side over 10 cycles, p=\S+ at level \S+; confirmed", message), message
     assert to_verdict(result, "resnet50[cpu]").fails
 
 
@@ -107,7 +108,7 @@ def test_inconclusive_adds_cycles_up_to_the_last_look_and_reports_the_mde() -> N
     assert [look.cycles for look in result.measurement.looks] == [10, 20, 30, 40]
     levels = [look.level for look in result.measurement.looks]
     assert levels == sorted(levels, reverse=True)  # Pocock: the first look gets the most of alpha
-    assert "minimum detectable effect" in to_verdict(result, "m[cpu]").message and result.mde() > 0.05
+    assert "minimum detectable effect" in explained(to_verdict(result, "m[cpu]")) and result.mde() > 0.05
 
 
 def test_the_budget_stops_adding_cycles() -> None:
@@ -131,7 +132,7 @@ def test_device_sides_use_session_pairs_as_a_level() -> None:
     # the pooled cycles would claim a tight interval; the session level keeps it honest (wide)
     lo, hi = result.ci()
     assert hi - lo > 0.05
-    assert "over 40 cycles on 5 fresh session pairs" in to_verdict(result, "m[cuda]").message
+    assert "over 40 cycles on 5 fresh session pairs" in explained(to_verdict(result, "m[cuda]"))
 
 
 def test_memory_is_judged_on_each_sides_own_footprint() -> None:

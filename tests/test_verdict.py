@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from pytest_aaco.history.judge import (
     needs_confirmation,
 )
 from pytest_aaco.history.store import Baseline, run_record
+from tests.test_output import explained
 
 FIELDS = {"model_sha256": "aa" * 32, "provider": "CPUExecutionProvider", "ort_version": "1.31.1",
           "cpu_model": "AMD EPYC", "cpu_cores": 2, "gpu_name": None, "input_shapes": {"x": [1, 64]}}
@@ -68,13 +70,15 @@ def test_regression(result_factory):
     assert v.outcome == REGRESSION and v.fails
     # the per cent says what it is (the series tested), and the means say which runs they are
     assert v.message.startswith("REGRESSION m[cpu]: latency +10.")
-    assert " raw (95% CI +" in v.message.split(";")[0]
+    # the interval printed is the one the rule compared, with its side: significant, and beyond the threshold
+    assert re.search(r" raw \(lower bound \+[\d.]+% > 0, \+10\.\d% >= 5%\)", v.message.split(";")[0]), v.message
     assert "; mean 11.0" in v.message and " ms vs 10.0" in v.message and "%) over 2 baseline runs;" in v.message
-    assert "95% CI" in v.message and "threshold 5%" in v.message
+    assert "95% CI" not in v.message and ">= 5%)" in v.message
+    assert v.lower_bound is not None and 1 < v.lower_bound < v.ratio < v.ci_high
     assert v.ratio == pytest.approx(1.10, abs=0.01)
     assert v.ci_low < v.ratio < v.ci_high and v.ci_low > 1.05
     assert v.p_value < 1e-6 and v.level == LEVEL
-    assert v.method == "welch" and "Welch t-test on 10 vs 20 rounds (2 baseline runs," in v.message
+    assert v.method == "welch" and "Welch t-test on 10 vs 20 rounds (2 baseline runs," in explained(v)
     assert needs_confirmation(v)
 
 
@@ -96,7 +100,7 @@ def test_improvement(result_factory):
     v = judge(result(result_factory, 8.5), history(result_factory))
     assert v.outcome == IMPROVEMENT and not v.fails
     assert v.message.startswith("IMPROVEMENT m[cpu]: latency -1")
-    assert "refresh the baseline with --aaco-save-baseline" in v.message
+    assert "refresh the baseline with --aaco-save-baseline" in explained(v)
     strict = judge(result(result_factory, 8.5), history(result_factory), fail_on_improvement=True)
     assert strict.outcome == IMPROVEMENT and strict.fails
 
@@ -123,7 +127,7 @@ def test_model_change_is_gated_and_noted(result_factory):
     old = history(result_factory, fields={**FIELDS, "model_sha256": "bb" * 32})
     v = judge(result(result_factory, 11.0), old)
     assert v.outcome == REGRESSION and v.fails
-    assert "the model file changed since the baseline was recorded" in v.message
+    assert "the model file changed since the baseline was recorded" in explained(v)
 
 
 def test_inconclusive_reports_the_minimum_detectable_effect(result_factory):
@@ -132,7 +136,7 @@ def test_inconclusive_reports_the_minimum_detectable_effect(result_factory):
     assert v.outcome == INCONCLUSIVE and not v.fails
     assert v.message.startswith("inconclusive m[cpu]: latency ")
     assert v.mde is not None and v.mde > 0.1
-    assert f"minimum detectable effect {v.mde:.1%}: add rounds or history" in v.message
+    assert f"minimum detectable effect {v.mde:.1%}: add rounds or history" in explained(v)
     assert judge(result(result_factory, 10.3, rounds=4, jitter=0.25, seed=5), noisy,
                  strict_inconclusive=True).fails
 
@@ -141,7 +145,7 @@ def test_prediction_interval_once_history_is_long_enough(result_factory):
     long = history(result_factory, runs=6, run_jitter=0.01)
     v = judge(result(result_factory, 11.5), long, min_history=5)
     assert v.method == "prediction-interval"
-    assert "prediction-interval t-test over 6 baseline runs" in v.message
+    assert "prediction-interval t-test over 6 baseline runs" in explained(v)
     assert v.outcome == REGRESSION and v.fails
     short = judge(result(result_factory, 11.5), history(result_factory, runs=4, run_jitter=0.01), min_history=5)
     assert short.method == "welch"
@@ -281,7 +285,7 @@ def test_confirm_drops_a_memory_growth_the_fresh_session_does_not_show(result_fa
     assert first.memory and first.fails and needs_confirmation(first) and not second.memory
     v = confirm(first, second)
     assert v.memory == [] and not v.fails and v.outcome == first.outcome
-    assert "memory growth not confirmed by a fresh session: peak RSS 600 MB" in v.message
+    assert "memory growth not confirmed by a fresh session: peak RSS 600 MB" in explained(v)
 
 
 def test_confirm_keeps_memory_growth_both_sessions_show_without_a_latency_regression(result_factory):
@@ -342,7 +346,7 @@ def test_run_to_run_term_keeps_short_history_calibrated(result_factory):
 def test_short_history_still_catches_a_large_slowdown(result_factory):
     v = judge(result(result_factory, 13.0), history(result_factory, runs=1))
     assert v.outcome == REGRESSION and v.fails
-    assert "run-to-run term included" in v.message
+    assert "run-to-run term included" in explained(v)
 
 
 def _runs_at(result_factory, centres) -> Baseline:

@@ -39,7 +39,6 @@ Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item'
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,7 +60,8 @@ from pytest_aaco.records import (
     Verdict,
 )
 from pytest_aaco.verdict import stats
-from pytest_aaco.verdict.outcome import fails, outcome_of
+from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, fails, outcome_of
+from pytest_aaco.verdict.percent import bound_text, pct
 
 #: the outcome words as module constants (``verdict.outcome == REGRESSION``)
 REGRESSION = Outcome.REGRESSION
@@ -108,8 +108,15 @@ SHORT_HISTORY_RUNS = 3
 NORMALIZE_DURATION_RATIO = 3.0
 
 
-def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
+def compared_text(ratio: float, ci_low: float | None, ci_high: float | None, lower: float | None,
+                  upper: float | None, threshold: float) -> str:
+    """The interval a message prints beside a change: the one-sided bound the outcome rule compared
+    (:func:`pytest_aaco.verdict.percent.bound_text`, ``upper bound +7.7% < 10%``); for a record
+    written before bounds were stored, its 95% two-sided CI (``95% CI -1.1% .. +9.0%``)."""
+    text = bound_text(ratio, lower, upper, threshold)
+    if text or ci_low is None or ci_high is None:
+        return text
+    return f"95% CI {pct(ci_low)} .. {pct(ci_high)}"
 
 
 def comparison(current: npt.ArrayLike, history_runs: list[list[float]] | list[Any], min_history: int,
@@ -193,7 +200,7 @@ def reference_unstable(ref: Any, history: list[dict[str, Any]]) -> str:
     :class:`~pytest_aaco.measure.results.ReferenceSeries`; *history* the matching runs' reference records."""
     found = stats.drift(ref.log_means)
     if found is not None and found.p_value < DRIFT_P and abs(found.ratio - 1) > DRIFT_FRACTION:
-        return (f"the reference drifted {_pct(found.ratio)} within the measured phase"
+        return (f"the reference drifted {pct(found.ratio)} within the measured phase"
                 f" (p={found.p_value:.1g})")
     sds = [np.std(r["log_means"], ddof=1) for r in history if len(r["log_means"]) >= 2]
     spread = stats.spread_ratio(ref.log_means, np.array(sds)) if sds else None
@@ -345,7 +352,8 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     added, removed = kernel_changes(records[-1].get("kernel_names") or {}, dev.names_per_run())
     return {"outcome": str(outcome_of(comp, settings.device_threshold, level)), "ratio": float(comp.ratio),
             "threshold": settings.device_threshold,
-            "ci_low": float(lo), "ci_high": float(hi), "p_slower": float(comp.p_slower),
+            "ci_low": float(lo), "ci_high": float(hi), "lower_bound": float(comp.lower(level)),
+            "upper_bound": float(comp.upper(max(level, NO_REGRESSION_ALPHA))), "p_slower": float(comp.p_slower),
             "p_faster": float(comp.p_faster), "level": float(level), "mde": float(comp.mde(level)),
             "method": comp.method, "series": series.kind, "reason": series.reason, "runs": len(series.history),
             "kernel_ms": {"baseline": past("kernel_ms"), "candidate": dev.kernel_ms},
@@ -442,7 +450,7 @@ def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
     log_means = result.round_log_means
     drift = stats.drift(log_means)
     if drift is not None and drift.p_value < DRIFT_P and abs(drift.ratio - 1) > DRIFT_FRACTION:
-        reasons.append(f"latency drifted {_pct(drift.ratio)} from the first to the second half of the"
+        reasons.append(f"latency drifted {pct(drift.ratio)} from the first to the second half of the"
                        f" measured phase (p={drift.p_value:.1g})")
     if baseline is not None and baseline.runs:
         summary = stats.summarize_history(baseline.run_round_log_means())
@@ -564,6 +572,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         current_rounds=comp.n_current, baseline_rounds=comp.n_baseline, baseline_runs=len(series.history),
         baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, series=series.kind,
         raw_ratio=(raw_comp or comp).ratio, reference=series.reference, version_change=versions,
+        lower_bound=comp.lower(level), upper_bound=comp.upper(max(level, NO_REGRESSION_ALPHA)),
     )
     if len(result.round_log_means) and verdict.raw_ratio:  # the means whose ratio the raw per cent is
         verdict.current_geomean_ms = float(np.exp(np.mean(result.round_log_means)))
@@ -574,11 +583,11 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         verdict.notes.append(version_text)
     if series.kind == NORMALIZED:
         verdict.notes.append(f"normalized by the reference workload {series.reference and series.reference.name}"
-                             f" (raw {_pct(verdict.raw_ratio or 1)})")
+                             f" (raw {pct(verdict.raw_ratio or 1)})")
     if series.kind == ADJUSTED and series.reference is not None and series.fit is not None:
         fit = series.fit
         verdict.notes.append(f"adjusted for the reference workload {series.reference.name} (sensitivity"
-                             f" {fit.slope:.2f} over {fit.runs} runs; raw {_pct(verdict.raw_ratio or 1)})")
+                             f" {fit.slope:.2f} over {fit.runs} runs; raw {pct(verdict.raw_ratio or 1)})")
     regime = regime_change(series.reference, machine_offset)
     if regime:
         if withheld_by_regime(verdict, series, machine_offset):
@@ -593,8 +602,10 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     if short:
         verdict.notes.append(short)
         verdict.outcome = INCONCLUSIVE
+    verdict.notes.insert(0, f"method: {_method_text(verdict)}")
     if fingerprint.subject_changes(baseline.fingerprint):
         verdict.notes.append("the model file changed since the baseline was recorded")
+        verdict.changed, verdict.changed_since = ["model bytes"], "the baseline"
     _add_device_time(verdict, result, baseline, settings, level)
     verdict.unstable = stability(result, baseline)
     verdict.memory = history_memory_growth(result, baseline, settings)
@@ -647,7 +658,7 @@ def _memory_text(v: Verdict) -> str:
 
 def confirmation_note(first_look: FirstLook) -> str:
     """The note a confirmed regression carries about its first look."""
-    return (f"confirmed by a second measurement (first look {_pct(first_look.ratio or 1)},"
+    return (f"confirmed by a second measurement (first look {pct(first_look.ratio or 1)},"
             f" p={first_look.p_value:.2g})")
 
 
@@ -658,8 +669,11 @@ def _device_text(dev: dict[str, Any]) -> str:
     ``normalized``, ``raw``; records written before the label: ``paired``)."""
     k = dev.get("kernels") or {}
     kb, kc = k.get("baseline"), k.get("candidate")
-    text = (f"device time {_pct(dev['ratio'])} [{(dev['ci_low'] - 1) * 100:+.1f}, {_pct(dev['ci_high'])}]"
-            f" {dev.get('series') or 'paired'} (kernel time per run {dev['kernel_ms']['baseline']:.3f} ->"
+    threshold = dev.get("threshold")
+    bound = compared_text(dev["ratio"], dev.get("ci_low"), dev.get("ci_high"), dev.get("lower_bound"),
+                          dev.get("upper_bound"), float(threshold if isinstance(threshold, (int, float)) else 0.0))
+    text = (f"device time {pct(dev['ratio'])} {dev.get('series') or 'paired'} ({bound})"
+            f" (kernel time per run {dev['kernel_ms']['baseline']:.3f} ->"
             f" {dev['kernel_ms']['candidate']:.3f} ms")
     if kb is not None and kc is not None:
         text += f"; kernels per run {kb:g} -> {kc:g}"
@@ -672,57 +686,50 @@ def _device_text(dev: dict[str, Any]) -> str:
     return text + ")"
 
 
-def _threshold(dev: Mapping[str, object], v: Verdict) -> str:
-    """The device-time threshold of a side-by-side record (older records: the wall-time one)."""
-    t = dev.get("threshold")
-    return f"{(v.threshold if t is None else t):.1%}".replace(".0%", "%")
-
-
 def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
     """The device-time part of a stored-baseline message: :func:`_device_text` with ``vs baseline``,
     its p, level, minimum detectable effect and threshold, from :func:`device_check`'s record."""
     return (f"{_device_text(dev)} vs baseline, p={dev['p_slower']:.2g} at level {dev['level']:.2g},"
-            f" device-time minimum detectable effect {dev['mde']:.1%}, device-time threshold {_threshold(dev, v)}")
+            f" device-time MDE {dev['mde']:.1%}")
 
 
 def _side_by_side_text(v: Verdict) -> str:
-    """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main
-    (95% CI +7.1 .. +11.8%), measured side by side over 24 cycles, p=2e-06 at level 0.041,
-    threshold 5%``, from *v* and ``v.side_by_side`` (:class:`pytest_aaco.records.SideBySideSummary`)."""
+    """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs
+    origin/main (lower bound +7.1% > 0, +9.4% >= 5%); geometric mean 23.1 ms vs 21.1 ms (+9.5%); measured
+    side by side over 24 cycles, p=2e-06 at level 0.041``, from *v* and ``v.side_by_side``
+    (:class:`pytest_aaco.records.SideBySideSummary`). The geometric means are each side's over its blocks,
+    with their own ratio; the paired per cent is the test's estimate of the per-cycle ratio."""
     sbs = v.side_by_side
     assert sbs is not None
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
     pairs = int(sbs.session_pairs or 1)
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
     dev = sbs.device_time
-    wall = f"{_pct(v.ratio)} paired vs {sbs.ref} (95% CI {(v.ci_low - 1) * 100:+.1f} .. {_pct(v.ci_high)})"
+    wall = (f"{pct(v.ratio)} paired vs {sbs.ref}"
+            f" ({compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)})")
+    if v.current_mean_ms and v.baseline_mean_ms:  # each side's geometric mean over its blocks, with their own ratio
+        wall += (f"; geometric mean {v.current_mean_ms:.4g} ms vs {v.baseline_mean_ms:.4g} ms"
+                 f" ({pct(v.current_mean_ms / v.baseline_mean_ms)})")
     if dev and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
-                f" at level {dev['level']:.2g}, device-time threshold {_threshold(dev, v)};"
-                f" wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
+                f" at level {dev['level']:.2g}; wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
                 f" measured side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
         metric = "wall time" if dev else "latency"
-        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}, measured"
-                f" side by side over {sbs.cycles} cycles"
-                + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
-                + f", p={p_shown:.2g} at level {v.level:.2g}, threshold {v.threshold:.0%}")
+        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}; measured side by side"
+                f" over {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+                + f", p={p_shown:.2g} at level {v.level:.2g}")
         if dev:
-            text += f"; {_device_text(dev)}, device-time threshold {_threshold(dev, v)}"
+            text += f"; {_device_text(dev)}"
     first = sbs.first_look
     if v.confirmed:
         text += f"; confirmed by {sbs.cycles} more cycles on fresh sessions"
     elif v.confirmed is False and first:
-        text += (f"; the first look said {_pct(first.ratio)} (p={first.p_slower:.2g}) but fresh sessions did"
+        text += (f"; the first look said {pct(first.ratio)} (p={first.p_slower:.2g}) but fresh sessions did"
                  " not confirm it")
-    if v.outcome == INCONCLUSIVE:
-        text += (f"; minimum detectable effect {v.mde:.1%}: raise --aaco-compare-budget, or run on a quieter"
-                 " runner (--aaco-intra-op-threads=1 helps on a shared one)")
-    for note in v.notes:
-        text += f"; {note}"
-    return text + _memory_text(v)
+    return text + _memory_text(v)  # method notes are the report's (Verdict.report_notes), not the message's
 
 
 def _means_text(v: Verdict, which: str, runs: str) -> str:
@@ -733,13 +740,13 @@ def _means_text(v: Verdict, which: str, runs: str) -> str:
     are the table's, with their own ratio."""
     text = ""
     if v.raw_ratio is not None and v.current_geomean_ms is not None and v.baseline_geomean_ms is not None:
-        text += "; " if (v.series or RAW) == RAW else f"; raw {_pct(v.raw_ratio)} = "
+        text += "; " if (v.series or RAW) == RAW else f"; raw {pct(v.raw_ratio)} = "
         text += f"geometric mean {v.current_geomean_ms:.4g} ms vs {v.baseline_geomean_ms:.4g} ms"
     elif (v.series or RAW) != RAW and v.raw_ratio is not None:
-        text += f", raw {_pct(v.raw_ratio)}"
+        text += f", raw {pct(v.raw_ratio)}"
     if v.current_mean_ms is not None and v.baseline_mean_ms:
         text += (f"; mean {v.current_mean_ms:.2f} ms{which} vs {v.baseline_mean_ms:.2f} ms"
-                 f" ({_pct(v.current_mean_ms / v.baseline_mean_ms)}) over {runs}")
+                 f" ({pct(v.current_mean_ms / v.baseline_mean_ms)}) over {runs}")
     return text
 
 
@@ -751,12 +758,12 @@ def render_message(v: Verdict) -> str:
     if v.side_by_side is not None and v.ratio is not None:
         return _side_by_side_text(v)
     if v.contention is not None:
-        return (f"inconclusive {v.label}: looks like {_pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
+        return (f"inconclusive {v.label}: looks like {pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
                 f" kept {v.contention.cores:.2f} cores busy while it was measured (CPU contention, limit"
                 f" {v.contention.limit:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
                 + _memory_text(v))
     if v.confirmed is False and v.first_look is not None:
-        return (f"inconclusive {v.label}: first look suggested {_pct(v.first_look.ratio or 1)}"
+        return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
                 f" (p={v.first_look.p_value:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
                 + _memory_text(v))
     if v.reason is not None or v.ratio is None or v.outcome not in _HEADS:
@@ -767,34 +774,26 @@ def render_message(v: Verdict) -> str:
     series = v.series or RAW
     runs = f"{v.baseline_runs} baseline run{'s' * (v.baseline_runs != 1)}"
     which = " (the confirmation measurement's)" if v.confirmed else ""
-    wall = f"{_pct(v.ratio)} {series} (95% CI {_pct(v.ci_low)} .. {_pct(v.ci_high)})"
+    bound = compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)
+    wall = f"{pct(v.ratio)} {series} ({bound})"
     wall += _means_text(v, which, runs)
     if dev is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
-                f" ({v.wall_outcome}), threshold {v.threshold:.0%}; {_method_text(v)}")
+                f" ({v.wall_outcome})")
     else:
         metric = "wall time" if dev else "latency"
-        text = (f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g},"
-                f" threshold {v.threshold:.0%}; {_method_text(v)}")
+        text = f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g}"
         if dev is not None:
             text += f"; {_stored_device_text(dev, v)}"
-    if v.outcome == INCONCLUSIVE:
-        text += f"; minimum detectable effect {v.mde:.1%}: add rounds or history (--aaco-rounds, --aaco-save-baseline)"
-    if v.outcome == IMPROVEMENT:
-        text += "; if intended, refresh the baseline with --aaco-save-baseline"
     if v.p99 is not None:
-        text += (f"; p99 {_pct(v.p99.ratio)} vs the latest baseline run (CI {_pct(v.p99.ci_low)} .."
-                 f" {_pct(v.p99.ci_high)})" + (" REGRESSED" if v.p99.regression else ""))
-    skip = confirmation_note(v.first_look) if v.confirmed and v.first_look is not None else None
-    for note in v.notes:
-        if note != skip:
-            text += f"; {note}"
+        text += (f"; p99 {pct(v.p99.ratio)} vs the latest baseline run (CI {pct(v.p99.ci_low)} .."
+                 f" {pct(v.p99.ci_high)})" + (" REGRESSED" if v.p99.regression else ""))
     text += _memory_text(v)
-    for line in v.unstable:
-        text += f"; unstable: {line}"
     if v.confirmed:
         text += "; confirmed by a second measurement with a fresh session"
+    # how it was tested (the method, reference drift, raw-figure reasons, the MDE and what to do) is the
+    # report's and the bundle's: Verdict.report_notes
     return text
 
 

@@ -48,8 +48,9 @@ from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS, default
 from pytest_aaco.records import Outcome
-from pytest_aaco.verdict.outcome import fails, outcome_of
+from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, fails, outcome_of
 from pytest_aaco.verdict.paired import paired_t
+from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.stats import Comparison, VariancePrior, prediction_interval_test
 
 if TYPE_CHECKING:
@@ -394,10 +395,6 @@ _HEAD = {Outcome.REGRESSION: "COLD START REGRESSION", Outcome.INCONCLUSIVE: "col
          Outcome.IMPROVEMENT: "cold start improved", Outcome.NO_REGRESSION: "cold start: no regression"}
 
 
-def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.0f}%"
-
-
 @dataclass
 class _Judgement:
     """The per-metric decisions of one cold-start verdict, gathered into its outcome and message."""
@@ -425,12 +422,15 @@ class _Judgement:
         *comp*'s is: the message prints them beside its per cent, and the fastest beside theirs."""
         outcome = outcome_of(comp, self.threshold, self.level)
         lo, hi = comp.ci(0.95)
+        # the interval printed is the one-sided bound the rule compared, with its side
+        bound = bound_text(comp.ratio, comp.lower(self.level), comp.upper(max(self.level, NO_REGRESSION_ALPHA)),
+                           self.threshold)
         note = ""
         if outcome == Outcome.REGRESSION and current_ms - baseline_ms < self.slack_ms:
             outcome, note = Outcome.NO_REGRESSION, f", under the {self.slack_ms:g} ms that count"
         elif outcome == Outcome.REGRESSION and floor_ratio is not None and floor_ratio - 1 < self.threshold:
             outcome = Outcome.INCONCLUSIVE
-            note = f"; the fastest sessions differ by only {_pct(floor_ratio)}"
+            note = f"; the fastest sessions differ by only {pct(floor_ratio, 0)}"
         self.figures[key] = {"outcome": str(outcome), "ratio": comp.ratio, "ci_low": lo, "ci_high": hi,
                              "p_value": comp.p_slower, "current_ms": current_ms, "baseline_ms": baseline_ms,
                              "method": comp.method}
@@ -439,12 +439,12 @@ class _Judgement:
         if geomeans is not None:  # every per cent beside the means it is the ratio of
             self.figures[key].update(geomean_current_ms=geomeans[0], geomean_baseline_ms=geomeans[1])
             self.parts.append(f"{words} geometric mean {geomeans[0]:.4g} ms vs {geomeans[1]:.4g} ms{vs}"
-                              f" ({_pct(comp.ratio)}, 95% CI {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g}{note});"
+                              f" ({pct(comp.ratio, 0)}, {bound}, p={comp.p_slower:.2g}{note});"
                               f" fastest {current_ms:.4g} ms vs {baseline_ms:.4g} ms"
-                              f" ({_pct(current_ms / baseline_ms)})")
+                              f" ({pct(current_ms / baseline_ms, 0)})")
         else:
-            self.parts.append(f"{words} {current_ms:.1f} ms vs {baseline_ms:.1f} ms{vs} ({_pct(comp.ratio)}, 95% CI"
-                              f" {_pct(lo)} .. {_pct(hi)}, p={comp.p_slower:.2g}{note})")
+            self.parts.append(f"{words} {current_ms:.1f} ms vs {baseline_ms:.1f} ms{vs} ({pct(comp.ratio, 0)}, {bound},"
+                              f" p={comp.p_slower:.2g}{note})")
         self.worst = max(self.worst, outcome, key=_RANK.__getitem__)
 
     def compile(self, current_ms: float, baseline_ms: float, vs: str) -> None:

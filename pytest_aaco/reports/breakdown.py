@@ -18,6 +18,7 @@ from typing import Any
 from pytest_aaco.passes.coldstart import METRICS, PHASES
 from pytest_aaco.reports import markup as mk
 from pytest_aaco.reports.markup import e, fmt, fraction_pct, is_num
+from pytest_aaco.verdict.percent import pct
 
 #: op types drawn in the operator chart
 MAX_OPS_PLOTTED = 12
@@ -169,7 +170,7 @@ def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] 
     for key, words in METRICS:
         figures = ((verdict or {}).get("metrics") or {}).get(key) or {}
         cells = [fmt(cold.get(f"min_{key}"), ".1f", " ms"), fmt(figures.get("baseline_ms"), ".1f", " ms"),
-                 mk.pct(figures.get("ratio"))]
+                 pct(figures.get("ratio"))]
         if is_num(figures.get("geomean_current_ms")):  # paired: the per cent is the geometric means' ratio
             cells = [f"{fmt(figures.get('geomean_current_ms'), '.4g', ' ms')} (fastest {cells[0]})",
                      f"{fmt(figures.get('geomean_baseline_ms'), '.4g', ' ms')} (fastest {cells[1]})", cells[2]]
@@ -180,7 +181,7 @@ def cold_start_block(cold: Mapping[str, Any] | None, verdict: Mapping[str, Any] 
         if is_num(cold.get(f"min_{key}")):
             then = (split.get(key) or {}).get("baseline_ms")
             ratio = float(cold[f"min_{key}"]) / then if isinstance(then, (int, float)) and then > 0 else None
-            cells = [fmt(cold.get(f"min_{key}"), ".1f", " ms"), fmt(then, ".1f", " ms"), mk.pct(ratio)]
+            cells = [fmt(cold.get(f"min_{key}"), ".1f", " ms"), fmt(then, ".1f", " ms"), pct(ratio)]
             rows.append(f"<tr><td>&nbsp;&nbsp;of it: {e(words)} (ORT profiler)</td>"
                         + "".join(f'<td class="num">{e(c)}</td>' for c in cells) + "<td>not gated</td></tr>")
     against, change = (("baseline side (fastest session)", "change (paired)") if isinstance(side, Mapping)

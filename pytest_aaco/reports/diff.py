@@ -328,11 +328,9 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None =
         verdict = judge(ref, cand, row.threshold, level, offset)
         row.verdict = verdict
         row.outcome = verdict.outcome
-        extra = [note for note in verdict.notes if note not in row.note]
+        extra = [note for note in verdict.report_notes if note not in row.note]
         if verdict.reason:
             extra.append(verdict.reason)
-        if verdict.outcome == Outcome.INCONCLUSIVE and verdict.mde is not None:
-            extra.append(f"minimum detectable effect {verdict.mde:.1%}")
         extra += [f"MEMORY REGRESSION {line}" for line in verdict.memory]
         row.note = "; ".join([row.note, *extra] if row.note else extra)
     return rows, level

@@ -129,7 +129,7 @@ def table(records: Sequence[ItemRecord]) -> list[str]:
     labelled with its series and its 95% CI, one-sided p, verdict with the metrics that failed,
     fingerprint id."""
     lines = [
-        "| item | mean ms | p50 ms | p99 ms | throughput/s | change vs baseline [95% CI] | p (slower) | verdict"
+        "| item | mean ms | p50 ms | p99 ms | throughput/s | change vs baseline [bound compared] | p (slower) | verdict"
         " | fingerprint |",
         "|---|--:|--:|--:|--:|--:|--:|---|---|",
     ]

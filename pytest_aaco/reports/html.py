@@ -50,11 +50,11 @@ from pytest_aaco.reports.markup import (
     fraction_pct,
     is_num,
     new_figure,
-    pct,
     plot_or_note,
     table_rows,
 )
 from pytest_aaco.reports.wording import change_text, measured_summary, row_labels, series_word, verdict_cell
+from pytest_aaco.verdict.percent import bound_text, pct
 
 INSTALL_HINT = "pip install matplotlib"
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
@@ -295,6 +295,18 @@ def run_label(index: int, run: Mapping[str, object]) -> str:
     return text
 
 
+def baseline_line_ms(verdict: Verdict | None, run_means: list[float]) -> float:
+    """Where the round-means plot draws the baseline (ms): the figure the verdict table prints as the
+    baseline's geometric mean (stored: :attr:`Verdict.baseline_geomean_ms`, whose ratio the raw per cent
+    is; side by side: the baseline side's geometric block mean), else, for a record without it, the
+    geometric mean of *run_means* (each run's geometric round mean, ms)."""
+    if verdict is not None and verdict.side_by_side is not None and is_num(verdict.baseline_mean_ms):
+        return float(verdict.baseline_mean_ms or 0.0)
+    if verdict is not None and is_num(verdict.baseline_geomean_ms):
+        return float(verdict.baseline_geomean_ms or 0.0)
+    return float(np.exp(np.mean(np.log(run_means))))
+
+
 def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
     """Round means (ms) of every baseline run and of this run, with the baseline mean and the
     threshold above it; side by side, the block means of both sides."""
@@ -322,9 +334,10 @@ def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: 
         ax.plot([x_now - 0.25, x_now + 0.25], [geo] * 2, color=CURRENT_COLOR, linewidth=2.5)
     labels.append(now_label)
     if run_means:
-        reference = float(np.exp(np.mean(np.log(run_means))))
+        reference = baseline_line_ms(record.verdict, run_means)
         threshold = record.verdict.threshold if record.verdict is not None else None
-        ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1, label="baseline mean")
+        ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1,
+                   label=f"baseline geometric mean {fmt(reference, '.3f')} ms")
         if isinstance(threshold, (int, float)) and is_num(threshold):
             ax.axhline(reference * (1 + threshold), color="#ef8f00", linestyle=":", linewidth=1.2,
                        label=f"+{threshold:.0%} threshold")
@@ -540,8 +553,11 @@ def verdict_table(verdict: Verdict) -> str:
     pairs = [
         ("method", e(verdict.method or "-")),
         (f"change ({word})", e(pct(verdict.ratio))),
-        (f"95% CI ({word})", e(ci)),
     ]
+    bound = bound_text(verdict.ratio, verdict.lower_bound, verdict.upper_bound,
+                       verdict.threshold) if verdict.ratio is not None else ""
+    # the interval the outcome rule compared, one-sided; a record written before bounds: its 95% CI
+    pairs.append((f"bound compared ({word})", e(bound)) if bound else (f"95% CI ({word})", e(ci)))
     if verdict.series in ("adjusted", "normalized") and not sbs:
         pairs.append(("change (raw)", e(pct(verdict.raw_ratio))))
     pairs += [
@@ -562,6 +578,9 @@ def verdict_table(verdict: Verdict) -> str:
         pairs += [
             (f"this run mean{which}", e(fmt(verdict.current_mean_ms, ".3f", " ms"))),
             (f"baseline mean (of {verdict.baseline_runs} run(s))", e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
+            # the means whose ratio the raw change is (the round-means plot draws the baseline's)
+            (f"this run geometric mean{which}", e(fmt(verdict.current_geomean_ms, ".3f", " ms"))),
+            ("baseline geometric mean", e(fmt(verdict.baseline_geomean_ms, ".3f", " ms"))),
             ("baseline file", f"<code>{e(verdict.baseline_path or '-')}</code>"),
         ]
     pairs.append(("fingerprint id", f"<code>{e(verdict.fingerprint_id or '-')}</code>"))
@@ -661,7 +680,7 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
     if verdict is not None:
         parts.append(_list("Unstable", verdict.unstable))
         parts.append(_list("Memory", verdict.memory))
-        parts.append(_list("Notes", verdict.notes))
+        parts.append(_list("Notes", [n for n in verdict.report_notes if not n.startswith("unstable: ")]))
     parts.append(diagnosis_block(record.diagnosis))
     if record.fingerprint:
         parts.append('<details><summary>Fingerprint</summary><div class="scroll">' + _value_html(record.fingerprint)
@@ -671,12 +690,17 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
 
 
 def _device_cell(v: Verdict) -> str:
-    """``+6.4% paired (+5.9% .. +6.9%), kernels 219 -> 227``, or ``-`` when device time was not compared."""
+    """``+6.4% paired (lower bound +5.9% > 0, +6.4% >= 5%), kernels 219 -> 227`` (a record written before
+    bounds: its 95% CI ``(+5.9% .. +6.9%)``), or ``-`` when device time was not compared."""
     dev = v.device
     if dev is None:
         return "-"
     series = dev.get("series") or "paired"
-    text = f"{pct(dev['ratio'])} {series} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})"
+    threshold = dev.get("threshold")
+    bound = bound_text(dev["ratio"], dev.get("lower_bound"), dev.get("upper_bound"),
+                       threshold if isinstance(threshold, (int, float)) else v.threshold)
+    text = (f"{pct(dev['ratio'])} {series} ({bound})" if bound else
+            f"{pct(dev['ratio'])} {series} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})")
     kernels = dev.get("kernels") or {}
     if is_num(kernels.get("baseline")) and is_num(kernels.get("candidate")):
         text += f", kernels {kernels['baseline']:g} -> {kernels['candidate']:g}"
@@ -698,8 +722,8 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
     gpu = several_gpus(list(records))
     with_device = any(r.verdict is not None and r.verdict.device is not None for r in records)
     head = ("<tr><th>item</th>" + ("<th>GPU</th>" if gpu else "")
-            + "<th>verdict</th><th>change vs baseline [95% CI]</th>"
-            + ("<th>device time (95% CI)</th>" if with_device else "")
+            + "<th>verdict</th><th>change vs baseline [bound compared]</th>"
+            + ("<th>device time (bound compared)</th>" if with_device else "")
             + "<th>p (slower)</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>throughput/s</th></tr>")
     body = []
     for record, name in zip(records, row_labels(records), strict=True):

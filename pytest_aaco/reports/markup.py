@@ -38,11 +38,6 @@ def fmt(value: object, spec: str = ".3f", suffix: str = "") -> str:
     return format(value, spec) + suffix if is_num(value) else "-"
 
 
-def pct(ratio: Any) -> str:
-    """A ratio (1.084) as a signed change (``+8.4%``); ``-`` for anything else."""
-    return f"{(ratio - 1) * 100:+.1f}%" if is_num(ratio) else "-"
-
-
 def fraction_pct(value: Any) -> str:
     """A fraction (0.05) as a percentage (``5.0%``); ``-`` for anything else."""
     return f"{value * 100:.1f}%" if is_num(value) else "-"

@@ -10,13 +10,14 @@ from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, several_gpus
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, row_names, verdict_cell
+from pytest_aaco.verdict.percent import bound_text, pct
 
 if TYPE_CHECKING:
     import pytest
 
 #: "machine" is the reference workload's change against the history: how much slower (+) or faster
 #: (-) the machine ran than when the baseline was recorded (:mod:`pytest_aaco.measure.reference_workload`)
-COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "change vs baseline [95% CI]",
+COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "change vs baseline [bound compared]",
            "machine", "verdict")
 #: right-aligned columns of :data:`COLUMNS`
 NUMERIC = frozenset({2, 3, 4, 5})
@@ -27,9 +28,6 @@ def num(value: object, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
-def pct(ratio: float | None) -> str:
-    """A ratio as a signed change in % (``1.084`` -> ``+8.4%``), ``-`` for None."""
-    return "-" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
 
 
 def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: frozenset[int] = frozenset()
@@ -65,13 +63,20 @@ def machine(drift: float | None) -> str:
 
 
 def device_change(record: ItemRecord) -> str:
-    """Device time's change in % labelled with its series, with its 95% CI (``+6.4% paired [+5.9,+6.9]``),
-    ``-`` when not compared."""
-    dev = record.verdict.device if record.verdict is not None else None
-    if dev is None:
+    """Device time's change in % labelled with its series, with the one-sided bound its outcome rule
+    compared (``+6.4% paired [lower bound +5.9% > 0, +6.4% >= 5%]``; a record written before bounds:
+    its 95% CI ``[+5.9,+6.9]``), ``-`` when not compared."""
+    v = record.verdict
+    dev = v.device if v is not None else None
+    if v is None or dev is None:
         return "-"
     text = f"{pct(dev['ratio'])} {dev.get('series') or 'paired'}"
-    if isinstance(dev.get("ci_low"), (int, float)) and isinstance(dev.get("ci_high"), (int, float)):
+    threshold = dev.get("threshold")
+    bound = bound_text(dev["ratio"], dev.get("lower_bound"), dev.get("upper_bound"),
+                       float(threshold) if isinstance(threshold, (int, float)) else v.threshold)
+    if bound:
+        text += f" [{bound}]"
+    elif isinstance(dev.get("ci_low"), (int, float)) and isinstance(dev.get("ci_high"), (int, float)):
         text += f" [{(dev['ci_low'] - 1) * 100:+.1f},{(dev['ci_high'] - 1) * 100:+.1f}]"
     return text
 
@@ -85,7 +90,7 @@ def format_table(records: Sequence[ItemRecord]) -> list[str]:
     rows = [row(r, name) for r, name in zip(records, row_names(records), strict=True)]
     numeric = NUMERIC
     if any(r.verdict is not None and r.verdict.device is not None for r in records):
-        at = columns.index("change vs baseline [95% CI]") + 1
+        at = columns.index("change vs baseline [bound compared]") + 1
         rows = [(*cells[:at], device_change(r), *cells[at:]) for r, cells in zip(records, rows, strict=True)]
         columns = (*columns[:at], "device time", *columns[at:])
     if several_gpus(list(records)):
@@ -116,6 +121,8 @@ def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
         if record.worth_a_line:
             lines.append(f"  {record.message}")
             lines += [f"    {line}" for line in record.insight_lines()]
+            if record.verdict is not None:  # how it was tested, on lines of their own
+                lines += [f"    note: {note}" for note in record.verdict.report_notes]
         lines += [f"  warning: {text}" for text in record.warnings]
         d = record.diagnosis
         if d:

@@ -7,8 +7,8 @@
 * :func:`verdict_cell`: the table's verdict with the metrics that failed, read from the one rule,
   :attr:`pytest_aaco.records.ItemRecord.failed_metrics`.
 * :func:`headline`: the first line of a failing item's failure (pytest's short summary shows
-  it), per cent first so that a cut line keeps it, then what failed, e.g.
-  ``+10.2% adjusted LATENCY REGRESSION mlp[cpu] (raw +9.8%)``.
+  it), at most 160 characters: ``OUTCOME item: metric +x.x% [bound compared] (series) vs what``, e.g.
+  ``REGRESSION mlp[cpu]: latency +10.2% [lower bound +5.0% > 0, +10.2% >= 5%] (adjusted; raw +9.8%) vs baseline``.
 * :func:`measured_summary`: the summary figures of the measurement the verdict was computed
   on (the confirmation's when a fresh session confirmed the regression), so the table's mean
   and the message's agree.
@@ -23,14 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.verdict.percent import bound_text, pct
 
 #: ``Verdict.series`` -> the label of the change
 SERIES_WORDS = {"adjusted": "adjusted", "normalized": "normalized", "raw": "raw"}
-
-
-def signed_pct(ratio: float | None, digits: int = 1) -> str:
-    """A ratio as a signed change (``1.102`` -> ``+10.2%``); ``-`` for None."""
-    return "-" if ratio is None else f"{(ratio - 1) * 100:+.{digits}f}%"
 
 
 def series_word(v: Verdict) -> str:
@@ -42,16 +38,20 @@ def series_word(v: Verdict) -> str:
 
 
 def change_text(v: Verdict, ci: bool = True, with_raw: bool = True) -> str:
-    """``+10.2% adjusted [+5.0, +15.3]; raw +9.8%``: the tested change with its label, its 95% CI
-    (with *ci*) and the raw change (with *with_raw*, when another series was tested); ``-``
-    without a change."""
+    """``+10.2% adjusted [lower bound +5.0% > 0, +10.2% >= 5%]; raw +9.8%``: the tested change with its
+    label, the one-sided bound the outcome rule compared (with *ci*; :func:`pytest_aaco.verdict.percent.bound_text`;
+    a record written before bounds were stored: its 95% CI ``[+5.0, +15.3]``) and the raw change (with
+    *with_raw*, when another series was tested); ``-`` without a change."""
     if v.ratio is None:
         return "-"
-    text = f"{signed_pct(v.ratio)} {series_word(v)}"
-    if ci and v.ci_low is not None and v.ci_high is not None:
+    text = f"{pct(v.ratio)} {series_word(v)}"
+    bound = bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
+    if ci and bound:
+        text += f" [{bound}]"
+    elif ci and v.ci_low is not None and v.ci_high is not None:  # a record written before bounds: its 95% CI
         text += f" [{(v.ci_low - 1) * 100:+.1f}, {(v.ci_high - 1) * 100:+.1f}]"
     if with_raw and v.series in ("adjusted", "normalized") and v.raw_ratio is not None and v.side_by_side is None:
-        text += f"; raw {signed_pct(v.raw_ratio)}"
+        text += f"; raw {pct(v.raw_ratio)}"
     return text
 
 
@@ -92,64 +92,85 @@ def measured_summary(record: ItemRecord) -> dict[str, Any]:
     return record.summary
 
 
+#: the most characters a headline takes (pytest's short summary, JUnit's failure message, GitHub's title)
+HEADLINE_LIMIT = 160
+
+
 def _cold_start_part(record: ItemRecord) -> str:
     verdict = record.cold_start_verdict
     metrics = verdict.get("metrics") or {}
     paired = verdict.get("method") == "side-by-side"
-    where = f"paired vs {verdict.get('ref')}" if paired else "vs history"
+    where = f"(paired) vs {verdict.get('ref')}" if paired else "vs history"
     shown = []
     for key, words in (("first_run_ms", "first run"), ("session_create_ms", "session creation")):
         figures = metrics.get(key) or {}
         if figures.get("outcome") == str(Outcome.REGRESSION) and isinstance(figures.get("ratio"), (int, float)):
-            shown.append(f"{signed_pct(figures['ratio'], 0)} {words}")
-    head = ", ".join(shown) + " " if shown else ""
-    return f"{head}COLD START REGRESSION {record.label} ({where})"
+            shown.append(f"{words} {pct(figures['ratio'], 0)}")
+    return f"cold start {', '.join(shown) or 'regression'} {where}"
 
 
-def headline(record: ItemRecord) -> str:
-    """The first line of a failing item's failure: per cent first, labelled, then what failed.
+def _timed_part(metric: str, ratio: float, bound: str, series: str, vs: str, bounds: bool) -> str:
+    """``wall time +10.2% [lower bound +5.0% > 0, +10.2% >= 5%] (adjusted) vs baseline``."""
+    return f"{metric} {pct(ratio)}{f' [{bound}]' if bounds and bound else ''} ({series}) vs {vs}"
 
-    ``+10.2% adjusted LATENCY REGRESSION mlp[cpu] (raw +9.8%)``,
-    ``+73% first run COLD START REGRESSION resnet50[cuda] (paired vs origin/main)``,
-    ``MEMORY REGRESSION mlp[cpu]: RSS growth 120 MB vs baseline 75 MB ...``; several failed
-    metrics are joined with ``; ``. An item that failed without a metric (an error, a provider
-    that failed) gets the first line of its message.
-    """
+
+def _parts(record: ItemRecord, bounds: bool) -> list[str]:
     v = record.verdict
-    metrics = record.failed_metrics
-    if not metrics:
-        return record.message.splitlines()[0] if record.message else str(record.effective_outcome)
-    assert v is not None or metrics == ["cold start"]
     parts = []
-    for metric in metrics:
+    for metric in record.failed_metrics:
         if metric == "latency" and v is not None:
             name = v.metric_word(metric)
-            word = {Outcome.REGRESSION: f"{name.upper()} REGRESSION", Outcome.IMPROVEMENT: f"{name.upper()} IMPROVEMENT"
-                    }.get(v.wall_outcome, f"{name} INCONCLUSIVE")
             why = {Outcome.IMPROVEMENT: " (fails with --aaco-fail-on-improvement)",
                    Outcome.INCONCLUSIVE: " (fails with --aaco-strict-inconclusive)"}.get(v.wall_outcome, "")
             if v.ratio is None:
-                parts.append(f"{word} {record.label}{why}")
+                parts.append(f"{name}{why}")
                 continue
-            after = ""
+            series = series_word(v)
             if v.series in ("adjusted", "normalized") and v.raw_ratio is not None and v.side_by_side is None:
-                after = f" (raw {signed_pct(v.raw_ratio)})"
-            elif v.side_by_side is not None:
-                after = f" (vs {v.side_by_side.ref})"
-            parts.append(f"{signed_pct(v.ratio)} {series_word(v)} {word} {record.label}{after}{why}")
+                series += f"; raw {pct(v.raw_ratio)}"
+            vs = v.side_by_side.ref if v.side_by_side is not None else "baseline"
+            bound = bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
+            parts.append(_timed_part(name, v.ratio, bound, series, str(vs), bounds) + why)
         elif metric == "device time" and v is not None and v.device is not None:
             dev = v.device
             series = dev.get("series") or ("paired" if v.side_by_side is not None else "raw")
-            vs = f"vs {v.side_by_side.ref}" if v.side_by_side is not None else "vs baseline"
-            parts.append(f"{signed_pct(dev['ratio'])} {series} DEVICE TIME REGRESSION {record.label} ({vs})")
-        elif metric == "p99" and v is not None:
-            ratio = v.p99.ratio if v.p99 else None
-            parts.append(f"{signed_pct(ratio)} P99 REGRESSION {record.label} (vs the latest baseline run)")
-        elif metric == "memory" and v is not None:
-            parts.append(f"MEMORY REGRESSION {record.label}: {v.memory[0]}")
+            vs = v.side_by_side.ref if v.side_by_side is not None else "baseline"
+            threshold = dev.get("threshold")
+            bound = bound_text(dev["ratio"], dev.get("lower_bound"), dev.get("upper_bound"),
+                               threshold if isinstance(threshold, (int, float)) else v.threshold)
+            parts.append(_timed_part("device time", dev["ratio"], bound, series, str(vs), bounds))
+        elif metric == "p99" and v is not None and v.p99 is not None:
+            parts.append(f"p99 {pct(v.p99.ratio)} vs the latest baseline run")
+        elif metric == "memory" and v is not None and v.memory:
+            parts.append(f"memory: {v.memory[0]}")
         elif metric == "cold start":
             parts.append(_cold_start_part(record))
-    return "; ".join(parts)
+    return parts
+
+
+def headline(record: ItemRecord) -> str:
+    """The first line of a failing item's failure, at most :data:`HEADLINE_LIMIT` characters:
+    ``OUTCOME item: metric +x.x% [bound compared] (series) vs what``, e.g.
+    ``REGRESSION mlp[cpu]: latency +10.2% [lower bound +5.0% > 0, +10.2% >= 5%] (adjusted; raw +9.8%) vs baseline``,
+    ``REGRESSION resnet50[cuda]: cold start first run +73% (paired) vs origin/main``; several failed
+    metrics are joined with ``; `` (the bounds left out, then the line cut, where it would not fit).
+    OUTCOME is ``REGRESSION`` when a metric regressed, else the failing wall-time outcome. An item
+    that failed without a metric (an error, a provider that failed) gets the first line of its message.
+    Method notes are never in it: they are the report's (:attr:`pytest_aaco.records.Verdict.report_notes`).
+    """
+    v = record.verdict
+    if not record.failed_metrics:
+        line = record.message.splitlines()[0] if record.message else str(record.effective_outcome)
+        return line if len(line) <= HEADLINE_LIMIT else line[:HEADLINE_LIMIT - 1] + "\u2026"
+    word = "REGRESSION"
+    if not record.is_regression and v is not None:
+        word = {Outcome.IMPROVEMENT: "IMPROVEMENT"}.get(v.wall_outcome, "INCONCLUSIVE")
+    line = ""
+    for bounds in (True, False):
+        line = f"{word} {record.label}: " + "; ".join(_parts(record, bounds))
+        if len(line) <= HEADLINE_LIMIT:
+            return line
+    return line[:HEADLINE_LIMIT - 1] + "\u2026"
 
 
 def failure_text(record: ItemRecord) -> str:

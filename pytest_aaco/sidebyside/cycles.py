@@ -499,11 +499,16 @@ class DeviceLook:
     traced_s: float = 0.0
     #: side-cycles left untraced (a side with many kernel records traces every other cycle)
     skipped: int = 0
+    #: the level of the no-regression bound at this look (None in looks made before it was kept)
+    upper_alpha: float | None = None
 
     def to_dict(self) -> JSONDict:
         """JSON-ready figures; ``skipped`` only when some cycle was left untraced."""
         lo, hi = self.comparison.ci(0.95)
         extra: JSONDict = {"skipped": self.skipped} if self.skipped else {}
+        if self.upper_alpha is not None:  # the bounds the outcome rule compared
+            extra["lower_bound"] = float(self.comparison.lower(self.level))
+            extra["upper_bound"] = float(self.comparison.upper(self.upper_alpha))
         return {**extra, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
                 "p_slower": float(self.comparison.p_slower), "level": self.level,
                 "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
@@ -556,7 +561,8 @@ def device_look_of(traced: list[tuple[list[DeviceBlock], list[DeviceBlock]]], se
                       {s: float(np.median([blk.kernels for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.kernel_ms for blk in b])) for s, b in side_blocks.items()},
                       {s: float(np.median([blk.busy_ms for blk in b])) for s, b in side_blocks.items()},
-                      added, removed, [[float(x) for x in d] for d in d_by_pair], settings.device_threshold)
+                      added, removed, [[float(x) for x in d] for d in d_by_pair], settings.device_threshold,
+                      upper_alpha=upper_alpha)
 
 
 def _paired_by_cycle(a: list[DeviceBlock], b: list[DeviceBlock]) -> list[tuple[DeviceBlock, DeviceBlock]]:
@@ -822,7 +828,9 @@ def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = N
                       p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
                       current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
                       memory=list(result.memory), confirmed=result.confirmed,
-                      side_by_side=SideBySideSummary.from_dict(result.to_dict()))
+                      side_by_side=SideBySideSummary.from_dict(result.to_dict()),
+                      lower_bound=float(comp.lower(result.level)),
+                      upper_bound=float(comp.upper(m.looks[-1].upper_alpha)))
     return finish(verdict, settings or GateSettings(threshold=result.threshold))
 
 

@@ -279,6 +279,7 @@ class SideBySideGate:
         if side.changes or no_tracer:
             if side.changes:
                 verdict.notes.append("changed since the baseline side: " + ", ".join(side.changes))
+                verdict.changed, verdict.changed_since = list(side.changes), self.ref or "the baseline side"
             if no_tracer:
                 verdict.notes.append(no_tracer)
             verdict = finish(verdict, gate)

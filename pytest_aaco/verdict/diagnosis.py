@@ -35,12 +35,16 @@ THRESHOLD = 0.5
 #: GPU utilisation (%) above which a GPU clock reading counts as "under load"
 BUSY_GPU_PERCENT = 50.0
 
+#: the category of a regression whose item changed against what it is compared with (model bytes,
+#: inputs, provider options): named first, before any telemetry category (:func:`change_first`)
+CHANGE_AT_REF = "change_at_ref"
+
 #: what to try, per category, when the execution provider is unknown (names every EP's remedy)
 RECOMMENDATIONS = {
     "cpu_contention": (
         "Other work competes for the CPU cores: run benchmarks on a dedicated runner, stop background "
         "jobs, do not run several benchmark workers (pytest-xdist) on the same machine, or set "
-        "intra_op_num_threads below the number of idle cores and pin the process (taskset)."
+        "--aaco-intra-op-threads below the number of idle cores and pin the process (taskset)."
     ),
     "frequency_scaling": (
         f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}; for AMD GPUs "
@@ -52,33 +56,35 @@ RECOMMENDATIONS = {
         "to let it cool down, and compare only runs measured under the same thermal conditions."
     ),
     "warmup_instability": (
-        "The run had not reached a steady state: raise the warmup iterations until the last warmup "
-        "iterations are within a few percent of the median, add rounds, and cache one-off work "
-        "(TensorRT engine cache, MIGraphX compiled-model cache, ORT optimized-model file)."
+        "The run had not reached a steady state: raise --aaco-warmup until the last warmup "
+        "iterations are within a few percent of the median, add rounds (--aaco-rounds), and cache one-off "
+        "work (--aaco-compile-cache: TensorRT engine cache, MIGraphX compiled-model cache)."
     ),
     "memory_growth": (
         "Memory grew during steady-state inference: look for per-run allocations (bind preallocated "
-        "outputs with IOBinding, arena extend strategy kSameAsRequested) or a leak; a growing arena also "
-        "slows runs down as it maps new pages."
+        "outputs with --aaco-iobinding=all, --aaco-provider-option arena_extend_strategy=kSameAsRequested) "
+        "or a leak; a growing arena also slows runs down as it maps new pages."
     ),
     "launch_bound": (
-        "The GPU waits on the host between kernels: use IOBinding to keep data on the device, enable "
-        "CUDA graphs (enable_cuda_graph) or HIP graphs, batch more work per run, and let ORT fuse "
-        "operators (graph_optimization_level ORT_ENABLE_ALL)."
+        "The GPU waits on the host between kernels: keep data on the device (--aaco-iobinding=all), "
+        "replay the graph (--aaco-graph=on: CUDA graphs, HIP graphs), and batch more work per run."
     ),
     "compute_bound": (
         "The GPU is busy almost all the time, so speed-ups must come from the kernels: lower precision "
         "(FP16/INT8), a tuned EP (TensorRT, MIGraphX with tuning), or a smaller model."
     ),
+    CHANGE_AT_REF: (
+        "The item itself changed: compare what changed (the model file, its inputs, the provider options) "
+        "before suspecting the machine; if the slowdown is intended, record a new baseline "
+        "(--aaco-save-baseline)."
+    ),
 }
 
 _NVIDIA_CLOCKS = "lock the GPU clocks (nvidia-smi -lgc <min,max>) and check the power limit (nvidia-smi -q -d POWER)"
-_ORT_FILE = "the ORT optimized-model file, SessionOptions.optimized_model_filepath"
-_WARMUP = ("The run had not reached a steady state: raise the warmup iterations until the last warmup "
-           "iterations are within a few percent of the median, add rounds, and cache one-off work ")
-_LAUNCH = "The GPU waits on the host between kernels: use IOBinding to keep data on the device, "
-_LAUNCH_END = ("batch more work per run, and let ORT fuse operators "
-               "(graph_optimization_level ORT_ENABLE_ALL).")
+_WARMUP = ("The run had not reached a steady state: raise --aaco-warmup until the last warmup "
+           "iterations are within a few percent of the median, add rounds (--aaco-rounds)")
+_LAUNCH = "The GPU waits on the host between kernels: keep data on the device (--aaco-iobinding=all), "
+_LAUNCH_END = "and batch more work per run."
 _COMPUTE = ("The GPU is busy almost all the time, so speed-ups must come from the kernels: lower "
             "precision (FP16/INT8), ")
 
@@ -88,7 +94,7 @@ _DEVICE_CLOCKS = {eps.NVIDIA: _NVIDIA_CLOCKS, eps.AMD: FIX_AMD_PERF_LEVEL}
 _NEUTRAL = {
     "frequency_scaling": (f"Clocks changed during the measurement. Pin them: {FIX_CPU_GOVERNOR}, "
                           "and lock the device's clocks."),
-    "warmup_instability": _WARMUP + f"({_ORT_FILE}).",
+    "warmup_instability": _WARMUP + ".",
     "launch_bound": _LAUNCH + _LAUNCH_END,
     "compute_bound": _COMPUTE + "a smaller model.",
 }
@@ -108,7 +114,7 @@ def _for_ep(category: str, ep: eps.Ep) -> str | None:
     if own is None:
         return None
     if category == "warmup_instability":
-        return _WARMUP + f"({own}; {_ORT_FILE})."
+        return _WARMUP + f", and cache one-off work ({own})."
     if category == "launch_bound":
         return _LAUNCH + own + ", " + _LAUNCH_END
     if category == "compute_bound":
@@ -499,3 +505,16 @@ def classify_bottleneck(
         recommendation=recommendation(best, provider),
         scores={c: s for c, (s, _) in scored.items()},
     )
+
+
+def change_first(changed: list[str], since: str, found: Diagnosis | None) -> Diagnosis:
+    """The diagnosis of a regression whose item changed (*changed*: ``model bytes``, ``inputs``,
+    ``cuda provider options``) against *since* (``origin/main``, ``the baseline``): the change is
+    named first (:data:`CHANGE_AT_REF`, score 1), before what the telemetry showed (*found*, kept as
+    later evidence and in ``scores``), so a changed model is never blamed on a busy runner."""
+    evidence = [f"{', '.join(changed)} changed since {since}"]
+    scores = {CHANGE_AT_REF: 1.0}
+    if found is not None:
+        evidence.append(f"also seen ({found.category}): " + "; ".join(found.evidence))
+        scores.update(found.scores)
+    return Diagnosis(CHANGE_AT_REF, 1.0, evidence, RECOMMENDATIONS[CHANGE_AT_REF], scores)
