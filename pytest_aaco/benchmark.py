@@ -8,10 +8,11 @@ under xdist); the telemetry samplers; and a fresh-session re-measurement for the
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,8 +22,11 @@ import pytest
 
 from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.devicelock import hold_device
+from pytest_aaco.measure.devicelock import DeviceHold, DeviceLockTimeout, hold_device
 from pytest_aaco.measure.inference import (
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    TARGET_ROUND_S,
     MeasureSettings,
     SessionError,
     SessionHandle,
@@ -37,9 +41,17 @@ from pytest_aaco.measure.providers import ProviderError, ProviderSpec, parse_pro
 from pytest_aaco.measure.reference_workload import Reference
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import GateSettings, auto_rounds
+from pytest_aaco.measure.timedloop import Deadline
+from pytest_aaco.options import (
+    ITEM_TIMEOUT_CAP_S,
+    ITEM_TIMEOUT_FACTOR,
+    ITEM_TIMEOUT_FLOOR_S,
+    GateSettings,
+    auto_rounds,
+)
 from pytest_aaco.passes.coldstart import SideBySideColdStart
 from pytest_aaco.records import Verdict
+from pytest_aaco.reports.progress import write_line
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 from pytest_aaco.samplers.gpus import gpu_lock_name
@@ -140,11 +152,62 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
     return settings, float(pick("threshold", config.threshold)), gate_p99
 
 
-def device_lock(provider: ProviderSpec, device_id: int, label: str) -> AbstractContextManager[bool]:
+def device_lock(provider: ProviderSpec, device_id: int, label: str,
+                waiting: Callable[[str], None] | None = None) -> AbstractContextManager[DeviceHold]:
     """The device lock of EP *provider*'s device *device_id* (:func:`pytest_aaco.measure.devicelock.hold_device`),
-    keyed by its physical GPU (:func:`pytest_aaco.samplers.gpus.gpu_lock_name`) on GPU EPs."""
+    keyed by its physical GPU (:func:`pytest_aaco.samplers.gpus.gpu_lock_name`) on GPU EPs. *waiting* is told
+    once when the wait passes a second. Raises :class:`~pytest_aaco.measure.devicelock.DeviceLockTimeout`
+    past ``--aaco-lock-timeout``."""
     name = gpu_lock_name(provider.short, device_id) if provider.is_gpu else None
-    return hold_device(provider.is_gpu, device_id, label, name)
+    return hold_device(provider.is_gpu, device_id, label, name, waiting)
+
+
+class ItemTimeout(SessionError):
+    """The item's measurement ran past ``--aaco-item-timeout`` and its ONNX Runtime run was stopped."""
+
+
+class LockTimeout(SessionError):
+    """The device lock stayed held by another benchmark past ``--aaco-lock-timeout``; nothing was measured."""
+
+
+def planned_runs(settings: MeasureSettings, first_run_s: float) -> int:
+    """Runs one measurement with *settings* plans: the first, the warmup and the rounds' iterations (adaptive
+    iterations estimated from the first run, as :func:`pytest_aaco.measure.inference.adaptive_iterations` does
+    from the warmup)."""
+    iterations = settings.iterations or int(np.clip(round(TARGET_ROUND_S / max(first_run_s, 1e-6)),
+                                                    MIN_ITERATIONS, MAX_ITERATIONS))
+    return 1 + settings.warmup + settings.rounds * iterations
+
+
+def item_limit(setting: float | None, first_run_ms: float | None = None,
+               settings: MeasureSettings | None = None) -> float | None:
+    """The item timeout in seconds for ``--aaco-item-timeout`` *setting* (seconds; ``math.inf``: off; None:
+    auto); None means no limit.
+
+    ``auto``: until the first run has finished, :data:`~pytest_aaco.options.ITEM_TIMEOUT_CAP_S`; then
+    :data:`~pytest_aaco.options.ITEM_TIMEOUT_FACTOR` x the first run's time x :func:`planned_runs`, at least
+    :data:`~pytest_aaco.options.ITEM_TIMEOUT_FLOOR_S` and at most the cap. The first run is the slowest
+    (allocation, a compiling EP's program), and the factor leaves room for the reference blocks, traced
+    blocks and a busy machine, so only a run that hangs or a model far slower than its first run reaches it.
+    """
+    if setting is not None:
+        return None if math.isinf(setting) else float(setting)
+    if first_run_ms is None or settings is None:
+        return ITEM_TIMEOUT_CAP_S
+    scaled = ITEM_TIMEOUT_FACTOR * first_run_ms / 1000 * planned_runs(settings, first_run_ms / 1000)
+    return min(ITEM_TIMEOUT_CAP_S, max(ITEM_TIMEOUT_FLOOR_S, scaled))
+
+
+def terminal_line(config: pytest.Config) -> Callable[[str], None]:
+    """A function writing one line on pytest's terminal at once, also while the test body's output is
+    captured (as the progress line does); never raises."""
+
+    def say(text: str) -> None:
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman is not None else nullcontext():
+            write_line(config, text, yellow=True)
+
+    return say
 
 
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
@@ -229,6 +292,17 @@ class BenchmarkRun:
     #: then gated on wall time)
     tracer: InProcessTracer | None = None
     no_tracer: str | None = None
+    #: writes one line on the terminal (:func:`terminal_line`): a wait for the device lock past a second
+    say: Callable[[str], None] | None = None
+    #: seconds waited for the device lock by each hold of this item (measurements, the confirmation look)
+    lock_waits: list[float] = field(default_factory=list)
+    #: the item timeout's watchdog of the latest hold, and how its limit was set (for the message)
+    _deadline: Deadline | None = field(default=None, repr=False)
+    _limit_rule: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.model.name}[{self.provider.short}]"
 
     @property
     def feeds(self) -> dict[str, np.ndarray]:
@@ -248,15 +322,67 @@ class BenchmarkRun:
         return GateSettings(**{**shared, "threshold": self.threshold, "gate_p99": self.gate_p99})
 
     def device_lock(self) -> AbstractContextManager[object]:
-        """The device lock of this item's EP and device, keyed by its physical GPU (:func:`device_lock`)."""
-        return device_lock(self.provider, self.config.device_id, f"{self.model.name}[{self.provider.short}]")
+        """What a measurement of this item holds (:meth:`measuring`): the device lock of its EP and device, keyed
+        by its physical GPU (:func:`device_lock`), and the item timeout's watchdog."""
+        return self.measuring()
+
+    @contextmanager
+    def measuring(self, handle: SessionHandle | None = None) -> Iterator[Deadline]:
+        """Hold the device lock (its wait appended to :attr:`lock_waits`; :class:`LockTimeout` past
+        ``--aaco-lock-timeout``), then run the item timeout's watchdog (:class:`~pytest_aaco.measure.timedloop.
+        Deadline`, limit :func:`item_limit`) over the block: when it fires, the ONNX Runtime runs of this
+        process are stopped before their next kernel. *handle*'s (default: the item's) runs are let go first."""
+        with ExitStack() as stack:
+            try:
+                hold = stack.enter_context(device_lock(self.provider, self.config.device_id, self.label, self.say))
+            except DeviceLockTimeout as exc:
+                raise LockTimeout(str(exc)) from None
+            self.lock_waits.append(hold.wait_s)
+            (handle or self.handle).run_stop.reset()
+            setting = self.config.item_timeout_s
+            self._limit_rule = "" if setting is not None else f", auto: at most {ITEM_TIMEOUT_CAP_S:g} s"
+            self._deadline = stack.enter_context(Deadline(item_limit(setting), "the item timeout"))
+            yield self._deadline
+
+    def _limit_from_first_run(self, first_ms: float, settings: MeasureSettings) -> None:
+        """``auto``: scale the running watchdog's limit to the first run (:func:`item_limit`)."""
+        setting = self.config.item_timeout_s
+        if setting is not None or self._deadline is None:
+            return
+        runs = planned_runs(settings, first_ms / 1000)
+        self._limit_rule = (f", auto: {ITEM_TIMEOUT_FACTOR:g} x the first run's {first_ms / 1000:.3g} s x {runs}"
+                            f" runs planned, within {ITEM_TIMEOUT_FLOOR_S:g}..{ITEM_TIMEOUT_CAP_S:g} s")
+        self._deadline.set_limit(item_limit(setting, first_ms, settings))
+
+    def timed_out(self) -> ItemTimeout | None:
+        """The error to raise instead of a failed run when the item timeout stopped it, else None."""
+        deadline = self._deadline
+        if deadline is None or not deadline.expired:
+            return None
+        given = self.config.item_timeout_s
+        option = "auto" if given is None else f"{given:g}"
+        return ItemTimeout(f"{self.label}: stopped after {deadline.limit_s or 0:g} s, the item timeout"
+                           f" (--aaco-item-timeout={option}{self._limit_rule}; ini aaco_item_timeout); the"
+                           " ONNX Runtime run was stopped and nothing of this measurement is kept: raise the"
+                           " timeout, or set it to off")
 
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult:
-        """Measure on *handle* under the device lock, with telemetry during the measured rounds."""
-        with self.device_lock():
+        """Measure on *handle* under the device lock and the item timeout (:meth:`measuring`), with telemetry
+        during the measured rounds. Raises :class:`ItemTimeout` when the timeout stopped it."""
+        waits = len(self.lock_waits)
+        with self.measuring(handle):
             rss_start_mb = rss_mb()
-            result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
-                                   telemetry=self.telemetry_session(), reference=self.reference, tracer=self.tracer)
+            try:
+                result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
+                                       telemetry=self.telemetry_session(), reference=self.reference,
+                                       tracer=self.tracer,
+                                       on_first_run=lambda ms: self._limit_from_first_run(ms, settings))
+            except Exception:
+                timeout = self.timed_out()
+                if timeout is not None:
+                    raise timeout from None
+                raise
+        result.lock_wait_s = sum(self.lock_waits[waits:])
         add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
         if handle.device_probe is not None and "summary" in (result.telemetry or {}):
             record_own_vram(result.telemetry["summary"], *handle.device_probe.stop())
@@ -279,8 +405,16 @@ class BenchmarkRun:
         if self.side_gate is not None:
             lond = self.lond
             assert lond is not None  # given with the side-by-side gate
-            result, self.side_verdict = self.side_gate.judge_item(self, settings, self.gate_settings(),
-                                                                  lambda: lond().next_level(), self.device_lock)
+            waits = len(self.lock_waits)
+            try:
+                result, self.side_verdict = self.side_gate.judge_item(self, settings, self.gate_settings(),
+                                                                      lambda: lond().next_level(), self.device_lock)
+            except Exception:
+                timeout = self.timed_out()
+                if timeout is not None:
+                    raise timeout from None
+                raise
+            result.lock_wait_s = sum(self.lock_waits[waits:])
         else:
             result = self.measure(self.handle, settings)
         self.results.append(result)

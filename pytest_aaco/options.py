@@ -12,6 +12,7 @@ value came from (an option, a registry key, a marker, a command argument) and it
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -114,6 +115,29 @@ def amount(value: object, unit: str, example: str, positive: bool) -> float:
     if number < 0:
         raise ValueError(f"must not be negative, got {value!r}")
     return number
+
+
+#: ``--aaco-item-timeout auto``: the limit is this factor times the first run's time times the runs planned,
+#: within these bounds (s); until the first run has finished, the upper bound
+ITEM_TIMEOUT_FACTOR, ITEM_TIMEOUT_FLOOR_S, ITEM_TIMEOUT_CAP_S = 10.0, 300.0, 7200.0
+
+
+def item_timeout(value: object) -> float | None:
+    """``--aaco-item-timeout``: ``auto`` (None: scaled to the model, see :data:`ITEM_TIMEOUT_FACTOR`), ``off``
+    (or 0: ``math.inf``, no limit) or a positive number of seconds (``600``, ``600s``); ValueError otherwise."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    if text in ("off", "0", "0s"):
+        return math.inf
+    return amount(value, "s", "a number of seconds like 600, auto or off", positive=True)
+
+
+def lock_timeout(value: object) -> float | None:
+    """``--aaco-lock-timeout``: ``off`` (None: wait as long as it takes) or a positive number of seconds."""
+    if str(value).strip().lower() in ("off", "0", "0s"):
+        return None
+    return amount(value, "s", "a number of seconds like 3600, or off", positive=True)
 
 
 def find_interpreter(value: str) -> str:
@@ -361,6 +385,11 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=iterations),
     OptionDef("rounds", "measured rounds per item (auto: 10 on the CPU, 30 on device EPs)", "auto", "K|auto",
               parse=partial(int_or_auto, minimum=2)),
+    OptionDef("item-timeout", "seconds one measurement of an item may take (warmup and rounds; each benchmark_model()"
+              " call and the confirmation look), after which its ONNX Runtime run is stopped between kernels and the"
+              f" item fails: auto ({ITEM_TIMEOUT_FACTOR:g} x the first run's time x the runs planned, at least"
+              f" {ITEM_TIMEOUT_FLOOR_S:g} s and at most {ITEM_TIMEOUT_CAP_S:g} s, which is also the limit until the"
+              " first run ends), off, or seconds", "auto", "S|auto|off", parse=item_timeout),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
               parse=fraction_below),
     OptionDef("device-threshold", "practical regression threshold of device time (kernel time per run), which"
@@ -402,6 +431,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=ort_log_level),
     OptionDef("max-contention", "cores other processes may keep busy while an item is measured before a"
               " regression is withheld as inconclusive (off: never)", "0.1", "CORES", parse=cores),
+    OptionDef("lock-timeout", "seconds an item waits for the device lock (held while another pytest-aaco run"
+              " measures on the same host or GPU) before it fails; off: wait as long as it takes. A wait over 1 s"
+              " is reported", "3600", "S|off", parse=lock_timeout),
     OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS", parse=seconds_from_ms),
     OptionDef("reference", "reference workload measured in short blocks alongside each round, so stored"
               " baselines are compared on ln(item) - ln(reference): mix (generated), mix-small, squeezenet,"
@@ -455,11 +487,11 @@ BY_NAME = {opt.name: opt for opt in OPTIONS}
 HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("aaco", "pytest-aaco: ONNX Runtime performance gate",
      ("provider", "models", "baseline-dir", "save-baseline", "baseline-reset", "smoke", "threshold", "fdr",
-      "strict-provider", "provider-option", "warmup", "rounds", "iterations")),
+      "strict-provider", "provider-option", "warmup", "rounds", "iterations", "item-timeout")),
     ("aaco-verdict", "pytest-aaco: measuring and judging",
      ("history", "min-history", "run-noise", "confirm", "strict-inconclusive", "fail-on-improvement", "gate-p99",
-      "reference", "max-contention", "memory-threshold", "memory-slack", "cold-start", "cold-start-threshold",
-      "profile", "intra-op-threads", "sample-interval", "ort-log-level")),
+      "reference", "max-contention", "lock-timeout", "memory-threshold", "memory-slack", "cold-start",
+      "cold-start-threshold", "profile", "intra-op-threads", "sample-interval", "ort-log-level")),
     ("aaco-reports", "pytest-aaco: reports", ("session-dir", "no-bundle", "junit", "html")),
     ("aaco-compare", "pytest-aaco: side by side (against a git revision or another Python environment)",
      ("compare", "compare-python", "compare-budget")),

@@ -6,7 +6,7 @@ This module is the plugin's lazy boundary. At load it imports only the option ta
 first time a run uses the plugin: an ``--aaco-*`` option or ini twin is set, an item asks for one
 of its fixtures or carries the ``aaco`` marker, or pytest-xdist distributes the run. A suite that
 never uses the plugin pays for the option table and nothing else, and its signal handlers are
-left alone (:class:`pytest_aaco.session.InterruptGuard`).
+left alone (:class:`pytest_aaco.measure.stopping.InterruptGuard`).
 """
 
 from __future__ import annotations

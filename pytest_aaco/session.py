@@ -17,9 +17,7 @@ without benchmarks stay fast.
 from __future__ import annotations
 
 import functools
-import signal
 import sys
-import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
@@ -38,6 +36,7 @@ from pytest_aaco.benchmark import (
     item_settings,
     node_placement_problem,
     smoke_run,
+    terminal_line,
 )
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
@@ -47,6 +46,7 @@ from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import set_compile_cache
+from pytest_aaco.measure.devicelock import set_lock_timeout
 from pytest_aaco.measure.graph import (
     GraphChoice,
     GraphRefused,
@@ -72,6 +72,7 @@ from pytest_aaco.measure.providers import ProviderSpec, available_providers, res
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
 from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.measure.stopping import InterruptGuard, add_last_words
 from pytest_aaco.records import (
     PLUGIN_NAME,
     ItemRecord,
@@ -129,78 +130,6 @@ def ignore_in_git(session_dir: Path) -> None:
     (folder / ".gitignore").write_text(GITIGNORE_TEXT, encoding="utf-8")
 
 
-# ------------------------------------------------------------------ termination signals
-
-#: signals that CI systems stop a job with (GitLab, Jenkins and ``docker stop`` send SIGTERM; a
-#: closed terminal, SIGHUP); pytest cleans up only on SIGINT, so these are turned into one
-TERMINATING_SIGNALS = ("SIGTERM", "SIGHUP")
-
-
-class Terminated(KeyboardInterrupt):
-    """A terminating signal arrived: pytest stops as on Ctrl-C, so the session's clean-up runs
-    (the baseline side's temporary folders are removed; baselines are written atomically)."""
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """The handler :class:`InterruptGuard` installs. The first signal interrupts as Ctrl-C does; every
-    signal it handles goes back to the default action first, so a second SIGTERM, SIGHUP or Ctrl-C
-    while the clean-up runs ends the process at once."""
-    for name in (*TERMINATING_SIGNALS, "SIGINT"):
-        number = getattr(signal, name, None)
-        if number is not None and signal.getsignal(number) is _interrupt:
-            signal.signal(number, signal.SIG_DFL)
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Terminated(f"stopped by {signal.Signals(signum).name}")
-
-
-class InterruptGuard:
-    """While held (``with guard:``, or :meth:`hold` / :meth:`release`; re-entrant): SIGTERM and SIGHUP
-    stop pytest as Ctrl-C does, and a second signal of the three ends the process.
-
-    Held only while something must be cleaned up if the run is stopped: a measurement, a baseline
-    save, a side-by-side session's temporary tree. Outside, the process keeps the handlers it had,
-    so a suite that never measures is not touched (a forked ``multiprocessing`` child stopped with
-    ``terminate()`` still exits with -SIGTERM). Only handlers at their default (SIG_DFL, and
-    Python's own SIGINT handler) are replaced, only in the main thread; :meth:`release` puts them back.
-    """
-
-    def __init__(self) -> None:
-        self.depth = 0
-        #: signal number -> the handler replaced, while held
-        self.replaced: dict[int, Any] = {}
-
-    def hold(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        self.depth += 1
-        if self.depth > 1:
-            return
-        for name in TERMINATING_SIGNALS:
-            number = getattr(signal, name, None)
-            if number is not None and signal.getsignal(number) == signal.SIG_DFL:
-                self.replaced[number] = signal.signal(number, _interrupt)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.replaced[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
-
-    def release(self) -> None:
-        if self.depth == 0 or threading.current_thread() is not threading.main_thread():
-            return
-        self.depth -= 1
-        if self.depth:
-            return
-        for number, handler in self.replaced.items():
-            signal.signal(number, handler)
-        self.replaced.clear()
-
-    def __enter__(self) -> InterruptGuard:
-        self.hold()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 class AacoSession:
     """Session state of pytest-aaco, registered as ``aaco-plugin``; reach it with :func:`get_session`."""
 
@@ -210,6 +139,7 @@ class AacoSession:
         #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
         self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
         self._old_compile_cache = set_compile_cache(config.compile_cache, cache_dir)
+        self._old_lock_timeout = set_lock_timeout(config.lock_timeout_s)
         if config.ep_libraries:
             import onnxruntime as ort
 
@@ -219,6 +149,8 @@ class AacoSession:
                 raise pytest.UsageError(str(exc)) from None
         #: SIGTERM/SIGHUP as Ctrl-C, held while measuring, saving, or side by side for the whole session
         self.interruptible = InterruptGuard()
+        #: a second signal inside a run that cannot be stopped ends the process: the table so far first
+        self._unsay = add_last_words(lambda: terminal.write_interrupted(self.pytest_config, self.records))
         self.records: list[ItemRecord] = []
         self.gated_items = 0
         self.bundle: SessionBundle | None = None
@@ -578,7 +510,7 @@ class AacoSession:
         marker = AacoMarker.of(request.node)  # validated at collection already
         settings, threshold, gate_p99 = item_settings(self.config, model, provider, marker)
         run = BenchmarkRun(self.config, model, provider, handle, settings, threshold, gate_p99,
-                           side_gate=self.side_gate, lond=self.lond,
+                           side_gate=self.side_gate, lond=self.lond, say=terminal_line(self.pytest_config),
                            reference=None if self.side_gate is not None else self.reference_for(provider))
         label = f"{model.name}[{provider.short}]"
         if self.side_gate is None and not self.config.smoke:  # side by side traces its own cycles
@@ -712,6 +644,8 @@ class AacoSession:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
         set_compile_cache(self._old_compile_cache)
+        set_lock_timeout(self._old_lock_timeout)
+        self._unsay()
         while self.interruptible.depth:  # the signal handlers as they were, whatever was left held
             self.interruptible.release()
 
@@ -733,7 +667,7 @@ class AacoSession:
                 self._write_head(self.bundle)
             meta = self._meta()
             meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            meta["summary"] = context.summary.to_dict()
+            meta["summary"] = {**context.summary.to_dict(), "device_lock": terminal.lock_waits(self.records)}
             try:
                 self.bundle.finish(meta)
             except OSError as exc:

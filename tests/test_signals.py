@@ -189,7 +189,7 @@ def test_stale_trees_of_gone_processes_are_removed_and_others_kept(tmp_path):
 
 
 def test_only_default_handlers_are_replaced_held_re_entrantly_and_restored():
-    from pytest_aaco.session import InterruptGuard, _interrupt
+    from pytest_aaco.measure.stopping import InterruptGuard, _interrupt
 
     before = {n: signal.getsignal(n) for n in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     guard = InterruptGuard()
@@ -204,7 +204,7 @@ def test_only_default_handlers_are_replaced_held_re_entrantly_and_restored():
 
 
 def test_a_second_signal_while_held_gets_the_default_action():
-    from pytest_aaco.session import InterruptGuard, Terminated, _interrupt
+    from pytest_aaco.measure.stopping import InterruptGuard, Terminated, _interrupt
 
     before = signal.getsignal(signal.SIGTERM)
     if before != signal.SIG_DFL:

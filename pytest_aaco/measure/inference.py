@@ -48,7 +48,7 @@ from pytest_aaco.measure.timedloop import (
     MAX_EXTRA_WARMUP as MAX_EXTRA_WARMUP,  # re-exported: the warmup lives in timedloop.py,
 )
 from pytest_aaco.measure.timedloop import MIN_WARMUP_S as MIN_WARMUP_S  # shared with the side worker
-from pytest_aaco.measure.timedloop import bound_runner, time_iterations, warmup
+from pytest_aaco.measure.timedloop import RunStop, bound_runner, time_iterations, warmup
 from pytest_aaco.options import CPU_ROUNDS, default
 from pytest_aaco.redact import redact_options, redact_text, secret_values
 from pytest_aaco.tracers.base import InProcessTracer
@@ -121,6 +121,10 @@ class SessionHandle:
     #: the compile-cache folder's lock, held from before creation until the first run has finished
     #: (:meth:`settle_cache` gives it back; so does :meth:`release_compile_lock`, and collecting the handle)
     compile_hold: CompileHold | None = field(default=None, repr=False)
+    #: the RunOptions every measured run of this session is given, so a watchdog or a signal can stop it
+    #: (:class:`~pytest_aaco.measure.timedloop.RunStop`; ORT's own error line for the stop is left out at the
+    #: default log level, as the plugin reports it)
+    run_stop: RunStop = field(default_factory=lambda: RunStop(quiet=ort_log_level() >= 3), repr=False)
 
     @property
     def recorded_options(self) -> JSONDict:
@@ -506,7 +510,7 @@ def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,
 
 def _new_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str, device_id: int) -> Callable[[], object]:
     device = handle.provider.ep.ort_device
-    return bound_runner(handle.session, feeds, mode, device, device_id)
+    return bound_runner(handle.session, feeds, mode, device, device_id, handle.run_stop.run_options)
 
 
 def adaptive_iterations(warmup_ms: np.ndarray) -> int:
@@ -532,7 +536,8 @@ def measure_rounds(run: Callable[[], object], rounds: int, iterations: int,
 
 def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
                   model: str, batch: int, telemetry: Any = None, reference: Any = None,
-                  tracer: InProcessTracer | None = None) -> BenchmarkResult:
+                  tracer: InProcessTracer | None = None,
+                  on_first_run: Callable[[float], None] | None = None) -> BenchmarkResult:
     """Warm up, then measure ``settings.rounds`` rounds on *handle*.
 
     *telemetry* is an object with ``start()``, ``stop()`` and ``to_dict()`` (a
@@ -547,7 +552,8 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     them; a tracer that fails leaves ``device`` None and says why in ``device_note``. The session's
     providers are checked before and after measuring; a fallback raises :class:`SessionError`. The
     compile-cache folder's lock (:attr:`SessionHandle.compile_hold`) is given back after the warmup, whose
-    first run compiles a model with symbolic dimensions, and before the measured rounds.
+    first run compiles a model with symbolic dimensions, and before the measured rounds. *on_first_run* is
+    called with the first run's ms as soon as it has finished (the item timeout scales with it).
     """
     try:
         check_placement(handle)
@@ -559,7 +565,7 @@ def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings:
     recorder: DeviceRecorder | None = None
     try:
         try:  # the compile-cache lock is held until the first run has finished, never in the measured rounds
-            first_ms, warm_ms = warmup(run, settings.warmup)
+            first_ms, warm_ms = warmup(run, settings.warmup, on_first=on_first_run)
             handle.settle_cache(first_ms)
         finally:
             handle.release_compile_lock()

@@ -135,6 +135,8 @@ class BenchmarkResult:
     compile_cache: str | None = None
     device: DeviceSeries | None = None
     device_note: str | None = None
+    #: seconds this measurement waited for the device lock (another benchmark on the device); None: not taken
+    lock_wait_s: float | None = None
 
     @property
     def latencies_ms(self) -> np.ndarray:
@@ -223,6 +225,8 @@ class BenchmarkResult:
             data["confirmation"] = self.confirmation.to_dict(raw=raw)
         if self.compile_cache is not None:
             data["compile_cache"] = self.compile_cache
+        if self.lock_wait_s is not None:
+            data["lock_wait_s"] = round(self.lock_wait_s, 3)
         return data
 
 

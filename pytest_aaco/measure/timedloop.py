@@ -17,9 +17,11 @@ Units: latencies in ``time.perf_counter_ns`` nanoseconds (int64) or ms (float64)
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,11 +47,15 @@ def time_iterations(run: Callable[[], object], count: int) -> np.ndarray:
     return lat
 
 
-def warmup(run: Callable[[], object], iterations: int, min_s: float = MIN_WARMUP_S) -> tuple[float, np.ndarray]:
+def warmup(run: Callable[[], object], iterations: int, min_s: float = MIN_WARMUP_S,
+           on_first: Callable[[float], None] | None = None) -> tuple[float, np.ndarray]:
     """First run (ms) and the warmup latencies (ms): *iterations*, extended to *min_s* seconds
     (default :data:`MIN_WARMUP_S`; 0: no extension) for fast models so caches, allocators and
-    clocks settle."""
+    clocks settle. *on_first*, when given, is called with the first run's ms as soon as it has
+    finished (the item timeout scales with it: :class:`Deadline`)."""
     first_ms = float(time_iterations(run, 1)[0]) / 1e6
+    if on_first is not None:
+        on_first(first_ms)
     lat = time_iterations(run, iterations)
     spent = lat.sum() / 1e9
     if spent < min_s and lat.size:
@@ -61,7 +67,7 @@ def warmup(run: Callable[[], object], iterations: int, min_s: float = MIN_WARMUP
 
 
 def bound_runner(session: ort.InferenceSession, feeds: dict[str, np.ndarray], mode: str, device: str,
-                 device_id: int) -> Callable[[], object]:
+                 device_id: int, run_options: Any = None) -> Callable[[], object]:
     """A zero-argument callable that runs *session* once on *feeds*, built outside the timed loop.
 
     ``none``: ``session.run(None, feeds)`` with host arrays (host↔device copies are timed).
@@ -72,10 +78,13 @@ def bound_runner(session: ort.InferenceSession, feeds: dict[str, np.ndarray], mo
     server does. With a binding, the callable's ``binding`` attribute is the IOBinding (outputs via
     ``binding.copy_outputs_to_cpu()``). Uses ``session.io_binding()`` and ``run_with_iobinding``
     (https://onnxruntime.ai/docs/api/python/api_summary.html#iobinding).
+
+    *run_options* (an ``ort.RunOptions``, e.g. :attr:`RunStop.run_options`) goes with every run, so
+    another thread can stop it (:meth:`RunStop.stop`).
     """
     if mode == "none":
         run = session.run
-        return lambda: run(None, feeds)
+        return lambda: run(None, feeds, run_options)
     import onnxruntime as ort
 
     binding = session.io_binding()
@@ -92,7 +101,7 @@ def bound_runner(session: ort.InferenceSession, feeds: dict[str, np.ndarray], mo
 
     def run_with_binding() -> None:
         nonlocal fixed
-        run_bound(binding)
+        run_bound(binding, run_options)
         if not fixed:  # ``all``, first run only: pin the outputs ORT just allocated
             values = binding.get_outputs()
             for index, name in enumerate(names):  # no zip(strict=): Python 3.8 in the worker
@@ -101,3 +110,126 @@ def bound_runner(session: ort.InferenceSession, feeds: dict[str, np.ndarray], mo
 
     run_with_binding.binding = binding  # type: ignore[attr-defined]  # for reading outputs back
     return run_with_binding
+
+
+# ------------------------------------------------------------------ stopping a run from another thread
+
+#: the message ORT's executors fail a run with once ``RunOptions.terminate`` is set (onnxruntime
+#: core/framework/sequential_executor.cc and utils.cc, checked before each kernel, in subgraphs too)
+TERMINATED_TEXT = "Exiting due to terminate flag being set to true"
+
+
+class RunStop:
+    """The ``ort.RunOptions`` every run of one InferenceSession is given, so that another thread can stop
+    the run in flight: :meth:`stop` sets ``RunOptions.terminate``, which ONNX Runtime checks before each
+    kernel (inside Loop, If and Scan bodies too) and then fails the run with :data:`TERMINATED_TEXT`.
+
+    ``session.run`` releases the GIL while it runs, so a watchdog thread (:class:`Deadline`) or a signal
+    watcher can do this while the main thread waits inside ORT. A kernel that is already running is not
+    interrupted: a single huge MatMul finishes (measured with onnxruntime 1.32.0 on the CPU: a 6000x6000
+    MatMul stopped 0.2 s in still ran its 6 s and returned its output), and the next run then fails before
+    its first kernel. *quiet* sets the run's log severity to fatal, so ORT does not also print the stop
+    as an error line (the plugin reports it). ``reason`` says why it was stopped (None: not stopped).
+    """
+
+    def __init__(self, quiet: bool = True) -> None:
+        self.quiet = quiet
+        self.reason: str | None = None
+        self._options: Any = None
+        _register(self)
+
+    @property
+    def run_options(self) -> Any:
+        """The ``ort.RunOptions`` (made at first use)."""
+        if self._options is None:
+            import onnxruntime as ort
+
+            options = ort.RunOptions()
+            if self.quiet:
+                options.log_severity_level = 4
+            self._options = options
+        return self._options
+
+    def stop(self, reason: str) -> None:
+        """Stop the run in flight and every later one until :meth:`reset`; the first *reason* is kept."""
+        if self.reason is None:
+            self.reason = reason
+        self.run_options.terminate = True
+
+    def reset(self) -> None:
+        """Let runs go again (before a new measurement on the same session)."""
+        self.reason = None
+        if self._options is not None:
+            self._options.terminate = False
+
+
+#: every RunStop of this process (weakly held): one item is measured at a time, so a stop (a signal, an
+#: item timeout) stops whichever of them is running, its side-by-side sessions included
+_ALL: weakref.WeakSet[RunStop] = weakref.WeakSet()
+_ALL_LOCK = threading.Lock()
+
+
+def _register(stop: RunStop) -> None:
+    with _ALL_LOCK:
+        _ALL.add(stop)
+
+
+def stop_all(reason: str) -> int:
+    """Stop the runs of every :class:`RunStop` of this process now (from any thread); returns how many.
+    Each measurement resets its own (:meth:`RunStop.reset`) before it starts."""
+    with _ALL_LOCK:
+        stops = list(_ALL)
+    for stop in stops:
+        stop.stop(reason)
+    return len(stops)
+
+
+class Deadline:
+    """A watchdog thread that stops the runs (*stop*'s, or with None every :class:`RunStop`'s: :func:`stop_all`)
+    once *limit_s* seconds have passed since the block began (``with Deadline(60, "...") as deadline:``); None:
+    no limit yet. :meth:`set_limit` moves it (from the same start), e.g. once the first run says how slow the
+    model is. ``expired`` says whether it fired. The thread is a daemon and ends with the block."""
+
+    def __init__(self, limit_s: float | None, reason: str, stop: RunStop | None = None) -> None:
+        self.stop = stop
+        self.limit_s = limit_s
+        self.reason = reason
+        self.expired = False
+        self.started = 0.0
+        self._done = False
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def set_limit(self, limit_s: float | None) -> None:
+        with self._cond:
+            self.limit_s = limit_s
+            self._cond.notify()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while not self._done:
+                if self.limit_s is None:
+                    self._cond.wait()
+                    continue
+                remaining = self.started + self.limit_s - time.monotonic()
+                if remaining <= 0:
+                    self.expired = True
+                    if self.stop is not None:
+                        self.stop.stop(self.reason)
+                    else:
+                        stop_all(self.reason)
+                    return
+                self._cond.wait(remaining)
+
+    def __enter__(self) -> Deadline:
+        self.started = time.monotonic()
+        self._thread = threading.Thread(target=self._watch, name="aaco-item-timeout", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._done = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()

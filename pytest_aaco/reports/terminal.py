@@ -142,6 +142,54 @@ def other_runners_line(records: Sequence[ItemRecord]) -> str | None:
             " Baselines are kept per machine (CPU model, cores, GPU): record this one's with --aaco-save-baseline")
 
 
+#: a wait for the device lock longer than this (s) gets a line of its own in the results
+LOCK_WAIT_LINE_S = 1.0
+
+
+def lock_waits(records: Sequence[ItemRecord]) -> JSONDict:
+    """The session's waits for the device lock (``lock_wait_s`` of each item's result, s): ``total_s``,
+    ``items`` that waited more than :data:`LOCK_WAIT_LINE_S`, and the ``longest`` (``{"label", "wait_s"}``)."""
+    waits = [(r.label, float(w)) for r in records
+             if isinstance(w := (r.result or {}).get("lock_wait_s"), (int, float)) and not isinstance(w, bool)]
+    longest = max(waits, key=lambda pair: pair[1], default=None)
+    return {"total_s": round(sum(w for _, w in waits), 3),
+            "items": sum(1 for _, w in waits if w > LOCK_WAIT_LINE_S),
+            "longest": None if longest is None else {"label": longest[0], "wait_s": round(longest[1], 3)}}
+
+
+def lock_wait_line(records: Sequence[ItemRecord]) -> str | None:
+    """``device lock: 2 item(s) waited 93.1 s in all for another benchmark on the device (longest: ...)``, None
+    when no item waited more than :data:`LOCK_WAIT_LINE_S`."""
+    waits = [(r.label, float(w)) for r in records
+             if isinstance(w := (r.result or {}).get("lock_wait_s"), (int, float)) and not isinstance(w, bool)]
+    long = [pair for pair in waits if pair[1] > LOCK_WAIT_LINE_S]
+    if not long:
+        return None
+    label, most = max(long, key=lambda pair: pair[1])
+    return (f"device lock: {len(long)} item(s) waited {sum(w for _, w in waits):.1f} s in all for another benchmark"
+            f" on the device (longest: {label}, {most:.1f} s); their figures were measured after the wait")
+
+
+def write_interrupted(config: pytest.Config, records: Sequence[ItemRecord]) -> None:
+    """The results table of the items finished so far, written straight to the terminal when a second
+    signal ends the process inside a run (:mod:`pytest_aaco.measure.stopping`), with pytest's output capture
+    put aside for what follows; no table without items."""
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if capman is not None:
+        capman.suspend_global_capture(in_=False)
+    if not records:
+        return
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["", "pytest-aaco results (the items finished before the process was ended)", *format_table(records)]
+    for line in lines:
+        if tr is not None:
+            tr.write_line(line)
+        else:
+            print(line, flush=True)
+    if tr is not None:
+        tr.flush()
+
+
 def lond_line(summary_fdr: JSONDict | None, regressions: int | None = None) -> str | None:
     """``false-alarm control: LOND at FDR 0.05 over 3 benchmark items; 2 gated, 1 regression(s)``.
 
@@ -186,6 +234,9 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
     others = other_runners_line(records)
     if others:
         lines.append(others)
+    waited = lock_wait_line(records)
+    if waited:
+        lines.append(waited)
     if context.bundle_path is not None:
         lines.append(f"session bundle: {context.bundle_path}")
     return lines

@@ -87,6 +87,33 @@ class WorkerEnvironmentError(WorkerError):
     """The ``--aaco-compare-python`` interpreter cannot run the worker; the message gives the fix."""
 
 
+class WorkerKilled(WorkerError):
+    """The side worker was ended by a signal (``signum``): a crash, or a stop from outside (the out-of-memory
+    killer, a job's timeout, ``kill``), never a sign of the wrong interpreter."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
+#: signals a process gets from its own fault (a crash inside the interpreter or a native library it loaded)
+CRASH_SIGNALS = frozenset(getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
+                          if hasattr(signal, name))
+
+
+def killed_text(signum: int, op: str) -> str:
+    """``killed by SIGKILL during hello (signal 9: stopped from outside ...)``; a crash signal (SIGSEGV ...)
+    is called a crash instead."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    why = ("a crash inside the interpreter or a native library it loaded (numpy, onnxruntime, a driver)"
+           if signum in CRASH_SIGNALS else
+           "stopped from outside pytest-aaco: the out-of-memory killer, a job's timeout or a kill")
+    return f"killed by {name} during {op} (signal {signum}: {why})"
+
+
 def install_hint(python: str) -> str:
     """What the other environment needs, as a command."""
     return (f"{python} -m pip install onnxruntime numpy (or the onnxruntime build under test, e.g."
@@ -258,7 +285,7 @@ class WorkerSide:
         self._finalizer = weakref.finalize(self, _stop, proc, stderr)
         try:
             hello = self._request("hello", self.timeout_s)
-        except WorkerEnvironmentError:
+        except (WorkerEnvironmentError, WorkerKilled):  # a signal says nothing about the interpreter's version
             raise
         except WorkerError as exc:
             raise WorkerEnvironmentError(f"{OPTION}={self.python} could not run the side worker (is it a Python"
@@ -514,12 +541,8 @@ class WorkerSide:
         tails = self._tails()
         self._terminate()
         if code is not None and code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-        else:
-            how = f"exited with status {code}" if code is not None else "closed its output"
+            return WorkerKilled(f"{self._who()}: the worker was {killed_text(-code, op)}{tails}", -code)
+        how = f"exited with status {code}" if code is not None else "closed its output"
         return WorkerError(f"{self._who()}: the worker {how} during {op}{tails}")
 
     def _tails(self) -> str:
