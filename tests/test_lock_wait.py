@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -111,6 +112,21 @@ def test_what_a_holder_wrote_is_shown_as_printable_text_only(locks: Path) -> Non
         os.close(fd)
     assert note is not None and "\x1b" not in note and "\r" not in note and "\n" not in note
     assert note.startswith("pid 1 [31m::error::owned") and len(note) == devicelock.HOLDER_CHARS
+
+
+def test_a_note_is_cleared_on_release_and_one_left_by_a_gone_process_is_not_shown(locks: Path) -> None:
+    with devicelock.hold_device(False, 0, "tiny[cpu]") as hold:
+        assert f"pid {os.getpid()} on {socket.gethostname()}" in (locks / "host.lock").read_text()
+    assert hold.held and (locks / "host.lock").read_text() == ""  # a holder that writes none is not misnamed
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    for pid, shown in ((gone.pid, False), (os.getpid(), True)):
+        (locks / "host.lock").write_text(f"pid {pid} on {socket.gethostname()}, user x, tiny[cpu], since now\n")
+        fd = os.open(locks / "host.lock", os.O_RDONLY)
+        try:
+            assert (devicelock._holder(fd) is not None) == shown, pid
+        finally:
+            os.close(fd)
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to make files of other uids")

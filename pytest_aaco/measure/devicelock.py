@@ -26,13 +26,14 @@ from __future__ import annotations
 import errno
 import getpass
 import os
+import re
 import socket
 import stat
 import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -187,6 +188,8 @@ def _acquire(path: Path, hold: DeviceHold, label: str, waiting: Callable[[str], 
 
     def release() -> None:
         try:
+            with suppress(OSError):
+                os.ftruncate(fd, 0)  # the note goes with the hold: a holder that writes none is not misnamed
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
@@ -239,14 +242,29 @@ def _write_note(fd: int, label: str) -> None:
 
 
 def _holder(fd: int) -> str | None:
-    """The holder's note in the lock file, printable ASCII only and cut to :data:`HOLDER_CHARS`; None if empty."""
+    """The holder's note in the lock file, printable ASCII only and cut to :data:`HOLDER_CHARS`; None if empty,
+    or when it names a process of this host that is gone (a holder killed before it could clear its note,
+    while a holder that writes none, such as an older pytest-aaco through filelock, holds the lock now)."""
     try:
         raw = os.pread(fd, 4 * HOLDER_CHARS, 0)
     except OSError:
         return None
     text = "".join(c if " " <= c <= "~" else " " for c in raw.decode("ascii", "replace").strip())
     text = " ".join(text.split())[:HOLDER_CHARS]
+    found = re.match(r"pid (\d+) on (\S+),", text)
+    if found and found.group(2) == socket.gethostname() and not _alive(int(found.group(1))):
+        return None
     return text or None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it exists
+        return True
+    return True
 
 
 def _timeout_text(path: Path, holder: str | None, label: str, limit: float) -> str:
