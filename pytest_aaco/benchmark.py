@@ -22,7 +22,7 @@ import pytest
 
 from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.devicelock import DeviceHold, DeviceLockTimeout, hold_device
+from pytest_aaco.measure.devicelock import NOTICE_S, DeviceHold, DeviceLockTimeout, hold_device
 from pytest_aaco.measure.inference import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -216,10 +216,16 @@ def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intr
 
     On a GPU EP the session is built under the GPU's device lock (:func:`device_lock`): building one
     (weights uploaded, cuDNN or MIGraphX tuning) while another pytest-xdist worker measures on the same
-    GPU (``--aaco-device-id 0,0``) would slow that worker's rounds. Never called with the lock held."""
+    GPU (``--aaco-device-id 0,0``) would slow that worker's rounds. Never called with the lock held. Raises
+    :class:`LockTimeout` when the lock stays held past ``--aaco-lock-timeout``."""
     probe = DeviceMemoryProbe(provider.short, device_id)
     label = f"{model_path.name}[{provider.short}]"
-    with device_lock(provider, device_id, label) if provider.is_gpu else nullcontext(False):
+    with ExitStack() as stack:
+        if provider.is_gpu:
+            try:
+                stack.enter_context(device_lock(provider, device_id, label))
+            except DeviceLockTimeout as exc:
+                raise LockTimeout(str(exc)) from None
         probe.start()
         before = rss_mb()
         handle = build_session(model_path, provider, device_id, intra_op_threads)
@@ -338,6 +344,8 @@ class BenchmarkRun:
             except DeviceLockTimeout as exc:
                 raise LockTimeout(str(exc)) from None
             self.lock_waits.append(hold.wait_s)
+            if self.say is not None and hold.wait_s > NOTICE_S:
+                self.say(f"{self.label}: took the device lock {hold.path} after waiting {hold.wait_s:.1f} s")
             (handle or self.handle).run_stop.reset()
             setting = self.config.item_timeout_s
             self._limit_rule = "" if setting is not None else f", auto: at most {ITEM_TIMEOUT_CAP_S:g} s"

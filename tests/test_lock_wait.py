@@ -217,6 +217,7 @@ def test_an_items_wait_is_in_its_record_the_bundle_summary_and_the_terminal(aaco
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert f"tiny[cpu]: waiting for the device lock {locks / 'host.lock'}, held by pid {holder.pid}" in out, out
+    assert f"tiny[cpu]: took the device lock {locks / 'host.lock'} after waiting" in out, out
     assert "device lock: 1 item(s) waited" in out and "(longest: tiny[cpu]," in out, out
     [bundle] = list((root / ".aaco" / "sessions").iterdir())
     [item] = [json.loads(p.read_text()) for p in bundle.rglob("*.json") if '"nodeid"' in p.read_text()]
