@@ -297,3 +297,34 @@ def test_an_untracked_model_in_a_submodule_names_the_submodule_for_git_add(home:
         tree.side_at_revision(spec, "cpu")
     assert "not tracked by git" in str(caught.value)
     assert f"(git -C {repo / 'vendor'} add loose.onnx)" in str(caught.value), caught.value
+
+
+# ------------------------------------------------------------------ end to end: pytest --aaco-compare
+
+
+def test_compare_end_to_end_with_an_absolute_path_and_a_committed_link(aaco_project) -> None:
+    """A model named by an absolute path and slowed many times over fails the gate (it was called
+    ``new``, rc 0); a model committed as a symbolic link and left alone is ``unchanged`` (it failed
+    with "Protobuf parsing failed", the link's target text read as the model)."""
+    from pytest_aaco.measure.modelgen import add_extra_work
+
+    root = aaco_project.pytester.path
+    (root / "nets").mkdir()
+    shutil.copy(aaco_project.model, root / "nets" / "slowed.onnx")
+    shutil.copy(aaco_project.model, root / "nets" / "real.onnx")
+    (root / "nets" / "linked.onnx").symlink_to("real.onnx")
+    aaco_project.registry(f"models:\n  slowed:\n    path: '{root / 'nets' / 'slowed.onnx'}'\n"
+                          "  linked:\n    path: nets/linked.onnx\n")
+    new_repo(root)
+    commit_all(root, "base")
+    onnx.save(add_extra_work(onnx.load(str(root / "nets" / "slowed.onnx")), matmuls=40, size=256),
+              str(root / "nets" / "slowed.onnx"))
+    commit_all(root, "the pull request")
+    result = aaco_project.run_subprocess("--aaco-compare=HEAD~1", "--aaco-threshold=50%", "--aaco-intra-op-threads=1",
+                                         "--aaco-compare-budget=20", "-v", timeout=300)
+    text = result.stdout.str() + result.stderr.str()
+    assert "Protobuf parsing failed" not in text
+    result.stdout.fnmatch_lines(["*test_latency[[]slowed-cpu[]] *FAILED*"])
+    result.stdout.fnmatch_lines(["linked*cpu*-*unchanged"])
+    assert "REGRESSION slowed[cpu]" in text
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
