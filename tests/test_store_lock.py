@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -217,3 +218,41 @@ def test_read_json_strictness():
         assert read_json(target)["a"][0] == 1.5e308
         target.write_text("[NaN, 1e400]")
         assert str(read_json(target)) == "[nan, inf]"
+
+
+# ------------------------------------------------------------------ end to end: one damaged file in a runner folder
+
+TWO_MODELS = "models:\n  a:\n    path: tiny.onnx\n  b:\n    path: tiny.onnx\n"
+#: damage to a real run's file: keys and values that any saved history holds
+E2E_DAMAGE = {
+    "deep nesting in a run": lambda text: text.replace('"summary": {', f'"deep": {_nested(50_000)}, "summary": {{', 1),
+    "integer 10^400": lambda text: re.sub(r'"n": \d+', '"n": 1' + "0" * 400, text, count=1),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(E2E_DAMAGE))
+def test_one_damaged_file_names_itself_and_leaves_the_other_items_alone(aaco_project, damage):
+    """One item's file damaged: that item's error names the file, the other item of the runner folder is
+    gated as usual, and the next save moves the damaged file aside, saying so (it used to error every item
+    of the folder without naming the file, and the save never moved it aside, so CI stayed red)."""
+    aaco_project.registry(TWO_MODELS)
+    assert aaco_project.run("--aaco-save-baseline").ret == 0
+    files = sorted((aaco_project.pytester.path / "baselines").rglob("*test_latency-a-cpu*.json"))
+    assert len(files) == 1
+    damaged = files[0]
+    text = damaged.read_text()
+    damaged.write_text(E2E_DAMAGE[damage](text))
+    assert damaged.read_text() != text
+
+    result = aaco_project.run("-rA")
+    out = result.stdout.str()
+    assert str(damaged) in out, out
+    assert "RecursionError" not in out and "OverflowError" not in out
+    result.stdout.fnmatch_lines(["PASSED test_perf.py::test_latency[[]b-cpu[]]"])
+    assert "test_latency[b-cpu] - " not in out  # b has no error line
+
+    result = aaco_project.run("--aaco-save-baseline", "-W", "default")  # the warning is the point, not an error
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert f"unreadable baseline {damaged} moved aside" in out, out
+    assert len(list(damaged.parent.glob("*.corrupt-*.json"))) == 1
