@@ -10,6 +10,7 @@ file and the fix. The last test runs pytest itself on the absolute-path layout.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -328,3 +329,49 @@ def test_compare_end_to_end_with_an_absolute_path_and_a_committed_link(aaco_proj
     result.stdout.fnmatch_lines(["linked*cpu*-*unchanged"])
     assert "REGRESSION slowed[cpu]" in text
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+
+
+# ------------------------------------------------------------------ the walk at REF agrees with the file system
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NAMES = ["a", "b", "c", "m.onnx"]
+_COMPONENT = st.sampled_from(["a", "b", "c", "..", ".", "m.onnx"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(links=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "a/l", "b/l", "l"]),
+                                st.lists(_COMPONENT, min_size=1, max_size=4)), max_size=4),
+       query=st.lists(_COMPONENT, min_size=1, max_size=5))
+def test_the_walk_at_ref_finds_what_the_file_system_finds(tmp_path_factory, links, query) -> None:
+    """Random trees of folders and relative links (with ``..``, links to links, loops, links out of the
+    repository): the file :meth:`RefTree.resolve_at_ref` finds in the commit is the file the kernel
+    finds in the checked-out tree, and where the kernel finds no file inside the repository the walk
+    finds none either (None, or a GitRefError for a link out, a loop, a folder)."""
+    repo = new_repo(tmp_path_factory.mktemp("walk") / "repo")
+    for folder in ("a", "b", "c"):
+        (repo / folder).mkdir()
+        (repo / folder / "keep").write_text(folder)
+        (repo / folder / "m.onnx").write_text(f"model in {folder}")
+    (repo / "m.onnx").write_text("model at the top")
+    for name, target in links:
+        link = repo / name
+        if link.is_symlink() or link.exists():
+            if link.is_dir() and not link.is_symlink():
+                shutil.rmtree(link)
+            else:
+                link.unlink()
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to("/".join(target))
+    commit_all(repo, "tree")
+    given_path = repo.joinpath(*query)
+    real = Path(os.path.realpath(given_path))
+    inside = real == repo.resolve() or repo.resolve() in real.parents
+    expected = real.relative_to(repo.resolve()).as_posix() if inside and real.is_file() else None
+    with RefTree(resolve_ref("HEAD", repo)) as tree:
+        try:
+            found = tree.resolve_at_ref(list(query), "/".join(query))
+        except GitRefError:
+            found = None
+        assert (found.place if found is not None else None) == expected, (links, query)
