@@ -357,18 +357,20 @@ def test_the_walk_at_ref_finds_what_the_file_system_finds(tmp_path_factory, link
     (repo / "m.onnx").write_text("model at the top")
     for name, target in links:
         link = repo / name
+        if link.parent.is_symlink() or not link.parent.is_dir():  # its folder was replaced by a link
+            continue
         if link.is_symlink() or link.exists():
             if link.is_dir() and not link.is_symlink():
                 shutil.rmtree(link)
             else:
                 link.unlink()
-        link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to("/".join(target))
     commit_all(repo, "tree")
     given_path = repo.joinpath(*query)
     real = Path(os.path.realpath(given_path))
     inside = real == repo.resolve() or repo.resolve() in real.parents
-    expected = real.relative_to(repo.resolve()).as_posix() if inside and real.is_file() else None
+    exists = given_path.is_file()  # stat: the kernel's own walk (realpath alone fixes up missing folders)
+    expected = real.relative_to(repo.resolve()).as_posix() if inside and exists else None
     with RefTree(resolve_ref("HEAD", repo)) as tree:
         try:
             found = tree.resolve_at_ref(list(query), "/".join(query))
