@@ -39,8 +39,8 @@ from pytest_aaco import __version__, eps, flavors
 from pytest_aaco.history.commit import commit_text, describe_commit
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
-from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
-from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
+from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, prune, restore
+from pytest_aaco.jsonio import AacoFileError, atomic_write_text, dumps, read_json
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
@@ -537,16 +537,12 @@ def cmd_baseline_prune(args: argparse.Namespace) -> int:
         _err(f"aaco: error: {problem} (left as it is)")
     trimmed = 0
     for b in found:
-        if b.runs <= args.keep:
+        try:  # read again and trimmed under the file's lock: a run saved meanwhile is kept
+            dropped = prune(b.path, args.keep, args.dry_run)
+        except AacoFileError as exc:
+            raise CliError(str(exc)) from None
+        if not dropped:
             continue
-        dropped = b.runs - args.keep
-        b.history = b.history[-args.keep:]
-        if not args.dry_run:
-            try:
-                with locked(b.path):
-                    atomic_write_json(b.path, b.to_dict(), strict=True)
-            except OSError as exc:
-                raise CliError(f"{b.path}: cannot write ({exc.strerror or exc})") from None
         trimmed += 1
         verb = "would trim" if args.dry_run else "trimmed"
         _out(f"{verb} {b.path}: {dropped} oldest run(s) dropped, {args.keep} kept")

@@ -84,14 +84,39 @@ def atomic_write_json(path: str | os.PathLike[str], data: object, strict: bool =
     return atomic_write_text(path, dumps(data, strict))
 
 
+class _StrictJSONError(ValueError):
+    """What :func:`strict_loads` refuses beyond :func:`json.loads`: a duplicate key, nesting too deep."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _StrictJSONError(f"key {key!r} given twice in one object")
+        data[key] = value
+    return data
+
+
+def strict_loads(text: str) -> Any:
+    """Parse JSON text as :func:`json.loads` does, but a key given twice in one object (``json.loads``
+    keeps the last) and nesting deeper than Python's recursion limit raise ValueError, as does an
+    integer of more than 4300 digits (Python's limit). ``NaN`` and ``1e400`` (infinity) are parsed:
+    each reader checks its numbers and names the JSON path (:mod:`pytest_aaco.history.store`)."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_object)
+    except RecursionError:
+        raise _StrictJSONError("nested too deeply") from None
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file; a missing or malformed file raises :class:`AacoFileError` naming it."""
+    """Read a JSON file (:func:`strict_loads`); a missing or malformed file raises :class:`AacoFileError` naming it:
+    not JSON, not UTF-8, a key given twice, nesting too deep, an integer too long to convert."""
     target = Path(path)
     try:
-        return json.loads(target.read_text(encoding="utf-8"))
+        return strict_loads(target.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise AacoFileError(f"{target}: file not found") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise AacoFileError(
             f"{target}: not valid JSON ({exc}); delete it or restore it from git, then re-run"
         ) from exc

@@ -12,7 +12,7 @@ left alone (:class:`pytest_aaco.measure.stopping.InterruptGuard`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -47,6 +47,89 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
+
+
+# ------------------------------------------------------------------ options read as test paths
+
+#: the options that take a value (``--aaco-junit PATH``), as written on the command line
+VALUE_FLAGS = frozenset(opt.flag for opt in OPTIONS if opt.metavar is not None)
+
+
+def _first_pass_args(config: pytest.Config) -> list[str]:
+    """The arguments pytest parsed to choose its rootdir: ``PYTEST_ADDOPTS``, then the command line."""
+    import os
+    import shlex
+
+    try:
+        env = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:
+        env = []
+    return [*env, *(str(a) for a in config.invocation_params.args)]
+
+
+def stray_option_values(args: list[str], invocation_dir: object) -> list[tuple[str, str]]:
+    """``(flag, value)`` for each value-taking ``--aaco-*`` option written with its value as the next
+    argument (``--aaco-junit out/perf.xml``) where that value exists on disk, relative to
+    *invocation_dir*: pytest takes such a value for a test path when it chooses its rootdir, because
+    it parses the command line for that before it loads the plugins that declare the options."""
+    from pathlib import Path
+
+    stray = []
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in VALUE_FLAGS and not value.startswith("-"):
+            path = Path(value.split("::")[0]).expanduser()
+            try:
+                exists = (path if path.is_absolute() else Path(str(invocation_dir)) / path).exists()
+            except (OSError, ValueError):
+                exists = False
+            if exists:
+                stray.append((flag, value))
+    return stray
+
+
+def check_rootdir(config: pytest.Config) -> None:
+    """Refuse a run whose rootdir or ini file an ``--aaco-*`` option value chose (a one-line usage error).
+
+    pytest chooses its rootdir and ini file from the command line before it loads plugins installed
+    by entry points (``_pytest.config.Config.parse``: ``determine_setup`` runs on the first
+    ``parse_known_args``, ``load_setuptools_entrypoints`` comes after), so ``--aaco-junit /reports/perf.xml``
+    with an existing file reads ``/reports/perf.xml`` as a test path: the rootdir moves to ``/reports``,
+    the project's ``pytest.ini`` is skipped and the built-in registry is measured. The setup is worked
+    out again without those values (:func:`stray_option_values`); when it differs, the run stops,
+    naming the option and the fix, ``--aaco-junit=/reports/perf.xml``, which is never misread.
+    """
+    stray = stray_option_values(_first_pass_args(config), config.invocation_params.dir)
+    if not stray:
+        return
+    ns = config.known_args_namespace
+    true_args = [str(a) for a in getattr(ns, "file_or_dir", None) or [] if str(a) not in {v for _, v in stray}]
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        kwargs: dict[str, Any] = {"inifile": getattr(ns, "inifilename", None), "args": true_args,
+                                  "rootdir_cmd_arg": getattr(ns, "rootdir", None) or None,
+                                  "invocation_dir": config.invocation_params.dir}
+        try:
+            rootpath, inipath, *_ = determine_setup(override_ini=getattr(ns, "override_ini", None), **kwargs)
+        except TypeError:  # pytest 8 has no override_ini parameter
+            rootpath, inipath, *_ = determine_setup(**kwargs)
+        moved = (rootpath, inipath) != (config.rootpath, config.inipath)
+    except Exception:  # noqa: BLE001 - a pytest whose internals differ: refuse, the value was read as a path
+        rootpath, inipath, moved = None, None, True
+    if not moved:
+        return
+    flag, value = stray[0]
+    meant = f" (it would be {rootpath}, ini file {inipath or 'none'})" if rootpath is not None else ""
+    raise pytest.UsageError(
+        f"{flag} {value}: pytest read {value} as a test path when it chose its rootdir, before it knew"
+        f" pytest-aaco's options, so the rootdir is {config.rootpath} and the ini file"
+        f" {config.inipath or 'none'}{meant}; write the value with '=': {flag}={value}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Before any conftest is imported: :func:`check_rootdir`."""
+    check_rootdir(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:

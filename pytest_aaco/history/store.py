@@ -209,6 +209,8 @@ def _number(path: Path, where: str, value: Any, low: float = -MAX_NUMBER, high: 
     """*value* (at JSON path *where*) is an int or float (never a bool), finite and in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
         raise _bad(path, where, value, "expected an integer" if integer else "expected a number")
+    if isinstance(value, int) and abs(value) > MAX_COUNT * MAX_NUMBER:  # 10**400: no float, math.isfinite overflows
+        raise _bad(path, where, f"an integer of {len(str(abs(value)))} digits", f"expected at most {high:g}")
     if not math.isfinite(value):
         raise _bad(path, where, value, "expected a finite number")
     if value < low:
@@ -342,6 +344,10 @@ def load_baseline(path: Path, nodeid: str | None = None) -> Baseline | None:
         raise SchemaVersionError(f"{path}: schema_version {version} is newer than this pytest-aaco understands"
                                  f" ({SCHEMA_VERSION}); upgrade pytest-aaco")
     history = _require(path, data, "history", list)
+    fingerprint = _require(path, data, "fingerprint", dict)
+    if not history:  # every save appends a run: an empty history is a damaged file, never a baseline
+        raise AacoFileError(f"{path}: baseline key 'history' is an empty list, so there is no run to compare"
+                            f" with;{_RE_RECORD}")
     _check_history(path, history)
     archive = data.get("archive") or []
     if not isinstance(archive, list):
@@ -353,7 +359,7 @@ def load_baseline(path: Path, nodeid: str | None = None) -> Baseline | None:
     return Baseline(
         path=path,
         item=str(data.get("item", "")),
-        fingerprint=_require(path, data, "fingerprint", dict),
+        fingerprint=fingerprint,
         fingerprint_id=str(data.get("fingerprint_id", "")),
         history=history,
         latest_latencies_ms=_latencies(path, data),
@@ -572,36 +578,73 @@ def restore(path: Path, index: int | None = None, copy: Path | None = None) -> s
     repaired moved-aside *copy* of it, as the live history; the live one goes to the archive.
 
     Runs under the file's lock and writes atomically. Returns a sentence saying what happened.
-    Raises :class:`AacoFileError` naming the file when it (or the copy) cannot be read, or the
-    index does not exist.
+    Raises :class:`AacoFileError` naming the file when it (or the copy) cannot be read or written,
+    or the index does not exist.
     """
-    with locked(path):
-        current = load_baseline(path)
-        if copy is not None:
-            restored = load_baseline(copy)  # still unreadable: AacoFileError naming it, nothing changes
-            if restored is None:
-                raise AacoFileError(f"{copy}: no such file")
-            archive = list(restored.archive) + (current.archive if current is not None else [])
-            if current is not None:
-                archive.append(_archived(current, f"replaced by aaco baseline restore {copy.name}"))
-            restored.path, restored.archive = path, archive
-            _write(path, restored.to_dict())
-            copy.unlink()
-            return f"restored {path} from {copy.name} ({_plural(restored.runs)})"
-        if current is None:
-            raise AacoFileError(f"{path}: no such baseline file")
-        if index is None or not 0 <= index < len(current.archive):
-            raise AacoFileError(f"{path}: no archived history #{(index or 0) + 1};"
-                                f" it has {len(current.archive)} (aaco baseline archived lists them)")
-        archive = list(current.archive)
-        entry = archive.pop(index)
-        archive.append(_archived(current, f"replaced by aaco baseline restore #{index + 1}"))
-        baseline = Baseline(path=path, item=str(entry.get("item") or current.item), fingerprint=entry["fingerprint"],
-                            fingerprint_id=str(entry.get("fingerprint_id", "")), history=entry["history"],
-                            latest_latencies_ms=entry.get("latest_latencies_ms") or [], archive=archive)
-        _write(path, baseline.to_dict())
-        return (f"restored the {_plural(baseline.runs)} history archived {entry.get('archived_at')} in {path}"
-                f" ({entry.get('reason')}); the live one is archived")
+    try:
+        with locked(path):
+            return _restore_locked(path, index, copy)
+    except OSError as exc:
+        raise AacoFileError(f"{path}: cannot restore the baseline ({exc.strerror or exc});"
+                            f" make {path.parent} writable") from None
+
+
+def _restore_locked(path: Path, index: int | None, copy: Path | None) -> str:
+    current = load_baseline(path)
+    if copy is not None:
+        restored = load_baseline(copy)  # still unreadable: AacoFileError naming it, nothing changes
+        if restored is None:
+            raise AacoFileError(f"{copy}: no such file")
+        archive = list(restored.archive) + (current.archive if current is not None else [])
+        if current is not None:
+            archive.append(_archived(current, f"replaced by aaco baseline restore {copy.name}"))
+        restored.path, restored.archive = path, archive
+        _write(path, restored.to_dict())
+        copy.unlink()
+        return f"restored {path} from {copy.name} ({_plural(restored.runs)})"
+    if current is None:
+        raise AacoFileError(f"{path}: no such baseline file")
+    if index is None or not 0 <= index < len(current.archive):
+        raise AacoFileError(f"{path}: no archived history #{(index or 0) + 1};"
+                            f" it has {len(current.archive)} (aaco baseline archived lists them)")
+    archive = list(current.archive)
+    entry = archive.pop(index)
+    archive.append(_archived(current, f"replaced by aaco baseline restore #{index + 1}"))
+    baseline = Baseline(path=path, item=str(entry.get("item") or current.item), fingerprint=entry["fingerprint"],
+                        fingerprint_id=str(entry.get("fingerprint_id", "")), history=entry["history"],
+                        latest_latencies_ms=entry.get("latest_latencies_ms") or [], archive=archive)
+    _write(path, baseline.to_dict())
+    return (f"restored the {_plural(baseline.runs)} history archived {entry.get('archived_at')} in {path}"
+            f" ({entry.get('reason')}); the live one is archived")
+
+
+def prune(path: Path, keep: int, dry_run: bool = False) -> int:
+    """Trim the live history of baseline *path* to its last *keep* runs (``aaco baseline prune``).
+
+    The read-trim-write runs under the file's lock (:func:`locked`), the lock every writer of the
+    store takes, so a run saved meanwhile by another process is never lost: the file is read again
+    inside the lock, never trimmed from an earlier read. Archived histories are left as they are.
+    With *dry_run* nothing is written (and no lock taken). Returns the runs dropped (would be
+    dropped), 0 when the file holds *keep* runs or fewer or is gone. Raises :class:`AacoFileError`
+    naming the file when it cannot be read (left as it is) or written.
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    try:
+        if dry_run:
+            current = load_baseline(path)
+            return max(current.runs - keep, 0) if current is not None else 0
+        with locked(path):
+            current = load_baseline(path)
+            if current is None or current.runs <= keep:
+                return 0
+            dropped = current.runs - keep
+            current.history = current.history[-keep:]
+            _write(path, current.to_dict())
+            return dropped
+    except OSError as exc:
+        raise AacoFileError(f"{path}: cannot trim the baseline ({exc.strerror or exc});"
+                            f" make {path.parent} writable") from None
 
 
 @dataclass(frozen=True)

@@ -31,9 +31,11 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.registry import (
+    LFS_POINTER_MAX_BYTES,
     ModelSpec,
     RegistryError,
     content_hash,
+    is_lfs_pointer,
     model_path,
     parse_model,
     parse_registry_text,
@@ -44,7 +46,20 @@ UNCHANGED, NEW, CHANGED = "unchanged", "new", "changed"
 OPTION = "--aaco-compare"
 #: a model file this small is read (without external data) to find its external data files
 EXTERNAL_DATA_SCAN_MAX_BYTES = 256 * 2**20
-_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+#: at most this many symbolic links are followed for one path (Linux's own limit, MAXSYMLINKS)
+MAX_LINK_HOPS = 40
+
+
+@dataclass(frozen=True)
+class RefFile:
+    """A file at REF: its ``blob`` at ``commit`` of ``repo`` (the repository, or a submodule's clone),
+    ``rel`` its path there, ``place`` its path below the top-level repository (where it goes in the tree)."""
+
+    repo: Path
+    commit: str
+    rel: str
+    place: str
+    blob: str
 
 
 class GitRefError(ValueError):
@@ -168,6 +183,7 @@ class RefTree:
         self.root = Path(tempfile.mkdtemp(prefix=TREE_PREFIX, dir=tmp_root))
         (self.root / OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
         self._registries: dict[Path, tuple[Path, JSONDict] | None] = {}
+        self._trees: dict[tuple[Path, str, str], dict[str, tuple[str, str, str]]] = {}
 
     def __enter__(self) -> RefTree:
         return self
@@ -180,61 +196,194 @@ class RefTree:
 
     def relative(self, path: Path) -> str:
         """*path* relative to the repository, POSIX style; GitRefError when it lies outside."""
-        try:
-            return path.resolve().relative_to(self.gitref.repo.resolve()).as_posix()
-        except ValueError:
-            raise GitRefError(f"{path}: outside the git repository {self.gitref.repo}, so {OPTION} cannot find"
-                              f" it at {self.gitref.ref}; keep the registry and its models in the repository")\
-                from None
+        return "/".join(self.repo_parts(path.absolute()))
+
+    def repo_parts(self, path: Path, top: Path | None = None) -> list[str]:
+        """The components of *path* (absolute, as written) below the repository *top* (default: the one
+        of REF): the shortest leading part of *path* whose real path lies in the repository is replaced by
+        its place there, the rest is kept as written, so ``..`` and symbolic links inside the repository
+        are followed as they were at REF (:meth:`resolve_at_ref`), not as they are now. An absolute path
+        naming the repository through a linked folder (``/home/me/proj`` -> ``/data/proj``) is found too.
+        GitRefError naming *path* when no part of it lies in the repository."""
+        top = (top or self.gitref.repo).resolve()
+        parts = path.parts
+        for count in range(1, len(parts) + 1):
+            real = Path(os.path.realpath(Path(*parts[:count])))
+            if real == top or top in real.parents:
+                return [*real.relative_to(top).parts, *parts[count:]]
+        raise GitRefError(f"{path}: outside the git repository {top}, so {OPTION} cannot find it at"
+                          f" {self.gitref.ref}; keep the registry and its models in the repository") from None
+
+    def _tree_entries(self, repo: Path, commit: str, folder: str) -> dict[str, tuple[str, str, str]]:
+        """The entries of *folder* (``""``: the top) at *commit* of *repo*: name -> (mode, type, object id).
+        The folder is named as ``COMMIT:FOLDER``, so no name is read as a pathspec pattern."""
+        key = (repo, commit, folder)
+        if key not in self._trees:
+            out = subprocess.run(["git", "-C", str(repo), "ls-tree", "-z", f"{commit}:{folder}"],
+                                 capture_output=True, check=False)
+            entries: dict[str, tuple[str, str, str]] = {}
+            for record in out.stdout.split(b"\0") if out.returncode == 0 else []:
+                head, sep, name = record.partition(b"\t")
+                if sep:
+                    mode, kind, obj = head.decode().split()
+                    entries[os.fsdecode(name)] = (mode, kind, obj)
+            self._trees[key] = entries
+        return self._trees[key]
+
+    def resolve_at_ref(self, parts: list[str], what: str) -> RefFile | None:
+        """The file that the path *parts* (below the repository, as :meth:`repo_parts` gives them) named at
+        REF, following ``..`` and symbolic links as git stored them at that commit (a link's blob is the
+        text of its target), and into git submodules at the commit REF recorded for them; None when
+        nothing was there. *what* names the path in errors.
+
+        Raises GitRefError for a link that leads out of the repository, a link loop, a folder or a
+        submodule where a file is wanted, and a submodule whose commit at REF its clone lacks."""
+        repo, commit = self.gitref.repo, self.gitref.commit
+        base: list[str] = []  # the place of the submodule the walk is in
+        stack: list[str] = []
+        queue = list(parts)
+        hops = 0
+        at = f"{what} at {self.gitref.ref}"
+        while queue:
+            name = queue.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if not stack:
+                    raise GitRefError(f"{at}: the path leads out of the repository ({'/'.join(parts)});"
+                                      f" {OPTION} reads the model from the repository at that revision, so"
+                                      " keep it inside")
+                stack.pop()
+                continue
+            entry = self._tree_entries(repo, commit, "/".join(stack)).get(name)
+            if entry is None:
+                return None
+            mode, kind, obj = entry
+            rel = "/".join([*stack, name])
+            if mode == "120000":  # a symbolic link: git stores its target text as the blob
+                hops += 1
+                if hops > MAX_LINK_HOPS:
+                    raise GitRefError(f"{at}: more than {MAX_LINK_HOPS} symbolic links in a row at {rel}"
+                                      " (a link loop); fix the links")
+                target = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", obj], capture_output=True,
+                                        check=False).stdout.decode("utf-8", "surrogateescape")
+                if os.path.isabs(target):
+                    try:
+                        inner = self.repo_parts(Path(target), repo)
+                    except GitRefError:
+                        inner = None
+                    if inner is None:
+                        raise GitRefError(f"{at}: {rel} is a symbolic link to {target}, outside the repository;"
+                                          f" {OPTION} reads files only from the repository at that revision, so"
+                                          " commit the model itself rather than a link out of the repository")
+                    stack, queue = [], [*inner, *queue]
+                else:
+                    if _leaves(target, len(stack)):
+                        raise GitRefError(f"{at}: {rel} is a symbolic link to {target}, outside the repository;"
+                                          f" {OPTION} reads files only from the repository at that revision,"
+                                          " so commit the model itself rather than a link out of the"
+                                          " repository")
+                    queue = [*target.split("/"), *queue]
+                continue
+            if mode == "160000":  # a git submodule: continue in its clone, at the commit REF recorded
+                sub = repo / rel
+                place = "/".join([*base, rel])
+                if not queue:
+                    raise GitRefError(f"{at}: {place} is a git submodule, not a file")
+                has = subprocess.run(["git", "-C", str(sub), "cat-file", "-e", f"{obj}^{{commit}}"],
+                                     capture_output=True, check=False) if (sub / ".git").exists() else None
+                if has is None or has.returncode:
+                    raise GitRefError(f"{at}: {place} is a git submodule whose commit at that revision"
+                                      f" ({obj[:12]}) is not in its clone; run git submodule update --init"
+                                      f" {place} (or git -C {place} fetch) and re-run")
+                repo, commit, base, stack = sub, obj, [*base, *stack, name], []
+                continue
+            if kind == "tree":
+                if not queue:
+                    raise GitRefError(f"{at}: {'/'.join([*base, rel])} is a folder, not a model file")
+                stack.append(name)
+                continue
+            if queue:  # a file where a folder is wanted: nothing of that name
+                return None
+            return RefFile(repo, commit, rel, "/".join([*base, rel]), obj)
+        return None
 
     def blob_at_ref(self, rel: str) -> str | None:
-        """The blob id of *rel* at the commit, or None when it did not exist there."""
-        found = _git(self.gitref.repo, "rev-parse", "--verify", "--quiet", f"{self.gitref.commit}:{rel}")
-        return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else None
+        """The blob id of *rel* at the commit (links and submodules followed), or None when it did not
+        exist there."""
+        found = self.resolve_at_ref(rel.split("/"), rel)
+        return found.blob if found is not None else None
 
     def require_tracked(self, path: Path) -> str:
-        """*path*'s repository-relative name; GitRefError naming the file when git does not track it."""
+        """*path*'s repository-relative name; GitRefError naming the file when git does not track it.
+        A file inside a git submodule is looked up in the submodule, where it is tracked."""
         rel = self.relative(path)
-        tracked = _git(self.gitref.repo, "ls-files", "--error-unmatch", "--", rel)
+        real = path.resolve()
+        top = _git(real.parent, "rev-parse", "--show-toplevel") if real.parent.is_dir() else None
+        holder = Path(top.stdout.strip()) if top is not None and top.returncode == 0 else self.gitref.repo
+        try:
+            name = real.relative_to(holder.resolve()).as_posix()
+        except ValueError:
+            holder, name = self.gitref.repo, rel
+        tracked = _git(holder, "ls-files", "--error-unmatch", "--", f":(literal){name}")
         if tracked.returncode:
+            command = "git" if holder.resolve() == self.gitref.repo.resolve() else f"git -C {holder}"  # a submodule
             raise GitRefError(f"{path}: not tracked by git, so {OPTION}={self.gitref.ref} cannot tell what it was"
-                              f" at that revision; commit it (git add {rel}), or run without {OPTION}")
+                              f" at that revision; commit it ({command} add {name}), or run without {OPTION}")
         return rel
 
-    def working_blob(self, path: Path) -> str:
+    def working_blob(self, path: Path, repo: Path | None = None) -> str:
         """The blob id git would give *path* now (``git hash-object``, streamed, filters applied)."""
-        out = _git(self.gitref.repo, "hash-object", "--", str(path))
+        out = _git(repo or self.gitref.repo, "hash-object", "--", str(path))
         if out.returncode:
             raise GitRefError(f"{path}: git hash-object failed: {out.stderr.strip()}")
         return out.stdout.strip()
 
     def materialize(self, rel: str, blob: str) -> Path:
-        """Make *rel* (blob *blob* at REF) exist under :attr:`root`: a link to the working-tree file
-        when that has the same bytes, else a copy streamed from ``git cat-file``. Returns its path.
-        Raises GitRefError for a Git LFS pointer (run ``git lfs pull``) or a failed write (disk full)."""
-        target = self.root / rel
+        """Make *rel* (blob *blob* at REF) exist under :attr:`root` (:meth:`materialize_file`)."""
+        return self.materialize_file(RefFile(self.gitref.repo, self.gitref.commit, rel, rel, blob))
+
+    def materialize_file(self, found: RefFile, copy: bool = False) -> Path:
+        """Make *found* exist under :attr:`root` at its place: a link to the working-tree file when that
+        has the same bytes (and not *copy*), else a copy streamed from ``git cat-file`` (smudge filters
+        applied, so a Git LFS object fetched locally comes out as the model). Returns its path.
+        Raises GitRefError for a Git LFS pointer (naming ``git lfs fetch``) or a failed write (disk full)."""
+        target = self.root / found.place
+        if target.is_symlink() and copy:
+            target.unlink()
         if target.exists() or target.is_symlink():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        current = self.gitref.repo / rel
-        if current.is_file() and self.working_blob(current) == blob:
+        current = found.repo / found.rel
+        if not copy and current.is_file() and self.working_blob(current, found.repo) == found.blob:
             target.symlink_to(current.resolve())
+            self._check_lfs(target, found.place)
             return target
         try:
             with open(target, "wb") as out:
-                proc = subprocess.run(["git", "-C", str(self.gitref.repo), "cat-file", "blob", blob], stdout=out,
-                                      stderr=subprocess.PIPE, check=False)
+                proc = subprocess.run(["git", "-C", str(found.repo), "cat-file", "--filters", f"--path={found.rel}",
+                                       found.blob], stdout=out, stderr=subprocess.PIPE, check=False)
+                if proc.returncode:  # a git without --filters for a blob id: the stored bytes
+                    out.seek(0)
+                    out.truncate()
+                    proc = subprocess.run(["git", "-C", str(found.repo), "cat-file", "blob", found.blob], stdout=out,
+                                          stderr=subprocess.PIPE, check=False)
         except OSError as exc:
             target.unlink(missing_ok=True)
-            raise GitRefError(f"{rel} at {self.gitref.ref}: cannot write a temporary copy under {self.root}"
+            raise GitRefError(f"{found.place} at {self.gitref.ref}: cannot write a temporary copy under {self.root}"
                               f" ({exc.strerror}); free space there or set TMPDIR to a larger disk") from None
         if proc.returncode:
-            raise GitRefError(f"{rel} at {self.gitref.ref}: git cat-file failed: {proc.stderr.decode().strip()}")
-        with open(target, "rb") as head:
-            if head.read(len(_LFS_POINTER)) == _LFS_POINTER:
-                raise GitRefError(f"{rel} at {self.gitref.ref} is a Git LFS pointer; fetch the objects"
-                                  " (git lfs fetch origin <ref>) so the model can be read")
+            raise GitRefError(f"{found.place} at {self.gitref.ref}: git cat-file failed:"
+                              f" {proc.stderr.decode().strip()}")
+        self._check_lfs(target, found.place)
         return target
+
+    def _check_lfs(self, target: Path, place: str) -> None:
+        with open(target, "rb") as head:
+            if is_lfs_pointer(head.read(LFS_POINTER_MAX_BYTES + 1)):
+                raise GitRefError(f"{place} at {self.gitref.ref} is a Git LFS pointer, not the model; fetch the"
+                                  f" objects of that revision (git lfs fetch origin {self.gitref.ref}, with git-lfs"
+                                  " installed) so the model can be read")
 
     def registry_at_ref(self, registry_path: Path) -> tuple[Path, dict[str, Any]] | None:
         """The registry file at REF, materialised, and its parsed YAML; None when it did not exist.
@@ -245,50 +394,71 @@ class RefTree:
         key = registry_path.resolve()
         if key not in self._registries:
             rel = self.require_tracked(key)
-            blob = self.blob_at_ref(rel)
-            if blob is None:
+            found = self.resolve_at_ref(rel.split("/"), rel)
+            if found is None:
                 self._registries[key] = None
             else:
-                path = self.materialize(rel, blob)
+                path = self.materialize_file(found)
                 try:  # the working tree's reader: a duplicate key is refused at REF too, never lost
                     data = parse_registry_text(f"{rel} at {self.gitref.ref}", path.read_bytes())
                 except RegistryError as exc:
                     raise GitRefError(f"{exc}; compare with a later revision ({OPTION}=REF)") from None
-                self._registries[key] = (self.root / rel, data if isinstance(data, dict) else {})
+                self._registries[key] = (self.root / found.place, data if isinstance(data, dict) else {})
         return self._registries[key]
 
-    def _external_data(self, model_rel: str, model_file: Path) -> list[str]:
-        """Materialise the external data files a small ONNX graph file at REF refers to; returns
-        those whose bytes differ from the working tree's (copied, not linked)."""
+    def _external_data(self, model: RefFile, model_file: Path) -> list[str]:
+        """Materialise the external data files a small ONNX graph file at REF refers to (next to the
+        model file at REF, links followed); returns those whose bytes differ from the working tree's
+        (copied, not linked)."""
         if model_file.stat().st_size > EXTERNAL_DATA_SCAN_MAX_BYTES:
             return []
         import onnx
 
         try:
-            model = onnx.load(str(model_file), load_external_data=False)
+            model_proto = onnx.load(str(model_file), load_external_data=False)
         except Exception:  # noqa: BLE001  # not an ONNX file: ORT will say so when it loads it
             return []
-        folder = Path(model_rel).parent
+        folder = model.place.split("/")[:-1]
         differ: list[str] = []
-        for tensor in model.graph.initializer:
+        for tensor in model_proto.graph.initializer:
             if tensor.data_location != onnx.TensorProto.EXTERNAL:
                 continue
             location = next((e.value for e in tensor.external_data if e.key == "location"), None)
             if location:
-                rel = (folder / location).as_posix()
-                blob = self.blob_at_ref(rel)
-                if blob is None:
-                    raise GitRefError(f"{model_rel} at {self.gitref.ref}: its external data file {rel} is not"
+                rel = posixpath.normpath("/".join([*folder, location]))
+                found = self.resolve_at_ref([*folder, *location.split("/")], rel)
+                if found is None:
+                    raise GitRefError(f"{model.place} at {self.gitref.ref}: its external data file {rel} is not"
                                       " in that revision")
-                if rel not in differ and not self.materialize(rel, blob).is_symlink():
-                    differ.append(rel)
+                data = self.materialize_file(found)
+                if found.place != posixpath.normpath("/".join([*folder, location])):  # reached through a link:
+                    alias = self.root.joinpath(*folder, location)                    # also where ORT looks
+                    if not alias.exists():
+                        alias.parent.mkdir(parents=True, exist_ok=True)
+                        alias.symlink_to(data.resolve())
+                if found.place not in differ and not data.is_symlink():
+                    differ.append(found.place)
         return differ
+
+    def model_at_ref(self, spec: ModelSpec, raw_path: str) -> RefFile | None:
+        """The model file that ``path:`` *raw_path* of *spec*'s entry at REF named: relative to the
+        registry file as it was at REF, or absolute (``~`` expanded) and then found in the repository."""
+        given = Path(os.path.expanduser(raw_path))
+        if given.is_absolute():
+            parts = self.repo_parts(given)
+        else:
+            parts = [*self.relative(spec.registry_path).split("/")[:-1], *given.parts]
+        return self.resolve_at_ref(parts, raw_path)
 
     def side_at_revision(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
         """What item (*spec*, *provider_short*) was at REF: unchanged, new, or changed (with files).
 
+        The ``path:`` of the entry at REF is followed in the tree of that commit (:meth:`model_at_ref`:
+        relative or absolute, through ``..``, symbolic links and submodules), so an absolute path or
+        a committed link names the same file at REF as in the working tree.
         Raises GitRefError for an untracked registry or model file, a registry at REF that no
-        longer parses, and the errors of :meth:`materialize`.
+        longer parses, a path or link that leads out of the repository, and the errors of
+        :meth:`materialize_file`.
         """
         found = self.registry_at_ref(spec.registry_path)
         if found is None:
@@ -301,14 +471,17 @@ class RefTree:
         entry = entries[spec.name]
         raw_path = ({**defaults, **entry} if isinstance(entry, dict) else {}).get("path")
         external: list[str] = []
-        if raw_path is not None:
+        if raw_path is not None and isinstance(entry, dict):
             if spec.source.startswith("path:"):
                 self.require_tracked(Path(spec.source.removeprefix("path:")))
-            rel = posixpath.normpath((Path(self.relative(spec.registry_path)).parent / str(raw_path)).as_posix())
-            blob = self.blob_at_ref(rel)
-            if blob is None:
-                return BaselineSide(NEW, changes=[f"model file {rel} did not exist"])
-            external = self._external_data(rel, self.materialize(rel, blob))
+            model = self.model_at_ref(spec, str(raw_path))
+            if model is None:
+                return BaselineSide(NEW, changes=[f"model file {raw_path} did not exist"])
+            model_file = self.materialize_file(model)
+            external = self._external_data(model, model_file)
+            if external and model_file.is_symlink():  # the graph must sit next to the data of REF
+                model_file = self.materialize_file(model, copy=True)
+            entry = {**entry, "path": str(model_file)}  # the file of REF, wherever the path pointed
         try:
             ref_spec = parse_model(spec.name, entry, ref_registry, defaults)
             ref_file = model_path(ref_spec)
@@ -323,3 +496,16 @@ class RefTree:
         if ref_spec.options_for(provider_short) != spec.options_for(provider_short):
             changes.append(f"{provider_short} provider options")
         return BaselineSide(CHANGED if changes else UNCHANGED, ref_spec, ref_file, changes)
+
+
+def _leaves(target: str, depth: int) -> bool:
+    """Whether the relative link text *target*, read in a folder *depth* levels below the top, climbs above the top."""
+    level = depth
+    for name in target.split("/"):
+        if name == "..":
+            level -= 1
+            if level < 0:
+                return True
+        elif name not in ("", "."):
+            level += 1
+    return False
