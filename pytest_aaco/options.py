@@ -365,35 +365,31 @@ class OptionDef:
 
 
 OPTIONS: tuple[OptionDef, ...] = (
-    OptionDef("provider", f"execution provider(s): short names ({', '.join(ep.short for ep in eps.ALL)}) or full EP"
-              " names; repeatable or comma-separated; a|b|c is a fallback chain: the first EP this runner offers runs,"
-              " and the item says which", "cpu", "EP", "linelist", True),
+    OptionDef("provider", f"execution provider(s): {', '.join(ep.short for ep in eps.ALL[:3])}, ... or full EP names;"
+              " a|b|c: the first available", "cpu", "EP", "linelist", True),
     OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH",
               path="the path of a model registry YAML such as models.yaml"),
     OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR", path="a folder such as baselines"),
-    OptionDef("smoke", "smoke test: build each session, run each model once and check its outputs are finite;"
-              " no measurement, no gate, no baselines written", False, ini_type="bool"),
+    OptionDef("smoke", "run each model once and check its outputs are finite: no measurement, gate or baseline",
+              False, ini_type="bool"),
     OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
     OptionDef("baseline-reset", "with --aaco-save-baseline: start each history again", False, ini_type="bool"),
     OptionDef("history", "baseline runs kept per item", "30", "N", parse=partial(int_at_least, minimum=1)),
     OptionDef("min-history", "runs of history needed before the prediction-interval test is used", "5", "N",
               parse=partial(int_at_least, minimum=3)),
-    OptionDef("run-noise", "assumed run-to-run sd while the history is shorter than --aaco-min-history"
-              " (0: plain Welch test on rounds)", "2%", "FRACTION", parse=partial(fraction_or_zero, upper=0.5)),
+    OptionDef("run-noise", "run-to-run sd assumed while history is shorter than --aaco-min-history (0: rounds only)",
+              "2%", "FRACTION", parse=partial(fraction_or_zero, upper=0.5)),
     OptionDef("warmup", "warmup iterations before measuring", "10", "N", parse=partial(int_at_least, minimum=1)),
     OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N",
               parse=iterations),
     OptionDef("rounds", "measured rounds per item (auto: 10 on the CPU, 30 on device EPs)", "auto", "K|auto",
               parse=partial(int_or_auto, minimum=2)),
-    OptionDef("item-timeout", "seconds one measurement of an item may take (warmup and rounds; each benchmark_model()"
-              " call and the confirmation look), after which its ONNX Runtime run is stopped between kernels and the"
-              f" item fails: auto ({ITEM_TIMEOUT_FACTOR:g} x the first run's time x the runs planned, at least"
-              f" {ITEM_TIMEOUT_FLOOR_S:g} s and at most {ITEM_TIMEOUT_CAP_S:g} s, which is also the limit until the"
-              " first run ends), off, or seconds", "auto", "S|auto|off", parse=item_timeout),
+    OptionDef("item-timeout", "seconds one item's measurement may take before its run is stopped and it fails:"
+              " auto (scales with the first run), off, or seconds", "auto", "S|auto|off", parse=item_timeout),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
               parse=fraction_below),
-    OptionDef("device-threshold", "practical regression threshold of device time (kernel time per run), which"
-              " is steadier than wall time on GPUs (fraction or %)", "1%", "FRACTION", parse=fraction_below),
+    OptionDef("device-threshold", "practical threshold of device time (kernel time per run; fraction or %)",
+              "1%", "FRACTION", parse=fraction_below),
     OptionDef("fdr", "session-wide false discovery rate across gated items (LOND)", "0.05", "Q",
               parse=partial(fraction_below, upper=0.5)),
     OptionDef("confirm", "re-measure a suspected regression with a fresh session before failing", "on", "on|off",
@@ -402,9 +398,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("fail-on-improvement", "fail items that got significantly faster (stale baseline)", False,
               ini_type="bool"),
     OptionDef("gate-p99", "also gate p99 latency (bootstrap over rounds)", False, ini_type="bool"),
-    OptionDef("device-id", "GPU device id(s) passed to the execution provider: one id, a list (0,1,2,3: pytest-xdist"
-              " worker k measures on the (k mod N)-th; -n auto starts one worker per listed id) or all (every visible"
-              " GPU); ids count the GPUs CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES leave",
+    OptionDef("device-id", "GPU id(s) for the EP: an id, a list (0,1,2,3: one per pytest-xdist worker) or all",
               "0", "ID[,ID...]|all", parse=device_list),
     OptionDef("strict-provider", "fail, instead of skip, when a requested EP is unavailable", False,
               ini_type="bool"),
@@ -412,48 +406,36 @@ OPTIONS: tuple[OptionDef, ...] = (
               "KEY=VALUE", "linelist", True),
     OptionDef("iobinding", "input/output binding: auto, none (host arrays, copies timed), inputs, all",
               "auto", "MODE", parse=partial(choice, choices=IOBINDING_MODES)),
-    OptionDef("device-time", "device time on GPU EPs (kernel time per run from the vendor's tracer, gated"
-              " beside wall time, side by side and against stored baselines): auto (where a tracer is installed),"
-              " on (error without one), off",
+    OptionDef("device-time", "kernel time per run from the vendor's tracer, gated beside wall time: auto, on, off",
               "auto", "MODE", parse=partial(choice, choices=DEVICE_TIME_MODES)),
-    OptionDef("graph", "graph replay on device EPs (CUDA graphs: enable_cuda_graph; MIGraphX: migraphx_hip_graph_enable"
-              " where the build has it; needs --aaco-iobinding=all, static shapes, no CPU nodes): auto (off: device"
-              " time does not need it, and replay hides launch overhead from wall time), on (error when the"
-              " session cannot be captured), off",
+    OptionDef("graph", "graph replay on device EPs (needs --aaco-iobinding=all): auto (off), on, off",
               "auto", "MODE", parse=partial(choice, choices=GRAPH_MODES)),
-    OptionDef("placement", "node placement on device EPs (one profiled run): check fails an item whose compute"
-              " fell to the CPU, warn only warns, off skips it", "check", "MODE",
+    OptionDef("placement", "compute fallen to the CPU on device EPs: check (fail), warn, off", "check", "MODE",
               parse=partial(choice, choices=PLACEMENT_MODES)),
     OptionDef("intra-op-threads", "ORT intra-op threads (0: ORT's default)", "0", "N",
               parse=partial(int_at_least, minimum=0)),
-    OptionDef("ort-log-level", "severity of the ONNX Runtime log lines printed while the plugin's sessions are built"
-              " and run (ORT's default logger included): verbose, info, warning, error, fatal", "error", "LEVEL",
+    OptionDef("ort-log-level", "ONNX Runtime log level: verbose, info, warning, error, fatal", "error", "LEVEL",
               parse=ort_log_level),
-    OptionDef("max-contention", "cores other processes may keep busy while an item is measured before a"
-              " regression is withheld as inconclusive (off: never)", "0.1", "CORES", parse=cores),
-    OptionDef("lock-timeout", "seconds an item waits for the device lock (held while another pytest-aaco run"
-              " measures on the same host or GPU) before it fails; off: wait as long as it takes. A wait over 1 s"
-              " is reported", "3600", "S|off", parse=lock_timeout),
+    OptionDef("max-contention", "cores other processes may keep busy before a regression is withheld (off: never)",
+              "0.1", "CORES", parse=cores),
+    OptionDef("lock-timeout", "seconds an item waits for the device lock before it fails (off: no limit)", "3600",
+              "S|off", parse=lock_timeout),
     OptionDef("sample-interval", "telemetry sampling period in ms", "100", "MS", parse=seconds_from_ms),
-    OptionDef("reference", "reference workload measured in short blocks alongside each round, so stored"
-              " baselines are compared on ln(item) - ln(reference): mix (generated), mix-small, squeezenet,"
-              " inception_v1, shufflenet, resnet50, densenet121, or none", "mix", "NAME", parse=reference_name),
+    OptionDef("reference", "workload timed beside each round: mix, mix-small, a model-zoo name (resnet50, ...) or none",
+              "mix", "NAME", parse=reference_name),
     OptionDef("memory-threshold", "own RSS/device-memory growth that counts as a memory regression", "10%", "FRACTION",
               parse=partial(fraction_below, upper=10.0)),
     OptionDef("memory-slack", "growth in MB below which memory is never a regression", "50", "MB", parse=megabytes),
-    OptionDef("profile", "per-operator profile: one extra profiled pass per item in a separate session, after the"
-              " measured rounds; on: every item, failing: only items that fail, off", "off", "MODE",
+    OptionDef("profile", "one extra per-operator profiled pass per item: on, failing (failed items only), off",
+              "off", "MODE",
               parse=partial(choice, choices=PROFILE_MODES)),
-    OptionDef("cold-start", "fresh InferenceSessions per item timed for cold start (session creation, first run),"
-              " gated against the item's cold-start history, or with --aaco-compare against as many fresh sessions"
-              " of the baseline side, alternating (0: off; auto: 5 side by side, off against stored baselines)",
+    OptionDef("cold-start", "fresh sessions per item timed for cold start (0: off; auto: 5 side by side, else off)",
               "auto", "N|auto", parse=int_or_auto),
     OptionDef("cold-start-threshold", "practical threshold of a cold-start regression (fraction or %)", "20%",
               "FRACTION", parse=partial(fraction_below, upper=10.0)),
-    OptionDef("cupti", "trace GPU kernels with CUPTI (pip install pytest-aaco[cupti]) in a short phase after the"
-              " measured rounds: kernels per run, KAR, GPU active ratio, microkernels", "off", "on|off", parse=on_off),
-    OptionDef("rocprof", "run the item's profile pass under rocprofv3 (kernel trace): on (rocprofv3 from PATH),"
-              " off, or the path of the executable", "off", "EXE",
+    OptionDef("cupti", "trace GPU kernels with CUPTI after the measured rounds (pip install pytest-aaco[cupti])",
+              "off", "on|off", parse=on_off),
+    OptionDef("rocprof", "run the profile pass under rocprofv3: on (from PATH), off, or its path", "off", "EXE",
               parse=partial(executable, default_name="rocprofv3"),
               path="on, off or the path of the rocprofv3 executable"),
     OptionDef("session-dir", "where session bundles are written", ".aaco/sessions", "DIR",
@@ -461,21 +443,17 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("no-bundle", "do not write a session bundle", False, ini_type="bool"),
     OptionDef("junit", "write a performance JUnit XML file", "", "PATH", path="a file such as perf-junit.xml"),
     OptionDef("html", "write a self-contained HTML report", "", "PATH", path="a file such as perf.html"),
-    OptionDef("compare", "gate each item side by side against the same item at this git revision (origin/main,"
-              " a SHA, HEAD~1), measured interleaved in this job; unchanged items are not measured again", "",
+    OptionDef("compare", "gate each item side by side against this git revision (origin/main, a SHA, HEAD~1)", "",
               "REF", parse=revision_or_none),
-    OptionDef("compare-python", "run the baseline side in this Python interpreter (a virtualenv holding another"
-              " onnxruntime, with numpy); alone: the same item in both environments", "", "PATH",
+    OptionDef("compare-python", "run the baseline side in this Python interpreter (another onnxruntime)", "", "PATH",
               parse=interpreter_or_none, path="the path of a Python interpreter such as .venv-old/bin/python"),
-    OptionDef("compile-cache", "compile cache for compiling EPs (MIGraphX, TensorRT, OpenVINO), keyed by side,"
-              " model SHA-256 and program options: auto (a per-runner folder under the user cache folder,"
-              " AACO_CACHE_DIR / XDG_CACHE_HOME), off, or a folder", "auto", "DIR|auto|off",
+    OptionDef("compile-cache", "compile cache of MIGraphX, TensorRT, OpenVINO: auto (user cache folder), off, a folder",
+              "auto", "DIR|auto|off",
               parse=compile_cache_setting, path="auto, off or a folder such as /var/cache/aaco-compile"),
-    OptionDef("ep-library", "register a plugin EP library (onnxruntime.register_execution_provider_library) and run"
-              " the requested EP on its devices: PATH, or NAME=PATH to choose the registration name; repeatable",
+    OptionDef("ep-library", "plugin EP library to register and run on (PATH or NAME=PATH; repeatable)",
               "", "[NAME=]PATH", "linelist", True, parse=ep_libraries),
-    OptionDef("compare-budget", "seconds per item for adding cycles while a side-by-side verdict is"
-              " inconclusive", "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
+    OptionDef("compare-budget", "seconds per item for more cycles while a side-by-side verdict is inconclusive",
+              "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
                                                      positive=True)),
 )
 

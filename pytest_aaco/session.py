@@ -164,7 +164,8 @@ class AacoSession:
         self._priors: dict[str, RunnerPriors] = {}
         self._lond: LondFdr | None = None
         #: the pytest-xdist hooks, registered beside this object (:mod:`pytest_aaco.xdist`)
-        self.xdist = XdistBridge(pytest_config, self.records, self.bundle_folder)
+        self.xdist = XdistBridge(pytest_config, self.records, self.bundle_folder,
+                                 self.config.session_dir if self.config.bundle else None)
         self._started = False
         self.side_gate: SideBySideGate | None = None
         if config.side_by_side:

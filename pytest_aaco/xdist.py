@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,14 +70,21 @@ class XdistBridge:
 
     *records* is the session's list of item records (the controller appends the workers' to it);
     *bundle_folder* returns the session bundle's folder, opening the bundle first if needed (None
-    when bundles are off, :data:`NO_BUNDLE` when the folder could not be written).
+    when bundles are off, :data:`NO_BUNDLE` when the folder could not be written); *session_dir*
+    is the folder that holds the bundles (``--aaco-session-dir``), so that a run that measured
+    nothing can remove what opening the bundle made (:meth:`pytest_sessionfinish`).
     """
 
     def __init__(self, pytest_config: pytest.Config, records: list[ItemRecord],
-                 bundle_folder: Callable[[], str | None]) -> None:
+                 bundle_folder: Callable[[], str | None], session_dir: Path | None = None) -> None:
         self.pytest_config = pytest_config
         self.records = records
         self.bundle_folder = bundle_folder
+        self.session_dir = session_dir
+        #: the folders opening the bundle created (controller): the session dir and its missing parents
+        self.made: list[Path] = []
+        #: the bundle folder given to the workers (controller), once opened
+        self.opened: Path | None = None
         #: node ids whose records a worker already sent (controller)
         self.shipped: set[str] = set()
         #: the workers' LOND states (controller)
@@ -110,9 +118,25 @@ class XdistBridge:
         """Controller: one bundle for the whole session; workers write their items into it. When the
         controller could not open it (it said so, once), the workers get :data:`NO_BUNDLE` and
         write none either, instead of each trying and warning again."""
+        if self.opened is None and self.session_dir is not None:
+            self.made = [d for d in (self.session_dir, *self.session_dir.parents) if not d.exists()]
         folder = self.bundle_folder()
         if folder is not None:
             node.workerinput[WORKER_BUNDLE] = folder
+            if folder != NO_BUNDLE:
+                self.opened = Path(folder)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Controller: a run in which no worker measured anything (a suite without pytest-aaco
+        items, distributed by pytest-xdist) leaves no trace: the empty bundle folder opened for the
+        workers goes, and with it the folders that opening it created (``.aaco`` with its
+        ``.gitignore``, ``.aaco/sessions``) where they are still empty. A folder that held anything
+        else, or that existed before, stays."""
+        if self.is_worker or self.records or self.opened is None:
+            return
+        remove_empty_bundle(self.opened, self.made)
+        self.opened = None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -125,3 +149,26 @@ class XdistBridge:
             self.shipped.update(r.nodeid for r in fresh)
         if isinstance(output.get(WORKER_LOND), dict):
             self.worker_londs.append(output[WORKER_LOND])
+
+
+def remove_empty_bundle(bundle: Path, made: list[Path]) -> None:
+    """Remove *bundle* if it holds nothing but an empty ``items`` folder, then each folder of *made*
+    (deepest first) that is empty or holds only the ``.gitignore`` pytest-aaco wrote. Never raises:
+    a folder that cannot be removed (another process wrote into it) stays."""
+    try:
+        entries = list(bundle.iterdir())
+        if any(e.name != "items" or not e.is_dir() or any(e.iterdir()) for e in entries):
+            return
+        for entry in entries:
+            entry.rmdir()
+        bundle.rmdir()
+        for folder in made:
+            if not folder.is_dir():
+                continue
+            ignore = folder / ".gitignore"
+            if [e.name for e in folder.iterdir()] == [".gitignore"] and ignore.read_text(
+                    encoding="utf-8").startswith("# Created by pytest-aaco"):
+                ignore.unlink()
+            folder.rmdir()
+    except OSError:
+        return

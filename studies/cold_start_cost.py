@@ -65,11 +65,11 @@ def creation_profiler_overhead(pairs: int) -> dict[str, dict[str, float]]:
     """Median ms of a fresh session's creation with ORT's profiler on and off, per zoo model."""
     import onnxruntime as ort
 
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
 
     found = {}
     for name in ("squeezenet", "resnet50", "densenet121"):
-        path = str(zoo_dir() / f"light_{name}.onnx")
+        path = str(zoo_model_path(name))
         times: dict[bool, list[float]] = {False: [], True: []}
         with tempfile.TemporaryDirectory(prefix="aaco-prof-") as tmp:
             for i in range(2 * pairs):

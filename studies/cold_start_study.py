@@ -93,9 +93,9 @@ def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) 
 def side_by_side(name: str, args: argparse.Namespace, folder: Path) -> dict:
     """A/A: the model against itself; A/B: against the folded candidate; the shipped verdicts
     (:func:`~pytest_aaco.passes.coldstart.compare_cold_start`), with and without the contention guard."""
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
 
-    path = zoo_dir() / f"light_{name}.onnx"
+    path = zoo_model_path(name)
     base_create = statistics.median(run_child(path, name, 3)["median_session_create_ms"] for _ in range(3))
     candidate, steps = folded_variant(path, name, base_create, folder)
     out: dict = {"model": name, "mode": "side-by-side", "cycles": args.sessions, "candidate_fold_steps": steps}
@@ -137,11 +137,11 @@ def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: P
 
 
 def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
     from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
     from pytest_aaco.verdict.stats import run_offset_sd
 
-    path = zoo_dir() / f"light_{name}.onnx"
+    path = zoo_model_path(name)
     unchanged = [run_child(path, name, args.sessions) for _ in range(args.history + args.aa)]
     history = [ColdStart.from_dict(r) for r in unchanged[: args.history]]
     base_create = statistics.median(r["median_session_create_ms"] for r in unchanged[: args.history])

@@ -61,14 +61,14 @@ def project(where: Path, compile_s: float, log: Path) -> Path:
     import onnx
 
     from pytest_aaco.measure.modelgen import add_extra_work
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
 
     repo = where / "project"
     (repo / "models").mkdir(parents=True)
     git(repo, "init", "-q")
     git(repo, "config", "user.email", "study@example.com")
     git(repo, "config", "user.name", "study")
-    shutil.copy(zoo_dir() / "light_squeezenet.onnx", repo / "models" / "net.onnx")
+    shutil.copy(zoo_model_path("squeezenet"), repo / "models" / "net.onnx")
     (repo / "models.yaml").write_text(REGISTRY)
     (repo / "test_perf.py").write_text(TEST)
     (repo / "conftest.py").write_text(CONFTEST.format(compile_s=compile_s, log=str(log)))

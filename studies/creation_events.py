@@ -24,14 +24,14 @@ def main() -> None:
     from pytest_aaco.measure.inference import SessionError, build_session
     from pytest_aaco.measure.ortprofile import read_events
     from pytest_aaco.measure.providers import ProviderError, parse_provider
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
     from pytest_aaco.passes.coldstart import creation_phases
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="resnet50", help="a zoo model name")
     parser.add_argument("--providers", nargs="+", default=["cpu", "cuda", "tensorrt", "migraphx", "openvino"])
     args = parser.parse_args()
-    path = zoo_dir() / f"light_{args.model}.onnx"
+    path = zoo_model_path(args.model)
     print(json.dumps({"onnxruntime": ort.__version__, "available": ort.get_available_providers()}))
     for short in args.providers:
         try:

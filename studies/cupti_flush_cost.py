@@ -9,19 +9,18 @@ runs (enable, runs, disable, forced flush) over 20 blocks, and the records per b
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
+from pytest_aaco.measure.registry import zoo_model_path
 from pytest_aaco.tracers import cupti as cupti_tracer
 
 
 def main(mode: str, runs: int) -> None:
-    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_resnet50.onnx")
+    path = str(zoo_model_path("resnet50"))  # the generated model-zoo ResNet-50 (seed 0)
     sess = ort.InferenceSession(path, providers=["CUDAExecutionProvider"])
     inp = sess.get_inputs()[0]
     x = np.zeros([d if isinstance(d, int) else 1 for d in inp.shape], np.float32)

@@ -1,6 +1,6 @@
 """What a traced block costs with CUPTI, step by step (ms, medians over 20 blocks).
 
-    python studies/cupti_overhead.py [MODEL.onnx]   (default: the onnx package's light ResNet-50)
+    python studies/cupti_overhead.py [MODEL.onnx]   (default: the generated model-zoo ResNet-50)
 
 Steps per block: activity_enable, 10 model runs, get_timestamp, activity_disable, forced
 activity_flush_all, turning the records into a DeviceBlock; and, for contrast, 10 untraced runs.
@@ -9,21 +9,19 @@ Needs onnxruntime-gpu and cupti-python.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
+from pytest_aaco.measure.registry import zoo_model_path
 from pytest_aaco.tracers import cupti as cupti_tracer
 from pytest_aaco.tracers.base import block_of
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_resnet50.onnx")
+    path = sys.argv[1] if len(sys.argv) > 1 else str(zoo_model_path("resnet50"))
     sess = ort.InferenceSession(path, providers=["CUDAExecutionProvider"])
     inp = sess.get_inputs()[0]
     x = np.random.default_rng(0).standard_normal([d if isinstance(d, int) else 1 for d in inp.shape]).astype(np.float32)

@@ -1,7 +1,7 @@
 """CUPTI kernel figures of the zoo models on the CUDA EP: kernels per run, KAR, GPU active ratio,
 microkernel share, top kernels, and the bottleneck diagnosis they lead to.
 
-For each model (``onnx/backend/test/data/light/light_<name>.onnx``, ONNX nodes counted in the file):
+For each model (the registry's ``zoo: <name>`` model, generated with seed 0; ONNX nodes counted in the file):
 
 1. an InferenceSession on the CUDA EP through pytest-aaco's own runner (options, IO binding);
 2. warmup, then ``--rounds`` x ``--runs`` timed runs with CUPTI off: the untraced p50;
@@ -56,12 +56,12 @@ def one_model(name: str, args: argparse.Namespace) -> dict:
     from pytest_aaco.measure.inference import bind_run, build_session
     from pytest_aaco.measure.inputs import make_inputs
     from pytest_aaco.measure.providers import parse_provider
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
     from pytest_aaco.passes.kernels import cupti_pass as trace_runs
     from pytest_aaco.passes.kernels import onnx_node_count
     from pytest_aaco.verdict.diagnosis import classify_bottleneck
 
-    path = zoo_dir() / f"light_{name}.onnx"
+    path = zoo_model_path(name)
     provider = parse_provider(args.provider)
     handle = build_session(path, provider, args.device_id)
     feeds = make_inputs(name, handle.session.get_inputs(), {}, {})

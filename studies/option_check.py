@@ -23,7 +23,7 @@ import sys
 
 from pytest_aaco.measure.inference import SessionError, build_session
 from pytest_aaco.measure.providers import ProviderError, available_providers, check_options, parse_provider
-from pytest_aaco.measure.registry import zoo_dir
+from pytest_aaco.measure.registry import zoo_model_path
 
 SECRET = "s3cr3t-v4lue-never-shown"
 
@@ -32,7 +32,7 @@ def check(short: str, required: bool = True) -> list[str]:
     """The failed checks of EP *short* (``[]`` when all pass); prints what it sees. An EP on which
     no session can be built is a failure when *required* (named with ``--provider``), else skipped."""
     spec = parse_provider(short)
-    model = zoo_dir() / "light_squeezenet.onnx"
+    model = zoo_model_path("squeezenet")
     failures: list[str] = []
     table = spec.ep.option_keys
     if table is not None:  # a documented table: checked when the options are read

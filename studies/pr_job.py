@@ -39,10 +39,10 @@ def git(repo: Path, *args: str) -> None:
 
 def make_repo(root: Path, model: str) -> Path:
     """The base commit: ``models.yaml`` with one model ``net`` (a copy of the zoo's *model*)."""
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
 
     root.mkdir(parents=True)
-    shutil.copy(zoo_dir() / f"light_{model}.onnx", root / "net.onnx")
+    shutil.copy(zoo_model_path(model), root / "net.onnx")
     (root / "models.yaml").write_text("models:\n  net:\n    path: net.onnx\n")
     (root / "test_perf.py").write_text(TEST_FILE)
     git(root, "init", "-q")
@@ -94,11 +94,11 @@ def main() -> int:
     parser.add_argument("--load-plugin", action="store_true", help="pass -p pytest_aaco.plugin (not installed)")
     parser.add_argument("extra", nargs="*", help="more pytest arguments, after --")
     args = parser.parse_args()
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
 
     work = Path(tempfile.mkdtemp(prefix="aaco-pr-"))
     root = make_repo(work / "repo", args.model)
-    base_model = zoo_dir() / f"light_{args.model}.onnx"
+    base_model = zoo_model_path(args.model)
     counts: dict[str, list[int]] = {"cosmetic": [], "slowed": []}
     for seed in range(args.trials):
         for variant in ("cosmetic", "slowed"):

@@ -47,10 +47,10 @@ def study(name: str, args: argparse.Namespace, rng: random.Random) -> dict | Non
 
     from pytest_aaco.measure.inputs import make_inputs
     from pytest_aaco.measure.providers import parse_provider
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
     from pytest_aaco.passes.opprofile import profile_model, profile_runs
 
-    path = zoo_dir() / f"light_{name}.onnx"
+    path = zoo_model_path(name)
     so = ort.SessionOptions()
     so.log_severity_level = 3
     session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])

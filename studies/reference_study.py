@@ -143,9 +143,9 @@ def spawn(models: dict[str, Path], refs: list[str], args: argparse.Namespace, lo
 
 
 def model_file(name: str) -> Path:
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
 
-    return zoo_dir() / f"light_{name}.onnx"
+    return zoo_model_path(name)
 
 
 # ------------------------------------------------------------------------------- candidates phase

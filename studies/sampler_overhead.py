@@ -1,6 +1,6 @@
 """How much do the telemetry samplers slow the benchmark they watch?
 
-Runs ResNet-50 (``light_resnet50.onnx`` shipped in the onnx package's backend test data, input
+Runs ResNet-50 (the registry's generated ``zoo: resnet50``, seeded weights, input
 float32 [1, 3, 224, 224]) on the CPUExecutionProvider with default session options, in
 alternating blocks with the samplers ON (SystemSampler + ClockMonitor, 100 ms by default) and
 OFF, all in one InferenceSession. Block order follows an ABBA pattern (ON OFF OFF ON ...) so
@@ -44,13 +44,10 @@ from pytest_aaco.samplers import ClockMonitor, SystemSampler, TelemetrySession  
 
 
 def resnet50_path() -> Path:
-    """Path of ``light_resnet50.onnx`` inside the installed onnx package; FileNotFoundError if absent."""
-    import onnx
+    """Path of the generated model-zoo ResNet-50 (``zoo: resnet50``, built and cached on first use)."""
+    from pytest_aaco.measure.registry import zoo_model_path
 
-    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: this onnx build ships no light models")
-    return path
+    return zoo_model_path("resnet50")
 
 
 def run_block(session, feeds: dict, iters: int) -> np.ndarray:

@@ -70,9 +70,9 @@ def _factory(path: Path, model: str, kind: str, algo: str | None, spinning: bool
 
 
 def _zoo_file(model: str) -> Path:
-    from pytest_aaco.measure.registry import zoo_dir
+    from pytest_aaco.measure.registry import zoo_model_path
 
-    return zoo_dir() / f"light_{model}.onnx"
+    return zoo_model_path(model)
 
 
 def build_cosmetic(model: str, out: Path) -> Path:

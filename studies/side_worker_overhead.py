@@ -38,13 +38,13 @@ from pytest_aaco.measure.inference import bind_run, build_session, resolve_iobin
 from pytest_aaco.measure.inputs import make_inputs  # noqa: E402
 from pytest_aaco.measure.interleave import BlockRunner, LocalSide, block_iterations, paired_log_ratios, run_cycles  # noqa: E402
 from pytest_aaco.measure.providers import parse_provider  # noqa: E402
-from pytest_aaco.measure.registry import zoo_dir  # noqa: E402
+from pytest_aaco.measure.registry import zoo_model_path  # noqa: E402
 from pytest_aaco.sidebyside.worker_client import WorkerSide  # noqa: E402
 
 
 def model_path(name: str) -> Path:
     path = Path(name)
-    return path if path.suffix == ".onnx" else zoo_dir() / f"light_{name}.onnx"
+    return path if path.suffix == ".onnx" else zoo_model_path(name)
 
 
 def local_side(name: str, path: Path, provider: Any, feeds: dict[str, np.ndarray], args: argparse.Namespace) -> Any:

@@ -120,6 +120,14 @@ def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _amdsmi_import_tried_afresh() -> None:
+    """A failed ``import amdsmi`` is cached per process; tests put stand-in packages in ``sys.modules``."""
+    from pytest_aaco.samplers.amd import reset_amdsmi_import
+
+    reset_amdsmi_import()
+
+
 @pytest.fixture
 def fast_args() -> list[str]:
     return list(FAST_ARGS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,7 +149,8 @@ def test_a_file_in_place_of_the_folder_is_an_error_not_a_missing_baseline(tmp_pa
         save_run(path, NODE, FP, result_factory([10.0] * 3))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX folder permissions: Windows has no read-only folder mode")
+@pytest.mark.skipif(sys.platform != "win32" and os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_folder_is_an_error_naming_the_fix(path, result_factory):
     save_run(path, NODE, FP, result_factory([10.0] * 3))
     path.parent.chmod(0o555)

@@ -495,7 +495,9 @@ def test_help_shows_the_aaco_group_with_defaults(pytester):
     ])
     result.stdout.fnmatch_lines(["*--aaco-memory-threshold=FRACTION", "*(default: 10%)"])
     flat = " ".join(result.stdout.str().split())  # help text wraps at the terminal width
-    assert "--aaco-reference=NAME reference workload" in flat and "densenet121, or none (default: mix)" in flat
+    assert "--aaco-reference=NAME workload timed beside each round" in flat and "or none (default: mix)" in flat
+    for opt in OPTIONS:  # one or two lines each at 80 columns (the details are in the README and docs/)
+        assert len(f"{opt.help} (default: {opts.default_text(opt)})") <= 112, opt.flag
     # ini twins are listed too
     result.stdout.fnmatch_lines(["*aaco_threshold (string):*", "*ini twin of --aaco-threshold*"])
     text = result.stdout.str()

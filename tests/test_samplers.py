@@ -20,6 +20,7 @@ from pytest_aaco.samplers import (
     SystemSampler,
     TelemetrySession,
     build_samplers,
+    rocm_install,
 )
 from pytest_aaco.samplers import amd as amd_mod
 from pytest_aaco.samplers import nvidia as nvidia_mod
@@ -655,7 +656,7 @@ def test_rocm_10_never_calls_rocm_smi(monkeypatch, tmp_path):
     version = tmp_path / "version"
     version.write_text("10.1.0-20251103\n")
     monkeypatch.delenv("ROCM_PATH", raising=False)
-    monkeypatch.setattr(amd_mod, "ROCM_VERSION_FILE", str(version))
+    monkeypatch.setattr(rocm_install, "ROCM_VERSION_FILE", str(version))
     monkeypatch.setitem(sys.modules, "amdsmi", None)
     monkeypatch.setattr(amd_mod.shutil, "which", lambda name: "/usr/bin/rocm-smi")
     commands = []
@@ -673,3 +674,43 @@ def test_rocm_10_never_calls_rocm_smi(monkeypatch, tmp_path):
     (tmp_path / "r7" / ".info" / "version").write_text("7.2.1-81\n")
     monkeypatch.setenv("ROCM_PATH", str(tmp_path / "r7"))
     assert amd_mod.rocm_major() == 7 and amd_mod.rocm_smi_path() == ("/usr/bin/rocm-smi", "")
+
+
+def test_a_failed_amdsmi_import_is_tried_once_per_process(monkeypatch):
+    """``import amdsmi`` loads libamd_smi.so and binds its symbols at every try: after one failure
+    the same ImportError comes back at once, until reset_amdsmi_import."""
+    tries = []
+    real_import = __import__
+
+    def failing_import(name, *args, **kwargs):
+        if name == "amdsmi":
+            tries.append(name)
+            raise KeyError("libamd_smi.so")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "amdsmi", raising=False)
+    monkeypatch.setattr("builtins.__import__", failing_import)
+    with pytest.raises(ImportError, match="amdsmi unusable") as first:
+        amd_mod.import_amdsmi()
+    with pytest.raises(ImportError) as second:
+        amd_mod.import_amdsmi()
+    assert second.value is first.value and tries == ["amdsmi"]
+    amd_mod.reset_amdsmi_import()
+    with pytest.raises(ImportError, match="amdsmi unusable"):
+        amd_mod.import_amdsmi()
+    assert tries == ["amdsmi", "amdsmi"]
+
+
+def test_one_rocm_version_reader_honours_rocm_path(monkeypatch, tmp_path):
+    from pytest_aaco.history import environment
+    from pytest_aaco.measure import rocm_stack
+
+    assert rocm_stack.rocm_version is amd_mod.rocm_version is environment.rocm_version is rocm_install.rocm_version
+    (tmp_path / "rocm" / ".info").mkdir(parents=True)
+    (tmp_path / "rocm" / ".info" / "version").write_text("6.4.1-120\n")
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path / "rocm"))
+    monkeypatch.setattr(rocm_install, "ROCM_VERSION_FILE", str(tmp_path / "absent"))
+    assert amd_mod.rocm_version() == "6.4.1-120"
+    assert amd_mod.rocm_version_text() == "6.4.1" and amd_mod.rocm_major() == 6
+    assert amd_mod.rocm_version(environ={}) is None  # no ROCM_PATH, no /opt/rocm file here
+    assert amd_mod.rocm_version(str(tmp_path / "rocm" / ".info" / "version"), environ={}) == "6.4.1-120"

@@ -168,3 +168,50 @@ def test_an_unwritable_session_dir_is_a_warning_under_xdist(project):
     assert result.ret == 0, text
     assert "blocker/sessions" in text and "--aaco-session-dir" in text
     assert text.count("the session goes on without a bundle") == 1
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
+
+
+def test_a_distributed_run_without_aaco_items_writes_nothing(pytester):
+    """The controller opens the session bundle for its workers before it knows whether any item
+    measures: when none does, the run leaves no ``.aaco`` folder behind."""
+    pytester.makepyfile(test_a="def test_a(): pass\n\ndef test_b(): pass\n")
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=2)
+    assert not (pytester.path / ".aaco").exists(), _tree(pytester.path)
+
+
+def test_an_existing_aaco_folder_keeps_its_content_and_gets_no_empty_bundle(pytester):
+    """Only what the run made goes: a ``.aaco`` that existed (here with a baseline-like file in it)
+    and its ``sessions`` folder stay, without an empty bundle folder."""
+    pytester.makepyfile(test_a="def test_a(): pass\n\ndef test_b(): pass\n")
+    sessions = pytester.path / ".aaco" / "sessions"
+    sessions.mkdir(parents=True)
+    (pytester.path / ".aaco" / "keep.txt").write_text("mine", encoding="utf-8")
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(passed=2)
+    assert sessions.is_dir() and list(sessions.iterdir()) == []
+    assert (pytester.path / ".aaco" / "keep.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_run_with_an_aaco_option_but_no_aaco_item_writes_nothing(pytester):
+    pytester.makepyfile(test_a="def test_a(): pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--aaco-warmup=2", timeout=300)
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / ".aaco").exists()
+
+
+def test_remove_empty_bundle_leaves_a_bundle_with_items(tmp_path):
+    from pytest_aaco.xdist import remove_empty_bundle
+
+    bundle = tmp_path / ".aaco" / "sessions" / "20261127-120000_0123abcd"
+    (bundle / "items").mkdir(parents=True)
+    (bundle / "items" / "a.json").write_text("{}", encoding="utf-8")
+    remove_empty_bundle(bundle, [tmp_path / ".aaco" / "sessions", tmp_path / ".aaco"])
+    assert (bundle / "items" / "a.json").exists()
+    (bundle / "items" / "a.json").unlink()
+    (tmp_path / ".aaco" / ".gitignore").write_text("# Created by pytest-aaco automatically\n*\n", encoding="utf-8")
+    remove_empty_bundle(bundle, [tmp_path / ".aaco" / "sessions", tmp_path / ".aaco"])
+    assert not (tmp_path / ".aaco").exists()

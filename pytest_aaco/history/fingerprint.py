@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pytest_aaco import eps
-from pytest_aaco.history.environment import ROCM_VERSION_FILE, cpu_model, gpu_identity, migraphx_version, rocm_version
+from pytest_aaco.history.environment import cpu_model, gpu_identity, migraphx_version, rocm_version
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.redact import fingerprint_options, looks_secret, redact_options
 from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
@@ -146,7 +146,7 @@ def timing_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(source.items()) if TIMING_ENV.match(k) and not looks_secret(k, v)}
 
 
-def amd_stack_fields(provider_short: str, rocm_version_file: str = ROCM_VERSION_FILE) -> JSONDict:
+def amd_stack_fields(provider_short: str, rocm_version_file: str | None = None) -> JSONDict:
     """``rocm_version`` and ``migraphx_version`` for the AMD EPs (``migraphx``, ``rocm``), each only when
     known: other EPs do not run on ROCm, and a field left out keeps the fingerprint id of a machine
     without ROCm what it was before these fields existed."""

@@ -17,23 +17,16 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-#: where a ROCm install records its version (``6.4.1-120`` style; the ``rocm-core`` package writes it)
-ROCM_VERSION_FILE = "/opt/rocm/.info/version"
+# the one reader of the ROCm version ($ROCM_PATH first), re-exported for this module's callers
+from pytest_aaco.samplers.rocm_install import ROCM_VERSION_FILE as ROCM_VERSION_FILE
+from pytest_aaco.samplers.rocm_install import rocm_version as rocm_version
+
 #: MIGraphX's CMake package version file under a ROCm prefix (``set(PACKAGE_VERSION "2.12.0")``)
 MIGRAPHX_CMAKE_VERSION = "lib/cmake/migraphx/migraphx-config-version.cmake"
 #: the dpkg database (Debian/Ubuntu ROCm packages: ``Package: migraphx`` / ``Version: 2.12.0.60400-...``)
 DPKG_STATUS = "/var/lib/dpkg/status"
 #: the KFD topology: one folder per node, ``properties`` holds ``gfx_target_version`` (0 for CPU nodes)
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
-
-
-def rocm_version(path: str = ROCM_VERSION_FILE) -> str | None:
-    """The installed ROCm version from *path* (first line, stripped), or None when unreadable or empty."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.readline().strip() or None
-    except OSError:
-        return None
 
 
 def rocm_prefixes(environ: Mapping[str, str] | None = None) -> list[Path]:

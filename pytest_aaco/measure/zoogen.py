@@ -97,6 +97,13 @@ class _Net:
         w = (self.rng.standard_normal((c_out, c_in)) * np.sqrt(1.0 / c_in)).astype(np.float32)
         return self.node("Gemm", [x, self.const(w), self.const(np.zeros(c_out, np.float32))], output, transB=1)
 
+    def pooled_classifier(self, x: str, features: int) -> str:
+        """The head of the Caffe2 exports (ResNet-50, ShuffleNet): 7x7 average pool, reshape to
+        ``[1, features]``, a 1000-class fully connected layer, Softmax into ``gpu_0/softmax_1``."""
+        x = self.pool("AveragePool", x, 7, 1)
+        x = self.node("Reshape", [x, self.const(np.array([1, features], np.int64))])
+        return self.node("Softmax", [self.fc(x, features, 1000)], "gpu_0/softmax_1")
+
     def model(self, name: str, feed: str, output: str, output_shape: list[int]) -> onnx.ModelProto:
         from onnx import TensorProto, helper
 
@@ -126,10 +133,7 @@ def resnet50(seed: int = 0) -> onnx.ModelProto:
             shortcut = n.bn(n.conv(x, c_in, out, 1, stride=stride, pads_attr=False), out) if block == 0 else x
             x = n.relu(n.node("Sum", [h, shortcut]))
             c_in = out
-    x = n.pool("AveragePool", x, 7, 1)
-    x = n.node("Reshape", [x, n.const(np.array([1, 2048], np.int64))])
-    x = n.node("Softmax", [n.fc(x, 2048, 1000)], "gpu_0/softmax_1")
-    return n.model("resnet50", "gpu_0/data_0", x, [1, 1000])
+    return n.model("resnet50", "gpu_0/data_0", n.pooled_classifier(x, 2048), [1, 1000])
 
 
 def squeezenet(seed: int = 0) -> onnx.ModelProto:
@@ -246,10 +250,7 @@ def shufflenet(seed: int = 0, groups: int = 4) -> onnx.ModelProto:
             else:
                 x = n.relu(n.node("Sum", [h, x]))
             c = out
-    x = n.pool("AveragePool", x, 7, 1)
-    x = n.node("Reshape", [x, n.const(np.array([1, 544], np.int64))])
-    x = n.node("Softmax", [n.fc(x, 544, 1000)], "gpu_0/softmax_1")
-    return n.model("shufflenet", "gpu_0/data_0", x, [1, 1000])
+    return n.model("shufflenet", "gpu_0/data_0", n.pooled_classifier(x, 544), [1, 1000])
 
 
 #: ``zoo:`` names built in code, to their generator

@@ -46,6 +46,8 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
+from pytest_aaco.samplers.rocm_install import ROCM_VERSION_FILE as ROCM_VERSION_FILE  # re-exported
+from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.samplers.visibility import (
     AMD,
     PhysicalGpu,
@@ -74,8 +76,6 @@ _PERF_LEVELS = (
 #: the first ROCm major version without rocm-smi: "As of ROCm 10.0, ROCm SMI is no longer included in TheRock
 #: builds" (https://rocm.docs.amd.com/projects/rocm_smi_lib/en/docs-10.1.0/index.html); amdsmi only from there on
 ROCM_SMI_GONE_IN = 10
-#: where a ROCm install records its version (``$ROCM_PATH/.info/version`` is read first when ROCM_PATH is set)
-ROCM_VERSION_FILE = "/opt/rocm/.info/version"
 #: rocm-smi is a Python program that starts in 0.1-0.5 s: never call it more often than this
 ROCM_SMI_MIN_INTERVAL_S = 1.0
 ROCM_SMI_TIMEOUT_S = 5.0
@@ -249,20 +249,10 @@ def parse_rocm_smi_json(text: str, device_id: int) -> JSONDict:
 
 
 def rocm_major(version_file: str | None = None, environ: Mapping[str, str] | None = None) -> int | None:
-    """The installed ROCm major version from its version file (``10.1.0-...`` -> 10): *version_file*, else
-    ``$ROCM_PATH/.info/version``, else :data:`ROCM_VERSION_FILE`; None when none can be read."""
-    env = os.environ if environ is None else environ
-    paths = [version_file] if version_file else [
-        *([os.path.join(env["ROCM_PATH"], ".info", "version")] if env.get("ROCM_PATH") else []), ROCM_VERSION_FILE]
-    for path in paths:
-        try:
-            with open(path, encoding="ascii", errors="replace") as handle:
-                head = handle.readline().strip().split(".", 1)[0]
-        except OSError:
-            continue
-        if head.isdigit():
-            return int(head)
-    return None
+    """The installed ROCm major version (``10.1.0-...`` -> 10) from :func:`rocm_version` (*version_file*,
+    else ``$ROCM_PATH/.info/version``, else :data:`ROCM_VERSION_FILE`); None when it cannot be read."""
+    head = (rocm_version(version_file, environ) or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def rocm_smi_path(version_file: str | None = None) -> tuple[str | None, str]:
@@ -325,20 +315,10 @@ def rocm_smi_device(path: str, device_id: int, environ: Mapping[str, str] | None
 
 
 def rocm_version_text(environ: Mapping[str, str] | None = None) -> str | None:
-    """The installed ROCm version (``6.2.4`` from ``6.2.4-120``): ``$ROCM_PATH/.info/version``, else
-    :data:`ROCM_VERSION_FILE`; None when neither can be read."""
-    env = os.environ if environ is None else environ
-    paths = [*([os.path.join(env["ROCM_PATH"], ".info", "version")] if env.get("ROCM_PATH") else []),
-             ROCM_VERSION_FILE]
-    for path in paths:
-        try:
-            with open(path, encoding="ascii", errors="replace") as handle:
-                text = handle.readline().strip().split("-", 1)[0]
-        except OSError:
-            continue
-        if re.fullmatch(r"\d+(\.\d+)*", text):
-            return text
-    return None
+    """The installed ROCm version without its build number (``6.2.4`` from ``6.2.4-120``), from
+    :func:`rocm_version`; None when it cannot be read or is not dotted digits."""
+    text = (rocm_version(environ=environ) or "").split("-", 1)[0]
+    return text if re.fullmatch(r"\d+(\.\d+)*", text) else None
 
 
 def _amdsmi_package_version() -> str | None:
@@ -376,13 +356,35 @@ def amdsmi_mismatch_message(exc: AttributeError, environ: Mapping[str, str] | No
             f" pip install {AMDSMI_ROCM_PACKAGE} (or {pin})")
 
 
+#: the ImportError of this process's failed ``import amdsmi`` (:func:`import_amdsmi`), or None
+_AMDSMI_FAILURE: list[ImportError] = []
+
+
+def reset_amdsmi_import() -> None:
+    """Forget a failed ``import amdsmi``, so the next :func:`import_amdsmi` tries again (for tests that
+    put a stand-in package in ``sys.modules``, or after installing the package in a running process)."""
+    _AMDSMI_FAILURE.clear()
+
+
 def import_amdsmi() -> ModuleType:
     """Import ``amdsmi``, turning every way its import fails into ImportError with a one-line cause.
 
     Without ROCm the package raises KeyError (it prints why ``libamd_smi.so`` could not be loaded, then
     looks the library up in an empty dict) or OSError; a package newer than the installed ROCm raises
     AttributeError on the first library symbol that ROCm lacks (:func:`amdsmi_mismatch_message`). What
-    the package prints while importing is kept off stdout and used in the message."""
+    the package prints while importing is kept off stdout and used in the message. A failed import is
+    tried once per process: later calls raise the same ImportError at once (the package loads its
+    library and binds every symbol at each try; :func:`reset_amdsmi_import` forgets it)."""
+    if _AMDSMI_FAILURE:
+        raise _AMDSMI_FAILURE[0]
+    try:
+        return _import_amdsmi()
+    except ImportError as exc:
+        _AMDSMI_FAILURE.append(exc)
+        raise
+
+
+def _import_amdsmi() -> ModuleType:
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
@@ -588,5 +590,7 @@ __all__ = [
     "normalize_perf_level",
     "parse_amdsmi_readings",
     "parse_rocm_smi_json",
+    "reset_amdsmi_import",
+    "rocm_version",
     "temperature_c",
 ]
