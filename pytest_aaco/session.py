@@ -40,6 +40,7 @@ from pytest_aaco.benchmark import (
     smoke_run,
 )
 from pytest_aaco.config import AacoConfig
+from pytest_aaco.cost import COST_PLUGIN_NAME, META_KEY, CostClock, note_triage, skip_unchanged
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.commit import commit_info
 from pytest_aaco.history.environment import collect_environment
@@ -235,6 +236,8 @@ class AacoSession:
         self.xdist = XdistBridge(pytest_config, self.records, self.bundle_folder)
         self._started = False
         self.side_gate: SideBySideGate | None = None
+        #: shards, and the wall-time ledger of the bundle (:mod:`pytest_aaco.cost`)
+        self.cost = CostClock(config.shard)
         if config.side_by_side:
             try:
                 self.side_gate = SideBySideGate(config.compare_ref, config.compare_python,
@@ -434,6 +437,7 @@ class AacoSession:
         if record.gpu is None:
             gpu = physical_gpu(record.provider, self.config.device_id)
             record.gpu = None if gpu is None else gpu.to_dict()
+        note_triage(item, record)
         self.records.append(record)
         item.stash[RECORD_KEY] = record
         try:
@@ -551,6 +555,7 @@ class AacoSession:
                 self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
             self.skip_item(request.node, model.name, provider.test_id, reason)
         provider = self.provider_for(model, requested)  # a fallback chain: the EP that runs here
+        skip_unchanged(self, request.node, model, provider)  # --aaco-compare: unchanged items cost no session
         crash: Exception | None = None
         try:
             provider, graph = self.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"
@@ -734,6 +739,7 @@ class AacoSession:
             meta = self._meta()
             meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             meta["summary"] = context.summary.to_dict()
+            meta[META_KEY] = self.cost.to_dict(self.records)
             try:
                 self.bundle.finish(meta)
             except OSError as exc:
@@ -784,4 +790,5 @@ def get_session(config: pytest.Config) -> AacoSession:
     session = AacoSession(config, AacoConfig.from_pytest_config(config))
     config.pluginmanager.register(session, PLUGIN_NAME)
     config.pluginmanager.register(session.xdist, XDIST_PLUGIN_NAME)
+    config.pluginmanager.register(session.cost, COST_PLUGIN_NAME)
     return session

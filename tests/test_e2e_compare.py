@@ -63,7 +63,8 @@ def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     git(root, "commit", "-qam", "the pull request")
 
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(root / "summary.md"))
-    result = repo.run_subprocess("--aaco-compare=HEAD~1", "--aaco-junit=perf.xml", "--aaco-html=perf.html", *ARGS,
+    result = repo.run_subprocess("--aaco-compare=HEAD~1", "--aaco-compare-unchanged=measure", "--aaco-junit=perf.xml",
+                                 "--aaco-html=perf.html", *ARGS,
                                  timeout=300)
     text = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text

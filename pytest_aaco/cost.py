@@ -1,0 +1,186 @@
+"""What a run costs, and how to make it cost less: shards, free unchanged items, the wall-time ledger.
+
+* ``--aaco-shard K/N`` keeps the items whose node id hashes to shard K (:func:`shard_of`: SHA-256 of
+  the node id, modulo N), so N jobs of one runner kind together run every item exactly once, and an
+  item keeps its shard when others are added. Each item's stored baseline is its own file
+  (one per node id), so shards never write the same baseline.
+* Under ``--aaco-compare=REF``, :func:`skip_unchanged` skips an item that is unchanged at REF, or
+  whose compute is provably unchanged, before its InferenceSession is built
+  (:mod:`pytest_aaco.sidebyside.unchanged`).
+* :class:`CostClock` keeps the session's ledger: items measured and skipped as unchanged, and the
+  seconds of each phase (collection, the items' setup, call and teardown as pytest times them, the
+  check at REF, the rest). The bundle's ``session_meta.json`` holds it under ``cost``
+  (:meth:`CostClock.to_dict`), and ``aaco report`` prints where the minutes went.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_aaco.records import ItemRecord, Outcome, Verdict
+
+if TYPE_CHECKING:
+    from pytest_aaco.measure.providers import ProviderSpec
+    from pytest_aaco.measure.registry import ModelSpec
+    from pytest_aaco.session import AacoSession
+    from pytest_aaco.sidebyside.unchanged import Triage
+
+#: name under which the ledger is registered with pytest's plugin manager
+COST_PLUGIN_NAME = "aaco-cost"
+#: the item's triage under ``--aaco-compare`` (set by :func:`skip_unchanged`, copied into its record)
+TRIAGE_KEY: pytest.StashKey[Triage] = pytest.StashKey()
+#: ``session_meta.json``'s key of the ledger
+META_KEY = "cost"
+
+
+# ---------------------------------------------------------------- shards
+
+
+def shard_of(nodeid: str, shards: int) -> int:
+    """The shard (1..*shards*) of the item *nodeid*: SHA-256 of its UTF-8 bytes, modulo *shards*, plus 1.
+    Depends on nothing but the node id: the same on every machine, pytest-xdist worker and run."""
+    return int.from_bytes(hashlib.sha256(nodeid.encode("utf-8")).digest()[:8], "big") % shards + 1
+
+
+def select_shard(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, int]) -> None:
+    """Keep in *items* (in place) those of shard K of N (*shard*); the others are deselected through
+    pytest's ``pytest_deselected`` hook, so ``-v`` counts them as deselected."""
+    k, n = shard
+    kept, dropped = [], []
+    for item in items:
+        (kept if shard_of(item.nodeid, n) == k else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
+
+
+# ---------------------------------------------------------------- unchanged items
+
+
+def skip_unchanged(session: AacoSession, item: pytest.Item, model: ModelSpec, provider: ProviderSpec) -> None:
+    """Under ``--aaco-compare=REF`` with ``--aaco-compare-unchanged=skip``: skip benchmark *item* when it
+    is unchanged at REF or its compute is provably the same, keeping a record of outcome ``unchanged``
+    (its verdict says which, and the compute check's seconds); otherwise remember the triage for the
+    item's record and return. Nothing is done for items without ``benchmark_model``, under
+    ``--aaco-save-baseline`` (a saving run needs a result) or with ``measure``. A REF that cannot give
+    the item's files is left to the measurement, which reports it."""
+    from pytest_aaco.sidebyside.revision import GitRefError
+    from pytest_aaco.sidebyside.unchanged import EXTRA_KEY, MEASURE_UNCHANGED
+
+    gate, config = session.side_gate, session.config
+    if gate is None or gate.ref is None or "benchmark_model" not in getattr(item, "fixturenames", ()):
+        return
+    try:
+        found = gate.triage(model, provider.short)
+    except GitRefError:
+        return
+    item.stash[TRIAGE_KEY] = found
+    if not found.free or config.compare_unchanged == MEASURE_UNCHANGED or config.save_baseline:
+        return
+    from pytest_aaco.benchmark import AacoMarker, item_settings
+
+    threshold = item_settings(config, model, provider, AacoMarker.of(item))[1]
+    label = f"{model.name}[{provider.short}]"
+    text = found.reason(gate.ref)
+    verdict = Verdict(outcome=Outcome.UNCHANGED, label=label, threshold=threshold, reason=f"{label}: {text}",
+                      message=f"{label}: {text}; not measured (--aaco-compare-unchanged=measure measures it)")
+    record = ItemRecord(item.nodeid, model.name, provider.short, label, verdict=verdict, outcome=Outcome.SKIPPED,
+                        extra={EXTRA_KEY: found.to_dict()})
+    session.start_benchmark()  # opens the bundle (at the first item), so the record is written there
+    session.keep(item, record)
+    pytest.skip(text)
+
+
+def note_triage(item: pytest.Item, record: ItemRecord) -> None:
+    """Copy *item*'s triage (:data:`TRIAGE_KEY`) into *record*'s ``extra``, for the ledger and the reports."""
+    from pytest_aaco.sidebyside.unchanged import EXTRA_KEY
+
+    found = item.stash.get(TRIAGE_KEY, None)
+    if found is not None and EXTRA_KEY not in record.extra:
+        record.extra[EXTRA_KEY] = found.to_dict()
+
+
+# ---------------------------------------------------------------- the ledger
+
+PHASES = ("setup", "call", "teardown")
+
+
+class CostClock:
+    """The session's wall-time ledger, registered as :data:`COST_PLUGIN_NAME`. Seconds by phase from
+    pytest's own reports (on a pytest-xdist controller, the workers' reports), so it holds under xdist."""
+
+    def __init__(self, shard: tuple[int, int] | None = None) -> None:
+        self.started = time.perf_counter()
+        self.shard = shard
+        self.collected_at: float | None = None
+        self.phases: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self.by_item: dict[str, float] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if self.shard is not None:
+            select_shard(config, items, self.shard)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected_at = time.perf_counter()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        seconds = float(report.duration or 0.0)
+        self.phases[report.when] = self.phases.get(report.when, 0.0) + seconds
+        self.by_item[report.nodeid] = self.by_item.get(report.nodeid, 0.0) + seconds
+
+    def to_dict(self, records: Iterable[ItemRecord]) -> dict[str, Any]:
+        """The ledger for ``session_meta.json``: ``wall_s`` (from the plugin's start to now),
+        ``phases_s`` (collection, setup, call, teardown, check_at_ref, other), ``items`` (measured,
+        unchanged, same_compute, new, other), ``item_s`` (seconds by kind of item) and ``shard``."""
+        from pytest_aaco.sidebyside.unchanged import EXTRA_KEY, SAME_COMPUTE
+
+        wall = time.perf_counter() - self.started
+        counts = {"measured": 0, "unchanged": 0, "same_compute": 0, "new": 0, "other": 0}
+        item_s = dict.fromkeys(counts, 0.0)
+        check_s = 0.0
+        for record in records:
+            triage = record.extra.get(EXTRA_KEY) if isinstance(record.extra, dict) else None
+            check_s += float((triage or {}).get("seconds") or 0.0)
+            if record.result is not None:
+                kind = "measured"
+            elif record.effective_outcome == Outcome.UNCHANGED:
+                kind = "same_compute" if (triage or {}).get("status") == SAME_COMPUTE else "unchanged"
+            elif record.effective_outcome == Outcome.NEW:
+                kind = "new"
+            else:
+                kind = "other"
+            counts[kind] += 1
+            item_s[kind] += self.by_item.get(record.nodeid, 0.0)
+        collection = None if self.collected_at is None else self.collected_at - self.started
+        phases = {"collection": collection, **self.phases, "check_at_ref": check_s}
+        accounted = sum(v for k, v in phases.items() if v is not None and k != "check_at_ref")  # inside setup
+        phases["other"] = max(wall - accounted, 0.0)
+        return {"wall_s": round(wall, 3), "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
+                "phases_s": {k: None if v is None else round(v, 3) for k, v in phases.items()},
+                "items": counts, "item_s": {k: round(v, 3) for k, v in item_s.items()}}
+
+
+def ledger_lines(cost: dict[str, Any]) -> list[str]:
+    """``where the time went`` lines of a ledger (:meth:`CostClock.to_dict`) for ``aaco report``."""
+    if not isinstance(cost, dict) or not cost:
+        return []
+    items = cost.get("items") or {}
+    item_s = cost.get("item_s") or {}
+    phases = cost.get("phases_s") or {}
+    wall = cost.get("wall_s")
+    parts = [f"{k.replace('_', ' ')} {float(v):.1f} s" for k, v in phases.items() if isinstance(v, (int, float))]
+    kinds = [f"{items.get(k, 0)} {k.replace('_', ' ')} ({float(item_s.get(k) or 0.0):.1f} s)"
+             for k in ("measured", "unchanged", "same_compute", "new", "other") if items.get(k)]
+    shard = f", shard {cost['shard']}" if cost.get("shard") else ""
+    return [f"where the time went: {float(wall or 0.0):.1f} s wall{shard}; " + ", ".join(parts),
+            "  items: " + (", ".join(kinds) or "none")]
+
+
+__all__ = ["COST_PLUGIN_NAME", "META_KEY", "TRIAGE_KEY", "CostClock", "ledger_lines", "note_triage", "select_shard",
+           "shard_of", "skip_unchanged"]
