@@ -51,7 +51,8 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], shard: tuple[i
     """Keep in *items* (in place) those of shard K of N (*shard*); the others are deselected through
     pytest's ``pytest_deselected`` hook, so ``-v`` counts them as deselected."""
     k, n = shard
-    kept, dropped = [], []
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         (kept if shard_of(item.nodeid, n) == k else dropped).append(item)
     if dropped:
@@ -174,7 +175,14 @@ def ledger_lines(cost: dict[str, Any]) -> list[str]:
     item_s = cost.get("item_s") or {}
     phases = cost.get("phases_s") or {}
     wall = cost.get("wall_s")
-    parts = [f"{k.replace('_', ' ')} {float(v):.1f} s" for k, v in phases.items() if isinstance(v, (int, float))]
+    def seconds(key: str) -> str | None:
+        value = phases.get(key)
+        return f"{float(value):.1f} s" if isinstance(value, (int, float)) else None
+
+    parts = [f"{key} {seconds(key)}" for key in ("collection", "setup", "call", "teardown", "other") if seconds(key)]
+    if float(phases.get("check_at_ref") or 0.0) > 0 and seconds("setup"):  # they run inside the items' setup
+        at = [p.split()[0] for p in parts].index("setup")
+        parts[at] += f" (checks at REF {seconds('check_at_ref')})"
     kinds = [f"{items.get(k, 0)} {k.replace('_', ' ')} ({float(item_s.get(k) or 0.0):.1f} s)"
              for k in ("measured", "unchanged", "same_compute", "new", "other") if items.get(k)]
     shard = f", shard {cost['shard']}" if cost.get("shard") else ""

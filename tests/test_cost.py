@@ -26,7 +26,6 @@ from pytest_aaco.sidebyside.compute import (
     compare_compute,
     graph_digest,
 )
-
 from tests.conftest import make_tiny_model
 
 
@@ -255,7 +254,8 @@ def test_shards_cover_every_item_exactly_once_and_keep_them_when_items_are_added
     pytester.makepyfile(test_shards=SHARD_TESTS.format(count=30))
     shards = []
     for k in (1, 2, 3):
-        result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider", "--aaco-no-bundle", f"--aaco-shard={k}/3")
+        result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider", "--aaco-no-bundle",
+                                               f"--aaco-shard={k}/3")
         assert result.ret == pytest.ExitCode.OK, result.stdout.str()
         result.stdout.fnmatch_lines([f"*{len(ran(result))} passed, {30 - len(ran(result))} deselected*"])
         shards.append(ran(result))
