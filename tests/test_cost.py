@@ -118,6 +118,23 @@ def test_a_dead_node_and_a_subgraph_are_not_proven(tiny, tmp_path):
     assert not check.proven and "subgraph" in check.reason
 
 
+def test_a_file_onnx_runtime_refuses_is_not_proven(tiny, tmp_path):
+    """Names do not count in the digest, but a re-export that gives two nodes one name (or one that
+    leaves IR and opset alone yet writes a value_info ONNX Runtime rejects) must not pass unmeasured."""
+    clash = reexport(onnx.load(str(tiny)))
+    for node in clash.graph.node:
+        node.name = "same"
+    onnx.save(clash, str(tmp_path / "clash.onnx"))
+    check = compare_compute(tiny, tmp_path / "clash.onnx")
+    assert not check.proven and "node name 'same'" in check.reason, check
+    typed = reexport(onnx.load(str(tiny)))
+    hidden = typed.graph.node[0].output[0]
+    typed.graph.value_info.append(helper.make_tensor_value_info(hidden, onnx.TensorProto.INT64, [1, 64]))
+    onnx.save(typed, str(tmp_path / "typed.onnx"))
+    check = compare_compute(tiny, tmp_path / "typed.onnx")
+    assert not check.proven and "ONNX Runtime does not load typed.onnx" in check.reason, check
+
+
 def test_the_same_graph_after_ort_basic_optimizations(tiny, tmp_path):
     """An Identity before the output: other graph, and ONNX Runtime's redundant-node elimination
     removes it, so the compute is proven the same at the optimized graph."""
