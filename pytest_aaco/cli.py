@@ -38,7 +38,6 @@ from typing import Any, TypeVar
 import iniconfig
 
 from pytest_aaco import __version__, eps, flavors
-from pytest_aaco.cost import ledger_lines
 from pytest_aaco.history.commit import commit_text, describe_commit
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
@@ -47,7 +46,9 @@ from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_te
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.reports import merge
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
+from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num
@@ -388,8 +389,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_report_merged(args: argparse.Namespace) -> int:
     """``aaco report`` of several bundles, or with ``--github-summary``: :mod:`pytest_aaco.reports.merge`."""
-    from pytest_aaco.reports import merge
-
     bundles = [merge.load_bundle(Path(p), load_bundle(Path(p))) for p in args.bundle]
     for problem in (p for b in bundles for p in b.problems):
         _err(f"aaco: warning: {problem}")

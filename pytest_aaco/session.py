@@ -24,6 +24,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -40,7 +41,6 @@ from pytest_aaco.benchmark import (
     smoke_run,
 )
 from pytest_aaco.config import AacoConfig
-from pytest_aaco.cost import COST_PLUGIN_NAME, META_KEY, CostClock, note_triage, skip_unchanged
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.commit import commit_info
 from pytest_aaco.history.environment import collect_environment
@@ -82,6 +82,7 @@ from pytest_aaco.records import (
 from pytest_aaco.redact import redact_argv
 from pytest_aaco.reports import ReportContext, github, html, junit, terminal
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
+from pytest_aaco.reports.cost import COST_PLUGIN_NAME, META_KEY, CostClock
 from pytest_aaco.reports.progress import announce, write_line
 from pytest_aaco.reports.wording import failure_text
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
@@ -89,6 +90,7 @@ from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
+from pytest_aaco.sidebyside.unchanged import MEASURE_UNCHANGED, note_triage, skip_unchanged
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers import select
 from pytest_aaco.tracers.base import InProcessTracer, TracerError
@@ -236,7 +238,7 @@ class AacoSession:
         self.xdist = XdistBridge(pytest_config, self.records, self.bundle_folder)
         self._started = False
         self.side_gate: SideBySideGate | None = None
-        #: shards, and the wall-time ledger of the bundle (:mod:`pytest_aaco.cost`)
+        #: shards, and the wall-time ledger of the bundle (:mod:`pytest_aaco.reports.cost`)
         self.cost = CostClock(config.shard)
         if config.side_by_side:
             try:
@@ -447,6 +449,12 @@ class AacoSession:
         item.user_properties.extend(junit.properties(record))
         self._write_item(item.nodeid, record)
 
+    def keep_unmeasured(self, item: pytest.Item, record: ItemRecord) -> None:
+        """:meth:`keep` for an item that is not measured (unchanged under ``--aaco-compare``): the
+        bundle is opened first, as before a measurement, so its record is written there too."""
+        self.start_benchmark()
+        self.keep(item, record)
+
     def _write_item(self, nodeid: str, record: ItemRecord) -> None:
         """Write (or rewrite) the item's file of the bundle; a write that fails drops the bundle, with a warning."""
         if self.bundle is not None:
@@ -555,7 +563,11 @@ class AacoSession:
                 self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
             self.skip_item(request.node, model.name, provider.test_id, reason)
         provider = self.provider_for(model, requested)  # a fallback chain: the EP that runs here
-        skip_unchanged(self, request.node, model, provider)  # --aaco-compare: unchanged items cost no session
+        if self.side_gate is not None:  # --aaco-compare: an unchanged item is skipped before its session is built
+            skip_unchanged(self.side_gate, request.node, model, provider.short,
+                           self.config.compare_unchanged == MEASURE_UNCHANGED or self.config.save_baseline,
+                           lambda: item_settings(self.config, model, provider, AacoMarker.of(request.node))[1],
+                           partial(self.keep_unmeasured, request.node))
         crash: Exception | None = None
         try:
             provider, graph = self.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"

@@ -16,9 +16,9 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from pytest_aaco.cost import shard_of
 from pytest_aaco.measure.modelgen import add_extra_work
 from pytest_aaco.options import shard_or_none
+from pytest_aaco.reports.cost import shard_of
 from pytest_aaco.sidebyside.compute import (
     SAME_GRAPH,
     SAME_OPTIMIZED,

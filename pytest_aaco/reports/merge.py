@@ -13,7 +13,7 @@ both hold the item, the rows carry ``#1``, ``#2`` in the order the bundles were 
 report's runner lines say which bundle is which). Bundles of shards (``--aaco-shard K/N``) of one
 suite on one runner kind hold disjoint items, so their rows together are the whole suite. False
 alarms are controlled per job (each bundle's own LOND), and the report says so. Each bundle's cost
-ledger (``session_meta.json``'s ``cost``, :mod:`pytest_aaco.cost`) gives the lines saying where
+ledger (``session_meta.json``'s ``cost``, :mod:`pytest_aaco.reports.cost`) gives the lines saying where
 its minutes went.
 """
 
@@ -24,12 +24,19 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from html import escape
 from pathlib import Path
 from typing import Any
 
-from pytest_aaco.cost import ledger_lines
+from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import load_session
+from pytest_aaco.reports.cost import ledger_lines
+from pytest_aaco.reports.github import job_summary, md_text
+from pytest_aaco.reports.html import render_html
+from pytest_aaco.reports.terminal import COLUMNS, NUMERIC, detail_lines, format_rows
+from pytest_aaco.reports.terminal import row as table_row
+from pytest_aaco.reports.wording import row_names
 
 #: provider names of items that ran on no GPU (their runner key has no GPU name)
 CPU_ONLY = ("cpu", "")
@@ -83,8 +90,6 @@ def runner_of(record: ItemRecord, environment: dict[str, Any]) -> tuple[str, str
     gpu = (record.gpu or {}).get("name") if isinstance(record.gpu, dict) else None
     fingerprint = record.fingerprint if isinstance(record.fingerprint, dict) else {}
     if fingerprint.get("cpu_model") is not None:
-        from pytest_aaco.history.fingerprint import Fingerprint
-
         return Fingerprint(fingerprint).machine_key, str(gpu or fingerprint.get("gpu_name") or "-")
     found = environment.get("gpu")
     env_gpu: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -157,8 +162,6 @@ def runner_lines(bundles: list[RunnerBundle], rows: list[MergedRow]) -> list[str
 def text_lines(bundles: list[RunnerBundle], rows: list[MergedRow]) -> list[str]:
     """The merged report as text: a line per bundle with where its time went, the table (runner and
     GPU columns first), and the lines of the items a person may act on."""
-    from pytest_aaco.reports.terminal import COLUMNS, NUMERIC, detail_lines, format_rows, row
-    from pytest_aaco.reports.wording import row_names
 
     lines = [f"{len(bundles)} session bundles, {len(rows)} item(s) on"
              f" {len({r.runner for r in rows})} runner(s):"] + runner_lines(bundles, rows)
@@ -166,7 +169,7 @@ def text_lines(bundles: list[RunnerBundle], rows: list[MergedRow]) -> list[str]:
     for runner in {r.runner for r in rows}:
         mine = [r for r in rows if r.runner == runner]
         names.update({id(r): name for r, name in zip(mine, row_names([r.record for r in mine]), strict=True)})
-    table = [(r.runner, r.gpu, *row(r.record, names[id(r)])) for r in rows]
+    table = [(r.runner, r.gpu, *table_row(r.record, names[id(r)])) for r in rows]
     lines += format_rows(("runner", "gpu", *COLUMNS), table, frozenset(i + 2 for i in NUMERIC))
     lines += detail_lines(tagged(rows))
     lines.append("false alarms: controlled per job (each bundle's own LOND)")
@@ -181,10 +184,6 @@ def summary_of(rows: list[MergedRow]) -> SessionSummary:
 def html_page(bundles: list[RunnerBundle], rows: list[MergedRow], title: str) -> str:
     """One HTML page for the merged rows (:func:`pytest_aaco.reports.html.render_html` on
     :func:`tagged` records), with the runners and where each job's time went under the title."""
-    from html import escape
-
-    from pytest_aaco.reports.html import render_html
-
     page = render_html(tagged(rows), summary_of(rows), None, title=title)
     block = ('<section class="block"><h2>Runners</h2><pre>' + escape("\n".join(runner_lines(bundles, rows)))
              + "</pre><p class=\"muted\">False alarms are controlled per job (each bundle's own LOND).</p></section>")
@@ -194,8 +193,6 @@ def html_page(bundles: list[RunnerBundle], rows: list[MergedRow], title: str) ->
 def job_summary_text(bundles: list[RunnerBundle], rows: list[MergedRow]) -> str:
     """The GitHub job summary (Markdown) of the merged rows (:func:`pytest_aaco.reports.github.job_summary`
     on :func:`tagged` records) followed by the runners and their ledgers."""
-    from pytest_aaco.reports.github import job_summary, md_text
-
     text = job_summary(tagged(rows), summary_of(rows))
     text = text.replace("## pytest-aaco:", f"## pytest-aaco ({len(bundles)} jobs):", 1)
     extra = ["### Runners", ""] + [f"- {md_text(line.strip())}" if not line.startswith("  ") else

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path

@@ -19,11 +19,16 @@ comparison). ``--aaco-save-baseline`` measures them too: a run that saves needs 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import pytest
+
+from pytest_aaco.measure.registry import ModelSpec
+from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.sidebyside.compute import ComputeCheck, compare_compute
-from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide
+from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRefError
 
 #: triage results
 SAME_COMPUTE, MEASURE = "same-compute", "measure"
@@ -88,5 +93,52 @@ def triage(side: BaselineSide, same_environment: bool, model_file: Any, started:
     return Triage(SAME_COMPUTE if check.proven else MEASURE, side, check, time.perf_counter() - start)
 
 
-__all__ = ["EXTRA_KEY", "MEASURE", "MEASURE_UNCHANGED", "SAME_COMPUTE", "SKIP_UNCHANGED", "UNCHANGED_MODES",
-           "Triage", "triage"]
+class Triages(Protocol):
+    """What :func:`skip_unchanged` reads of the side-by-side gate
+    (:class:`pytest_aaco.sidebyside.gate.SideBySideGate`): the revision and each item's triage."""
+
+    ref: str | None
+
+    def triage(self, spec: ModelSpec, provider_short: str) -> Triage: ...
+
+
+#: the item's triage under ``--aaco-compare`` (set by :func:`skip_unchanged`, copied into its record)
+TRIAGE_KEY: pytest.StashKey[Triage] = pytest.StashKey()
+
+
+def skip_unchanged(gate: Triages, item: pytest.Item, model: ModelSpec, provider_short: str, measure_anyway: bool,
+                   threshold: Callable[[], float], keep: Callable[[ItemRecord], None]) -> None:
+    """Under ``--aaco-compare=REF``: skip benchmark *item* when it is unchanged at REF or its compute is
+    provably the same, after handing *keep* a record of outcome ``unchanged`` (its verdict says which,
+    and the compute check's seconds; *threshold()* is the item's threshold, a fraction). Otherwise
+    remember the triage for the item's record (:func:`note_triage`) and return. Nothing is skipped
+    for items without ``benchmark_model`` or with *measure_anyway* (``--aaco-compare-unchanged=measure``,
+    ``--aaco-save-baseline``: a saving run needs a result). A REF that cannot give the item's files is
+    left to the measurement, which reports it. Raises pytest's skip exception."""
+    if gate.ref is None or "benchmark_model" not in getattr(item, "fixturenames", ()):
+        return
+    try:
+        found = gate.triage(model, provider_short)
+    except GitRefError:
+        return
+    item.stash[TRIAGE_KEY] = found
+    if not found.free or measure_anyway:
+        return
+    label = f"{model.name}[{provider_short}]"
+    text = found.reason(gate.ref)
+    verdict = Verdict(outcome=Outcome.UNCHANGED, label=label, threshold=threshold(), reason=f"{label}: {text}",
+                      message=f"{label}: {text}; not measured (--aaco-compare-unchanged=measure measures it)")
+    keep(ItemRecord(item.nodeid, model.name, provider_short, label, verdict=verdict, outcome=Outcome.SKIPPED,
+                    extra={EXTRA_KEY: found.to_dict()}))
+    pytest.skip(text)
+
+
+def note_triage(item: pytest.Item, record: ItemRecord) -> None:
+    """Copy *item*'s triage (:data:`TRIAGE_KEY`) into *record*'s ``extra``, for the ledger and the reports."""
+    found = item.stash.get(TRIAGE_KEY, None)
+    if found is not None and EXTRA_KEY not in record.extra:
+        record.extra[EXTRA_KEY] = found.to_dict()
+
+
+__all__ = ["EXTRA_KEY", "MEASURE", "MEASURE_UNCHANGED", "SAME_COMPUTE", "SKIP_UNCHANGED", "TRIAGE_KEY",
+           "UNCHANGED_MODES", "Triage", "Triages", "note_triage", "skip_unchanged", "triage"]

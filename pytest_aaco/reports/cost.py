@@ -1,12 +1,11 @@
-"""What a run costs, and how to make it cost less: shards, free unchanged items, the wall-time ledger.
+"""What a run costs: shards, and the wall-time ledger of the session bundle.
 
 * ``--aaco-shard K/N`` keeps the items whose node id hashes to shard K (:func:`shard_of`: SHA-256 of
   the node id, modulo N), so N jobs of one runner kind together run every item exactly once, and an
   item keeps its shard when others are added. Each item's stored baseline is its own file
   (one per node id), so shards never write the same baseline.
-* Under ``--aaco-compare=REF``, :func:`skip_unchanged` skips an item that is unchanged at REF, or
-  whose compute is provably unchanged, before its InferenceSession is built
-  (:mod:`pytest_aaco.sidebyside.unchanged`).
+* Under ``--aaco-compare=REF`` unchanged items are skipped before anything is built
+  (:func:`pytest_aaco.sidebyside.unchanged.skip_unchanged`); the ledger counts them.
 * :class:`CostClock` keeps the session's ledger: items measured and skipped as unchanged, and the
   seconds of each phase (collection, the items' setup, call and teardown as pytest times them, the
   check at REF, the rest). The bundle's ``session_meta.json`` holds it under ``cost``
@@ -18,22 +17,15 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from pytest_aaco.records import ItemRecord, Outcome, Verdict
-
-if TYPE_CHECKING:
-    from pytest_aaco.measure.providers import ProviderSpec
-    from pytest_aaco.measure.registry import ModelSpec
-    from pytest_aaco.session import AacoSession
-    from pytest_aaco.sidebyside.unchanged import Triage
+from pytest_aaco.records import ItemRecord, Outcome
+from pytest_aaco.sidebyside.unchanged import EXTRA_KEY, SAME_COMPUTE
 
 #: name under which the ledger is registered with pytest's plugin manager
 COST_PLUGIN_NAME = "aaco-cost"
-#: the item's triage under ``--aaco-compare`` (set by :func:`skip_unchanged`, copied into its record)
-TRIAGE_KEY: pytest.StashKey[Triage] = pytest.StashKey()
 #: ``session_meta.json``'s key of the ledger
 META_KEY = "cost"
 
@@ -58,52 +50,6 @@ def select_shard(config: pytest.Config, items: list[pytest.Item], shard: tuple[i
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = kept
-
-
-# ---------------------------------------------------------------- unchanged items
-
-
-def skip_unchanged(session: AacoSession, item: pytest.Item, model: ModelSpec, provider: ProviderSpec) -> None:
-    """Under ``--aaco-compare=REF`` with ``--aaco-compare-unchanged=skip``: skip benchmark *item* when it
-    is unchanged at REF or its compute is provably the same, keeping a record of outcome ``unchanged``
-    (its verdict says which, and the compute check's seconds); otherwise remember the triage for the
-    item's record and return. Nothing is done for items without ``benchmark_model``, under
-    ``--aaco-save-baseline`` (a saving run needs a result) or with ``measure``. A REF that cannot give
-    the item's files is left to the measurement, which reports it."""
-    from pytest_aaco.sidebyside.revision import GitRefError
-    from pytest_aaco.sidebyside.unchanged import EXTRA_KEY, MEASURE_UNCHANGED
-
-    gate, config = session.side_gate, session.config
-    if gate is None or gate.ref is None or "benchmark_model" not in getattr(item, "fixturenames", ()):
-        return
-    try:
-        found = gate.triage(model, provider.short)
-    except GitRefError:
-        return
-    item.stash[TRIAGE_KEY] = found
-    if not found.free or config.compare_unchanged == MEASURE_UNCHANGED or config.save_baseline:
-        return
-    from pytest_aaco.benchmark import AacoMarker, item_settings
-
-    threshold = item_settings(config, model, provider, AacoMarker.of(item))[1]
-    label = f"{model.name}[{provider.short}]"
-    text = found.reason(gate.ref)
-    verdict = Verdict(outcome=Outcome.UNCHANGED, label=label, threshold=threshold, reason=f"{label}: {text}",
-                      message=f"{label}: {text}; not measured (--aaco-compare-unchanged=measure measures it)")
-    record = ItemRecord(item.nodeid, model.name, provider.short, label, verdict=verdict, outcome=Outcome.SKIPPED,
-                        extra={EXTRA_KEY: found.to_dict()})
-    session.start_benchmark()  # opens the bundle (at the first item), so the record is written there
-    session.keep(item, record)
-    pytest.skip(text)
-
-
-def note_triage(item: pytest.Item, record: ItemRecord) -> None:
-    """Copy *item*'s triage (:data:`TRIAGE_KEY`) into *record*'s ``extra``, for the ledger and the reports."""
-    from pytest_aaco.sidebyside.unchanged import EXTRA_KEY
-
-    found = item.stash.get(TRIAGE_KEY, None)
-    if found is not None and EXTRA_KEY not in record.extra:
-        record.extra[EXTRA_KEY] = found.to_dict()
 
 
 # ---------------------------------------------------------------- the ledger
@@ -139,8 +85,6 @@ class CostClock:
         """The ledger for ``session_meta.json``: ``wall_s`` (from the plugin's start to now),
         ``phases_s`` (collection, setup, call, teardown, check_at_ref, other), ``items`` (measured,
         unchanged, same_compute, new, other), ``item_s`` (seconds by kind of item) and ``shard``."""
-        from pytest_aaco.sidebyside.unchanged import EXTRA_KEY, SAME_COMPUTE
-
         wall = time.perf_counter() - self.started
         counts = {"measured": 0, "unchanged": 0, "same_compute": 0, "new": 0, "other": 0}
         item_s = dict.fromkeys(counts, 0.0)
@@ -190,5 +134,4 @@ def ledger_lines(cost: dict[str, Any]) -> list[str]:
             "  items: " + (", ".join(kinds) or "none")]
 
 
-__all__ = ["COST_PLUGIN_NAME", "META_KEY", "TRIAGE_KEY", "CostClock", "ledger_lines", "note_triage", "select_shard",
-           "shard_of", "skip_unchanged"]
+__all__ = ["COST_PLUGIN_NAME", "META_KEY", "CostClock", "ledger_lines", "select_shard", "shard_of"]
