@@ -3,6 +3,8 @@
     aaco info                                   ORT version and EPs, GPUs, clocks, the machine fingerprint
     aaco diff A B                               compare two session bundles or two baseline files
     aaco report BUNDLE [--html OUT]             the results table of a bundle; optional HTML report
+    aaco report BUNDLE BUNDLE ... [--html OUT] [--github-summary FILE]
+                                                one report for the bundles of several jobs (runners, shards)
     aaco ls [--session-dir DIR]                 recent session bundles, newest first
     aaco baseline show [--baseline-dir DIR] [PATTERN]
                                                 baselines, with the history when one file matches
@@ -44,7 +46,9 @@ from pytest_aaco.jsonio import AacoFileError, atomic_write_text, dumps, read_jso
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.reports import merge
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
+from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num
@@ -383,9 +387,37 @@ def cmd_diff(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- aaco report / ls
 
 
+def cmd_report_merged(args: argparse.Namespace) -> int:
+    """``aaco report`` of several bundles, or with ``--github-summary``: :mod:`pytest_aaco.reports.merge`."""
+    bundles = [merge.load_bundle(Path(p), load_bundle(Path(p))) for p in args.bundle]
+    for problem in (p for b in bundles for p in b.problems):
+        _err(f"aaco: warning: {problem}")
+    rows = merge.merge(bundles)
+    for line in merge.text_lines(bundles, rows):
+        _out(line)
+    try:
+        if args.html:
+            page = merge.html_page(bundles, rows, f"pytest-aaco report: {len(bundles)} jobs")
+            atomic_write_text(Path(args.html), page)
+            _out(f"HTML report: {args.html}")
+    except OSError as exc:
+        raise CliError(f"--html: {_where(Path(args.html))}: cannot write it ({exc.strerror or exc})") from None
+    try:
+        if args.github_summary:  # appended, as GitHub Actions expects of $GITHUB_STEP_SUMMARY
+            with Path(args.github_summary).open("a", encoding="utf-8") as handle:
+                handle.write(merge.job_summary_text(bundles, rows))
+            _out(f"job summary: {args.github_summary}")
+    except OSError as exc:
+        raise CliError(f"--github-summary: {_where(Path(args.github_summary))}: cannot write it"
+                       f" ({exc.strerror or exc})") from None
+    return REGRESSION_FOUND if merge.exit_status(rows) else OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    if len(args.bundle) > 1 or args.github_summary:
+        return cmd_report_merged(args)
     if args.bundle:
-        path = Path(args.bundle)
+        path = Path(args.bundle[0])
     else:
         root, where = _folder(args.session_dir, "session-dir", "--session-dir")
         sessions = list_sessions(root) if root.is_dir() else []
@@ -408,6 +440,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             _out(line)
     else:
         _out("no items in this bundle")
+    for line in ledger_lines(meta.get("cost") or {}):
+        _out(line)
     if args.html:
         summary = SessionSummary.from_dict(meta.get("summary")) if meta.get("summary") else SessionSummary.of(records)
         commit = (session.get("meta") or {}).get("commit_info")
@@ -634,14 +668,19 @@ def build_parser() -> argparse.ArgumentParser:
                         " (without it, a different model file is refused, exit 2)")
     p.set_defaults(func=cmd_diff)
 
-    p = sub.add_parser("report", help="print a session bundle's results; optionally write HTML",
-                       description="Print the results table of a session bundle (exit 1 when it holds a"
-                                   " regression) and optionally write the HTML report.")
-    p.add_argument("bundle", metavar="BUNDLE", nargs="?", type=_bundle,
-                   help="session bundle folder (see `aaco ls`; default: the latest under the project's session folder)")
+    p = sub.add_parser("report", help="print session bundles' results; optionally write HTML",
+                       description="Print the results table of a session bundle, or one table for the bundles of"
+                                   " several jobs (each row names its runner: machine key and GPU), exit 1 when"
+                                   " any holds a regression, and optionally write the HTML report and a GitHub job"
+                                   " summary.")
+    p.add_argument("bundle", metavar="BUNDLE", nargs="*", type=_bundle,
+                   help="session bundle folder(s) (see `aaco ls`; default: the latest under the project's session"
+                        " folder)")
     p.add_argument("--session-dir", metavar="DIR", type=_folder_arg,
                    help="where to look for the latest bundle (default: the project's, as pytest finds the project)")
     p.add_argument("--html", metavar="OUT", type=_out_file, help="write a self-contained HTML report to OUT")
+    p.add_argument("--github-summary", metavar="FILE", type=_out_file,
+                   help="append the GitHub job summary (Markdown) to FILE, e.g. \"$GITHUB_STEP_SUMMARY\"")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ls", help="list recent session bundles, newest first",

@@ -138,6 +138,8 @@ class AacoConfig(GateSettings):
 
     providers: tuple[ProviderSpec, ...] = parse_providers("--aaco-provider", [opts.default("provider")])
     models_path: Path | None = None
+    #: ``--aaco-shard K/N`` as (K, N), None for all items (:mod:`pytest_aaco.shard`)
+    shard: tuple[int, int] | None = setting("shard")
     baseline_dir: Path = field(default_factory=lambda: Path(opts.default("baseline-dir")))
     #: ``--aaco-smoke``: each model run once, outputs checked finite; nothing measured, gated or saved
     smoke: bool = setting("smoke")
@@ -181,6 +183,8 @@ class AacoConfig(GateSettings):
     junit_path: Path | None = None
     html_path: Path | None = None
     compare_ref: str | None = setting("compare")
+    #: ``--aaco-compare-unchanged``: skip or measure (:mod:`pytest_aaco.sidebyside.unchanged`)
+    compare_unchanged: str = setting("compare-unchanged")
     compare_python: str | None = setting("compare-python")
     compare_budget_s: float = setting("compare-budget")
     #: ``--aaco-compile-cache``: auto, off or a folder (:mod:`pytest_aaco.measure.compile_cache`)

@@ -212,6 +212,20 @@ def megabytes(value: object) -> float:
     return amount(value, "mb", "megabytes like 50", positive=False)
 
 
+def shard_or_none(value: object) -> tuple[int, int] | None:
+    """``--aaco-shard``: ``K/N`` (this run is shard K of N, 1 <= K <= N) as ``(K, N)``, None when empty."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    match = re.fullmatch(r"(\d+)\s*/\s*(\d+)", text)
+    if match is None:
+        raise ValueError(f"expected K/N such as 1/3 (shard K of N), got {text!r}")
+    k, n = int(match.group(1)), int(match.group(2))
+    if n < 1 or not 1 <= k <= n:
+        raise ValueError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return k, n
+
+
 def on_off(value: object) -> bool:
     """``on``/``off`` (also true/false, yes/no, 1/0)."""
     text = str(value).strip().lower()
@@ -370,6 +384,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("models", "model registry YAML (none: the registry shipped with pytest-aaco)", "", "PATH",
               path="the path of a model registry YAML such as models.yaml"),
     OptionDef("baseline-dir", "folder of JSON baselines", "baselines", "DIR", path="a folder such as baselines"),
+    OptionDef("shard", "run only shard K of N of the benchmark items (by a hash of the node id)", "", "K/N",
+              parse=shard_or_none),
     OptionDef("smoke", "run each model once and check its outputs are finite: no measurement, gate or baseline",
               False, ini_type="bool"),
     OptionDef("save-baseline", "append this run to each item's baseline history", False, ini_type="bool"),
@@ -445,6 +461,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("html", "write a self-contained HTML report", "", "PATH", path="a file such as perf.html"),
     OptionDef("compare", "gate each item side by side against this git revision (origin/main, a SHA, HEAD~1)", "",
               "REF", parse=revision_or_none),
+    OptionDef("compare-unchanged", "with --aaco-compare, an item unchanged at REF: skip it, or measure it anyway",
+              "skip", "skip|measure", parse=partial(choice, choices=("skip", "measure"))),
     OptionDef("compare-python", "run the baseline side in this Python interpreter (another onnxruntime)", "", "PATH",
               parse=interpreter_or_none, path="the path of a Python interpreter such as .venv-old/bin/python"),
     OptionDef("compile-cache", "compile cache of MIGraphX, TensorRT, OpenVINO: auto (user cache folder), off, a folder",
@@ -464,7 +482,7 @@ BY_NAME = {opt.name: opt for opt in OPTIONS}
 #: reports, side by side, and what only device execution providers (GPUs) use.
 HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("aaco", "pytest-aaco: ONNX Runtime performance gate",
-     ("provider", "models", "baseline-dir", "save-baseline", "baseline-reset", "smoke", "threshold", "fdr",
+     ("provider", "models", "shard", "baseline-dir", "save-baseline", "baseline-reset", "smoke", "threshold", "fdr",
       "strict-provider", "provider-option", "warmup", "rounds", "iterations", "item-timeout")),
     ("aaco-verdict", "pytest-aaco: measuring and judging",
      ("history", "min-history", "run-noise", "confirm", "strict-inconclusive", "fail-on-improvement", "gate-p99",
@@ -472,7 +490,7 @@ HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "cold-start-threshold", "profile", "intra-op-threads", "sample-interval", "ort-log-level")),
     ("aaco-reports", "pytest-aaco: reports", ("session-dir", "no-bundle", "junit", "html")),
     ("aaco-compare", "pytest-aaco: side by side (against a git revision or another Python environment)",
-     ("compare", "compare-python", "compare-budget")),
+     ("compare", "compare-unchanged", "compare-python", "compare-budget")),
     ("aaco-gpu", "pytest-aaco: GPUs and other device execution providers",
      ("device-id", "device-threshold", "device-time", "iobinding", "graph", "placement", "compile-cache",
       "ep-library", "cupti", "rocprof")),

@@ -22,6 +22,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -82,6 +83,7 @@ from pytest_aaco.records import (
 from pytest_aaco.redact import redact_argv
 from pytest_aaco.reports import ReportContext, github, html, junit, terminal
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
+from pytest_aaco.reports.cost import COST_PLUGIN_NAME, META_KEY, CostClock
 from pytest_aaco.reports.progress import announce, write_line
 from pytest_aaco.reports.wording import failure_text
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
@@ -89,6 +91,7 @@ from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
+from pytest_aaco.sidebyside.unchanged import MEASURE_UNCHANGED, note_triage, skip_unchanged
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers import select
 from pytest_aaco.tracers.base import InProcessTracer, TracerError
@@ -168,6 +171,8 @@ class AacoSession:
                                  self.config.session_dir if self.config.bundle else None)
         self._started = False
         self.side_gate: SideBySideGate | None = None
+        #: shards, and the wall-time ledger of the bundle (:mod:`pytest_aaco.reports.cost`)
+        self.cost = CostClock(config.shard)
         if config.side_by_side:
             try:
                 self.side_gate = SideBySideGate(config.compare_ref, config.compare_python,
@@ -367,6 +372,7 @@ class AacoSession:
         if record.gpu is None:
             gpu = physical_gpu(record.provider, self.config.device_id)
             record.gpu = None if gpu is None else gpu.to_dict()
+        note_triage(item, record)
         self.records.append(record)
         item.stash[RECORD_KEY] = record
         try:
@@ -375,6 +381,12 @@ class AacoSession:
             mark_error(record, cause_and_fix(exc, "run a pytest_aaco_verdict hook"))
         item.user_properties.extend(junit.properties(record))
         self._write_item(item.nodeid, record)
+
+    def keep_unmeasured(self, item: pytest.Item, record: ItemRecord) -> None:
+        """:meth:`keep` for an item that is not measured (unchanged under ``--aaco-compare``): the
+        bundle is opened first, as before a measurement, so its record is written there too."""
+        self.start_benchmark()
+        self.keep(item, record)
 
     def _write_item(self, nodeid: str, record: ItemRecord) -> None:
         """Write (or rewrite) the item's file of the bundle; a write that fails drops the bundle, with a warning."""
@@ -484,6 +496,11 @@ class AacoSession:
                 self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
             self.skip_item(request.node, model.name, provider.test_id, reason)
         provider = self.provider_for(model, requested)  # a fallback chain: the EP that runs here
+        if self.side_gate is not None:  # --aaco-compare: an unchanged item is skipped before its session is built
+            skip_unchanged(self.side_gate, request.node, model, provider.short,
+                           self.config.compare_unchanged == MEASURE_UNCHANGED or self.config.save_baseline,
+                           lambda: item_settings(self.config, model, provider, AacoMarker.of(request.node))[1],
+                           partial(self.keep_unmeasured, request.node))
         crash: Exception | None = None
         try:
             provider, graph = self.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"
@@ -669,6 +686,7 @@ class AacoSession:
             meta = self._meta()
             meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
             meta["summary"] = {**context.summary.to_dict(), "device_lock": terminal.lock_waits(self.records)}
+            meta[META_KEY] = self.cost.to_dict(self.records)
             try:
                 self.bundle.finish(meta)
             except OSError as exc:
@@ -719,4 +737,5 @@ def get_session(config: pytest.Config) -> AacoSession:
     session = AacoSession(config, AacoConfig.from_pytest_config(config))
     config.pluginmanager.register(session, PLUGIN_NAME)
     config.pluginmanager.register(session.xdist, XDIST_PLUGIN_NAME)
+    config.pluginmanager.register(session.cost, COST_PLUGIN_NAME)
     return session

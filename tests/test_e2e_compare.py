@@ -63,7 +63,8 @@ def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     git(root, "commit", "-qam", "the pull request")
 
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(root / "summary.md"))
-    result = repo.run_subprocess("--aaco-compare=HEAD~1", "--aaco-junit=perf.xml", "--aaco-html=perf.html", *ARGS,
+    result = repo.run_subprocess("--aaco-compare=HEAD~1", "--aaco-compare-unchanged=measure", "--aaco-junit=perf.xml",
+                                 "--aaco-html=perf.html", *ARGS,
                                  timeout=300)
     text = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
@@ -126,7 +127,8 @@ def test_cold_start_is_compared_side_by_side(aaco_project):
 
     fast = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
     result = aaco_project.pytester.runpytest_subprocess(
-        *fast, "--aaco-compare=HEAD~1", "--aaco-cold-start=5", "--aaco-max-contention=off", "--aaco-junit=perf.xml",
+        *fast, "--aaco-compare=HEAD~1", "--aaco-compare-unchanged=measure", "--aaco-cold-start=5",
+        "--aaco-max-contention=off", "--aaco-junit=perf.xml",
         "--aaco-html=perf.html", *ARGS, timeout=300)
     text = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, text
@@ -186,7 +188,8 @@ def test_side_by_side_builds_no_reference_workload(repo):
     onnx.save(model, str(root / "cosmetic.onnx"))
     git(root, "commit", "-qam", "the pull request")
     spy = root / "reference_built.txt"
-    result = repo.run_subprocess("--aaco-compare=HEAD~1", "-k", "cosmetic", *ARGS, timeout=300)
+    result = repo.run_subprocess("--aaco-compare=HEAD~1", "--aaco-compare-unchanged=measure", "-k", "cosmetic",
+                                 *ARGS, timeout=300)
     result.stdout.fnmatch_lines(["cosmetic*cpu*no-regression"])
     assert not spy.exists(), spy.read_text()
     repo.run_subprocess("-k", "cosmetic", *ARGS, timeout=300)

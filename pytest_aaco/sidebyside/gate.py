@@ -17,6 +17,7 @@ turn into ``pytest.UsageError``.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -57,6 +58,7 @@ from pytest_aaco.sidebyside.cycles import (
     to_verdict,
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
+from pytest_aaco.sidebyside.unchanged import Triage, triage
 from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide
 from pytest_aaco.tracers import rocprof
 from pytest_aaco.tracers.base import TracerError, TracerMissing
@@ -143,6 +145,8 @@ class SideBySideGate:
     options: ItemOptions = field(default_factory=ItemOptions)
     gitref: GitRef | None = field(init=False, default=None)
     tree: RefTree | None = field(init=False, default=None)
+    #: each item's triage (:meth:`triage`), by (registry, model, EP)
+    triaged: dict[tuple[str, str, str], Triage] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.ref:
@@ -169,6 +173,17 @@ class SideBySideGate:
                 side.status, side.changes = CHANGED, ["environment"]
             return side
         return BaselineSide(CHANGED, spec, model_path(spec), ["environment"])
+
+    def triage(self, spec: ModelSpec, provider_short: str) -> Triage:
+        """The item's triage (:func:`pytest_aaco.sidebyside.unchanged.triage`: unchanged, the same
+        compute, or to measure), found once per (registry, model, EP). Raises what
+        :meth:`baseline_for_item` raises."""
+        key = (str(spec.registry_path), spec.name, provider_short)
+        if key not in self.triaged:
+            start = time.perf_counter()
+            side = self.baseline_for_item(spec, provider_short)
+            self.triaged[key] = triage(side, not self.python, model_path(spec), start)
+        return self.triaged[key]
 
     def static_verdict(self, side: BaselineSide, label: str, threshold: float, mean_ms: float | None) -> Verdict:
         """The verdict of an item that is not measured side by side: ``unchanged`` or ``new``. The
@@ -199,7 +214,8 @@ class SideBySideGate:
         :class:`~pytest_aaco.sidebyside.revision.GitRefError` for a file git cannot give.
         """
         label = f"{run.model.name}[{run.provider.short}]"
-        side = self.baseline_for_item(run.model, run.provider.short)
+        found = self.triage(run.model, run.provider.short)
+        side = found.side
         if side.status in (UNCHANGED, NEW):
             result = run.measure(run.handle, settings)
             return result, self.static_verdict(side, label, gate.threshold, result.mean_ms)
@@ -221,6 +237,8 @@ class SideBySideGate:
         finally:
             telemetry.stop()
         result.telemetry = telemetry.to_dict()
+        if found.note():  # a compute check that did not prove the item unchanged says why
+            verdict.notes.append(str(found.note()))
         if o.cold_start:  # measured by the cold-start pass after the rounds (extra_passes.measure_insight)
             run.compare_cold_start = partial(self.cold_start, run.model, side, provider_for, item, run.feeds,
                                              o.cold_start, label, o.cold_start_threshold,
