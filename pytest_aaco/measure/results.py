@@ -135,6 +135,8 @@ class BenchmarkResult:
     compile_cache: str | None = None
     device: DeviceSeries | None = None
     device_note: str | None = None
+    #: the physical GPU it ran on (``uuid``, ``pci_bus_id`` ...), set by the gate for the GPU offsets
+    gpu: dict[str, Any] | None = None
 
     @property
     def latencies_ms(self) -> np.ndarray:

@@ -1,0 +1,141 @@
+"""Pooled run-to-run variance and physical-GPU offsets (pytest_aaco.verdict.pooling), against
+scipy.stats and by simulation."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from pytest_aaco.verdict import pooling, stats
+
+
+def _items(rng: np.random.Generator, n_items: int, runs: int, sd: float, gpus: list[str] | None = None,
+           offsets: dict[str, float] | None = None) -> list[list[tuple[str | None, float]]]:
+    items = []
+    for i in range(n_items):
+        mu = rng.normal(0, 1) + i
+        runs_of = []
+        for _ in range(runs):
+            g = str(rng.choice(gpus)) if gpus else None
+            runs_of.append((g, mu + (offsets or {}).get(g, 0.0) + rng.normal(0, sd)))  # type: ignore[arg-type]
+        items.append(runs_of)
+    return items
+
+
+def test_prior_of_a_common_variance_recovers_it_and_caps_d0() -> None:
+    rng = np.random.default_rng(1)
+    sd = 0.001
+    pool = pooling.fit_pool(_items(rng, 40, 3, sd))
+    assert pool.prior is not None
+    assert pool.prior.s0_sq == pytest.approx(sd**2, rel=0.35)
+    assert pool.prior.d0 <= 80  # capped at the df it was fitted on (40 items x 2 df)
+
+
+def test_prior_fit_matches_the_chi_square_model() -> None:
+    """Variances drawn as s0² d0 / chi²_d0 (the prior) times chi²_d / d (sampling): the moment
+    estimator finds d0 and s0² near the truth (Smyth 2004, section 6.2)."""
+    rng = np.random.default_rng(7)
+    d0, s0_sq, d = 8.0, 4e-6, 2
+    true_var = s0_sq * d0 / sps.chi2.rvs(d0, size=4000, random_state=rng)
+    sample = true_var * sps.chi2.rvs(d, size=4000, random_state=rng) / d
+    prior = stats.fit_variance_prior(sample, np.full(4000, d))
+    assert prior is not None
+    assert prior.d0 == pytest.approx(d0, rel=0.3)
+    assert prior.s0_sq == pytest.approx(s0_sq, rel=0.15)
+
+
+def test_pooled_test_is_the_moderated_t_of_scipy() -> None:
+    prior = stats.VariancePrior(s0_sq=1e-6, d0=6.0, items=5)
+    pool = pooling.Pool(prior, pooling.GpuOffsets())
+    history = [(None, 0.010), (None, 0.012)]
+    current = [0.014, 0.016]
+    comp = pooling.pooled_test(current, history, None, pool)
+    assert comp is not None
+    s2 = float(np.var([0.010, 0.012], ddof=1))
+    post = (6 * 1e-6 + 1 * s2) / 7
+    se = math.sqrt(post * 1.5)
+    t = (0.015 - 0.011) / se
+    assert comp.df == 7
+    assert comp.se == pytest.approx(se)
+    assert comp.p_slower == pytest.approx(sps.t.sf(t, 7))
+    lo, hi = comp.ci(0.95)
+    assert math.log(hi) == pytest.approx(0.004 + sps.t.ppf(0.975, 7) * se)
+    assert comp.mde(0.01) == pytest.approx(math.expm1((sps.t.ppf(0.99, 7) + sps.t.ppf(0.8, 7)) * se))
+
+
+def test_no_prior_or_one_run_leaves_the_old_test() -> None:
+    assert pooling.pooled_test([0.0], [(None, 0.0), (None, 0.1)], None, pooling.Pool(None, pooling.GpuOffsets())) is None
+    pool = pooling.Pool(stats.VariancePrior(1e-6, 4, 3), pooling.GpuOffsets())
+    assert pooling.pooled_test([0.0], [(None, 0.0)], None, pool) is None
+    assert pooling.fit_pool(_items(np.random.default_rng(0), 2, 3, 0.01)).prior is None
+
+
+@pytest.mark.parametrize("runs", [2, 3, 5, 10])
+def test_false_alarm_rate_is_nominal_by_simulation(runs: int) -> None:
+    """Items with different true variances (drawn from the prior the model assumes), 6 items per
+    folder: the one-sided pooled test at level 0.05 rejects an unchanged item about 5% of the time."""
+    rng = np.random.default_rng(100 + runs)
+    alpha, rejected, trials = 0.05, 0, 0
+    for _ in range(400):
+        sds = np.sqrt(1e-6 * 10 / sps.chi2.rvs(10, size=6, random_state=rng))
+        items = [[(None, float(rng.normal(0, s))) for _ in range(runs)] for s in sds]
+        pool = pooling.fit_pool(items)
+        for item, s in zip(items, sds, strict=True):
+            comp = pooling.pooled_test([rng.normal(0, s)], item, None, pool)
+            assert comp is not None
+            trials += 1
+            rejected += comp.p_slower <= alpha
+    rate = rejected / trials
+    assert 0.025 <= rate <= 0.075, rate
+
+
+def test_gpu_offsets_are_fitted_shrunk_and_taken_out() -> None:
+    rng = np.random.default_rng(3)
+    offsets = {"GPU-a": 0.03, "GPU-b": -0.03}
+    items = _items(rng, 6, 6, 0.001, gpus=["GPU-a", "GPU-b"], offsets=offsets)
+    fitted = pooling.fit_gpu_offsets(items)
+    assert fitted.items >= 5  # items whose runs all landed on one GPU do not inform the offsets
+    # identified up to a constant (the run-weighted mean is 0), which the items' means absorb
+    assert fitted.offsets["GPU-a"] - fitted.offsets["GPU-b"] == pytest.approx(0.06, abs=0.002)
+    pool = pooling.fit_pool(items)
+    assert pool.prior is not None and math.sqrt(pool.prior.s0_sq) < 0.002  # the offset is not in the variance
+    history = [(g, 1.0 + offsets[g] + rng.normal(0, 0.001)) for g in ["GPU-a", "GPU-b"]]
+    comp = pooling.pooled_test([1.0 + offsets["GPU-b"]], history, "GPU-b", pool)
+    assert comp is not None and abs(comp.estimate) < 0.003  # unbiased on the other GPU
+    assert comp.mde(0.01) < 0.01  # and not widened by the 6% gap between the GPUs
+    assert pooling.fit_gpu_offsets(_items(rng, 6, 4, 0.001, gpus=["GPU-a"])).offsets == {}
+
+
+def test_equal_gpus_get_offsets_near_zero() -> None:
+    rng = np.random.default_rng(5)
+    fitted = pooling.fit_gpu_offsets(_items(rng, 6, 4, 0.001, gpus=["GPU-a", "GPU-b"]))
+    assert all(abs(v) < 0.001 for v in fitted.offsets.values())
+
+
+def _run(device: list[float], gpu: str, rounds: list[float]) -> dict[str, object]:
+    return {"timestamp": "2026-11-27T00:00:00Z", "rounds": [{"log_mean": r} for r in rounds],
+            "device_time": {"log_means": device}, "gpu": {"uuid": gpu}}
+
+
+def test_folder_pool_reads_baseline_files_and_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(9)
+    for i in range(4):
+        runs = []
+        for j in range(4):
+            gpu = "GPU-aaaa" if j % 2 else "GPU-bbbb"
+            shift = 0.02 if gpu == "GPU-aaaa" else -0.02
+            runs.append({"gpu": gpu, "dev": [i + shift + rng.normal(0, 1e-3)] * 3, "wall": [i + rng.normal(0, 1e-2)] * 3})
+        history = [_run(r["dev"], r["gpu"], r["wall"]) for r in runs]  # type: ignore[arg-type]
+        (tmp_path / f"item{i}.json").write_text(json.dumps({"history": history}))
+    items = [pooling.run_means(json.loads(p.read_text())["history"], pooling.DEVICE, pooling.RAW)
+             for p in sorted(tmp_path.glob("*.json"))]
+    assert [len(i) for i in items] == [4, 4, 4, 4]
+    pool = pooling.fit_pool(items)
+    offsets = pool.offsets.offsets
+    assert offsets["GPU-aaaa"] - offsets["GPU-bbbb"] == pytest.approx(0.04, abs=0.002)
+    with pytest.raises(ValueError, match="unknown pooled series"):
+        pooling.run_means([], "cpu", pooling.RAW)
