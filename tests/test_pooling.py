@@ -32,7 +32,7 @@ def test_prior_of_a_common_variance_recovers_it_and_caps_d0() -> None:
     pool = pooling.fit_pool(_items(rng, 40, 3, sd))
     assert pool.prior is not None
     assert pool.prior.s0_sq == pytest.approx(sd**2, rel=0.35)
-    assert pool.prior.d0 <= 80  # capped at the df it was fitted on (40 items x 2 df)
+    assert pool.prior.d0 <= 40  # capped at half the df it was fitted on (40 items x 2 df)
 
 
 def test_prior_fit_matches_the_chi_square_model() -> None:
@@ -139,3 +139,11 @@ def test_folder_pool_reads_baseline_files_and_lines(tmp_path) -> None:  # type: 
     assert offsets["GPU-aaaa"] - offsets["GPU-bbbb"] == pytest.approx(0.04, abs=0.002)
     with pytest.raises(ValueError, match="unknown pooled series"):
         pooling.run_means([], "cpu", pooling.RAW)
+
+
+def test_a_gpu_of_unknown_offset_is_left_to_the_unpooled_test() -> None:
+    pool = pooling.Pool(stats.VariancePrior(1e-6, 4, 3), pooling.GpuOffsets())
+    history = [("GPU-a", 0.0), ("GPU-a", 0.001)]
+    assert pooling.pooled_test([0.01], history, "GPU-b", pool) is None
+    assert pooling.pooled_test([0.01], history, "GPU-a", pool) is not None
+    assert pooling.pooled_test([0.01], history, None, pool) is not None  # no GPU recorded (CPU)

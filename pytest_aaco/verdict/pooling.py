@@ -44,8 +44,9 @@ from pytest_aaco.verdict import stats
 DEVICE, WALL = "device", "wall"
 #: the series kinds pooling applies to (the reference-adjusted test keeps its own residual prior)
 RAW, NORMALIZED = "raw", "normalized"
-#: d0 is capped at this share of the df the prior was fitted on (their sum over items)
-D0_CAP_SHARE = 1.0
+#: d0 is capped at this share of the df the prior was fitted on (their sum over items): with 6 items of
+#: 2 runs the false-alarm rate at level 0.05 was 0.069 uncapped and 0.062 at 0.5 (studies/pooled_sim.py)
+D0_CAP_SHARE = 0.5
 #: fewest items with at least 2 runs before a prior is fitted (Smyth's estimator needs a spread)
 MIN_ITEMS = 3
 #: the method name of the pooled test, as verdicts record it
@@ -130,6 +131,8 @@ class GpuOffsets:
     tau_sq: float = 0.0
     sigma_sq: float = 0.0
     items: int = 0
+    #: the df of the items' residuals about their own means (runs - items), before the offsets took GPUs - 1
+    used_df: int = 0
 
     def of(self, gpu: str | None) -> tuple[float, float]:
         """``(offset, variance)`` of *gpu*: ``(0, 0)`` when offsets are not fitted or the GPU is
@@ -142,7 +145,7 @@ class GpuOffsets:
 
     def to_dict(self) -> dict[str, Any]:
         return {"offsets": dict(self.offsets), "variances": dict(self.variances), "runs": dict(self.runs),
-                "tau_sq": self.tau_sq, "sigma_sq": self.sigma_sq, "items": self.items}
+                "tau_sq": self.tau_sq, "sigma_sq": self.sigma_sq, "items": self.items, "used_df": self.used_df}
 
 
 def fit_gpu_offsets(items: Sequence[Sequence[tuple[str | None, float]]], iterations: int = 200) -> GpuOffsets:
@@ -187,7 +190,7 @@ def fit_gpu_offsets(items: Sequence[Sequence[tuple[str | None, float]]], iterati
         w = tau_sq / (tau_sq + noise) if tau_sq + noise > 0 else 0.0
         offsets[g] = w * gamma[g]
         variances[g] = w * noise
-    return GpuOffsets(offsets, variances, counts, tau_sq, sigma_sq, len(used))
+    return GpuOffsets(offsets, variances, counts, tau_sq, sigma_sq, len(used), n_runs - len(used))
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,9 @@ def fit_pool(items: Sequence[Sequence[tuple[str | None, float]]], min_items: int
             continue
         ys = np.array([y - offsets.of(g)[0] for g, y in item])
         v = float(np.var(ys, ddof=1))
+        if offsets.offsets and len({g for g, _ in item if g is not None}) >= 2:
+            # the offsets were fitted on these items' residuals and took GPUs - 1 of their df: undo that
+            v *= offsets.used_df / (offsets.used_df - len(offsets.offsets) + 1)
         if v > 0 and math.isfinite(v):
             variances.append(v)
             dfs.append(len(item) - 1)
@@ -239,21 +245,30 @@ def pooled_test(current: Sequence[float] | np.ndarray, history: Sequence[tuple[s
     run mean)`` per history run (:func:`run_means`); *current_gpu*: the GPU this run used. With
     ``y_r`` the history's run means less their GPU's offset and ``x'`` = x less the current GPU's:
     ``estimate = x' - mean(y)``, ``s̃² = (d0 s0² + (H-1) s²)/(d0 + H - 1)``, ``se² = s̃² (1 + 1/H) +
-    var(γ_now) + mean(var(γ_r))/H``, Student t with ``d0 + H - 1`` df (Smyth 2004; see the module
-    docstring). Raises ValueError when *current* is empty or not finite.
+    var(γ_now - mean(γ_r))`` (the offsets' errors taken as independent between GPUs), Student t with ``d0 + H - 1`` df (Smyth 2004; see the module
+    docstring). None too when this run's GPU is not in the item's history and no offset is fitted for it
+    (no item ran on it and another GPU yet): its offset is unknown, so the caller's unpooled test,
+    with its run-to-run prior, decides. Raises ValueError when *current* is empty or not finite.
     """
     if pool.prior is None or len(history) < 2:
         return None
+    seen = {g for g, _ in history if g is not None}
+    if current_gpu is not None and seen and current_gpu not in seen and current_gpu not in pool.offsets.offsets:
+        return None  # another GPU, whose offset no item has shown yet: pooling cannot vouch for it
     c = np.asarray(current, dtype=float)
     if c.size == 0 or not np.all(np.isfinite(c)):
         raise ValueError("this run's log-means are empty or not finite")
-    off_now, var_now = pool.offsets.of(current_gpu)
+    off_now = pool.offsets.of(current_gpu)[0]
     ys = np.array([y - pool.offsets.of(g)[0] for g, y in history])
-    var_hist = float(np.mean([pool.offsets.of(g)[1] for g, _ in history]))
     h = ys.size
+    # the offsets' errors, independent between GPUs: error(now) - mean(error(history runs))
+    weights: dict[str | None, float] = {current_gpu: 1.0}
+    for g, _ in history:
+        weights[g] = weights.get(g, 0.0) - 1.0 / h
+    var_offsets = sum(w * w * pool.offsets.of(g)[1] for g, w in weights.items())
     s_sq, df = pool.prior.moderate(float(np.var(ys, ddof=1)), float(h - 1))
     df = min(df, 1e6)
-    se = max(math.sqrt(s_sq * (1.0 + 1.0 / h) + var_now + var_hist / h), stats.SE_FLOOR)
+    se = max(math.sqrt(s_sq * (1.0 + 1.0 / h) + var_offsets), stats.SE_FLOOR)
     estimate = float(c.mean()) - off_now - float(ys.mean())
     from scipy.stats import t as student_t
 
