@@ -68,7 +68,8 @@ def test_pooled_test_is_the_moderated_t_of_scipy() -> None:
 
 
 def test_no_prior_or_one_run_leaves_the_old_test() -> None:
-    assert pooling.pooled_test([0.0], [(None, 0.0), (None, 0.1)], None, pooling.Pool(None, pooling.GpuOffsets())) is None
+    empty = pooling.Pool(None, pooling.GpuOffsets())
+    assert pooling.pooled_test([0.0], [(None, 0.0), (None, 0.1)], None, empty) is None
     pool = pooling.Pool(stats.VariancePrior(1e-6, 4, 3), pooling.GpuOffsets())
     assert pooling.pooled_test([0.0], [(None, 0.0)], None, pool) is None
     assert pooling.fit_pool(_items(np.random.default_rng(0), 2, 3, 0.01)).prior is None
@@ -128,7 +129,8 @@ def test_folder_pool_reads_baseline_files_and_lines(tmp_path) -> None:  # type: 
         for j in range(4):
             gpu = "GPU-aaaa" if j % 2 else "GPU-bbbb"
             shift = 0.02 if gpu == "GPU-aaaa" else -0.02
-            runs.append({"gpu": gpu, "dev": [i + shift + rng.normal(0, 1e-3)] * 3, "wall": [i + rng.normal(0, 1e-2)] * 3})
+            runs.append({"gpu": gpu, "dev": [i + shift + rng.normal(0, 1e-3)] * 3,
+                         "wall": [i + rng.normal(0, 1e-2)] * 3})
         history = [_run(r["dev"], r["gpu"], r["wall"]) for r in runs]  # type: ignore[arg-type]
         (tmp_path / f"item{i}.json").write_text(json.dumps({"history": history}))
     items = [pooling.run_means(json.loads(p.read_text())["history"], pooling.DEVICE, pooling.RAW)

@@ -245,10 +245,10 @@ def pooled_test(current: Sequence[float] | np.ndarray, history: Sequence[tuple[s
     run mean)`` per history run (:func:`run_means`); *current_gpu*: the GPU this run used. With
     ``y_r`` the history's run means less their GPU's offset and ``x'`` = x less the current GPU's:
     ``estimate = x' - mean(y)``, ``s̃² = (d0 s0² + (H-1) s²)/(d0 + H - 1)``, ``se² = s̃² (1 + 1/H) +
-    var(γ_now - mean(γ_r))`` (the offsets' errors taken as independent between GPUs), Student t with ``d0 + H - 1`` df (Smyth 2004; see the module
-    docstring). None too when this run's GPU is not in the item's history and no offset is fitted for it
-    (no item ran on it and another GPU yet): its offset is unknown, so the caller's unpooled test,
-    with its run-to-run prior, decides. Raises ValueError when *current* is empty or not finite.
+    var(γ_now - mean(γ_r))`` (the offsets' errors taken as independent between GPUs), Student t
+    with ``d0 + H - 1`` df (Smyth 2004; see the module docstring). None too when this run's GPU is
+    not in the item's history and no offset is fitted for it (no item ran on it and another GPU
+    yet): its offset is unknown, so the caller's unpooled test, with its run-to-run prior, decides. Raises ValueError when *current* is empty or not finite.
     """
     if pool.prior is None or len(history) < 2:
         return None
