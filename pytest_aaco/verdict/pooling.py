@@ -248,7 +248,8 @@ def pooled_test(current: Sequence[float] | np.ndarray, history: Sequence[tuple[s
     var(γ_now - mean(γ_r))`` (the offsets' errors taken as independent between GPUs), Student t
     with ``d0 + H - 1`` df (Smyth 2004; see the module docstring). None too when this run's GPU is
     not in the item's history and no offset is fitted for it (no item ran on it and another GPU
-    yet): its offset is unknown, so the caller's unpooled test, with its run-to-run prior, decides. Raises ValueError when *current* is empty or not finite.
+    yet): its offset is unknown, so the caller's unpooled test, with its run-to-run prior, decides.
+    Raises ValueError when *current* is empty or not finite.
     """
     if pool.prior is None or len(history) < 2:
         return None
