@@ -149,3 +149,37 @@ def test_a_gpu_of_unknown_offset_is_left_to_the_unpooled_test() -> None:
     assert pooling.pooled_test([0.01], history, "GPU-b", pool) is None
     assert pooling.pooled_test([0.01], history, "GPU-a", pool) is not None
     assert pooling.pooled_test([0.01], history, None, pool) is not None  # no GPU recorded (CPU)
+
+
+def test_baseline_show_and_the_html_report_show_each_gpu_offset(tmp_path, result_factory, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Three items saved alternately on two GPUs, the second 6% slower in wall time: `aaco baseline
+    show` prints each GPU's fitted offset (6% apart), and a pooled device-time record's rows name
+    this GPU's offset."""
+    from pytest_aaco import cli
+    from pytest_aaco.history.fingerprint import Fingerprint
+    from pytest_aaco.history.store import save_run
+
+    fp = Fingerprint({"model_sha256": "aa" * 32, "provider": "CUDAExecutionProvider", "cpu_model": "x", "cpu_cores": 2,
+                      "gpu_name": "NVIDIA H200", "input_shapes": {"x": [1, 64]}, "env": {}})
+    folder = tmp_path / "runner"
+    folder.mkdir()
+    for item in range(3):
+        node = f"test_perf.py::test_latency[m{item}-cuda]"
+        for run in range(4):
+            gpu = "GPU-bbbbbbbb" if run % 2 else "GPU-aaaaaaaa"
+            mean = (10.0 + item) * (1.06 if gpu == "GPU-bbbbbbbb" else 1.0)
+            save_run(folder / f"m{item}.json", node, fp, result_factory([mean] * 5, noise=0.001, seed=run + 10 * item),
+                     extra={"gpu": {"uuid": gpu, "pci_bus_id": None, "name": "NVIDIA H200"}})
+    assert cli.main(["baseline", "show", "--baseline-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split(": ")[1]: line for line in out.splitlines() if line.startswith("GPU offset in runner:")}
+    assert sorted(lines) == ["GPU-aaaaaaaa", "GPU-bbbbbbbb"]
+    a = float(lines["GPU-aaaaaaaa"].split("wall time ")[1].split("%")[0])
+    b = float(lines["GPU-bbbbbbbb"].split("wall time ")[1].split("%")[0])
+    assert b - a == pytest.approx(6.0, abs=0.5)
+    assert "(6 runs)" in lines["GPU-aaaaaaaa"]
+    rows = dict(pooling.pooled_pairs({"pooled": {"s0_sq": 1e-6, "d0": 4.0, "items": 6, "gpu": "GPU-bbbbbbbb",
+                                                 "gpu_offset": math.log(1.03), "gpus": 2}}))
+    assert rows["device time: offset of this GPU (fitted, taken out)"] == "+3.00% (GPU-bbbbbbbb)"
+    assert rows["device time: run-to-run sd pooled over the runner's items"] == "0.100% (6 items, 4 prior df)"
+    assert pooling.pooled_pairs({"ratio": 1.0}) == []

@@ -365,3 +365,20 @@ def offsets_lines(folder: Path) -> list[str]:
         for gpu, value in sorted(offsets.offsets.items()):
             found.setdefault(gpu, []).append(f"{label} {math.expm1(value):+.2%} ({offsets.runs[gpu]} runs)")
     return [f"{gpu[:16]}: {', '.join(parts)}" for gpu, parts in found.items()]
+
+
+def pooled_pairs(device_time: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Rows for the HTML report's verdict table from a device-time record's ``pooled`` entry
+    (:func:`device_comparison`): the pooled prior and the offset of the GPU this run used; empty
+    when the device-time test was not pooled. Plain text (the caller escapes it)."""
+    pooled = (device_time or {}).get("pooled")
+    if not isinstance(pooled, dict):
+        return []
+    d0 = pooled.get("d0")
+    rows = [("device time: run-to-run sd pooled over the runner's items",
+             f"{math.sqrt(float(pooled.get('s0_sq') or 0.0)):.3%} ({pooled.get('items')} items,"
+             f" {float(d0 if isinstance(d0, (int, float)) else 0.0):.3g} prior df)")]
+    if pooled.get("gpu") and pooled.get("gpus"):
+        rows.append(("device time: offset of this GPU (fitted, taken out)",
+                     f"{math.expm1(float(pooled.get('gpu_offset') or 0.0)):+.2%} ({str(pooled['gpu'])[:16]})"))
+    return rows
