@@ -21,7 +21,7 @@ import pytest
 
 from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.devicelock import hold_device
+from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
@@ -144,7 +144,7 @@ def device_lock(provider: ProviderSpec, device_id: int, label: str) -> AbstractC
     """The device lock of EP *provider*'s device *device_id* (:func:`pytest_aaco.measure.devicelock.hold_device`),
     keyed by its physical GPU (:func:`pytest_aaco.samplers.gpus.gpu_lock_name`) on GPU EPs."""
     name = gpu_lock_name(provider.short, device_id) if provider.is_gpu else None
-    return hold_device(provider.is_gpu, device_id, label, name)
+    return gpu_locks(provider, device_id, label, name)  # the older version's gpu<N>.lock too (measure/gpulocks.py)
 
 
 def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intra_op_threads: int) -> SessionHandle:
