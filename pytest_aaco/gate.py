@@ -175,6 +175,9 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
         if c.save_baseline:
             insight = measure_insight(run, profile=c.profile != "off")
             verdict = _saved(nodeid, run, result, fp, ctx, record, insight)
+            if run.side_verdict is not None:  # a nightly job: gated side by side, the run stored for trends
+                saved, (verdict, _) = verdict, _verdict(nodeid, run, result, fp, ctx)
+                verdict.notes.append(f"also saved: {saved.reason}")
         else:
             verdict, baseline = _verdict(nodeid, run, result, fp, ctx)
             insight = measure_insight(run, profile=c.profile == "on" or (c.profile == "failing" and verdict.fails))
