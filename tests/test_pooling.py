@@ -183,3 +183,48 @@ def test_baseline_show_and_the_html_report_show_each_gpu_offset(tmp_path, result
     assert rows["device time: offset of this GPU (fitted, taken out)"] == "+3.00% (GPU-bbbbbbbb)"
     assert rows["device time: run-to-run sd pooled over the runner's items"] == "0.100% (6 items, 4 prior df)"
     assert pooling.pooled_pairs({"ratio": 1.0}) == []
+
+
+POOLED_REGISTRY = """
+models:
+  a:
+    path: tiny.onnx
+    iterations: 50
+  b:
+    path: tiny.onnx
+    iterations: 50
+  c:
+    path: tiny.onnx
+    iterations: 50
+"""
+
+
+def test_two_saved_runs_gate_device_time_sharply_with_the_pooled_variance(aaco_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Three items, two saved runs each, a fake kernel tracer (run-to-run sd about 0.1%): the
+    device-time verdicts use the pooled variance, decide `no regression` with an MDE under 1%
+    (before pooling: 7.8-7.9% with 3 runs), and +2% kernel time fails every item."""
+    from tests.test_device_time_stored import ARGS, FAKE_CONFTEST, _records
+
+    project = aaco_project
+    project.registry(POOLED_REGISTRY)
+    project.pytester.makeconftest(FAKE_CONFTEST)
+    monkeypatch.setenv("FAKE_DEVICE_MS", "0.818")
+    for seed in (0, 1):
+        monkeypatch.setenv("FAKE_SEED", str(seed))
+        assert project.run("--aaco-save-baseline", *ARGS).ret == 0
+    _records(project)
+    monkeypatch.setenv("FAKE_SEED", "10")
+    project.run(*ARGS)
+    records = _records(project)
+    assert len(records) == 3
+    for record in records:
+        dev = record["verdict"]["device_time"]
+        assert dev["method"] == pooling.METHOD and dev["runs"] == 2 and dev["pooled"]["items"] == 3
+        assert dev["outcome"] == "no-regression" and dev["mde"] < 0.01, dev
+    monkeypatch.setenv("FAKE_DEVICE_MS", str(0.818 * 1.02))
+    monkeypatch.setenv("FAKE_SEED", "11")
+    result = project.run(*ARGS)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    verdicts = [r["verdict"] for r in _records(project)]
+    assert [v["device_time"]["outcome"] for v in verdicts] == ["regression"] * 3
+    assert all(v["fails"] and v["confirmed"] for v in verdicts)
