@@ -54,6 +54,9 @@ case "${PRESET:-}" in
     "") ;;
     *) echo "PRESET must be one, two or cpu, got ${PRESET}" >&2; exit 2 ;;
 esac
+if [ "${PRESET:-}" = two ] && ! python3 -c "import xdist" 2>/dev/null; then
+    echo "PRESET=two needs pytest-xdist importable (pip install --target /tmp/site pytest-xdist execnet)" >&2; exit 2
+fi
 WORK=${WORK:-/tmp/aaco-device-stored}
 if [ "${SUMMARY:-0}" = 1 ]; then python3 "$REPO/studies/stored_gate_summary.py" "$WORK"; exit $?; fi
 MODELS=${MODELS:-${MODEL:-resnet50}}
