@@ -322,7 +322,9 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     on a short history, or the reference-adjusted test) on the series of :func:`device_series`, the
     same outcome rule (:func:`pytest_aaco.verdict.outcome.outcome_of`) at the item's *level* and
     ``settings.device_threshold`` (``--aaco-device-threshold``), its own 95% CI and MDE (power 0.8).
-    No variance prior: the runner's priors are fitted on wall time.
+    On raw and normalized series with 2 or more history runs, the run-to-run variance is pooled over
+    the baseline folder's items and each physical GPU's offset taken out
+    (:func:`pytest_aaco.verdict.pooling.device_comparison`, recorded under ``"pooled"``).
 
     Returns None when there is nothing to compare (this run or the history lacks device time), else
     ``{"outcome", "threshold", "ratio", "ci_low", "ci_high", "p_slower", "p_faster", "level", "mde", "method",
