@@ -13,8 +13,8 @@ apart. Printed per row: the false-alarm rate of the one-sided test at the nomina
 the gate's first LOND level 0.025), the power at level 0.01 for +2% and +6%, the median and 90th
 percentile minimum detectable effect (power 0.8, level 0.01), the share of gates the pooled test
 left to the unpooled one (a GPU of unknown offset, or no prior), next to the test used before pooling (Welch on
-the rounds with a 2% run-to-run prior; its MDE only, from ``stats.welch_rounds``' formula with 20
-rounds per run). No GPU needed: a few seconds per row.
+the rounds with a 2% run-to-run prior below 5 runs, the plain prediction interval from 5; its MDE
+only, at the geometric mean of the sd range). No GPU needed: a few seconds per row.
 """
 
 from __future__ import annotations
@@ -62,9 +62,14 @@ def simulate(runs: int, trials: int, items: int, sd_range: tuple[float, float], 
 
 
 def old_mde(runs: int, sd: float) -> float:
-    """MDE (level 0.01, power 0.8) of the test before pooling on a history shorter than 5 runs:
-    Welch on 20 rounds per run with the 2% run-to-run prior (``judge.comparison``)."""
+    """MDE (level 0.01, power 0.8) of the test before pooling: on a history shorter than 5 runs
+    (``--aaco-min-history``) Welch on 20 rounds per run with the 2% run-to-run prior
+    (``judge.comparison``); from 5 runs the prediction interval on the run means (median of 200
+    histories)."""
     rng = np.random.default_rng(0)
+    if runs >= 5:
+        return float(np.median([stats.prediction_interval_test([rng.normal(0, sd)], rng.normal(0, sd, runs)).mde(0.01)
+                                for _ in range(200)]))
     rounds = 20
     cur = rng.normal(0, sd * math.sqrt(rounds), rounds)
     base = rng.normal(0, sd * math.sqrt(rounds), rounds * runs)
@@ -89,7 +94,7 @@ def main() -> None:
                 unpooled = simulate.fallback  # type: ignore[attr-defined]
                 p2, _ = simulate(runs, args.trials, args.items, sd_range, gpus, 0.02, rng)
                 p6, _ = simulate(runs, args.trials, args.items, sd_range, gpus, 0.06, rng)
-                before = old_mde(runs, math.sqrt(sd_range[0] * sd_range[1])) if runs < 5 else float("nan")
+                before = old_mde(runs, math.sqrt(sd_range[0] * sd_range[1]))
                 print(f"{label:>7} {gpus:>4} {runs:>4} | {np.mean(p0 <= 0.05):7.3f} {np.mean(p0 <= 0.025):8.3f} |"
                       f" {np.mean(p2 <= 0.01):6.2f} {np.mean(p6 <= 0.01):6.2f} |"
                       f" {np.nanmedian(mde):8.2%} {np.nanpercentile(mde, 90):8.2%} | {unpooled:8.1%} | {before:10.2%}")
