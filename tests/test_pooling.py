@@ -141,6 +141,9 @@ def test_folder_pool_reads_baseline_files_and_lines(tmp_path) -> None:  # type: 
     assert offsets["GPU-aaaa"] - offsets["GPU-bbbb"] == pytest.approx(0.04, abs=0.002)
     with pytest.raises(ValueError, match="unknown pooled series"):
         pooling.run_means([], "cpu", pooling.RAW)
+    odd = [{"rounds": [{"log_mean": None}]}, {"rounds": [{"log_mean": "x"}]}, {"rounds": []}, {"device_time": {}}]
+    assert pooling.run_means(odd, pooling.WALL, pooling.RAW) == []  # records without figures are skipped
+    assert pooling.run_means(odd, pooling.DEVICE, pooling.RAW) == []
 
 
 def test_a_gpu_of_unknown_offset_is_left_to_the_unpooled_test() -> None:

@@ -63,10 +63,14 @@ def run_gpu(run: dict[str, Any]) -> str | None:
 
 
 def _mean(values: Any) -> float | None:
-    arr = np.asarray(values, dtype=float) if isinstance(values, (list, tuple)) and values else None
-    if arr is None or arr.ndim != 1 or not np.all(np.isfinite(arr)):
+    """The mean of a non-empty list of finite numbers, else None (a stored record that lacks them)."""
+    if not isinstance(values, (list, tuple)) or not values:
         return None
-    return float(arr.mean())
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return float(arr.mean()) if arr.ndim == 1 and np.all(np.isfinite(arr)) else None
 
 
 def _reference_device(run: dict[str, Any], ref_id: str | None) -> list[float] | None:
