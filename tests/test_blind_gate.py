@@ -66,6 +66,8 @@ def test_a_blind_gate_says_so_and_the_option_fails_it(aaco_project) -> None:  # 
     assert strict.ret == pytest.ExitCode.TESTS_FAILED, strict.stdout.str()
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["1 of 1 item could not detect a slowdown below *%*; they failed (--aaco-fail-blind)"])
+    why = "(fails with --aaco-fail-blind or --aaco-strict-inconclusive: minimum detectable effect"
+    assert why in strict.stdout.str()  # the failing item's headline says why it failed
     project.pytester.makeini("[pytest]\naaco_fail_blind = true\n")  # the ini twin
     assert project.run(*BUSY).ret == pytest.ExitCode.TESTS_FAILED
 
