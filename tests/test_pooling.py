@@ -243,3 +243,35 @@ def test_the_html_verdict_table_shows_the_pooled_variance_and_the_gpu_offset() -
     page = verdict_table(v)
     assert "0.200% (5 items, 3 prior df)" in page and "run-to-run sd pooled over the runner" in page
     assert "-1.00% (GPU-1234&lt;b&gt;)" in page  # escaped
+
+
+#: every verdict record to records.jsonl (the hook the plugin calls per judged item)
+RECORDS_CONFTEST = """
+import json
+
+
+def pytest_aaco_verdict(config, item, record):
+    with open("records.jsonl", "a") as out:
+        out.write(json.dumps(record) + "\\n")
+"""
+
+
+def test_wall_time_of_a_two_run_history_uses_the_pooled_variance(aaco_project) -> None:  # type: ignore[no-untyped-def]
+    """Three items, two saved runs, no reference workload (raw wall time): the gate's method is the
+    pooled prediction interval (before: Welch on rounds with the 2% run-to-run prior), and its
+    report note names it."""
+    project = aaco_project
+    project.registry(POOLED_REGISTRY)
+    project.pytester.makeconftest(RECORDS_CONFTEST)
+    args = ("--aaco-reference=none", "--aaco-intra-op-threads=1", "--aaco-threshold=99%", "--aaco-memory-slack=100000")
+    for _ in range(2):
+        assert project.run("--aaco-save-baseline", *args).ret == 0
+    (project.pytester.path / "records.jsonl").unlink()
+    result = project.run(*args)
+    assert result.ret == 0, result.stdout.str()
+    records = [json.loads(line) for line in (project.pytester.path / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    methods = {r["verdict"]["method"] for r in records if r.get("verdict")}
+    assert methods == {pooling.METHOD}, methods
+    notes = " ".join(n for r in records for n in r["verdict"]["notes"])
+    assert "run-to-run variance pooled over this runner's items (moderated t, Smyth 2004)" in notes
