@@ -22,7 +22,8 @@ import pytest
 
 from pytest_aaco.config import AacoConfig, parse_fraction, parse_iterations, parse_positive_int
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.devicelock import NOTICE_S, DeviceHold, DeviceLockTimeout, hold_device
+from pytest_aaco.measure.devicelock import NOTICE_S, DeviceHold, DeviceLockTimeout
+from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.inference import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -159,7 +160,7 @@ def device_lock(provider: ProviderSpec, device_id: int, label: str,
     once when the wait passes a second. Raises :class:`~pytest_aaco.measure.devicelock.DeviceLockTimeout`
     past ``--aaco-lock-timeout``."""
     name = gpu_lock_name(provider.short, device_id) if provider.is_gpu else None
-    return hold_device(provider.is_gpu, device_id, label, name, waiting)
+    return gpu_locks(provider, device_id, label, name, waiting)  # also an older version's gpu<N>.lock
 
 
 class ItemTimeout(SessionError):

@@ -55,6 +55,7 @@ from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
 from pytest_aaco.verdict.percent import bound_text, pct
+from pytest_aaco.verdict.pooling import offsets_lines
 
 _T = TypeVar("_T")
 
@@ -561,6 +562,9 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
             numeric |= {7, 8, 9}
         for line in format_rows(header, hist, numeric=frozenset(numeric)):
             _out(line)
+    for folder in sorted({b.path.parent for b in found}):  # each physical GPU's fitted offset (verdict/pooling.py)
+        for line in offsets_lines(folder):
+            _out(f"GPU offset in {folder.name}: {line}")
     return USAGE_ERROR if problems else OK
 
 

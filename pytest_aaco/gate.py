@@ -120,6 +120,7 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
     if c.confirm and needs_confirmation(verdict):
         ctx.announce(f"{label} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
+        result.confirmation.gpu = result.gpu
         second = judge_history(result.confirmation, baseline, fp, settings, level, label, prior=priors.raw,
                                machine_offset=offset, adjusted_prior=priors.adjusted)
         verdict = confirm(verdict, second, settings)
@@ -162,6 +163,7 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     record = ItemRecord(nodeid, run.model.name, run.provider.short, item_label(run), placement=run.placement)
     gpu = physical_gpu(run.provider.short, c.device_id)
     record.gpu = None if gpu is None else gpu.to_dict()
+    result.gpu = record.gpu  # the pooled test takes this GPU's offset out (verdict/pooling.py)
     if run.handle.graph and run.provider.is_gpu:
         record.extra["graph"] = dict(run.handle.graph)
     if run.provider.chain:  # --aaco-provider=vitisai|dml|cpu: the chain asked for, and the EP that ran
@@ -173,6 +175,9 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
         if c.save_baseline:
             insight = measure_insight(run, profile=c.profile != "off")
             verdict = _saved(nodeid, run, result, fp, ctx, record, insight)
+            if run.side_verdict is not None:  # a nightly job: gated side by side, the run stored for trends
+                saved, (verdict, _) = verdict, _verdict(nodeid, run, result, fp, ctx)
+                verdict.notes.append(f"also saved: {saved.reason}")
         else:
             verdict, baseline = _verdict(nodeid, run, result, fp, ctx)
             insight = measure_insight(run, profile=c.profile == "on" or (c.profile == "failing" and verdict.fails))

@@ -6,6 +6,7 @@
 #
 #   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh one [pytest args]   # (a) one GPU:  -n 1 vs -n 2 --aaco-device-id 0,0
 #   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh two [pytest args]   # (b) two GPUs: -n 1 vs -n 2 --aaco-device-id 0,1
+#   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh four [pytest args]  # four GPUs: -n 1 vs -n 4 --aaco-device-id all
 #   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh aa  [pytest args]   # (c) two GPUs: A/A gate across both
 #   PROVIDER=cpu bash studies/multi_gpu.sh one -k squeezenet --aaco-rounds=3 # the script itself, on a laptop
 #
@@ -21,9 +22,10 @@
 set -u
 STUDY=${1:-}
 case "$STUDY" in
-    one) SECOND="0,0" ;;
-    two|aa) SECOND="0,1" ;;
-    *) echo "usage: bash studies/multi_gpu.sh one|two|aa [pytest args]" >&2; exit 2 ;;
+    one) SECOND="0,0"; WORKERS=2 ;;
+    two|aa) SECOND="0,1"; WORKERS=2 ;;
+    four) SECOND="all"; WORKERS=4 ;;  # every visible GPU, one worker each (a 4-GPU host)
+    *) echo "usage: bash studies/multi_gpu.sh one|two|four|aa [pytest args]" >&2; exit 2 ;;
 esac
 shift
 PROVIDER=${PROVIDER:-cuda}
@@ -49,7 +51,7 @@ cp "$REPO/tests/perf/test_models.py" "$WORK/proj/test_perf.py"
 printf '[pytest]\n' > "$WORK/proj/pytest.ini"
 if [ "$STUDY" != one ] && command -v nvidia-smi > /dev/null; then
     gpus=$(nvidia-smi -L | wc -l)
-    [ "$gpus" -ge 2 ] || echo "warning: nvidia-smi lists $gpus GPU(s); study 'two' needs two" >&2
+    [ "$gpus" -ge "$WORKERS" ] || echo "warning: nvidia-smi lists $gpus GPU(s); study '$STUDY' needs $WORKERS" >&2
 fi
 
 run() {  # run NAME [pytest args]: one pytest session; its log, bundle, wall time and smi log in $WORK/$STUDY-NAME
@@ -87,5 +89,5 @@ if [ "$STUDY" = aa ]; then
     exit 0
 fi
 run n1 -n 1 "$@"
-run n2 -n 2 --aaco-device-id "$SECOND" "$@"
-"$PY" "$REPO/studies/multi_gpu_summary.py" "$WORK/$STUDY-n1" "$WORK/$STUDY-n2"
+run "n$WORKERS" -n "$WORKERS" --aaco-device-id "$SECOND" "$@"
+"$PY" "$REPO/studies/multi_gpu_summary.py" "$WORK/$STUDY-n1" "$WORK/$STUDY-n$WORKERS"

@@ -59,7 +59,7 @@ from pytest_aaco.records import (
     ReferenceDrift,
     Verdict,
 )
-from pytest_aaco.verdict import stats
+from pytest_aaco.verdict import pooling, stats
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, fails, outcome_of
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -322,7 +322,9 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     on a short history, or the reference-adjusted test) on the series of :func:`device_series`, the
     same outcome rule (:func:`pytest_aaco.verdict.outcome.outcome_of`) at the item's *level* and
     ``settings.device_threshold`` (``--aaco-device-threshold``), its own 95% CI and MDE (power 0.8).
-    No variance prior: the runner's priors are fitted on wall time.
+    On raw and normalized series with 2 or more history runs, the run-to-run variance is pooled over
+    the baseline folder's items and each physical GPU's offset taken out
+    (:func:`pytest_aaco.verdict.pooling.device_comparison`, recorded under ``"pooled"``).
 
     Returns None when there is nothing to compare (this run or the history lacks device time), else
     ``{"outcome", "threshold", "ratio", "ci_low", "ci_high", "p_slower", "p_faster", "level", "mde", "method",
@@ -339,8 +341,9 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
         return None
     dev = result.device
     records = [rec for run in baseline.history if (rec := _device_record(run)) is not None]
-    try:
-        comp = series.test(settings.min_history, settings.run_noise, None, None)
+    try:  # the run-to-run variance pooled over the folder's items, GPU offsets taken out (verdict/pooling.py)
+        pooled = pooling.device_comparison(result, baseline, series.kind)
+        comp = pooled[0] if pooled else series.test(settings.min_history, settings.run_noise, None, None)
     except ValueError as exc:
         return {"outcome": str(INCONCLUSIVE), "reason": str(exc)}
     lo, hi = comp.ci(0.95)
@@ -360,7 +363,8 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
             "busy_ms": {"baseline": past("busy_ms"), "candidate": dev.busy_ms},
             "kernels": {"baseline": past("kernels"), "candidate": dev.kernels},
             "kernels_added": [[n, c] for n, c in added], "kernels_removed": [[n, c] for n, c in removed],
-            "reference": series.reference.to_dict() if series.reference is not None else None}
+            "reference": series.reference.to_dict() if series.reference is not None else None,
+            "pooled": pooled[1] if pooled else None}
 
 
 def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None) -> bool:
@@ -399,6 +403,9 @@ def regime_change(reference: ReferenceDrift | None, machine_offset: float | None
 
 
 def _method_text(v: Verdict) -> str:
+    if v.method == pooling.METHOD:
+        return (f"prediction-interval t-test over {v.baseline_runs} baseline runs, run-to-run variance pooled over"
+                " this runner's items (moderated t, Smyth 2004)")
     if v.method == "prediction-interval":
         return f"prediction-interval t-test over {v.baseline_runs} baseline runs"
     if v.method == "reference-adjusted":
@@ -559,7 +566,8 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         if series.kind != RAW:
             raw_comp = comparison(result.round_log_means, baseline.run_round_log_means(), settings.min_history,
                                   settings.run_noise, prior)
-        comp = series.test(settings.min_history, settings.run_noise, prior, adjusted_prior)
+        pooled = pooling.wall_comparison(result, baseline, series.kind)  # the folder's items' pooled variance
+        comp = pooled[0] if pooled else series.test(settings.min_history, settings.run_noise, prior, adjusted_prior)
     except ValueError as exc:
         return finish(Verdict(INCONCLUSIVE, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
                               reason=f"inconclusive for {label}: {exc}"), settings)

@@ -20,11 +20,13 @@ beside ``{"cat": "Session", "name": "model_run"}`` per run
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.ortprofile import (
     ProfileError,
     event_list,
@@ -141,8 +143,12 @@ def placement_report(model_path: str | Path, provider_spec: ProviderSpec, device
     *keep_profile* names where to copy it. Raises :class:`~pytest_aaco.measure.inference.SessionError` when the session
     cannot be built or run, :class:`PlacementError` when the profile cannot be read.
     """
-    events = profiled_events(model_path, provider_spec, device_id, feeds=feeds, dims=dims,
-                             keep_profile=keep_profile, runs=runs)
+    # on a GPU, under the device lock like an item's session: building and profiling it would slow
+    # another worker's rounds on the same GPU (--aaco-device-id 0,0)
+    with (gpu_locks(provider_spec, device_id, f"placement check of {Path(model_path).name}")
+          if provider_spec.is_gpu else nullcontext(False)):
+        events = profiled_events(model_path, provider_spec, device_id, feeds=feeds, dims=dims,
+                                 keep_profile=keep_profile, runs=runs)
     return profile_details(events)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, RecordedSide, TraceBudget
+from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.inference import SessionError, bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
@@ -181,19 +183,22 @@ def build_reference(name: str, provider: ProviderSpec, device_id: int, intra_op_
     # the item's own session settings (threads, spinning): a reference whose threads slept between
     # runs slowed 60-160% under CPU contention while the spinning item slowed 10-90%, so it
     # tracked the load, not the item; the spin bleed between blocks is discarded instead
-    handle = build_session(path, provider, device_id, intra_op_threads)
-    check_placement(handle)  # a reference that fell back to the CPU would not track the device
-    try:
-        feeds = reference_feeds(list(handle.session.get_inputs()))
-        run = bind_run(handle, feeds, iobinding, device_id)
-        _, warm_ms = warmup(run, 5)
-        spent_ms = float(warm_ms.sum())
-        while spent_ms < warmup_s * 1000:  # warmup() extends fast models to its own minimum only
-            more = warmup(run, 20)[1]
-            warm_ms = np.concatenate([warm_ms, more])
-            spent_ms += float(more.sum())
-    except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-        raise SessionError(f"reference workload {value} on {provider.ep_name}: could not run: {exc}") from exc
+    # on a GPU, built and warmed under the device lock like an item's session: it would slow another
+    # worker's rounds on the same GPU (--aaco-device-id 0,0)
+    with gpu_locks(provider, device_id, f"reference {value}") if provider.is_gpu else nullcontext(False):
+        handle = build_session(path, provider, device_id, intra_op_threads)
+        check_placement(handle)  # a reference that fell back to the CPU would not track the device
+        try:
+            feeds = reference_feeds(list(handle.session.get_inputs()))
+            run = bind_run(handle, feeds, iobinding, device_id)
+            _, warm_ms = warmup(run, 5)
+            spent_ms = float(warm_ms.sum())
+            while spent_ms < warmup_s * 1000:  # warmup() extends fast models to its own minimum only
+                more = warmup(run, 20)[1]
+                warm_ms = np.concatenate([warm_ms, more])
+                spent_ms += float(more.sum())
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            raise SessionError(f"reference workload {value} on {provider.ep_name}: could not run: {exc}") from exc
     per_iteration = float(np.median(warm_ms[len(warm_ms) // 2:]))
     return Reference(value, reference_id(value, path), run, per_iteration, handle.session)
 

@@ -137,6 +137,8 @@ class BenchmarkResult:
     device_note: str | None = None
     #: seconds this measurement waited for the device lock (another benchmark on the device); None: not taken
     lock_wait_s: float | None = None
+    #: the physical GPU it ran on (``uuid``, ``pci_bus_id`` ...), set by the gate for the GPU offsets
+    gpu: dict[str, Any] | None = None
 
     @property
     def latencies_ms(self) -> np.ndarray:

@@ -55,6 +55,7 @@ from pytest_aaco.reports.markup import (
 )
 from pytest_aaco.reports.wording import change_text, measured_summary, row_labels, series_word, verdict_cell
 from pytest_aaco.verdict.percent import bound_text, pct
+from pytest_aaco.verdict.pooling import pooled_pairs
 
 INSTALL_HINT = "pip install matplotlib"
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
@@ -588,6 +589,8 @@ def verdict_table(verdict: Verdict) -> str:
         pairs.append(("fingerprint fields that differ", e(", ".join(map(str, verdict.fingerprint_diff)))))
     if verdict.confirmed is not None:
         pairs.append(("confirmed by a second measurement", e("yes" if verdict.confirmed else "no")))
+    # the pooled run-to-run variance and this GPU's fitted offset (verdict/pooling.py)
+    pairs += [(k, e(v)) for k, v in pooled_pairs(verdict.device_time)]
     p99 = verdict.p99
     if p99 is not None:
         pairs.append(("p99 change vs latest run (bootstrap CI)",

@@ -10,6 +10,7 @@ from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, several_gpus
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, row_names, verdict_cell
+from pytest_aaco.verdict.blind import summary_line as blind_line
 from pytest_aaco.verdict.percent import bound_text, pct
 
 if TYPE_CHECKING:
@@ -218,6 +219,9 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
     confirmed = confirmed_line(records)
     if confirmed:
         lines.append(confirmed)
+    blind = blind_line([r.verdict for r in records])  # a gate that cannot see says so (verdict/blind.py)
+    if blind:
+        lines.append(blind)
     if verbosity < 0:  # a failing item's whole message is in pytest's FAILURES section already
         for record in records:
             if record.fails:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.verdict.blind import blind_mde
 from pytest_aaco.verdict.percent import bound_text, pct
 
 #: ``Verdict.series`` -> the label of the change
@@ -122,6 +123,9 @@ def _parts(record: ItemRecord, bounds: bool) -> list[str]:
             name = v.metric_word(metric)
             why = {Outcome.IMPROVEMENT: " (fails with --aaco-fail-on-improvement)",
                    Outcome.INCONCLUSIVE: " (fails with --aaco-strict-inconclusive)"}.get(v.wall_outcome, "")
+            if v.wall_outcome == Outcome.INCONCLUSIVE and (mde := blind_mde(v)) is not None:  # verdict/blind.py
+                why = (" (fails with --aaco-fail-blind or --aaco-strict-inconclusive: minimum detectable effect"
+                       f" {mde:.0%})")
             if v.ratio is None:
                 parts.append(f"{name}{why}")
                 continue

@@ -86,4 +86,9 @@ def fails(judged: Judged, settings: GateSettings = NO_OPT_IN) -> bool:
         return True
     if judged.outcome == IMPROVEMENT and settings.fail_on_improvement:
         return True
+    if judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False):  # --aaco-fail-blind
+        from pytest_aaco.verdict.blind import blind_mde
+
+        if blind_mde(judged) is not None:
+            return True
     return judged.outcome == INCONCLUSIVE and settings.strict_inconclusive

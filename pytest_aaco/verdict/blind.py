@@ -1,0 +1,59 @@
+"""A gate that cannot see says so: the minimum detectable effect (MDE) of an inconclusive stored
+verdict against its threshold.
+
+A stored-baseline verdict is *blind* when it is inconclusive and every timing metric it was
+judged on has a minimum detectable effect (power 0.8 at the item's level,
+:meth:`pytest_aaco.verdict.stats.Comparison.mde`) above that metric's practical threshold: wall
+time's ``mde`` against ``threshold``, device time's ``device_time.mde`` against its own
+``threshold`` (``--aaco-device-threshold``). Such a gate passes a slowdown it could not have seen.
+The session says so in one line after the table (:func:`summary_line`), and
+``--aaco-fail-blind`` fails such items (:func:`fails_blind`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_aaco.records import Outcome
+
+
+def blind_mde(verdict: Any) -> float | None:
+    """The smallest MDE (fraction) of *verdict*'s timing metrics when every one exceeds its
+    threshold and the verdict is inconclusive, else None. Side-by-side verdicts and verdicts
+    without an MDE (no baseline, saved, errors) are never blind."""
+    if getattr(verdict, "outcome", None) != Outcome.INCONCLUSIVE or getattr(verdict, "side_by_side", None) is not None:
+        return None
+    found: list[tuple[float, float]] = []
+    mde, threshold = getattr(verdict, "mde", None), getattr(verdict, "threshold", None)
+    if isinstance(mde, (int, float)) and isinstance(threshold, (int, float)):
+        found.append((float(mde), float(threshold)))
+    dev = getattr(verdict, "device_time", None)
+    if isinstance(dev, dict) and isinstance(dev.get("mde"), (int, float)) and isinstance(dev.get("threshold"),
+                                                                                         (int, float)):
+        found.append((float(dev["mde"]), float(dev["threshold"])))
+    if not found or any(m <= t for m, t in found):
+        return None
+    return min(m for m, _ in found)
+
+
+def fails_blind(verdict: Any, settings: Any) -> bool:
+    """Whether ``--aaco-fail-blind`` (``settings.fail_blind``) fails *verdict*: it is blind (:func:`blind_mde`)."""
+    return bool(getattr(settings, "fail_blind", False)) and blind_mde(verdict) is not None
+
+
+def summary_line(verdicts: Sequence[Any]) -> str | None:
+    """``3 of 6 items could not detect a slowdown below 66% on this runner (minimum detectable
+    effect); use --aaco-compare for pull requests, or --aaco-fail-blind to fail them`` (counting the
+    items judged against a stored baseline, the per cent the smallest MDE of the blind ones; ``they
+    failed (--aaco-fail-blind)`` when they did); None when no item is blind."""
+    judged = [v for v in verdicts if v is not None and v.side_by_side is None
+              and v.outcome in (Outcome.REGRESSION, Outcome.IMPROVEMENT, Outcome.NO_REGRESSION, Outcome.INCONCLUSIVE)]
+    blind = [(m, v) for v in judged if (m := blind_mde(v)) is not None]
+    if not blind:
+        return None
+    failed = all(v.fails for _, v in blind)
+    return (f"{len(blind)} of {len(judged)} item{'s' * (len(judged) != 1)} could not detect a slowdown below"
+            f" {min(m for m, _ in blind):.0%} on this runner (minimum detectable effect); use --aaco-compare for"
+            " pull requests" + ("; they failed (--aaco-fail-blind)" if failed
+                                else ", or --aaco-fail-blind to fail them"))
