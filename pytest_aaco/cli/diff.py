@@ -1,4 +1,5 @@
-"""The engine of ``aaco diff``: compare two session bundles or baseline stores, item by item.
+"""``aaco diff``, a judge: compare two session bundles or baseline stores, item by item, and exit 1
+on a regression.
 
 A is the reference and B the candidate; items are matched by node id. Each item is judged by the
 gate itself (:func:`pytest_aaco.history.judge.judge_history`), so the between-run statistics are
@@ -32,11 +33,13 @@ binding) raise :class:`DiffRefused` (``aaco diff`` exits 2), unless ``model_chan
 file is a new version of A's. Other differences (versions, the machine) are judged as the gate
 judges them: versions on raw figures with the change named, anything else ``mismatch``.
 
-No I/O beyond reading the inputs, no printing: :mod:`pytest_aaco.cli` shows the result.
+The engine (:func:`load_sides`, :func:`diff_items`) reads the inputs and prints nothing;
+:func:`cmd_diff` prints its table with :func:`pytest_aaco.reports.terminal.format_rows`.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from dataclasses import dataclass, field
@@ -45,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_aaco.cli.common import OK, REGRESSION_FOUND, CliError, _err, _out
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.judge import MachineOffset, judge_history, under_contention
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
@@ -53,7 +57,9 @@ from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundR
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.reports.bundle import is_bundle, load_session
+from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.metrics import other_processes_cores
+from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.stats import benjamini_hochberg
 
 #: fingerprint fields that say *what* is measured: a regression is never called across a change in
@@ -334,3 +340,65 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None =
         extra += [f"MEMORY REGRESSION {line}" for line in verdict.memory]
         row.note = "; ".join([row.note, *extra] if row.note else extra)
     return rows, level
+
+
+# ---------------------------------------------------------------- the command
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    try:
+        side_a, side_b = load_sides(Path(args.a)), load_sides(Path(args.b))
+    except DiffInputError as exc:
+        raise CliError(str(exc)) from None
+    for problem in side_a.problems + side_b.problems:
+        _err(f"aaco: warning: {problem}")
+    kind_a, a, kind_b, b = side_a.kind, side_a.items, side_b.kind, side_b.items
+    if kind_a == kind_b == "baseline" and set(a) != set(b):
+        # two single files: compare them even when their node ids differ (a renamed test); the
+        # fingerprints still have to say they measure the same model, inputs and provider
+        (single,) = b.values()
+        b = {next(iter(a)): single}
+    try:
+        rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history, args.run_noise,
+                                 args.max_contention, args.model_changed)
+    except DiffRefused as exc:
+        raise CliError(str(exc)) from None
+    if not rows:
+        raise CliError(f"no item is in both {args.a} and {args.b}; items are matched by node id")
+    table = []
+    for row in rows:
+        v = row.verdict
+        bound = "-"
+        if v is not None and v.ratio is not None:
+            bound = (bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
+                     or (f"95% CI {pct(v.ci_low)} .. {pct(v.ci_high)}" if v.ci_low is not None else "-"))
+        method = "-" if v is None or v.method is None else v.method
+        series = "-" if v is None or v.method is None else v.series or "raw"
+        a_geo = v.baseline_geomean_ms if v is not None else None
+        b_geo = v.current_geomean_ms if v is not None else None
+        # every per cent is the ratio of the two means printed beside it
+        table.append((row.label, num(row.a_mean_ms, ".3f"), num(row.b_mean_ms, ".3f"),
+                      pct(row.b_mean_ms / row.a_mean_ms) if row.a_mean_ms and row.b_mean_ms is not None else "-",
+                      num(a_geo, ".3f"), num(b_geo, ".3f"), pct(b_geo / a_geo) if a_geo and b_geo else "-",
+                      f"{pct(v.ratio)} {series}" if v is not None and v.ratio is not None else "-", bound,
+                      num(v.p_value, ".2g") if v is not None else "-", method, str(row.outcome)))
+    _out(f"A (reference): {args.a} [{kind_a}]")
+    _out(f"B (candidate): {args.b} [{kind_b}]")
+    header = ("item", "A mean ms", "B mean ms", "change (means)", "A geometric mean ms", "B geometric mean ms",
+              "change (raw)", "change (tested)", "bound compared", "p (slower)", "method", "verdict")
+    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 4, 5, 6, 9})):
+        _out(line)
+    judged = sum(r.verdict is not None and r.verdict.p_value is not None for r in rows)
+    _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {judged} compared item(s); threshold"
+         f" {'per item' if args.threshold is None else f'{args.threshold:.0%}'}; the gate's statistics: run-to-run"
+         f" term {args.run_noise:.0%} until A has {args.min_history} runs, reference workload, contention")
+    for row in rows:
+        if row.note:
+            _out(f"  {row.label}: {row.note}")
+    only_a = sorted(set(a) - set(b))
+    only_b = sorted(set(b) - set(a))
+    if only_a:
+        _out(f"only in A ({len(only_a)}): " + ", ".join(only_a))
+    if only_b:
+        _out(f"only in B ({len(only_b)}): " + ", ".join(only_b))
+    return REGRESSION_FOUND if any(r.fails for r in rows) else OK
