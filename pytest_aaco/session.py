@@ -23,6 +23,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
@@ -44,8 +45,8 @@ from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_rec
 from pytest_aaco.history.commit import commit_info
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
-from pytest_aaco.history.store import RunnerPriors, runner_priors
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.history.store import RunnerPriors, report_baselines, runner_priors
+from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
 from pytest_aaco.measure.compile_cache import set_compile_cache
 from pytest_aaco.measure.graph import (
     GraphChoice,
@@ -738,11 +739,23 @@ class AacoSession:
                 self.bundle.finish(meta)
             except OSError as exc:
                 self._drop_bundle(exc, self.bundle.path)
+        if self.config.html_path is not None:  # what the HTML report shows besides the records
+            context = replace(context, baselines=report_baselines(self.records), environment=self._environment())
         for name, writer in (("JUnit", junit.write), ("GitHub", github.write), ("HTML", html.write)):
             try:
                 writer(self.records, context)
             except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
                 warnings.warn(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")), stacklevel=2)
+
+    def _environment(self) -> JSONDict | None:
+        """The session's environment record: the bundle's when there is one, else collected now."""
+        if self.bundle is not None:
+            try:
+                data = read_json(self.bundle.path / ENVIRONMENT_FILE)
+                return data if isinstance(data, dict) else None
+            except AacoFileError:
+                pass
+        return collect_environment(device_id=self.config.device_id)
 
     def _meta(self) -> JSONDict:
         c = self.config

@@ -11,6 +11,7 @@ from pytest_aaco.cli.diff import baseline_files
 from pytest_aaco.history.commit import describe_commit
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json
+from pytest_aaco.records import Figures, HistoryRun
 from pytest_aaco.reports.terminal import format_rows, num
 
 
@@ -61,9 +62,9 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
         return USAGE_ERROR if problems else OK
     rows = []
     for b in found:
-        latest = b.history[-1] if b.history else {}
-        rows.append((b.path.parent.name, b.item, str(b.runs), num((latest.get("summary") or {}).get("mean_ms"), ".3f"),
-                     str(latest.get("timestamp", "-")), describe_commit(latest.get("commit_info")), b.fingerprint_id))
+        latest = HistoryRun.from_dict(b.history[-1] if b.history else {})
+        rows.append((b.path.parent.name, b.item, str(b.runs), num(latest.summary.of("mean_ms"), ".3f"),
+                     latest.timestamp or "-", describe_commit(latest.commit_info), b.fingerprint_id))
     for line in format_rows(("runner", "item", "runs", "latest mean ms", "latest run", "commit", "fingerprint"), rows,
                             numeric=frozenset({2, 3})):
         _out(line)
@@ -71,16 +72,15 @@ def cmd_baseline_show(args: argparse.Namespace) -> int:
         (b,) = found
         _out(f"history of {b.path}:")
         hist = []
-        traced = any(isinstance(run.get("device_time"), dict) for run in b.history)
-        for i, run in enumerate(b.history):
-            figures = run.get("summary") or {}
-            cells = (str(i + 1), str(run.get("timestamp", "-")), describe_commit(run.get("commit_info")),
-                     str(len(run.get("rounds") or [])),
-                     *(num(figures.get(k), ".3f") for k in ("mean_ms", "p50_ms", "p99_ms")))
+        runs = [HistoryRun.from_dict(run) for run in b.history]
+        traced = any(run.device_time is not None for run in runs)
+        for i, run in enumerate(runs):
+            cells = (str(i + 1), run.timestamp or "-", describe_commit(run.commit_info), str(len(run.rounds)),
+                     *(num(run.summary.of(k), ".3f") for k in ("mean_ms", "p50_ms", "p99_ms")))
             if traced:  # device time per run: kernel-time sum, busy time (union), kernels
-                dev = run.get("device_time") or {}
-                cells += tuple(num(dev.get(k), f) for k, f in (("kernel_ms", ".4f"), ("busy_ms", ".4f"),
-                                                               ("kernels", ".1f")))
+                dev = run.device_time or Figures()
+                cells += tuple(num(dev.of(k), f) for k, f in (("kernel_ms", ".4f"), ("busy_ms", ".4f"),
+                                                              ("kernels", ".1f")))
             hist.append(cells)
         header: tuple[str, ...] = ("#", "timestamp", "commit", "rounds", "mean ms", "p50 ms", "p99 ms")
         numeric = {0, 3, 4, 5, 6}

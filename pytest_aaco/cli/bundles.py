@@ -17,8 +17,9 @@ from pytest_aaco.cli.common import (
     load_bundle,
 )
 from pytest_aaco.history.commit import commit_text, describe_commit
+from pytest_aaco.history.store import report_baselines
 from pytest_aaco.jsonio import AacoFileError, atomic_write_text, read_json
-from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.records import ItemRecord, SessionMeta, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, list_sessions
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table
@@ -36,24 +37,24 @@ def cmd_report(args: argparse.Namespace) -> int:
         path = sessions[0]
         _out(f"latest session bundle: {path}")
     session = load_bundle(path)
-    for name, problem in (session.get("errors") or {}).items():
+    for name, problem in session["errors"].items():
         _err(f"aaco: warning: {name} skipped: {problem}")
     records = [ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
                for nodeid, data in session["items"].items()]
-    meta = session.get("meta") or {}
-    _out(f"session {path} started {meta.get('started_at') or meta.get('bundle_started_at') or '-'},"
-         f" providers {', '.join(meta.get('providers') or []) or '-'}, {len(records)} item(s)"
-         + (f", project commit {commit_text(meta['commit_info'])}" if "commit_info" in meta else ""))
+    meta = SessionMeta.from_dict(session["meta"])
+    _out(f"session {path} started {meta.started_at or '-'}, providers {', '.join(meta.providers) or '-'},"
+         f" {len(records)} item(s)" + (f", project commit {commit_text(meta.commit_info)}" if meta.has_commit else ""))
     if records:
         for line in format_table(records) + detail_lines(records):
             _out(line)
     else:
         _out("no items in this bundle")
     if args.html:
-        summary = SessionSummary.from_dict(meta.get("summary")) if meta.get("summary") else SessionSummary.of(records)
-        commit = (session.get("meta") or {}).get("commit_info")
-        text = render_html(records, summary, session.get("environment"), title=f"pytest-aaco report: {path.name}",
-                           commit=commit if isinstance(commit, dict) else None)
+        environment = session["environment"]
+        text = render_html(records, meta.summary or SessionSummary.of(records),
+                           environment if isinstance(environment, dict) else None,
+                           baselines=report_baselines(records), title=f"pytest-aaco report: {path.name}",
+                           commit=meta.commit_info)
         try:
             atomic_write_text(Path(args.html), text)
         except OSError as exc:
@@ -78,12 +79,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
         except AacoFileError as exc:
             rows.append((str(folder), "-", "-", "-", "-", f"unreadable: {exc}"))
             continue
-        summary = meta.get("summary") or {}
-        verdicts = ", ".join(f"{n} {k}" for k, n in sorted((summary.get("verdicts") or {}).items()))
-        finished = "" if meta.get("bundle_finished_at") else " (unfinished)"
-        rows.append((str(folder), str(meta.get("started_at") or meta.get("bundle_started_at") or "-"),
-                     describe_commit(meta.get("commit_info")), ",".join(meta.get("providers") or []) or "-",
-                     str(summary.get("items", meta.get("items_written", "-"))), (verdicts or "-") + finished))
+        found = SessionMeta.from_dict(meta)
+        summary = found.summary
+        verdicts = ", ".join(f"{n} {k}" for k, n in sorted(summary.verdicts.items())) if summary is not None else ""
+        items = summary.items if summary is not None else found.items_written
+        rows.append((str(folder), found.started_at or "-", describe_commit(found.commit_info),
+                     ",".join(found.providers) or "-", "-" if items is None else str(int(items)),
+                     (verdicts or "-") + ("" if found.finished else " (unfinished)")))
     for line in format_rows(("session", "started (UTC)", "commit", "providers", "items", "verdicts"), rows,
                             numeric=frozenset({4})):
         _out(line)
