@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_aaco.jsonio import JSONDict
 
@@ -1335,3 +1335,10 @@ class SessionMeta:
                    tuple(map(str, _array(d.get("providers")))), info if isinstance(info, dict) else None,
                    "commit_info" in d, SessionSummary.from_dict(summary) if isinstance(summary, dict) and summary
                    else None, bool(d.get("bundle_finished_at")), _number(d.get("items_written")))
+
+
+class ColdStartComparison(Protocol):
+    """A cold start compared side by side (:class:`pytest_aaco.passes.coldstart.SideBySideColdStart`),
+    as the run carries it to the extra passes: :meth:`record` is the item record's ``cold_start``."""
+
+    def record(self) -> JSONDict: ...

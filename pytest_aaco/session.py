@@ -37,10 +37,10 @@ from pytest_aaco.benchmark import (
     BenchmarkRun,
     build_tracked,
     item_settings,
-    node_placement_problem,
     smoke_run,
 )
 from pytest_aaco.config import AacoConfig
+from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.commit import commit_info
 from pytest_aaco.history.environment import collect_environment

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from pytest_aaco.cli.common import OK, REGRESSION_FOUND, CliError, _err, _out
-from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.comparable import Fingerprint
 from pytest_aaco.history.judge import MachineOffset, judge_history, under_contention
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.comparable import Fingerprint
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, atomic_write_text, read_json
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.records import BaselineRecord, ItemRecord
