@@ -493,24 +493,24 @@ class ItemRecord:
     model: str
     provider: str
     label: str
-    result: dict[str, Any] | None = None
+    result: JSONDict | None = None
     verdict: Verdict | None = None
-    fingerprint: dict[str, Any] | None = None
+    fingerprint: JSONDict | None = None
     outcome: Outcome = Outcome.PASSED
     error: str | None = None
-    diagnosis: dict[str, Any] | None = None
-    derived: dict[str, Any] | None = None
-    placement: dict[str, Any] | None = None
+    diagnosis: JSONDict | None = None
+    derived: JSONDict | None = None
+    placement: JSONDict | None = None
     #: what the terminal must warn about (a baseline moved aside, a history archived), each naming the files
     warnings: list[str] = field(default_factory=list)
-    profile: dict[str, Any] | None = None
-    kernels: dict[str, Any] | None = None
-    cold_start: dict[str, Any] | None = None
+    profile: JSONDict | None = None
+    kernels: JSONDict | None = None
+    cold_start: JSONDict | None = None
     insight_notes: list[str] = field(default_factory=list)
     #: the physical GPU the item ran on (``PhysicalGpu.to_dict()``: uuid, pci_bus_id, name, clocks ...);
     #: None on the CPU or where it could not be read (then absent from the JSON)
     gpu: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONDict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -518,9 +518,9 @@ class ItemRecord:
     # ------------------------------------------------------------ the one outcome rule
 
     @property
-    def cold_start_verdict(self) -> dict[str, Any]:
+    def cold_start_verdict(self) -> JSONDict:
         """``ColdStartVerdict.to_dict()`` of the item, or {} when cold start was not judged."""
-        return dict((self.cold_start or {}).get("verdict") or {})
+        return dict(_object(_object(self.cold_start).get("verdict")))
 
     @property
     def cold_start_fails(self) -> bool:
@@ -530,10 +530,7 @@ class ItemRecord:
     @property
     def cold_start_withheld(self) -> bool:
         """The cold-start verdict withheld a regression (measured under CPU contention, stored gate only)."""
-        verdict = self.cold_start_verdict
-        figures = (verdict.get("metrics") or {}).values()
-        return any(isinstance(f, dict) and f.get("withheld") for f in figures) or (
-            "CPU contention" in str(verdict.get("message") or "") and verdict.get("outcome") == Outcome.INCONCLUSIVE)
+        return ColdStartVerdictRecord.from_dict(self.cold_start_verdict).withheld
 
     @property
     def effective_outcome(self) -> Outcome:
@@ -593,9 +590,9 @@ class ItemRecord:
         lines = []
         if self.cold_start_fails or self.cold_start_withheld:  # a withheld regression is said, not hidden
             lines.append(str(self.cold_start_verdict.get("message")))
-        comparison = (self.profile or {}).get("comparison") or {}
-        if self.fails and comparison.get("message"):
-            lines.append(str(comparison["message"]))
+        profile = self.profile_record
+        if self.fails and profile is not None and profile.comparison_message:
+            lines.append(profile.comparison_message)
         return lines
 
     def explanation(self, with_recommendation: bool = True) -> str:
@@ -603,17 +600,17 @@ class ItemRecord:
         ``note:`` line each), and the likely cause (and what to try) when there is a diagnosis."""
         notes = self.verdict.report_notes if self.verdict is not None else []
         text = "\n".join([self.message, *self.insight_lines(), *(f"note: {n}" for n in notes)])
-        d = self.diagnosis
-        if d:
-            text += f"\nlikely cause: {d.get('category')}: " + "; ".join(d.get("evidence") or [])
-            if with_recommendation and d.get("recommendation"):
-                text += f"\ntry: {d['recommendation']}"
+        d = self.diagnosis_record
+        if d is not None:
+            text += f"\nlikely cause: {d.category}: " + "; ".join(d.evidence)
+            if with_recommendation and d.recommendation:
+                text += f"\ntry: {d.recommendation}"
         return text
 
     @property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """The result's summary figures (``mean_ms``, ``p50_ms``, ``p99_ms``, ``throughput`` ...), or {}."""
-        return dict((self.result or {}).get("summary") or {})
+        return dict(_object(_object(self.result).get("summary")))
 
     @property
     def gpu_key(self) -> str | None:
@@ -694,10 +691,10 @@ class ItemRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
+    def from_dict(cls, data: JSONDict) -> ItemRecord:
         """Inverse of :meth:`to_dict` (keys it does not know go to ``extra``); tolerant of missing keys."""
         known = {f.name for f in fields(cls)} - {"extra"}
-        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         verdict = data.get("verdict")
         kwargs["verdict"] = Verdict.from_dict(verdict) if isinstance(verdict, dict) and verdict else None
         kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.PASSED)
@@ -722,10 +719,10 @@ class SessionSummary:
 
     items: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
-    fdr_control: dict[str, Any] | None = None
+    fdr_control: JSONDict | None = None
 
     @classmethod
-    def of(cls, records: list[ItemRecord], fdr_control: dict[str, Any] | None = None) -> SessionSummary:
+    def of(cls, records: list[ItemRecord], fdr_control: JSONDict | None = None) -> SessionSummary:
         counts: dict[str, int] = {}
         for record in records:
             key = record.effective_outcome.value
@@ -746,11 +743,12 @@ class SessionSummary:
         return {"items": self.items, "verdicts": dict(self.verdicts), "fdr_control": self.fdr_control}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> SessionSummary:
+    def from_dict(cls, data: JSONDict | None) -> SessionSummary:
         data = data or {}
-        fdr = data.get("fdr_control")
-        return cls(int(data.get("items") or 0), dict(data.get("verdicts") or {}),
-                   fdr if isinstance(fdr, dict) else None)
+        fdr, items = data.get("fdr_control"), _number(data.get("items"))
+        counts = {str(k): _number(n) for k, n in _object(data.get("verdicts")).items()}
+        verdicts = {k: int(n) for k, n in counts.items() if n is not None}
+        return cls(0 if items is None else int(items), verdicts, fdr if isinstance(fdr, dict) else None)
 
 
 
@@ -780,7 +778,7 @@ def _object(value: object) -> JSONDict:
     return value if isinstance(value, dict) else {}
 
 
-def _array(value: object) -> list[Any]:
+def _array(value: object) -> list[object]:
     """*value* when it is a JSON array, else an empty one."""
     return value if isinstance(value, list) else []
 

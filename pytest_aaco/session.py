@@ -228,8 +228,8 @@ class AacoSession:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._models: list[ModelSpec] | None = None
         self._available: list[str] | None = None
-        self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
-        self._placements: dict[tuple[Any, ...], Placement] = {}
+        self._sessions: OrderedDict[tuple[object, ...], SessionHandle] = OrderedDict()
+        self._placements: dict[tuple[object, ...], Placement] = {}
         self._priors: dict[str, RunnerPriors] = {}
         self._lond: LondFdr | None = None
         #: the pytest-xdist hooks, registered beside this object (:mod:`pytest_aaco.xdist`)
@@ -633,7 +633,7 @@ class AacoSession:
         self.gated_items = sum(1 for item in session.items if "benchmark_model" in getattr(item, "fixturenames", ()))
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         try:
             result = yield
         except (KeyboardInterrupt, SystemExit, pytest.exit.Exception):

@@ -99,7 +99,7 @@ class Project:
 
     rootdir: Path
     inifile: Path | None
-    ini: dict[str, Any]
+    ini: dict[str, object]
 
     def folder(self, name: str) -> Path:
         """The folder of option *name* (``baseline-dir``, ``session-dir``) as the plugin resolves it
@@ -113,7 +113,7 @@ class Project:
         return f"project root {self.rootdir}" + (f", from {self.inifile.name}" if self.inifile else "")
 
 
-def _pytest_section(path: Path) -> dict[str, Any] | None:
+def _pytest_section(path: Path) -> dict[str, object] | None:
     """The pytest settings in configuration file *path*, None when it holds none (a ``pyproject.toml``
     without ``[tool.pytest]``, a ``tox.ini`` without ``[pytest]``, a ``setup.cfg`` without
     ``[tool:pytest]``); ``pytest.ini`` and ``pytest.toml`` always count. Raises CliError naming the

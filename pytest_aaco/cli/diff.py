@@ -256,7 +256,7 @@ def bh_level(pvalues: list[float], q: float) -> float:
     return q * max(k, 1) / len(pvalues)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = str(value)
     return text[:40] + "..." if len(text) > 43 else text
 

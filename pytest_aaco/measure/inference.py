@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -105,7 +106,7 @@ class SessionHandle:
     create_ms: float
     options: JSONDict = field(default_factory=dict)
     #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
-    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], object]]] = field(default_factory=dict, repr=False)
+    bound_runs: dict[tuple[object, ...], tuple[Any, Callable[[], object]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
     #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
     device_probe: Any = None
@@ -258,7 +259,7 @@ def migraphx_refusal(model_path: Path, provider: ProviderSpec, build: str, refus
 
 
 def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
-                  ort: Any) -> tuple[JSONDict, dict[str, str]]:
+                  ort: ModuleType) -> tuple[JSONDict, dict[str, str]]:
     """The MIGraphX *options* to send and the environment to set around the session's creation, after
     asking the EP which keys it takes (:func:`pytest_aaco.measure.migraphx_probe.plan`, once per process).
 
