@@ -378,7 +378,7 @@ class AacoSession:
         return self._lond
 
     @property
-    def lond_state(self) -> dict[str, Any] | None:
+    def lond_state(self) -> JSONDict | None:
         """``LondFdr.to_dict()`` once an item was gated, else None. On a pytest-xdist controller,
         the workers' states summed (:func:`pytest_aaco.xdist.merge_lond`)."""
         return merge_lond(([] if self._lond is None else [self._lond.to_dict()]) + self.xdist.worker_londs)

@@ -9,12 +9,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import iniconfig
 
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
-from pytest_aaco.reports.bundle import is_bundle, load_session
+from pytest_aaco.reports.bundle import LoadedSession, is_bundle, load_session
 
 _T = TypeVar("_T")
 
@@ -175,7 +175,7 @@ def _folder(given: str | None, name: str, flag: str) -> tuple[Path, str]:
     return project.folder(name), f"({flag}; {project.where()})"
 
 
-def load_bundle(path: Path) -> dict[str, Any]:
+def load_bundle(path: Path) -> LoadedSession:
     """:func:`pytest_aaco.reports.bundle.load_session`, with a missing or wrong folder as :class:`CliError`."""
     if not path.exists():
         raise CliError(f"{_where(path)}: no such file or folder")

@@ -42,9 +42,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.records import HistoryRun, ItemRecord, Outcome, ResultRecord, RoundFigures, Verdict
 from pytest_aaco.reports.bundle import is_bundle, load_session
 from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.metrics import other_processes_cores
@@ -78,20 +78,20 @@ class DiffRefused(ValueError):
     fields that differ and the fix."""
 
 
-def _rounds_of(summaries: list[Any], latencies: list[Any]) -> list[RoundResult]:
+def _rounds_of(rounds: Sequence[RoundFigures], latencies: Sequence[Sequence[float]]) -> list[RoundResult]:
     """Rounds from the raw per-round latencies (ms) when they are there and line up with the round
     summaries; else one value per round at ``exp(log_mean)``, which keeps each round's log-mean (the
     unit of every test) exact."""
-    usable = [s for s in summaries if isinstance(s, dict) and s.get("log_mean") is not None]
-    if latencies and len(latencies) == len(usable) and all(isinstance(r, list) and r for r in latencies):
+    usable = [(r.n, r.log_mean) for r in rounds if r.log_mean is not None]
+    if latencies and len(latencies) == len(usable) and all(latencies):
         arrays = [np.asarray(r, dtype=float) for r in latencies]
         if all(np.all(a > 0) for a in arrays):
             return [RoundResult(i, a, 0, 0) for i, a in enumerate(arrays)]
-    return [RoundResult(i, np.full(max(int(s.get("n") or 1), 1), math.exp(float(s["log_mean"]))), 0, 0)
-            for i, s in enumerate(usable)]
+    return [RoundResult(i, np.full(max(int(n or 1), 1), math.exp(log_mean)), 0, 0)
+            for i, (n, log_mean) in enumerate(usable)]
 
 
-def _reference_of(data: Any) -> ReferenceSeries | None:
+def _reference_of(data: object) -> ReferenceSeries | None:
     if not isinstance(data, dict) or not data.get("id") or not data.get("log_means"):
         return None
     return ReferenceSeries(name=str(data.get("name") or data["id"]), id=str(data["id"]),
@@ -101,26 +101,32 @@ def _reference_of(data: Any) -> ReferenceSeries | None:
                            share=float(data.get("share") or 0.0))
 
 
-def result_from_record(model: str, provider: str, data: dict[str, Any], telemetry: dict[str, Any] | None = None,
-                       reference: Any = None) -> BenchmarkResult:
+def result_from_record(model: str, provider: str, data: JSONDict, telemetry: JSONDict | None = None,
+                       reference: object = None) -> BenchmarkResult:
     """A :class:`~pytest_aaco.measure.results.BenchmarkResult` rebuilt from a stored run: *data* is a
     bundle item's ``result`` (:meth:`BenchmarkResult.to_dict`) or a baseline history run (``rounds``,
     ``summary``, with the raw latencies of the latest run passed as ``data["latencies_ms"]``).
     *telemetry*: the full telemetry dict (``{"summary": ...}`` for a baseline run); *reference*: the
     reference workload's record. Raises nothing; a run without rounds gives a result without rounds."""
-    summary: dict[str, Any] = data["summary"] if isinstance(data.get("summary"), dict) else {}
-    rounds = _rounds_of(list(data.get("rounds") or []), list(data.get("latencies_ms") or []))
+    stored = ResultRecord.from_dict(data)
+    summary = stored.summary
+    found = data.get("telemetry")
+    used = data.get("providers_used")
     return BenchmarkResult(
-        model=model, provider=provider, rounds=rounds,
-        warmup_iterations=int(summary.get("warmup_iterations") or 0),
-        warmup_latencies_ms=np.asarray(data.get("warmup_latencies_ms") or [], dtype=float),
-        session_create_ms=float(summary.get("session_create_ms") or 0.0),
-        first_run_ms=float(summary.get("first_run_ms") or 0.0),
-        providers_used=list(data.get("providers_used") or []), batch_size=int(data.get("batch_size") or 1),
-        iobinding=str(data.get("iobinding") or "none"),
-        telemetry=telemetry if telemetry is not None else dict(data.get("telemetry") or {}),
+        model=model, provider=provider, rounds=_rounds_of(stored.rounds, stored.latencies_ms),
+        warmup_iterations=int(summary.of("warmup_iterations") or 0),
+        warmup_latencies_ms=np.asarray(stored.warmup_latencies_ms, dtype=float),
+        session_create_ms=float(summary.of("session_create_ms") or 0.0),
+        first_run_ms=float(summary.of("first_run_ms") or 0.0),
+        providers_used=[str(p) for p in used] if isinstance(used, list) else [],
+        batch_size=int(_number(data.get("batch_size")) or 1), iobinding=str(data.get("iobinding") or "none"),
+        telemetry=dict(telemetry if telemetry is not None else found if isinstance(found, dict) else {}),
         reference=_reference_of(reference if reference is not None else data.get("reference")),
     )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass
@@ -140,8 +146,8 @@ class Side:
     @property
     def run_means_ms(self) -> list[float]:
         """Mean latency (ms) of each run, oldest first."""
-        return [float(run["summary"]["mean_ms"]) for run in self.history.history
-                if isinstance(run.get("summary"), dict) and run["summary"].get("mean_ms") is not None]
+        means = [HistoryRun.from_dict(run).summary.of("mean_ms") for run in self.history.history]
+        return [float(m) for m in means if m is not None]
 
 
 @dataclass
@@ -156,7 +162,7 @@ class Sides:
 
 def _bundle_sides(path: Path) -> Sides:
     session = load_session(path)
-    problems = [f"{path}: {name} skipped: {problem}" for name, problem in (session.get("errors") or {}).items()]
+    problems = [f"{path}: {name} skipped: {problem}" for name, problem in session["errors"].items()]
     items = {}
     for nodeid, data in session["items"].items():
         record = ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})

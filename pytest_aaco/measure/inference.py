@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -81,7 +81,7 @@ def ort_log_level() -> int:
     return _ORT_LOG_LEVEL
 
 
-def session_options() -> Any:
+def session_options() -> ort.SessionOptions:
     """A fresh ``ort.SessionOptions`` logging at :func:`ort_log_level`, with ORT's default logger
     set to the same severity (it prints what happens outside a session, e.g. the EP lookup)."""
     import onnxruntime as ort
@@ -387,10 +387,10 @@ def hold_compile_lock(model_path: Path, cache: CacheUse) -> tuple[CompileHold, C
     return hold, CacheUse.start(cache.folder)
 
 
-def session_providers(provider: ProviderSpec, options: JSONDict) -> list[Any]:
+def session_providers(provider: ProviderSpec, options: JSONDict) -> list[str | tuple[str, JSONDict]]:
     """The ``providers`` argument of ``InferenceSession``: the EP with *options*, then the CPU EP as
     the fallback for nodes a device EP cannot run, as ORT expects."""
-    providers: list[Any] = [(provider.ep_name, options)]
+    providers: list[str | tuple[str, JSONDict]] = [(provider.ep_name, options)]
     cpu = eps.get("cpu")
     if provider.ep is not cpu:
         providers.append(cpu.ort_name)
@@ -531,8 +531,19 @@ def measure_rounds(run: Callable[[], object], rounds: int, iterations: int,
     return results
 
 
+class PhaseTelemetry(Protocol):
+    """What :func:`run_benchmark` runs during the measured rounds (a
+    :class:`pytest_aaco.samplers.TelemetrySession`): started, stopped, then its readings as JSON."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def to_dict(self) -> JSONDict: ...
+
+
 def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
-                  model: str, batch: int, telemetry: Any = None, reference: Any = None,
+                  model: str, batch: int, telemetry: PhaseTelemetry | None = None, reference: Any = None,
                   tracer: InProcessTracer | None = None) -> BenchmarkResult:
     """Warm up, then measure ``settings.rounds`` rounds on *handle*.
 
