@@ -24,8 +24,9 @@ def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
     :func:`pytest_aaco.history.environment.collect_environment`), the clock warnings, and the machine
     fingerprint fields (with the baseline folder name) per provider short name."""
     env = collect_environment()
-    errors: dict[str, str] = dict(env.get("errors") or {})
-    clocks = env.get("clocks") or {}
+    found, clocks = env.get("errors"), env.get("clocks")
+    errors = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    clocks = clocks if isinstance(clocks, dict) else {}
     info: dict[str, Any] = {
         "pytest_aaco": __version__, "python": f"{platform.python_version()} ({sys.executable})",
         "onnxruntime": env.get("onnxruntime"), "cpu": env.get("cpu"), "clocks": clocks,

@@ -205,7 +205,7 @@ def _bad(path: Path, where: str, value: object, what: str) -> AacoFileError:
     return AacoFileError(f"{path}: {where} is {value!r}, {what};{_RE_RECORD}")
 
 
-def _number(path: Path, where: str, value: Any, low: float = -MAX_NUMBER, high: float = MAX_NUMBER,
+def _number(path: Path, where: str, value: object, low: float = -MAX_NUMBER, high: float = MAX_NUMBER,
             integer: bool = False) -> None:
     """*value* (at JSON path *where*) is an int or float (never a bool), finite and in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
@@ -372,7 +372,7 @@ def check_data(path: Path, data: dict[str, Any]) -> None:
         _latencies(path, entry, f"archive[{number}].")
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
+def _write(path: Path, data: JSONDict) -> None:
     """Write a baseline document: validated first (:func:`check_data`), and never a NaN, an infinity
     or a null where a number belongs (``strict`` dumps), so a save never rewrites a history damaged."""
     try:
