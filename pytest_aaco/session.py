@@ -22,7 +22,7 @@ import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -351,7 +351,7 @@ class AacoSession:
         profiled once per (model, EP, options). Raises SessionError / PlacementError."""
         return self.placement_of(handle.model_path, without_graph(handle.provider), feeds=feeds)
 
-    def placement_of(self, path: Path, provider: ProviderSpec, dims: Any = None,
+    def placement_of(self, path: Path, provider: ProviderSpec, dims: Mapping[str, int] | None = None,
                      feeds: dict[str, np.ndarray] | None = None) -> Placement:
         """Node placement of the model at *path* on *provider* (graph replay left out: the profile
         runs host feeds), profiled once per (model, EP, options); *feeds*, else inputs made from

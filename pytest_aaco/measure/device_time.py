@@ -28,7 +28,9 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from pytest_aaco.tracers.base import MAX_STORED_NAMES, DeviceBlock, DeviceSeries, InProcessTracer, TracerError
 
@@ -167,19 +169,29 @@ class DeviceRecorder:
                             self.measure_ns / 1e9, self.skipped)
 
 
+class TimedSide(Protocol):
+    """A side of an interleaved measurement (:class:`pytest_aaco.measure.interleave.BlockRunner`):
+    ``block(n)`` returns the latencies of *n* runs (ns, shape ``(n,)``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def block(self, iterations: int) -> np.ndarray: ...
+
+
 @dataclass
 class RecordedSide:
     """An interleaved side (``name``, ``block(n)``) followed by one traced block of *recorder* after
     every wall-time block (:meth:`after_block`); the wall-time latencies are returned unchanged."""
 
-    inner: Any
+    inner: TimedSide
     recorder: DeviceRecorder
 
     @property
     def name(self) -> str:
         return str(self.inner.name)
 
-    def block(self, iterations: int) -> Any:
+    def block(self, iterations: int) -> np.ndarray:
         return self.inner.block(iterations)
 
     def after_block(self, cycle: int | None = None) -> None:
