@@ -998,6 +998,12 @@ class ColdStartFigures:
     geomean_baseline_ms: float | None = None
     phases: dict[str, float] = field(default_factory=dict)
 
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"baseline_ms": self.baseline_ms, "ratio": self.ratio, "outcome": self.outcome,
+                           "withheld": self.withheld or None, "geomean_current_ms": self.geomean_current_ms,
+                           "geomean_baseline_ms": self.geomean_baseline_ms,
+                           "phases": {k: {"baseline_ms": v} for k, v in self.phases.items()} or None})
+
     @classmethod
     def from_dict(cls, data: object) -> ColdStartFigures:
         d = _object(data)
@@ -1031,6 +1037,11 @@ class ColdStartVerdictRecord:
     def figures(self, metric: str) -> ColdStartFigures:
         return self.metrics.get(metric) or ColdStartFigures()
 
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"outcome": self.outcome, "fails": self.fails, "message": self.message,
+                           "method": self.method, "ref": self.ref,
+                           "metrics": {k: v.to_dict() for k, v in self.metrics.items()}})
+
     @classmethod
     def from_dict(cls, data: object) -> ColdStartVerdictRecord:
         d = _object(data)
@@ -1060,6 +1071,15 @@ class ColdStartRecord:
 
     def minimum(self, key: str) -> float | None:
         return self.minima.get(key)
+
+    def to_dict(self) -> JSONDict:
+        """The JSON the record was read from, less keys it does not type."""
+        data: JSONDict = {k: list(v) for k, v in self.samples.items()}
+        data.update({f"min_{k}": v for k, v in self.minima.items()})
+        data.update(_drop_none({"compiles": self.compiles, "label": self.label, "timestamp": self.timestamp,
+                                "baseline_side": None if self.baseline_side is None else self.baseline_side.to_dict(),
+                                "verdict": None if self.verdict is None else self.verdict.to_dict()}))
+        return data
 
     def labelled(self, label: str | None = None, timestamp: str | None = None) -> ColdStartRecord:
         """This cold start named for a plot: a baseline side's *label*, a history run's *timestamp*."""
@@ -1107,6 +1127,11 @@ class KernelsRecord:
     wall_ms: float | None = None
     top: tuple[KernelTop, ...] = ()
 
+    def to_dict(self) -> JSONDict:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "top"}
+        data["top"] = [{"name": t.name, "count": t.count, "total_ms": t.total_ms, "share": t.share} for t in self.top]
+        return _drop_none(data)
+
     @classmethod
     def from_dict(cls, data: object) -> KernelsRecord:
         d = _object(data)
@@ -1134,6 +1159,9 @@ class OpTime:
     def key(self) -> tuple[str, str]:
         return self.op, self.ep
 
+    def to_dict(self) -> JSONDict:
+        return _drop_none({f.name: getattr(self, f.name) for f in fields(self)})
+
     @classmethod
     def from_dict(cls, data: object) -> OpTime:
         d = _object(data)
@@ -1152,6 +1180,12 @@ class ProfileRecord:
     cpu_nodes: tuple[str, ...] = ()
     runs: float | None = None
     comparison_message: str | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"ops": [o.to_dict() for o in self.ops], "nodes": [n.to_dict() for n in self.nodes],
+                           "cpu_nodes": list(self.cpu_nodes), "runs": self.runs,
+                           "comparison": None if self.comparison_message is None
+                           else {"message": self.comparison_message}})
 
     @classmethod
     def from_dict(cls, data: object) -> ProfileRecord:
@@ -1173,6 +1207,10 @@ class DiagnosisRecord:
     scores: dict[str, float] = field(default_factory=dict)
     evidence: tuple[str, ...] = ()
     recommendation: str | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"category": self.category, "score": self.score, "scores": dict(self.scores),
+                           "evidence": list(self.evidence), "recommendation": self.recommendation})
 
     @classmethod
     def from_dict(cls, data: object) -> DiagnosisRecord | None:
@@ -1205,6 +1243,9 @@ class GpuRecord:
             return self.uuid or self.pci_bus_id
         return None if self.index is None else f"index{self.index}"
 
+    def to_dict(self) -> JSONDict:
+        return _drop_none({f.name: getattr(self, f.name) for f in fields(self)})
+
     @classmethod
     def from_dict(cls, data: object) -> GpuRecord:
         d = _object(data)
@@ -1232,6 +1273,11 @@ class BaselineSide:
             return None
         return cls.from_dict(verdict.side_by_side.figures.get("baseline_side"))
 
+    def to_dict(self) -> JSONDict:
+        return {"latencies_ms": [list(b) for b in self.latencies_ms], "rounds": [r.to_dict() for r in self.rounds],
+                "summary": self.summary.to_dict(),
+                "windows": {k: [list(span) for span in v] for k, v in self.windows.items()}}
+
     @classmethod
     def from_dict(cls, data: object) -> BaselineSide:
         d = _object(data)
@@ -1256,6 +1302,14 @@ class HistoryRun:
     device_time: Figures | None = None
     commit_info: JSONDict | None = None
 
+    def to_dict(self) -> JSONDict:
+        return _drop_none({
+            "timestamp": self.timestamp, "commit": self.commit if self.commit_info is None else None,
+            "commit_info": self.commit_info, "rounds": [r.to_dict() for r in self.rounds],
+            "summary": self.summary.to_dict(), "profile": None if self.profile is None else self.profile.to_dict(),
+            "cold_start": None if self.cold_start is None else self.cold_start.to_dict(),
+            "device_time": None if self.device_time is None else self.device_time.to_dict()})
+
     @classmethod
     def from_dict(cls, data: object) -> HistoryRun:
         d = _object(data)
@@ -1279,6 +1333,10 @@ class BaselineRecord:
     history: tuple[HistoryRun, ...] = ()
     latest_latencies_ms: tuple[tuple[float, ...], ...] = ()
 
+    def to_dict(self) -> JSONDict:
+        return {"history": [r.to_dict() for r in self.history],
+                "latest_latencies_ms": [list(r) for r in self.latest_latencies_ms]}
+
     @classmethod
     def from_dict(cls, data: object) -> BaselineRecord:
         """From a baseline file's JSON (``Baseline.to_dict()`` of :mod:`pytest_aaco.history.store`)."""
@@ -1299,6 +1357,9 @@ class FdrRecord:
     tests: float | None
     discoveries: float | None
 
+    def to_dict(self) -> JSONDict:
+        return _drop_none({f.name: getattr(self, f.name) for f in fields(self)})
+
     @classmethod
     def from_dict(cls, data: object) -> FdrRecord | None:
         """None for an empty or missing state."""
@@ -1314,16 +1375,30 @@ class SessionMeta:
     """A session bundle's ``session_meta.json`` as ``aaco ls`` and ``aaco report`` show it: when the
     session started (ISO, UTC; the bundle's start for a bundle that never finished its head), its
     execution providers, the project's commit (``commit_info``; ``has_commit``: the key was written,
-    even as unknown), the summary (None before the session finished), whether the bundle was
-    finished, and the items written so far."""
+    even as unknown), the summary (None before the session finished), when the bundle was finished
+    (ISO, UTC; None while it is not), and the items written so far."""
 
     started_at: str | None = None
     providers: tuple[str, ...] = ()
     commit_info: JSONDict | None = None
     has_commit: bool = False
     summary: SessionSummary | None = None
-    finished: bool = False
+    finished_at: str | None = None
     items_written: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def to_dict(self) -> JSONDict:
+        data = _drop_none({"started_at": self.started_at, "providers": list(self.providers),
+                           "summary": None if self.summary is None else self.summary.to_dict(),
+                           "items_written": self.items_written})
+        if self.has_commit:
+            data["commit_info"] = self.commit_info
+        if self.finished_at is not None:
+            data["bundle_finished_at"] = self.finished_at
+        return data
 
     @classmethod
     def from_dict(cls, data: object) -> SessionMeta:
@@ -1332,7 +1407,7 @@ class SessionMeta:
         return cls(_text(d.get("started_at") or d.get("bundle_started_at")) or None,
                    tuple(map(str, _array(d.get("providers")))), info if isinstance(info, dict) else None,
                    "commit_info" in d, SessionSummary.from_dict(summary) if isinstance(summary, dict) and summary
-                   else None, bool(d.get("bundle_finished_at")), _number(d.get("items_written")))
+                   else None, _text(d.get("bundle_finished_at")) or None, _number(d.get("items_written")))
 
 
 class ColdStartComparison(Protocol):
