@@ -1,5 +1,6 @@
-"""What every kernel tracer shares: the span it yields, the block figures made of spans, its one
-error type, and the protocol (:class:`Tracer`).
+"""What every kernel tracer shares: the span it yields, the block figures made of spans
+(:class:`DeviceBlock`) and the series of blocks one measurement holds (:class:`DeviceSeries`, which
+results and baselines store), its one error type, and the protocol (:class:`Tracer`).
 
 Units: timestamps in ns on the tracer's own clock; block figures in ms per model run.
 """
