@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pytest
@@ -45,6 +45,8 @@ from pytest_aaco.verdict.stats import LondFdr
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
 
+
+_T = TypeVar("_T")
 
 def _names(value: Any) -> frozenset[str] | None:
     if value is None:
@@ -119,7 +121,7 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
                   ) -> tuple[MeasureSettings, float, bool]:
     """Measurement settings, threshold and p99 gating for one item: marker > registry > command line."""
 
-    def pick(key: str, fallback: Any) -> Any:
+    def pick(key: str, fallback: _T) -> _T:
         for value in (getattr(marker, key), getattr(model, key)):
             if value is not None:
                 return value
