@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pytest
@@ -36,7 +35,6 @@ from pytest_aaco.measure.inference import (
     run_benchmark,
 )
 from pytest_aaco.measure.inputs import batch_size, make_inputs
-from pytest_aaco.measure.placement import Placement, PlacementError, describe_placement, fallback_problem
 from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, parse_provider
 from pytest_aaco.measure.reference_workload import Reference
@@ -50,18 +48,18 @@ from pytest_aaco.options import (
     GateSettings,
     auto_rounds,
 )
-from pytest_aaco.passes.coldstart import SideBySideColdStart
-from pytest_aaco.records import Verdict
+from pytest_aaco.records import ColdStartComparison, Verdict
 from pytest_aaco.reports.progress import write_line
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 from pytest_aaco.samplers.gpus import gpu_lock_name
 from pytest_aaco.tracers.base import InProcessTracer
 from pytest_aaco.verdict.stats import LondFdr
-from pytest_aaco.warnings import AacoProviderWarning
 
 MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
 
+
+_T = TypeVar("_T")
 
 def _names(value: Any) -> frozenset[str] | None:
     if value is None:
@@ -136,7 +134,7 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
                   ) -> tuple[MeasureSettings, float, bool]:
     """Measurement settings, threshold and p99 gating for one item: marker > registry > command line."""
 
-    def pick(key: str, fallback: Any) -> Any:
+    def pick(key: str, fallback: _T) -> _T:
         for value in (getattr(marker, key), getattr(model, key)):
             if value is not None:
                 return value
@@ -293,7 +291,7 @@ class BenchmarkRun:
     #: cold start alternately and judges it (:meth:`pytest_aaco.sidebyside.gate.SideBySideGate.cold_start`,
     #: set by :meth:`~pytest_aaco.sidebyside.gate.SideBySideGate.judge_item`); the cold-start pass after
     #: the rounds (:func:`pytest_aaco.extra_passes.measure_insight`) calls it
-    compare_cold_start: Callable[[], SideBySideColdStart] | None = None
+    compare_cold_start: Callable[[], ColdStartComparison] | None = None
     #: device time in stored rounds: the EP's kernel tracer (:func:`pytest_aaco.tracers.select.tracer_for`),
     #: and, where device time was wanted but no tracer is available, the one line saying why (the item is
     #: then gated on wall time)
@@ -437,23 +435,6 @@ class BenchmarkRun:
         iterations = int(np.median([r.n for r in last.rounds])) if last.rounds else self.settings.iterations
         settings = replace(self.settings, iterations=iterations, rounds=len(last.rounds) or self.settings.rounds)
         return self.measure(handle, settings)
-
-
-def node_placement_problem(run: BenchmarkRun, profile: Callable[[SessionHandle, dict[str, np.ndarray]], Placement]
-                      ) -> str | None:
-    """Profile where the nodes of *run* ran (*profile*: the session's cached
-    :meth:`~pytest_aaco.session.AacoSession.placement`), record it on *run*, and say why the result
-    must not count as the EP's, or None. Cheap CPU nodes only warn (``AacoProviderWarning``)."""
-    try:
-        report = profile(run.handle, run.feeds)
-    except (SessionError, PlacementError) as exc:
-        return f"placement check failed: {exc}"
-    run.placement = report.to_dict()
-    problem: str | None = fallback_problem(report, run.provider)
-    if problem is None and report.cpu_nodes:
-        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe_placement(report)}"),
-                      stacklevel=3)
-    return problem
 
 
 def smoke_run(handle: SessionHandle, feeds: dict[str, np.ndarray], model: str) -> BenchmarkResult:

@@ -113,7 +113,7 @@ def _raw(config: pytest.Config, opt: OptionDef) -> Any:
 _UNSET = {"models": "for the registry shipped with pytest-aaco"}
 
 
-def _check_path(opt: OptionDef, value: Any, where: str, leave_out: str) -> None:
+def _check_path(opt: OptionDef, value: object, where: str, leave_out: str) -> None:
     """An empty or blank path setting is a UsageError naming *where* it was set and the fix."""
     assert opt.path is not None
     try:

@@ -23,20 +23,27 @@ with the baseline's latest profile.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from pytest_aaco import eps
 from pytest_aaco.benchmark import BenchmarkRun, device_lock
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.history.store import Baseline, history_entries
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.inference import SessionError, bind_run
+from pytest_aaco.measure.inference import SessionError, SessionHandle, bind_run
 from pytest_aaco.measure.ortprofile import ProfileError
-from pytest_aaco.passes.coldstart import ColdStart, SideBySideColdStart, cold_start_verdict, measure_cold_start
+from pytest_aaco.measure.placement import Placement, PlacementError, describe_placement, fallback_problem
+from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict, measure_cold_start
 from pytest_aaco.passes.kernels import KernelMetrics, cupti_pass, onnx_node_count, rocprof_pass
 from pytest_aaco.passes.opprofile import OpProfile, compare_profiles, profile_model, profile_runs
+from pytest_aaco.records import ColdStartComparison
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers.base import TracerError
+from pytest_aaco.warnings import AacoProviderWarning
 
 
 @dataclass
@@ -45,7 +52,7 @@ class Insight:
     ``side_cold_start``: the cold start compared side by side (then ``cold_start`` is None)."""
 
     cold_start: ColdStart | None = None
-    side_cold_start: SideBySideColdStart | None = None
+    side_cold_start: ColdStartComparison | None = None
     kernels: KernelMetrics | None = None
     profile: OpProfile | None = None
     notes: list[str] = field(default_factory=list)
@@ -163,3 +170,19 @@ def kernel_data(insight: Insight) -> JSONDict | None:
     """The diagnosis' *kernel_data* (:meth:`KernelMetrics.to_diagnosis`), or None without a trace."""
     return insight.kernels.to_diagnosis() if insight.kernels is not None else None
 
+
+def node_placement_problem(run: BenchmarkRun, profile: Callable[[SessionHandle, dict[str, np.ndarray]], Placement]
+                      ) -> str | None:
+    """Profile where the nodes of *run* ran (*profile*: the session's cached
+    :meth:`~pytest_aaco.session.AacoSession.placement`), record it on *run*, and say why the result
+    must not count as the EP's, or None. Cheap CPU nodes only warn (``AacoProviderWarning``)."""
+    try:
+        report = profile(run.handle, run.feeds)
+    except (SessionError, PlacementError) as exc:
+        return f"placement check failed: {exc}"
+    run.placement = report.to_dict()
+    problem: str | None = fallback_problem(report, run.provider)
+    if problem is None and report.cpu_nodes:
+        warnings.warn(AacoProviderWarning(f"{run.model.name}[{run.provider.short}]: {describe_placement(report)}"),
+                      stacklevel=3)
+    return problem

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_aaco.jsonio import JSONDict
 
@@ -493,24 +493,24 @@ class ItemRecord:
     model: str
     provider: str
     label: str
-    result: dict[str, Any] | None = None
+    result: JSONDict | None = None
     verdict: Verdict | None = None
-    fingerprint: dict[str, Any] | None = None
+    fingerprint: JSONDict | None = None
     outcome: Outcome = Outcome.PASSED
     error: str | None = None
-    diagnosis: dict[str, Any] | None = None
-    derived: dict[str, Any] | None = None
-    placement: dict[str, Any] | None = None
+    diagnosis: JSONDict | None = None
+    derived: JSONDict | None = None
+    placement: JSONDict | None = None
     #: what the terminal must warn about (a baseline moved aside, a history archived), each naming the files
     warnings: list[str] = field(default_factory=list)
-    profile: dict[str, Any] | None = None
-    kernels: dict[str, Any] | None = None
-    cold_start: dict[str, Any] | None = None
+    profile: JSONDict | None = None
+    kernels: JSONDict | None = None
+    cold_start: JSONDict | None = None
     insight_notes: list[str] = field(default_factory=list)
     #: the physical GPU the item ran on (``PhysicalGpu.to_dict()``: uuid, pci_bus_id, name, clocks ...);
     #: None on the CPU or where it could not be read (then absent from the JSON)
     gpu: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONDict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -518,9 +518,9 @@ class ItemRecord:
     # ------------------------------------------------------------ the one outcome rule
 
     @property
-    def cold_start_verdict(self) -> dict[str, Any]:
+    def cold_start_verdict(self) -> JSONDict:
         """``ColdStartVerdict.to_dict()`` of the item, or {} when cold start was not judged."""
-        return dict((self.cold_start or {}).get("verdict") or {})
+        return dict(_object(_object(self.cold_start).get("verdict")))
 
     @property
     def cold_start_fails(self) -> bool:
@@ -530,10 +530,7 @@ class ItemRecord:
     @property
     def cold_start_withheld(self) -> bool:
         """The cold-start verdict withheld a regression (measured under CPU contention, stored gate only)."""
-        verdict = self.cold_start_verdict
-        figures = (verdict.get("metrics") or {}).values()
-        return any(isinstance(f, dict) and f.get("withheld") for f in figures) or (
-            "CPU contention" in str(verdict.get("message") or "") and verdict.get("outcome") == Outcome.INCONCLUSIVE)
+        return ColdStartVerdictRecord.from_dict(self.cold_start_verdict).withheld
 
     @property
     def effective_outcome(self) -> Outcome:
@@ -593,9 +590,9 @@ class ItemRecord:
         lines = []
         if self.cold_start_fails or self.cold_start_withheld:  # a withheld regression is said, not hidden
             lines.append(str(self.cold_start_verdict.get("message")))
-        comparison = (self.profile or {}).get("comparison") or {}
-        if self.fails and comparison.get("message"):
-            lines.append(str(comparison["message"]))
+        profile = self.profile_record
+        if self.fails and profile is not None and profile.comparison_message:
+            lines.append(profile.comparison_message)
         return lines
 
     def explanation(self, with_recommendation: bool = True) -> str:
@@ -603,17 +600,17 @@ class ItemRecord:
         ``note:`` line each), and the likely cause (and what to try) when there is a diagnosis."""
         notes = self.verdict.report_notes if self.verdict is not None else []
         text = "\n".join([self.message, *self.insight_lines(), *(f"note: {n}" for n in notes)])
-        d = self.diagnosis
-        if d:
-            text += f"\nlikely cause: {d.get('category')}: " + "; ".join(d.get("evidence") or [])
-            if with_recommendation and d.get("recommendation"):
-                text += f"\ntry: {d['recommendation']}"
+        d = self.diagnosis_record
+        if d is not None:
+            text += f"\nlikely cause: {d.category}: " + "; ".join(d.evidence)
+            if with_recommendation and d.recommendation:
+                text += f"\ntry: {d.recommendation}"
         return text
 
     @property
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """The result's summary figures (``mean_ms``, ``p50_ms``, ``p99_ms``, ``throughput`` ...), or {}."""
-        return dict((self.result or {}).get("summary") or {})
+        return dict(_object(_object(self.result).get("summary")))
 
     @property
     def gpu_key(self) -> str | None:
@@ -629,6 +626,47 @@ class ItemRecord:
         (``1:GPU-8a1b2c3d``), ``-`` when no GPU was recorded."""
         key = self.gpu_key
         return "-" if key is None else f"{(self.gpu or {}).get('logical_id', '?')}:{key[:12]}"
+
+    # ------------------------------------------------------------ typed parts (records at the edge, below)
+
+    @property
+    def result_record(self) -> ResultRecord | None:
+        """The result as :class:`ResultRecord`; None without a result."""
+        return None if self.result is None else ResultRecord.from_dict(self.result)
+
+    @property
+    def cold_start_record(self) -> ColdStartRecord | None:
+        """Cold start, with its verdict, as :class:`ColdStartRecord`; None when not measured."""
+        return None if not self.cold_start else ColdStartRecord.from_dict(self.cold_start)
+
+    @property
+    def kernels_record(self) -> KernelsRecord | None:
+        """The GPU kernel figures as :class:`KernelsRecord`; None when no kernel pass ran."""
+        return None if not self.kernels else KernelsRecord.from_dict(self.kernels)
+
+    @property
+    def profile_record(self) -> ProfileRecord | None:
+        """The operator profile as :class:`ProfileRecord`; None when not profiled."""
+        return None if not self.profile else ProfileRecord.from_dict(self.profile)
+
+    @property
+    def diagnosis_record(self) -> DiagnosisRecord | None:
+        return DiagnosisRecord.from_dict(self.diagnosis)
+
+    @property
+    def gpu_record(self) -> GpuRecord | None:
+        """The physical GPU as :class:`GpuRecord`; None on the CPU or where it was not read."""
+        return None if not self.gpu else GpuRecord.from_dict(self.gpu)
+
+    @property
+    def device_record(self) -> DeviceTimeRecord | None:
+        """Device time compared (:attr:`Verdict.device`, stored or side by side) as :class:`DeviceTimeRecord`."""
+        return None if self.verdict is None else DeviceTimeRecord.from_dict(self.verdict.device)
+
+    @property
+    def baseline_side(self) -> BaselineSide | None:
+        """Side by side, the baseline side's measurement; None for an item gated against stored baselines."""
+        return BaselineSide.of(self.verdict)
 
     # ------------------------------------------------------------ serialization
 
@@ -653,10 +691,10 @@ class ItemRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
+    def from_dict(cls, data: JSONDict) -> ItemRecord:
         """Inverse of :meth:`to_dict` (keys it does not know go to ``extra``); tolerant of missing keys."""
         known = {f.name for f in fields(cls)} - {"extra"}
-        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
         verdict = data.get("verdict")
         kwargs["verdict"] = Verdict.from_dict(verdict) if isinstance(verdict, dict) and verdict else None
         kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.PASSED)
@@ -681,15 +719,20 @@ class SessionSummary:
 
     items: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
-    fdr_control: dict[str, Any] | None = None
+    fdr_control: JSONDict | None = None
 
     @classmethod
-    def of(cls, records: list[ItemRecord], fdr_control: dict[str, Any] | None = None) -> SessionSummary:
+    def of(cls, records: list[ItemRecord], fdr_control: JSONDict | None = None) -> SessionSummary:
         counts: dict[str, int] = {}
         for record in records:
             key = record.effective_outcome.value
             counts[key] = counts.get(key, 0) + 1
         return cls(len(records), counts, fdr_control)
+
+    @property
+    def fdr(self) -> FdrRecord | None:
+        """The LOND state as :class:`FdrRecord`; None when the session did not control the FDR."""
+        return FdrRecord.from_dict(self.fdr_control)
 
     @property
     def counts_text(self) -> str:
@@ -700,9 +743,675 @@ class SessionSummary:
         return {"items": self.items, "verdicts": dict(self.verdicts), "fdr_control": self.fdr_control}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> SessionSummary:
+    def from_dict(cls, data: JSONDict | None) -> SessionSummary:
         data = data or {}
-        fdr = data.get("fdr_control")
-        return cls(int(data.get("items") or 0), dict(data.get("verdicts") or {}),
-                   fdr if isinstance(fdr, dict) else None)
+        fdr, items = data.get("fdr_control"), _number(data.get("items"))
+        counts = {str(k): _number(n) for k, n in _object(data.get("verdicts")).items()}
+        verdicts = {k: int(n) for k, n in counts.items() if n is not None}
+        return cls(0 if items is None else int(items), verdicts, fdr if isinstance(fdr, dict) else None)
 
+
+
+# ================================================================ typed records at the edge
+#
+# What the session writes as JSON (a bundle's ``items/*.json``, a baseline file) and the report
+# writers and the ``aaco`` command read: device time, cold start, GPU kernels, the operator profile,
+# telemetry, the diagnosis, the result's figures, the physical GPU and the baseline's history. Each
+# is a frozen record read once, tolerantly, from the JSON (:meth:`from_dict`: a missing or
+# mistyped key reads as None or empty, so bundles and baselines of earlier versions load) and
+# written back with :meth:`to_dict`. :class:`ItemRecord` keeps the JSON as it was read, so a
+# bundle dumps to the bytes it was read from; its properties (:attr:`ItemRecord.cold`,
+# :attr:`ItemRecord.kernel_figures` ...) hand the writers these records.
+
+
+def _number(value: object) -> float | None:
+    """*value* when it is a JSON number (not a bool; an integer stays one), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _object(value: object) -> JSONDict:
+    """*value* when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: object) -> list[object]:
+    """*value* when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def _numbers(value: object) -> tuple[float, ...]:
+    """The numbers of a JSON array (other elements left out)."""
+    return tuple(x for x in map(_number, _array(value)) if x is not None)
+
+
+def _drop_none(data: JSONDict) -> JSONDict:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Named numbers: a result's ``summary`` (``mean_ms``, ``p50_ms``, ``p99_ms``, ``throughput``
+    (samples/s), ``rounds`` ...; :meth:`pytest_aaco.measure.results.BenchmarkResult.summary`).
+    :meth:`of` is None for a name that is absent or not a number."""
+
+    values: dict[str, float] = field(default_factory=dict)
+
+    def of(self, name: str) -> float | None:
+        return self.values[name] if name in self.values else None
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def to_dict(self) -> JSONDict:
+        return dict(self.values)
+
+    @classmethod
+    def from_dict(cls, data: object) -> Figures:
+        found = {str(k): _number(v) for k, v in _object(data).items()}
+        return cls({k: v for k, v in found.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class RoundFigures:
+    """One measured round: ``n`` iterations, ``mean_ms`` (ms) and ``log_mean`` (mean of ln ms)."""
+
+    n: float | None
+    mean_ms: float | None
+    log_mean: float | None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"n": self.n, "mean_ms": self.mean_ms, "log_mean": self.log_mean})
+
+    @classmethod
+    def from_dict(cls, data: object) -> RoundFigures:
+        d = _object(data)
+        return cls(_number(d.get("n")), _number(d.get("mean_ms")), _number(d.get("log_mean")))
+
+
+def _rounds(value: object) -> tuple[RoundFigures, ...]:
+    return tuple(RoundFigures.from_dict(r) for r in _array(value) if isinstance(r, dict))
+
+
+def _blocks(value: object) -> tuple[tuple[float, ...], ...]:
+    """Per-round (or per-block) latencies in ms: an array of arrays of numbers."""
+    return tuple(_numbers(r) for r in _array(value) if isinstance(r, list))
+
+
+@dataclass(frozen=True)
+class SamplerSeries:
+    """One telemetry sampler's readings over the measured phase: ``samples`` (each ``t_ns``,
+    ``perf_counter_ns``, and the fields read then) and the ``error`` that stopped it, if any."""
+
+    name: str
+    samples: tuple[dict[str, float], ...] = ()
+    error: str | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"samples": [dict(s) for s in self.samples], "error": self.error})
+
+    @classmethod
+    def from_dict(cls, name: str, data: object) -> SamplerSeries:
+        d = _object(data)
+        samples = []
+        for sample in _array(d.get("samples")):
+            values = {str(k): _number(v) for k, v in _object(sample).items()}
+            if values.get("t_ns") is not None:
+                samples.append({k: v for k, v in values.items() if v is not None})
+        return cls(name, tuple(samples), _text(d.get("error")))
+
+
+@dataclass(frozen=True)
+class FieldSummary:
+    """A telemetry field over the measured phase: its ``mean`` and ``max`` (the field's unit)."""
+
+    mean: float | None
+    max: float | None
+
+
+@dataclass(frozen=True)
+class TelemetryRecord:
+    """A result's ``telemetry`` (:mod:`pytest_aaco.samplers`): the phase start ``start_ns``
+    (``perf_counter_ns``), each sampler's series, and the summary per field (``mean``, ``max``)."""
+
+    start_ns: float | None = None
+    samplers: tuple[SamplerSeries, ...] = ()
+    summary: dict[str, FieldSummary] = field(default_factory=dict)
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"start_ns": self.start_ns, "samplers": {s.name: s.to_dict() for s in self.samplers},
+                           "summary": {k: {"mean": v.mean, "max": v.max} for k, v in self.summary.items()}})
+
+    @classmethod
+    def from_dict(cls, data: object) -> TelemetryRecord:
+        d = _object(data)
+        samplers = tuple(SamplerSeries.from_dict(str(k), v) for k, v in _object(d.get("samplers")).items())
+        summary = {str(k): FieldSummary(_number(v.get("mean")), _number(v.get("max")))
+                   for k, v in _object(d.get("summary")).items() if isinstance(v, dict)}
+        return cls(_number(d.get("start_ns")), samplers, summary)
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """A bundle item's ``result`` (``BenchmarkResult.to_dict(raw=True)``): the rounds, the raw
+    iterations per round and of the warmup (ms), the summary figures, the telemetry, and the
+    summary of the confirmation measurement (None when no fresh session measured again)."""
+
+    rounds: tuple[RoundFigures, ...] = ()
+    latencies_ms: tuple[tuple[float, ...], ...] = ()
+    warmup_latencies_ms: tuple[float, ...] = ()
+    summary: Figures = field(default_factory=Figures)
+    telemetry: TelemetryRecord = field(default_factory=TelemetryRecord)
+    confirmation: Figures | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({
+            "rounds": [r.to_dict() for r in self.rounds], "latencies_ms": [list(r) for r in self.latencies_ms],
+            "warmup_latencies_ms": list(self.warmup_latencies_ms), "summary": self.summary.to_dict(),
+            "telemetry": self.telemetry.to_dict(),
+            "confirmation": None if self.confirmation is None else {"summary": self.confirmation.to_dict()}})
+
+    @classmethod
+    def from_dict(cls, data: object) -> ResultRecord:
+        d = _object(data)
+        confirmation = d.get("confirmation")
+        return cls(_rounds(d.get("rounds")), _blocks(d.get("latencies_ms")), _numbers(d.get("warmup_latencies_ms")),
+                   Figures.from_dict(d.get("summary")), TelemetryRecord.from_dict(d.get("telemetry")),
+                   Figures.from_dict(confirmation.get("summary")) if isinstance(confirmation, dict) else None)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One figure on both sides: the ``baseline``'s and the ``candidate``'s (this run's)."""
+
+    baseline: float | None
+    candidate: float | None
+
+    def to_dict(self) -> JSONDict:
+        return {"baseline": self.baseline, "candidate": self.candidate}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Pair | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(_number(data.get("baseline")), _number(data.get("candidate")))
+
+
+@dataclass(frozen=True)
+class DeviceTimeRecord:
+    """Device time compared, stored (:func:`pytest_aaco.history.judge.device_check`) or side by side
+    (``DeviceLook.to_dict()`` of :mod:`pytest_aaco.sidebyside.cycles`): ``ratio`` current/baseline of
+    the device time per run, ``ci_low``/``ci_high`` its 95% CI, ``lower_bound``/``upper_bound`` the
+    one-sided bounds the rule compared (None in records written before them), ``threshold``
+    (fraction; None: the item's), ``series`` (``paired``, ``raw``, ``adjusted`` ...), ``outcome``,
+    ``p_slower``, ``mde``, and per run ``kernel_ms`` and ``busy_ms`` (ms) and ``kernels`` on both sides."""
+
+    ratio: float
+    outcome: str | None = None
+    series: str | None = None
+    threshold: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    p_slower: float | None = None
+    mde: float | None = None
+    kernel_ms: Pair | None = None
+    busy_ms: Pair | None = None
+    kernels: Pair | None = None
+
+    def to_dict(self) -> JSONDict:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("kernel_ms", "busy_ms", "kernels"):
+            data[name] = None if data[name] is None else data[name].to_dict()
+        return _drop_none(data)
+
+    @classmethod
+    def from_dict(cls, data: object) -> DeviceTimeRecord | None:
+        """None when *data* holds no ``ratio`` (device time not compared, or the test could not run)."""
+        d = _object(data)
+        ratio = _number(d.get("ratio"))
+        if ratio is None:
+            return None
+        return cls(ratio, _text(d.get("outcome")), _text(d.get("series")), _number(d.get("threshold")),
+                   _number(d.get("ci_low")), _number(d.get("ci_high")), _number(d.get("lower_bound")),
+                   _number(d.get("upper_bound")), _number(d.get("p_slower")), _number(d.get("mde")),
+                   Pair.from_dict(d.get("kernel_ms")), Pair.from_dict(d.get("busy_ms")),
+                   Pair.from_dict(d.get("kernels")))
+
+
+@dataclass(frozen=True)
+class ColdStartFigures:
+    """One cold-start metric as its verdict judged it: the baseline's figure ``baseline_ms`` (ms),
+    ``ratio`` current/baseline, its ``outcome``, whether a regression was ``withheld``, and, compared
+    side by side, the geometric means of both sides (ms); ``phases``: the baseline's figure of each
+    phase of session creation (ms; not gated)."""
+
+    baseline_ms: float | None = None
+    ratio: float | None = None
+    outcome: str | None = None
+    withheld: bool = False
+    geomean_current_ms: float | None = None
+    geomean_baseline_ms: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"baseline_ms": self.baseline_ms, "ratio": self.ratio, "outcome": self.outcome,
+                           "withheld": self.withheld or None, "geomean_current_ms": self.geomean_current_ms,
+                           "geomean_baseline_ms": self.geomean_baseline_ms,
+                           "phases": {k: {"baseline_ms": v} for k, v in self.phases.items()} or None})
+
+    @classmethod
+    def from_dict(cls, data: object) -> ColdStartFigures:
+        d = _object(data)
+        phases = {str(k): _number(_object(v).get("baseline_ms")) for k, v in _object(d.get("phases")).items()}
+        return cls(_number(d.get("baseline_ms")), _number(d.get("ratio")), _text(d.get("outcome")),
+                   bool(d.get("withheld")), _number(d.get("geomean_current_ms")), _number(d.get("geomean_baseline_ms")),
+                   {k: v for k, v in phases.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class ColdStartVerdictRecord:
+    """The cold-start verdict (``ColdStartVerdict.to_dict()`` of :mod:`pytest_aaco.passes.coldstart`):
+    ``outcome``, whether it ``fails`` the item, its ``message``, the ``method`` (``side-by-side`` when
+    paired), the compared revision ``ref``, and the figures per metric (``first_run_ms``,
+    ``session_create_ms``)."""
+
+    outcome: str | None = None
+    fails: bool = False
+    message: str | None = None
+    method: str | None = None
+    ref: str | None = None
+    metrics: dict[str, ColdStartFigures] = field(default_factory=dict)
+
+    @property
+    def withheld(self) -> bool:
+        """A regression withheld (measured under CPU contention): a metric says so, or (records
+        written before ``withheld``) an inconclusive message naming CPU contention."""
+        return any(f.withheld for f in self.metrics.values()) or (
+            "CPU contention" in (self.message or "") and self.outcome == Outcome.INCONCLUSIVE)
+
+    def figures(self, metric: str) -> ColdStartFigures:
+        return self.metrics.get(metric) or ColdStartFigures()
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"outcome": self.outcome, "fails": self.fails, "message": self.message,
+                           "method": self.method, "ref": self.ref,
+                           "metrics": {k: v.to_dict() for k, v in self.metrics.items()}})
+
+    @classmethod
+    def from_dict(cls, data: object) -> ColdStartVerdictRecord:
+        d = _object(data)
+        metrics = {str(k): ColdStartFigures.from_dict(v) for k, v in _object(d.get("metrics")).items()
+                   if isinstance(v, dict)}
+        return cls(_text(d.get("outcome")), bool(d.get("fails")), _text(d.get("message")), _text(d.get("method")),
+                   _text(d.get("ref")), metrics)
+
+
+@dataclass(frozen=True)
+class ColdStartRecord:
+    """Cold start (``ColdStart.to_dict()`` of :mod:`pytest_aaco.passes.coldstart`): every fresh
+    session's figure per metric or phase (``samples``, ms), the fastest (``minima``, the ``min_*``
+    keys without the prefix, ms), what the figures include (``compiles``), the baseline side's cold
+    start when compared side by side, the ``label`` and ``timestamp`` of a history run, and the verdict."""
+
+    samples: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    minima: dict[str, float] = field(default_factory=dict)
+    compiles: str | None = None
+    baseline_side: ColdStartRecord | None = None
+    label: str | None = None
+    timestamp: str | None = None
+    verdict: ColdStartVerdictRecord | None = None
+
+    def values(self, key: str) -> tuple[float, ...]:
+        return self.samples.get(key, ())
+
+    def minimum(self, key: str) -> float | None:
+        return self.minima.get(key)
+
+    def to_dict(self) -> JSONDict:
+        """The JSON the record was read from, less keys it does not type."""
+        data: JSONDict = {k: list(v) for k, v in self.samples.items()}
+        data.update({f"min_{k}": v for k, v in self.minima.items()})
+        data.update(_drop_none({"compiles": self.compiles, "label": self.label, "timestamp": self.timestamp,
+                                "baseline_side": None if self.baseline_side is None else self.baseline_side.to_dict(),
+                                "verdict": None if self.verdict is None else self.verdict.to_dict()}))
+        return data
+
+    def labelled(self, label: str | None = None, timestamp: str | None = None) -> ColdStartRecord:
+        """This cold start named for a plot: a baseline side's *label*, a history run's *timestamp*."""
+        return ColdStartRecord(self.samples, self.minima, self.compiles, None, label, timestamp, None)
+
+    @classmethod
+    def from_dict(cls, data: object) -> ColdStartRecord:
+        d = _object(data)
+        samples = {str(k): _numbers(v) for k, v in d.items() if isinstance(v, list)}
+        minima = {str(k)[4:]: _number(v) for k, v in d.items() if str(k).startswith("min_")}
+        side = d.get("baseline_side")
+        verdict = d.get("verdict")
+        return cls(samples, {k: v for k, v in minima.items() if v is not None},
+                   _text(d.get("compiles")) if d.get("compiles") else None,
+                   cls.from_dict(side) if isinstance(side, dict) else None, _text(d.get("label")),
+                   _text(d.get("timestamp")),
+                   ColdStartVerdictRecord.from_dict(verdict) if isinstance(verdict, dict) else None)
+
+
+@dataclass(frozen=True)
+class KernelTop:
+    """One of the kernels that took the most time: its ``name``, launches ``count``, ``total_ms``
+    and ``share`` of the kernel time (fraction)."""
+
+    name: str
+    count: float | None
+    total_ms: float | None
+    share: float | None
+
+
+@dataclass(frozen=True)
+class KernelsRecord:
+    """GPU kernel figures (``KernelMetrics.to_dict()`` of :mod:`pytest_aaco.passes.kernels`): the
+    tracer (``source``: ``cupti``, ``rocprofv3``), traced ``runs``, ``kernels_per_run``, ``kar``
+    (kernels per ONNX node), ``active_ratio`` and ``microkernel_share`` (fractions), ``kernel_ms``
+    and ``wall_ms`` per run (ms), and the ``top`` kernels."""
+
+    source: str | None = None
+    runs: float | None = None
+    kernels_per_run: float | None = None
+    kar: float | None = None
+    active_ratio: float | None = None
+    microkernel_share: float | None = None
+    kernel_ms: float | None = None
+    wall_ms: float | None = None
+    top: tuple[KernelTop, ...] = ()
+
+    def to_dict(self) -> JSONDict:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "top"}
+        data["top"] = [{"name": t.name, "count": t.count, "total_ms": t.total_ms, "share": t.share} for t in self.top]
+        return _drop_none(data)
+
+    @classmethod
+    def from_dict(cls, data: object) -> KernelsRecord:
+        d = _object(data)
+        top = tuple(KernelTop(str(t.get("name")), _number(t.get("count")), _number(t.get("total_ms")),
+                              _number(t.get("share"))) for t in _array(d.get("top")) if isinstance(t, dict))
+        return cls(_text(d.get("source")), _number(d.get("runs")), _number(d.get("kernels_per_run")),
+                   _number(d.get("kar")), _number(d.get("active_ratio")), _number(d.get("microkernel_share")),
+                   _number(d.get("kernel_ms")), _number(d.get("wall_ms")), top)
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """An operator type (or, with ``node``, one node) in the ORT profile: ``op`` type, ``ep`` (the
+    execution provider that ran it), ``nodes`` of that type, ``time_us`` per run (µs) and its
+    ``share`` of the run (fraction)."""
+
+    op: str
+    ep: str
+    time_us: float | None = None
+    share: float | None = None
+    nodes: float | None = None
+    node: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.op, self.ep
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def from_dict(cls, data: object) -> OpTime:
+        d = _object(data)
+        return cls(str(d.get("op")), str(d.get("ep") or ""), _number(d.get("time_us")), _number(d.get("share")),
+                   _number(d.get("nodes")), _text(d.get("node")))
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    """The operator profile (``OpProfile.to_dict()`` of :mod:`pytest_aaco.passes.opprofile`): op
+    types and the slowest nodes, the nodes placed on the CPU EP, profiled ``runs``, and the message
+    of the comparison with the baseline's profile."""
+
+    ops: tuple[OpTime, ...] = ()
+    nodes: tuple[OpTime, ...] = ()
+    cpu_nodes: tuple[str, ...] = ()
+    runs: float | None = None
+    comparison_message: str | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"ops": [o.to_dict() for o in self.ops], "nodes": [n.to_dict() for n in self.nodes],
+                           "cpu_nodes": list(self.cpu_nodes), "runs": self.runs,
+                           "comparison": None if self.comparison_message is None
+                           else {"message": self.comparison_message}})
+
+    @classmethod
+    def from_dict(cls, data: object) -> ProfileRecord:
+        d = _object(data)
+        return cls(tuple(OpTime.from_dict(o) for o in _array(d.get("ops")) if isinstance(o, dict)),
+                   tuple(OpTime.from_dict(n) for n in _array(d.get("nodes")) if isinstance(n, dict)),
+                   tuple(map(str, _array(d.get("cpu_nodes")))), _number(d.get("runs")),
+                   _text(_object(d.get("comparison")).get("message")) or None)
+
+
+@dataclass(frozen=True)
+class DiagnosisRecord:
+    """The likeliest bottleneck (``Diagnosis.to_dict()`` of :mod:`pytest_aaco.verdict.diagnosis`):
+    ``category``, its ``score`` and every category's ``scores`` (0..1), the ``evidence`` sentences
+    and the ``recommendation``."""
+
+    category: str
+    score: float | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    evidence: tuple[str, ...] = ()
+    recommendation: str | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({"category": self.category, "score": self.score, "scores": dict(self.scores),
+                           "evidence": list(self.evidence), "recommendation": self.recommendation})
+
+    @classmethod
+    def from_dict(cls, data: object) -> DiagnosisRecord | None:
+        d = _object(data)
+        if not d:
+            return None
+        scores = {str(k): _number(v) for k, v in _object(d.get("scores")).items()}
+        return cls(str(d.get("category")), _number(d.get("score")), {k: v for k, v in scores.items() if v is not None},
+                   tuple(map(str, _array(d.get("evidence")))), _text(d.get("recommendation")) or None)
+
+
+@dataclass(frozen=True)
+class GpuRecord:
+    """The physical GPU an item ran on (``PhysicalGpu.to_dict()`` of :mod:`pytest_aaco.samplers.visibility`):
+    ``uuid``, ``pci_bus_id``, ``name``, the device id the EP was given (``logical_id``), the NVML or
+    amdsmi ``index``, how it was mapped (``mapped_by``) and why the mapping is ``ambiguous``."""
+
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    name: str | None = None
+    logical_id: int | None = None
+    index: int | None = None
+    mapped_by: str | None = None
+    ambiguous: str | None = None
+
+    @property
+    def key(self) -> str | None:
+        """The UUID, else the PCI bus id, else ``index<N>``; None when none was read."""
+        if self.uuid or self.pci_bus_id:
+            return self.uuid or self.pci_bus_id
+        return None if self.index is None else f"index{self.index}"
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def from_dict(cls, data: object) -> GpuRecord:
+        d = _object(data)
+        logical, index = _number(d.get("logical_id")), _number(d.get("index"))
+        return cls(_text(d.get("uuid")) or None, _text(d.get("pci_bus_id")) or None, _text(d.get("name")) or None,
+                   None if logical is None else int(logical), None if index is None else int(index),
+                   _text(d.get("mapped_by")) or None, _text(d.get("ambiguous")) or None)
+
+
+@dataclass(frozen=True)
+class BaselineSide:
+    """Side by side, the baseline side's measurement (``side_by_side["baseline_side"]``): its blocks'
+    latencies and round figures (ms), its summary figures, and the windows of each side's blocks
+    (``{"baseline": [(start_ns, end_ns), ...], "candidate": [...]}``, ``perf_counter_ns``)."""
+
+    latencies_ms: tuple[tuple[float, ...], ...] = ()
+    rounds: tuple[RoundFigures, ...] = ()
+    summary: Figures = field(default_factory=Figures)
+    windows: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, verdict: Verdict | None) -> BaselineSide | None:
+        """The baseline side of *verdict*'s side-by-side figures; None when it was not gated side by side."""
+        if verdict is None or verdict.side_by_side is None:
+            return None
+        return cls.from_dict(verdict.side_by_side.figures.get("baseline_side"))
+
+    def to_dict(self) -> JSONDict:
+        return {"latencies_ms": [list(b) for b in self.latencies_ms], "rounds": [r.to_dict() for r in self.rounds],
+                "summary": self.summary.to_dict(),
+                "windows": {k: [list(span) for span in v] for k, v in self.windows.items()}}
+
+    @classmethod
+    def from_dict(cls, data: object) -> BaselineSide:
+        d = _object(data)
+        windows = {str(side): tuple((float(a), float(b)) for a, b in spans)
+                   for side, spans in _object(d.get("windows")).items() if isinstance(spans, list)}
+        return cls(_blocks(d.get("latencies_ms")), _rounds(d.get("rounds")), Figures.from_dict(d.get("summary")),
+                   windows)
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    """One run of a baseline's history, as the reports show it: ``timestamp`` (ISO, UTC), the short
+    ``commit`` id (``commit`` or ``commit_info.id``), the rounds, the summary figures, and the
+    profile and cold start recorded with it."""
+
+    timestamp: str | None = None
+    commit: str | None = None
+    rounds: tuple[RoundFigures, ...] = ()
+    summary: Figures = field(default_factory=Figures)
+    profile: ProfileRecord | None = None
+    cold_start: ColdStartRecord | None = None
+    device_time: Figures | None = None
+    commit_info: JSONDict | None = None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({
+            "timestamp": self.timestamp, "commit": self.commit if self.commit_info is None else None,
+            "commit_info": self.commit_info, "rounds": [r.to_dict() for r in self.rounds],
+            "summary": self.summary.to_dict(), "profile": None if self.profile is None else self.profile.to_dict(),
+            "cold_start": None if self.cold_start is None else self.cold_start.to_dict(),
+            "device_time": None if self.device_time is None else self.device_time.to_dict()})
+
+    @classmethod
+    def from_dict(cls, data: object) -> HistoryRun:
+        d = _object(data)
+        info = d.get("commit_info")
+        commit = d.get("commit") or (info.get("id") if isinstance(info, dict) else None)
+        cold = d.get("cold_start")
+        device = d.get("device_time")
+        return cls(_text(d.get("timestamp")), commit if isinstance(commit, str) and commit else None,
+                   _rounds(d.get("rounds")), Figures.from_dict(d.get("summary")),
+                   ProfileRecord.from_dict(d["profile"]) if isinstance(d.get("profile"), dict) else None,
+                   ColdStartRecord.from_dict(cold) if isinstance(cold, dict) else None,
+                   Figures.from_dict(device) if isinstance(device, dict) else None,
+                   info if isinstance(info, dict) else None)
+
+
+@dataclass(frozen=True)
+class BaselineRecord:
+    """What the reports show of a baseline file: its history runs (oldest first) and the raw
+    iterations of its latest run (ms, per round)."""
+
+    history: tuple[HistoryRun, ...] = ()
+    latest_latencies_ms: tuple[tuple[float, ...], ...] = ()
+
+    def to_dict(self) -> JSONDict:
+        return {"history": [r.to_dict() for r in self.history],
+                "latest_latencies_ms": [list(r) for r in self.latest_latencies_ms]}
+
+    @classmethod
+    def from_dict(cls, data: object) -> BaselineRecord:
+        """From a baseline file's JSON (``Baseline.to_dict()`` of :mod:`pytest_aaco.history.store`)."""
+        d = _object(data)
+        return cls(tuple(HistoryRun.from_dict(r) for r in _array(d.get("history")) if isinstance(r, dict)),
+                   _blocks(d.get("latest_latencies_ms")))
+
+
+@dataclass(frozen=True)
+class FdrRecord:
+    """The session's false-alarm control (``LondFdr.to_dict()`` of :mod:`pytest_aaco.verdict.stats`):
+    the ``method`` (``LOND``), the FDR ``alpha``, the ``m`` benchmark items it spreads over, the
+    ``tests`` made and the ``discoveries`` (regressions of wall or device time)."""
+
+    method: str | None
+    alpha: float | None
+    m: float | None
+    tests: float | None
+    discoveries: float | None
+
+    def to_dict(self) -> JSONDict:
+        return _drop_none({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def from_dict(cls, data: object) -> FdrRecord | None:
+        """None for an empty or missing state."""
+        d = _object(data)
+        if not d:
+            return None
+        return cls(_text(d.get("method")) or None, _number(d.get("alpha")), _number(d.get("m")),
+                   _number(d.get("tests")), _number(d.get("discoveries")))
+
+
+@dataclass(frozen=True)
+class SessionMeta:
+    """A session bundle's ``session_meta.json`` as ``aaco ls`` and ``aaco report`` show it: when the
+    session started (ISO, UTC; the bundle's start for a bundle that never finished its head), its
+    execution providers, the project's commit (``commit_info``; ``has_commit``: the key was written,
+    even as unknown), the summary (None before the session finished), when the bundle was finished
+    (ISO, UTC; None while it is not), and the items written so far."""
+
+    started_at: str | None = None
+    providers: tuple[str, ...] = ()
+    commit_info: JSONDict | None = None
+    has_commit: bool = False
+    summary: SessionSummary | None = None
+    finished_at: str | None = None
+    items_written: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def to_dict(self) -> JSONDict:
+        data = _drop_none({"started_at": self.started_at, "providers": list(self.providers),
+                           "summary": None if self.summary is None else self.summary.to_dict(),
+                           "items_written": self.items_written})
+        if self.has_commit:
+            data["commit_info"] = self.commit_info
+        if self.finished_at is not None:
+            data["bundle_finished_at"] = self.finished_at
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object) -> SessionMeta:
+        d = _object(data)
+        info, summary = d.get("commit_info"), d.get("summary")
+        return cls(_text(d.get("started_at") or d.get("bundle_started_at")) or None,
+                   tuple(map(str, _array(d.get("providers")))), info if isinstance(info, dict) else None,
+                   "commit_info" in d, SessionSummary.from_dict(summary) if isinstance(summary, dict) and summary
+                   else None, _text(d.get("bundle_finished_at")) or None, _number(d.get("items_written")))
+
+
+class ColdStartComparison(Protocol):
+    """A cold start compared side by side (:class:`pytest_aaco.passes.coldstart.SideBySideColdStart`),
+    as the run carries it to the extra passes: :meth:`record` is the item record's ``cold_start``."""
+
+    def record(self) -> JSONDict: ...

@@ -15,7 +15,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TypeVar
+
+_V = TypeVar("_V")
 
 #: what a hidden value is shown as
 REDACTED = "***"
@@ -97,7 +99,7 @@ def looks_secret(name: str, value: object) -> bool:
     return secret_name(name) or secret_value(str(value))
 
 
-def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
+def redact_options(options: Mapping[str, _V]) -> dict[str, _V | str]:
     """*options* (provider options: key -> value) for display: secret values become :data:`REDACTED`
     (a fingerprint's salted hash, ``redacted:...``, is shown as it is)."""
     return {k: REDACTED if looks_secret(str(k), v) and not str(v).startswith(HASH_PREFIX) else v
@@ -117,7 +119,7 @@ def fingerprint_value(key: str, value: str) -> str:
     return HASH_PREFIX + digest.hex()[:16]
 
 
-def fingerprint_options(options: Mapping[str, Any]) -> dict[str, Any]:
+def fingerprint_options(options: Mapping[str, _V]) -> dict[str, _V | str]:
     """*options* for a fingerprint: keys kept, secret values replaced by :func:`fingerprint_value`."""
     return {k: fingerprint_value(str(k), str(v)) if looks_secret(str(k), v) else v for k, v in options.items()}
 
@@ -132,7 +134,7 @@ def redact_text(text: str, values: Iterable[object]) -> str:
     return text
 
 
-def secret_values(options: Mapping[str, Any]) -> list[str]:
+def secret_values(options: Mapping[str, object]) -> list[str]:
     """The values of *options* that :func:`looks_secret` hides, for :func:`redact_text`."""
     return [str(v) for k, v in options.items() if looks_secret(str(k), v)]
 

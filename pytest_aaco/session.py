@@ -20,7 +20,8 @@ import functools
 import sys
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -35,17 +36,17 @@ from pytest_aaco.benchmark import (
     BenchmarkRun,
     build_tracked,
     item_settings,
-    node_placement_problem,
     smoke_run,
     terminal_line,
 )
 from pytest_aaco.config import AacoConfig
+from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.commit import commit_info
 from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
-from pytest_aaco.history.store import RunnerPriors, runner_priors
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.history.store import RunnerPriors, report_baselines, runner_priors
+from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
 from pytest_aaco.measure.compile_cache import set_compile_cache
 from pytest_aaco.measure.devicelock import set_lock_timeout
 from pytest_aaco.measure.graph import (
@@ -162,8 +163,8 @@ class AacoSession:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._models: list[ModelSpec] | None = None
         self._available: list[str] | None = None
-        self._sessions: OrderedDict[tuple[Any, ...], SessionHandle] = OrderedDict()
-        self._placements: dict[tuple[Any, ...], Placement] = {}
+        self._sessions: OrderedDict[tuple[object, ...], SessionHandle] = OrderedDict()
+        self._placements: dict[tuple[object, ...], Placement] = {}
         self._priors: dict[str, RunnerPriors] = {}
         self._lond: LondFdr | None = None
         #: the pytest-xdist hooks, registered beside this object (:mod:`pytest_aaco.xdist`)
@@ -288,7 +289,7 @@ class AacoSession:
         profiled once per (model, EP, options). Raises SessionError / PlacementError."""
         return self.placement_of(handle.model_path, without_graph(handle.provider), feeds=feeds)
 
-    def placement_of(self, path: Path, provider: ProviderSpec, dims: Any = None,
+    def placement_of(self, path: Path, provider: ProviderSpec, dims: Mapping[str, int] | None = None,
                      feeds: dict[str, np.ndarray] | None = None) -> Placement:
         """Node placement of the model at *path* on *provider* (graph replay left out: the profile
         runs host feeds), profiled once per (model, EP, options); *feeds*, else inputs made from
@@ -315,7 +316,7 @@ class AacoSession:
         return self._lond
 
     @property
-    def lond_state(self) -> dict[str, Any] | None:
+    def lond_state(self) -> JSONDict | None:
         """``LondFdr.to_dict()`` once an item was gated, else None. On a pytest-xdist controller,
         the workers' states summed (:func:`pytest_aaco.xdist.merge_lond`)."""
         return merge_lond(([] if self._lond is None else [self._lond.to_dict()]) + self.xdist.worker_londs)
@@ -582,7 +583,7 @@ class AacoSession:
         self.gated_items = sum(1 for item in session.items if "benchmark_model" in getattr(item, "fixturenames", ()))
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         try:
             result = yield
         except (KeyboardInterrupt, SystemExit, pytest.exit.Exception):
@@ -691,11 +692,23 @@ class AacoSession:
                 self.bundle.finish(meta)
             except OSError as exc:
                 self._drop_bundle(exc, self.bundle.path)
+        if self.config.html_path is not None:  # what the HTML report shows besides the records
+            context = replace(context, baselines=report_baselines(self.records), environment=self._environment())
         for name, writer in (("JUnit", junit.write), ("GitHub", github.write), ("HTML", html.write)):
             try:
                 writer(self.records, context)
             except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
                 warnings.warn(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")), stacklevel=2)
+
+    def _environment(self) -> JSONDict | None:
+        """The session's environment record: the bundle's when there is one, else collected now."""
+        if self.bundle is not None:
+            try:
+                data = read_json(self.bundle.path / ENVIRONMENT_FILE)
+                return data if isinstance(data, dict) else None
+            except AacoFileError:
+                pass
+        return collect_environment(device_id=self.config.device_id)
 
     def _meta(self) -> JSONDict:
         c = self.config

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import pytest
 
-from pytest_aaco.jsonio import dumps, loads_records
-from pytest_aaco.records import ItemRecord
+from pytest_aaco.jsonio import JSONDict, dumps, loads_records
+from pytest_aaco.records import FdrRecord, ItemRecord
 
 #: name under which this object is registered with pytest's plugin manager
 XDIST_PLUGIN_NAME = "aaco-xdist"
@@ -52,7 +52,14 @@ def attach_record(report: pytest.TestReport, record: ItemRecord) -> None:
     report.aaco_record = dumps(record.to_dict())  # type: ignore[attr-defined]
 
 
-def merge_lond(states: list[dict[str, Any]]) -> dict[str, Any] | None:
+class WorkerNode(Protocol):
+    """What the controller's hooks read of a pytest-xdist worker (``xdist.workermanage.WorkerController``):
+    ``workerinput``, sent to the worker at its start (``workeroutput`` comes back when it ends)."""
+
+    workerinput: dict[str, object]
+
+
+def merge_lond(states: list[JSONDict]) -> JSONDict | None:
     """One LOND state from the controller's own and the workers' (``LondFdr.to_dict()`` each):
     each worker tests at ``q (D_worker + 1) / m`` with the session's ``m`` and its own
     ``D_worker <= D``, never above one LOND over the session. None when no item was gated."""
@@ -60,8 +67,11 @@ def merge_lond(states: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     if len(states) == 1:
         return states[0]
-    return {"method": "LOND", "alpha": states[0]["alpha"], "m": max(s["m"] for s in states),
-            "tests": sum(s["tests"] for s in states), "discoveries": sum(s["discoveries"] for s in states),
+    found = [f for f in map(FdrRecord.from_dict, states) if f is not None]
+    if not found:
+        return None
+    return {"method": "LOND", "alpha": found[0].alpha, "m": max(int(f.m or 0) for f in found),
+            "tests": sum(int(f.tests or 0) for f in found), "discoveries": sum(int(f.discoveries or 0) for f in found),
             "workers": len(states)}
 
 
@@ -88,13 +98,13 @@ class XdistBridge:
         #: node ids whose records a worker already sent (controller)
         self.shipped: set[str] = set()
         #: the workers' LOND states (controller)
-        self.worker_londs: list[dict[str, Any]] = []
+        self.worker_londs: list[JSONDict] = []
 
     @property
     def is_worker(self) -> bool:
         return is_worker(self.pytest_config)
 
-    def ship(self, records: list[ItemRecord], lond_state: dict[str, Any] | None) -> None:
+    def ship(self, records: list[ItemRecord], lond_state: JSONDict | None) -> None:
         """Worker, at its end: send the records and LOND's state to the controller."""
         output = self.pytest_config.workeroutput  # type: ignore[attr-defined]
         output[WORKER_RECORDS] = dumps([r.to_dict() for r in records])
@@ -114,7 +124,7 @@ class XdistBridge:
             self.records.append(record)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: WorkerNode) -> None:
         """Controller: one bundle for the whole session; workers write their items into it. When the
         controller could not open it (it said so, once), the workers get :data:`NO_BUNDLE` and
         write none either, instead of each trying and warning again."""
@@ -139,7 +149,7 @@ class XdistBridge:
         self.opened = None
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+    def pytest_testnodedown(self, node: WorkerNode, error: object) -> None:
         """Controller: collect a worker's records, so the summary and reports cover every item."""
         output = getattr(node, "workeroutput", {})
         raw = output.get(WORKER_RECORDS)

@@ -11,7 +11,10 @@ modules at the package root, and ``Any`` tokens.
 * **root modules**: ``*.py`` files directly in ``pytest_aaco/``, ``__init__.py`` included (as the
   architecture test counts them);
 * **Any tokens**: the word ``Any`` in the package's ``*.py`` files, as
-  ``grep -ow Any -r pytest_aaco --include=*.py | wc -l`` counts it.
+  ``grep -ow Any -r pytest_aaco --include=*.py | wc -l`` counts it;
+* **.get( calls**: the text ``.get(`` in ``pytest_aaco/reports/`` and the ``aaco`` command
+  (``pytest_aaco/cli.py`` or the ``pytest_aaco/cli/`` package), and in the whole package: dict
+  look-ups where a typed record would say what a field is.
 
 Usage (from the repository root)::
 
@@ -108,6 +111,8 @@ class Figures:
     chain: list[str]
     root_modules: int
     any_tokens: int
+    gets_at_edge: int
+    gets: int
 
 
 def figures(package: Path) -> Figures:
@@ -117,9 +122,13 @@ def figures(package: Path) -> Figures:
     found = circles(graph)
     dag = condensed(graph, found)
     floor = arch.floors(dag)
-    any_tokens = sum(len(re.findall(r"\bAny\b", p.read_text(encoding="utf-8"))) for p in package.rglob("*.py"))
+    texts = {p: p.read_text(encoding="utf-8") for p in package.rglob("*.py")}
+    any_tokens = sum(len(re.findall(r"\bAny\b", text)) for text in texts.values())
+    edge = [package / "reports", package / "cli"]
+    gets = {p: text.count(".get(") for p, text in texts.items()}
+    at_edge = sum(n for p, n in gets.items() if p == package / "cli.py" or any(d in p.parents for d in edge))
     return Figures(len(graph), found, max(floor.values()), deepest_chain(dag, floor),
-                   len(list(package.glob("*.py"))), any_tokens)
+                   len(list(package.glob("*.py"))), any_tokens, at_edge, sum(gets.values()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  deepest chain: " + " -> ".join(m.removeprefix("pytest_aaco.") for m in found.chain))
     print(f"modules at the package root (*.py, __init__.py included): {found.root_modules}")
     print(f"Any tokens in pytest_aaco: {found.any_tokens}")
+    print(f".get( calls in reports/ and the aaco command: {found.gets_at_edge}; in pytest_aaco: {found.gets}")
     return 0
 
 

@@ -19,7 +19,7 @@ from pytest_aaco.history.judge import confirm, finish, judge_history
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.device_time import DeviceSeries
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.records import FdrRecord, HistoryRun, ItemRecord, Outcome, ResultRecord, Verdict
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import headline, verdict_cell
 from pytest_aaco.tracers.base import DeviceBlock
@@ -346,7 +346,8 @@ def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_pa
     assert agrees(f"{(v.raw_ratio - 1) * 100:+.1f}%", now.group(1), then.group(1))
     fig = new_figure(6, 3)
     ax = fig.subplots()
-    html._plot_rounds(ax, record, record.result or {}, baseline.history)
+    html._plot_rounds(ax, record, record.result_record or ResultRecord(),
+                      [HistoryRun.from_dict(r) for r in baseline.history])
     drawn = [line for line in ax.get_lines() if str(line.get_label()).startswith("baseline geometric mean")]
     assert len(drawn) == 1 and drawn[0].get_label() == f"baseline geometric mean {then.group(1)} ms"
     assert float(drawn[0].get_ydata()[0]) == pytest.approx(v.baseline_geomean_ms)
@@ -429,7 +430,7 @@ def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factor
         (junit_case,) = junit.build_cases([record])
         commands = github.workflow_commands([record])
         summary = github.job_summary([record], _context({"alpha": 0.05, "m": 1, "tests": 1}).summary)
-        count = terminal.lond_line({"alpha": 0.05, "m": 1, "tests": 1}, int(record.is_regression))
+        count = terminal.lond_line(FdrRecord.from_dict({"alpha": 0.05, "m": 1, "tests": 1}), int(record.is_regression))
         if case in METRIC_WORDS:
             word = METRIC_WORDS[case]
             line = headline(record)

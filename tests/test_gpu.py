@@ -436,7 +436,7 @@ def _fake_run(placement_obj):
 
 
 def test_plugin_refuses_a_cuda_result_whose_compute_fell_to_the_cpu():
-    from pytest_aaco.benchmark import node_placement_problem
+    from pytest_aaco.extra_passes import node_placement_problem
     from pytest_aaco.measure.placement import Placement
 
     fell = Placement(nodes={"CUDAExecutionProvider": 5, "CPUExecutionProvider": 1},
@@ -449,7 +449,7 @@ def test_plugin_refuses_a_cuda_result_whose_compute_fell_to_the_cpu():
 
 
 def test_plugin_warns_about_cheap_cpu_nodes_and_records_them():
-    from pytest_aaco.benchmark import node_placement_problem
+    from pytest_aaco.extra_passes import node_placement_problem
     from pytest_aaco.measure.placement import Placement
     from pytest_aaco.warnings import AacoProviderWarning
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.records import BaselineRecord, ItemRecord, SessionSummary
 from pytest_aaco.reports import html as html_report
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -96,8 +96,8 @@ def page_records() -> tuple[list[ItemRecord], dict]:
                     "baseline_runs": 6, "baseline_path": "/b/mlp.json", "message": "inconclusive mlp[cpu]"},
         "outcome": "passed"}
     records = [ItemRecord.from_dict(r) for r in (passed, failed, gated)]
-    return records, {gated["nodeid"]: {"history": history, "latest_latencies_ms": history[-1]["rounds"] and
-                                       _result(3.0, 2, 9)["latencies_ms"]}}
+    baseline = {"history": history, "latest_latencies_ms": _result(3.0, 2, 9)["latencies_ms"]}
+    return records, {gated["nodeid"]: BaselineRecord.from_dict(baseline)}
 
 
 @pytest.fixture(scope="module")

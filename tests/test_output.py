@@ -100,13 +100,13 @@ def test_the_table_shows_the_measurement_the_change_was_computed_on():
     result = {"summary": {"mean_ms": 2.36, "p50_ms": 2.3, "p99_ms": 3.0, "throughput": 420.0},
               "confirmation": {"summary": {"mean_ms": 2.20, "p50_ms": 2.1, "p99_ms": 2.9, "throughput": 450.0}}}
     record = _record(_verdict(confirmed=True, series="raw", raw_ratio=1.211), result=result)
-    assert measured_summary(record)["mean_ms"] == 2.20
+    assert measured_summary(record).of("mean_ms") == 2.20
     lines = terminal.format_table([record])
     assert " 2.20 " in lines[2] and "2.36" not in lines[2]
     assert "+21.1% raw [+10.0, +30.0]" in lines[2] and "regression (confirmed)" in lines[2]
     assert "confirmation measurement" in (terminal.confirmed_line([record]) or "")
     unconfirmed = _record(_verdict(confirmed=False, outcome=Outcome.INCONCLUSIVE, fails=False), result=result)
-    assert measured_summary(unconfirmed)["mean_ms"] == 2.36  # the first look's figures, as its verdict's
+    assert measured_summary(unconfirmed).of("mean_ms") == 2.36  # the first look's figures, as its verdict's
 
 
 def test_the_verdict_message_names_its_series_and_whose_means_it_shows(aaco_project):

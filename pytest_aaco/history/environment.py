@@ -16,7 +16,6 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import pytest_aaco.samplers.amd as amd
 import pytest_aaco.samplers.nvidia as nvidia
@@ -183,7 +182,7 @@ def collect_environment(
     provider: str | None = None,
     environ: Mapping[str, str] | None = None,
     device_id: int = 0,
-) -> dict[str, Any]:
+) -> JSONDict:
     """The lockbox: a JSON-ready record of this machine and software. Never raises.
 
     Sections: ``collected_at`` (UTC ISO 8601), ``python``, ``platform`` (OS, kernel), ``cpu``

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.comparable import Fingerprint
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default

@@ -22,7 +22,7 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.history.comparable import Fingerprint
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, atomic_write_text, read_json
 from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.records import BaselineRecord, ItemRecord
 from pytest_aaco.verdict.stats import VariancePrior, fit_reference, fit_variance_prior
 
 #: 3: history runs may hold ``reference`` (the reference workload's round log-means, the normalized
@@ -204,7 +205,7 @@ def _bad(path: Path, where: str, value: object, what: str) -> AacoFileError:
     return AacoFileError(f"{path}: {where} is {value!r}, {what};{_RE_RECORD}")
 
 
-def _number(path: Path, where: str, value: Any, low: float = -MAX_NUMBER, high: float = MAX_NUMBER,
+def _number(path: Path, where: str, value: object, low: float = -MAX_NUMBER, high: float = MAX_NUMBER,
             integer: bool = False) -> None:
     """*value* (at JSON path *where*) is an int or float (never a bool), finite and in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
@@ -377,7 +378,7 @@ def check_data(path: Path, data: dict[str, Any]) -> None:
         _latencies(path, entry, f"archive[{number}].")
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
+def _write(path: Path, data: JSONDict) -> None:
     """Write a baseline document: validated first (:func:`check_data`), and never a NaN, an infinity
     or a null where a number belongs (``strict`` dumps), so a save never rewrites a history damaged."""
     try:
@@ -690,3 +691,21 @@ def runner_priors(folder: Path, min_runs: int = 3) -> RunnerPriors:
             residuals.append(fit.residual_var)
             residual_dfs.append(len(pairs) - 2)
     return RunnerPriors(fit_variance_prior(variances, dfs), fit_variance_prior(residuals, residual_dfs))
+
+
+def report_baselines(records: Iterable[ItemRecord]) -> dict[str, BaselineRecord]:
+    """What the reports show of each item's baseline file (:class:`~pytest_aaco.records.BaselineRecord`),
+    by node id, for the records whose ``verdict.baseline_path`` can be read. Missing or unreadable
+    files are left out (the HTML report then says the baseline file was not found); raises nothing."""
+    found = {}
+    for record in records:
+        path = record.verdict.baseline_path if record.verdict is not None else None
+        if not path:
+            continue
+        try:
+            baseline = load_baseline(Path(path))
+        except (AacoFileError, OSError):
+            continue
+        if baseline is not None:
+            found[record.nodeid] = BaselineRecord.from_dict(baseline.to_dict())
+    return found

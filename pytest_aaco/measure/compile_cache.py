@@ -58,12 +58,15 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure import migraphx_probe, rocm_stack
 from pytest_aaco.measure.migraphx_probe import CACHE_ENVS
+
+if TYPE_CHECKING:  # imported where a lock is made: filelock is needed only with a compile cache
+    from filelock import FileLock
 
 #: provider options that do not change the compiled program (left out of the key)
 NOT_PROGRAM = frozenset({
@@ -210,7 +213,7 @@ def keyed_folder(root: Path, side: str, short: str, model_path: Path, options: M
     return root / side_name / f"{short}-{model_sha256(model_path)[:16]}-{key}"
 
 
-def folder_lock(folder: Path, timeout: float = LOCK_TIMEOUT_S) -> Any:
+def folder_lock(folder: Path, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
     """A new file lock (:mod:`filelock`) on keyed *folder*, so two runners or processes never write one
     program at once; the second waits and then finds it (a hit). A context manager; raises
     ``filelock.Timeout`` after *timeout* seconds. Sessions take it through :class:`CompileHold`."""
@@ -222,7 +225,7 @@ def folder_lock(folder: Path, timeout: float = LOCK_TIMEOUT_S) -> Any:
 
 #: this process's lock object per keyed folder: one process holding a folder takes it again at once
 #: (``FileLock`` counts), so a session whose first run is still ahead never blocks the next one here
-_LOCKS: dict[str, Any] = {}
+_LOCKS: dict[str, FileLock] = {}
 
 
 class CompileHold:
@@ -235,7 +238,7 @@ class CompileHold:
     def __init__(self, folder: Path | None, timeout: float = LOCK_TIMEOUT_S) -> None:
         self.folder = folder
         self.timeout = timeout
-        self._lock: Any = None
+        self._lock: FileLock | None = None
 
     @classmethod
     def nothing(cls) -> CompileHold:

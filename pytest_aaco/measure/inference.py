@@ -15,7 +15,8 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -80,7 +81,7 @@ def ort_log_level() -> int:
     return _ORT_LOG_LEVEL
 
 
-def session_options() -> Any:
+def session_options() -> ort.SessionOptions:
     """A fresh ``ort.SessionOptions`` logging at :func:`ort_log_level`, with ORT's default logger
     set to the same severity (it prints what happens outside a session, e.g. the EP lookup)."""
     import onnxruntime as ort
@@ -105,7 +106,7 @@ class SessionHandle:
     create_ms: float
     options: JSONDict = field(default_factory=dict)
     #: run functions built by :func:`bind_run` on this session, by (mode, device id, feeds identity)
-    bound_runs: dict[tuple[Any, ...], tuple[Any, Callable[[], object]]] = field(default_factory=dict, repr=False)
+    bound_runs: dict[tuple[object, ...], tuple[Any, Callable[[], object]]] = field(default_factory=dict, repr=False)
     build_rss_mb: float | None = None
     #: started before the session was built: the item's own device memory (``DeviceMemoryProbe``)
     device_probe: Any = None
@@ -262,7 +263,7 @@ def migraphx_refusal(model_path: Path, provider: ProviderSpec, build: str, refus
 
 
 def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
-                  ort: Any) -> tuple[JSONDict, dict[str, str]]:
+                  ort: ModuleType) -> tuple[JSONDict, dict[str, str]]:
     """The MIGraphX *options* to send and the environment to set around the session's creation, after
     asking the EP which keys it takes (:func:`pytest_aaco.measure.migraphx_probe.plan`, once per process).
 
@@ -390,10 +391,10 @@ def hold_compile_lock(model_path: Path, cache: CacheUse) -> tuple[CompileHold, C
     return hold, CacheUse.start(cache.folder)
 
 
-def session_providers(provider: ProviderSpec, options: JSONDict) -> list[Any]:
+def session_providers(provider: ProviderSpec, options: JSONDict) -> list[str | tuple[str, JSONDict]]:
     """The ``providers`` argument of ``InferenceSession``: the EP with *options*, then the CPU EP as
     the fallback for nodes a device EP cannot run, as ORT expects."""
-    providers: list[Any] = [(provider.ep_name, options)]
+    providers: list[str | tuple[str, JSONDict]] = [(provider.ep_name, options)]
     cpu = eps.get("cpu")
     if provider.ep is not cpu:
         providers.append(cpu.ort_name)
@@ -534,8 +535,19 @@ def measure_rounds(run: Callable[[], object], rounds: int, iterations: int,
     return results
 
 
+class PhaseTelemetry(Protocol):
+    """What :func:`run_benchmark` runs during the measured rounds (a
+    :class:`pytest_aaco.samplers.TelemetrySession`): started, stopped, then its readings as JSON."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def to_dict(self) -> JSONDict: ...
+
+
 def run_benchmark(handle: SessionHandle, feeds: dict[str, np.ndarray], settings: MeasureSettings,
-                  model: str, batch: int, telemetry: Any = None, reference: Any = None,
+                  model: str, batch: int, telemetry: PhaseTelemetry | None = None, reference: Any = None,
                   tracer: InProcessTracer | None = None,
                   on_first_run: Callable[[float], None] | None = None) -> BenchmarkResult:
     """Warm up, then measure ``settings.rounds`` rounds on *handle*.

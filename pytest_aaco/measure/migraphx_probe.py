@@ -41,6 +41,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 EP = "MIGraphXExecutionProvider"
@@ -81,11 +82,11 @@ def reset() -> None:
     _VERDICTS.clear()
 
 
-def _build(ort: Any) -> str:
+def _build(ort: ModuleType) -> str:
     return f"{getattr(ort, '__version__', '?')}@{getattr(ort, '__file__', '?')}"
 
 
-def build_name(ort: Any) -> str:
+def build_name(ort: ModuleType) -> str:
     """The onnxruntime build for messages: its distribution and version (``onnxruntime-migraphx 1.27.1``)."""
     version = getattr(ort, "__version__", "?")
     try:
@@ -155,7 +156,7 @@ def tiny_model(path: Path) -> Path:
     return path
 
 
-def _attempt(ort: Any, model: Path, options: Mapping[str, str],
+def _attempt(ort: ModuleType, model: Path, options: Mapping[str, str],
              factory: Callable[..., Any] | None) -> tuple[bool, str, dict[str, str]]:
     """(on the EP, ORT's words, the EP's reported options) for one probe session."""
     so = ort.SessionOptions()
@@ -172,7 +173,7 @@ def _attempt(ort: Any, model: Path, options: Mapping[str, str],
     return on_ep, printed.getvalue(), reported
 
 
-def probe(options: Mapping[str, object], ort: Any = None,
+def probe(options: Mapping[str, object], ort: ModuleType | None = None,
           factory: Callable[..., Any] | None = None) -> dict[str, Verdict]:
     """The EP's verdict on each of *options* (key -> value as the plugin would send them), asked once per
     process and build for each (key, value) not asked before (see the module docstring). *factory*
@@ -191,7 +192,7 @@ def probe(options: Mapping[str, object], ort: Any = None,
     return {k: _VERDICTS[(build, k, value[k])] for k in wanted}
 
 
-def _ask(ort: Any, options: dict[str, str], factory: Callable[..., Any] | None) -> dict[str, Verdict]:
+def _ask(ort: ModuleType, options: dict[str, str], factory: Callable[..., Any] | None) -> dict[str, Verdict]:
     found: dict[str, Verdict] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="aaco-migraphx-probe-") as folder:
@@ -252,7 +253,7 @@ class Plan:
                 "takes": list(self.takes), "build": self.build}
 
 
-def plan(options: Mapping[str, object], ort: Any = None, *, plugin_cache: str | None = None,
+def plan(options: Mapping[str, object], ort: ModuleType | None = None, *, plugin_cache: str | None = None,
          questions: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
          factory: Callable[..., Any] | None = None) -> Plan:
     """Ask the EP about *options* (:func:`probe`) and decide what to send.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pytest_aaco.jsonio import JSONDict
@@ -38,13 +39,13 @@ class PluginEpError(RuntimeError):
     """A plugin EP library cannot be registered or used; the message names ``--aaco-ep-library`` and the fix."""
 
 
-def missing_api(ort: Any) -> list[str]:
+def missing_api(ort: ModuleType) -> list[str]:
     """The parts of :data:`API` that the onnxruntime module *ort* lacks (``[]`` when it has all)."""
     owners = {"onnxruntime": ort, "SessionOptions": getattr(ort, "SessionOptions", None)}
     return [f"{owner}.{name}" for owner, name in API if not hasattr(owners[owner], name)]
 
 
-def register_libraries(libraries: Sequence[tuple[str, str]], ort: Any) -> list[str]:
+def register_libraries(libraries: Sequence[tuple[str, str]], ort: ModuleType) -> list[str]:
     """Register each ``(registration name, path)`` of *libraries* with the onnxruntime module *ort*
     (once per process and name); returns the names registered now or before.
 
@@ -75,7 +76,7 @@ def register_libraries(libraries: Sequence[tuple[str, str]], ort: Any) -> list[s
     return list(_REGISTERED)
 
 
-def plugin_ep_names(ort: Any) -> list[str]:
+def plugin_ep_names(ort: ModuleType) -> list[str]:
     """EP names that only EP libraries offer: those of ``get_ep_devices()`` missing from
     ``get_available_providers()`` (libraries registered with ``--aaco-ep-library`` or otherwise); ``[]``
     when this onnxruntime has no ``get_ep_devices`` or it fails."""
@@ -89,7 +90,7 @@ def plugin_ep_names(ort: Any) -> list[str]:
     return sorted({str(d.ep_name) for d in devices} - built_in)
 
 
-def devices_for(ep_name: str, device_id: int, ort: Any) -> list[Any]:
+def devices_for(ep_name: str, device_id: int, ort: ModuleType) -> list[Any]:
     """The ``OrtEpDevice`` to run *ep_name* on: its only device, or the *device_id*-th of its devices in
     ``get_ep_devices()`` order (*paper*: the order of a plugin EP's GPUs is the library's; docs/amd.md).
 
@@ -109,7 +110,7 @@ def devices_for(ep_name: str, device_id: int, ort: Any) -> list[Any]:
     return [mine[device_id]]
 
 
-def add_plugin_provider(sess_options: Any, ep_name: str, options: JSONDict, device_id: int, ort: Any) -> None:
+def add_plugin_provider(sess_options: Any, ep_name: str, options: JSONDict, device_id: int, ort: ModuleType) -> None:
     """Select *ep_name*'s device (:func:`devices_for`) on *sess_options* with *options* (as strings),
     through ``SessionOptions.add_provider_for_devices``. Raises :class:`PluginEpError`."""
     devices = devices_for(ep_name, device_id, ort)

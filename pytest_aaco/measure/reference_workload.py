@@ -214,8 +214,8 @@ class ReferenceCache:
     """
 
     name: str | None = field(default_factory=lambda: default("reference"))
-    built: dict[tuple[Any, ...], Reference] = field(default_factory=dict)
-    errors: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    built: dict[tuple[object, ...], Reference] = field(default_factory=dict)
+    errors: dict[tuple[object, ...], str] = field(default_factory=dict)
 
     def get(self, provider: ProviderSpec, device_id: int, intra_op_threads: int, iobinding: str) -> Reference | None:
         """The reference for these settings; None when off or broken before. Raises

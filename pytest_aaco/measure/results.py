@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.device_time import DeviceSeries
+from pytest_aaco.tracers.base import DeviceSeries
 
 
 def percentile_ms(latencies_ms: np.ndarray, q: float) -> float:

@@ -40,13 +40,14 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import compile_cache_root, set_compile_cache
 from pytest_aaco.measure.inference import bind_run, build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
@@ -75,8 +76,8 @@ def host_stamps() -> tuple[int, int]:
 class Roctx:
     """Range push/pop, or no-ops; ``source`` says which: ``roctx`` (Python module), ``ctypes:<lib>``, ``none``."""
 
-    push: Any = None
-    pop: Any = None
+    push: Callable[[str], object] | None = None
+    pop: Callable[[], object] | None = None
     source: str = "none"
 
     def range_push(self, name: str) -> None:
@@ -106,7 +107,10 @@ def load_roctx(libraries: Sequence[str] = ROCTX_LIBRARIES) -> Roctx:
             continue
         push.argtypes, push.restype = [ctypes.c_char_p], ctypes.c_int
         pop.argtypes, pop.restype = [], ctypes.c_int
-        return Roctx(lambda text, _f=push: _f(text.encode("utf-8")), pop, f"ctypes:{name}")
+        def push_text(text: str, _f: Callable[[bytes], object] = push) -> object:
+            return _f(text.encode("utf-8"))
+
+        return Roctx(push_text, pop, f"ctypes:{name}")
     return Roctx()
 
 
@@ -180,10 +184,10 @@ class ChildTrace:
     notes: list[str] = field(default_factory=list)
 
 
-def _write_side(folder: Path, index: int, side: ChildSide) -> dict[str, Any]:
+def _write_side(folder: Path, index: int, side: ChildSide) -> JSONDict:
     """The spec entry of *side*, its inputs saved to ``folder/feeds<index>.npz``."""
     feeds_path = folder / f"feeds{index}.npz"
-    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in side.feeds.items()}
+    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in side.feeds.items()}  # savez(**arrays)
     np.savez(feeds_path, **arrays)
     return {"name": side.name, "model": str(side.model), "provider": side.provider.short,
             "options": dict(side.provider.options), "feeds": str(feeds_path), "iobinding": side.iobinding,

@@ -150,7 +150,7 @@ def kernel_metrics(records: list[KernelSpan], runs: int, wall_ns: int, node_coun
     )
 
 
-def onnx_node_count(model_path: Any) -> int | None:
+def onnx_node_count(model_path: str | Path) -> int | None:
     """Nodes of the model's main graph (``len(graph.node)``), or None when the file cannot be read.
 
     Counted in the ONNX file, before ORT's fusions: KAR says how many kernels the EP made of the

@@ -6,12 +6,12 @@ Writers take the item records (:class:`~pytest_aaco.records.ItemRecord`) and a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import SessionSummary
+from pytest_aaco.records import BaselineRecord, SessionSummary
 
 
 def _print(text: str, **markup: bool) -> None:
@@ -26,7 +26,10 @@ class ReportContext:
     *fdr*: ``--aaco-fdr``; *bundle_path*: the session bundle folder, or None; *junit_path* /
     *html_path*: ``--aaco-junit`` / ``--aaco-html`` (None: not asked for); *say*: writes one line on
     pytest's terminal (markup keywords such as ``yellow=True``), never raising; *commit_info*: the
-    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), or None.
+    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), or None; *baselines*: what
+    the HTML report shows of each item's baseline file, by node id (the caller reads the files,
+    :func:`pytest_aaco.history.store.report_baselines`; writers never open one); *environment*: the
+    session's environment record (:func:`pytest_aaco.history.environment.collect_environment`), or None.
     """
 
     summary: SessionSummary
@@ -37,3 +40,5 @@ class ReportContext:
     html_path: Path | None = None
     say: Callable[..., None] = _print
     commit_info: JSONDict | None = None
+    baselines: Mapping[str, BaselineRecord] | None = None
+    environment: JSONDict | None = None

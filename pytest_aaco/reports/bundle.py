@@ -20,7 +20,7 @@ import hashlib
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, read_json
 
@@ -169,7 +169,19 @@ def list_sessions(root: str | Path) -> list[Path]:
     return [entry[2] for entry in found]
 
 
-def load_session(path: str | Path) -> dict[str, Any]:
+class LoadedSession(TypedDict):
+    """A bundle folder read back (:func:`load_session`): the folder, ``session_meta.json``, the
+    environment record (None when absent or unreadable), the item files by node id, and a message per
+    file that could not be read."""
+
+    path: str
+    meta: JSONDict
+    environment: JSONDict | None
+    items: dict[str, object]
+    errors: dict[str, str]
+
+
+def load_session(path: str | Path) -> LoadedSession:
     """Read a bundle folder back.
 
     Returns ``{"path": str, "meta": dict, "environment": dict | None, "items": {nodeid: payload},
@@ -178,15 +190,17 @@ def load_session(path: str | Path) -> dict[str, Any]:
     :class:`~pytest_aaco.jsonio.AacoFileError` when *path* has no readable ``session_meta.json``.
     """
     folder = Path(path)
-    meta = read_json(folder / META_FILE)
+    found = read_json(folder / META_FILE)
+    meta: JSONDict = found if isinstance(found, dict) else {}
     environment = None
     errors: dict[str, str] = {}
     if (folder / ENVIRONMENT_FILE).exists():
         try:
-            environment = read_json(folder / ENVIRONMENT_FILE)
+            read = read_json(folder / ENVIRONMENT_FILE)
+            environment = read if isinstance(read, dict) else None
         except AacoFileError as exc:
             errors[ENVIRONMENT_FILE] = str(exc)
-    items: JSONDict = {}
+    items: dict[str, object] = {}
     for item_file in sorted((folder / ITEMS_DIR).glob("*.json")):
         if item_file.name.startswith("."):
             continue
@@ -196,5 +210,5 @@ def load_session(path: str | Path) -> dict[str, Any]:
             errors[item_file.name] = str(exc)
             continue
         nodeid = payload.get("nodeid", item_file.stem) if isinstance(payload, dict) else item_file.stem
-        items[nodeid] = payload
+        items[str(nodeid)] = payload
     return {"path": str(folder), "meta": meta, "environment": environment, "items": items, "errors": errors}

@@ -90,12 +90,13 @@ class CostClock:
         item_s = dict.fromkeys(counts, 0.0)
         check_s = 0.0
         for record in records:
-            triage = record.extra.get(EXTRA_KEY) if isinstance(record.extra, dict) else None
-            check_s += float((triage or {}).get("seconds") or 0.0)
+            found = record.extra.get(EXTRA_KEY) if isinstance(record.extra, dict) else None
+            triage: dict[str, Any] = dict(found) if isinstance(found, dict) else {}
+            check_s += float(triage.get("seconds") or 0.0)
             if record.result is not None:
                 kind = "measured"
             elif record.effective_outcome == Outcome.UNCHANGED:
-                kind = "same_compute" if (triage or {}).get("status") == SAME_COMPUTE else "unchanged"
+                kind = "same_compute" if triage.get("status") == SAME_COMPUTE else "unchanged"
             elif record.effective_outcome == Outcome.NEW:
                 kind = "new"
             else:
@@ -111,7 +112,7 @@ class CostClock:
                 "items": counts, "item_s": {k: round(v, 3) for k, v in item_s.items()}}
 
 
-def ledger_lines(cost: dict[str, Any]) -> list[str]:
+def ledger_lines(cost: object) -> list[str]:
     """``where the time went`` lines of a ledger (:meth:`CostClock.to_dict`) for ``aaco report``."""
     if not isinstance(cost, dict) or not cost:
         return []

@@ -138,8 +138,8 @@ def table(records: Sequence[ItemRecord]) -> list[str]:
         v = record.verdict
         cells = [
             md_text(name or record.nodeid),
-            num(summary.get("mean_ms"), ".3f"), num(summary.get("p50_ms"), ".3f"), num(summary.get("p99_ms"), ".3f"),
-            num(summary.get("throughput"), ".1f"), md_text(_change(record)),
+            num(summary.of("mean_ms"), ".3f"), num(summary.of("p50_ms"), ".3f"), num(summary.of("p99_ms"), ".3f"),
+            num(summary.of("throughput"), ".1f"), md_text(_change(record)),
             num(v.p_value if v is not None else None, ".2g"),
             _verdict_cell(record), md_code(v.fingerprint_id) if v is not None and v.fingerprint_id else "-",
         ]
@@ -163,12 +163,11 @@ def fdr_sentence(summary: SessionSummary, regressions: int | None = None) -> str
     """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND.
     *regressions*: the items that regressed on any metric, as the terminal counts them
     (:func:`pytest_aaco.reports.terminal.lond_line`); without it, LOND's discoveries."""
-    fdr = summary.fdr_control or {}
-    if not fdr.get("method"):
+    fdr = summary.fdr
+    if fdr is None or not fdr.method:
         return None
-    count = fdr.get("discoveries") if regressions is None else regressions
-    return (f"{fdr['method']} at FDR {fdr.get('alpha')} over {fdr.get('m')} items; {fdr.get('tests')} gated,"
-            f" {count} regression(s).")
+    count = fdr.discoveries if regressions is None else regressions
+    return f"{fdr.method} at FDR {fdr.alpha} over {fdr.m} items; {fdr.tests} gated, {count} regression(s)."
 
 
 def compare_sentence(records: Sequence[ItemRecord]) -> str | None:

@@ -23,8 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,13 +31,23 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 from pytest_aaco.history.commit import commit_text
-from pytest_aaco.history.environment import collect_environment
-from pytest_aaco.history.store import load_baseline
-from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_text, read_json
-from pytest_aaco.records import ItemRecord, Outcome, SessionSummary, Verdict, several_gpus
+from pytest_aaco.jsonio import JSONDict, atomic_write_text
+from pytest_aaco.records import (
+    BaselineRecord,
+    DiagnosisRecord,
+    Figures,
+    HistoryRun,
+    ItemRecord,
+    Outcome,
+    ResultRecord,
+    RoundFigures,
+    SessionSummary,
+    TelemetryRecord,
+    Verdict,
+    several_gpus,
+)
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profile_block
-from pytest_aaco.reports.bundle import ENVIRONMENT_FILE
 from pytest_aaco.reports.github import fdr_sentence
 from pytest_aaco.reports.markup import (
     BASELINE_COLOR,
@@ -103,10 +112,9 @@ details>summary{cursor:pointer;font-weight:600;margin:.4em 0}
 """
 
 
-def _side_by_side(verdict: Verdict | None) -> dict[str, Any]:
-    """The verdict's side-by-side figures as written to the bundle (``ref``, ``cycles``,
-    ``baseline_side`` ...: :meth:`~pytest_aaco.records.SideBySideSummary.to_dict`); {} without."""
-    return verdict.side_by_side.to_dict() if verdict is not None and verdict.side_by_side is not None else {}
+def _ref(verdict: Verdict | None) -> str | None:
+    """The compared revision's name of a verdict gated side by side; None otherwise."""
+    return verdict.side_by_side.ref if verdict is not None and verdict.side_by_side is not None else None
 
 
 def _anchor(nodeid: str) -> str:
@@ -120,37 +128,18 @@ def _badge(outcome: Outcome) -> str:
 # ---------------------------------------------------------------- baselines
 
 
-def load_baselines(records: Sequence[ItemRecord]) -> dict[str, JSONDict]:
-    """``{nodeid: baseline file as a dict}`` for records whose ``verdict.baseline_path`` is readable.
-
-    Missing or unreadable files are skipped (the page then says the baseline was not found).
-    """
-    found = {}
-    for record in records:
-        path = record.verdict.baseline_path if record.verdict is not None else None
-        if not path:
-            continue
-        try:
-            baseline = load_baseline(Path(path))
-        except (AacoFileError, OSError):
-            continue
-        if baseline is not None:
-            found[record.nodeid] = baseline.to_dict()
-    return found
-
-
-def _history(record: ItemRecord, baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _history(record: ItemRecord, baseline: BaselineRecord | None) -> list[HistoryRun]:
     """Earlier runs of the baseline; the run this session just saved is not one of them."""
-    history = list((baseline or {}).get("history") or [])
+    history = list(baseline.history) if baseline is not None else []
     if record.effective_outcome == Outcome.SAVED and history:
         history = history[:-1]
     return history
 
 
-def _baseline_latencies(record: ItemRecord, baseline: dict[str, Any] | None) -> list[float]:
+def _baseline_latencies(record: ItemRecord, baseline: BaselineRecord | None) -> list[float]:
     if baseline is None or record.effective_outcome == Outcome.SAVED:
         return []
-    return [float(x) for run in baseline.get("latest_latencies_ms") or [] for x in run]
+    return [x for run in baseline.latest_latencies_ms for x in run]
 
 
 # ---------------------------------------------------------------- plots (matplotlib)
@@ -164,23 +153,18 @@ def _matplotlib_available() -> bool:
     return True
 
 
-def _round_latencies(result: dict[str, Any]) -> list[list[float]]:
-    return [[float(x) for x in r] for r in result.get("latencies_ms") or []]
-
-
 #: one plot panel (inches at 100 dpi): panels sit side by side on a wide page and stack on a narrow one
 PANEL_SIZE = (5.6, 3.4)
 
 
-def _other_side(record: ItemRecord, baseline: JSONDict | None) -> tuple[np.ndarray, str]:
+def _other_side(record: ItemRecord, baseline: BaselineRecord | None) -> tuple[np.ndarray, str]:
     """The latencies (ms) the page compares this run with, and their name: the baseline side's
     blocks when the item was measured side by side (``--aaco-compare``), else the baseline's
     latest run's raw iterations."""
-    sbs = _side_by_side(record.verdict)
-    side = sbs.get("baseline_side") or {}
-    if side.get("latencies_ms"):
-        return (np.array([float(x) for block in side["latencies_ms"] for x in block], dtype=float),
-                f"baseline side ({sbs.get('ref')})")
+    side = record.baseline_side
+    if side is not None and side.latencies_ms:
+        return (np.array([x for block in side.latencies_ms for x in block], dtype=float),
+                f"baseline side ({_ref(record.verdict)})")
     return np.array(_baseline_latencies(record, baseline), dtype=float), "baseline latest run"
 
 
@@ -197,14 +181,14 @@ def _plain_log_axis(ax: Axes) -> None:
     ax.yaxis.set_minor_formatter(plain)
 
 
-def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[str, Callable[[], str | None]]]:
+def plot_latency(record: ItemRecord, baseline: BaselineRecord | None) -> list[tuple[str, Callable[[], str | None]]]:
     """The latency plots of one item as ``(what, draw)`` pairs, each *draw* returning one SVG
     panel: histogram and ECDF against the baseline's latencies (the baseline side's blocks side
     by side, else the latest baseline run's raw iterations), every iteration in time order
     (warmup grey, rounds alternating), and the round means against the history's (or the
     baseline side's blocks). Empty without measured latencies."""
-    result = record.result or {}
-    rounds = _round_latencies(result)
+    result = record.result_record or ResultRecord()
+    rounds = result.latencies_ms
     current = np.array([x for r in rounds for x in r], dtype=float)
     if current.size == 0:
         return []
@@ -250,7 +234,7 @@ def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[st
     def iterations() -> str:
         fig = new_figure(*PANEL_SIZE)
         ax = fig.subplots()
-        warm = np.array(result.get("warmup_latencies_ms") or [], dtype=float)
+        warm = np.array(result.warmup_latencies_ms, dtype=float)
         start = 0
         if warm.size:
             ax.plot(np.arange(warm.size), warm, ".", markersize=2, color=WARMUP_COLOR, label="warmup")
@@ -279,20 +263,15 @@ def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[st
             ("round-means plot", round_means)]
 
 
-def run_label(index: int, run: Mapping[str, object]) -> str:
+def run_label(index: int, run: HistoryRun) -> str:
     """The x label of history run *index* (from 0): ``#3 11-24 20:03`` (its number and time,
-    UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a ``commit`` (or the ``commit_info``
-    of :func:`pytest_aaco.history.commit.commit_info`)."""
+    UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a commit (:attr:`HistoryRun.commit`)."""
     text = f"#{index + 1}"
-    stamp = str(run.get("timestamp") or "")
+    stamp = run.timestamp or ""
     if len(stamp) >= 16:
         text += f" {stamp[5:10]} {stamp[11:16]}"
-    commit = run.get("commit")
-    info = run.get("commit_info")
-    if not commit and isinstance(info, dict):
-        commit = info.get("id")
-    if isinstance(commit, str) and commit:
-        text += f" {commit[:7]}"
+    if run.commit:
+        text += f" {run.commit[:7]}"
     return text
 
 
@@ -308,31 +287,37 @@ def baseline_line_ms(verdict: Verdict | None, run_means: list[float]) -> float:
     return float(np.exp(np.mean(np.log(run_means))))
 
 
-def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: list[dict[str, Any]]) -> None:
+def _means(rounds: Sequence[RoundFigures]) -> tuple[list[float], float | None]:
+    """The round means (ms) and their geometric mean (ms, from the rounds' log-means; None without)."""
+    means = [r.mean_ms for r in rounds if r.mean_ms is not None and is_num(r.mean_ms)]
+    logs = [r.log_mean for r in rounds if r.log_mean is not None]
+    return means, float(np.exp(np.mean(logs))) if logs else None
+
+
+def _plot_rounds(ax: Axes, record: ItemRecord, result: ResultRecord, history: list[HistoryRun]) -> None:
     """Round means (ms) of every baseline run and of this run, with the baseline mean and the
     threshold above it; side by side, the block means of both sides."""
-    sbs = _side_by_side(record.verdict)
-    side = sbs.get("baseline_side") or {}
-    if side.get("rounds"):
-        history = [{"rounds": side["rounds"], "label": f"baseline side ({sbs.get('ref')})"}]
+    side = record.baseline_side
+    runs: list[tuple[str | None, tuple[RoundFigures, ...], HistoryRun]] = [(None, run.rounds, run) for run in history]
+    if side is not None and side.rounds:
+        runs = [(f"baseline side ({_ref(record.verdict)})", side.rounds, HistoryRun())]
     labels = []
     run_means = []
-    for i, run in enumerate(history):
-        means = [float(r["mean_ms"]) for r in run.get("rounds") or [] if is_num(r.get("mean_ms"))]
-        if means:
+    for i, (label, rounds, run) in enumerate(runs):
+        means, geo = _means(rounds)
+        if means and geo is not None:
             jitter = np.linspace(-0.15, 0.15, len(means)) if len(means) > 1 else np.zeros(1)
             ax.plot(i + jitter, means, "o", markersize=3, color=BASELINE_COLOR, alpha=0.6)
-            run_means.append(float(np.exp(np.mean([r["log_mean"] for r in run["rounds"]]))))
+            run_means.append(geo)
             ax.plot([i - 0.25, i + 0.25], [run_means[-1]] * 2, color=BASELINE_COLOR, linewidth=2)
-        labels.append(str(run.get("label") or run_label(i, run)))
-    x_now = len(history)
-    now = [float(r["mean_ms"]) for r in result.get("rounds") or [] if is_num(r.get("mean_ms"))]
+        labels.append(label or run_label(i, run))
+    x_now = len(runs)
+    now, now_geo = _means(result.rounds)
     now_label = _this_side(record)
-    if now:
+    if now and now_geo is not None:
         jitter = np.linspace(-0.15, 0.15, len(now)) if len(now) > 1 else np.zeros(1)
         ax.plot(x_now + jitter, now, "o", markersize=4, color=CURRENT_COLOR, label=f"{now_label}: round means")
-        geo = float(np.exp(np.mean([r["log_mean"] for r in result["rounds"]])))
-        ax.plot([x_now - 0.25, x_now + 0.25], [geo] * 2, color=CURRENT_COLOR, linewidth=2.5)
+        ax.plot([x_now - 0.25, x_now + 0.25], [now_geo] * 2, color=CURRENT_COLOR, linewidth=2.5)
     labels.append(now_label)
     if run_means:
         reference = baseline_line_ms(record.verdict, run_means)
@@ -351,7 +336,7 @@ def _plot_rounds(ax: Axes, record: ItemRecord, result: dict[str, Any], history: 
     step = max(1, len(labels) // 8)
     ax.set_xticklabels([lab if (i % step == 0 or i == len(labels) - 1) else "" for i, lab in enumerate(labels)],
                        fontsize=7, rotation=30, ha="right")
-    what = "the baseline side's blocks" if side.get("rounds") else f"{len(history)} baseline run(s)"
+    what = "the baseline side's blocks" if side is not None and side.rounds else f"{len(history)} baseline run(s)"
     ax.set_title(f"round means: {what} and {now_label}", fontsize=10)
     ax.set_ylabel("round mean (ms)")
     ax.grid(alpha=0.3, axis="y")
@@ -371,27 +356,23 @@ def _drop_first_outlier(ys: list[float]) -> tuple[int, float | None]:
     return (1, ys[0]) if abs(ys[0] - mid) > 3 * spread else (0, None)
 
 
-def _telemetry_series(telemetry: dict[str, Any]) -> tuple[list[tuple[str, list[float], list[float]]], float]:
+def _telemetry_series(telemetry: TelemetryRecord) -> tuple[list[tuple[str, list[float], list[float]]], float]:
     """``(label, seconds since the phase start, values)`` per plotted field, counters as rates, and
     the phase start (``perf_counter_ns``); a first sample far off the others is left out
     (:func:`_drop_first_outlier`) and its label says so."""
-    samplers = telemetry.get("samplers") or {}
     columns: dict[str, tuple[list[float], list[float]]] = {}
-    starts: list[float] = [float(telemetry["start_ns"])] if is_num(telemetry.get("start_ns")) else []
-    for data in samplers.values():
-        starts += [float(s["t_ns"]) for s in (data or {}).get("samples") or [] if is_num(s.get("t_ns"))]
+    starts: list[float] = [telemetry.start_ns] if telemetry.start_ns is not None and is_num(telemetry.start_ns) else []
+    samples = [s for sampler in telemetry.samplers for s in sampler.samples if is_num(s["t_ns"])]
+    starts += [s["t_ns"] for s in samples]
     if not starts:
         return [], 0.0
     t0 = min(starts)
-    for data in samplers.values():
-        for sample in (data or {}).get("samples") or []:
-            if not is_num(sample.get("t_ns")):
-                continue
-            for key, value in sample.items():
-                if key != "t_ns" and is_num(value):
-                    xs, ys = columns.setdefault(key, ([], []))
-                    xs.append((sample["t_ns"] - t0) / 1e9)
-                    ys.append(float(value))
+    for sample in samples:
+        for key, value in sample.items():
+            if key != "t_ns" and is_num(value):
+                xs, ys = columns.setdefault(key, ([], []))
+                xs.append((sample["t_ns"] - t0) / 1e9)
+                ys.append(float(value))
     series = []
     order = [k for k in TELEMETRY_PREFERRED if k in columns]
     order += [k for k in TELEMETRY_COUNTERS if k in columns]
@@ -422,20 +403,18 @@ TELEMETRY_PANEL_SIZE = (3.8, 2.4)
 def _side_windows(record: ItemRecord) -> dict[str, list[tuple[float, float]]]:
     """Side by side: ``{"baseline": [(start_ns, end_ns), ...], "candidate": [...]}`` of both
     sides' blocks (``perf_counter_ns``, the telemetry's clock); {} otherwise."""
-    sbs = _side_by_side(record.verdict)
-    windows = (sbs.get("baseline_side") or {}).get("windows") or {}
-    return {side: [(float(a), float(b)) for a, b in spans] for side, spans in windows.items()
-            if isinstance(spans, list)}
+    side = record.baseline_side
+    return {name: list(spans) for name, spans in side.windows.items()} if side is not None else {}
 
 
 def plot_telemetry(record: ItemRecord) -> list[tuple[str, Callable[[], str | None]]]:
     """The telemetry over the measured phase, one small panel per field (x: seconds since it
     started), as ``(what, draw)`` pairs; side by side, each sample is coloured by the side whose
     block was running when it was taken (grey between blocks). Empty without telemetry."""
-    telemetry = (record.result or {}).get("telemetry") or {}
-    series, t0 = _telemetry_series(telemetry)
+    result = record.result_record
+    series, t0 = _telemetry_series(result.telemetry if result is not None else TelemetryRecord())
     windows = _side_windows(record)
-    ref = _side_by_side(record.verdict).get("ref")
+    ref = _ref(record.verdict)
 
     def side_of(t_s: float) -> str | None:
         t_ns = t0 + t_s * 1e9
@@ -510,24 +489,24 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
 # ---------------------------------------------------------------- tables
 
 
-def stats_table(record: ItemRecord, baseline: JSONDict | None) -> str:
+def stats_table(record: ItemRecord, baseline: BaselineRecord | None) -> str:
     """This run against the baseline: latencies in ms, throughput in samples/s. This run is the
     measurement the verdict's change was computed on (the confirmation's when a fresh session
     confirmed a regression); the baseline is the baseline side's blocks when the item was
     measured side by side, else the baseline's latest run. The change column is the plain ratio
     of the two figures shown, and says so."""
     summary = measured_summary(record)
-    sbs = _side_by_side(record.verdict)
-    side = sbs.get("baseline_side") or {}
-    if side.get("summary"):
-        past, then_name, vs = side["summary"], f"baseline side ({sbs.get('ref')})", "vs baseline side"
+    side = record.baseline_side
+    if side is not None and side.summary:
+        past, then_name, vs = side.summary, f"baseline side ({_ref(record.verdict)})", "vs baseline side"
     else:
         history = _history(record, baseline)
-        past = (history[-1].get("summary") or {}) if history else {}
+        past = history[-1].summary if history else Figures()
         then_name, vs = "baseline, latest run", "vs latest run"
     now_name = _this_side(record)
-    if record.verdict is not None and record.verdict.confirmed and not sbs and (record.result or {}).get(
-            "confirmation"):
+    result = record.result_record
+    if (record.verdict is not None and record.verdict.confirmed and side is None and result is not None
+            and result.confirmation is not None):
         now_name += " (confirmation)"
     rows = [("mean", "mean_ms", " ms", ".3f"), ("std", "std_ms", " ms", ".3f"), ("p50", "p50_ms", " ms", ".3f"),
             ("p90", "p90_ms", " ms", ".3f"), ("p99", "p99_ms", " ms", ".3f"),
@@ -536,8 +515,8 @@ def stats_table(record: ItemRecord, baseline: JSONDict | None) -> str:
             ("session creation", "session_create_ms", " ms", ".1f"), ("first run", "first_run_ms", " ms", ".3f")]
     body = []
     for name, key, unit, spec in rows:
-        now, then = summary.get(key), past.get(key)
-        change = f"{(now / then - 1) * 100:+.1f}%" if is_num(now) and is_num(then) and then else ""
+        now, then = summary.of(key), past.of(key)
+        change = f"{(now / then - 1) * 100:+.1f}%" if now is not None and then and is_num(now) and is_num(then) else ""
         body.append(f"<tr><th>{e(name)}</th><td class=\"num\">{e(fmt(now, spec, unit))}</td>"
                     f"<td class=\"num\">{e(fmt(then, spec, unit))}</td><td class=\"num\">{e(change)}</td></tr>")
     head = f"<tr><th></th><th>{e(now_name)}</th><th>{e(then_name)}</th><th>change ({e(vs)})</th></tr>"
@@ -550,7 +529,7 @@ def verdict_table(verdict: Verdict) -> str:
     (side by side: both sides' geometric means over their blocks, and the cycles)."""
     ci = f"{pct(verdict.ci_low)} .. {pct(verdict.ci_high)}" if is_num(verdict.ci_low) else "-"
     word = series_word(verdict) if verdict.ratio is not None else "-"
-    sbs = _side_by_side(verdict)
+    sbs = verdict.side_by_side
     pairs = [
         ("method", e(verdict.method or "-")),
         (f"change ({word})", e(pct(verdict.ratio))),
@@ -570,9 +549,9 @@ def verdict_table(verdict: Verdict) -> str:
     if sbs:
         pairs += [
             ("this side mean (geometric, over its blocks)", e(fmt(verdict.current_mean_ms, ".3f", " ms"))),
-            (f"baseline side mean ({sbs.get('ref')}, geometric, over its blocks)",
+            (f"baseline side mean ({sbs.ref}, geometric, over its blocks)",
              e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
-            ("cycles", e(sbs.get("cycles"))),
+            ("cycles", e(sbs.cycles)),
         ]
     else:
         which = " (confirmation)" if verdict.confirmed else ""
@@ -605,16 +584,16 @@ def _list(title: str, lines: list[str]) -> str:
     return f"<h3>{e(title)}</h3><ul>" + "".join(f"<li>{e(x)}</li>" for x in lines) + "</ul>"
 
 
-def diagnosis_block(diagnosis: dict[str, Any] | None) -> str:
+def diagnosis_block(diagnosis: DiagnosisRecord | None) -> str:
     """The likeliest bottleneck: category, score, evidence sentences, what to try."""
-    if not diagnosis:
+    if diagnosis is None:
         return ""
-    scores = diagnosis.get("scores") or {}
+    scores = diagnosis.scores
     others = ", ".join(f"{k} {v:.2f}" for k, v in sorted(scores.items(), key=lambda kv: -kv[1]) if is_num(v))
-    score = fmt(diagnosis.get("score"), ".2f")
-    return (f"<h3>Likely bottleneck: {e(diagnosis.get('category'))} (score {e(score)})</h3>"
-            + "<ul>" + "".join(f"<li>{e(x)}</li>" for x in diagnosis.get("evidence") or []) + "</ul>"
-            + (f"<p><b>Try:</b> {e(diagnosis.get('recommendation'))}</p>" if diagnosis.get("recommendation") else "")
+    score = fmt(diagnosis.score, ".2f")
+    return (f"<h3>Likely bottleneck: {e(diagnosis.category)} (score {e(score)})</h3>"
+            + "<ul>" + "".join(f"<li>{e(x)}</li>" for x in diagnosis.evidence) + "</ul>"
+            + (f"<p><b>Try:</b> {e(diagnosis.recommendation)}</p>" if diagnosis.recommendation else "")
             + (f'<p class="muted">scores: {e(others)}</p>' if others else ""))
 
 
@@ -632,7 +611,7 @@ def _value_html(value: object, depth: int = 0) -> str:
     return e(value) if value is not None else '<span class="muted">-</span>'
 
 
-def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> str:
+def item_section(record: ItemRecord, baseline: BaselineRecord | None, plots: bool) -> str:
     """The whole section of one item."""
     verdict = record.verdict
     outcome = record.effective_outcome
@@ -659,32 +638,28 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
             where = " (both sides' blocks, interleaved)" if verdict is not None and verdict.side_by_side else ""
             parts.append(f"<h3>Telemetry over the measured phase{e(where)}</h3>"
                          + plot_panels(plot_telemetry(record), "telemetry plot", "plots small"))
-        telemetry = (record.result or {}).get("telemetry") or {}
-        tsum = telemetry.get("summary") or {}
+        telemetry = (record.result_record or ResultRecord()).telemetry
+        tsum = telemetry.summary
         if tsum:
-            rows = "".join(f"<tr><th>{e(k)}</th><td class=\"num\">{e(fmt(v.get('mean'), '.4g'))}</td>"
-                           f"<td class=\"num\">{e(fmt(v.get('max'), '.4g'))}</td></tr>"
-                           for k, v in sorted(tsum.items()) if isinstance(v, dict))
+            rows = "".join(f"<tr><th>{e(k)}</th><td class=\"num\">{e(fmt(v.mean, '.4g'))}</td>"
+                           f"<td class=\"num\">{e(fmt(v.max, '.4g'))}</td></tr>" for k, v in sorted(tsum.items()))
             parts.append(f'<details><summary>Telemetry summary</summary><div class="scroll"><table><tr><th>field</th>'
                          f"<th>mean</th><th>max</th></tr>{rows}</table></div></details>")
-        errors = {name: data.get("error") for name, data in (telemetry.get("samplers") or {}).items()
-                  if isinstance(data, dict) and data.get("error")}
+        errors = {sampler.name: sampler.error for sampler in telemetry.samplers if sampler.error}
         if errors:
             parts.append(_list("Telemetry notes", [f"{k}: {v}" for k, v in errors.items()]))
     history = _history(record, baseline)
-    profiles = [run["profile"] for run in history if isinstance(run.get("profile"), dict)]
-    parts.append(profile_block(record.profile, (record.profile or {}).get("comparison"),
-                               profiles[-1] if profiles else None, plots))
-    parts.append(kernels_block(record.kernels))
-    cold_history = [{**run["cold_start"], "timestamp": run.get("timestamp")} for run in history
-                    if isinstance(run.get("cold_start"), dict)]
-    parts.append(cold_start_block(record.cold_start, (record.cold_start or {}).get("verdict"), cold_history, plots))
+    profiles = [run.profile for run in history if run.profile is not None]
+    parts.append(profile_block(record.profile_record, profiles[-1] if profiles else None, plots))
+    parts.append(kernels_block(record.kernels_record))
+    cold_history = [run.cold_start.labelled(timestamp=run.timestamp) for run in history if run.cold_start is not None]
+    parts.append(cold_start_block(record.cold_start_record, cold_history, plots))
     parts.append(_list("Extra passes", record.insight_notes))
     if verdict is not None:
         parts.append(_list("Unstable", verdict.unstable))
         parts.append(_list("Memory", verdict.memory))
         parts.append(_list("Notes", [n for n in verdict.report_notes if not n.startswith("unstable: ")]))
-    parts.append(diagnosis_block(record.diagnosis))
+    parts.append(diagnosis_block(record.diagnosis_record))
     if record.fingerprint:
         parts.append('<details><summary>Fingerprint</summary><div class="scroll">' + _value_html(record.fingerprint)
                      + "</div></details>")
@@ -692,21 +667,20 @@ def item_section(record: ItemRecord, baseline: JSONDict | None, plots: bool) -> 
     return "".join(p for p in parts if p)
 
 
-def _device_cell(v: Verdict) -> str:
+def _device_cell(record: ItemRecord) -> str:
     """``+6.4% paired (lower bound +5.9% > 0, +6.4% >= 5%), kernels 219 -> 227`` (a record written before
     bounds: its 95% CI ``(+5.9% .. +6.9%)``), or ``-`` when device time was not compared."""
-    dev = v.device
-    if dev is None:
+    dev, v = record.device_record, record.verdict
+    if dev is None or v is None:
         return "-"
-    series = dev.get("series") or "paired"
-    threshold = dev.get("threshold")
-    bound = bound_text(dev["ratio"], dev.get("lower_bound"), dev.get("upper_bound"),
-                       threshold if isinstance(threshold, (int, float)) else v.threshold)
-    text = (f"{pct(dev['ratio'])} {series} ({bound})" if bound else
-            f"{pct(dev['ratio'])} {series} ({pct(dev.get('ci_low'))} .. {pct(dev.get('ci_high'))})")
-    kernels = dev.get("kernels") or {}
-    if is_num(kernels.get("baseline")) and is_num(kernels.get("candidate")):
-        text += f", kernels {kernels['baseline']:g} -> {kernels['candidate']:g}"
+    series = dev.series or "paired"
+    bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound,
+                       dev.threshold if dev.threshold is not None else v.threshold)
+    text = (f"{pct(dev.ratio)} {series} ({bound})" if bound else
+            f"{pct(dev.ratio)} {series} ({pct(dev.ci_low)} .. {pct(dev.ci_high)})")
+    kernels = dev.kernels
+    if kernels is not None and is_num(kernels.baseline) and is_num(kernels.candidate):
+        text += f", kernels {kernels.baseline:g} -> {kernels.candidate:g}"
     return text
 
 
@@ -740,29 +714,29 @@ def overview_table(records: Sequence[ItemRecord]) -> str:
             + (f"<td><code>{e(record.gpu_label)}</code></td>" if gpu else "")
             + f'<td class="verdict">{_badge(record.effective_outcome)} {e(flags)}</td>'
             f'<td class="num">{e(change)}</td>'
-            + (f'<td class="num">{e(_device_cell(v))}</td>' if with_device and v is not None else
+            + (f'<td class="num">{e(_device_cell(record))}</td>' if with_device and v is not None else
                ('<td class="num">-</td>' if with_device else ""))
             + f'<td class="num">{e(fmt(v.p_value if v else None, ".2g"))}</td>'
-            + "".join(f'<td class="num">{e(fmt(summary.get(k), s))}</td>'
+            + "".join(f'<td class="num">{e(fmt(summary.of(k), s))}</td>'
                       for k, s in (("mean_ms", ".3f"), ("p50_ms", ".3f"), ("p99_ms", ".3f"), ("throughput", ".1f")))
             + "</tr>")
     return f'<div class="scroll"><table class="overview">{head}{"".join(body)}</table></div>'
 
 
-def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environment: dict[str, Any] | None = None,
-                *, baselines: dict[str, JSONDict] | None = None, title: str = "pytest-aaco report",
+def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environment: JSONDict | None = None,
+                *, baselines: Mapping[str, BaselineRecord] | None = None, title: str = "pytest-aaco report",
                 commit: JSONDict | None = None) -> str:
     """The whole report page as a string.
 
     *records*: the items (of a session, or read back from a bundle); *summary*: their counts and
     the LOND state; *environment*: the lockbox of
     :func:`pytest_aaco.history.environment.collect_environment` or None; *baselines*: ``{nodeid:
-    baseline file dict}``, read from each verdict's ``baseline_path`` when None; *commit*: the
+    baseline}`` (the caller reads them, :func:`pytest_aaco.history.store.report_baselines`; None or a
+    missing item: the page says the baseline file was not found); *commit*: the
     project's git commit (:func:`pytest_aaco.history.commit.commit_info`), shown under the title
     when given. Never raises for missing fields; plots that fail become notes.
     """
-    if baselines is None:
-        baselines = load_baselines(records)
+    baselines = baselines or {}
     plots = _matplotlib_available()
     counts = summary.counts_text
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -785,7 +759,8 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
     if environment:
         env = {k: environment[k] for k in ENVIRONMENT_ORDER if k in environment}
         env.update({k: v for k, v in environment.items() if k not in env and k != "packages"})
-        packages = environment.get("packages") or {}
+        found = environment.get("packages")
+        packages = found if isinstance(found, dict) else {}
         parts.append('<section class="block"><h2>Environment</h2><div class="scroll">' + _value_html(env) + "</div>")
         if packages:
             parts.append(f'<details><summary>Installed packages ({len(packages)})</summary><div class="scroll">'
@@ -793,17 +768,6 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
         parts.append("</section>")
     parts.append("</main></body></html>\n")
     return "\n".join(parts)
-
-
-def _environment(bundle_path: Path | None) -> JSONDict | None:
-    """The session's environment record: from the bundle when there is one, else collected now."""
-    if bundle_path is not None:
-        try:
-            data = read_json(bundle_path / ENVIRONMENT_FILE)
-            return data if isinstance(data, dict) else None
-        except AacoFileError:
-            pass
-    return collect_environment()
 
 
 def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
@@ -814,7 +778,8 @@ def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
     path = context.html_path
     if path is None:
         return
-    text = render_html(records, context.summary, _environment(context.bundle_path), commit=context.commit_info)
+    text = render_html(records, context.summary, context.environment, baselines=context.baselines,
+                       commit=context.commit_info)
     try:
         atomic_write_text(path, text)
     except OSError as exc:

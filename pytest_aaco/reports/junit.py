@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from pytest_aaco.jsonio import atomic_write_text
-from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
+from pytest_aaco.records import ItemRecord, Outcome, ResultRecord, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.wording import headline, junit_names
 
@@ -52,8 +52,8 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     device time compared, ``aaco_device_time_*`` (outcome, change %, CI bounds as ratios, p, MDE as a
     fraction, kernel time per run in ms) and ``aaco_kernels_per_run``."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
-    summary = record.summary
-    props += [(f"aaco_{k}", f"{summary[k]:.4f}") for k in SUMMARY_KEYS if _number(summary.get(k))]
+    result = record.result_record or ResultRecord()
+    props += [(f"aaco_{k}", f"{value:.4f}") for k in SUMMARY_KEYS if (value := result.summary.of(k)) is not None]
     props.append(("aaco_verdict", str(record.effective_outcome)))
     v = record.verdict
     if v is not None:
@@ -75,30 +75,31 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
             props.append(("aaco_series", v.series))
         if _number(v.reference_drift):
             props.append(("aaco_reference_drift", f"{v.reference_drift:.6g}"))
-        dev = v.device
+        dev = record.device_record
         if dev is not None:  # device time beside wall time: change (%), CI (ratios), p, MDE, kernels per run
-            props.append(("aaco_device_time_outcome", str(dev.get("outcome"))))
-            props.append(("aaco_device_time_change_pct", f"{(dev['ratio'] - 1) * 100:.6g}"))
-            for key in ("ci_low", "ci_high", "p_slower", "mde"):
-                if _number(dev.get(key)):
-                    props.append((f"aaco_device_time_{key}", f"{dev[key]:.6g}"))
-            kernel_ms, kernels = dev.get("kernel_ms") or {}, dev.get("kernels") or {}
-            if _number(kernel_ms.get("candidate")):
-                props.append(("aaco_device_time_kernel_ms", f"{kernel_ms['candidate']:.6g}"))
-            if _number(kernels.get("candidate")):
-                props.append(("aaco_kernels_per_run", f"{kernels['candidate']:.6g}"))
-    cold = record.cold_start or {}
-    if record.cold_start_verdict:
-        props.append(("aaco_cold_start_verdict", str(record.cold_start_verdict.get("outcome"))))
-        props.append(("aaco_cold_start_method", str(record.cold_start_verdict.get("method") or "history")))
-    for key in ("min_session_create_ms", "min_first_run_ms"):
-        if _number(cold.get(key)):
-            props.append((f"aaco_cold_start_{key.removeprefix('min_')}", f"{cold[key]:.4f}"))
-    comparison = (record.profile or {}).get("comparison") or {}
-    if comparison.get("message"):
-        props.append(("aaco_operators", str(comparison["message"])))
-    if record.gpu_key is not None:  # the physical GPU the item ran on (UUID or PCI bus id) and its name
-        props += [("aaco_gpu", record.gpu_key), ("aaco_gpu_name", str((record.gpu or {}).get("name") or "-"))]
+            props.append(("aaco_device_time_outcome", str(dev.outcome)))
+            props.append(("aaco_device_time_change_pct", f"{(dev.ratio - 1) * 100:.6g}"))
+            for key, value in (("ci_low", dev.ci_low), ("ci_high", dev.ci_high), ("p_slower", dev.p_slower),
+                               ("mde", dev.mde)):
+                if value is not None:
+                    props.append((f"aaco_device_time_{key}", f"{value:.6g}"))
+            if dev.kernel_ms is not None and dev.kernel_ms.candidate is not None:
+                props.append(("aaco_device_time_kernel_ms", f"{dev.kernel_ms.candidate:.6g}"))
+            if dev.kernels is not None and dev.kernels.candidate is not None:
+                props.append(("aaco_kernels_per_run", f"{dev.kernels.candidate:.6g}"))
+    cold = record.cold_start_record
+    if cold is not None and cold.verdict is not None:
+        props.append(("aaco_cold_start_verdict", str(cold.verdict.outcome)))
+        props.append(("aaco_cold_start_method", cold.verdict.method or "history"))
+    for key in ("session_create_ms", "first_run_ms"):
+        if cold is not None and (fastest := cold.minimum(key)) is not None:
+            props.append((f"aaco_cold_start_{key}", f"{fastest:.4f}"))
+    profile = record.profile_record
+    if profile is not None and profile.comparison_message:
+        props.append(("aaco_operators", profile.comparison_message))
+    gpu = record.gpu_record
+    if gpu is not None and gpu.key is not None:  # the physical GPU the item ran on (UUID or PCI bus id) and its name
+        props += [("aaco_gpu", gpu.key), ("aaco_gpu_name", gpu.name or "-")]
     return props
 
 
@@ -109,12 +110,11 @@ def _elapsed_s(record: ItemRecord) -> float | None:
     duration = record.extra.get("duration_s")
     if isinstance(duration, (int, float)) and not isinstance(duration, bool):
         return round(float(duration), 6)
-    result = record.result or {}
-    rounds = result.get("rounds") or []
-    if not rounds:
+    result = record.result_record
+    if result is None or not result.rounds:
         return None
-    measured = sum(float(r.get("n", 0)) * float(r.get("mean_ms", 0.0)) for r in rounds)
-    warmup = sum(float(x) for x in result.get("warmup_latencies_ms") or [])
+    measured = sum((r.n or 0) * (r.mean_ms or 0.0) for r in result.rounds)
+    warmup = sum(result.warmup_latencies_ms)
     return round((measured + warmup) / 1000.0, 6)
 
 
@@ -122,12 +122,12 @@ def _details(record: ItemRecord) -> str:
     """Text for ``<system-out>`` and failure bodies: the verdict message, notes and the diagnosis."""
     lines = [record.verdict.message if record.verdict is not None and record.verdict.message else record.error or ""]
     lines += [f"note: {n}" for n in (record.verdict.notes if record.verdict is not None else [])]
-    diagnosis = record.diagnosis
-    if diagnosis:
-        lines.append(f"likely cause: {diagnosis.get('category')} (score {diagnosis.get('score')})")
-        lines += [f"  evidence: {e}" for e in diagnosis.get("evidence") or []]
-        if diagnosis.get("recommendation"):
-            lines.append(f"  try: {diagnosis['recommendation']}")
+    diagnosis = record.diagnosis_record
+    if diagnosis is not None:
+        lines.append(f"likely cause: {diagnosis.category} (score {diagnosis.score})")
+        lines += [f"  evidence: {e}" for e in diagnosis.evidence]
+        if diagnosis.recommendation:
+            lines.append(f"  try: {diagnosis.recommendation}")
     return "\n".join(line for line in lines if line)
 
 
@@ -159,9 +159,9 @@ def render_junit(records: Sequence[ItemRecord], summary: SessionSummary, timesta
     ``aaco_fdr`` when LOND was used.
     """
     suite_props: dict[str, str] = {f"aaco_verdicts_{k}": str(v) for k, v in sorted(summary.verdicts.items())}
-    fdr = summary.fdr_control or {}
-    if fdr.get("alpha") is not None:
-        suite_props["aaco_fdr"] = str(fdr["alpha"])
+    fdr = summary.fdr
+    if fdr is not None and fdr.alpha is not None:
+        suite_props["aaco_fdr"] = str(fdr.alpha)
     suite = TestSuite(SUITE_NAME, build_cases(records), timestamp=timestamp, properties=suite_props or None)
     root = ET.fromstring(to_xml_report_string([suite], prettyprint=False, encoding="utf-8"))
     for element, record in zip(root.iter("testcase"), records, strict=True):

@@ -15,7 +15,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -38,9 +38,9 @@ def fmt(value: object, spec: str = ".3f", suffix: str = "") -> str:
     return format(value, spec) + suffix if is_num(value) else "-"
 
 
-def fraction_pct(value: Any) -> str:
+def fraction_pct(value: object) -> str:
     """A fraction (0.05) as a percentage (``5.0%``); ``-`` for anything else."""
-    return f"{value * 100:.1f}%" if is_num(value) else "-"
+    return f"{value * 100:.1f}%" if isinstance(value, (int, float)) and is_num(value) else "-"
 
 
 def table_rows(pairs: list[tuple[str, str]], numeric: bool = False) -> str:

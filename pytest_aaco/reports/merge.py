@@ -30,7 +30,7 @@ from typing import Any
 
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.records import ItemRecord, SessionSummary
-from pytest_aaco.reports.bundle import load_session
+from pytest_aaco.reports.bundle import LoadedSession, load_session
 from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.github import job_summary, md_text
 from pytest_aaco.reports.html import render_html
@@ -98,16 +98,17 @@ def runner_of(record: ItemRecord, environment: dict[str, Any]) -> tuple[str, str
     return environment_key(environment, name), str(name or "-")
 
 
-def load_bundle(path: Path, session: dict[str, Any] | None = None) -> RunnerBundle:
+def load_bundle(path: Path, session: LoadedSession | None = None) -> RunnerBundle:
     """The bundle at *path*, from *session* (what :func:`~pytest_aaco.reports.bundle.load_session` read
     there) or read now. Raises :class:`~pytest_aaco.jsonio.AacoFileError` for a file that does not
     parse (the message names it); item files that cannot be read are listed in ``problems``."""
-    session = load_session(path) if session is None else session
+    if session is None:
+        session = load_session(path)
     records = [ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
                for nodeid, data in session["items"].items()]
-    problems = [f"{path.name}: {name} skipped: {problem}" for name, problem in (session.get("errors") or {}).items()]
-    environment = session.get("environment")
-    meta = session.get("meta")
+    problems = [f"{path.name}: {name} skipped: {problem}" for name, problem in session["errors"].items()]
+    environment = session["environment"]
+    meta = session["meta"]
     return RunnerBundle(path, meta if isinstance(meta, dict) else {},
                         environment if isinstance(environment, dict) else {}, records, problems)
 

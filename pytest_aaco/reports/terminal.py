@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import ItemRecord, Outcome, several_gpus
+from pytest_aaco.records import FdrRecord, ItemRecord, Outcome, ResultRecord, several_gpus
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, row_names, verdict_cell
 from pytest_aaco.verdict.blind import summary_line as blind_line
@@ -53,8 +53,8 @@ def row(record: ItemRecord, name: str | None = None) -> tuple[str, ...]:
     summary = measured_summary(record)
     verdict = record.verdict
     change = change_text(verdict) if verdict is not None else "-"
-    return (name or record.model, record.provider, num(summary.get("mean_ms"), ".2f"),
-            num(summary.get("p50_ms"), ".2f"), num(summary.get("p99_ms"), ".2f"), num(summary.get("throughput"), ".1f"),
+    return (name or record.model, record.provider, num(summary.of("mean_ms"), ".2f"),
+            num(summary.of("p50_ms"), ".2f"), num(summary.of("p99_ms"), ".2f"), num(summary.of("throughput"), ".1f"),
             change, machine(verdict.reference_drift if verdict is not None else None), verdict_cell(record))
 
 
@@ -68,17 +68,16 @@ def device_change(record: ItemRecord) -> str:
     compared (``+6.4% paired [lower bound +5.9% > 0, +6.4% >= 5%]``; a record written before bounds:
     its 95% CI ``[+5.9,+6.9]``), ``-`` when not compared."""
     v = record.verdict
-    dev = v.device if v is not None else None
+    dev = record.device_record
     if v is None or dev is None:
         return "-"
-    text = f"{pct(dev['ratio'])} {dev.get('series') or 'paired'}"
-    threshold = dev.get("threshold")
-    bound = bound_text(dev["ratio"], dev.get("lower_bound"), dev.get("upper_bound"),
-                       float(threshold) if isinstance(threshold, (int, float)) else v.threshold)
+    text = f"{pct(dev.ratio)} {dev.series or 'paired'}"
+    bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound,
+                       dev.threshold if dev.threshold is not None else v.threshold)
     if bound:
         text += f" [{bound}]"
-    elif isinstance(dev.get("ci_low"), (int, float)) and isinstance(dev.get("ci_high"), (int, float)):
-        text += f" [{(dev['ci_low'] - 1) * 100:+.1f},{(dev['ci_high'] - 1) * 100:+.1f}]"
+    elif dev.ci_low is not None and dev.ci_high is not None:
+        text += f" [{(dev.ci_low - 1) * 100:+.1f},{(dev.ci_high - 1) * 100:+.1f}]"
     return text
 
 
@@ -106,7 +105,7 @@ def confirmed_line(records: Sequence[ItemRecord]) -> str | None:
     confirmed), None when none does."""
     found = [name for r, name in zip(records, row_names(records), strict=True)
              if r.verdict is not None and r.verdict.confirmed and r.verdict.side_by_side is None
-             and (r.result or {}).get("confirmation")]
+             and (r.result_record or ResultRecord()).confirmation is not None]
     if not found:
         return None
     return ("confirmed: these rows show the confirmation measurement (a fresh session), the one the change was"
@@ -125,10 +124,9 @@ def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
             if record.verdict is not None:  # how it was tested, on lines of their own
                 lines += [f"    note: {note}" for note in record.verdict.report_notes]
         lines += [f"  warning: {text}" for text in record.warnings]
-        d = record.diagnosis
-        if d:
-            lines.append(f"    likely cause: {d.get('category')} ({'; '.join(d.get('evidence') or [])})"
-                         f" -> {d.get('recommendation')}")
+        d = record.diagnosis_record
+        if d is not None:
+            lines.append(f"    likely cause: {d.category} ({'; '.join(d.evidence)}) -> {d.recommendation}")
     return lines
 
 
@@ -191,16 +189,16 @@ def write_interrupted(config: pytest.Config, records: Sequence[ItemRecord]) -> N
         tr.flush()
 
 
-def lond_line(summary_fdr: JSONDict | None, regressions: int | None = None) -> str | None:
+def lond_line(fdr: FdrRecord | None, regressions: int | None = None) -> str | None:
     """``false-alarm control: LOND at FDR 0.05 over 3 benchmark items; 2 gated, 1 regression(s)``.
 
     *regressions*: the items that regressed on any metric (:attr:`ItemRecord.is_regression`, the
     count the table's rows give); without it, LOND's own discoveries (wall and device time only)."""
-    if not summary_fdr:
+    if fdr is None:
         return None
-    count = summary_fdr.get("discoveries") if regressions is None else regressions
-    return (f"false-alarm control: LOND at FDR {summary_fdr.get('alpha'):g} over {summary_fdr.get('m')} benchmark"
-            f" items; {summary_fdr.get('tests')} gated, {count} regression(s)")
+    count = fdr.discoveries if regressions is None else regressions
+    return (f"false-alarm control: LOND at FDR {fdr.alpha:g} over {fdr.m} benchmark"
+            f" items; {fdr.tests} gated, {count} regression(s)")
 
 
 def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosity: int = 0) -> list[str]:
@@ -231,7 +229,7 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
                 lines += [f"    {line}" for line in record.insight_lines()]
             lines += [f"  warning: {text}" for text in record.warnings]
         return lines
-    lond = lond_line(context.summary.fdr_control, sum(r.is_regression for r in records))
+    lond = lond_line(context.summary.fdr, sum(r.is_regression for r in records))
     if lond:
         lines.append(lond)
     lines += detail_lines(records)

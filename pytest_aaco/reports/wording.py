@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
-from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.records import ColdStartVerdictRecord, Figures, ItemRecord, Outcome, Verdict
 from pytest_aaco.verdict.blind import blind_mde
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -82,15 +81,17 @@ def verdict_cell(record: ItemRecord) -> str:
     return str(outcome) + (f" ({'; '.join(extras)})" if extras else "")
 
 
-def measured_summary(record: ItemRecord) -> dict[str, Any]:
+def measured_summary(record: ItemRecord) -> Figures:
     """The summary figures (``mean_ms``, ``p50_ms``, ``p99_ms``, ``throughput`` ...) of the
     measurement the verdict's change was computed on: the confirmation measurement's when a
-    fresh session confirmed a regression, else the item's own; {} without a result."""
+    fresh session confirmed a regression, else the item's own; empty without a result."""
     v = record.verdict
-    confirmation = (record.result or {}).get("confirmation")
-    if v is not None and v.confirmed and v.side_by_side is None and isinstance(confirmation, dict):
-        return dict(confirmation.get("summary") or {})
-    return record.summary
+    result = record.result_record
+    if result is None:
+        return Figures()
+    if v is not None and v.confirmed and v.side_by_side is None and result.confirmation is not None:
+        return result.confirmation
+    return result.summary
 
 
 #: the most characters a headline takes (pytest's short summary, JUnit's failure message, GitHub's title)
@@ -98,15 +99,14 @@ HEADLINE_LIMIT = 160
 
 
 def _cold_start_part(record: ItemRecord) -> str:
-    verdict = record.cold_start_verdict
-    metrics = verdict.get("metrics") or {}
-    paired = verdict.get("method") == "side-by-side"
-    where = f"(paired) vs {verdict.get('ref')}" if paired else "vs history"
+    cold = record.cold_start_record
+    verdict = cold.verdict if cold is not None and cold.verdict is not None else ColdStartVerdictRecord()
+    where = f"(paired) vs {verdict.ref}" if verdict.method == "side-by-side" else "vs history"
     shown = []
     for key, words in (("first_run_ms", "first run"), ("session_create_ms", "session creation")):
-        figures = metrics.get(key) or {}
-        if figures.get("outcome") == str(Outcome.REGRESSION) and isinstance(figures.get("ratio"), (int, float)):
-            shown.append(f"{words} {pct(figures['ratio'], 0)}")
+        figures = verdict.figures(key)
+        if figures.outcome == str(Outcome.REGRESSION) and figures.ratio is not None:
+            shown.append(f"{words} {pct(figures.ratio, 0)}")
     return f"cold start {', '.join(shown) or 'regression'} {where}"
 
 
@@ -135,14 +135,12 @@ def _parts(record: ItemRecord, bounds: bool) -> list[str]:
             vs = v.side_by_side.ref if v.side_by_side is not None else "baseline"
             bound = bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
             parts.append(_timed_part(name, v.ratio, bound, series, str(vs), bounds) + why)
-        elif metric == "device time" and v is not None and v.device is not None:
-            dev = v.device
-            series = dev.get("series") or ("paired" if v.side_by_side is not None else "raw")
+        elif metric == "device time" and v is not None and (dev := record.device_record) is not None:
+            series = dev.series or ("paired" if v.side_by_side is not None else "raw")
             vs = v.side_by_side.ref if v.side_by_side is not None else "baseline"
-            threshold = dev.get("threshold")
-            bound = bound_text(dev["ratio"], dev.get("lower_bound"), dev.get("upper_bound"),
-                               threshold if isinstance(threshold, (int, float)) else v.threshold)
-            parts.append(_timed_part("device time", dev["ratio"], bound, series, str(vs), bounds))
+            bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound,
+                               dev.threshold if dev.threshold is not None else v.threshold)
+            parts.append(_timed_part("device time", dev.ratio, bound, series, str(vs), bounds))
         elif metric == "p99" and v is not None and v.p99 is not None:
             parts.append(f"p99 {pct(v.p99.ratio)} vs the latest baseline run")
         elif metric == "memory" and v is not None and v.memory:

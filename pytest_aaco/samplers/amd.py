@@ -421,8 +421,8 @@ class AMDGPUSampler(Sampler):
         super().__init__(interval_s)
         self.device_id = int(device_id)
         self.backend: str | None = None
-        self._amdsmi: Any = None
-        self._handle: Any = None
+        self._amdsmi: ModuleType | None = None  # amdsmi, between setup and teardown
+        self._handle: object = None
         self._rocm_smi: str | None = None
         #: rocm-smi's index of this GPU (:func:`rocm_smi_device`), found at setup
         self._smi_index = self.device_id
@@ -482,6 +482,7 @@ class AMDGPUSampler(Sampler):
     def _read(self) -> JSONDict:
         if self.backend == "rocm-smi" and self._rocm_smi is not None:
             return parse_rocm_smi_json(self._run_rocm_smi(self._rocm_smi), self._smi_index)
+        assert self._amdsmi is not None, "read before setup"
         return parse_amdsmi_readings(amdsmi_raw_readings(self._amdsmi, self._handle))
 
 

@@ -22,10 +22,10 @@ Units: MB of 2**20 bytes, as :mod:`pytest_aaco.samplers.nvidia` reports VRAM.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeAlias
 
 from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
@@ -103,7 +103,11 @@ def _amd_read(device_id: int, pid: int) -> tuple[float | None, float | None]:
 READERS = {eps.NVIDIA: _nvidia_read, eps.AMD: _amd_read}
 
 
-def reader_for(provider_short: str) -> Any:
+#: reads (this process's MB, device-wide used MB) of a device id for a pid; None where not read
+Reader: TypeAlias = Callable[[int, int], tuple[float | None, float | None]]
+
+
+def reader_for(provider_short: str) -> Reader | None:
     """The device-memory reader of EP *provider_short* (:data:`READERS`), or None where nothing reads it."""
     telemetry = eps.get(provider_short).telemetry
     return READERS.get(telemetry) if telemetry else None
@@ -123,7 +127,7 @@ class DeviceMemoryProbe:
 
     provider_short: str
     device_id: int = 0
-    reader: Any = None
+    reader: Reader | None = None
     _before: tuple[float | None, float | None] | None = None
 
     def _read(self) -> tuple[float | None, float | None]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
@@ -99,8 +99,8 @@ class NVIDIAGPUSampler(Sampler):
     def __init__(self, device_id: int = 0, interval_s: float = 0.1) -> None:
         super().__init__(interval_s)
         self.device_id = int(device_id)
-        self._nvml: Any = None
-        self._handle: Any = None
+        self._nvml: ModuleType | None = None  # pynvml, between setup and teardown
+        self._handle: object = None
         self._skip: set[str] = set()
 
     def setup(self) -> None:
@@ -140,6 +140,7 @@ class NVIDIAGPUSampler(Sampler):
 
     def _clock_event_mask(self) -> int:
         nvml, handle = self._nvml, self._handle
+        assert nvml is not None, "read before setup"
         getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         if getter is not None:
             try:
@@ -151,6 +152,7 @@ class NVIDIAGPUSampler(Sampler):
 
     def _read(self) -> JSONDict:
         nvml, handle = self._nvml, self._handle
+        assert nvml is not None, "read before setup"
         util = self._query("util", lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
         power_mw = self._query("power", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
         temp = self._query("temp", lambda: nvml.nvmlDeviceGetTemperature(handle, NVML_TEMPERATURE_GPU))

@@ -40,7 +40,7 @@ from pytest_aaco.measure.rocm_stack import rocm_version
 from pytest_aaco.measure.traced_child import ChildSide, trace_sides
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
-from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.records import ColdStartComparison, Outcome, Verdict
 from pytest_aaco.samplers import TelemetrySession
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
@@ -110,7 +110,7 @@ class SideBySideRun(Protocol):
     model: ModelSpec
     provider: ProviderSpec
     handle: SessionHandle
-    compare_cold_start: Callable[[], SideBySideColdStart] | None
+    compare_cold_start: Callable[[], ColdStartComparison] | None
 
     @property
     def feeds(self) -> dict[str, np.ndarray]: ...

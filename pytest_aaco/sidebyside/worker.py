@@ -75,6 +75,7 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
+from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
 PROTOCOL = 2
@@ -225,7 +226,8 @@ class Worker:
                 "provider_options": session.get_provider_options(), "printed": printed.getvalue()[-4000:],
                 "build_rss_mb": None if before is None or after is None else after - before, "migraphx": plan}
 
-    def migraphx_plan(self, request: dict[str, Any], providers: list[Any], ort: Any) -> tuple[Any, dict[str, str]]:
+    def migraphx_plan(self, request: dict[str, Any], providers: list[Any],
+                      ort: ModuleType) -> tuple[Any, dict[str, str]]:
         """For a MIGraphX session (*request*'s ``migraphx``), ask this onnxruntime's EP which options it
         takes (``migraphx_probe.plan``, the plugin's own rules) and put what it says in *providers*; returns
         (the plan as data or None, the environment to set around the creation). Raises :class:`RequestError`

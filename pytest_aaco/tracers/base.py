@@ -1,15 +1,17 @@
-"""What every kernel tracer shares: the span it yields, the block figures made of spans, its one
-error type, and the protocol (:class:`Tracer`).
+"""What every kernel tracer shares: the span it yields, the block figures made of spans
+(:class:`DeviceBlock`) and the series of blocks one measurement holds (:class:`DeviceSeries`, which
+results and baselines store), its one error type, and the protocol (:class:`Tracer`).
 
 Units: timestamps in ns on the tracer's own clock; block figures in ms per model run.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class TracerError(RuntimeError):
@@ -58,6 +60,78 @@ class DeviceBlock:
 
     def to_dict(self) -> dict[str, float]:
         return {"runs": self.runs, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels}
+
+
+#: kernel names kept per stored run (the most launched), enough to name what a change added or removed
+MAX_STORED_NAMES = 100
+
+
+@dataclass(frozen=True)
+class DeviceSeries:
+    """Device time of one measurement: its traced blocks (one after each wall-time block that was
+    traced: :class:`pytest_aaco.measure.device_time.TraceBudget` may leave some out, ``skipped``), oldest first.
+
+    ``traced_s``: seconds spent in traced blocks; ``measure_s``: seconds of the whole measuring
+    phase, traced blocks included (0 where not known), so ``traced_s / measure_s`` is the tracing
+    overhead. Per-run figures are over all traced runs: ``kernel_ms`` (kernel-time sum per run,
+    ms), ``busy_ms`` (union of kernel intervals per run, ms), ``kernels`` (per run).
+    :attr:`log_means` (ln of each block's kernel time per run, shape ``(blocks,)``) is what the
+    history test runs on.
+    """
+
+    source: str
+    blocks: tuple[DeviceBlock, ...]
+    traced_s: float = 0.0
+    measure_s: float = 0.0
+    #: wall-time blocks left without a traced block (:class:`TraceBudget`)
+    skipped: int = 0
+
+    @property
+    def runs(self) -> int:
+        return sum(b.runs for b in self.blocks)
+
+    def _per_run(self, key: str) -> float:
+        return float(sum(getattr(b, key) * b.runs for b in self.blocks) / max(self.runs, 1))
+
+    @property
+    def kernel_ms(self) -> float:
+        return self._per_run("kernel_ms")
+
+    @property
+    def busy_ms(self) -> float:
+        return self._per_run("busy_ms")
+
+    @property
+    def kernels(self) -> float:
+        return self._per_run("kernels")
+
+    @property
+    def log_means(self) -> list[float]:
+        return [math.log(max(b.kernel_ms, 1e-12)) for b in self.blocks]
+
+    def names_per_run(self) -> dict[str, float]:
+        """Kernel name -> launches per run, the :data:`MAX_STORED_NAMES` most launched."""
+        total: Counter[str] = Counter()
+        for b in self.blocks:
+            total.update(b.names)
+        runs = max(self.runs, 1)
+        return {name: round(count / runs, 3) for name, count in total.most_common(MAX_STORED_NAMES)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored in baselines and bundles: ``source``, ``blocks``, ``runs`` (the first block's runs;
+        later blocks may have fewer, :data:`RECORDS_PER_BLOCK`),
+        ``kernel_ms``, ``busy_ms``, ``kernels`` (per run), ``log_means`` (per block),
+        ``busy_log_means`` (ln busy ms per run, per block), ``kernel_names`` (launches per run),
+        ``traced_s`` and ``measure_s``; ``skipped`` (wall-time blocks left untraced) only when > 0, so
+        records without skipped blocks read as before."""
+        data = {"source": self.source, "blocks": len(self.blocks), "runs": self.blocks[0].runs if self.blocks else 0,
+                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "kernels": self.kernels,
+                "log_means": self.log_means,
+                "busy_log_means": [math.log(max(b.busy_ms, 1e-12)) for b in self.blocks],
+                "kernel_names": self.names_per_run(), "traced_s": self.traced_s, "measure_s": self.measure_s}
+        if self.skipped:
+            data["skipped"] = self.skipped
+        return data
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:

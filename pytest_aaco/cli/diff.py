@@ -1,4 +1,5 @@
-"""The engine of ``aaco diff``: compare two session bundles or baseline stores, item by item.
+"""``aaco diff``, a judge: compare two session bundles or baseline stores, item by item, and exit 1
+on a regression.
 
 A is the reference and B the candidate; items are matched by node id. Each item is judged by the
 gate itself (:func:`pytest_aaco.history.judge.judge_history`), so the between-run statistics are
@@ -32,28 +33,33 @@ binding) raise :class:`DiffRefused` (``aaco diff`` exits 2), unless ``model_chan
 file is a new version of A's. Other differences (versions, the machine) are judged as the gate
 judges them: versions on raw figures with the change named, anything else ``mismatch``.
 
-No I/O beyond reading the inputs, no printing: :mod:`pytest_aaco.cli` shows the result.
+The engine (:func:`load_sides`, :func:`diff_items`) reads the inputs and prints nothing;
+:func:`cmd_diff` prints its table with :func:`pytest_aaco.reports.terminal.format_rows`.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from pytest_aaco.history.fingerprint import Fingerprint
+from pytest_aaco.cli.common import OK, REGRESSION_FOUND, CliError, _err, _out
+from pytest_aaco.history.comparable import Fingerprint
 from pytest_aaco.history.judge import MachineOffset, judge_history, under_contention
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.records import HistoryRun, ItemRecord, Outcome, ResultRecord, RoundFigures, Verdict
 from pytest_aaco.reports.bundle import is_bundle, load_session
+from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.metrics import other_processes_cores
+from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.stats import benjamini_hochberg
 
 #: fingerprint fields that say *what* is measured: a regression is never called across a change in
@@ -72,20 +78,20 @@ class DiffRefused(ValueError):
     fields that differ and the fix."""
 
 
-def _rounds_of(summaries: list[Any], latencies: list[Any]) -> list[RoundResult]:
+def _rounds_of(rounds: Sequence[RoundFigures], latencies: Sequence[Sequence[float]]) -> list[RoundResult]:
     """Rounds from the raw per-round latencies (ms) when they are there and line up with the round
     summaries; else one value per round at ``exp(log_mean)``, which keeps each round's log-mean (the
     unit of every test) exact."""
-    usable = [s for s in summaries if isinstance(s, dict) and s.get("log_mean") is not None]
-    if latencies and len(latencies) == len(usable) and all(isinstance(r, list) and r for r in latencies):
+    usable = [(r.n, r.log_mean) for r in rounds if r.log_mean is not None]
+    if latencies and len(latencies) == len(usable) and all(latencies):
         arrays = [np.asarray(r, dtype=float) for r in latencies]
         if all(np.all(a > 0) for a in arrays):
             return [RoundResult(i, a, 0, 0) for i, a in enumerate(arrays)]
-    return [RoundResult(i, np.full(max(int(s.get("n") or 1), 1), math.exp(float(s["log_mean"]))), 0, 0)
-            for i, s in enumerate(usable)]
+    return [RoundResult(i, np.full(max(int(n or 1), 1), math.exp(log_mean)), 0, 0)
+            for i, (n, log_mean) in enumerate(usable)]
 
 
-def _reference_of(data: Any) -> ReferenceSeries | None:
+def _reference_of(data: object) -> ReferenceSeries | None:
     if not isinstance(data, dict) or not data.get("id") or not data.get("log_means"):
         return None
     return ReferenceSeries(name=str(data.get("name") or data["id"]), id=str(data["id"]),
@@ -95,26 +101,32 @@ def _reference_of(data: Any) -> ReferenceSeries | None:
                            share=float(data.get("share") or 0.0))
 
 
-def result_from_record(model: str, provider: str, data: dict[str, Any], telemetry: dict[str, Any] | None = None,
-                       reference: Any = None) -> BenchmarkResult:
+def result_from_record(model: str, provider: str, data: JSONDict, telemetry: JSONDict | None = None,
+                       reference: object = None) -> BenchmarkResult:
     """A :class:`~pytest_aaco.measure.results.BenchmarkResult` rebuilt from a stored run: *data* is a
     bundle item's ``result`` (:meth:`BenchmarkResult.to_dict`) or a baseline history run (``rounds``,
     ``summary``, with the raw latencies of the latest run passed as ``data["latencies_ms"]``).
     *telemetry*: the full telemetry dict (``{"summary": ...}`` for a baseline run); *reference*: the
     reference workload's record. Raises nothing; a run without rounds gives a result without rounds."""
-    summary: dict[str, Any] = data["summary"] if isinstance(data.get("summary"), dict) else {}
-    rounds = _rounds_of(list(data.get("rounds") or []), list(data.get("latencies_ms") or []))
+    stored = ResultRecord.from_dict(data)
+    summary = stored.summary
+    found = data.get("telemetry")
+    used = data.get("providers_used")
     return BenchmarkResult(
-        model=model, provider=provider, rounds=rounds,
-        warmup_iterations=int(summary.get("warmup_iterations") or 0),
-        warmup_latencies_ms=np.asarray(data.get("warmup_latencies_ms") or [], dtype=float),
-        session_create_ms=float(summary.get("session_create_ms") or 0.0),
-        first_run_ms=float(summary.get("first_run_ms") or 0.0),
-        providers_used=list(data.get("providers_used") or []), batch_size=int(data.get("batch_size") or 1),
-        iobinding=str(data.get("iobinding") or "none"),
-        telemetry=telemetry if telemetry is not None else dict(data.get("telemetry") or {}),
+        model=model, provider=provider, rounds=_rounds_of(stored.rounds, stored.latencies_ms),
+        warmup_iterations=int(summary.of("warmup_iterations") or 0),
+        warmup_latencies_ms=np.asarray(stored.warmup_latencies_ms, dtype=float),
+        session_create_ms=float(summary.of("session_create_ms") or 0.0),
+        first_run_ms=float(summary.of("first_run_ms") or 0.0),
+        providers_used=[str(p) for p in used] if isinstance(used, list) else [],
+        batch_size=int(_number(data.get("batch_size")) or 1), iobinding=str(data.get("iobinding") or "none"),
+        telemetry=dict(telemetry if telemetry is not None else found if isinstance(found, dict) else {}),
         reference=_reference_of(reference if reference is not None else data.get("reference")),
     )
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass
@@ -134,8 +146,8 @@ class Side:
     @property
     def run_means_ms(self) -> list[float]:
         """Mean latency (ms) of each run, oldest first."""
-        return [float(run["summary"]["mean_ms"]) for run in self.history.history
-                if isinstance(run.get("summary"), dict) and run["summary"].get("mean_ms") is not None]
+        means = [HistoryRun.from_dict(run).summary.of("mean_ms") for run in self.history.history]
+        return [float(m) for m in means if m is not None]
 
 
 @dataclass
@@ -150,7 +162,7 @@ class Sides:
 
 def _bundle_sides(path: Path) -> Sides:
     session = load_session(path)
-    problems = [f"{path}: {name} skipped: {problem}" for name, problem in (session.get("errors") or {}).items()]
+    problems = [f"{path}: {name} skipped: {problem}" for name, problem in session["errors"].items()]
     items = {}
     for nodeid, data in session["items"].items():
         record = ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
@@ -250,7 +262,7 @@ def bh_level(pvalues: list[float], q: float) -> float:
     return q * max(k, 1) / len(pvalues)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = str(value)
     return text[:40] + "..." if len(text) > 43 else text
 
@@ -334,3 +346,65 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None =
         extra += [f"MEMORY REGRESSION {line}" for line in verdict.memory]
         row.note = "; ".join([row.note, *extra] if row.note else extra)
     return rows, level
+
+
+# ---------------------------------------------------------------- the command
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    try:
+        side_a, side_b = load_sides(Path(args.a)), load_sides(Path(args.b))
+    except DiffInputError as exc:
+        raise CliError(str(exc)) from None
+    for problem in side_a.problems + side_b.problems:
+        _err(f"aaco: warning: {problem}")
+    kind_a, a, kind_b, b = side_a.kind, side_a.items, side_b.kind, side_b.items
+    if kind_a == kind_b == "baseline" and set(a) != set(b):
+        # two single files: compare them even when their node ids differ (a renamed test); the
+        # fingerprints still have to say they measure the same model, inputs and provider
+        (single,) = b.values()
+        b = {next(iter(a)): single}
+    try:
+        rows, level = diff_items(a, b, args.threshold, args.fdr, args.min_history, args.run_noise,
+                                 args.max_contention, args.model_changed)
+    except DiffRefused as exc:
+        raise CliError(str(exc)) from None
+    if not rows:
+        raise CliError(f"no item is in both {args.a} and {args.b}; items are matched by node id")
+    table = []
+    for row in rows:
+        v = row.verdict
+        bound = "-"
+        if v is not None and v.ratio is not None:
+            bound = (bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
+                     or (f"95% CI {pct(v.ci_low)} .. {pct(v.ci_high)}" if v.ci_low is not None else "-"))
+        method = "-" if v is None or v.method is None else v.method
+        series = "-" if v is None or v.method is None else v.series or "raw"
+        a_geo = v.baseline_geomean_ms if v is not None else None
+        b_geo = v.current_geomean_ms if v is not None else None
+        # every per cent is the ratio of the two means printed beside it
+        table.append((row.label, num(row.a_mean_ms, ".3f"), num(row.b_mean_ms, ".3f"),
+                      pct(row.b_mean_ms / row.a_mean_ms) if row.a_mean_ms and row.b_mean_ms is not None else "-",
+                      num(a_geo, ".3f"), num(b_geo, ".3f"), pct(b_geo / a_geo) if a_geo and b_geo else "-",
+                      f"{pct(v.ratio)} {series}" if v is not None and v.ratio is not None else "-", bound,
+                      num(v.p_value, ".2g") if v is not None else "-", method, str(row.outcome)))
+    _out(f"A (reference): {args.a} [{kind_a}]")
+    _out(f"B (candidate): {args.b} [{kind_b}]")
+    header = ("item", "A mean ms", "B mean ms", "change (means)", "A geometric mean ms", "B geometric mean ms",
+              "change (raw)", "change (tested)", "bound compared", "p (slower)", "method", "verdict")
+    for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 4, 5, 6, 9})):
+        _out(line)
+    judged = sum(r.verdict is not None and r.verdict.p_value is not None for r in rows)
+    _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {judged} compared item(s); threshold"
+         f" {'per item' if args.threshold is None else f'{args.threshold:.0%}'}; the gate's statistics: run-to-run"
+         f" term {args.run_noise:.0%} until A has {args.min_history} runs, reference workload, contention")
+    for row in rows:
+        if row.note:
+            _out(f"  {row.label}: {row.note}")
+    only_a = sorted(set(a) - set(b))
+    only_b = sorted(set(b) - set(a))
+    if only_a:
+        _out(f"only in A ({len(only_a)}): " + ", ".join(only_a))
+    if only_b:
+        _out(f"only in B ({len(only_b)}): " + ", ".join(only_b))
+    return REGRESSION_FOUND if any(r.fails for r in rows) else OK
