@@ -17,7 +17,7 @@ Exit status: 0 ok, 1 a regression was found (``diff``, ``report``), 2 usage or i
 (the message names the file). Errors are one line on stderr, never a traceback (set
 ``AACO_DEBUG=1`` to see one).
 
-``aaco diff`` compares with the gate's statistics; :mod:`pytest_aaco.reports.diff` is its engine and
+``aaco diff`` compares with the gate's statistics; :mod:`pytest_aaco.history.diff` is its engine and
 says how.
 """
 
@@ -36,16 +36,16 @@ from typing import Any, TypeVar
 import iniconfig
 
 from pytest_aaco import __version__, eps, flavors
-from pytest_aaco.history.commit import commit_text, describe_commit
-from pytest_aaco.history.environment import collect_environment
+from pytest_aaco.history.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
-from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, locked, restore
+from pytest_aaco.history.store import Baseline, baseline_dicts, corrupt_target, load_baseline, locked, restore
 from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_text, dumps, read_json
+from pytest_aaco.measure.commit import commit_text, describe_commit
+from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
-from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num
 from pytest_aaco.samplers.clocks import clock_warnings
@@ -216,7 +216,7 @@ def _folder(given: str | None, name: str, flag: str) -> tuple[Path, str]:
 
 def machine_info(providers: list[str] | None = None) -> dict[str, Any]:
     """What ``aaco info`` shows, as a JSON-ready dict: package, Python, ORT, CPU, clocks, GPU (from
-    :func:`pytest_aaco.history.environment.collect_environment`), the clock warnings, and the machine
+    :func:`pytest_aaco.measure.environment.collect_environment`), the clock warnings, and the machine
     fingerprint fields (with the baseline folder name) per provider short name."""
     env = collect_environment()
     errors: dict[str, str] = dict(env.get("errors") or {})
@@ -321,9 +321,14 @@ def load_bundle(path: Path) -> dict[str, Any]:
     return load_session(path)
 
 
+def _bundle_or_none(path: Path) -> dict[str, Any] | None:
+    """The session bundle at *path* (:func:`~pytest_aaco.reports.bundle.load_session`), None when it is not one."""
+    return load_session(path) if is_bundle(path) else None
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     try:
-        side_a, side_b = load_sides(Path(args.a)), load_sides(Path(args.b))
+        side_a, side_b = load_sides(Path(args.a), _bundle_or_none), load_sides(Path(args.b), _bundle_or_none)
     except DiffInputError as exc:
         raise CliError(str(exc)) from None
     for problem in side_a.problems + side_b.problems:
@@ -412,7 +417,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         summary = SessionSummary.from_dict(meta.get("summary")) if meta.get("summary") else SessionSummary.of(records)
         commit = (session.get("meta") or {}).get("commit_info")
         text = render_html(records, summary, session.get("environment"), title=f"pytest-aaco report: {path.name}",
-                           commit=commit if isinstance(commit, dict) else None)
+                           commit=commit if isinstance(commit, dict) else None, baselines=baseline_dicts(records))
         try:
             atomic_write_text(Path(args.html), text)
         except OSError as exc:

@@ -111,7 +111,7 @@ class ReferenceDrift:
 @dataclass(frozen=True)
 class FirstLook:
     """The first look of a regression that a second measurement confirmed or did not
-    (:func:`pytest_aaco.history.judge.confirm`): ``ratio`` current/baseline, ``p_value`` one-sided."""
+    (:func:`pytest_aaco.verdict.finish.confirm`): ``ratio`` current/baseline, ``p_value`` one-sided."""
 
     ratio: float | None
     p_value: float | None
@@ -126,7 +126,7 @@ class FirstLook:
 
 @dataclass(frozen=True)
 class Contention:
-    """Why a regression was withheld (:func:`pytest_aaco.history.judge.under_contention`): other
+    """Why a regression was withheld (:func:`pytest_aaco.verdict.finish.under_contention`): other
     processes kept ``cores`` CPU cores busy (mean over the measured phase), above ``limit``
     (``--aaco-max-contention``, cores)."""
 
@@ -245,7 +245,7 @@ class Verdict:
     ``current_rounds``/``baseline_rounds`` the rounds on each side of Welch's t-test.
     ``reason`` is the whole message of a verdict without a comparison (no baseline, another
     fingerprint, a file error). ``message`` is rendered once from the other fields by
-    :func:`pytest_aaco.history.judge.render_message`, after the last rule changed them.
+    :func:`pytest_aaco.verdict.finish.render_message`, after the last rule changed them.
     """
 
     outcome: Outcome
@@ -368,7 +368,7 @@ class Verdict:
     def regressions(self) -> list[str]:
         """The metrics with a regression, in the order the failure names them: :data:`LATENCY` (wall
         time), :data:`DEVICE_TIME`, :data:`P99`, :data:`MEMORY`. Read by :attr:`failed_metrics` and by
-        the confirmation and contention rules (:mod:`pytest_aaco.history.judge`)."""
+        the confirmation and contention rules (:mod:`pytest_aaco.verdict.finish`)."""
         found = []
         if self.wall_outcome == Outcome.REGRESSION:
             found.append(LATENCY)

@@ -11,7 +11,11 @@ modules at the package root, and ``Any`` tokens.
 * **root modules**: ``*.py`` files directly in ``pytest_aaco/``, ``__init__.py`` included (as the
   architecture test counts them);
 * **Any tokens**: the word ``Any`` in the package's ``*.py`` files, as
-  ``grep -ow Any -r pytest_aaco --include=*.py | wc -l`` counts it.
+  ``grep -ow Any -r pytest_aaco --include=*.py | wc -l`` counts it;
+* **verdict finishing call sites**: the calls (read with :mod:`ast`) that finish a verdict, i.e. set
+  whether it fails and render its message: calls of a function named ``finish`` or ``settle`` (the
+  pipeline that ends in ``finish``), except the one call of ``finish`` inside ``settle`` itself (its
+  implementation); methods such as ``bundle.finish(...)`` are not counted.
 
 Usage (from the repository root)::
 
@@ -25,6 +29,7 @@ Prints one line per figure, and the circles and the deepest chain.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import subprocess
 import sys
@@ -98,6 +103,27 @@ def deepest_chain(graph: dict[str, set[str]], floor: dict[str, int]) -> list[str
     return chain
 
 
+def finishing_sites(package: Path) -> list[str]:
+    """``module:line in function`` of every call that finishes a verdict (see the module docstring)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            for node in ast.walk(func):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id in ("finish", "settle")):
+                    continue
+                if func.name == "settle" and node.func.id == "finish":
+                    continue  # settle's own last step
+                inner = [f for f in ast.walk(func) if f is not func
+                         and isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in ast.walk(f)]
+                if inner:
+                    continue  # counted with the innermost function
+                where = path.relative_to(package.parent).with_suffix("")
+                found.append(f"{'.'.join(where.parts)}:{node.lineno} in {func.name}")
+    return sorted(set(found))
+
+
 @dataclass(frozen=True)
 class Figures:
     """The figures of one tree (see the module docstring)."""
@@ -108,6 +134,7 @@ class Figures:
     chain: list[str]
     root_modules: int
     any_tokens: int
+    finishing: list[str]
 
 
 def figures(package: Path) -> Figures:
@@ -119,7 +146,7 @@ def figures(package: Path) -> Figures:
     floor = arch.floors(dag)
     any_tokens = sum(len(re.findall(r"\bAny\b", p.read_text(encoding="utf-8"))) for p in package.rglob("*.py"))
     return Figures(len(graph), found, max(floor.values()), deepest_chain(dag, floor),
-                   len(list(package.glob("*.py"))), any_tokens)
+                   len(list(package.glob("*.py"))), any_tokens, finishing_sites(package))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     print("  deepest chain: " + " -> ".join(m.removeprefix("pytest_aaco.") for m in found.chain))
     print(f"modules at the package root (*.py, __init__.py included): {found.root_modules}")
     print(f"Any tokens in pytest_aaco: {found.any_tokens}")
+    print(f"verdict finishing call sites: {len(found.finishing)}")
+    for site in found.finishing:
+        print(f"  {site.removeprefix('pytest_aaco.')}")
     return 0
 
 

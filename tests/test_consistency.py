@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from finished import confirm, finish, judge_history
 
 from pytest_aaco.history.fingerprint import build_fingerprint
-from pytest_aaco.history.judge import confirm, finish, judge_history
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.device_time import DeviceSeries
 from pytest_aaco.options import GateSettings
@@ -210,7 +210,7 @@ def test_the_interval_printed_is_the_bound_the_rule_compared_with_its_side():
     the one-sided bound, its side and the threshold it was compared with, from the verdict's own figures."""
     import re
 
-    from pytest_aaco.history.judge import compared_text
+    from pytest_aaco.verdict.finish import compared_text
     from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
     from pytest_aaco.verdict.percent import pct
 

@@ -26,15 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from finished import confirm, judge_history
 
 from pytest_aaco.history.fingerprint import Fingerprint
-from pytest_aaco.history.judge import (
-    INCONCLUSIVE,
-    REGRESSION,
-    SCHEDULER_SLICE_MS,
-    confirm,
-    judge_history,
-)
+from pytest_aaco.history.judge import INCONCLUSIVE, REGRESSION, SCHEDULER_SLICE_MS
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings

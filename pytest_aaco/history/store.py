@@ -22,7 +22,7 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,6 +34,7 @@ import numpy as np
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, atomic_write_text, read_json
 from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.records import ItemRecord
 from pytest_aaco.verdict.stats import VariancePrior, fit_reference, fit_variance_prior
 
 #: 3: history runs may hold ``reference`` (the reference workload's round log-means, the normalized
@@ -647,3 +648,21 @@ def runner_priors(folder: Path, min_runs: int = 3) -> RunnerPriors:
             residuals.append(fit.residual_var)
             residual_dfs.append(len(pairs) - 2)
     return RunnerPriors(fit_variance_prior(variances, dfs), fit_variance_prior(residuals, residual_dfs))
+
+
+def baseline_dicts(records: Sequence[ItemRecord]) -> dict[str, JSONDict]:
+    """``{nodeid: baseline file as a dict}`` for records whose ``verdict.baseline_path`` is readable, for the
+    HTML report's plots (:class:`pytest_aaco.reports.ReportContext`'s ``read_baselines``). Missing or
+    unreadable files are skipped (the page then says the baseline was not found)."""
+    found = {}
+    for record in records:
+        path = record.verdict.baseline_path if record.verdict is not None else None
+        if not path:
+            continue
+        try:
+            baseline = load_baseline(Path(path))
+        except (AacoFileError, OSError):
+            continue
+        if baseline is not None:
+            found[record.nodeid] = baseline.to_dict()
+    return found

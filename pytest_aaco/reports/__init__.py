@@ -6,16 +6,20 @@ Writers take the item records (:class:`~pytest_aaco.records.ItemRecord`) and a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import SessionSummary
+from pytest_aaco.records import ItemRecord, SessionSummary
 
 
 def _print(text: str, **markup: bool) -> None:
     print(text, flush=True)
+
+
+def _no_baselines(records: Sequence[ItemRecord]) -> dict[str, JSONDict]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,9 @@ class ReportContext:
     *fdr*: ``--aaco-fdr``; *bundle_path*: the session bundle folder, or None; *junit_path* /
     *html_path*: ``--aaco-junit`` / ``--aaco-html`` (None: not asked for); *say*: writes one line on
     pytest's terminal (markup keywords such as ``yellow=True``), never raising; *commit_info*: the
-    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), or None.
+    project's git commit (:func:`pytest_aaco.measure.commit.commit_info`), or None; *read_baselines*: the
+    baseline files of the records, ``{nodeid: baseline file dict}``, for the HTML's plots
+    (:func:`pytest_aaco.history.store.baseline_dicts`; the default reads none).
     """
 
     summary: SessionSummary
@@ -37,3 +43,4 @@ class ReportContext:
     html_path: Path | None = None
     say: Callable[..., None] = _print
     commit_info: JSONDict | None = None
+    read_baselines: Callable[[Sequence[ItemRecord]], dict[str, JSONDict]] = _no_baselines

@@ -31,10 +31,9 @@ import numpy as np
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-from pytest_aaco.history.commit import commit_text
-from pytest_aaco.history.environment import collect_environment
-from pytest_aaco.history.store import load_baseline
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_text, read_json
+from pytest_aaco.measure.commit import commit_text
+from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary, Verdict, several_gpus
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profile_block
@@ -114,28 +113,6 @@ def _anchor(nodeid: str) -> str:
 
 def _badge(outcome: Outcome) -> str:
     return f'<span class="badge {OUTCOME_CLASS.get(outcome, "neutral")}">{e(outcome)}</span>'
-
-
-# ---------------------------------------------------------------- baselines
-
-
-def load_baselines(records: Sequence[ItemRecord]) -> dict[str, JSONDict]:
-    """``{nodeid: baseline file as a dict}`` for records whose ``verdict.baseline_path`` is readable.
-
-    Missing or unreadable files are skipped (the page then says the baseline was not found).
-    """
-    found = {}
-    for record in records:
-        path = record.verdict.baseline_path if record.verdict is not None else None
-        if not path:
-            continue
-        try:
-            baseline = load_baseline(Path(path))
-        except (AacoFileError, OSError):
-            continue
-        if baseline is not None:
-            found[record.nodeid] = baseline.to_dict()
-    return found
 
 
 def _history(record: ItemRecord, baseline: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -281,7 +258,7 @@ def plot_latency(record: ItemRecord, baseline: JSONDict | None) -> list[tuple[st
 def run_label(index: int, run: Mapping[str, object]) -> str:
     """The x label of history run *index* (from 0): ``#3 11-24 20:03`` (its number and time,
     UTC), ``#3`` without a time, ``#3 11-24 20:03 abc1234`` with a ``commit`` (or the ``commit_info``
-    of :func:`pytest_aaco.history.commit.commit_info`)."""
+    of :func:`pytest_aaco.measure.commit.commit_info`)."""
     text = f"#{index + 1}"
     stamp = str(run.get("timestamp") or "")
     if len(stamp) >= 16:
@@ -753,13 +730,12 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
 
     *records*: the items (of a session, or read back from a bundle); *summary*: their counts and
     the LOND state; *environment*: the lockbox of
-    :func:`pytest_aaco.history.environment.collect_environment` or None; *baselines*: ``{nodeid:
-    baseline file dict}``, read from each verdict's ``baseline_path`` when None; *commit*: the
-    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), shown under the title
+    :func:`pytest_aaco.measure.environment.collect_environment` or None; *baselines*: ``{nodeid:
+    baseline file dict}`` (:func:`pytest_aaco.history.store.baseline_dicts`; None: no baseline plots); *commit*: the
+    project's git commit (:func:`pytest_aaco.measure.commit.commit_info`), shown under the title
     when given. Never raises for missing fields; plots that fail become notes.
     """
-    if baselines is None:
-        baselines = load_baselines(records)
+    baselines = baselines or {}
     plots = _matplotlib_available()
     counts = summary.counts_text
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -811,7 +787,8 @@ def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
     path = context.html_path
     if path is None:
         return
-    text = render_html(records, context.summary, _environment(context.bundle_path), commit=context.commit_info)
+    text = render_html(records, context.summary, _environment(context.bundle_path), commit=context.commit_info,
+                       baselines=context.read_baselines(records))
     try:
         atomic_write_text(path, text)
     except OSError as exc:

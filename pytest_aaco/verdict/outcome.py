@@ -2,6 +2,7 @@
 
 * :func:`outcome_of`: regression, improvement, no regression or inconclusive, one rule for every
   metric and both gates (stored baselines and side by side);
+* :func:`confirmed_outcome`: the one confirmation rule (intersection-union) for a metric judged on two looks;
 * :func:`fails`: the one rule for whether a judged record (a latency :class:`~pytest_aaco.records.Verdict`,
   a cold-start verdict) fails the item. Each verdict stores its decision (``fails`` in its JSON);
   :attr:`pytest_aaco.records.ItemRecord.fails` only gathers the stored decisions of an item's records.
@@ -58,6 +59,18 @@ def outcome_of(comp: Compared, threshold: float, level: float, faster_level: flo
     if comp.upper(max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha) - 1 < threshold:
         return NO_REGRESSION
     return INCONCLUSIVE
+
+
+def confirmed_outcome(first: str, second: str) -> Outcome:
+    """The intersection-union rule for one metric judged on a first look and a confirmation look (fresh
+    sessions): a regression stands only when both looks found it; a regression found by one look only
+    is ``inconclusive``; otherwise the second look's outcome. The false-alarm probability is at most
+    that of one look at the item's level (Berger 1982, intersection-union tests), so confirming spends
+    no extra level. Both gates call it: the stored gate (:func:`pytest_aaco.verdict.finish.confirm`) and
+    side by side (wall time, in-process and traced-child device time)."""
+    if (first == REGRESSION) != (second == REGRESSION):
+        return INCONCLUSIVE
+    return Outcome(second)
 
 
 class Judged(Protocol):

@@ -1,4 +1,4 @@
-"""The engine of ``aaco diff``: compare two session bundles or baseline stores, item by item.
+"""The engine of ``aaco diff``, a judge: compare two session bundles or baseline stores, item by item.
 
 A is the reference and B the candidate; items are matched by node id. Each item is judged by the
 gate itself (:func:`pytest_aaco.history.judge.judge_history`), so the between-run statistics are
@@ -17,7 +17,7 @@ the gate's, not a second copy of them:
   changed speed between A and B (:func:`pytest_aaco.history.judge.regime_change`), or when the
   compared items all moved together (:func:`pytest_aaco.verdict.stats.common_offset`).
 * A regression measured in B while other processes kept more than ``max_contention`` cores busy
-  is withheld as inconclusive (:func:`pytest_aaco.history.judge.under_contention`).
+  is withheld as inconclusive (:func:`pytest_aaco.verdict.finish.under_contention`).
 
 Outcomes as in the gate: regression (one-sided p at or below the level **and** slowdown at least
 the threshold), no-regression (one-sided upper bound below the threshold), inconclusive (with the
@@ -32,13 +32,18 @@ binding) raise :class:`DiffRefused` (``aaco diff`` exits 2), unless ``model_chan
 file is a new version of A's. Other differences (versions, the machine) are judged as the gate
 judges them: versions on raw figures with the change named, anything else ``mismatch``.
 
-No I/O beyond reading the inputs, no printing: :mod:`pytest_aaco.cli` shows the result.
+Each verdict is finished by the item pipeline's rules (:func:`pytest_aaco.verdict.finish.settle`:
+contention, then ``fails`` and the message), without a confirmation look.
+
+No I/O beyond reading the inputs, no printing: :mod:`pytest_aaco.cli` shows the result and reads
+bundles for it (*read_bundle* of :func:`load_sides`: this layer does not import the report writers).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,13 +51,13 @@ from typing import Any
 import numpy as np
 
 from pytest_aaco.history.fingerprint import Fingerprint
-from pytest_aaco.history.judge import MachineOffset, judge_history, under_contention
+from pytest_aaco.history.judge import MachineOffset, judge_history
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
-from pytest_aaco.reports.bundle import is_bundle, load_session
+from pytest_aaco.verdict.finish import settle
 from pytest_aaco.verdict.metrics import other_processes_cores
 from pytest_aaco.verdict.stats import benjamini_hochberg
 
@@ -148,8 +153,7 @@ class Sides:
     problems: list[str] = field(default_factory=list)
 
 
-def _bundle_sides(path: Path) -> Sides:
-    session = load_session(path)
+def _bundle_sides(path: Path, session: dict[str, Any]) -> Sides:
     problems = [f"{path}: {name} skipped: {problem}" for name, problem in (session.get("errors") or {}).items()]
     items = {}
     for nodeid, data in session["items"].items():
@@ -192,8 +196,11 @@ def baseline_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.json") if not p.name.startswith(".") and ".corrupt-" not in p.name)
 
 
-def load_sides(path: Path) -> Sides:
+def load_sides(path: Path, read_bundle: Callable[[Path], dict[str, Any] | None]) -> Sides:
     """The items of a bundle folder, a baseline file or a folder of baseline files.
+
+    *read_bundle(path)*: the bundle at *path* as :func:`pytest_aaco.reports.bundle.load_session` reads it,
+    or None when *path* is not a bundle folder.
 
     Raises :class:`DiffInputError` naming *path* when it is none of those, or when a folder of
     baselines holds one item twice (baselines of several runners: pick one runner's folder);
@@ -201,8 +208,9 @@ def load_sides(path: Path) -> Sides:
     """
     if not path.exists():
         raise DiffInputError(f"{path}: no such file or folder")
-    if is_bundle(path):
-        return _bundle_sides(path)
+    session = read_bundle(path)
+    if session is not None:
+        return _bundle_sides(path, session)
     if path.is_file():
         side = baseline_file_side(path)
         return Sides("baseline", {side.nodeid: side})
@@ -293,12 +301,14 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None =
         settings = GateSettings(threshold=t, min_history=min_history, run_noise=run_noise)
         verdict = judge_history(cand.latest, ref.history, Fingerprint(fields), settings, level, cand.label,
                                 machine_offset=offset)
-        if max_contention is not None:
-            cores = fields.get("cpu_cores")
-            busy = other_processes_cores(cand.latest.telemetry, int(cores) if isinstance(cores, int)
+        cores = fields.get("cpu_cores")
+
+        def busy() -> float | None:
+            assert cand.latest is not None
+            return other_processes_cores(cand.latest.telemetry, int(cores) if isinstance(cores, int)
                                          else os.cpu_count() or 1)
-            verdict = under_contention(verdict, busy or 0.0, max_contention, settings)
-        return verdict
+
+        return settle(verdict, settings, busy=busy, max_contention=max_contention)
 
     rows: list[DiffRow] = []
     judged: list[tuple[DiffRow, Side, Side]] = []
