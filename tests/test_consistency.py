@@ -461,3 +461,20 @@ def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factor
         for now, then, per_cent in re.findall(pattern, text):
             assert agrees(per_cent, now, then), (case, now, then, per_cent, text)
 
+
+
+def test_every_judged_metric_is_one_judgement_with_the_figures_the_reports_print(tmp_path, result_factory):
+    """A verdict's judgements by metric (:attr:`Verdict.judgements`, built by the one constructor
+    ``judgement_of``) carry the figures the message prints and the outcome ``failed_metrics`` reads."""
+    from pytest_aaco.records import DEVICE_TIME, LATENCY, Judgement
+
+    v = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    judged = v.judgements
+    assert set(judged) == {LATENCY, DEVICE_TIME}
+    wall, dev = judged[LATENCY], judged[DEVICE_TIME]
+    assert (wall.ratio, wall.lower_bound, wall.upper_bound, wall.p_slower, wall.level) == (
+        v.ratio, v.lower_bound, v.upper_bound, v.p_value, v.level)
+    assert wall.outcome == v.wall_outcome and dev.outcome == v.device_outcome == Outcome.REGRESSION
+    assert [m for m, j in judged.items() if j.outcome == Outcome.REGRESSION] == v.failed_metrics == [DEVICE_TIME]
+    assert dev.to_dict() == {k: v.device_time[k] for k in dev.to_dict()}  # the record's keys are the judgement's
+    assert Judgement.from_dict(DEVICE_TIME, dev.to_dict()) == dev

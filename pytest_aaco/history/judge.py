@@ -51,10 +51,10 @@ from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import Outcome, QuantileComparison, ReferenceDrift, Verdict
+from pytest_aaco.records import DEVICE_TIME, LATENCY, Outcome, QuantileComparison, ReferenceDrift, Verdict
 from pytest_aaco.verdict import stats
 from pytest_aaco.verdict.metrics import kernel_changes
-from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
+from pytest_aaco.verdict.outcome import judgement_of
 from pytest_aaco.verdict.percent import pct
 
 #: the outcome words as module constants (``verdict.outcome == REGRESSION``)
@@ -361,19 +361,15 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
         comp = series.test(settings.min_history, settings.run_noise, None, None)
     except ValueError as exc:
         return {"outcome": str(INCONCLUSIVE), "reason": str(exc)}
-    lo, hi = comp.ci(0.95)
+    judged = judgement_of(DEVICE_TIME, comp, settings.device_threshold, level, series=series.kind,
+                          reason=series.reason)
 
     def past(key: str) -> float:
         values = [float(r[key]) for r in records if isinstance(r.get(key), (int, float))]
         return float(np.median(values)) if values else float("nan")
 
     added, removed = kernel_changes(records[-1].get("kernel_names") or {}, dev.names_per_run())
-    return {"outcome": str(outcome_of(comp, settings.device_threshold, level)), "ratio": float(comp.ratio),
-            "threshold": settings.device_threshold,
-            "ci_low": float(lo), "ci_high": float(hi), "lower_bound": float(comp.lower(level)),
-            "upper_bound": float(comp.upper(max(level, NO_REGRESSION_ALPHA))), "p_slower": float(comp.p_slower),
-            "p_faster": float(comp.p_faster), "level": float(level), "mde": float(comp.mde(level)),
-            "method": comp.method, "series": series.kind, "reason": series.reason, "runs": len(series.history),
+    return {**judged.to_dict(), "runs": len(series.history),
             "kernel_ms": {"baseline": past("kernel_ms"), "candidate": dev.kernel_ms},
             "busy_ms": {"baseline": past("busy_ms"), "candidate": dev.busy_ms},
             "kernels": {"baseline": past("kernels"), "candidate": dev.kernels},
@@ -588,16 +584,13 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     except ValueError as exc:
         return Verdict(INCONCLUSIVE, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
                        reason=f"inconclusive for {label}: {exc}")
-    lo, hi = comp.ci(0.95)
-    verdict = Verdict(
-        outcome_of(comp, t, level), label, t, method=comp.method, ratio=comp.ratio, ci_low=lo, ci_high=hi,
-        p_value=comp.p_slower, p_faster=comp.p_faster, level=level, mde=comp.mde(level),
-        current_mean_ms=result.mean_ms,
+    wall = judgement_of(LATENCY, comp, t, level, series=series.kind, reason=series.reason)
+    verdict = Verdict.judged(
+        wall, label, current_mean_ms=result.mean_ms,
         baseline_mean_ms=float(np.mean([run["summary"]["mean_ms"] for run in baseline.history])),
         current_rounds=comp.n_current, baseline_rounds=comp.n_baseline, baseline_runs=len(series.history),
-        baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, series=series.kind,
-        raw_ratio=(raw_comp or comp).ratio, reference=series.reference, version_change=versions,
-        lower_bound=comp.lower(level), upper_bound=comp.upper(max(level, NO_REGRESSION_ALPHA)),
+        baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, raw_ratio=(raw_comp or comp).ratio,
+        reference=series.reference, version_change=versions,
     )
     if len(result.round_log_means) and verdict.raw_ratio:  # the means whose ratio the raw per cent is
         verdict.current_geomean_ms = float(np.exp(np.mean(result.round_log_means)))

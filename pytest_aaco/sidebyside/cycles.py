@@ -72,12 +72,12 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings, setting
-from pytest_aaco.records import Outcome, SideBySideSummary, Verdict
+from pytest_aaco.records import LATENCY, Outcome, SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
 from pytest_aaco.verdict.metrics import kernel_changes
-from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, confirmed_outcome, outcome_of
+from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, confirmed_outcome, judgement_of, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, SignedRank, paired_t, signed_rank
 from pytest_aaco.verdict.stats import Comparison
 
@@ -823,17 +823,16 @@ def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = N
     message, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs origin/main (lower bound +7.1% > 0,
     +9.4% >= 5%); ...``). *settings* is accepted for callers that pass it and not read."""
     comp, m = result.comparison, result.measurement
-    lo, hi = result.ci()
     means = {side: float(np.exp(np.mean([c.block(side).log_mean for cs in m.cycles_by_pair for c in cs])))
              for side in (BASELINE, CANDIDATE)}
-    verdict = Verdict(outcome=result.verdict_outcome, label=label, threshold=result.threshold, method="side-by-side",
-                      ratio=float(comp.ratio), ci_low=lo, ci_high=hi, p_value=float(comp.p_slower),
-                      p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
-                      current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
-                      memory=list(result.memory), confirmed=result.confirmed,
-                      side_by_side=SideBySideSummary.from_dict(result.to_dict()),
-                      lower_bound=float(comp.lower(result.level)),
-                      upper_bound=float(comp.upper(m.looks[-1].upper_alpha)))
+    # wall time's own test: its outcome decided over the sequential looks and the confirmation (result.outcome)
+    wall = judgement_of(LATENCY, comp, result.threshold, result.level, series=None, method="side-by-side",
+                        ci=result.ci(), mde=result.mde(), upper_alpha=m.looks[-1].upper_alpha,
+                        outcome=Outcome(result.outcome))
+    verdict = Verdict.judged(wall, label, current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
+                             memory=list(result.memory), confirmed=result.confirmed,
+                             side_by_side=SideBySideSummary.from_dict(result.to_dict()))
+    verdict.outcome = result.verdict_outcome  # wall time or device time: the word of the whole verdict
     return verdict
 
 
