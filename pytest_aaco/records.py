@@ -283,16 +283,24 @@ class Judgement:
         return data
 
     @classmethod
-    def from_dict(cls, metric: str, data: Mapping[str, Any]) -> Judgement | None:
+    def from_dict(cls, metric: str, data: Mapping[str, object]) -> Judgement | None:
         """Inverse of :meth:`to_dict` for *metric*; None without a numeric ``ratio`` (nothing was compared)."""
-        ratio, threshold = data.get("ratio"), data.get("threshold")
-        if not isinstance(ratio, (int, float)):
+        ratio = _number(data.get("ratio"))
+        if ratio is None:
             return None
-        kwargs: dict[str, Any] = {key: data.get(key) for key in _JUDGEMENT_KEYS
-                                  if key not in ("outcome", "ratio", "threshold")}
-        kwargs["reason"] = str(kwargs.get("reason") or "")
-        return cls(metric=metric, outcome=Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE), ratio=float(ratio),
-                   threshold=float(threshold) if isinstance(threshold, (int, float)) else 0.0, **kwargs)
+        method, series = data.get("method"), data.get("series")
+        return cls(metric=metric, outcome=Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE), ratio=ratio,
+                   threshold=_number(data.get("threshold")) or 0.0, level=_number(data.get("level")),
+                   ci_low=_number(data.get("ci_low")), ci_high=_number(data.get("ci_high")),
+                   lower_bound=_number(data.get("lower_bound")), upper_bound=_number(data.get("upper_bound")),
+                   p_slower=_number(data.get("p_slower")), p_faster=_number(data.get("p_faster")),
+                   mde=_number(data.get("mde")), series=series if isinstance(series, str) else None,
+                   method=method if isinstance(method, str) else None, reason=str(data.get("reason") or ""))
+
+
+def _number(value: object) -> float | None:
+    """*value* as a float when it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _typed(cls: Any, value: Any) -> Any:

@@ -42,7 +42,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -197,6 +197,13 @@ def reference_unstable(ref: Any, history: list[dict[str, Any]]) -> str:
     return ""
 
 
+class Blocks(Protocol):
+    """What :func:`build_series` reads of the reference's blocks this run: their log-means (ln ms)."""
+
+    @property
+    def log_means(self) -> npt.ArrayLike: ...
+
+
 @dataclass(frozen=True)
 class Track:
     """One timing metric's figures, from which :func:`build_series` builds the series its test runs on
@@ -214,7 +221,7 @@ class Track:
     history: list[list[float]]
     mean_ms: float
     what: str
-    ref: Any = None
+    ref: Blocks | None = None
     missing: str = ""
     ref_name: str = ""
     ref_id: str = ""
