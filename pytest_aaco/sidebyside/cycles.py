@@ -72,7 +72,7 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings, setting
-from pytest_aaco.records import LATENCY, Outcome, SideBySideSummary, Verdict
+from pytest_aaco.records import DEVICE_TIME, LATENCY, Judgement, Outcome, SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
@@ -504,20 +504,23 @@ class DeviceLook:
     #: the level of the no-regression bound at this look (None in looks made before it was kept)
     upper_alpha: float | None = None
 
+    def judgement(self) -> Judgement:
+        """This look's device-time test as a :class:`~pytest_aaco.records.Judgement` (the one constructor,
+        :func:`pytest_aaco.verdict.outcome.judgement_of`), with the outcome decided at this look."""
+        return judgement_of(DEVICE_TIME, self.comparison, self.threshold or 0.0, self.level, series="paired",
+                            upper_alpha=self.upper_alpha, outcome=Outcome(self.outcome))
+
     def to_dict(self) -> JSONDict:
-        """JSON-ready figures; ``skipped`` only when some cycle was left untraced."""
-        lo, hi = self.comparison.ci(0.95)
+        """JSON-ready figures: the :meth:`judgement`'s, then the look's own; ``skipped`` only when some cycle
+        was left untraced; no bounds for a look made before the no-regression level was kept."""
+        judged = self.judgement().to_dict()
+        judged["threshold"] = self.threshold
+        if self.upper_alpha is None:
+            del judged["lower_bound"], judged["upper_bound"]
         extra: JSONDict = {"skipped": self.skipped} if self.skipped else {}
-        if self.upper_alpha is not None:  # the bounds the outcome rule compared
-            extra["lower_bound"] = float(self.comparison.lower(self.level))
-            extra["upper_bound"] = float(self.comparison.upper(self.upper_alpha))
-        return {**extra, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
-                "p_slower": float(self.comparison.p_slower), "level": self.level,
-                "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
-                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "threshold": self.threshold,
-                "series": "paired",
-                "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed],
-                "traced_s": self.traced_s}
+        return {**extra, **judged, "cycles": self.cycles, "kernels": self.kernels, "kernel_ms": self.kernel_ms,
+                "busy_ms": self.busy_ms, "kernels_added": [[n, c] for n, c in self.added],
+                "kernels_removed": [[n, c] for n, c in self.removed], "traced_s": self.traced_s}
 
 
 def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSettings, device: bool,
