@@ -56,7 +56,7 @@ from pytest_aaco.samplers.gpus import gpu_lock_name
 from pytest_aaco.tracers.base import InProcessTracer
 from pytest_aaco.verdict.stats import LondFdr
 
-MARKER_KEYS = ("models", "providers", "threshold", "warmup", "iterations", "rounds", "gate_p99")
+MARKER_KEYS = ("models", "providers", "threshold", "device_threshold", "warmup", "iterations", "rounds", "gate_p99")
 
 
 _T = TypeVar("_T")
@@ -72,6 +72,7 @@ class AacoMarker:
     """The validated ``@pytest.mark.aaco(...)`` of an item; None means "not set here".
 
     ``models``: registry names; ``providers``: EP short names; ``threshold``: a fraction;
+    ``device_threshold``: a fraction, device time's threshold (where device time is traced);
     ``warmup``/``rounds``/``iterations``: counts (``iterations="auto"`` is None, as not set);
     ``gate_p99``: also gate p99 latency.
     """
@@ -83,6 +84,7 @@ class AacoMarker:
     iterations: int | None = None
     rounds: int | None = None
     gate_p99: bool | None = None
+    device_threshold: float | None = None
 
     @classmethod
     def of(cls, node: Any) -> AacoMarker:
@@ -123,6 +125,7 @@ class AacoMarker:
             models=_names(kw.get("models")),
             providers=providers,
             threshold=given("threshold", parse_fraction),
+            device_threshold=given("device_threshold", parse_fraction),
             warmup=given("warmup", parse_positive_int, 1),
             iterations=given("iterations", parse_iterations),
             rounds=given("rounds", parse_positive_int, 2),
@@ -149,6 +152,15 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
     )
     gate_p99 = config.gate_p99 if marker.gate_p99 is None else marker.gate_p99
     return settings, float(pick("threshold", config.threshold)), gate_p99
+
+
+def item_device_threshold(config: AacoConfig, model: ModelSpec, marker: AacoMarker) -> float:
+    """The item's practical threshold of device time (a fraction): the marker's ``device_threshold``, else the
+    registry's, else ``--aaco-device-threshold`` (marker > registry > command line, as the wall-time threshold)."""
+    for value in (marker.device_threshold, model.device_threshold):
+        if value is not None:
+            return float(value)
+    return float(config.device_threshold)
 
 
 def device_lock(provider: ProviderSpec, device_id: int, label: str,
@@ -277,6 +289,8 @@ class BenchmarkRun:
     threshold: float
     gate_p99: bool = False
     results: list[BenchmarkResult] = field(default_factory=list)
+    #: the item's device-time threshold (:func:`item_device_threshold`); None: ``--aaco-device-threshold``
+    device_threshold: float | None = None
     placement: JSONDict | None = None
     reference: Reference | None = None
     _feeds: dict[str, np.ndarray] | None = None
@@ -322,9 +336,13 @@ class BenchmarkRun:
         return TelemetrySession(samplers)
 
     def gate_settings(self) -> GateSettings:
-        """The gate's settings for this item: the session's, with the item's own threshold and p99 choice."""
+        """The gate's settings for this item: the session's, with the item's own thresholds (wall time, device
+        time) and p99 choice."""
         shared = {f.name: getattr(self.config, f.name) for f in fields(GateSettings)}
-        return GateSettings(**{**shared, "threshold": self.threshold, "gate_p99": self.gate_p99})
+        own = {"threshold": self.threshold, "gate_p99": self.gate_p99}
+        if self.device_threshold is not None:
+            own["device_threshold"] = self.device_threshold
+        return GateSettings(**{**shared, **own})
 
     def device_lock(self) -> AbstractContextManager[object]:
         """What a measurement of this item holds (:meth:`measuring`): the device lock of its EP and device, keyed

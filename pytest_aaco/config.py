@@ -131,7 +131,7 @@ class AacoConfig(GateSettings):
     """All pytest-aaco settings of one session. Durations in s, sizes in MB, thresholds as fractions.
 
     The gate's settings (threshold, history, noise, strictness, memory limits) are inherited from
-    :class:`~pytest_aaco.history.judge.GateSettings`, so each is declared once. Every default comes from
+    :class:`~pytest_aaco.options.GateSettings`, so each is declared once. Every default comes from
     the option table (:data:`pytest_aaco.options.OPTIONS`); fields made with
     :func:`pytest_aaco.options.setting` are parsed by the table's parser of their option.
     """

@@ -5,6 +5,14 @@ passes (cold start, GPU kernels, operator profile: :mod:`pytest_aaco.extra_passe
 :class:`~pytest_aaco.records.ItemRecord` with its :class:`~pytest_aaco.records.Verdict`. It
 needs no pytest: the session object (:mod:`pytest_aaco.session`) calls it after the test body
 returned, and does the side effects (the item's stash, ``pytest.fail``, hooks, the bundle).
+
+The item pipeline: a :class:`Gate` (the stored baselines' :class:`~pytest_aaco.history.judge.StoredGate`
+or the side-by-side :class:`~pytest_aaco.sidebyside.gate.SideBySideLook`, peers) gives the first look as
+an *unfinished* verdict; the pipeline applies the confirmation look
+(:func:`pytest_aaco.verdict.finish.confirm`, stored only: side by side confirms with fresh sessions
+inside its measurement, by the same rule), CPU contention (stored only: paired sides ran under the
+same load), the notes, then finishes the verdict once (:func:`pytest_aaco.verdict.finish.finish`)
+and records the LOND test.
 """
 
 from __future__ import annotations
@@ -12,20 +20,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from pytest_aaco.benchmark import BenchmarkRun
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import Insight, judge_insight, kernel_data, measure_insight
 from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
-from pytest_aaco.history.judge import (
-    MachineOffset,
-    confirm,
-    finish,
-    judge_history,
-    needs_confirmation,
-    under_contention,
-)
+from pytest_aaco.history.judge import MachineOffset, StoredGate
 from pytest_aaco.history.store import Baseline, RunnerPriors, baseline_path, load_baseline, other_runners, save_run
 from pytest_aaco.jsonio import AacoFileError, JSONDict
 from pytest_aaco.measure.inference import MeasureSettings
@@ -34,9 +37,49 @@ from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.samplers.gpus import physical_gpu
+from pytest_aaco.sidebyside.gate import SideBySideLook
 from pytest_aaco.verdict.diagnosis import change_first, classify_bottleneck
+from pytest_aaco.verdict.finish import settle
 from pytest_aaco.verdict.metrics import derived_metrics, other_processes_cores
 from pytest_aaco.verdict.stats import LondFdr
+
+
+class Gate(Protocol):
+    """One item's gate. Its peers: :class:`~pytest_aaco.history.judge.StoredGate` (against the stored
+    history), :class:`~pytest_aaco.sidebyside.gate.SideBySideLook` (against the item at REF, measured
+    side by side) and :class:`SaveLook` (``--aaco-save-baseline``). :meth:`look` returns the verdict of
+    one look *unfinished* (outcome and figures, no ``fails``, no ``message``); the item pipeline
+    (:func:`item_verdict`) finishes it once."""
+
+    @property
+    def stored(self) -> bool:
+        """Judged against the stored history: the pipeline takes the confirmation look with it and withholds
+        a regression measured under CPU contention. Not so side by side (both sides ran alternately under
+        the same load, and fresh sessions confirmed inside the gate) nor when saving (nothing is tested)."""
+        ...
+
+    @property
+    def gated(self) -> bool:
+        """The item was tested against something (a LOND test spent): the outcome is recorded with the LOND."""
+        ...
+
+    def look(self, result: BenchmarkResult) -> Verdict:
+        """The unfinished verdict of *result* (ms figures of one measurement of the item)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SaveLook:
+    """``--aaco-save-baseline`` (a :class:`Gate`): :meth:`look` saves the measurement into the item's
+    history and returns the ``saved`` verdict, unfinished. Nothing is tested: no confirmation, no
+    contention, no LOND test."""
+
+    save: Callable[[BenchmarkResult], Verdict]
+    stored: bool = False
+    gated: bool = False
+
+    def look(self, result: BenchmarkResult) -> Verdict:
+        return self.save(result)
 
 
 @dataclass(frozen=True)
@@ -50,7 +93,7 @@ class GateContext:
     variance_priors: Callable[[Path], RunnerPriors]
     announce: Callable[[str, MeasureSettings], None]
     machine_offset: MachineOffset = field(default_factory=MachineOffset)
-    #: the project's git commit, recorded in each history run (:func:`pytest_aaco.history.commit.commit_info`)
+    #: the project's git commit, recorded in each history run (:func:`pytest_aaco.measure.commit.commit_info`)
     commit_info: JSONDict | None = None
 
 
@@ -78,8 +121,9 @@ def item_fingerprint(run: BenchmarkRun, extra: JSONDict) -> Fingerprint:
     )
 
 
-def _saved(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint, ctx: GateContext,
-           record: ItemRecord, insight: Insight) -> Verdict:
+def _saved(nodeid: str, run: BenchmarkRun, fp: Fingerprint, ctx: GateContext, record: ItemRecord,
+           insight: Insight, result: BenchmarkResult) -> Verdict:
+    """Save *result* into the item's baseline (``--aaco-save-baseline``); the ``saved`` verdict, unfinished."""
     c = ctx.config
     label = item_label(run)
     settings = run.gate_settings()
@@ -92,21 +136,19 @@ def _saved(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerpr
     saved = save_run(path, nodeid, fp, result, c.history, c.baseline_reset, extra)
     record.warnings.extend(saved.warnings)  # a file moved aside, a history archived: the terminal says so
     why_not = run.no_tracer or result.device_note  # no device time saved: say which package (or why)
-    return finish(Verdict(Outcome.SAVED, label, settings.threshold,
-                          reason=f"{label}: {saved.note}" + (f"; {why_not}" if why_not else ""),
-                          current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs,
-                          baseline_path=str(path), fingerprint_id=fp.id), settings)
+    return Verdict(Outcome.SAVED, label, settings.threshold,
+                   reason=f"{label}: {saved.note}" + (f"; {why_not}" if why_not else ""),
+                   current_mean_ms=result.mean_ms, baseline_runs=saved.baseline.runs,
+                   baseline_path=str(path), fingerprint_id=fp.id)
 
 
-def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Fingerprint,
-             ctx: GateContext) -> tuple[Verdict, Baseline | None]:
-    c = ctx.config
-    label = item_label(run)
-    settings = run.gate_settings()
+def item_gate(nodeid: str, run: BenchmarkRun, fp: Fingerprint, ctx: GateContext) -> tuple[Gate, Baseline | None]:
+    """The item's gate: side by side when it was measured so (``--aaco-compare``: its look was taken while
+    measuring), else the stored history's at the item's LOND level (drawn only when a baseline gates it);
+    with the baseline read (None side by side, or when there is none)."""
     if run.side_verdict is not None:  # judged side by side while measuring (--aaco-compare)
-        if run.side_verdict.side_by_side is not None:  # measured against its baseline side: one LOND test
-            ctx.lond.record(run.side_verdict.outcome == Outcome.REGRESSION and run.side_verdict.fails)
-        return run.side_verdict, None
+        return SideBySideLook(run.side_verdict), None
+    c = ctx.config
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     baseline = load_baseline(path, nodeid)
     # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
@@ -114,28 +156,42 @@ def _verdict(nodeid: str, run: BenchmarkRun, result: BenchmarkResult, fp: Finger
     level = ctx.lond.next_level() if gated else c.fdr
     others = other_runners(c.baseline_dir, fp.machine_key, nodeid) if baseline is None else None
     priors = ctx.variance_priors(path.parent) if gated else RunnerPriors()
-    offset = ctx.machine_offset.current()
-    verdict = judge_history(result, baseline, fp, settings, level, label, others, priors.raw, machine_offset=offset,
-                            adjusted_prior=priors.adjusted)
-    if c.confirm and needs_confirmation(verdict):
-        ctx.announce(f"{label} again (confirmation)", run.settings)
+    return StoredGate(baseline, fp, run.gate_settings(), level, item_label(run), others, priors.raw,
+                      ctx.machine_offset.current(), priors.adjusted, gated=gated, stored=True), baseline
+
+
+def item_verdict(run: BenchmarkRun, result: BenchmarkResult, gate: Gate, baseline: Baseline | None,
+                 ctx: GateContext) -> Verdict:
+    """The item pipeline (module docstring): *gate*'s first look at *result*, the confirmation look and
+    CPU contention (stored gates only), the notes, then the verdict finished once
+    (:func:`pytest_aaco.verdict.finish.settle`); the LOND test and the machine offset recorded."""
+    c = ctx.config
+    settings = run.gate_settings()
+
+    def again() -> Verdict:
+        ctx.announce(f"{item_label(run)} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
-        result.confirmation.gpu = result.gpu
-        second = judge_history(result.confirmation, baseline, fp, settings, level, label, prior=priors.raw,
-                               machine_offset=offset, adjusted_prior=priors.adjusted)
-        verdict = confirm(verdict, second, settings)
-    if c.max_contention is not None:
+        result.confirmation.gpu = result.gpu  # the pooled test takes this GPU's offset out
+        return gate.look(result.confirmation)
+
+    def busy() -> float:
         looks = [result] + ([result.confirmation] if result.confirmation is not None else [])
-        busy = [other_processes_cores(r.telemetry, os.cpu_count() or 1) for r in looks]
-        verdict = under_contention(verdict, max((b for b in busy if b is not None), default=0.0),
-                                   c.max_contention, settings)
-    if run.no_tracer and baseline is not None:  # device time wanted, no tracer: one line saying what to install
-        verdict.notes.append(run.no_tracer)
-        verdict = finish(verdict, settings)
-    if gated:
+        found = [other_processes_cores(r.telemetry, os.cpu_count() or 1) for r in looks]
+        return max((b for b in found if b is not None), default=0.0)
+
+    verdict = settle(gate.look(result), settings, again=again if c.confirm and gate.stored else None,
+                     busy=busy if gate.stored else None, max_contention=c.max_contention,
+                     notes=[run.no_tracer] if run.no_tracer and baseline is not None else [])
+    if gate.gated:
         ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
-        ctx.machine_offset.record(verdict)
-    return verdict, baseline if gated else None
+        if gate.stored:
+            ctx.machine_offset.record(verdict)
+    return verdict
+
+
+def error_verdict(label: str, reason: str, settings: GateSettings) -> Verdict:
+    """The finished ``error`` verdict of an item whose own work inside pytest-aaco failed: it fails the item."""
+    return settle(Verdict(Outcome.ERROR, label, settings.threshold, reason=reason), settings)
 
 
 def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: JSONDict,
@@ -169,21 +225,27 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     if run.provider.chain:  # --aaco-provider=vitisai|dml|cpu: the chain asked for, and the EP that ran
         record.extra["provider_chain"] = {"requested": run.provider.test_id, "ran": run.provider.short}
     insight, baseline = Insight(), None
+    also_saved: str | None = None
     try:
         fp = item_fingerprint(run, extra_fingerprint)
         record.fingerprint = fp.fields
+        gate: Gate
         if c.save_baseline:
             insight = measure_insight(run, profile=c.profile != "off")
-            verdict = _saved(nodeid, run, result, fp, ctx, record, insight)
+            gate = SaveLook(partial(_saved, nodeid, run, fp, ctx, record, insight))
             if run.side_verdict is not None:  # a nightly job: gated side by side, the run stored for trends
-                saved, (verdict, _) = verdict, _verdict(nodeid, run, result, fp, ctx)
-                verdict.notes.append(f"also saved: {saved.reason}")
+                also_saved = gate.look(result).reason
+                gate = SideBySideLook(run.side_verdict)
         else:
-            verdict, baseline = _verdict(nodeid, run, result, fp, ctx)
+            gate, baseline = item_gate(nodeid, run, fp, ctx)
+        verdict = item_verdict(run, result, gate, baseline, ctx)
+        if also_saved:
+            verdict.notes.append(f"also saved: {also_saved}")
+        baseline = baseline if gate.gated and gate.stored else None  # the baseline that gated, for the extra passes
+        if not c.save_baseline:
             insight = measure_insight(run, profile=c.profile == "on" or (c.profile == "failing" and verdict.fails))
     except AacoFileError as exc:
-        verdict = finish(Verdict(Outcome.ERROR, record.label, run.threshold, reason=str(exc)),
-                         run.gate_settings())
+        verdict = error_verdict(record.label, str(exc), run.gate_settings())
     judged = judge_insight(insight, baseline, record.label, c, gated=not c.save_baseline)
     record.cold_start, record.profile, record.kernels = judged.cold_start, judged.profile, judged.kernels
     record.insight_notes = judged.notes
@@ -218,9 +280,7 @@ def cause_and_fix(exc: BaseException, doing: str) -> str:
 def mark_error(record: ItemRecord, message: str) -> ItemRecord:
     """Make *record* an ``error`` row (a failing ``error`` verdict, outcome failed) that says *message*;
     what it holds besides (the measurement) stays. Returns *record*."""
-    settings = GateSettings()
-    record.verdict = finish(Verdict(Outcome.ERROR, record.label, settings.threshold,
-                                    reason=f"{record.label}: {message}"), settings)
+    record.verdict = error_verdict(record.label, f"{record.label}: {message}", GateSettings())
     record.outcome = Outcome.FAILED
     record.error = message
     return record

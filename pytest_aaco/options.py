@@ -3,7 +3,7 @@
 This module imports no pytest, so the plugin module registers the table with pytest
 (:func:`add_options`, in the ``--help`` groups of :data:`HELP_GROUPS`) without loading anything else;
 :mod:`pytest_aaco.config` parses it into :class:`~pytest_aaco.config.AacoConfig`; the gate's and the measurement's
-settings (:class:`~pytest_aaco.history.judge.GateSettings`, :class:`~pytest_aaco.measure.inference.MeasureSettings`)
+settings (:class:`~pytest_aaco.options.GateSettings`, :class:`~pytest_aaco.measure.inference.MeasureSettings`)
 and the ``aaco`` command take their defaults from :func:`default`, so a default is written once.
 
 Value parsers raise ValueError saying what is wrong with the value; each caller adds where the

@@ -1,7 +1,10 @@
 """Typed records shared by the session, the gate and the reports (imports only :mod:`pytest_aaco.jsonio` here).
 
 * :class:`Outcome`: every outcome word pytest-aaco writes (the verdict's and the item's).
-* :class:`Verdict`: the gate's decision for one item, with the figures behind it.
+* :class:`Judgement`: one tested metric (wall time, device time): the test's estimate, bounds, p, level,
+  MDE, threshold and outcome; built by :func:`pytest_aaco.verdict.outcome.judgement_of`.
+* :class:`Verdict`: the gate's decision for one item, with the figures behind it: its judgements by
+  metric (:attr:`Verdict.judgements`) and the item's facts.
 * :class:`ItemRecord`: what the reports need about one item; :meth:`ItemRecord.to_dict` is the
   JSON of a bundle's ``items/*.json`` and :meth:`ItemRecord.from_dict` reads it back.
 * :class:`SessionSummary`: verdict counts and the LOND state of one session.
@@ -13,7 +16,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -111,7 +115,7 @@ class ReferenceDrift:
 @dataclass(frozen=True)
 class FirstLook:
     """The first look of a regression that a second measurement confirmed or did not
-    (:func:`pytest_aaco.history.judge.confirm`): ``ratio`` current/baseline, ``p_value`` one-sided."""
+    (:func:`pytest_aaco.verdict.finish.confirm`): ``ratio`` current/baseline, ``p_value`` one-sided."""
 
     ratio: float | None
     p_value: float | None
@@ -126,7 +130,7 @@ class FirstLook:
 
 @dataclass(frozen=True)
 class Contention:
-    """Why a regression was withheld (:func:`pytest_aaco.history.judge.under_contention`): other
+    """Why a regression was withheld (:func:`pytest_aaco.verdict.finish.under_contention`): other
     processes kept ``cores`` CPU cores busy (mean over the measured phase), above ``limit``
     (``--aaco-max-contention``, cores)."""
 
@@ -232,6 +236,73 @@ class SideBySideSummary:
                    figures={k: v for k, v in data.items() if k not in _SUMMARY_KEYS})
 
 
+#: the keys of a :class:`Judgement` in its JSON, in the order a device-time record writes them
+_JUDGEMENT_KEYS = ("outcome", "ratio", "threshold", "ci_low", "ci_high", "lower_bound", "upper_bound", "p_slower",
+                   "p_faster", "level", "mde", "method", "series", "reason")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One tested metric (:data:`LATENCY`, which is wall time, or :data:`DEVICE_TIME`) and what the outcome
+    rule (:func:`pytest_aaco.verdict.outcome.outcome_of`) decided from it; ratios, not percentages.
+
+    ``metric``; ``series`` tested (``raw``, ``normalized``, ``adjusted``, ``paired``); ``ratio``: the
+    estimate, current / baseline; the interval whose bound is compared: ``lower_bound`` (one-sided at
+    ``level``: above 1 exactly when the slowdown is significant) and ``upper_bound`` (one-sided at the
+    no-regression level: below 1 + ``threshold`` for "no regression"), with ``ci_low``/``ci_high`` the 95%
+    two-sided interval; ``p_slower``/``p_faster``: one-sided p-values; ``level``: the item's α_i; ``mde``:
+    the minimum detectable slowdown (fraction, power 0.8); ``threshold`` (fraction); ``outcome``;
+    ``method``: the test; ``reason``: why raw figures were tested ('' otherwise).
+
+    One constructor, :func:`pytest_aaco.verdict.outcome.judgement_of` (from a test's comparison); one JSON,
+    :meth:`to_dict` (the keys of a verdict's device-time record; the wall-time judgement is written as the
+    verdict's own fields, as before). :meth:`from_dict` reads either back.
+    """
+
+    metric: str
+    outcome: Outcome
+    ratio: float
+    threshold: float
+    level: float | None
+    ci_low: float | None
+    ci_high: float | None
+    lower_bound: float | None
+    upper_bound: float | None
+    p_slower: float | None
+    p_faster: float | None
+    mde: float | None
+    series: str | None = None
+    method: str | None = None
+    reason: str = ""
+
+    def to_dict(self) -> JSONDict:
+        """``{"outcome", "ratio", "threshold", "ci_low", "ci_high", "lower_bound", "upper_bound", "p_slower",
+        "p_faster", "level", "mde", "method", "series", "reason"}`` (the metric is the key it is kept under)."""
+        data = {key: getattr(self, key) for key in _JUDGEMENT_KEYS}
+        data["outcome"] = str(self.outcome)
+        return data
+
+    @classmethod
+    def from_dict(cls, metric: str, data: Mapping[str, object]) -> Judgement | None:
+        """Inverse of :meth:`to_dict` for *metric*; None without a numeric ``ratio`` (nothing was compared)."""
+        ratio = _float(data.get("ratio"))
+        if ratio is None:
+            return None
+        method, series = data.get("method"), data.get("series")
+        return cls(metric=metric, outcome=Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE), ratio=ratio,
+                   threshold=_float(data.get("threshold")) or 0.0, level=_float(data.get("level")),
+                   ci_low=_float(data.get("ci_low")), ci_high=_float(data.get("ci_high")),
+                   lower_bound=_float(data.get("lower_bound")), upper_bound=_float(data.get("upper_bound")),
+                   p_slower=_float(data.get("p_slower")), p_faster=_float(data.get("p_faster")),
+                   mde=_float(data.get("mde")), series=series if isinstance(series, str) else None,
+                   method=method if isinstance(method, str) else None, reason=str(data.get("reason") or ""))
+
+
+def _float(value: object) -> float | None:
+    """*value* as a float when it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _typed(cls: Any, value: Any) -> Any:
     return cls.from_dict(value) if isinstance(value, dict) else None
 
@@ -245,7 +316,7 @@ class Verdict:
     ``current_rounds``/``baseline_rounds`` the rounds on each side of Welch's t-test.
     ``reason`` is the whole message of a verdict without a comparison (no baseline, another
     fingerprint, a file error). ``message`` is rendered once from the other fields by
-    :func:`pytest_aaco.history.judge.render_message`, after the last rule changed them.
+    :func:`pytest_aaco.verdict.finish.render_message`, after the last rule changed them.
     """
 
     outcome: Outcome
@@ -322,6 +393,32 @@ class Verdict:
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
 
+    @classmethod
+    def judged(cls, wall: Judgement, label: str, **facts: Any) -> Verdict:
+        """A verdict whose wall-time test is *wall* (:attr:`outcome` is its outcome until a rule changes it),
+        with the item's *facts* (means, runs, paths, series figures ...) as keyword fields."""
+        return cls(wall.outcome, label, wall.threshold, method=wall.method, ratio=wall.ratio, ci_low=wall.ci_low,
+                   ci_high=wall.ci_high, p_value=wall.p_slower, p_faster=wall.p_faster, level=wall.level,
+                   mde=wall.mde, series=wall.series, lower_bound=wall.lower_bound, upper_bound=wall.upper_bound,
+                   **facts)
+
+    @property
+    def judgements(self) -> dict[str, Judgement]:
+        """The tested metrics by name: :data:`LATENCY` (wall time: the verdict's own figures, with
+        :attr:`wall_outcome`) and :data:`DEVICE_TIME` (:attr:`device`) where each was compared."""
+        found = {}
+        if self.ratio is not None:
+            found[LATENCY] = Judgement(
+                LATENCY, self.wall_outcome, self.ratio, self.threshold, self.level, self.ci_low, self.ci_high,
+                self.lower_bound, self.upper_bound, self.p_value, self.p_faster, self.mde,
+                self.series or ("paired" if self.side_by_side is not None else None), self.method)
+        dev = self.device
+        judged = Judgement.from_dict(DEVICE_TIME, dev) if dev is not None else None
+        if judged is not None:
+            found[DEVICE_TIME] = replace(judged, outcome=self.device_outcome or judged.outcome,
+                                         series=judged.series or "paired")
+        return found
+
     @property
     def reference_drift(self) -> float | None:
         """How much slower (fraction, > 0) or faster (< 0) the reference ran than in the history:
@@ -367,13 +464,10 @@ class Verdict:
     @property
     def regressions(self) -> list[str]:
         """The metrics with a regression, in the order the failure names them: :data:`LATENCY` (wall
-        time), :data:`DEVICE_TIME`, :data:`P99`, :data:`MEMORY`. Read by :attr:`failed_metrics` and by
-        the confirmation and contention rules (:mod:`pytest_aaco.history.judge`)."""
-        found = []
-        if self.wall_outcome == Outcome.REGRESSION:
-            found.append(LATENCY)
-        if self.device_outcome == Outcome.REGRESSION:
-            found.append(DEVICE_TIME)
+        time) and :data:`DEVICE_TIME` whose :attr:`judgements` regressed, :data:`P99`, :data:`MEMORY`. Read
+        by :attr:`failed_metrics` and by the confirmation and contention rules (:mod:`pytest_aaco.verdict.finish`)."""
+        judged = self.judgements
+        found = [m for m in (LATENCY, DEVICE_TIME) if m in judged and judged[m].outcome == Outcome.REGRESSION]
         if self.outcome == Outcome.REGRESSION and not found:  # a record that names neither (older bundles)
             found.append(LATENCY)
         if self.p99_regressed:

@@ -35,6 +35,7 @@ from pytest_aaco.benchmark import (
     AacoMarker,
     BenchmarkRun,
     build_tracked,
+    item_device_threshold,
     item_settings,
     smoke_run,
     terminal_line,
@@ -42,13 +43,13 @@ from pytest_aaco.benchmark import (
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
-from pytest_aaco.history.commit import commit_info
-from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, report_baselines, runner_priors
 from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
+from pytest_aaco.measure.commit import commit_info
 from pytest_aaco.measure.compile_cache import set_compile_cache
 from pytest_aaco.measure.devicelock import set_lock_timeout
+from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.measure.graph import (
     GraphChoice,
     GraphRefused,
@@ -529,6 +530,7 @@ class AacoSession:
         marker = AacoMarker.of(request.node)  # validated at collection already
         settings, threshold, gate_p99 = item_settings(self.config, model, provider, marker)
         run = BenchmarkRun(self.config, model, provider, handle, settings, threshold, gate_p99,
+                           device_threshold=item_device_threshold(self.config, model, marker),
                            side_gate=self.side_gate, lond=self.lond, say=terminal_line(self.pytest_config),
                            reference=None if self.side_gate is not None else self.reference_for(provider))
         label = f"{model.name}[{provider.short}]"
@@ -729,7 +731,7 @@ class AacoSession:
     @functools.cached_property
     def commit_info(self) -> JSONDict:
         """The git commit, branch and dirty flag of the project under test (pytest's root folder),
-        read once per session (:func:`pytest_aaco.history.commit.commit_info`; unknown without git)."""
+        read once per session (:func:`pytest_aaco.measure.commit.commit_info`; unknown without git)."""
         return commit_info(Path(str(self.pytest_config.rootpath)))
 
     def _write_head(self, bundle: SessionBundle) -> None:

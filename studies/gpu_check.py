@@ -187,7 +187,7 @@ def timed_block(run: Any, n: int) -> np.ndarray:
 def phase_env(ctx: argparse.Namespace) -> dict[str, Any]:
     import onnxruntime as ort
 
-    from pytest_aaco.history.environment import gpu_identity
+    from pytest_aaco.measure.environment import gpu_identity
 
     info: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

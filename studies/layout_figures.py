@@ -15,6 +15,10 @@ modules at the package root, and ``Any`` tokens.
 * **.get( calls**: the text ``.get(`` in ``pytest_aaco/reports/`` and the ``aaco`` command
   (``pytest_aaco/cli.py`` or the ``pytest_aaco/cli/`` package), and in the whole package: dict
   look-ups where a typed record would say what a field is.
+* **verdict finishing call sites**: the calls (read with :mod:`ast`) that finish a verdict, i.e. set
+  whether it fails and render its message: calls of a function named ``finish`` or ``settle`` (the
+  pipeline that ends in ``finish``), except the one call of ``finish`` inside ``settle`` itself (its
+  implementation); methods such as ``bundle.finish(...)`` are not counted.
 
 Usage (from the repository root)::
 
@@ -28,6 +32,7 @@ Prints one line per figure, and the circles and the deepest chain.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import subprocess
 import sys
@@ -101,6 +106,27 @@ def deepest_chain(graph: dict[str, set[str]], floor: dict[str, int]) -> list[str
     return chain
 
 
+def finishing_sites(package: Path) -> list[str]:
+    """``module:line in function`` of every call that finishes a verdict (see the module docstring)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            for node in ast.walk(func):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id in ("finish", "settle")):
+                    continue
+                if func.name == "settle" and node.func.id == "finish":
+                    continue  # settle's own last step
+                inner = [f for f in ast.walk(func) if f is not func
+                         and isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in ast.walk(f)]
+                if inner:
+                    continue  # counted with the innermost function
+                where = path.relative_to(package.parent).with_suffix("")
+                found.append(f"{'.'.join(where.parts)}:{node.lineno} in {func.name}")
+    return sorted(set(found))
+
+
 @dataclass(frozen=True)
 class Figures:
     """The figures of one tree (see the module docstring)."""
@@ -113,6 +139,7 @@ class Figures:
     any_tokens: int
     gets_at_edge: int
     gets: int
+    finishing: list[str]
 
 
 def figures(package: Path) -> Figures:
@@ -128,7 +155,8 @@ def figures(package: Path) -> Figures:
     gets = {p: text.count(".get(") for p, text in texts.items()}
     at_edge = sum(n for p, n in gets.items() if p == package / "cli.py" or any(d in p.parents for d in edge))
     return Figures(len(graph), found, max(floor.values()), deepest_chain(dag, floor),
-                   len(list(package.glob("*.py"))), any_tokens, at_edge, sum(gets.values()))
+                   len(list(package.glob("*.py"))), any_tokens, at_edge, sum(gets.values()),
+                   finishing_sites(package))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"modules at the package root (*.py, __init__.py included): {found.root_modules}")
     print(f"Any tokens in pytest_aaco: {found.any_tokens}")
     print(f".get( calls in reports/ and the aaco command: {found.gets_at_edge}; in pytest_aaco: {found.gets}")
+    print(f"verdict finishing call sites: {len(found.finishing)}")
+    for site in found.finishing:
+        print(f"  {site.removeprefix('pytest_aaco.')}")
     return 0
 
 

@@ -202,9 +202,10 @@ def judge(rec: dict[str, Any], hist: list[dict[str, Any]], level: float, min_his
     """The plugin's verdict on recorded data (pytest_aaco.history.judge.judge_history + confirm, with the
     runner's variance *prior* and, when *max_contention* is set, the contention guard)."""
     from pytest_aaco.history.fingerprint import Fingerprint
-    from pytest_aaco.history.judge import confirm as combine
-    from pytest_aaco.history.judge import judge_history, under_contention
+    from pytest_aaco.history.judge import judge_history
     from pytest_aaco.options import GateSettings
+    from pytest_aaco.verdict.finish import confirm as combine
+    from pytest_aaco.verdict.finish import under_contention
 
     settings = GateSettings(threshold=DELTA, min_history=min_history)
     fp = Fingerprint(rec["fingerprint"])
@@ -224,7 +225,7 @@ def judge(rec: dict[str, Any], hist: list[dict[str, Any]], level: float, min_his
     if max_contention is not None:
         busy = [others_cores(x, cores) for x in looks]
         final = under_contention(final, max([max(b, 0.0) for b in busy if np.isfinite(b)], default=0.0),
-                                 max_contention, settings)
+                                 max_contention)
     out["outcome"] = final.outcome
     out["fails"] = out["outcome"] == "regression"
     return out

@@ -19,7 +19,7 @@ The decision rules are vectorised copies of the plugin's: :func:`welch_rounds` a
 :func:`prediction_interval` follow ``pytest_aaco.verdict.stats`` (checked against it by :func:`cross_check`),
 :func:`classify` follows ``pytest_aaco.history.judge.judge_history`` and :func:`gate` adds LOND across the
 session's items (``pytest_aaco.verdict.stats.LondFdr``) and the confirmation look
-(``pytest_aaco.history.judge.confirm``). Naive rules: :func:`naive_welch` (Welch on pooled iterations in
+(``pytest_aaco.verdict.finish.confirm``). Naive rules: :func:`naive_welch` (Welch on pooled iterations in
 ms, one-sided alpha 0.05, no threshold) and :func:`pb_mean_rule` (pytest-benchmark's
 ``mean:5%``: current mean / saved mean - 1 > 5%).
 """

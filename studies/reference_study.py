@@ -351,8 +351,8 @@ def report_quality(data: dict[str, Any], models: list[str], args: argparse.Names
 def _gate(history_rows: list[dict[str, Any]], looks: list[dict[str, Any]], workdir: Path,
           with_reference: bool = True) -> Any:
     """The plugin's rule on one gate: first look, and the confirmation look when it regressed."""
-    from pytest_aaco.history.judge import confirm, needs_confirmation
     from pytest_aaco.options import GateSettings
+    from pytest_aaco.verdict.finish import confirm, needs_confirmation
 
     settings = GateSettings(threshold=0.05)
     first = judge(history_rows, looks[0], with_reference, workdir, telemetry=True)

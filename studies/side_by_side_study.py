@@ -153,6 +153,7 @@ def calibrate(model: str, kind: str, algo: str | None, out: Path, log: Any, cycl
 def trial(args: argparse.Namespace) -> None:
     """One comparison in this process; prints one JSON line."""
     from pytest_aaco.sidebyside.cycles import BASELINE, CANDIDATE, CompareSettings, compare_sides, to_verdict
+    from pytest_aaco.verdict.finish import render_message
 
     settings = CompareSettings(threshold=args.threshold, seed=args.seed, budget_s=args.budget,
                                discard=args.discard)
@@ -171,7 +172,7 @@ def trial(args: argparse.Namespace) -> None:
     print(json.dumps({"model": args.model, "variant": args.variant, "kind": args.kind, "algo": args.algo,
                       "threads": args.threads,
                       "seed": args.seed, "item_s": item_s,
-                      "message": to_verdict(result, f"{args.model}[{args.kind}]").message,
+                      "message": render_message(to_verdict(result, f"{args.model}[{args.kind}]")),
                       **data}), flush=True)
 
 

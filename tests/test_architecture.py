@@ -11,11 +11,15 @@ The layout's rules, bottom to top (a layer imports only its own layer and the on
 2. ``tracers/`` (kernel tracers: CUPTI in process, rocprofv3 around a child that ``measure/`` runs)
 3. ``verdict/`` (pure statistics: neither ``measure/`` nor onnxruntime nor pytest)
 4. ``measure/``
-5. ``history/``
+5. ``history/`` (stored baselines: read and written only by the root face; see :data:`NO_HISTORY`)
 6. ``passes/``
 7. ``sidebyside/`` (its worker, ``sidebyside/worker.py``, imports nothing of the package)
 8. ``reports/``
 9. root face: ``config``, ``benchmark``, ``extra_passes``, ``gate``, ``session``, ``plugin``, ``cli``
+
+Besides the layers: the side-by-side gate, the report writers and the extra passes never import
+``history/`` (:data:`NO_HISTORY`): the side-by-side gate is the stored gate's peer, not its client;
+writers read records, not baseline files (the HTML gets them through its report context).
 """
 
 from __future__ import annotations
@@ -165,6 +169,45 @@ def test_nothing_imports_upward():
     wrong = [f"{m} (layer {layer(m)}) imports {t} (layer {layer(t)})"
              for m, targets in graph.items() for t in targets if layer(t) > layer(m)]
     assert not wrong, "\n".join(sorted(wrong))
+
+
+#: packages that never import ``history/``, not even inside a function or under TYPE_CHECKING
+NO_HISTORY = ("sidebyside", "reports", "passes")
+
+
+def history_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module imports target`` for every import of ``pytest_aaco.history`` by a module of :data:`NO_HISTORY`."""
+    return sorted(f"{m} imports {t}" for m, targets in graph.items() for t in targets
+                  if m.split(".")[1:2] and m.split(".")[1] in NO_HISTORY
+                  and (t == "pytest_aaco.history" or t.startswith("pytest_aaco.history.")))
+
+
+def test_side_by_side_writers_and_passes_never_import_the_stored_baselines():
+    graph, _ = import_graph()
+    wrong = history_imports(graph)
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source", [
+    "from pytest_aaco.history.store import load_baseline\n",
+    "def f():\n    from pytest_aaco.history import judge\n",
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pytest_aaco.history.judge import StoredGate\n",
+    "import pytest_aaco.history.store\n",
+])
+def test_the_history_boundary_check_sees_every_kind_of_import(tmp_path, source):
+    """A direct, a lazy (inside a function), a TYPE_CHECKING and a plain ``import`` are each seen."""
+    global PACKAGE
+    package = tmp_path / "pytest_aaco"
+    for path, text in (("__init__.py", ""), ("history/__init__.py", ""), ("history/store.py", ""),
+                       ("history/judge.py", ""), ("reports/__init__.py", ""), ("reports/writer.py", source)):
+        (package / path).parent.mkdir(parents=True, exist_ok=True)
+        (package / path).write_text(text)
+    saved, PACKAGE = PACKAGE, package
+    try:
+        graph, _ = import_graph()
+    finally:
+        PACKAGE = saved
+    assert history_imports(graph) and history_imports(graph)[0].startswith("pytest_aaco.reports.writer imports")
 
 
 def test_import_floors_and_root_modules_stay_few():

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_aaco import cli
-from pytest_aaco.history.commit import commit_info, commit_text, describe_commit
+from pytest_aaco.measure.commit import commit_info, commit_text, describe_commit
 from tests.conftest import FAST_ARGS
 
 
@@ -166,7 +166,7 @@ def test_bundles_and_histories_without_a_commit_still_load(tmp_path: Path, resul
 
 def test_git_runs_twice_per_session_whatever_the_items(aaco_project: Any, git: Any,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_aaco.history import commit
+    from pytest_aaco.measure import commit
 
     root = aaco_project.pytester.path
     git(root, "init", "-q")

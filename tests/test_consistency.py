@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from finished import confirm, finish, judge_history
 
 from pytest_aaco.history.fingerprint import build_fingerprint
-from pytest_aaco.history.judge import confirm, finish, judge_history
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.device_time import DeviceSeries
 from pytest_aaco.options import GateSettings
@@ -210,7 +210,7 @@ def test_the_interval_printed_is_the_bound_the_rule_compared_with_its_side():
     the one-sided bound, its side and the threshold it was compared with, from the verdict's own figures."""
     import re
 
-    from pytest_aaco.history.judge import compared_text
+    from pytest_aaco.verdict.finish import compared_text
     from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
     from pytest_aaco.verdict.percent import pct
 
@@ -462,3 +462,20 @@ def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factor
         for now, then, per_cent in re.findall(pattern, text):
             assert agrees(per_cent, now, then), (case, now, then, per_cent, text)
 
+
+
+def test_every_judged_metric_is_one_judgement_with_the_figures_the_reports_print(tmp_path, result_factory):
+    """A verdict's judgements by metric (:attr:`Verdict.judgements`, built by the one constructor
+    ``judgement_of``) carry the figures the message prints and the outcome ``failed_metrics`` reads."""
+    from pytest_aaco.records import DEVICE_TIME, LATENCY, Judgement
+
+    v = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
+    judged = v.judgements
+    assert set(judged) == {LATENCY, DEVICE_TIME}
+    wall, dev = judged[LATENCY], judged[DEVICE_TIME]
+    assert (wall.ratio, wall.lower_bound, wall.upper_bound, wall.p_slower, wall.level) == (
+        v.ratio, v.lower_bound, v.upper_bound, v.p_value, v.level)
+    assert wall.outcome == v.wall_outcome and dev.outcome == v.device_outcome == Outcome.REGRESSION
+    assert [m for m, j in judged.items() if j.outcome == Outcome.REGRESSION] == v.failed_metrics == [DEVICE_TIME]
+    assert dev.to_dict() == {k: v.device_time[k] for k in dev.to_dict()}  # the record's keys are the judgement's
+    assert Judgement.from_dict(DEVICE_TIME, dev.to_dict()) == dev

@@ -13,11 +13,13 @@ import math
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
+from finished import judge_history
 
 from pytest_aaco.history.fingerprint import build_fingerprint
 from pytest_aaco.history.judge import (
@@ -27,8 +29,7 @@ from pytest_aaco.history.judge import (
     REGRESSION,
     device_check,
     device_series,
-    judge_history,
-    kernel_changes,
+    reference_unstable,
 )
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.measure.device_time import DEVICE_RUNS, DeviceSeries
@@ -36,6 +37,7 @@ from pytest_aaco.measure.results import ReferenceSeries
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Verdict
 from pytest_aaco.tracers.base import DeviceBlock
+from pytest_aaco.verdict.metrics import kernel_changes
 from tests.test_output import explained
 
 #: the pytester project's conftest: a fake tracer for every EP (the item's kernel time from
@@ -264,6 +266,44 @@ def test_device_time_is_adjusted_by_the_reference_workloads_device_time(tmp_path
     assert series.current == pytest.approx(np.array(current.device.log_means) - current.reference.device.log_means)
 
 
+def test_device_time_series_honours_the_wall_time_guards(tmp_path, result_factory):
+    """Device time's series comes from the builder wall time's does (:func:`build_series`), so its two guards
+    apply: a reference that drifted within the measured phase, and an item much longer than the reference,
+    give raw figures with the reason (before, the device-time copy normalized by them regardless)."""
+    short = _baseline(tmp_path, result_factory, LEVELS[:2], with_reference=True)
+    current = result_factory([2.0] * 10, seed=9)
+    current.device = _series(0.818, seed=9)
+    current.reference = _reference(current, 0.5, 9)
+    assert device_series(current, short).kind == NORMALIZED  # the control: a valid reference normalizes
+    # the reference's device time drifted 12% from the first to the second half of the measured phase
+    drifted = _series(0.5, seed=109)
+    blocks = tuple(replace(b, kernel_ms=b.kernel_ms * (1.12 if i >= len(drifted.blocks) // 2 else 1.0))
+                   for i, b in enumerate(drifted.blocks))
+    reference = _reference(current, 0.5, 9)
+    current.reference = ReferenceSeries(**{**vars(reference), "device": replace(drifted, blocks=blocks)})
+    series = device_series(current, short)
+    assert series.kind == RAW and series.reason.startswith("the reference drifted +")
+    assert series.reason == reference_unstable(current.reference.device, [r["reference"]["device_time"]
+                                                                           for r in short.history])
+    # the reference's kernels last 0.05 ms per run against the item's 0.818 ms: more than 3x apart
+    tiny = _baseline(tmp_path, result_factory, LEVELS[:2])
+    for run, seed in zip(tiny.history, range(2), strict=True):
+        run["reference"] = run_record(_with_reference(result_factory, 0.05 * LEVELS[seed] / 0.818, seed))["reference"]
+    current.reference = _reference(current, 0.05, 9)
+    series = device_series(current, tiny)
+    assert series.kind == RAW and "kernel time per run (0.818 ms) and the reference's (0.05 ms)" in series.reason
+    assert series.reference is not None  # the drift is still computed and reported
+    dev = device_check(current, tiny, GateSettings(), level=0.05)
+    assert dev is not None and dev["series"] == RAW and dev["reason"] == series.reason
+
+
+def _with_reference(result_factory, ms: float, seed: int):
+    result = result_factory([2.0] * 10, seed=seed)
+    result.device = _series(LEVELS[seed], seed=seed)
+    result.reference = _reference(result, ms, seed)
+    return result
+
+
 def test_a_device_time_regression_fails_the_item_and_leads_the_message(tmp_path, result_factory):
     baseline = _baseline(tmp_path, result_factory, LEVELS)
     fp = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cpu",
@@ -394,7 +434,7 @@ def test_baseline_show_lists_device_time_per_run(tmp_path, result_factory, capsy
 
 
 def test_a_device_time_regression_needs_the_confirmation_look_to_find_it_too(tmp_path, result_factory):
-    from pytest_aaco.history.judge import confirm
+    from finished import confirm
 
     baseline = _baseline(tmp_path, result_factory, LEVELS)
     fp = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cpu",

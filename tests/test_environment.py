@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from pytest_aaco.history import environment as env_mod
-from pytest_aaco.history.environment import (
+from pytest_aaco.measure import environment as env_mod
+from pytest_aaco.measure.environment import (
     collect_environment,
     cpu_model,
     gpu_identity,
@@ -153,7 +153,7 @@ def test_collect_environment_sections():
 
 
 def test_rocm_version_reads_the_info_file(tmp_path):
-    from pytest_aaco.history.environment import rocm_version
+    from pytest_aaco.measure.environment import rocm_version
 
     path = tmp_path / "version"
     path.write_text("7.0.0-38\nignored\n")
@@ -168,8 +168,7 @@ def test_migraphx_version_never_comes_from_the_module(monkeypatch, tmp_path):
     runtime instead (pytest_aaco.measure.rocm_stack), here a ROCm prefix with MIGraphX's CMake version file."""
     import types
 
-    from pytest_aaco.history import environment
-    from pytest_aaco.measure import rocm_stack
+    from pytest_aaco.measure import environment, rocm_stack
 
     monkeypatch.setitem(sys.modules, "migraphx", types.SimpleNamespace(__version__="dev"))
     cmake = tmp_path / "rocm" / rocm_stack.MIGRAPHX_CMAKE_VERSION

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from finished import judge_history
 
 from pytest_aaco.history.fingerprint import Fingerprint
-from pytest_aaco.history.judge import history_memory_growth, judge_history
+from pytest_aaco.history.judge import history_memory_growth
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.inference import MeasureSettings, build_session, run_benchmark
 from pytest_aaco.measure.inputs import make_inputs

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.stats
+from finished import judge_history
 
 from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
 from pytest_aaco.history.judge import (
@@ -20,7 +21,6 @@ from pytest_aaco.history.judge import (
     RAW,
     REGRESSION,
     GateSettings,
-    judge_history,
     reference_drift,
 )
 from pytest_aaco.history.store import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from finished import to_verdict
 
 from pytest_aaco.measure import traced_child
 from pytest_aaco.measure.providers import parse_provider
@@ -36,7 +37,6 @@ from pytest_aaco.sidebyside.cycles import (
     child_device_time,
     compare_sides,
     device_look_of,
-    to_verdict,
 )
 from pytest_aaco.tracers.base import KernelSpan, TracerMissing
 from pytest_aaco.tracers.base import TracerError as TraceError

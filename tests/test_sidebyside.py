@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from finished import to_verdict
 
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
@@ -20,7 +21,6 @@ from pytest_aaco.sidebyside.cycles import (
     compare_sides,
     more_footprints,
     side_memory_growth,
-    to_verdict,
 )
 from tests.test_output import explained
 

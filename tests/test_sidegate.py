@@ -8,6 +8,7 @@ from typing import Any
 
 import onnx
 import pytest
+from finished import finish
 
 from pytest_aaco.measure.modelgen import add_extra_work
 from pytest_aaco.measure.providers import parse_provider
@@ -42,7 +43,7 @@ def test_unchanged_is_not_measured(repo: Path) -> None:
     try:
         side = gate.baseline_for_item(spec(repo), "cpu")
         assert side.status == UNCHANGED
-        verdict = gate.static_verdict(side, "net[cpu]", 0.05, 2.0)
+        verdict = finish(gate.static_verdict(side, "net[cpu]", 0.05, 2.0), GATE)
         assert verdict.outcome == "unchanged" and not verdict.fails
         assert verdict.message == ("net[cpu]: unchanged at HEAD; its side at REF is not measured (this side is"
                                    " measured once, as without a comparison)")
@@ -60,6 +61,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
         side = gate.baseline_for_item(spec(repo), "cpu")
         assert side.status == CHANGED
         bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
+        verdict = finish(verdict, GATE)  # the side-by-side look, finished as the item pipeline finishes it
         assert verdict.outcome in ("no-regression", "inconclusive") and not verdict.fails, verdict.message
         assert len(bench.rounds) == result.measurement.cycles and bench.mean_ms > 0
     finally:
@@ -71,6 +73,7 @@ def test_cosmetic_change_passes_and_slowdown_fails(repo: Path, git: Any) -> None
     try:
         side = gate.baseline_for_item(spec(repo), "cpu")
         bench, verdict, result = gate.measure(spec(repo), side, provider_for, ITEM, GATE, 0.05, "net[cpu]")
+        verdict = finish(verdict, GATE)
         assert verdict.outcome == "regression" and verdict.fails, verdict.message
         assert verdict.message.startswith("REGRESSION net[cpu]: latency +") and "paired vs HEAD~1" in verdict.message
         assert "changed since the baseline side: model bytes" in verdict.notes

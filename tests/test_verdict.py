@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from finished import confirm, judge_history
 
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.judge import (
@@ -17,12 +18,10 @@ from pytest_aaco.history.judge import (
     NO_REGRESSION,
     REGRESSION,
     GateSettings,
-    confirm,
-    fails,
-    judge_history,
-    needs_confirmation,
 )
 from pytest_aaco.history.store import Baseline, run_record
+from pytest_aaco.verdict.finish import needs_confirmation
+from pytest_aaco.verdict.outcome import fails
 from tests.test_output import explained
 
 FIELDS = {"model_sha256": "aa" * 32, "provider": "CPUExecutionProvider", "ort_version": "1.31.1",
@@ -367,7 +366,7 @@ def test_short_history_learns_a_larger_run_offset(result_factory):
 
 
 def test_a_regression_measured_under_contention_is_withheld(result_factory):
-    from pytest_aaco.history.judge import under_contention
+    from finished import under_contention
 
     settings = GateSettings()
     v = under_contention(judge(result(result_factory, 13.0), history(result_factory)), 0.6, 0.1, settings)
@@ -376,14 +375,14 @@ def test_a_regression_measured_under_contention_is_withheld(result_factory):
 
 
 def test_a_quiet_regression_still_fails(result_factory):
-    from pytest_aaco.history.judge import under_contention
+    from finished import under_contention
 
     v = under_contention(judge(result(result_factory, 13.0), history(result_factory)), 0.05, 0.1, GateSettings())
     assert v.outcome == REGRESSION and v.fails
 
 
 def test_contention_never_hides_a_memory_regression(result_factory):
-    from pytest_aaco.history.judge import under_contention
+    from finished import under_contention
 
     base = history(result_factory, rss=300.0)
     v = judge(result(result_factory, 13.0, telemetry={"summary": {"rss_mb": {"max": 600.0}}}), base)

@@ -16,9 +16,9 @@ from pytest_aaco.cli.common import (
     check_folder,
     load_bundle,
 )
-from pytest_aaco.history.commit import commit_text, describe_commit
 from pytest_aaco.history.store import report_baselines
 from pytest_aaco.jsonio import AacoFileError, atomic_write_text, read_json
+from pytest_aaco.measure.commit import commit_text, describe_commit
 from pytest_aaco.records import ItemRecord, SessionMeta, SessionSummary
 from pytest_aaco.reports import merge
 from pytest_aaco.reports.bundle import META_FILE, list_sessions

@@ -18,7 +18,7 @@ the gate's, not a second copy of them:
   changed speed between A and B (:func:`pytest_aaco.history.judge.regime_change`), or when the
   compared items all moved together (:func:`pytest_aaco.verdict.stats.common_offset`).
 * A regression measured in B while other processes kept more than ``max_contention`` cores busy
-  is withheld as inconclusive (:func:`pytest_aaco.history.judge.under_contention`).
+  is withheld as inconclusive (:func:`pytest_aaco.verdict.finish.under_contention`).
 
 Outcomes as in the gate: regression (one-sided p at or below the level **and** slowdown at least
 the threshold), no-regression (one-sided upper bound below the threshold), inconclusive (with the
@@ -35,6 +35,9 @@ judges them: versions on raw figures with the change named, anything else ``mism
 
 The engine (:func:`load_sides`, :func:`diff_items`) reads the inputs and prints nothing;
 :func:`cmd_diff` prints its table with :func:`pytest_aaco.reports.terminal.format_rows`.
+
+Each verdict is finished by the item pipeline's rules (:func:`pytest_aaco.verdict.finish.settle`:
+contention, then ``fails`` and the message), without a confirmation look.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import numpy as np
 
 from pytest_aaco.cli.common import OK, REGRESSION_FOUND, CliError, _err, _out
 from pytest_aaco.history.comparable import Fingerprint
-from pytest_aaco.history.judge import MachineOffset, judge_history, under_contention
+from pytest_aaco.history.judge import MachineOffset, judge_history
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
@@ -58,6 +61,7 @@ from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import HistoryRun, ItemRecord, Outcome, ResultRecord, RoundFigures, Verdict
 from pytest_aaco.reports.bundle import is_bundle, load_session
 from pytest_aaco.reports.terminal import format_rows, num
+from pytest_aaco.verdict.finish import settle
 from pytest_aaco.verdict.metrics import other_processes_cores
 from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.stats import benjamini_hochberg
@@ -305,12 +309,14 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None =
         settings = GateSettings(threshold=t, min_history=min_history, run_noise=run_noise)
         verdict = judge_history(cand.latest, ref.history, Fingerprint(fields), settings, level, cand.label,
                                 machine_offset=offset)
-        if max_contention is not None:
-            cores = fields.get("cpu_cores")
-            busy = other_processes_cores(cand.latest.telemetry, int(cores) if isinstance(cores, int)
+        cores = fields.get("cpu_cores")
+
+        def busy() -> float | None:
+            assert cand.latest is not None
+            return other_processes_cores(cand.latest.telemetry, int(cores) if isinstance(cores, int)
                                          else os.cpu_count() or 1)
-            verdict = under_contention(verdict, busy or 0.0, max_contention, settings)
-        return verdict
+
+        return settle(verdict, settings, busy=busy, max_contention=max_contention)
 
     rows: list[DiffRow] = []
     judged: list[tuple[DiffRow, Side, Side]] = []

@@ -11,9 +11,9 @@ from typing import cast
 
 from pytest_aaco import __version__, eps, flavors
 from pytest_aaco.cli.common import OK, CliError, _out
-from pytest_aaco.history.environment import collect_environment
 from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.jsonio import JSONDict, dumps
+from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.records import GpuRecord
 from pytest_aaco.reports.terminal import num
@@ -34,7 +34,7 @@ def _text(value: object, empty: str = "-") -> str:
 class MachineInfo:
     """What ``aaco info`` shows: the package and Python, ONNX Runtime (``version``, ``device``,
     ``available_providers``), the CPU, the clock settings and the GPU as the environment record has
-    them (:func:`pytest_aaco.history.environment.collect_environment`), the clock warnings, the
+    them (:func:`pytest_aaco.measure.environment.collect_environment`), the clock warnings, the
     onnxruntime distributions installed and what is wrong with them, the machine fingerprint fields
     (with the baseline folder name) per provider short name, each GPU EP's device ids and the
     physical GPU each maps to, and what could not be read."""

@@ -1,1 +1,2 @@
-"""Stored baselines: the history files, the fingerprint, the environment, and the history judgement."""
+"""Stored baselines: the history files, the fingerprint, the history judgement (the stored gate) and
+``aaco diff``'s judge."""

@@ -29,8 +29,8 @@ from pytest_aaco.history.comparable import (
     VERSION_FIELDS,
     Fingerprint,
 )
-from pytest_aaco.history.environment import cpu_model, gpu_identity, migraphx_version, rocm_version
 from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.environment import cpu_model, gpu_identity, migraphx_version, rocm_version
 from pytest_aaco.redact import fingerprint_options, looks_secret
 from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
 
@@ -59,7 +59,7 @@ def amd_stack_fields(provider_short: str, rocm_version_file: str | None = None) 
 @lru_cache(maxsize=8)
 def machine_fields(provider_short: str, device_id: int = 0) -> JSONDict:
     """CPU model and cores, the name and driver of the GPU that EP device *device_id* maps to
-    (:func:`pytest_aaco.history.environment.gpu_identity`, honouring the visibility variables), the ROCm
+    (:func:`pytest_aaco.measure.environment.gpu_identity`, honouring the visibility variables), the ROCm
     and MIGraphX versions on AMD EPs (:func:`amd_stack_fields`), and the clock settings (read once per
     provider and device)."""
     gpu = gpu_identity(provider_short, device_id) or {}

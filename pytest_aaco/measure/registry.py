@@ -20,6 +20,7 @@ Format (every key but the model source is optional)::
         iterations: auto
         rounds: 10
         threshold: 5%
+        device_threshold: 2%  # of device time (kernel time per run), where it is traced
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pytest_aaco.options import fraction_below
 
 MODEL_KEYS = {
     "zoo", "path", "generator", "params", "dims", "inputs", "providers", "extra_work",
-    "warmup", "iterations", "rounds", "threshold", "tags", "description",
+    "warmup", "iterations", "rounds", "threshold", "device_threshold", "tags", "description",
 }
 #: keyword arguments of :func:`pytest_aaco.measure.modelgen.add_extra_work`
 EXTRA_WORK_KEYS = {"matmuls", "size", "seed"}
@@ -81,6 +82,8 @@ class ModelSpec:
     iterations: int | None = None
     rounds: int | None = None
     threshold: float | None = None
+    #: the practical threshold of device time for this model (a fraction; ``--aaco-device-threshold`` when None)
+    device_threshold: float | None = None
     tags: tuple[str, ...] = ()
 
     def options_for(self, provider_short: str) -> JSONDict:
@@ -339,6 +342,8 @@ def parse_model(name: str, entry: object, registry_path: Path, defaults: JSONDic
         iterations=None if iterations in (None, "auto") else _int(f"{where}.iterations", iterations, 2),
         rounds=None if merged.get("rounds") is None else _int(f"{where}.rounds", merged["rounds"], 2),
         threshold=None if merged.get("threshold") is None else _threshold(f"{where}.threshold", merged["threshold"]),
+        device_threshold=None if merged.get("device_threshold") is None else _threshold(
+            f"{where}.device_threshold", merged["device_threshold"]),
         tags=tuple(tags),
     )
 

@@ -415,7 +415,7 @@ class _Judgement:
     def judge(self, key: str, words: str, comp: Comparison, current_ms: float, baseline_ms: float, vs: str = "",
               floor_ratio: float | None = None, geomeans: tuple[float, float] | None = None) -> None:
         """Decide *key* on *comp* (a :class:`~pytest_aaco.verdict.stats.Comparison`) with
-        :func:`pytest_aaco.history.judge.outcome_of`; a regression that adds less than ``slack_ms`` (ms,
+        :func:`pytest_aaco.verdict.outcome.outcome_of`; a regression that adds less than ``slack_ms`` (ms,
         *current_ms* - *baseline_ms*) is no regression; with *floor_ratio* (the fastest sessions'
         ratio) a regression whose fastest sessions differ by less than the threshold is inconclusive.
         *geomeans*: ``(candidate, baseline)`` geometric means (ms) of a paired comparison, whose ratio
@@ -511,13 +511,13 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
     Per metric of :data:`METRICS`: :func:`pytest_aaco.verdict.stats.prediction_interval_test` of
     ln(min of this run's samples) against ln(min) of each earlier run, the history's variance
     moderated towards the prior ``(ln(1 + run_noise))²`` with *prior_df* df; then
-    :func:`pytest_aaco.history.judge.outcome_of` at level ``alpha / 2`` and *threshold* (fractions); a
+    :func:`pytest_aaco.verdict.outcome.outcome_of` at level ``alpha / 2`` and *threshold* (fractions); a
     regression that adds less than *slack_ms* (ms) is no regression. The
     item's outcome is the worst of the two (regression > inconclusive > improvement >
     no-regression). *label* names the item in the message (``resnet50[cpu]``). With
     *max_contention* (cores), a regression measured while other processes kept more cores busy
     (``current.others_cores``) is withheld as inconclusive, as
-    :func:`pytest_aaco.history.judge.under_contention` does for latency. Never raises: a metric without
+    :func:`pytest_aaco.verdict.finish.under_contention` does for latency. Never raises: a metric without
     samples is inconclusive.
     """
     level = alpha / len(METRICS)
@@ -548,7 +548,7 @@ def side_by_side_verdict(baseline: ColdStart, candidate: ColdStart, label: str, 
 
     Per metric of :data:`METRICS`: the one-sided paired t-test on the cycles'
     ``ln(candidate ms) - ln(baseline ms)`` (:func:`pytest_aaco.verdict.paired.paired_t`; Student 1908),
-    then :func:`pytest_aaco.history.judge.outcome_of` at level ``alpha / 2`` and *threshold* (fractions).
+    then :func:`pytest_aaco.verdict.outcome.outcome_of` at level ``alpha / 2`` and *threshold* (fractions).
     Two guards keep an unchanged pair from failing on a loaded machine: a regression must add at
     least *slack_ms* (ms, between the sides' fastest sessions), and the sides' fastest sessions must
     also differ by at least the threshold (contention only adds time, so the fastest session is

@@ -26,10 +26,10 @@ class ReportContext:
     *fdr*: ``--aaco-fdr``; *bundle_path*: the session bundle folder, or None; *junit_path* /
     *html_path*: ``--aaco-junit`` / ``--aaco-html`` (None: not asked for); *say*: writes one line on
     pytest's terminal (markup keywords such as ``yellow=True``), never raising; *commit_info*: the
-    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), or None; *baselines*: what
+    project's git commit (:func:`pytest_aaco.measure.commit.commit_info`), or None; *baselines*: what
     the HTML report shows of each item's baseline file, by node id (the caller reads the files,
     :func:`pytest_aaco.history.store.report_baselines`; writers never open one); *environment*: the
-    session's environment record (:func:`pytest_aaco.history.environment.collect_environment`), or None.
+    session's environment record (:func:`pytest_aaco.measure.environment.collect_environment`), or None.
     """
 
     summary: SessionSummary

@@ -4,7 +4,7 @@ Layout::
 
     <root>/<YYYYmmdd-HHMMSS>_<8 hex id>/      # UTC start time, random id
         session_meta.json                      # written at start, rewritten by finish()
-        environment.json                       # the lockbox (pytest_aaco.history.environment)
+        environment.json                       # the lockbox (pytest_aaco.measure.environment)
         items/<safe nodeid>.json               # one per finished item, written at once
 
 Every file goes through :func:`pytest_aaco.jsonio.atomic_write_json` (temporary file, fsync,
@@ -109,7 +109,7 @@ class SessionBundle:
         return atomic_write_json(self._path / META_FILE, self._meta)
 
     def write_environment(self, env: JSONDict) -> Path:
-        """Write ``environment.json`` (the lockbox from :func:`pytest_aaco.history.environment.collect_environment`)."""
+        """Write ``environment.json`` (the lockbox from :func:`pytest_aaco.measure.environment.collect_environment`)."""
         return atomic_write_json(self._path / ENVIRONMENT_FILE, env)
 
     def write_item(self, nodeid: str, payload: JSONDict) -> Path:

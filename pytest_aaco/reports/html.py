@@ -30,8 +30,8 @@ import numpy as np
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-from pytest_aaco.history.commit import commit_text
 from pytest_aaco.jsonio import JSONDict, atomic_write_text
+from pytest_aaco.measure.commit import commit_text
 from pytest_aaco.records import (
     BaselineRecord,
     DiagnosisRecord,
@@ -730,10 +730,10 @@ def render_html(records: Sequence[ItemRecord], summary: SessionSummary, environm
 
     *records*: the items (of a session, or read back from a bundle); *summary*: their counts and
     the LOND state; *environment*: the lockbox of
-    :func:`pytest_aaco.history.environment.collect_environment` or None; *baselines*: ``{nodeid:
+    :func:`pytest_aaco.measure.environment.collect_environment` or None; *baselines*: ``{nodeid:
     baseline}`` (the caller reads them, :func:`pytest_aaco.history.store.report_baselines`; None or a
     missing item: the page says the baseline file was not found); *commit*: the
-    project's git commit (:func:`pytest_aaco.history.commit.commit_info`), shown under the title
+    project's git commit (:func:`pytest_aaco.measure.commit.commit_info`), shown under the title
     when given. Never raises for missing fields; plots that fail become notes.
     """
     baselines = baselines or {}

@@ -22,7 +22,7 @@ def rocm_version(path: str | None = None, environ: Mapping[str, str] | None = No
     ``os.environ``) when ROCM_PATH is set, else :data:`ROCM_VERSION_FILE` (the ``rocm-core`` package
     writes it). The one reader of the ROCm version: ``rocm_major`` and ``rocm_version_text`` of
     :mod:`pytest_aaco.samplers.amd`, :mod:`pytest_aaco.measure.rocm_stack` and
-    :mod:`pytest_aaco.history.environment` use it."""
+    :mod:`pytest_aaco.measure.environment` use it."""
     env = os.environ if environ is None else environ
     paths = [path] if path else [
         *([os.path.join(env["ROCM_PATH"], ".info", "version")] if env.get("ROCM_PATH") else []), ROCM_VERSION_FILE]

@@ -23,7 +23,7 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (studies/RESULTS.md). S
    allows, the per-cycle ``d = mean ln(candidate) - mean ln(baseline)`` are tested
    (:func:`pytest_aaco.verdict.paired.paired_t`, the session pair as a level; or the signed-rank test) at
    the look's share of the item's alpha. The outcome rule is the gate's
-   (:func:`pytest_aaco.history.judge.outcome_of`): regression needs significance **and** an estimate
+   (:func:`pytest_aaco.verdict.outcome.outcome_of`): regression needs significance **and** an estimate
    >= the threshold; no-regression needs the upper bound below it; else inconclusive with the MDE.
 4. **Confirmation**: a regression is measured again with fresh sessions and fresh cycles; only
    two regressions fail the item (intersection-union, as for stored baselines).
@@ -45,7 +45,6 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from pytest_aaco.history.judge import INCONCLUSIVE, NO_REGRESSION, REGRESSION, finish, kernel_changes
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import recorded_compile_ms
 from pytest_aaco.measure.device_time import TracedSide
@@ -73,13 +72,16 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings, setting
-from pytest_aaco.records import Outcome, SideBySideSummary, Verdict
+from pytest_aaco.records import DEVICE_TIME, LATENCY, Judgement, Outcome, SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
-from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, outcome_of
+from pytest_aaco.verdict.metrics import kernel_changes
+from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, confirmed_outcome, judgement_of, outcome_of
 from pytest_aaco.verdict.paired import SequentialPlan, SignedRank, paired_t, signed_rank
 from pytest_aaco.verdict.stats import Comparison
+
+REGRESSION, NO_REGRESSION, INCONCLUSIVE = Outcome.REGRESSION, Outcome.NO_REGRESSION, Outcome.INCONCLUSIVE
 
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
 FIRST_CYCLES, STEP_CYCLES, MAX_CYCLES = 10, 10, 40
@@ -502,20 +504,23 @@ class DeviceLook:
     #: the level of the no-regression bound at this look (None in looks made before it was kept)
     upper_alpha: float | None = None
 
+    def judgement(self) -> Judgement:
+        """This look's device-time test as a :class:`~pytest_aaco.records.Judgement` (the one constructor,
+        :func:`pytest_aaco.verdict.outcome.judgement_of`), with the outcome decided at this look."""
+        return judgement_of(DEVICE_TIME, self.comparison, self.threshold or 0.0, self.level, series="paired",
+                            upper_alpha=self.upper_alpha, outcome=Outcome(self.outcome))
+
     def to_dict(self) -> JSONDict:
-        """JSON-ready figures; ``skipped`` only when some cycle was left untraced."""
-        lo, hi = self.comparison.ci(0.95)
+        """JSON-ready figures: the :meth:`judgement`'s, then the look's own; ``skipped`` only when some cycle
+        was left untraced; no bounds for a look made before the no-regression level was kept."""
+        judged = self.judgement().to_dict()
+        judged["threshold"] = self.threshold
+        if self.upper_alpha is None:
+            del judged["lower_bound"], judged["upper_bound"]
         extra: JSONDict = {"skipped": self.skipped} if self.skipped else {}
-        if self.upper_alpha is not None:  # the bounds the outcome rule compared
-            extra["lower_bound"] = float(self.comparison.lower(self.level))
-            extra["upper_bound"] = float(self.comparison.upper(self.upper_alpha))
-        return {**extra, "outcome": self.outcome, "ratio": float(self.comparison.ratio), "ci_low": lo, "ci_high": hi,
-                "p_slower": float(self.comparison.p_slower), "level": self.level,
-                "mde": float(self.comparison.mde(self.level)), "cycles": self.cycles, "kernels": self.kernels,
-                "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms, "threshold": self.threshold,
-                "series": "paired",
-                "kernels_added": [[n, c] for n, c in self.added], "kernels_removed": [[n, c] for n, c in self.removed],
-                "traced_s": self.traced_s}
+        return {**extra, **judged, "cycles": self.cycles, "kernels": self.kernels, "kernel_ms": self.kernel_ms,
+                "busy_ms": self.busy_ms, "kernels_added": [[n, c] for n, c in self.added],
+                "kernels_removed": [[n, c] for n, c in self.removed], "traced_s": self.traced_s}
 
 
 def _device_look(pairs: list[tuple[OpenedSide, OpenedSide]], settings: CompareSettings, device: bool,
@@ -586,8 +591,8 @@ def child_device_look(looks: list[DeviceLook]) -> DeviceLook:
     if not looks:
         raise ValueError("no device-time look")
     last = looks[-1]
-    if len(looks) > 1 and looks[0].outcome == REGRESSION and last.outcome != REGRESSION:
-        return replace(last, outcome=str(INCONCLUSIVE))
+    if len(looks) > 1:
+        return replace(last, outcome=str(confirmed_outcome(looks[0].outcome, last.outcome)))
     return last
 
 
@@ -673,9 +678,10 @@ class SideBySide:
         dev = self.measurement.device
         if dev is None:
             return None
-        if dev.outcome == REGRESSION and self.first is not None:
-            first = self.first.device
-            return dev.outcome if first is not None and first.outcome == REGRESSION else str(INCONCLUSIVE)
+        if self.first is not None and self.first.device is not None:  # the one rule, as for wall time
+            return str(confirmed_outcome(self.first.device.outcome, dev.outcome))
+        if dev.outcome == REGRESSION and self.first is not None:  # the first look was not traced
+            return str(INCONCLUSIVE)
         return dev.outcome  # with confirmation off, the first look decides (as for wall time)
 
     @property
@@ -798,8 +804,7 @@ def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: Compa
     result = SideBySide(first.outcome, first, baseline_label, alpha, settings.threshold, discard=settings.discard)
     if first.regressed and settings.confirm:
         second = measure(baseline, candidate, replace(settings, seed=settings.seed + 1), alpha, device, clock, tracer)
-        wall = str(REGRESSION) if first.outcome == REGRESSION and second.outcome == REGRESSION else (
-            str(INCONCLUSIVE) if first.outcome == REGRESSION else second.outcome)
+        wall = str(confirmed_outcome(first.outcome, second.outcome))  # the one rule (intersection-union)
         result = SideBySide(wall, second, baseline_label, alpha, settings.threshold, first=first,
                             discard=settings.discard)
         result.confirmed = wall == REGRESSION or result.device_outcome == REGRESSION
@@ -815,23 +820,23 @@ def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: Compa
 
 
 def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = None) -> Verdict:
-    """The :class:`~pytest_aaco.records.Verdict` the reports show (``method="side-by-side"``), finished
-    by the gate's own rule (:func:`pytest_aaco.history.judge.finish`: which outcomes fail under *settings*,
-    and the message, e.g. ``REGRESSION resnet50[cpu]: +9.4% vs origin/main (95% CI +7.1 .. +11.8%),
-    measured side by side over 24 cycles, p=2e-06 at level 0.041, threshold 5%``)."""
+    """The :class:`~pytest_aaco.records.Verdict` the reports show (``method="side-by-side"``), *unfinished*:
+    the item pipeline (:func:`pytest_aaco.gate.judge`) finishes it once
+    (:func:`pytest_aaco.verdict.finish.settle`: which outcomes fail under the item's settings, and the
+    message, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs origin/main (lower bound +7.1% > 0,
+    +9.4% >= 5%); ...``). *settings* is accepted for callers that pass it and not read."""
     comp, m = result.comparison, result.measurement
-    lo, hi = result.ci()
     means = {side: float(np.exp(np.mean([c.block(side).log_mean for cs in m.cycles_by_pair for c in cs])))
              for side in (BASELINE, CANDIDATE)}
-    verdict = Verdict(outcome=result.verdict_outcome, label=label, threshold=result.threshold, method="side-by-side",
-                      ratio=float(comp.ratio), ci_low=lo, ci_high=hi, p_value=float(comp.p_slower),
-                      p_faster=float(comp.p_faster), level=result.level, mde=result.mde(),
-                      current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
-                      memory=list(result.memory), confirmed=result.confirmed,
-                      side_by_side=SideBySideSummary.from_dict(result.to_dict()),
-                      lower_bound=float(comp.lower(result.level)),
-                      upper_bound=float(comp.upper(m.looks[-1].upper_alpha)))
-    return finish(verdict, settings or GateSettings(threshold=result.threshold))
+    # wall time's own test: its outcome decided over the sequential looks and the confirmation (result.outcome)
+    wall = judgement_of(LATENCY, comp, result.threshold, result.level, series=None, method="side-by-side",
+                        ci=result.ci(), mde=result.mde(), upper_alpha=m.looks[-1].upper_alpha,
+                        outcome=Outcome(result.outcome))
+    verdict = Verdict.judged(wall, label, current_mean_ms=means[CANDIDATE], baseline_mean_ms=means[BASELINE],
+                             memory=list(result.memory), confirmed=result.confirmed,
+                             side_by_side=SideBySideSummary.from_dict(result.to_dict()))
+    verdict.outcome = result.verdict_outcome  # wall time or device time: the word of the whole verdict
+    return verdict
 
 
 def side_figures(result: SideBySide, side: str = BASELINE) -> JSONDict:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_aaco import eps
-from pytest_aaco.history.judge import finish
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.device_time import DEVICE_RUNS
 from pytest_aaco.measure.graph import GraphChoice, with_graph
@@ -132,6 +131,27 @@ def wall_time_only(label: str, reason: str) -> str:
     return f"device time: {reason}; gated on wall time only"
 
 
+@dataclass(frozen=True)
+class SideBySideLook:
+    """The side-by-side gate's look at one item (a :class:`pytest_aaco.gate.Gate`), taken while the item was
+    measured (:meth:`SideBySideGate.judge_item`): *verdict*, unfinished. Not ``stored``: both sides ran
+    alternately under the same load (paired), and fresh sessions already confirmed a regression
+    (:func:`pytest_aaco.sidebyside.cycles.compare_sides`, by the one rule
+    :func:`pytest_aaco.verdict.outcome.confirmed_outcome`), so the pipeline neither confirms again nor
+    withholds for CPU contention. ``gated``: measured against a baseline side (not ``unchanged``/``new``)."""
+
+    verdict: Verdict
+    stored: bool = False
+
+    @property
+    def gated(self) -> bool:
+        return self.verdict.side_by_side is not None
+
+    def look(self, result: BenchmarkResult) -> Verdict:
+        """The verdict measured side by side (*result* is the candidate's side of that measurement)."""
+        return self.verdict
+
+
 @dataclass
 class SideBySideGate:
     """Session-wide state of the side-by-side gate: the revision (resolved once), the other
@@ -194,8 +214,7 @@ class SideBySideGate:
         text = f"{label}: {side.describe(self.ref or '')}" + (
             "; its side at REF is not measured (this side is measured once, as without a comparison)"
             if outcome == UNCHANGED_OUTCOME else "; nothing to compare with")
-        return Verdict(outcome=outcome, label=label, threshold=threshold, current_mean_ms=mean_ms, reason=text,
-                       message=text)
+        return Verdict(outcome=outcome, label=label, threshold=threshold, current_mean_ms=mean_ms, reason=text)
 
     def judge_item(self, run: SideBySideRun, settings: MeasureSettings, gate: GateSettings,
                    level: Callable[[], float], lock: Callable[[], AbstractContextManager[object]]
@@ -300,7 +319,6 @@ class SideBySideGate:
                 verdict.changed, verdict.changed_since = list(side.changes), self.ref or "the baseline side"
             if no_tracer:
                 verdict.notes.append(no_tracer)
-            verdict = finish(verdict, gate)
         bench = candidate_result(result, spec.name, provider.short, batch_size(candidate.feeds or {}) or 1,
                                  item.iobinding)
         return bench, verdict, result
@@ -437,4 +455,4 @@ def reused_samples(result: SideBySide) -> tuple[list[FreshSample], list[FreshSam
 
 
 __all__ = ["CHANGED", "NEW", "NEW_OUTCOME", "UNCHANGED", "UNCHANGED_OUTCOME", "FactorySessions", "ItemMeasure",
-           "ItemOptions", "SideBySideGate", "SideBySideRun", "reused_samples"]
+           "ItemOptions", "SideBySideGate", "SideBySideLook", "SideBySideRun", "reused_samples"]

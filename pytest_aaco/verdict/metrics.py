@@ -132,3 +132,13 @@ def other_processes_cores(telemetry: dict[str, Any] | None, cpu_count: int) -> f
     if not isinstance(system, (int, float)) or not isinstance(process, (int, float)) or cpu_count < 1:
         return None
     return max((system * cpu_count - process) / 100.0, 0.0)
+
+
+def kernel_changes(before: dict[str, float], after: dict[str, float], top: int = 5
+                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Kernel names whose launches per run grew (*added*) or shrank (*removed*) by more than 0.5
+    between *before* and *after* (name -> launches per run), largest change first, *top* of each."""
+    delta = {n: float(after.get(n, 0.0)) - float(before.get(n, 0.0)) for n in set(before) | set(after)}
+    added = sorted(((n, d) for n, d in delta.items() if d > 0.5), key=lambda x: (-x[1], x[0]))[:top]
+    removed = sorted(((n, -d) for n, d in delta.items() if d < -0.5), key=lambda x: (-x[1], x[0]))[:top]
+    return added, removed

@@ -2,6 +2,9 @@
 
 * :func:`outcome_of`: regression, improvement, no regression or inconclusive, one rule for every
   metric and both gates (stored baselines and side by side);
+* :func:`judgement_of`: the one constructor of a :class:`~pytest_aaco.records.Judgement` (one tested
+  metric) from a test's comparison;
+* :func:`confirmed_outcome`: the one confirmation rule (intersection-union) for a metric judged on two looks;
 * :func:`fails`: the one rule for whether a judged record (a latency :class:`~pytest_aaco.records.Verdict`,
   a cold-start verdict) fails the item. Each verdict stores its decision (``fails`` in its JSON);
   :attr:`pytest_aaco.records.ItemRecord.fails` only gathers the stored decisions of an item's records.
@@ -14,7 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import Outcome
+from pytest_aaco.records import Judgement, Outcome
 
 REGRESSION = Outcome.REGRESSION
 IMPROVEMENT = Outcome.IMPROVEMENT
@@ -58,6 +61,44 @@ def outcome_of(comp: Compared, threshold: float, level: float, faster_level: flo
     if comp.upper(max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha) - 1 < threshold:
         return NO_REGRESSION
     return INCONCLUSIVE
+
+
+class Bounded(Compared, Protocol):
+    """What :func:`judgement_of` reads of a comparison besides :class:`Compared`: its one-sided lower bound."""
+
+    def lower(self, alpha: float) -> float: ...
+
+
+def judgement_of(metric: str, comp: Bounded, threshold: float, level: float, *, series: str | None,
+                 method: str | None = None, reason: str = "", ci: tuple[float, float] | None = None,
+                 mde: float | None = None, upper_alpha: float | None = None, outcome: Outcome | None = None
+                 ) -> Judgement:
+    """The :class:`~pytest_aaco.records.Judgement` of *metric* tested by *comp* at *level* (the item's α_i)
+    against *threshold* (a fraction): the outcome by :func:`outcome_of` (or *outcome*, where the gate
+    decided over several looks: side by side), the bounds that rule compares (``lower(level)``,
+    ``upper(upper_alpha or max(level, NO_REGRESSION_ALPHA))``), the 95% interval (*ci*, else ``comp.ci(0.95)``)
+    and the MDE (*mde*, else ``comp.mde(level)``); *series*, *method* (else ``comp.method``) and *reason*
+    as the gate names them. Raises AttributeError when *comp* has no ``ci``/``mde`` and none is given."""
+    upper = max(level, NO_REGRESSION_ALPHA) if upper_alpha is None else upper_alpha
+    lo, hi = ci if ci is not None else comp.ci(0.95)  # type: ignore[attr-defined]
+    return Judgement(
+        metric=metric, outcome=outcome or outcome_of(comp, threshold, level, upper_alpha=upper_alpha),
+        ratio=float(comp.ratio), threshold=threshold, level=float(level), ci_low=float(lo), ci_high=float(hi),
+        lower_bound=float(comp.lower(level)), upper_bound=float(comp.upper(upper)), p_slower=float(comp.p_slower),
+        p_faster=float(comp.p_faster), mde=float(mde if mde is not None else comp.mde(level)),  # type: ignore[attr-defined]
+        series=series, method=method if method is not None else getattr(comp, "method", None), reason=reason)
+
+
+def confirmed_outcome(first: str, second: str) -> Outcome:
+    """The intersection-union rule for one metric judged on a first look and a confirmation look (fresh
+    sessions): a regression stands only when both looks found it; a regression found by one look only
+    is ``inconclusive``; otherwise the second look's outcome. The false-alarm probability is at most
+    that of one look at the item's level (Berger 1982, intersection-union tests), so confirming spends
+    no extra level. Both gates call it: the stored gate (:func:`pytest_aaco.verdict.finish.confirm`) and
+    side by side (wall time, in-process and traced-child device time)."""
+    if (first == REGRESSION) != (second == REGRESSION):
+        return INCONCLUSIVE
+    return Outcome(second)
 
 
 class Judged(Protocol):

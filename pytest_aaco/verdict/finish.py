@@ -1,0 +1,304 @@
+"""Finishing a verdict: the rules applied after a gate's test, and the one message rendered from it.
+
+A gate (:class:`pytest_aaco.gate.Gate`: the stored baselines' :func:`pytest_aaco.history.judge.judge_history`,
+the side-by-side :func:`pytest_aaco.sidebyside.cycles.to_verdict`) returns an *unfinished*
+:class:`~pytest_aaco.records.Verdict`: its outcome and figures, no ``fails`` and no ``message``. The item
+pipeline (:func:`pytest_aaco.gate.item_verdict`) then applies, here:
+
+* :func:`confirm`: the confirmation look, by the one intersection-union rule
+  (:func:`pytest_aaco.verdict.outcome.confirmed_outcome`);
+* :func:`under_contention`: a stored-baseline regression measured under CPU contention is withheld;
+* :func:`finish`: whether the verdict fails (:func:`pytest_aaco.verdict.outcome.fails`) and its message
+  (:func:`render_message`), once, after the last rule changed it.
+
+:func:`settle` applies them in that order; it is the one place :func:`finish` is called (the item
+pipeline, ``aaco diff``, and the verdicts no gate looked at: saved, error).
+
+No pytest, no onnxruntime, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from pytest_aaco.options import GateSettings
+from pytest_aaco.records import DEVICE_TIME, MEMORY, Contention, FirstLook, Outcome, Verdict
+from pytest_aaco.verdict.outcome import confirmed_outcome, fails
+from pytest_aaco.verdict.percent import bound_text, pct
+
+REGRESSION = Outcome.REGRESSION
+IMPROVEMENT = Outcome.IMPROVEMENT
+NO_REGRESSION = Outcome.NO_REGRESSION
+INCONCLUSIVE = Outcome.INCONCLUSIVE
+#: the raw series' name (:data:`pytest_aaco.history.judge.RAW`)
+RAW = "raw"
+
+
+def compared_text(ratio: float, ci_low: float | None, ci_high: float | None, lower: float | None,
+                  upper: float | None, threshold: float) -> str:
+    """The interval a message prints beside a change: the one-sided bound the outcome rule compared
+    (:func:`pytest_aaco.verdict.percent.bound_text`, ``upper bound +7.7% < 10%``); for a record
+    written before bounds were stored, its 95% two-sided CI (``95% CI -1.1% .. +9.0%``)."""
+    text = bound_text(ratio, lower, upper, threshold)
+    if text or ci_low is None or ci_high is None:
+        return text
+    return f"95% CI {pct(ci_low)} .. {pct(ci_high)}"
+
+def flagged_metrics(v: Verdict) -> set[str]:
+    """The timing metrics *v* found a regression in, for the confirmation rule: ``device time`` and/or
+    ``wall time`` (p99 counts as wall time), read from :attr:`pytest_aaco.records.Verdict.regressions`."""
+    return {"device time" if m == DEVICE_TIME else "wall time" for m in v.regressions if m != MEMORY}
+
+
+_HEADS = {REGRESSION: "REGRESSION", IMPROVEMENT: "IMPROVEMENT", NO_REGRESSION: "no regression",
+          INCONCLUSIVE: "inconclusive"}
+
+
+def _memory_text(v: Verdict) -> str:
+    return "".join(f"; MEMORY REGRESSION {line}" for line in v.memory)
+
+
+def confirmation_note(first_look: FirstLook) -> str:
+    """The note a confirmed regression carries about its first look."""
+    return (f"confirmed by a second measurement (first look {pct(first_look.ratio or 1)},"
+            f" p={first_look.p_value:.2g})")
+
+
+def _device_text(dev: dict[str, Any]) -> str:
+    """``device time +6.4% [+5.9, +6.9%] paired (kernels 219 -> 227; added 8x Conv...)`` from a
+    ``device_time`` record (:meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`, or
+    :func:`device_check`'s), the per cent labelled with its series (``paired``, ``adjusted``,
+    ``normalized``, ``raw``; records written before the label: ``paired``)."""
+    k = dev.get("kernels") or {}
+    kb, kc = k.get("baseline"), k.get("candidate")
+    threshold = dev.get("threshold")
+    bound = compared_text(dev["ratio"], dev.get("ci_low"), dev.get("ci_high"), dev.get("lower_bound"),
+                          dev.get("upper_bound"), float(threshold if isinstance(threshold, (int, float)) else 0.0))
+    text = (f"device time {pct(dev['ratio'])} {dev.get('series') or 'paired'} ({bound})"
+            f" (kernel time per run {dev['kernel_ms']['baseline']:.3f} ->"
+            f" {dev['kernel_ms']['candidate']:.3f} ms")
+    if kb is not None and kc is not None:
+        text += f"; kernels per run {kb:g} -> {kc:g}"
+    added = dev.get("kernels_added") or []
+    if added:
+        text += "; added " + ", ".join(f"{n[:40]} x{c:g}" for n, c in added[:3])
+    removed = dev.get("kernels_removed") or []
+    if removed:
+        text += "; removed " + ", ".join(f"{n[:40]} x{c:g}" for n, c in removed[:3])
+    return text + ")"
+
+
+def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
+    """The device-time part of a stored-baseline message: :func:`_device_text` with ``vs baseline``,
+    its p, level, minimum detectable effect and threshold, from :func:`device_check`'s record."""
+    return (f"{_device_text(dev)} vs baseline, p={dev['p_slower']:.2g} at level {dev['level']:.2g},"
+            f" device-time MDE {dev['mde']:.1%}")
+
+
+def _side_by_side_text(v: Verdict) -> str:
+    """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs
+    origin/main (lower bound +7.1% > 0, +9.4% >= 5%); geometric mean 23.1 ms vs 21.1 ms (+9.5%); measured
+    side by side over 24 cycles, p=2e-06 at level 0.041``, from *v* and ``v.side_by_side``
+    (:class:`pytest_aaco.records.SideBySideSummary`). The geometric means are each side's over its blocks,
+    with their own ratio; the paired per cent is the test's estimate of the per-cycle ratio."""
+    sbs = v.side_by_side
+    assert sbs is not None
+    assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
+    pairs = int(sbs.session_pairs or 1)
+    p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
+    dev = sbs.device_time
+    wall = (f"{pct(v.ratio)} paired vs {sbs.ref}"
+            f" ({compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)})")
+    if v.current_mean_ms and v.baseline_mean_ms:  # each side's geometric mean over its blocks, with their own ratio
+        wall += (f"; geometric mean {v.current_mean_ms:.4g} ms vs {v.baseline_mean_ms:.4g} ms"
+                 f" ({pct(v.current_mean_ms / v.baseline_mean_ms)})")
+    if dev and v.decided_by == DEVICE_TIME:
+        # device time decided the word, wall time did not: the message leads with device time
+        text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
+                f" at level {dev['level']:.2g}; wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
+                f" measured side by side over {sbs.cycles} cycles"
+                + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
+    else:
+        metric = "wall time" if dev else "latency"
+        text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}; measured side by side"
+                f" over {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+                + f", p={p_shown:.2g} at level {v.level:.2g}")
+        if dev:
+            text += f"; {_device_text(dev)}"
+    first = sbs.first_look
+    if v.confirmed:
+        text += f"; confirmed by {sbs.cycles} more cycles on fresh sessions"
+    elif v.confirmed is False and first:
+        text += (f"; the first look said {pct(first.ratio)} (p={first.p_slower:.2g}) but fresh sessions did"
+                 " not confirm it")
+    return text + _memory_text(v)  # method notes are the report's (Verdict.report_notes), not the message's
+
+
+def _means_text(v: Verdict, which: str, runs: str) -> str:
+    """The means beside a stored verdict's per cent, each per cent the ratio of the means printed
+    beside it: ``; raw +4.7% = geometric mean 40.02 vs 38.22 ms; mean 41.91 ms vs 40.04 ms (+4.7%) over
+    5 baseline runs`` (without ``raw +4.7% =`` when the raw series was tested). The raw per cent is
+    the ratio of the rounds' geometric means (the test works on ln latency); the arithmetic means
+    are the table's, with their own ratio."""
+    text = ""
+    if v.raw_ratio is not None and v.current_geomean_ms is not None and v.baseline_geomean_ms is not None:
+        text += "; " if (v.series or RAW) == RAW else f"; raw {pct(v.raw_ratio)} = "
+        text += f"geometric mean {v.current_geomean_ms:.4g} ms vs {v.baseline_geomean_ms:.4g} ms"
+    elif (v.series or RAW) != RAW and v.raw_ratio is not None:
+        text += f", raw {pct(v.raw_ratio)}"
+    if v.current_mean_ms is not None and v.baseline_mean_ms:
+        text += (f"; mean {v.current_mean_ms:.2f} ms{which} vs {v.baseline_mean_ms:.2f} ms"
+                 f" ({pct(v.current_mean_ms / v.baseline_mean_ms)}) over {runs}")
+    return text
+
+
+def render_message(v: Verdict) -> str:
+    """The one-line message a person can act on, rendered from the final fields of *v*.
+
+    Called once, by :func:`finish`, after the last rule (confirmation, contention) changed *v*.
+    """
+    if v.side_by_side is not None and v.ratio is not None:
+        return _side_by_side_text(v)
+    if v.contention is not None:
+        return (f"inconclusive {v.label}: looks like {pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
+                f" kept {v.contention.cores:.2f} cores busy while it was measured (CPU contention, limit"
+                f" {v.contention.limit:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
+                + _memory_text(v))
+    if v.confirmed is False and v.first_look is not None:
+        return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
+                f" (p={v.first_look.p_value:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
+                + _memory_text(v))
+    if v.reason is not None or v.ratio is None or v.outcome not in _HEADS:
+        return v.reason or f"{v.outcome} {v.label}"
+    assert v.ci_low is not None and v.ci_high is not None and v.level is not None  # set with the ratio
+    p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
+    dev = v.device_time if v.device_time and "ratio" in v.device_time else None
+    series = v.series or RAW
+    runs = f"{v.baseline_runs} baseline run{'s' * (v.baseline_runs != 1)}"
+    which = " (the confirmation measurement's)" if v.confirmed else ""
+    bound = compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)
+    wall = f"{pct(v.ratio)} {series} ({bound})"
+    wall += _means_text(v, which, runs)
+    if dev is not None and v.decided_by == DEVICE_TIME:
+        # device time decided the word, wall time did not: the message leads with device time
+        text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
+                f" ({v.wall_outcome})")
+    else:
+        metric = "wall time" if dev else "latency"
+        text = f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g}"
+        if dev is not None:
+            text += f"; {_stored_device_text(dev, v)}"
+    if v.p99 is not None:
+        text += (f"; p99 {pct(v.p99.ratio)} vs the latest baseline run (CI {pct(v.p99.ci_low)} .."
+                 f" {pct(v.p99.ci_high)})" + (" REGRESSED" if v.p99.regression else ""))
+    text += _memory_text(v)
+    if v.confirmed:
+        text += "; confirmed by a second measurement with a fresh session"
+    # how it was tested (the method, reference drift, raw-figure reasons, the MDE and what to do) is the
+    # report's and the bundle's: Verdict.report_notes
+    return text
+
+
+def finish(v: Verdict, settings: GateSettings) -> Verdict:
+    """Set whether *v* fails (:func:`pytest_aaco.verdict.outcome.fails`) and render its message from its
+    final fields; returns *v*."""
+    v.fails = fails(v, settings)
+    v.message = render_message(v)
+    return v
+
+
+def settle(first: Verdict, settings: GateSettings, *, again: Callable[[], Verdict] | None = None,
+           busy: Callable[[], float | None] | None = None, max_contention: float | None = None,
+           notes: Iterable[str] = ()) -> Verdict:
+    """The rules after a gate's look, in order, then :func:`finish` once; returns the finished verdict.
+
+    *first*: the gate's unfinished verdict. *again*: takes the confirmation look (a fresh measurement,
+    judged by the same gate), called only when *first* :func:`needs_confirmation`; None where the gate
+    confirmed itself (side by side) or cannot measure again (``aaco diff``). *busy*: the cores other
+    processes kept busy while measuring (read after the confirmation look, which it covers), compared
+    with *max_contention* (cores, ``--aaco-max-contention``; None: not checked) by :func:`under_contention`.
+    *notes*: lines added to the verdict's notes. *settings*: which outcomes fail
+    (:func:`pytest_aaco.verdict.outcome.fails`)."""
+    verdict = first
+    if again is not None and needs_confirmation(first):
+        verdict = confirm(first, again(), settings)
+    if busy is not None and max_contention is not None:
+        verdict = under_contention(verdict, busy() or 0.0, max_contention)
+    verdict.notes.extend(notes)
+    return finish(verdict, settings)
+
+
+def _latency_flagged(v: Verdict) -> bool:
+    return v.outcome == REGRESSION or bool(v.p99_regressed)
+
+
+def needs_confirmation(v: Verdict) -> bool:
+    """A latency or memory regression on the first look: re-measure on a fresh session before failing."""
+    return _latency_flagged(v) or bool(v.memory)
+
+
+def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = None) -> Verdict:
+    """Combine the first look with the confirmation look (fresh session, fresh rounds); returns the
+    verdict that stands, unfinished (the item pipeline finishes it once, :func:`finish`).
+
+    A timing metric (wall time, p99 counted with it, device time) regresses only if both looks call
+    it a regression: the one intersection-union rule, :func:`pytest_aaco.verdict.outcome.confirmed_outcome`,
+    which the side-by-side gate applies to its fresh-session look too. The false-alarm probability is
+    at most that of the second look alone, which is run at the item's full level α_i, so the
+    session-wide guarantee holds without spending α twice. Memory likewise: it fails only if both
+    sessions' footprints exceed the history's (the second look's figures are reported).
+    ``--aaco-strict-inconclusive`` still fails an unconfirmed item.
+    """
+    settings = settings or GateSettings(threshold=second.threshold)
+    first_look = FirstLook(first.ratio, first.p_value)
+    memory = second.memory if first.memory and second.memory else []
+    if first.memory and not memory:
+        first.notes.append("memory growth not confirmed by a fresh session: " + "; ".join(first.memory))
+    if not _latency_flagged(first):  # only memory was flagged: the latency verdict stands
+        first.memory = memory
+        return first
+    second.memory = memory
+    first.memory = memory
+    flagged = flagged_metrics(first), flagged_metrics(second)
+
+    def look(which: int, metric: str) -> Outcome:
+        return REGRESSION if metric in flagged[which] else NO_REGRESSION
+
+    common = {m for m in flagged[0] | flagged[1] if confirmed_outcome(look(0, m), look(1, m)) == REGRESSION}
+    if _latency_flagged(second) and fails(second, settings) and common:
+        second.confirmed = True
+        second.first_look = first_look
+        second.notes.append(confirmation_note(first_look))
+        return second
+    first.confirmed = False
+    first.first_look = first_look
+    first.outcome = INCONCLUSIVE
+    if first.device_time and first.device_time.get("outcome") == REGRESSION:  # not confirmed either
+        first.device_time = {**first.device_time, "outcome": str(INCONCLUSIVE), "first_outcome": str(REGRESSION)}
+    if first.device_time and first.device_time.get("wall_outcome") == REGRESSION:
+        first.device_time = {**first.device_time, "wall_outcome": str(INCONCLUSIVE)}
+    first.p99 = None if first.p99 is None else replace(first.p99, regression=False)
+    first.unconfirmed_by = render_message(second)
+    first.notes.append("not confirmed: " + first.unconfirmed_by)
+    return first
+
+
+def under_contention(v: Verdict, others_cores: float, limit: float) -> Verdict:
+    """Withhold a latency regression measured while other processes kept *others_cores* (> *limit*)
+    cores busy: the slowdown cannot be told from the neighbours' load, so the verdict becomes
+    inconclusive (a memory regression, or ``--aaco-strict-inconclusive``, still fails). In the
+    verdict-quality study this turned 14 of 160 unchanged-model false alarms on a contended
+    2-core machine into 4, keeping most detections (studies/RESULTS.md). For stored baselines only: paired
+    measurements (side by side) ran both sides under the same load. Returns *v*, unfinished."""
+    if v.outcome != REGRESSION or others_cores <= limit or DEVICE_TIME in v.regressions:
+        return v  # device time is what the GPU did: other processes on the host do not explain it
+    v.outcome = INCONCLUSIVE
+    if v.device_time is not None and v.device_time.get("wall_outcome") == REGRESSION:
+        v.device_time = {**v.device_time, "wall_outcome": str(INCONCLUSIVE)}
+    v.confirmed = None
+    v.contention = Contention(others_cores, limit)
+    v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")
+    return v
+
