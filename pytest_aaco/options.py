@@ -400,8 +400,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=iterations),
     OptionDef("rounds", "measured rounds per item (auto: 10 on the CPU, 30 on device EPs)", "auto", "K|auto",
               parse=partial(int_or_auto, minimum=2)),
-    OptionDef("item-timeout", "seconds one item's measurement may take before its run is stopped and it fails:"
-              " auto (scales with the first run), off, or seconds", "auto", "S|auto|off", parse=item_timeout),
+    OptionDef("item-timeout", "seconds an item's measurement may take before it is stopped and fails (auto: scaled)",
+              "auto", "S|auto|off", parse=item_timeout),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",
               parse=fraction_below),
     OptionDef("device-threshold", "practical threshold of device time (kernel time per run; fraction or %)",
@@ -411,9 +411,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("confirm", "re-measure a suspected regression with a fresh session before failing", "on", "on|off",
               parse=on_off),
     OptionDef("strict-inconclusive", "fail items whose verdict is inconclusive", False, ini_type="bool"),
-    OptionDef("fail-blind", "fail items whose stored-baseline verdict is inconclusive with a minimum detectable"
-              " effect above the threshold (a gate that cannot see a slowdown of that size)", False,
-              ini_type="bool"),
+    OptionDef("fail-blind", "fail inconclusive stored-baseline items whose detectable effect exceeds the threshold",
+              False, ini_type="bool"),
     OptionDef("fail-on-improvement", "fail items that got significantly faster (stale baseline)", False,
               ini_type="bool"),
     OptionDef("gate-p99", "also gate p99 latency (bootstrap over rounds)", False, ini_type="bool"),

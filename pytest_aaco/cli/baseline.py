@@ -8,12 +8,12 @@ from pathlib import Path
 
 from pytest_aaco.cli.common import OK, USAGE_ERROR, CliError, _err, _folder, _out, check_folder
 from pytest_aaco.cli.diff import baseline_files
+from pytest_aaco.history.pooled import offsets_lines
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, prune, restore
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.measure.commit import describe_commit
 from pytest_aaco.records import Figures, HistoryRun
 from pytest_aaco.reports.terminal import format_rows, num
-from pytest_aaco.verdict.pooling import offsets_lines
 
 
 def _matches(pattern: str | None, nodeid: str, rel: str) -> bool:

@@ -52,7 +52,6 @@ from pathlib import Path
 import numpy as np
 
 from pytest_aaco.cli.common import OK, REGRESSION_FOUND, CliError, _err, _out
-from pytest_aaco.history.comparable import Fingerprint
 from pytest_aaco.history.judge import MachineOffset, judge_history
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict
@@ -61,6 +60,7 @@ from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import HistoryRun, ItemRecord, Outcome, ResultRecord, RoundFigures, Verdict
 from pytest_aaco.reports.bundle import is_bundle, load_session
 from pytest_aaco.reports.terminal import format_rows, num
+from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.finish import settle
 from pytest_aaco.verdict.metrics import other_processes_cores
 from pytest_aaco.verdict.percent import bound_text, pct

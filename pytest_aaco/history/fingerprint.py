@@ -4,7 +4,7 @@ It covers the work (model content hash, input shapes and dtypes), how it runs (E
 options, IO binding, threads, ORT version, timing-relevant environment variables) and the
 machine (CPU model and cores, GPU and driver, CPU governor / GPU performance level). Other
 plugins add fields through the ``pytest_aaco_fingerprint`` hook. The comparison rules and
-:class:`Fingerprint` live in :mod:`pytest_aaco.history.comparable` (re-exported here).
+:class:`Fingerprint` live in :mod:`pytest_aaco.verdict.comparable` (re-exported here).
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from pytest_aaco import eps
-from pytest_aaco.history.comparable import (
+from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.environment import cpu_model, gpu_identity, migraphx_version, rocm_version
+from pytest_aaco.redact import fingerprint_options, looks_secret
+from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
+from pytest_aaco.verdict.comparable import (
     ENV_SCHEME,
     LATER_VERSION_FIELDS,
     MACHINE_FIELDS,
@@ -29,12 +33,8 @@ from pytest_aaco.history.comparable import (
     VERSION_FIELDS,
     Fingerprint,
 )
-from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure.environment import cpu_model, gpu_identity, migraphx_version, rocm_version
-from pytest_aaco.redact import fingerprint_options, looks_secret
-from pytest_aaco.samplers.clocks import fingerprint_fields, read_clock_state
 
-#: the rules (:mod:`pytest_aaco.history.comparable`) are re-exported with the collectors
+#: the rules (:mod:`pytest_aaco.verdict.comparable`) are re-exported with the collectors
 __all__ = ["ENV_SCHEME", "LATER_VERSION_FIELDS", "MACHINE_FIELDS", "NOT_COMPARED", "PLACEMENT_ENV",
            "PLACEMENT_OPTIONS", "REFERENCE_FIELDS", "SCHEME_FIELDS", "SUBJECT_FIELDS", "TIMING_ENV", "TIMING_ENV_V1",
            "VERSION_FIELDS", "Fingerprint", "amd_stack_fields", "build_fingerprint", "machine_fields", "timing_env"]

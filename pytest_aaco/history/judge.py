@@ -47,12 +47,13 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pytest_aaco.history.comparable import Fingerprint
+from pytest_aaco.history import pooled as pooled_store
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records import DEVICE_TIME, LATENCY, Outcome, QuantileComparison, ReferenceDrift, Verdict
 from pytest_aaco.verdict import pooling, stats
+from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.metrics import kernel_changes
 from pytest_aaco.verdict.outcome import judgement_of
 from pytest_aaco.verdict.percent import pct
@@ -349,7 +350,7 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     ``settings.device_threshold`` (``--aaco-device-threshold``), its own 95% CI and MDE (power 0.8).
     On raw and normalized series with 2 or more history runs, the run-to-run variance is pooled over
     the baseline folder's items and each physical GPU's offset taken out
-    (:func:`pytest_aaco.verdict.pooling.device_comparison`, recorded under ``"pooled"``).
+    (:func:`pytest_aaco.history.pooled.device_comparison`, recorded under ``"pooled"``).
 
     Returns None when there is nothing to compare (this run or the history lacks device time), else
     ``{"outcome", "threshold", "ratio", "ci_low", "ci_high", "p_slower", "p_faster", "level", "mde", "method",
@@ -367,7 +368,7 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     dev = result.device
     records = [rec for run in baseline.history if (rec := _device_record(run)) is not None]
     try:  # the run-to-run variance pooled over the folder's items, GPU offsets taken out (verdict/pooling.py)
-        pooled = pooling.device_comparison(result, baseline, series.kind)
+        pooled = pooled_store.device_comparison(result, baseline, series.kind)
         comp = pooled[0] if pooled else series.test(settings.min_history, settings.run_noise, None, None)
     except ValueError as exc:
         return {"outcome": str(INCONCLUSIVE), "reason": str(exc)}
@@ -594,9 +595,9 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         if series.kind != RAW:
             raw_comp = comparison(result.round_log_means, baseline.run_round_log_means(), settings.min_history,
                                   settings.run_noise, prior, floor)
-        # the folder's items' pooled run-to-run variance (verdict/pooling.py); not with short rounds, whose
-        # widened run-to-run term is the test's own
-        pooled = None if short else pooling.wall_comparison(result, baseline, series.kind)
+        # the folder's items' pooled run-to-run variance (history/pooled.py): it estimates the run-to-run term
+        # from runs of the runner's items, so it replaces the prior and the short-rounds widening when it applies
+        pooled = pooled_store.wall_comparison(result, baseline, series.kind)
         comp = pooled[0] if pooled else series.test(settings.min_history, settings.run_noise, prior, adjusted_prior,
                                                     floor)
     except ValueError as exc:
@@ -634,7 +635,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
             verdict.outcome = INCONCLUSIVE
         else:
             verdict.notes.append(regime)
-    if short:
+    if short and not pooled:  # the pooled test does not use the widened term
         verdict.notes.append(short)
     verdict.notes.insert(0, f"method: {_method_text(verdict)}")
     if fingerprint.subject_changes(baseline.fingerprint):

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_aaco.history.comparable import Fingerprint
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, atomic_write_text, read_json
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.records import BaselineRecord, ItemRecord
+from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.stats import VariancePrior, fit_reference, fit_variance_prior
 
 #: 3: history runs may hold ``reference`` (the reference workload's round log-means, the normalized

@@ -19,13 +19,12 @@ from contextlib import ExitStack, contextmanager
 
 from pytest_aaco.measure.devicelock import DeviceHold, hold_device
 from pytest_aaco.measure.providers import ProviderSpec
+from pytest_aaco.samplers.gpus import gpu_lock_name, physical_gpu
 
 
 def legacy_lock_name(provider_short: str, device_id: int, name: str) -> str | None:
     """``gpu<index>.lock``, the name an older pytest-aaco gave this GPU's lock, when this version's
     *name* for it is another (``gpu-<uuid>.lock``) and the GPU's index is known; None otherwise."""
-    from pytest_aaco.samplers.gpus import physical_gpu
-
     if not name.startswith("gpu-"):
         return None
     gpu = physical_gpu(provider_short, device_id)
@@ -41,8 +40,6 @@ def gpu_locks(provider: ProviderSpec, device_id: int, label: str, name: str | No
     first's :class:`~pytest_aaco.measure.devicelock.DeviceHold` (truthy when held; its wait); *waiting* is
     told when a wait passes a second. Raises :class:`~pytest_aaco.measure.devicelock.DeviceLockTimeout`
     past ``--aaco-lock-timeout``."""
-    from pytest_aaco.samplers.gpus import gpu_lock_name
-
     with ExitStack() as stack:
         if provider.is_gpu and name is None:
             name = gpu_lock_name(provider.short, device_id)

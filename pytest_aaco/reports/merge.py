@@ -28,7 +28,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import LoadedSession, load_session
 from pytest_aaco.reports.cost import ledger_lines
@@ -37,6 +36,7 @@ from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import COLUMNS, NUMERIC, detail_lines, format_rows
 from pytest_aaco.reports.terminal import row as table_row
 from pytest_aaco.reports.wording import row_names
+from pytest_aaco.verdict.comparable import Fingerprint
 
 #: provider names of items that ran on no GPU (their runner key has no GPU name)
 CPU_ONLY = ("cpu", "")

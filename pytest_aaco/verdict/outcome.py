@@ -18,6 +18,7 @@ from typing import Protocol
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Judgement, Outcome
+from pytest_aaco.verdict.blind import blind_mde
 
 REGRESSION = Outcome.REGRESSION
 IMPROVEMENT = Outcome.IMPROVEMENT
@@ -128,8 +129,6 @@ def fails(judged: Judged, settings: GateSettings = NO_OPT_IN) -> bool:
     if judged.outcome == IMPROVEMENT and settings.fail_on_improvement:
         return True
     if judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False):  # --aaco-fail-blind
-        from pytest_aaco.verdict.blind import blind_mde
-
         if blind_mde(judged) is not None:
             return True
     return judged.outcome == INCONCLUSIVE and settings.strict_inconclusive
