@@ -1144,6 +1144,12 @@ class ColdStartVerdictRecord:
         return cls(_text(d.get("outcome")), bool(d.get("fails")), _text(d.get("message")), _text(d.get("method")),
                    _text(d.get("ref")), metrics)
 
+#: the gated cold-start figures, as (key, words for messages) (:mod:`pytest_aaco.passes.coldstart`)
+COLD_START_METRICS = (("session_create_ms", "session creation"), ("first_run_ms", "first run"))
+#: the split of session creation read from ORT's profiler, as (key, words)
+#: (:func:`pytest_aaco.passes.coldstart.creation_phases`)
+COLD_START_PHASES = (("load_ms", "model load"), ("init_ms", "session initialization"))
+
 
 @dataclass(frozen=True)
 class ColdStartRecord:

@@ -50,6 +50,7 @@ from pytest_aaco.measure.commit import commit_info
 from pytest_aaco.measure.compile_cache import set_compile_cache
 from pytest_aaco.measure.devicelock import set_lock_timeout
 from pytest_aaco.measure.environment import collect_environment
+from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.graph import (
     GraphChoice,
     GraphRefused,
@@ -186,7 +187,7 @@ class AacoSession:
                                                             config.cold_start_threshold, config.max_contention))
             except GitRefError as exc:
                 raise pytest.UsageError(str(exc)) from None
-        self._references = ReferenceCache(config.reference)
+        self._references = ReferenceCache(config.reference, lock=gpu_locks)
         self.machine_offset = MachineOffset()
         self._tracers: dict[str, tuple[InProcessTracer | None, str | None]] = {}
         if self.side_gate is not None and self.side_gate.tree is not None:  # a temporary tree to remove

@@ -29,7 +29,8 @@ EP_WORDS = frozenset({"cpu", "cuda", "tensorrt", "trt", "migraphx", "rocm", "ope
                       "vitisai", "coreml", "qnn"})
 ORT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*ExecutionProvider$")
 #: literals that name ROCm and MIGraphX as software (library versions), not as EPs
-NOT_EP_TABLES = {("pytest_aaco/measure/environment.py", "rocm_version()"), ("pytest_aaco/measure/rocm_stack.py", "gfx")}
+NOT_EP_TABLES = {("pytest_aaco/measure/environment.py", "rocm_version()"),
+                 ("pytest_aaco/samplers/rocm_install.py", "gfx")}
 
 
 def _names(node: ast.expr) -> int:

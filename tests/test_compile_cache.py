@@ -71,7 +71,7 @@ def test_the_folder_is_keyed_by_side_model_bytes_and_program_options(tmp_path: P
 def test_the_folder_is_keyed_by_rocm_migraphx_runtime_and_gpu_arch(tmp_path: Path, monkeypatch) -> None:
     """A runner upgraded to another MIGraphX (or ROCm, or moved to another GPU) never loads the old program:
     MIGraphX would load an older .mxr with only a warning."""
-    from pytest_aaco.measure import rocm_stack
+    from pytest_aaco.samplers import rocm_install as rocm_stack
 
     model = tmp_path / "net.onnx"
     model.write_bytes(b"weights")

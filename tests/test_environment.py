@@ -165,10 +165,11 @@ def test_rocm_version_reads_the_info_file(tmp_path):
 
 def test_migraphx_version_never_comes_from_the_module(monkeypatch, tmp_path):
     """MIGraphX's own build reports ``migraphx.__version__ == "dev"``: the fingerprint reads the installed
-    runtime instead (pytest_aaco.measure.rocm_stack), here a ROCm prefix with MIGraphX's CMake version file."""
+    runtime instead (pytest_aaco.samplers.rocm_install), here a ROCm prefix with MIGraphX's CMake version file."""
     import types
 
-    from pytest_aaco.measure import environment, rocm_stack
+    from pytest_aaco.measure import environment
+    from pytest_aaco.samplers import rocm_install as rocm_stack
 
     monkeypatch.setitem(sys.modules, "migraphx", types.SimpleNamespace(__version__="dev"))
     cmake = tmp_path / "rocm" / rocm_stack.MIGRAPHX_CMAKE_VERSION

@@ -38,6 +38,7 @@ def locks(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
 
 def test_the_reference_workload_is_built_under_the_device_lock(locks, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from pytest_aaco.measure import reference_workload
+    from pytest_aaco.measure.gpulocks import gpu_locks
 
     seen = {}
 
@@ -48,7 +49,7 @@ def test_the_reference_workload_is_built_under_the_device_lock(locks, monkeypatc
     monkeypatch.setattr(reference_workload, "build_session", build)
     monkeypatch.setattr(reference_workload, "reference_path", lambda name: Path("ref.onnx"))
     with pytest.raises(SessionError):
-        reference_workload.build_reference("mix", parse_provider("cuda"), 1, 0, "none")
+        reference_workload.build_reference("mix", parse_provider("cuda"), 1, 0, "none", lock=gpu_locks)
     assert seen == {"gpu-GPU-x.lock": True, "gpu3.lock": True, "host.lock": False}
     assert not _held(locks, "gpu-GPU-x.lock") and not _held(locks, "gpu3.lock")  # released after
 

@@ -1,4 +1,4 @@
-"""The AMD stack under the MIGraphX EP (pytest_aaco.measure.rocm_stack): the MIGraphX runtime version from
+"""The AMD stack under the MIGraphX EP (pytest_aaco.samplers.rocm_install): the MIGraphX runtime version from
 what is installed (CMake package version file, dpkg database, library file name), the GPU architecture from
 the KFD topology, and ``unknown`` where nothing says. The files are written in the layouts their producers
 use: CMake's ``write_basic_package_version_file`` (``set(PACKAGE_VERSION "x")``), dpkg's status file
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from pytest_aaco.measure import rocm_stack
+from pytest_aaco.samplers import rocm_install as rocm_stack
 
 
 def test_gfx_name_from_the_kfd_target_version():

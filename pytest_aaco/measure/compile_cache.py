@@ -15,7 +15,7 @@ pytest-aaco therefore hands each EP a folder of its own, keyed by
 * the EP, the onnxruntime version and the provider options that change the program
   (every option except :data:`NOT_PROGRAM` and the cache options themselves),
 * for MIGraphX, the ROCm version, the MIGraphX runtime version and the GPU architecture
-  (:func:`pytest_aaco.measure.rocm_stack.stack_key`, ``unknown`` where nothing says): the EP names its
+  (:func:`pytest_aaco.samplers.rocm_install.stack_key`, ``unknown`` where nothing says): the EP names its
   ``.mxr`` after the MIGraphX version it was *built* with, and MIGraphX loads an older ``.mxr`` with a
   warning only, so without them a runner upgraded to a new MIGraphX would keep running the old program,
 
@@ -60,9 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest_aaco.samplers.rocm_install as rocm_stack
 from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.measure import migraphx_probe, rocm_stack
+from pytest_aaco.measure import migraphx_probe
 from pytest_aaco.measure.migraphx_probe import CACHE_ENVS
 
 if TYPE_CHECKING:  # imported where a lock is made: filelock is needed only with a compile cache
@@ -196,7 +197,7 @@ def program_key(short: str, options: Mapping[str, object], ort_version: str,
 def stack_for(short: str) -> dict[str, str] | None:
     """What besides the options changes *short*'s compiled program on this machine: for MIGraphX the
     ROCm version, the MIGraphX runtime version and the GPU architecture
-    (:func:`pytest_aaco.measure.rocm_stack.stack_key`); None for other EPs."""
+    (:func:`pytest_aaco.samplers.rocm_install.stack_key`); None for other EPs."""
     cache = eps.get(short).compile
     if cache is None or not cache.rocm_stack:
         return None

@@ -21,14 +21,14 @@ import pytest_aaco.samplers.amd as amd
 import pytest_aaco.samplers.nvidia as nvidia
 from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict, JSONValue
-from pytest_aaco.measure.rocm_stack import ROCM_VERSION_FILE as ROCM_VERSION_FILE  # re-exported
-from pytest_aaco.measure.rocm_stack import migraphx_runtime_version
-from pytest_aaco.measure.rocm_stack import rocm_version as rocm_version  # re-exported
 
 # the one secret rule lives in pytest_aaco.redact; re-exported for callers of the lockbox
 from pytest_aaco.redact import looks_secret as looks_secret
 from pytest_aaco.redact import shannon_entropy as shannon_entropy
 from pytest_aaco.samplers.clocks import read_clock_state
+from pytest_aaco.samplers.rocm_install import ROCM_VERSION_FILE as ROCM_VERSION_FILE  # re-exported
+from pytest_aaco.samplers.rocm_install import migraphx_runtime_version
+from pytest_aaco.samplers.rocm_install import rocm_version as rocm_version  # re-exported
 
 #: environment variable families kept by :func:`performance_env`
 ENV_PREFIXES = ("ORT_", "MIGRAPHX_", "HIP_", "ROCR_", "HSA_", "CUDA_", "OMP_")
@@ -85,7 +85,7 @@ def cpu_model(cpuinfo_path: str = "/proc/cpuinfo") -> str:
 
 
 def migraphx_version() -> str | None:
-    """The installed MIGraphX runtime's version (:func:`pytest_aaco.measure.rocm_stack.migraphx_runtime_version`:
+    """The installed MIGraphX runtime's version (:func:`pytest_aaco.samplers.rocm_install.migraphx_runtime_version`:
     its CMake package file, the dpkg database or the library's file name), or None. Not
     ``migraphx.__version__``, which MIGraphX's own build reports as ``"dev"``. Never raises."""
     return migraphx_runtime_version()

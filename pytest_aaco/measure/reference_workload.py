@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, RecordedSide, TraceBudget
-from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.inference import SessionError, bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
@@ -39,6 +38,9 @@ from pytest_aaco.measure.registry import content_hash, zoo_model_path
 from pytest_aaco.measure.results import ReferenceSeries, RoundResult
 from pytest_aaco.options import REFERENCE_ZOO, default, reference_name
 from pytest_aaco.tracers.base import InProcessTracer
+
+#: ``lock(provider, device_id, label)``: a context holding the device's lock while a session is built on it
+DeviceLock = Callable[[ProviderSpec, int, str], AbstractContextManager[object]]
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -171,11 +173,12 @@ class Reference:
 
 
 def build_reference(name: str, provider: ProviderSpec, device_id: int, intra_op_threads: int, iobinding: str,
-                    warmup_s: float = 0.25) -> Reference:
+                    warmup_s: float = 0.25, lock: DeviceLock | None = None) -> Reference:
     """Build the reference session on *provider* (a :class:`~pytest_aaco.measure.providers.ProviderSpec`),
     bind its run callable like the item's (*iobinding*), warm it up for about *warmup_s* seconds and time
-    it. Raises ReferenceError for an unknown name and :class:`~pytest_aaco.measure.inference.SessionError`
-    when ORT cannot build or run it."""
+    it. On a GPU EP it is built and warmed up inside *lock(provider, device_id, label)* (the device lock,
+    :func:`pytest_aaco.measure.gpulocks.gpu_locks`, which the session hands in). Raises ReferenceError for an
+    unknown name and :class:`~pytest_aaco.measure.inference.SessionError` when ORT cannot build or run it."""
     value = check_reference(name)
     if value is None:
         raise ReferenceError("the reference workload is turned off (none)")
@@ -185,7 +188,7 @@ def build_reference(name: str, provider: ProviderSpec, device_id: int, intra_op_
     # tracked the load, not the item; the spin bleed between blocks is discarded instead
     # on a GPU, built and warmed under the device lock like an item's session: it would slow another
     # worker's rounds on the same GPU (--aaco-device-id 0,0)
-    with gpu_locks(provider, device_id, f"reference {value}") if provider.is_gpu else nullcontext(False):
+    with lock(provider, device_id, f"reference {value}") if lock is not None and provider.is_gpu else nullcontext():
         handle = build_session(path, provider, device_id, intra_op_threads)
         check_placement(handle)  # a reference that fell back to the CPU would not track the device
         try:
@@ -214,6 +217,8 @@ class ReferenceCache:
     """
 
     name: str | None = field(default_factory=lambda: default("reference"))
+    #: the device lock a GPU reference is built under (:func:`build_reference`)
+    lock: DeviceLock | None = None
     built: dict[tuple[object, ...], Reference] = field(default_factory=dict)
     errors: dict[tuple[object, ...], str] = field(default_factory=dict)
 
@@ -228,7 +233,8 @@ class ReferenceCache:
             return None
         if key not in self.built:
             try:
-                self.built[key] = build_reference(self.name, provider, device_id, intra_op_threads, iobinding)
+                self.built[key] = build_reference(self.name, provider, device_id, intra_op_threads, iobinding,
+                                                  lock=self.lock)
             except SessionError as exc:
                 self.errors[key] = str(exc)
                 raise

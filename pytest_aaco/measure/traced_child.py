@@ -51,7 +51,7 @@ from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.compile_cache import compile_cache_root, set_compile_cache
 from pytest_aaco.measure.inference import bind_run, build_session
 from pytest_aaco.measure.providers import ProviderSpec, parse_provider
-from pytest_aaco.measure.rocm_stack import rocm_version
+from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.tracers import rocprof
 from pytest_aaco.tracers.base import DeviceBlock
 from pytest_aaco.tracers.rocprof_trace import BLOCK_GAP_S, Trace, default_output_format, device_blocks, marker_name

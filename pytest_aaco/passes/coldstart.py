@@ -47,6 +47,8 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS, default
+from pytest_aaco.records import COLD_START_METRICS as METRICS
+from pytest_aaco.records import COLD_START_PHASES as PHASES
 from pytest_aaco.records import Outcome
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, fails, outcome_of
 from pytest_aaco.verdict.paired import paired_t
@@ -76,10 +78,6 @@ SIDE_BY_SIDE_DISCARD = 1
 #: limit is wide: it catches a compiler's 10x regression (ROCm/AMDMIGraphX#5234), not a few per cent.
 COMPILE_THRESHOLD = 1.0
 COMPILE_SLACK_MS = 1000.0
-#: the gated figures, as (key, words for messages)
-METRICS = (("session_create_ms", "session creation"), ("first_run_ms", "first run"))
-#: the split of session creation read from ORT's profiler, as (key, words); see :func:`creation_phases`
-PHASES = (("load_ms", "model load"), ("init_ms", "session initialization"))
 #: ORT profiler events (``cat: "Session"``) of each phase: the model's parsing (from a file or
 #: bytes), and ``InferenceSession::Initialize`` (onnxruntime/core/session/inference_session.cc)
 PHASE_EVENTS = {"load_ms": ("model_loading_uri", "model_loading_array"), "init_ms": ("session_initialization",)}

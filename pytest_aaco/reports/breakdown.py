@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_aaco.passes.coldstart import METRICS, PHASES
+from pytest_aaco.records import COLD_START_METRICS as METRICS
+from pytest_aaco.records import COLD_START_PHASES as PHASES
 from pytest_aaco.records import ColdStartRecord, KernelsRecord, OpTime, ProfileRecord
 from pytest_aaco.reports import markup as mk
 from pytest_aaco.reports.markup import e, fmt, fraction_pct

@@ -24,12 +24,13 @@ from pathlib import Path
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
 from pytest_aaco.reports import ReportContext
-from pytest_aaco.reports.terminal import num
 from pytest_aaco.reports.wording import (
     change_text,
     failure_text,
+    fdr_sentence,
     headline,
     measured_summary,
+    num,
     row_labels,
     verdict_cell,
 )
@@ -157,17 +158,6 @@ def machine_fingerprint(records: Sequence[ItemRecord]) -> JSONDict:
     for other in prints[1:]:
         common = {k: v for k, v in common.items() if other.get(k) == v}
     return dict(sorted(common.items()))
-
-
-def fdr_sentence(summary: SessionSummary, regressions: int | None = None) -> str | None:
-    """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND.
-    *regressions*: the items that regressed on any metric, as the terminal counts them
-    (:func:`pytest_aaco.reports.terminal.lond_line`); without it, LOND's discoveries."""
-    fdr = summary.fdr
-    if fdr is None or not fdr.method:
-        return None
-    count = fdr.discoveries if regressions is None else regressions
-    return f"{fdr.method} at FDR {fdr.alpha} over {fdr.m} items; {fdr.tests} gated, {count} regression(s)."
 
 
 def compare_sentence(records: Sequence[ItemRecord]) -> str | None:

@@ -48,7 +48,6 @@ from pytest_aaco.records import (
 )
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profile_block
-from pytest_aaco.reports.github import fdr_sentence
 from pytest_aaco.reports.markup import (
     BASELINE_COLOR,
     CURRENT_COLOR,
@@ -62,7 +61,14 @@ from pytest_aaco.reports.markup import (
     plot_or_note,
     table_rows,
 )
-from pytest_aaco.reports.wording import change_text, measured_summary, row_labels, series_word, verdict_cell
+from pytest_aaco.reports.wording import (
+    change_text,
+    fdr_sentence,
+    measured_summary,
+    row_labels,
+    series_word,
+    verdict_cell,
+)
 from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.pooling import pooled_pairs
 

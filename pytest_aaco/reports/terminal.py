@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import FdrRecord, ItemRecord, Outcome, ResultRecord, several_gpus
 from pytest_aaco.reports import ReportContext
-from pytest_aaco.reports.wording import change_text, headline, measured_summary, row_names, verdict_cell
+from pytest_aaco.reports.wording import change_text, headline, measured_summary, num, row_names, verdict_cell
 from pytest_aaco.verdict.blind import summary_line as blind_line
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -22,11 +22,6 @@ COLUMNS = ("model", "provider", "mean ms", "p50 ms", "p99 ms", "throughput/s", "
            "machine", "verdict")
 #: right-aligned columns of :data:`COLUMNS`
 NUMERIC = frozenset({2, 3, 4, 5})
-
-
-def num(value: object, fmt: str) -> str:
-    """*value* formatted with *fmt*, or ``-`` for anything but a number."""
-    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
 

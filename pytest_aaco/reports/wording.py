@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from pytest_aaco.records import ColdStartVerdictRecord, Figures, ItemRecord, Outcome, Verdict
+from pytest_aaco.records import ColdStartVerdictRecord, Figures, ItemRecord, Outcome, SessionSummary, Verdict
 from pytest_aaco.verdict.blind import blind_mde
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -235,3 +235,19 @@ def junit_names(nodeid: str) -> tuple[str, str]:
     if len(names) == 1:
         return names[0], names[0]
     return ".".join(names[:-1]), names[-1]
+
+
+def num(value: object, fmt: str) -> str:
+    """*value* formatted with *fmt*, or ``-`` for anything but a number."""
+    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def fdr_sentence(summary: SessionSummary, regressions: int | None = None) -> str | None:
+    """``LOND at FDR 0.05 over 3 items; 2 gated, 1 regression(s).``, or None without LOND.
+    *regressions*: the items that regressed on any metric, as the terminal counts them
+    (:func:`pytest_aaco.reports.terminal.lond_line`); without it, LOND's discoveries."""
+    fdr = summary.fdr
+    if fdr is None or not fdr.method:
+        return None
+    count = fdr.discoveries if regressions is None else regressions
+    return f"{fdr.method} at FDR {fdr.alpha} over {fdr.m} items; {fdr.tests} gated, {count} regression(s)."

@@ -35,12 +35,12 @@ from pytest_aaco.measure.inputs import batch_size
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec, item_provider, model_path
 from pytest_aaco.measure.results import BenchmarkResult, FreshSample
-from pytest_aaco.measure.rocm_stack import rocm_version
 from pytest_aaco.measure.traced_child import ChildSide, trace_sides
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
 from pytest_aaco.records import ColdStartComparison, Outcome, Verdict
 from pytest_aaco.samplers import TelemetrySession
+from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
     CANDIDATE,
