@@ -23,7 +23,7 @@ GPU_KEY = "intel-r-xeon-r-platinum-8480-nvidia-h100-80gb-hbm3-16c-"
 
 def aaco(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """The ``aaco`` command in a subprocess, as a CI step runs it."""
-    return pytester.run(sys.executable, "-m", "pytest_aaco.cli", *args)
+    return pytester.run(sys.executable, "-c", "from pytest_aaco.cli import main; raise SystemExit(main())", *args)
 
 
 def test_three_bundles_give_one_table_html_summary_and_exit_status(pytester):

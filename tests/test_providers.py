@@ -148,7 +148,7 @@ class FakeSession:
     def get_inputs(self) -> list:
         return [SimpleNamespace(name="x", shape=[1, 4], type="tensor(float)")]
 
-    def run(self, output_names, feeds):
+    def run(self, output_names, feeds, run_options=None):
         self.calls += 1
         return [feeds["x"]]
 
@@ -179,7 +179,7 @@ def test_run_benchmark_checks_placement_after_measuring():
     handle = fake_handle(["MIGraphXExecutionProvider", "CPUExecutionProvider"])
 
     class Dropping(FakeSession):
-        def run(self, output_names, feeds):
+        def run(self, output_names, feeds, run_options=None):
             self.providers = ["CPUExecutionProvider"]  # the EP went away while measuring
             return super().run(output_names, feeds)
 

@@ -702,7 +702,7 @@ def test_a_failed_amdsmi_import_is_tried_once_per_process(monkeypatch):
 
 
 def test_one_rocm_version_reader_honours_rocm_path(monkeypatch, tmp_path):
-    from pytest_aaco.history import environment
+    from pytest_aaco.measure import environment
     from pytest_aaco.samplers import rocm_install as rocm_stack
 
     assert rocm_stack.rocm_version is amd_mod.rocm_version is environment.rocm_version is rocm_install.rocm_version

@@ -197,7 +197,6 @@ MAX_LOG = 50.0
 MAX_COUNT = 10**12
 MAX_NUMBER = 1e15
 #: keys whose values (or whose sub-values) are amounts that cannot be negative
-_UNIT_SUFFIXES = ("_ms", "_mb", "_s", "_bytes", "_pct", "_percent")
 _RE_RECORD = " re-record it with --aaco-save-baseline --aaco-baseline-reset (the save moves the file aside)"
 
 
@@ -220,17 +219,18 @@ def _number(path: Path, where: str, value: object, low: float = -MAX_NUMBER, hig
         raise _bad(path, where, value, f"expected at most {high:g}")
 
 
-def _free_numbers(path: Path, where: str, value: object, unit: bool = False) -> None:
+def _free_numbers(path: Path, where: str, value: object) -> None:
     """Walk a free-form section (telemetry, cold start, profile): every number finite and at most
-    :data:`MAX_NUMBER` in size; non-negative under a key with a unit suffix (``rss_mb``: {``max``: ...})."""
+    :data:`MAX_NUMBER` in size. A sign is not checked: growths and deltas with a unit suffix
+    (``rss_growth_mb``) are negative when memory shrank."""
     if isinstance(value, dict):
         for key, sub in value.items():
-            _free_numbers(path, f"{where}.{key}", sub, unit or str(key).endswith(_UNIT_SUFFIXES))
+            _free_numbers(path, f"{where}.{key}", sub)
     elif isinstance(value, list):
         for index, sub in enumerate(value):
-            _free_numbers(path, f"{where}[{index}]", sub, unit)
+            _free_numbers(path, f"{where}[{index}]", sub)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        _number(path, where, value, 0 if unit else -MAX_NUMBER)
+        _number(path, where, value, -MAX_NUMBER)  # growths and deltas may be negative (rss_growth_mb)
 
 
 #: the numbers of a round summary and of a run summary: (low, high, integer)

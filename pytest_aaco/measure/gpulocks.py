@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
+import pytest_aaco.samplers.gpus as gpus
 from pytest_aaco.measure.devicelock import DeviceHold, hold_device
 from pytest_aaco.measure.providers import ProviderSpec
-from pytest_aaco.samplers.gpus import gpu_lock_name, physical_gpu
 
 
 def legacy_lock_name(provider_short: str, device_id: int, name: str) -> str | None:
@@ -27,7 +27,7 @@ def legacy_lock_name(provider_short: str, device_id: int, name: str) -> str | No
     *name* for it is another (``gpu-<uuid>.lock``) and the GPU's index is known; None otherwise."""
     if not name.startswith("gpu-"):
         return None
-    gpu = physical_gpu(provider_short, device_id)
+    gpu = gpus.physical_gpu(provider_short, device_id)
     return None if gpu is None or gpu.index is None else f"gpu{gpu.index}.lock"
 
 
@@ -42,7 +42,7 @@ def gpu_locks(provider: ProviderSpec, device_id: int, label: str, name: str | No
     past ``--aaco-lock-timeout``."""
     with ExitStack() as stack:
         if provider.is_gpu and name is None:
-            name = gpu_lock_name(provider.short, device_id)
+            name = gpus.gpu_lock_name(provider.short, device_id)
         held = stack.enter_context(hold_device(provider.is_gpu, device_id, label, name, waiting))
         legacy = legacy_lock_name(provider.short, device_id, name) if provider.is_gpu and name else None
         if legacy is not None:
