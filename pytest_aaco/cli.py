@@ -47,6 +47,7 @@ from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
 from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
+from pytest_aaco.reports.markup import terminal_line
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table, num
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
@@ -75,11 +76,11 @@ class CliError(Exception):
 
 
 def _out(line: str = "") -> None:
-    print(line, flush=False)
+    print(terminal_line(line), flush=False)  # a bundle's or registry's text may hold control characters
 
 
 def _err(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(terminal_line(line), file=sys.stderr)
 
 
 def _argument(parse: Callable[..., _T], *args: object) -> Callable[[str], _T]:

@@ -31,6 +31,19 @@ _SECRET_VALUE = re.compile(
     r"|://[^/\s:@]+:[^/\s@]+@",  # credentials inside a URL: scheme://user:password@host
 )
 _TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/_\-=]{32,}$")
+#: a credential anywhere inside a longer value: a ``name=value`` or ``name: value`` pair whose name
+#: names a secret (``password=...``, ``?token=...``, ``&api_key=...``, ``X-Api-Key: ...``), an
+#: ``Authorization`` scheme with its credentials (``Bearer ...``, ``Basic ...``), ``user:password@host``
+#: with or without a URL scheme, a well-known token format after a separator, an AWS access key id
+_EMBEDDED_SECRET = re.compile(
+    r"(?i)(?:^|[^a-z0-9])[a-z0-9_.-]*(?:pass(?:word|wd|phrase)?|pwd|token|secret|api[_-]?key|access[_-]?key"
+    r"|private[_-]?key|credential|auth|sig(?:nature)?|session|cookie)[a-z0-9_.-]*\s*[=:]\s*[^\s&;,]"
+    r"|(?i:\b(?:bearer|basic|token|digest)\s+)[A-Za-z0-9._~+/=-]{8,}"
+    r"|(?:^|[\s,;=(])[^/\s:@=,;]+:[^/\s@]+@[A-Za-z0-9.-]+"
+    r"|(?:^|[^A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_|xox[abposr]-|glpat-|sk-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.)"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+)
 _UUID = re.compile(r"^(?:GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 #: bits of Shannon entropy per character above which a long token-like string counts as random
 ENTROPY_BITS_PER_CHAR = 3.5
@@ -65,7 +78,7 @@ def secret_name(name: str) -> bool:
 def secret_value(value: str) -> bool:
     """True when *value* itself looks like a credential, whatever its name (see :func:`looks_secret`)."""
     text = value.strip()
-    if _SECRET_VALUE.search(text):
+    if _SECRET_VALUE.search(text) or _EMBEDDED_SECRET.search(text):
         return True
     for item in re.split(r"[,;\s]+", text):
         if _UUID.match(item) or item.startswith(("/", "~", ".")):
@@ -88,6 +101,11 @@ def looks_secret(name: str, value: object) -> bool:
       (``api_key``, ``db_password``, ``auth_token``, ``x-api-key`` ...);
     - the value starts like a known token (``ghp_``, ``gho_``, ``github_pat_``, ``xoxb-``, ``AKIA``,
       ``sk-``, ``eyJ`` (JWT), ``glpat-``, a PEM block) or carries ``user:password@`` in a URL;
+    - the value holds a credential anywhere inside it: a pair whose name names a secret
+      (``password=...``, ``db?token=...``, ``&api_key=...``, ``X-Api-Key: ...``), an
+      ``Authorization`` header's credentials (``Bearer ...``, ``Basic ...``), ``user:password@host``
+      without a scheme, a known token format after a separator, an AWS access key id
+      (``AKIA``/``ASIA`` and 16 characters);
     - the value is a long random-looking string: 32 or more characters of ``[A-Za-z0-9+/_-=]``,
       with letters and digits, more than :data:`ENTROPY_BITS_PER_CHAR` bits of entropy per
       character and an unbroken base64 run (no ``_``/``-``) of :data:`MIN_RANDOM_RUN` or more.

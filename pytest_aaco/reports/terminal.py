@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, Outcome, several_gpus
 from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.markup import terminal_line
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, row_names, verdict_cell
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -33,7 +34,7 @@ def num(value: object, fmt: str) -> str:
 def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: frozenset[int] = frozenset()
                 ) -> list[str]:
     """Aligned text table: header, a rule, the rows; columns in *numeric* are right-aligned."""
-    table = [list(header)] + [list(r) for r in rows]
+    table = [list(header)] + [[terminal_line(c) for c in r] for r in rows]  # cells from user files escaped
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
 
     def fmt(cells: list[str]) -> str:
@@ -201,4 +202,4 @@ def write_summary(terminalreporter: pytest.TerminalReporter, records: Sequence[I
         return
     tr.write_sep("=", "pytest-aaco results")
     for line in lines:
-        tr.write_line(line)
+        tr.write_line(terminal_line(line))
