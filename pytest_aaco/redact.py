@@ -28,7 +28,7 @@ SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL
 #: value prefixes of well-known credential formats (GitHub, Slack, AWS, OpenAI-style, JWT, PEM)
 _SECRET_VALUE = re.compile(
     r"^(?:gh[pousr]_|github_pat_|xox[abposr]-|AKIA|ASIA|sk-|eyJ|glpat-|-----BEGIN)"
-    r"|://[^/\s:@]+:[^/\s@]+@",  # credentials inside a URL: scheme://user:password@host
+    r"|://[^/\s:@]*:[^/\s@]+@",  # credentials inside a URL: scheme://user:password@host (user may be empty)
 )
 _TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/_\-=]{32,}$")
 #: a credential anywhere inside a longer value: a ``name=value`` or ``name: value`` pair whose name

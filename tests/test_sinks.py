@@ -192,3 +192,50 @@ def test_cli_output_is_escaped(capsys: pytest.CaptureFixture[str]) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, *textwrap.dedent("-x -q").split()]))
+
+
+# ---------------------------------------------------------------- credentials inside recorded variables
+
+#: credentials inside the value of a timing-relevant variable whose name looks harmless
+EMBEDDED_SECRETS = {
+    "ORT_DB_URL": "postgres://aaco:s3cr3t-userinfo@db.example.com/perf",
+    "ORT_MODEL_SOURCE": "https://models.example.com/m.onnx?token=tok-embedded-4242",
+    "OMP_EXTRA": "granularity=fine,password=pw-embedded-7777",
+    "ORT_HEADERS": "Authorization: Bearer bearer-embedded-0000abcd",
+    "OMP_MIRROR": "mirror:hunter2-noscheme@cache.example.com",
+    "ORT_AWS": "region=us-east-1 AKIAIOSFODNN7EXAMPLE",
+}
+#: the parts that must never appear in an artifact
+EMBEDDED_PARTS = ("s3cr3t-userinfo", "tok-embedded-4242", "pw-embedded-7777", "bearer-embedded-0000abcd",
+                  "hunter2-noscheme", "AKIAIOSFODNN7EXAMPLE")
+
+
+def _all_text(root: Path) -> str:
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in root.rglob("*") if p.is_file())
+
+
+def test_credentials_inside_variables_reach_no_artifact(aaco_project, monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """A password inside an ``ORT_*``/``OMP_*`` value (``password=``, ``?token=``, URL userinfo, a Bearer
+    header, an AWS key id) used to be copied into the baselines, the bundle, the HTML, JUnit and the job
+    summary; now the variable is dropped and only its name is listed as redacted."""
+    for name, value in EMBEDDED_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # a harmless variable is kept
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    project = aaco_project
+    args = [a for a in project.args() if a != "--aaco-no-bundle"]
+    reports = ("--aaco-junit=perf.xml", "--junitxml=pytest.xml", "--aaco-html=report.html")
+    result = project.pytester.runpytest_subprocess(*args, "--aaco-save-baseline", *reports, timeout=120)
+    assert result.ret == 0, result.stdout.str()
+    root = project.pytester.path
+    bundle = _all_text(root / ".aaco")
+    assert '"OMP_NUM_THREADS": "2"' in bundle
+    assert "ORT_DB_URL" in bundle, "the bundle names the redacted variable"
+    text = "\n".join([bundle, _all_text(root / "baselines"), (root / "perf.xml").read_text(),
+                      (root / "pytest.xml").read_text(), (root / "report.html").read_text(),
+                      summary.read_text(), result.stdout.str(), result.stderr.str()])
+    for part in EMBEDDED_PARTS:
+        assert part not in text, f"{part} leaked into an artifact"
