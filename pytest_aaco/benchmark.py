@@ -37,7 +37,7 @@ from pytest_aaco.measure.providers import ProviderError, ProviderSpec, parse_pro
 from pytest_aaco.measure.reference_workload import Reference
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import GateSettings, auto_rounds
+from pytest_aaco.options import MAX_ROUNDS, MAX_WARMUP, GateSettings, auto_rounds, count_setting
 from pytest_aaco.passes.coldstart import SideBySideColdStart
 from pytest_aaco.records import Verdict
 from pytest_aaco.samplers import TelemetrySession, build_samplers
@@ -112,9 +112,9 @@ class AacoMarker:
             models=_names(kw.get("models")),
             providers=providers,
             threshold=given("threshold", parse_fraction),
-            warmup=given("warmup", parse_positive_int, 1),
+            warmup=given("warmup", parse_positive_int, 1, MAX_WARMUP),
             iterations=given("iterations", parse_iterations),
-            rounds=given("rounds", parse_positive_int, 2),
+            rounds=given("rounds", parse_positive_int, 2, MAX_ROUNDS),
             gate_p99=gate_p99,
         )
 
@@ -268,6 +268,12 @@ class BenchmarkRun:
         if unknown:
             raise TypeError(f"benchmark_model() got unknown argument(s) {sorted(unknown)};"
                             " valid: warmup, rounds, iterations")
+        for key, value in overrides.items():
+            if value is not None:
+                try:
+                    overrides[key] = count_setting(key, value, 1 if key == "warmup" else 2)
+                except ValueError as exc:
+                    raise ValueError(f"benchmark_model({key}=...): {exc}") from None
         return replace(self.settings, **overrides)
 
     def __call__(self, **overrides: Any) -> BenchmarkResult:
