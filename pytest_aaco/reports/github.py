@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.jsonio import JSONDict, append_text
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import md_code, md_text, workflow_data, workflow_property
@@ -207,8 +206,7 @@ def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
         return
     if summary_path:
         try:
-            with Path(summary_path).open("a", encoding="utf-8") as handle:
-                handle.write(job_summary(records, context.summary))
+            append_text(summary_path, job_summary(records, context.summary))  # a FIFO or device: never blocks
         except OSError as exc:
             context.say(f"pytest-aaco: cannot append the job summary to {summary_path}: {exc.strerror or exc}",
                         yellow=True)
