@@ -44,7 +44,14 @@ from pytest_aaco.jsonio import AacoFileError, atomic_write_json, atomic_write_te
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.records import ItemRecord, SessionSummary
-from pytest_aaco.reports.bundle import META_FILE, is_bundle, list_sessions, load_session
+from pytest_aaco.reports.bundle import (
+    META_FILE,
+    is_bundle,
+    is_future_dated,
+    latest_session,
+    list_sessions,
+    load_session,
+)
 from pytest_aaco.reports.diff import DiffInputError, DiffRefused, baseline_files, diff_items, load_sides
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.markup import terminal_line
@@ -389,11 +396,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         path = Path(args.bundle)
     else:
         root, where = _folder(args.session_dir, "session-dir", "--session-dir")
-        sessions = list_sessions(root) if root.is_dir() else []
-        if not sessions:
-            raise CliError(f"no session bundles under {root} {where}; run pytest first, or name a bundle"
+        latest, notes = latest_session(root) if root.is_dir() else (None, [])
+        for note in notes:  # incomplete bundles (a full disk) and future-dated ones are passed over, named
+            _err(f"aaco: warning: {note}")
+        if latest is None:
+            raise CliError(f"no complete session bundles under {root} {where}; run pytest first, or name a bundle"
                            " (`aaco ls` lists them)")
-        path = sessions[0]
+        path = latest
         _out(f"latest session bundle: {path}")
     session = load_bundle(path)
     for name, problem in (session.get("errors") or {}).items():
@@ -438,9 +447,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
         except AacoFileError as exc:
             rows.append((str(folder), "-", "-", "-", "-", f"unreadable: {exc}"))
             continue
+        if not isinstance(meta, dict):
+            rows.append((str(folder), "-", "-", "-", "-", f"unreadable: {META_FILE} is not a JSON object"))
+            continue
         summary = meta.get("summary") or {}
         verdicts = ", ".join(f"{n} {k}" for k, n in sorted((summary.get("verdicts") or {}).items()))
         finished = "" if meta.get("bundle_finished_at") else " (unfinished)"
+        finished += " (dated ahead of this clock)" if is_future_dated(folder) else ""
         rows.append((str(folder), str(meta.get("started_at") or meta.get("bundle_started_at") or "-"),
                      describe_commit(meta.get("commit_info")), ",".join(meta.get("providers") or []) or "-",
                      str(summary.get("items", meta.get("items_written", "-"))), (verdicts or "-") + finished))
