@@ -400,8 +400,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         for note in notes:  # incomplete bundles (a full disk) and future-dated ones are passed over, named
             _err(f"aaco: warning: {note}")
         if latest is None:
-            raise CliError(f"no complete session bundles under {root} {where}; run pytest first, or name a bundle"
-                           " (`aaco ls` lists them)")
+            raise CliError(f"no {'complete ' if notes else ''}session bundles under {root} {where}; run pytest first,"
+                           " or name a bundle (`aaco ls` lists them)")
         path = latest
         _out(f"latest session bundle: {path}")
     session = load_bundle(path)
