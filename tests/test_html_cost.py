@@ -56,3 +56,15 @@ def test_many_items_say_that_the_report_is_being_drawn(tmp_path: Path) -> None:
         html_report.write(records, ReportContext(SessionSummary.of(records), html_path=tmp_path / "r.html",
                                                  say=lambda text, **_: said.append(text)))
     assert said[0].startswith(f"pytest-aaco: drawing the HTML report of {len(records)} items")
+
+
+def test_aaco_report_says_that_the_report_is_being_drawn(tmp_path: Path, capsys, monkeypatch) -> None:
+    from pytest_aaco import cli
+    from tests.test_cli import item_record, run, write_bundle
+
+    records = [item_record(f"t.py::test_a[m{i}-cpu]", 1.0) for i in range(html_report.PROGRESS_ITEMS)]
+    write_bundle(tmp_path / "sessions", "20250101-000000_0000000a", records)
+    monkeypatch.setattr(cli, "render_html", lambda *a, **k: "<html></html>")
+    code, out, err = run(capsys, "report", "--session-dir", str(tmp_path / "sessions"), "--html",
+                         str(tmp_path / "r.html"))
+    assert code == 0 and f"drawing the HTML report of {len(records)} items" in err
