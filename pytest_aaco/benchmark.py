@@ -45,8 +45,11 @@ from pytest_aaco.options import (
     ITEM_TIMEOUT_CAP_S,
     ITEM_TIMEOUT_FACTOR,
     ITEM_TIMEOUT_FLOOR_S,
+    MAX_ROUNDS,
+    MAX_WARMUP,
     GateSettings,
     auto_rounds,
+    count_setting,
 )
 from pytest_aaco.records import ColdStartComparison, Verdict
 from pytest_aaco.reports.progress import write_line
@@ -126,9 +129,9 @@ class AacoMarker:
             providers=providers,
             threshold=given("threshold", parse_fraction),
             device_threshold=given("device_threshold", parse_fraction),
-            warmup=given("warmup", parse_positive_int, 1),
+            warmup=given("warmup", parse_positive_int, 1, MAX_WARMUP),
             iterations=given("iterations", parse_iterations),
-            rounds=given("rounds", parse_positive_int, 2),
+            rounds=given("rounds", parse_positive_int, 2, MAX_ROUNDS),
             gate_p99=gate_p99,
         )
 
@@ -419,6 +422,12 @@ class BenchmarkRun:
         if unknown:
             raise TypeError(f"benchmark_model() got unknown argument(s) {sorted(unknown)};"
                             " valid: warmup, rounds, iterations")
+        for key, value in overrides.items():
+            if value is not None:
+                try:
+                    overrides[key] = count_setting(key, value, 1 if key == "warmup" else 2)
+                except ValueError as exc:
+                    raise ValueError(f"benchmark_model({key}=...): {exc}") from None
         return replace(self.settings, **overrides)
 
     def __call__(self, **overrides: Any) -> BenchmarkResult:

@@ -44,15 +44,36 @@ IniType = Literal["string", "bool", "linelist"]
 # ---------------------------------------------------------------- value parsers (ValueError)
 
 
-def int_at_least(value: object, minimum: int = 1) -> int:
-    """An integer >= *minimum* (``7``, ``"7"``); ValueError otherwise."""
+#: upper bounds of the measurement counts (warmup iterations, measured iterations per round, rounds):
+#: every measured iteration keeps its latency (8 bytes in memory, about 20 in the session bundle), so
+#: ``iterations: 10**12`` asked for 7.28 TiB; adaptive iterations stop at 1000 per round
+#: (:data:`pytest_aaco.measure.inference.MAX_ITERATIONS`) and ``auto`` rounds are 10 or 30
+MAX_WARMUP, MAX_ITERATIONS, MAX_ROUNDS = 100_000, 100_000, 1_000
+#: the bound of each count by its key, for messages naming both
+COUNT_BOUNDS = {"warmup": MAX_WARMUP, "iterations": MAX_ITERATIONS, "rounds": MAX_ROUNDS}
+
+
+def int_at_least(value: object, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer >= *minimum* (``7``, ``"7"``) and, when given, <= *maximum*; ValueError otherwise.
+    Text of more than 30 digits is refused before it is converted."""
+    text = str(value).strip()
+    if len(text) > 30:
+        raise ValueError(f"expected an integer, got {text[:30]}... ({len(text)} characters)")
     try:
-        number = int(str(value).strip())
+        number = int(text)
     except ValueError:
         raise ValueError(f"expected an integer, got {value!r}") from None
     if number < minimum:
         raise ValueError(f"must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"must be at most {maximum:,} (each measured iteration keeps its latency), got {number:,}")
     return number
+
+
+def count_setting(key: str, value: object, minimum: int = 1) -> int:
+    """``warmup``, ``iterations`` or ``rounds`` (*key*) as an integer within *minimum* and its
+    bound (:data:`COUNT_BOUNDS`); ValueError naming the bound otherwise."""
+    return int_at_least(value, minimum, COUNT_BOUNDS[key])
 
 
 #: measured rounds per item for ``--aaco-rounds auto``: on the CPU, and on device EPs, where one
@@ -66,13 +87,13 @@ def auto_rounds(is_gpu: bool) -> int:
     return DEVICE_ROUNDS if is_gpu else CPU_ROUNDS
 
 
-def int_or_auto(value: object, minimum: int = 0) -> int | None:
+def int_or_auto(value: object, minimum: int = 0, maximum: int | None = None) -> int | None:
     """``auto`` (None: the setting is chosen per item, e.g. :func:`auto_rounds`) or an integer >=
     *minimum*; ValueError otherwise."""
     if str(value).strip().lower() == "auto":
         return None
     try:
-        return int_at_least(value, minimum)
+        return int_at_least(value, minimum, maximum)
     except ValueError as exc:
         raise ValueError(f"{exc} (or auto)") from None
 
@@ -97,10 +118,10 @@ def fraction_or_zero(value: object, upper: float = 1.0) -> float:
 
 
 def iterations(value: object) -> int | None:
-    """``auto`` (None: adapt to the model's latency) or an integer >= 2."""
+    """``auto`` (None: adapt to the model's latency) or an integer from 2 to :data:`MAX_ITERATIONS`."""
     if str(value).strip().lower() == "auto":
         return None
-    return int_at_least(value, 2)
+    return int_at_least(value, 2, MAX_ITERATIONS)
 
 
 def amount(value: object, unit: str, example: str, positive: bool) -> float:
@@ -395,11 +416,12 @@ OPTIONS: tuple[OptionDef, ...] = (
               parse=partial(int_at_least, minimum=3)),
     OptionDef("run-noise", "run-to-run sd assumed while history is shorter than --aaco-min-history (0: rounds only)",
               "2%", "FRACTION", parse=partial(fraction_or_zero, upper=0.5)),
-    OptionDef("warmup", "warmup iterations before measuring", "10", "N", parse=partial(int_at_least, minimum=1)),
+    OptionDef("warmup", "warmup iterations before measuring", "10", "N",
+              parse=partial(int_at_least, minimum=1, maximum=MAX_WARMUP)),
     OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N",
               parse=iterations),
     OptionDef("rounds", "measured rounds per item (auto: 10 on the CPU, 30 on device EPs)", "auto", "K|auto",
-              parse=partial(int_or_auto, minimum=2)),
+              parse=partial(int_or_auto, minimum=2, maximum=MAX_ROUNDS)),
     OptionDef("item-timeout", "seconds an item's measurement may take before it is stopped and fails (auto: scaled)",
               "auto", "S|auto|off", parse=item_timeout),
     OptionDef("threshold", "practical regression threshold delta (fraction or %)", "5%", "FRACTION",

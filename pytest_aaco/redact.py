@@ -30,9 +30,47 @@ SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL
 #: value prefixes of well-known credential formats (GitHub, Slack, AWS, OpenAI-style, JWT, PEM)
 _SECRET_VALUE = re.compile(
     r"^(?:gh[pousr]_|github_pat_|xox[abposr]-|AKIA|ASIA|sk-|eyJ|glpat-|-----BEGIN)"
-    r"|://[^/\s:@]+:[^/\s@]+@",  # credentials inside a URL: scheme://user:password@host
+    r"|://[^/\s:@]*:[^/\s@]+@",  # credentials inside a URL: scheme://user:password@host (user may be empty)
 )
 _TOKEN_CHARS = re.compile(r"^[A-Za-z0-9+/_\-=]{32,}$")
+#: a credential anywhere inside a longer value: an ``Authorization`` scheme with its credentials
+#: (``Bearer ...``, ``Basic ...``), ``user:password@host`` with or without a URL scheme, a well-known
+#: token format after a separator, an AWS access key id. Every part runs in linear time (no nested
+#: unbounded repetition over the same characters): values come from the environment.
+_EMBEDDED_SECRET = re.compile(
+    r"(?i:\b(?:bearer|basic|token|digest)\s+)[A-Za-z0-9._~+/=-]{8,}"
+    r"|(?:^|[\s,;=(])[^/\s:@=,;]+:[^/\s@,;]+@[A-Za-z0-9.-]+"
+    r"|(?:^|[^A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_|xox[abposr]-|glpat-|sk-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.)"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+)
+#: where a value splits into words, each of which may be a ``name=value`` or ``name: value`` pair (query
+#: strings, comma or semicolon lists, words)
+_PAIR_SEPARATORS = re.compile(r"[?&;,\s]+")
+#: a pair's name that names a secret (``password``, ``db_passwd``, ``access_token``, ``X-Api-Key``,
+#: ``X-Amz-Signature``, ``Authorization``); not ``author``, ``tokenizer``, ``session_timeout``
+_SECRET_PAIR_NAME = re.compile(
+    r"(?i)(?:pass(?:word|wd|phrase)?|pwd|token|secret|api[_-]?key|access[_-]?key|private[_-]?key|credentials?"
+    r"|auth(?:orization)?|sig(?:nature)?|session[_-]?(?:id|key|token)|cookie)(?![a-z])"
+)
+
+
+def secret_pair(text: str) -> bool:
+    """True when *text*, split into words at ``?``, ``&``, ``;``, ``,`` and white space, holds a pair
+    ``name=value`` or ``name: value`` (the value in the word or the next one) whose name names a
+    secret (:data:`_SECRET_PAIR_NAME`): ``password=...``, ``db?token=...``, ``&api_key=...``,
+    ``X-Api-Key: ...``. Linear in the length of *text*."""
+    words = [w for w in _PAIR_SEPARATORS.split(text) if w]
+    for index, word in enumerate(words):
+        cut = min((i for i in (word.find("="), word.find(":")) if i >= 0), default=-1)
+        if cut <= 0:
+            continue
+        has_value = bool(word[cut + 1:].strip("=:")) or index + 1 < len(words)
+        if has_value and _SECRET_PAIR_NAME.search(word[max(0, cut - 100):cut]):
+            return True
+    return False
+
+
 _UUID = re.compile(r"^(?:GPU-|MIG-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 #: bits of Shannon entropy per character above which a long token-like string counts as random
 ENTROPY_BITS_PER_CHAR = 3.5
@@ -67,7 +105,7 @@ def secret_name(name: str) -> bool:
 def secret_value(value: str) -> bool:
     """True when *value* itself looks like a credential, whatever its name (see :func:`looks_secret`)."""
     text = value.strip()
-    if _SECRET_VALUE.search(text):
+    if _SECRET_VALUE.search(text) or _EMBEDDED_SECRET.search(text) or secret_pair(text):
         return True
     for item in re.split(r"[,;\s]+", text):
         if _UUID.match(item) or item.startswith(("/", "~", ".")):
@@ -90,6 +128,11 @@ def looks_secret(name: str, value: object) -> bool:
       (``api_key``, ``db_password``, ``auth_token``, ``x-api-key`` ...);
     - the value starts like a known token (``ghp_``, ``gho_``, ``github_pat_``, ``xoxb-``, ``AKIA``,
       ``sk-``, ``eyJ`` (JWT), ``glpat-``, a PEM block) or carries ``user:password@`` in a URL;
+    - the value holds a credential anywhere inside it: a pair whose name names a secret
+      (``password=...``, ``db?token=...``, ``&api_key=...``, ``X-Api-Key: ...``), an
+      ``Authorization`` header's credentials (``Bearer ...``, ``Basic ...``), ``user:password@host``
+      without a scheme, a known token format after a separator, an AWS access key id
+      (``AKIA``/``ASIA`` and 16 characters);
     - the value is a long random-looking string: 32 or more characters of ``[A-Za-z0-9+/_-=]``,
       with letters and digits, more than :data:`ENTROPY_BITS_PER_CHAR` bits of entropy per
       character and an unbroken base64 run (no ``_``/``-``) of :data:`MIN_RANDOM_RUN` or more.

@@ -87,6 +87,7 @@ from pytest_aaco.redact import redact_argv
 from pytest_aaco.reports import ReportContext, github, html, junit, terminal
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
 from pytest_aaco.reports.cost import COST_PLUGIN_NAME, META_KEY, CostClock
+from pytest_aaco.reports.markup import param_id, terminal_block
 from pytest_aaco.reports.progress import announce, write_line
 from pytest_aaco.reports.wording import failure_text
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
@@ -422,24 +423,24 @@ class AacoSession:
         for text in record.warnings:  # a baseline moved aside or a history archived, naming the files
             warnings.warn(AacoBaselineWarning(text), stacklevel=2)
         if record.fails and not user_failed:
-            pytest.fail(failure_text(record), pytrace=False)
+            pytest.fail(terminal_block(failure_text(record)), pytrace=False)
 
     def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:
         """*exc* escaped pytest-aaco's own work for *item* while it tried *doing*: keep an ``error`` row
         with a one-line cause and fix (:func:`pytest_aaco.gate.cause_and_fix`) and fail the item, no traceback."""
         message = cause_and_fix(exc, doing)
         self.keep(item, crash_record(item.nodeid, model, provider, message))
-        pytest.fail(message, pytrace=False)
+        pytest.fail(terminal_block(message), pytrace=False)
 
     def fail_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None:
         """Keep a failed record of *item* and fail it with *message*, without a traceback."""
         self.keep(item, error_record(item.nodeid, model, provider, message, Outcome.FAILED))
-        pytest.fail(message, pytrace=False)
+        pytest.fail(terminal_block(message), pytrace=False)
 
     def skip_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None:
         """Keep a skipped record of *item* and skip it with *message*."""
         self.keep(item, error_record(item.nodeid, model, provider, message, Outcome.SKIPPED))
-        pytest.skip(message)
+        pytest.skip(terminal_block(message))
 
     # ------------------------------------------------------------ the plugin's parametrization and fixtures
 
@@ -463,7 +464,7 @@ class AacoSession:
                     raise pytest.Collector.CollectError(f"{where}: @pytest.mark.aaco(models=...)"
                                                         f" names {sorted(unknown)}, not in the registry ({names})")
                 models = [m for m in models if m.name in marker.models]
-            metafunc.parametrize("aaco_model", models, ids=[m.name for m in models])
+            metafunc.parametrize("aaco_model", models, ids=[param_id(m.name) for m in models])
         if wants_provider:
             providers = [p for p in self.config.providers
                          if marker.providers is None or set(p.chain or (p.short,)) & set(marker.providers)]

@@ -12,7 +12,16 @@ import pytest
 
 
 class AacoWarning(pytest.PytestWarning):
-    """Base class of all pytest-aaco warnings."""
+    """Base class of all pytest-aaco warnings.
+
+    The message is one terminal line (:func:`pytest_aaco.reports.markup.terminal_line`): a model
+    name or path quoted in it cannot break the line, drive the terminal or form a GitHub Actions
+    workflow command in pytest's warnings summary."""
+
+    def __init__(self, *args: object) -> None:
+        from pytest_aaco.reports.markup import terminal_line
+
+        super().__init__(*(terminal_line(a) if isinstance(a, str) else a for a in args))
 
 
 class AacoProviderWarning(AacoWarning):

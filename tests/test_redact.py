@@ -11,6 +11,7 @@ from pytest_aaco.redact import (
     REDACTED,
     fingerprint_options,
     fingerprint_value,
+    looks_secret,
     redact_argv,
     redact_options,
     redact_text,
@@ -69,3 +70,45 @@ def test_redact_argv(argv, expected):
 def test_redact_text_hides_quoted_values():
     assert redact_text("ORT said: bad value 'abc-secret' for api_key", ["abc-secret"]) == \
         f"ORT said: bad value '{REDACTED}' for api_key"
+
+
+#: credentials inside a longer value, each with the neighbours a fix for one example would miss
+EMBEDDED = [
+    "password=hunter2", "x=1,password=hunter2", "opt=1 passwd=x", "PWD=secret", "passphrase: correct horse",
+    "http://h/db?token=abc123", "https://h/?a=1&api_key=zzz", "https://h/?access_token=z", "s3://b/k?sig=abcdef",
+    "https://h/?X-Amz-Signature=abc", "client_secret=shh", "private_key=abc", "session_id=abc", "cookie: a=b", "auth=x",
+    "Authorization: Bearer abcdefgh12345678", "bearer abcdefghijk", "Authorization: Basic dXNlcjpwYXNz",
+    "admin:hunter2@db.example.com", "https://u:p@h/x", "redis://:pw@cache:6379", "--flag AKIAIOSFODNN7EXAMPLE",
+    "cfg;aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "X-Api-Key: abc",
+    "foo ghp_0123456789abcdefghijklmnop", "a,glpat-xxxxxxxxxxxxxxxxxxxx", "key eyJhbGciOiJIUzI1NiJ9.eyJz",
+]
+#: ordinary values of ORT_*, OMP_*, HIP_*, CUDA_* variables: never hidden
+ORDINARY = [
+    "4", "granularity=fine,compact", "/opt/rocm/lib", "cores", "0,1,2", "GPU-8a3b2c1d-1111-2222-3333-444455556666",
+    "/tmp/cache:/other", "1", "verbose", "spread", "true", "kEnableFastMath=1", "http://example.com/path",
+    "file:/x", "disk-cache-dir=/tmp/x", "threads:4", "nvme:0", "C:\\path", "high", "/home/me/.cache/ort",
+    "PCI_BUS_ID", "gfx90a:xnack-", "verbose=1,tile=2", "passive", "0x1f", "author=me",
+    "session_timeout=5", "secretary:no", "tokenizer=bert",
+]
+
+
+@pytest.mark.parametrize("value", EMBEDDED)
+def test_credential_inside_a_value_is_secret(value: str) -> None:
+    assert looks_secret("ORT_HARMLESS_NAME", value)
+
+
+@pytest.mark.parametrize("value", ORDINARY)
+def test_ordinary_value_is_not_secret(value: str) -> None:
+    assert not looks_secret("OMP_PLACES", value)
+
+
+@pytest.mark.parametrize("value", ["a-" * 20000, "a." * 20000, "x:y," * 20000, "x:y " * 20000, "a= " * 30000,
+                                   "://:" * 20000, "token " * 20000, "a" * 100000 + "="])
+def test_secret_rule_is_linear_on_long_values(value: str) -> None:
+    """An environment value of tens of kB is judged in well under a second (a backtracking pattern took
+    148 s on ``a-`` * 20000)."""
+    import time
+
+    start = time.perf_counter()
+    looks_secret("ORT_LONG", value)
+    assert time.perf_counter() - start < 1.0

@@ -21,8 +21,9 @@ from pytest_aaco.jsonio import AacoFileError, atomic_write_text, read_json
 from pytest_aaco.measure.commit import commit_text, describe_commit
 from pytest_aaco.records import ItemRecord, SessionMeta, SessionSummary
 from pytest_aaco.reports import merge
-from pytest_aaco.reports.bundle import META_FILE, list_sessions
+from pytest_aaco.reports.bundle import META_FILE, is_future_dated, latest_session, list_sessions
 from pytest_aaco.reports.cost import ledger_lines
+from pytest_aaco.reports.html import PROGRESS_ITEMS as HTML_PROGRESS_ITEMS
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table
 
@@ -60,11 +61,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         path = Path(args.bundle[0])
     else:
         root, where = _folder(args.session_dir, "session-dir", "--session-dir")
-        sessions = list_sessions(root) if root.is_dir() else []
-        if not sessions:
-            raise CliError(f"no session bundles under {root} {where}; run pytest first, or name a bundle"
-                           " (`aaco ls` lists them)")
-        path = sessions[0]
+        latest, notes = latest_session(root) if root.is_dir() else (None, [])
+        for note in notes:  # incomplete bundles (a full disk) and future-dated ones are passed over, named
+            _err(f"aaco: warning: {note}")
+        if latest is None:
+            raise CliError(f"no {'complete ' if notes else ''}session bundles under {root} {where}; run pytest first,"
+                           " or name a bundle (`aaco ls` lists them)")
+        path = latest
         _out(f"latest session bundle: {path}")
     session = load_bundle(path)
     for name, problem in session["errors"].items():
@@ -83,6 +86,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     for line in ledger_lines(raw_meta.get("cost")):
         _out(line)
     if args.html:
+        if len(records) >= HTML_PROGRESS_ITEMS:  # about 0.4 s of CPU per item: say what the wait is for
+            _err(f"aaco: drawing the HTML report of {len(records)} items ...")
         environment = session["environment"]
         text = render_html(records, meta.summary or SessionSummary.of(records),
                            environment if isinstance(environment, dict) else None,
@@ -112,13 +117,17 @@ def cmd_ls(args: argparse.Namespace) -> int:
         except AacoFileError as exc:
             rows.append((str(folder), "-", "-", "-", "-", f"unreadable: {exc}"))
             continue
+        if not isinstance(meta, dict):
+            rows.append((str(folder), "-", "-", "-", "-", f"unreadable: {META_FILE} is not a JSON object"))
+            continue
         found = SessionMeta.from_dict(meta)
         summary = found.summary
         verdicts = ", ".join(f"{n} {k}" for k, n in sorted(summary.verdicts.items())) if summary is not None else ""
         items = summary.items if summary is not None else found.items_written
         rows.append((str(folder), found.started_at or "-", describe_commit(found.commit_info),
                      ",".join(found.providers) or "-", "-" if items is None else str(int(items)),
-                     (verdicts or "-") + ("" if found.finished else " (unfinished)")))
+                     (verdicts or "-") + ("" if found.finished else " (unfinished)")
+                     + (" (dated ahead of this clock)" if is_future_dated(folder) else "")))
     for line in format_rows(("session", "started (UTC)", "commit", "providers", "items", "verdicts"), rows,
                             numeric=frozenset({4})):
         _out(line)

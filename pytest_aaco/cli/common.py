@@ -15,6 +15,7 @@ import iniconfig
 
 from pytest_aaco.options import cores, default, fraction_below, fraction_or_zero, int_at_least, option, path_text
 from pytest_aaco.reports.bundle import LoadedSession, is_bundle, load_session
+from pytest_aaco.reports.markup import terminal_line
 
 _T = TypeVar("_T")
 
@@ -39,11 +40,11 @@ class CliError(Exception):
 
 
 def _out(line: str = "") -> None:
-    print(line, flush=False)
+    print(terminal_line(line), flush=False)  # a bundle's or registry's text may hold control characters
 
 
 def _err(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(terminal_line(line), file=sys.stderr)
 
 
 def _argument(parse: Callable[..., _T], *args: object) -> Callable[[str], _T]:

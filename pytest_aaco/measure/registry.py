@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import reprlib
 import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -40,7 +41,7 @@ from pytest_aaco.measure.inputs import INPUT_KINDS, InputSpec
 from pytest_aaco.measure.modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, option_problem, options_for, parse_provider
 from pytest_aaco.measure.zoogen import ZOO_GENERATORS
-from pytest_aaco.options import fraction_below
+from pytest_aaco.options import MAX_ITERATIONS, MAX_ROUNDS, MAX_WARMUP, fraction_below
 
 MODEL_KEYS = {
     "zoo", "path", "generator", "params", "dims", "inputs", "providers", "extra_work",
@@ -63,7 +64,11 @@ class RegistryError(ValueError):
     key or a path) is shown as its escape, ``\\n`` or ``\\x00``."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("".join(c if c.isprintable() else repr(c)[1:-1] for c in message))
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        if len(text) > MAX_MESSAGE_CHARS:  # a value quoted in full could be megabytes
+            half = MAX_MESSAGE_CHARS // 2 - 20
+            text = f"{text[:half]} ... ({len(text) - 2 * half:,} characters left out) ... {text[-half:]}"
+        super().__init__(text)
 
 
 @dataclass(frozen=True)
@@ -140,10 +145,119 @@ class DuplicateKeyError(yaml.YAMLError):
         self.key, self.first_line, self.second_line = key, first_line, second_line
 
 
+#: the most bytes a registry file may have (a registry lists models; it is never this large)
+MAX_REGISTRY_BYTES = 4 << 20
+#: the most aliases (``*name``) one registry may use
+MAX_ALIASES = 1000
+#: the most values (scalars, lists, mappings) the registry may stand for once every alias is
+#: expanded: an alias bomb (each anchor a list of aliases of the one before) stands for billions
+MAX_EXPANDED_NODES = 100_000
+#: the deepest nesting of lists and mappings
+MAX_DEPTH = 64
+#: the longest message of a :class:`RegistryError`, in characters
+MAX_MESSAGE_CHARS = 1000
+
+
+class YamlLimitError(yaml.YAMLError):
+    """The YAML document exceeds a limit (:data:`MAX_ALIASES`, :data:`MAX_EXPANDED_NODES`,
+    :data:`MAX_DEPTH`); *where* is the key path (``models.tiny.dims``) and *mark* the position."""
+
+    def __init__(self, problem: str, where: str = "", mark: yaml.Mark | None = None) -> None:
+        super().__init__(problem)
+        self.problem, self.where, self.mark = problem, where, mark
+
+
+def _key_text(node: yaml.Node) -> str:
+    return str(node.value)[:40] if isinstance(node, yaml.ScalarNode) else "?"
+
+
+def _expanded_sizes(root: yaml.Node) -> dict[int, int]:
+    """Node id -> how many nodes it stands for with aliases expanded (shared nodes counted once per
+    use), computed once per distinct node, without recursion."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if done or not children:
+            sizes[id(node)] = min(1 + sum(sizes.get(id(c), 0) for c in children), 1 << 62)
+            continue
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses a key given twice in one mapping, where ``safe_load`` keeps
     the last one and a model entry is silently lost. Keys brought in by a ``<<`` merge may be
-    overridden, as YAML intends; only keys written in the mapping itself are compared."""
+    overridden, as YAML intends; only keys written in the mapping itself are compared.
+
+    It also refuses, before anything is constructed, a document that uses more than
+    :data:`MAX_ALIASES` aliases, stands for more than :data:`MAX_EXPANDED_NODES` values once its
+    aliases are expanded (an alias bomb: a few hundred bytes that stand for billions of values), or
+    nests lists and mappings deeper than :data:`MAX_DEPTH` (:class:`YamlLimitError`)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+        self._alias_of: dict[int, str] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise YamlLimitError(f"more than {MAX_ALIASES} aliases (*name)", mark=event.start_mark)
+            node = super().compose_node(parent, index)
+            if node is not None:
+                self._alias_of[id(node)] = str(event.anchor)
+            return node
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise YamlLimitError(f"lists and mappings nested deeper than {MAX_DEPTH} levels",
+                                     mark=self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self) -> yaml.Node | None:
+        node = super().compose_document()
+        if node is not None:
+            self._check_expansion(node)
+        return node
+
+    def _check_expansion(self, root: yaml.Node) -> None:
+        """Refuse a document that stands for more than :data:`MAX_EXPANDED_NODES` values, naming the
+        key path down to the alias (or value) that holds most of them."""
+        sizes = _expanded_sizes(root)
+        total = sizes[id(root)]
+        if total <= MAX_EXPANDED_NODES:
+            return
+        path: list[str] = []
+        node = root
+        while id(node) not in self._alias_of and isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            if isinstance(node, yaml.MappingNode):
+                key, node = max(node.value, key=lambda kv: sizes[id(kv[1])])
+                path.append(_key_text(key))
+            else:
+                index, node = max(enumerate(node.value), key=lambda iv: sizes[id(iv[1])])
+                path[-1:] = [f"{path[-1] if path else ''}[{index}]"]
+        alias = f" through alias *{self._alias_of[id(node)]}" if id(node) in self._alias_of else ""
+        raise YamlLimitError(f"stands for {'more than 10^18' if total >= 1 << 62 else f'{total:,}'} values once its"
+                             f" aliases are expanded{alias} (limit {MAX_EXPANDED_NODES:,}); an alias bomb?"
+                             " write the values out or use fewer aliases", ".".join(path), node.start_mark)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[object, object]:
         seen: dict[object, int] = {}
@@ -171,9 +285,12 @@ def _fail(where: str, message: str) -> RegistryError:
     return RegistryError(f"{where}: {message}")
 
 
-def _int(where: str, value: object, minimum: int = 1) -> int:
+def _int(where: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _fail(where, f"expected an integer >= {minimum}, got {value!r}")
+        raise _fail(where, f"expected an integer >= {minimum}, got {reprlib.repr(value)}")
+    if maximum is not None and value > maximum:
+        raise _fail(where, f"must be at most {maximum:,} (each measured iteration keeps its latency),"
+                           f" got {reprlib.repr(value)}")
     return value
 
 
@@ -188,7 +305,7 @@ def _input_spec(where: str, raw: object) -> InputSpec:
     if isinstance(raw, str):
         raw = {"kind": raw}
     if not isinstance(raw, dict):
-        raise _fail(where, f"expected a mapping like {{kind: ints, low: 0, high: 100}}, got {raw!r}")
+        raise _fail(where, f"expected a mapping like {{kind: ints, low: 0, high: 100}}, got {reprlib.repr(raw)}")
     unknown = set(raw) - {"kind", "low", "high", "seed", "value"}
     if unknown:
         raise _fail(where, f"unknown key(s) {sorted(unknown, key=str)}; allowed: kind, low, high, seed, value")
@@ -201,7 +318,7 @@ def _input_spec(where: str, raw: object) -> InputSpec:
         number = raw.get(key)
         if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))
                                    or (isinstance(number, float) and not math.isfinite(number))):
-            raise _fail(f"{where}.{key}", f"expected a finite number, got {number!r}")
+            raise _fail(f"{where}.{key}", f"expected a finite number, got {reprlib.repr(number)}")
     low, high = raw.get("low"), raw.get("high")
     if low is not None and high is not None and not low < high:
         raise _fail(where, f"low ({low}) must be below high ({high})")
@@ -338,9 +455,10 @@ def parse_model(name: str, entry: object, registry_path: Path, defaults: JSONDic
         inputs=inputs,
         provider_options=_provider_options(f"{where}.providers", merged.get("providers")),
         extra_work=extra,
-        warmup=None if merged.get("warmup") is None else _int(f"{where}.warmup", merged["warmup"]),
-        iterations=None if iterations in (None, "auto") else _int(f"{where}.iterations", iterations, 2),
-        rounds=None if merged.get("rounds") is None else _int(f"{where}.rounds", merged["rounds"], 2),
+        warmup=None if merged.get("warmup") is None else _int(f"{where}.warmup", merged["warmup"], 1, MAX_WARMUP),
+        iterations=None if iterations in (None, "auto") else _int(f"{where}.iterations", iterations, 2,
+                                                                  MAX_ITERATIONS),
+        rounds=None if merged.get("rounds") is None else _int(f"{where}.rounds", merged["rounds"], 2, MAX_ROUNDS),
         threshold=None if merged.get("threshold") is None else _threshold(f"{where}.threshold", merged["threshold"]),
         device_threshold=None if merged.get("device_threshold") is None else _threshold(
             f"{where}.device_threshold", merged["device_threshold"]),
@@ -395,6 +513,12 @@ def parse_registry_text(name: str, data: bytes) -> object:
     text = _decode(name, data)
     try:
         return load_yaml(text)
+    except YamlLimitError as exc:
+        where = f" at {exc.where}" if exc.where else ""
+        line = f" (line {exc.mark.line + 1}, column {exc.mark.column + 1})" if exc.mark is not None else ""
+        raise RegistryError(f"{name}: refused{where}{line}: {exc.problem}") from None
+    except RecursionError:
+        raise RegistryError(f"{name}: refused: nested too deeply to read") from None
     except DuplicateKeyError as exc:
         raise RegistryError(f"{name}: duplicate key {exc.key!r} on lines {exc.first_line} and"
                             f" {exc.second_line}; YAML keeps only the last, so rename or remove one") from None
@@ -436,7 +560,11 @@ def read_registry_file(path: Path) -> object:
     if not stat.S_ISREG(mode):
         raise RegistryError(f"{path}: cannot read the model registry: {_file_kind(mode)}, not a YAML file; {fix}")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_REGISTRY_BYTES + 1)
+        if len(data) > MAX_REGISTRY_BYTES:
+            raise RegistryError(f"{path}: refused: larger than {MAX_REGISTRY_BYTES >> 20} MiB, far more than a model"
+                                f" registry needs; {fix}")
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read the model registry ({exc.strerror or exc}); {fix}") from None
     return parse_registry_text(str(path), data)

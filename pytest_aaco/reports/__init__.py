@@ -15,7 +15,9 @@ from pytest_aaco.records import BaselineRecord, SessionSummary
 
 
 def _print(text: str, **markup: bool) -> None:
-    print(text, flush=True)
+    from pytest_aaco.reports.markup import terminal_line
+
+    print(text if markup.get("workflow_command") else terminal_line(text), flush=True)
 
 
 @dataclass(frozen=True)

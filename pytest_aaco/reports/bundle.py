@@ -152,9 +152,34 @@ def is_bundle(path: Path) -> bool:
     return path.is_dir() and (path / META_FILE).is_file()
 
 
-def list_sessions(root: str | Path) -> list[Path]:
+#: how far (s) a bundle's name may be ahead of this machine's clock before it counts as future-dated
+FUTURE_TOLERANCE_S = 300
+
+
+def session_started(path: Path) -> _dt.datetime | None:
+    """The UTC start time in a bundle folder's name (``20250101-120000_...``), None for another name."""
+    match = SESSION_DIR_PATTERN.match(path.name)
+    if not match:
+        return None
+    try:
+        return _dt.datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        return None
+
+
+def is_future_dated(path: Path, now: _dt.datetime | None = None) -> bool:
+    """True when the start time in *path*'s name is more than :data:`FUTURE_TOLERANCE_S` ahead of
+    *now* (this machine's clock): the machine that wrote it had its clock ahead."""
+    started = session_started(path)
+    now = now or _utc_now()
+    return started is not None and started > now + _dt.timedelta(seconds=FUTURE_TOLERANCE_S)
+
+
+def list_sessions(root: str | Path, now: _dt.datetime | None = None) -> list[Path]:
     """Bundle folders under *root*, newest first (by the UTC timestamp in the name, then by the
-    modification time of ``session_meta.json``). ``[]`` when *root* does not exist."""
+    modification time of ``session_meta.json``). A future-dated bundle (:func:`is_future_dated`:
+    written while the clock was ahead) comes after all the others, so it does not stay the newest
+    for good; once the clock passes its time it takes its place. ``[]`` when *root* does not exist."""
     base = Path(root)
     if not base.is_dir():
         return []
@@ -163,10 +188,51 @@ def list_sessions(root: str | Path) -> list[Path]:
         match = SESSION_DIR_PATTERN.match(child.name)
         if match and child.is_dir():
             meta = child / META_FILE
-            mtime = meta.stat().st_mtime_ns if meta.exists() else 0
-            found.append((match.group(1), mtime, child))
-    found.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
-    return [entry[2] for entry in found]
+            try:
+                mtime = meta.lstat().st_mtime_ns
+            except OSError:
+                mtime = 0
+            found.append((not is_future_dated(child, now), match.group(1), mtime, child))
+    found.sort(key=lambda entry: entry[:3], reverse=True)
+    return [entry[3] for entry in found]
+
+
+def incomplete_reason(path: Path) -> str | None:
+    """Why the bundle folder *path* cannot be reported (its ``session_meta.json`` missing, empty
+    after a full disk, not JSON, not a regular file), None when it can. Never blocks on a FIFO."""
+    try:
+        meta = read_json(path / META_FILE)
+    except AacoFileError as exc:
+        text = str(exc)
+        if (path / META_FILE).is_file() and (path / META_FILE).stat().st_size == 0:
+            return f"{META_FILE} is empty (a full disk or a killed session?)"
+        return text.removeprefix(f"{path / META_FILE}: ")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{META_FILE} cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    return None if isinstance(meta, dict) else f"{META_FILE} is not a JSON object"
+
+
+def latest_session(root: str | Path, now: _dt.datetime | None = None) -> tuple[Path | None, list[str]]:
+    """The newest bundle under *root* that can be reported (:func:`list_sessions` order), and one
+    note for each newer one skipped: incomplete (:func:`incomplete_reason`), or future-dated
+    (placed after the others, named so the user can remove it or fix the clock)."""
+    notes: list[str] = []
+    sessions = list_sessions(root, now)
+    for path in sessions:
+        if is_future_dated(path, now):
+            continue  # listed last; named below when one was passed over
+        reason = incomplete_reason(path)
+        if reason is None:
+            notes += [f"{p} is dated ahead of this machine's clock (clock skew?), so it is not taken as the latest"
+                      for p in sessions if is_future_dated(p, now)]
+            return path, notes
+        notes.append(f"{path} skipped: incomplete bundle: {reason}")
+    for path in sessions:  # only future-dated ones are left
+        if is_future_dated(path, now) and incomplete_reason(path) is None:
+            notes.append(f"{path} is dated ahead of this machine's clock (clock skew?); it is the only complete"
+                         " bundle")
+            return path, notes
+    return None, notes
 
 
 class LoadedSession(TypedDict):

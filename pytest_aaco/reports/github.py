@@ -15,15 +15,13 @@ See https://docs.github.com/en/actions/writing-workflows/choosing-what-your-work
 
 from __future__ import annotations
 
-import html
 import os
-import re
 from collections.abc import Sequence
-from pathlib import Path
 
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.jsonio import JSONDict, append_text
 from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
 from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.markup import md_code, md_text, workflow_data, workflow_property
 from pytest_aaco.reports.wording import (
     change_text,
     failure_text,
@@ -39,39 +37,18 @@ from pytest_aaco.reports.wording import (
 MAX_SUMMARY_BYTES = 900_000
 #: fingerprint fields that describe the item, not the machine (left out of the machine section)
 ITEM_FIELDS = frozenset({"model_sha256", "input_shapes", "input_dtypes", "provider", "provider_options"})
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
-# ---------------------------------------------------------------- escaping
+# ---------------------------------------------------------------- escaping (pytest_aaco.reports.markup)
 
-
-def escape_data(text: str) -> str:
-    """Escape a workflow-command message: ``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A``."""
-    return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    """Escape a workflow-command property value: as :func:`escape_data`, plus ``:`` -> ``%3A``, ``,`` -> ``%2C``."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+escape_data = workflow_data
+escape_property = workflow_property
 
 
 def command(name: str, message: str, **props: str | None) -> str:
     """One workflow command line: ``::name k=v,k=v::message``, every part escaped; None properties are left out."""
     given = [f"{k}={escape_property(v)}" for k, v in props.items() if v]
     return f"::{name}{' ' + ','.join(given) if given else ''}::{escape_data(message)}"
-
-
-def md_text(text: object) -> str:
-    """Markdown-safe inline text: HTML special characters as entities, Markdown punctuation
-    backslash-escaped, line breaks as ``<br>`` (so the text also stays inside a table cell)."""
-    escaped = html.escape(str(text), quote=False)
-    escaped = _MD_SPECIAL.sub(r"\\\1", escaped)
-    return escaped.replace("\r\n", "\n").replace("\n", "<br>")
-
-
-def md_code(text: object) -> str:
-    """*text* as inline ``<code>``, HTML-escaped, with ``|`` as an entity so tables are not split."""
-    return "<code>" + html.escape(str(text)).replace("|", "&#124;") + "</code>"
 
 
 # ---------------------------------------------------------------- classification
@@ -218,11 +195,10 @@ def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
         return
     if summary_path:
         try:
-            with Path(summary_path).open("a", encoding="utf-8") as handle:
-                handle.write(job_summary(records, context.summary))
+            append_text(summary_path, job_summary(records, context.summary))  # a FIFO or device: never blocks
         except OSError as exc:
             context.say(f"pytest-aaco: cannot append the job summary to {summary_path}: {exc.strerror or exc}",
                         yellow=True)
     if in_actions:
         for line in workflow_commands(records):
-            context.say(line)
+            context.say(line, workflow_command=True)

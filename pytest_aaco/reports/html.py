@@ -51,6 +51,7 @@ from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profi
 from pytest_aaco.reports.markup import (
     BASELINE_COLOR,
     CURRENT_COLOR,
+    PANEL_MARGINS_IN,
     WARMUP_COLOR,
     e,
     figure_svg,
@@ -73,6 +74,8 @@ from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.pooling import pooled_pairs
 
 INSTALL_HINT = "pip install matplotlib"
+#: from this many items on, the session says it is drawing the HTML report before it starts
+PROGRESS_ITEMS = 20
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
 TELEMETRY_PREFERRED = (
     "process_cpu_percent", "system_cpu_percent", "cpu_freq_mhz", "rss_mb", "gpu_util_percent", "gfx_clock_mhz",
@@ -187,6 +190,26 @@ def _plain_log_axis(ax: Axes) -> None:
     ax.yaxis.set_minor_formatter(plain)
 
 
+#: above this many iterations the iterations plot's dots are one embedded bitmap, not one SVG
+#: element each (drawing 10,000 markers as SVG took most of the 1.3 s CPU per item of the report:
+#: studies/html_report_cost.py)
+RASTER_POINTS = 2000
+#: the ECDF is drawn through at most this many points (a step per iteration cost as much as the markers)
+ECDF_POINTS = 512
+
+
+def ecdf_points(values: np.ndarray, most: int = ECDF_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical CDF of *values* as step points ``(x, fraction <= x)``: every value when there
+    are at most *most*, else *most* evenly spaced order statistics (first and last kept), which
+    draws the same curve at report size."""
+    xs = np.sort(values)
+    fractions = np.arange(1, xs.size + 1) / xs.size
+    if xs.size <= most:
+        return xs, fractions
+    keep = np.unique(np.linspace(0, xs.size - 1, most).round().astype(int))
+    return xs[keep], fractions[keep]
+
+
 def plot_latency(record: ItemRecord, baseline: BaselineRecord | None) -> list[tuple[str, Callable[[], str | None]]]:
     """The latency plots of one item as ``(what, draw)`` pairs, each *draw* returning one SVG
     panel: histogram and ECDF against the baseline's latencies (the baseline side's blocks side
@@ -206,7 +229,7 @@ def plot_latency(record: ItemRecord, baseline: BaselineRecord | None) -> list[tu
         lo, hi = lo * 0.95 - 1e-6, hi * 1.05 + 1e-6
 
     def histogram() -> str:
-        fig = new_figure(*PANEL_SIZE)
+        fig = new_figure(*PANEL_SIZE, PANEL_MARGINS_IN)
         ax = fig.subplots()
         found = np.histogram_bin_edges(both[(both >= lo) & (both <= hi)], bins="auto", range=(lo, hi))
         edges = [float(x) for x in (found if found.size <= 61 else np.linspace(lo, hi, 61))]
@@ -223,12 +246,12 @@ def plot_latency(record: ItemRecord, baseline: BaselineRecord | None) -> list[tu
         return figure_svg(fig)
 
     def ecdf() -> str:
-        fig = new_figure(*PANEL_SIZE)
+        fig = new_figure(*PANEL_SIZE, PANEL_MARGINS_IN)
         ax = fig.subplots()
         for values, color, label in ((current, CURRENT_COLOR, now_label), (past, BASELINE_COLOR, past_label)):
             if values.size:
-                xs = np.sort(values)
-                ax.step(xs, np.arange(1, xs.size + 1) / xs.size, where="post", color=color, label=label)
+                xs, ys = ecdf_points(values)
+                ax.step(xs, ys, where="post", color=color, label=label)
         ax.set_xlim(lo, hi)
         ax.set_title("ECDF", fontsize=10)
         ax.set_xlabel("latency (ms)")
@@ -238,16 +261,18 @@ def plot_latency(record: ItemRecord, baseline: BaselineRecord | None) -> list[tu
         return figure_svg(fig)
 
     def iterations() -> str:
-        fig = new_figure(*PANEL_SIZE)
+        fig = new_figure(*PANEL_SIZE, PANEL_MARGINS_IN)
         ax = fig.subplots()
         warm = np.array(result.warmup_latencies_ms, dtype=float)
         start = 0
         if warm.size:
-            ax.plot(np.arange(warm.size), warm, ".", markersize=2, color=WARMUP_COLOR, label="warmup")
+            ax.plot(np.arange(warm.size), warm, ".", markersize=2, color=WARMUP_COLOR, label="warmup",
+                    rasterized=warm.size > RASTER_POINTS)
             start = warm.size
         for i, round_ms in enumerate(rounds):
             ax.plot(np.arange(start, start + len(round_ms)), round_ms, ".", markersize=2.5,
-                    color=CURRENT_COLOR if i % 2 == 0 else "#ff9896", label="measured rounds" if i == 0 else None)
+                    color=CURRENT_COLOR if i % 2 == 0 else "#ff9896", label="measured rounds" if i == 0 else None,
+                    rasterized=current.size > RASTER_POINTS)  # thousands of SVG markers cost seconds per item
             start += len(round_ms)
         # the first warmup runs can be 100x the steady state: scale to the measured tail and the settled warmup
         top = float(np.percentile(current, 99.5))
@@ -261,7 +286,7 @@ def plot_latency(record: ItemRecord, baseline: BaselineRecord | None) -> list[tu
         return figure_svg(fig)
 
     def round_means() -> str:
-        fig = new_figure(*PANEL_SIZE)
+        fig = new_figure(*PANEL_SIZE, PANEL_MARGINS_IN)
         _plot_rounds(fig.subplots(), record, result, _history(record, baseline))
         return figure_svg(fig)
 
@@ -431,7 +456,7 @@ def plot_telemetry(record: ItemRecord) -> list[tuple[str, Callable[[], str | Non
 
     def panel(label: str, xs: list[float], ys: list[float]) -> Callable[[], str]:
         def draw() -> str:
-            fig = new_figure(*TELEMETRY_PANEL_SIZE)
+            fig = new_figure(*TELEMETRY_PANEL_SIZE, PANEL_MARGINS_IN)
             ax = fig.subplots()
             ax.plot(xs, ys, "-", linewidth=1.0, color="#90a4ae")
             if windows:
@@ -469,7 +494,7 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
     sbs = verdict.side_by_side if verdict is not None else None
     if not sbs or not sbs.figures.get("ratios") or verdict is None:
         return None
-    fig = new_figure(*PANEL_SIZE)
+    fig = new_figure(*PANEL_SIZE, PANEL_MARGINS_IN)
     ax = fig.subplots()
     start = 0
     for index, ratios in enumerate(sbs.figures["ratios"]):
@@ -784,6 +809,8 @@ def write(records: Sequence[ItemRecord], context: ReportContext) -> None:
     path = context.html_path
     if path is None:
         return
+    if len(records) >= PROGRESS_ITEMS:  # a few seconds per 10 items: say what the wait is for
+        context.say(f"pytest-aaco: drawing the HTML report of {len(records)} items ...")
     text = render_html(records, context.summary, context.environment, baselines=context.baselines,
                        commit=context.commit_info)
     try:

@@ -28,6 +28,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from pytest_aaco.jsonio import atomic_write_text
 from pytest_aaco.records import ItemRecord, Outcome, ResultRecord, SessionSummary
 from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.markup import xml_text
 from pytest_aaco.reports.wording import headline, junit_names
 
 SUITE_NAME = "pytest-aaco"
@@ -135,19 +136,19 @@ def build_cases(records: Sequence[ItemRecord]) -> list[TestCase]:
     """One ``junit_xml.TestCase`` per record, in run order."""
     cases = []
     for record in records:
-        nodeid = record.nodeid
+        nodeid = xml_text(record.nodeid)  # every text from a user file: characters XML forbids escaped
         classname, name = junit_names(nodeid)
-        details = _details(record)
+        details = xml_text(_details(record))
         case = TestCase(name, classname=classname, elapsed_sec=_elapsed_s(record), stdout=details or None,
                         file=nodeid.split("::", 1)[0] or None)
-        message = headline(record) if record.fails else (record.error or "failed").splitlines()[0]
+        message = xml_text(headline(record) if record.fails else (record.error or "failed").splitlines()[0])
         if record.effective_outcome == Outcome.ERROR:
             case.add_error_info(message=message, output=details, error_type="aaco-error")
         elif record.outcome == Outcome.FAILED:
             kind = record.effective_outcome if record.verdict is not None else "failure"
             case.add_failure_info(message=message, output=details, failure_type=f"aaco-{kind}")
         elif record.outcome == Outcome.SKIPPED:
-            case.add_skipped_info(message=record.error or "skipped")
+            case.add_skipped_info(message=xml_text(record.error or "skipped"))
         cases.append(case)
     return cases
 
@@ -167,7 +168,7 @@ def render_junit(records: Sequence[ItemRecord], summary: SessionSummary, timesta
     for element, record in zip(root.iter("testcase"), records, strict=True):
         props = ET.Element("properties")
         for name, value in properties(record):
-            ET.SubElement(props, "property", {"name": name, "value": value})
+            ET.SubElement(props, "property", {"name": xml_text(name), "value": xml_text(value)})
         element.insert(0, props)
     ET.indent(root, space="  ")
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

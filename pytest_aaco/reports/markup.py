@@ -1,5 +1,24 @@
-"""Building blocks of the HTML report's sections: escaping, number formats, table rows, and
-matplotlib figures as inline SVG.
+r"""Escaping for every sink a report writes to, and the building blocks of the HTML report's
+sections: number formats, table rows, and matplotlib figures as inline SVG.
+
+Text that came from a user file or the environment (a registry key, a path, an error message that
+quotes either) is escaped for the sink it is written to by the functions here, and only here:
+
+* terminal (:func:`terminal_text`, :func:`terminal_line`): characters that are not printable
+  (line breaks, ESC and the rest of C0/C1, DEL, Unicode line separators, format characters such
+  as bidi overrides) become backslash escapes (``\n``, ``\x1b``, ``\u202e``), so one text stays
+  on one line and cannot move the cursor or change colours; on a whole line, a GitHub Actions
+  workflow command is broken up: ``::`` at the start after white space, and ``##[`` anywhere, the
+  two forms the runner parses (``actions/runner`` ``src/Runner.Common/ActionCommand.cs``,
+  ``TryParseV2`` and ``TryParse``, both tried by ``src/Runner.Worker/ActionCommandManager.cs``);
+* GitHub workflow commands (:func:`workflow_data`, :func:`workflow_property`): the escaping of
+  ``actions/toolkit`` ``packages/core/src/command.ts`` (``escapeData``: ``%``, CR, LF;
+  ``escapeProperty``: also ``:`` and ``,``), any other control character as a backslash escape;
+* XML (:func:`xml_text`): characters XML 1.0 forbids (https://www.w3.org/TR/xml/#charsets) as
+  backslash escapes; ElementTree escapes ``&``, ``<``, ``>`` and quotes itself;
+* HTML (:func:`e`): ``html.escape`` after :func:`xml_text`;
+* Markdown (:func:`md_text`, :func:`md_code`): HTML entities, Markdown punctuation and ``|``
+  escaped, line breaks as ``<br>``, other control characters as backslash escapes.
 
 Shared by :mod:`pytest_aaco.reports.html` (the page and the latency sections) and
 :mod:`pytest_aaco.reports.breakdown` (operators, GPU kernels, cold start). matplotlib is imported
@@ -23,9 +42,103 @@ if TYPE_CHECKING:
 CURRENT_COLOR, BASELINE_COLOR, WARMUP_COLOR = "#d62728", "#1f77b4", "#9e9e9e"
 
 
+# ---------------------------------------------------------------- escaping per sink
+
+#: characters XML 1.0 forbids in a document (https://www.w3.org/TR/xml/#charsets, production [2]),
+#: plus DEL and the C1 controls it discourages
+_XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+#: a GitHub Actions workflow command: ``::`` after leading white space (runner ``TryParseV2``)
+_WORKFLOW_START = re.compile(r"^(\s*):(?=:)")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def char_escape(ch: str) -> str:
+    r"""One character as a visible backslash escape: ``\n``, ``\t``, ``\x1b``, ``\u202e``, ``\U000e0001``."""
+    code = ord(ch)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)
+    if named:
+        return named
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _visible(text: str, keep: str = "") -> str:
+    """*text* with every character that is not printable (``str.isprintable``; a space is) and not
+    in *keep* as :func:`char_escape`."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " or c in keep else char_escape(c) for c in text)
+
+
+def terminal_text(value: object) -> str:
+    r"""*value* for one line of a terminal: non-printable characters (line breaks, ESC, the other C0
+    and C1 controls, DEL, U+2028/U+2029, format characters such as bidi overrides) as backslash
+    escapes (``\n``, ``\x1b``, ``\u202e``), so it stays on one line and cannot drive the terminal."""
+    return _visible(str(value))
+
+
+def terminal_line(value: object) -> str:
+    r"""One whole line for stdout or stderr: :func:`terminal_text`, and a GitHub Actions workflow
+    command it would form broken up (a leading ``::`` becomes ``\x3a:``; ``##[`` anywhere becomes
+    ``#\x23[``), so the runner never executes a line the report prints."""
+    text = _WORKFLOW_START.sub(r"\1\\x3a", terminal_text(value))
+    return text.replace("##[", "#\\x23[")
+
+
+def terminal_block(value: object) -> str:
+    """Text of several lines for the terminal (a failure message pytest prints): each line as
+    :func:`terminal_line`, the line breaks kept."""
+    return "\n".join(terminal_line(line) for line in str(value).replace("\r\n", "\n").split("\n"))
+
+
+def param_id(name: str) -> str:
+    r"""A registry key as a pytest parameter id: the older workflow-command form ``##[`` broken up as
+    :func:`terminal_line` does (pytest prints node ids at the start of lines and in its summaries; it
+    escapes control characters itself). Other names are returned unchanged, so node ids stay stable."""
+    return name.replace("##[", "#\\x23[")
+
+
+def workflow_data(value: object) -> str:
+    """A workflow command's message, as ``actions/toolkit`` ``command.ts`` ``escapeData`` does
+    (``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A``); every other non-printable character as a
+    backslash escape (the runner would pass ESC on to the log)."""
+    return _visible(str(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
+
+
+def workflow_property(value: object) -> str:
+    """A workflow command's property value (``file=``, ``title=``): :func:`workflow_data`, plus
+    ``:`` -> ``%3A`` and ``,`` -> ``%2C`` (``command.ts`` ``escapeProperty``)."""
+    return workflow_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def xml_text(value: object) -> str:
+    """*value* for XML character data or an attribute value: every character XML 1.0 forbids (NUL,
+    ESC and the other C0 controls but tab, LF and CR; lone surrogates; U+FFFE, U+FFFF), DEL and the
+    C1 controls as backslash escapes. ``&``, ``<``, ``>`` and quotes are left to the XML writer."""
+    text = str(value)
+    return _XML_FORBIDDEN.sub(lambda m: char_escape(m.group()), text) if _XML_FORBIDDEN.search(text) else text
+
+
 def e(value: object) -> str:
-    """HTML-escape any value (None -> empty string)."""
-    return "" if value is None else html.escape(str(value), quote=True)
+    """HTML-escape any value (None -> empty string); characters XML forbids and control characters
+    but tab and line breaks become backslash escapes (:func:`xml_text`)."""
+    return "" if value is None else html.escape(xml_text(value), quote=True)
+
+
+def md_text(text: object) -> str:
+    """Markdown-safe inline text: HTML special characters as entities, Markdown punctuation
+    backslash-escaped, line breaks as ``<br>`` (so the text also stays inside a table cell), any
+    other non-printable character as a backslash escape."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
+    escaped = escaped.replace("\r\n", "\n").replace("\r", "\n")
+    return _visible(escaped, keep="\n").replace("\n", "<br>")
+
+
+def md_code(text: object) -> str:
+    """*text* as inline ``<code>``, HTML-escaped, with ``|`` as an entity so tables are not split
+    and non-printable characters (line breaks too) as backslash escapes."""
+    return "<code>" + html.escape(_visible(str(text))).replace("|", "&#124;") + "</code>"
 
 
 def is_num(value: object) -> bool:
@@ -55,17 +168,31 @@ def figure_svg(fig: Figure) -> str:
 
     buffer = io.StringIO()
     with rc_context({"svg.fonttype": "none"}):  # text stays text: smaller files, selectable labels
-        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+        fig.savefig(buffer, format="svg", metadata={"Date": None})  # constrained layout: no second "tight" pass
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
     return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 role="img"', text, count=1)
 
 
-def new_figure(width_in: float, height_in: float) -> Figure:
-    """A ``matplotlib.figure.Figure`` of that size (inches), 100 dpi, constrained layout."""
+#: fixed margins (inches: left, right, bottom, top) of panels with short tick labels: matplotlib's
+#: constrained layout lays a figure out in a second, text-measuring draw, half of the report's CPU
+#: time (studies/html_report_cost.py)
+PANEL_MARGINS_IN = (0.75, 0.15, 0.5, 0.35)
+
+
+def new_figure(width_in: float, height_in: float,
+               margins_in: tuple[float, float, float, float] | None = None) -> Figure:
+    """A ``matplotlib.figure.Figure`` of that size (inches), 100 dpi: constrained layout, or with
+    *margins_in* (left, right, bottom, top, inches) fixed margins and no layout pass."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width_in, height_in), dpi=100, layout="constrained")
+    if margins_in is None:
+        return Figure(figsize=(width_in, height_in), dpi=100, layout="constrained")
+    fig = Figure(figsize=(width_in, height_in), dpi=100)
+    left, right, bottom, top = margins_in
+    fig.subplots_adjust(left=left / width_in, right=1 - right / width_in, bottom=bottom / height_in,
+                        top=1 - top / height_in)
+    return fig
 
 
 def plot_or_note(draw: Callable[[], str | None], what: str) -> str:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_aaco.measure.inference import MeasureSettings
+from pytest_aaco.reports.markup import terminal_line
 
 if TYPE_CHECKING:
     import pytest
@@ -128,6 +129,7 @@ def announce(config: pytest.Config, item_label: str, settings: MeasureSettings) 
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None or tr.verbosity < 0:
         return
+    item_label = terminal_line(item_label)  # a registry key may hold control characters
     text = status_text(item_label, settings)
     try:
         with _uncaptured(config):
@@ -160,8 +162,13 @@ def fit_verbose(text: str, item_label: str, free: int) -> str:
 def write_line(config: pytest.Config, text: str, **markup: bool) -> None:
     """Write one line on pytest's terminal (stdout), or print it when there is no terminal reporter.
 
-    Used by the session-end reports (GitHub workflow commands, write errors). Never raises.
+    Used by the session-end reports (GitHub workflow commands, write errors). Never raises. The
+    line goes through :func:`pytest_aaco.reports.markup.terminal_line` (control characters escaped,
+    no workflow command), unless *workflow_command* is true: a command built, escaped, by
+    :func:`pytest_aaco.reports.github.command`.
     """
+    if not markup.pop("workflow_command", False):
+        text = terminal_line(text)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     try:
         if tr is not None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import FdrRecord, ItemRecord, Outcome, ResultRecord, several_gpus
 from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports.markup import terminal_line
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, num, row_names, verdict_cell
 from pytest_aaco.verdict.blind import summary_line as blind_line
 from pytest_aaco.verdict.percent import bound_text, pct
@@ -29,7 +30,7 @@ NUMERIC = frozenset({2, 3, 4, 5})
 def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: frozenset[int] = frozenset()
                 ) -> list[str]:
     """Aligned text table: header, a rule, the rows; columns in *numeric* are right-aligned."""
-    table = [list(header)] + [list(r) for r in rows]
+    table = [list(header)] + [[terminal_line(c) for c in r] for r in rows]  # cells from user files escaped
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
 
     def fmt(cells: list[str]) -> str:
@@ -249,4 +250,4 @@ def write_summary(terminalreporter: pytest.TerminalReporter, records: Sequence[I
         return
     tr.write_sep("=", "pytest-aaco results")
     for line in lines:
-        tr.write_line(line)
+        tr.write_line(terminal_line(line))
