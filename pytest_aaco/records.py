@@ -1144,6 +1144,9 @@ class ColdStartVerdictRecord:
         return cls(_text(d.get("outcome")), bool(d.get("fails")), _text(d.get("message")), _text(d.get("method")),
                    _text(d.get("ref")), metrics)
 
+#: the key of an item record's ``extra`` holding its side-by-side triage
+#: (:meth:`pytest_aaco.sidebyside.unchanged.Triage.to_dict`), and the triage that found the compute unchanged
+TRIAGE_KEY, TRIAGE_SAME_COMPUTE = "compare_triage", "same-compute"
 #: the gated cold-start figures, as (key, words for messages) (:mod:`pytest_aaco.passes.coldstart`)
 COLD_START_METRICS = (("session_create_ms", "session creation"), ("first_run_ms", "first run"))
 #: the split of session creation read from ORT's profiler, as (key, words)

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
+from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
 from pytest_aaco.records import ItemRecord, Outcome
-from pytest_aaco.sidebyside.unchanged import EXTRA_KEY, SAME_COMPUTE
 
 #: name under which the ledger is registered with pytest's plugin manager
 COST_PLUGIN_NAME = "aaco-cost"

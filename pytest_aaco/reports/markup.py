@@ -36,6 +36,9 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+# the one-line terminal rule sits with the warning classes (whose messages it cleans), the lowest layer
+from pytest_aaco.warnings import _visible, char_escape, terminal_line
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -47,43 +50,7 @@ CURRENT_COLOR, BASELINE_COLOR, WARMUP_COLOR = "#d62728", "#1f77b4", "#9e9e9e"
 #: characters XML 1.0 forbids in a document (https://www.w3.org/TR/xml/#charsets, production [2]),
 #: plus DEL and the C1 controls it discourages
 _XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-#: a GitHub Actions workflow command: ``::`` after leading white space (runner ``TryParseV2``)
-_WORKFLOW_START = re.compile(r"^(\s*):(?=:)")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-
-
-def char_escape(ch: str) -> str:
-    r"""One character as a visible backslash escape: ``\n``, ``\t``, ``\x1b``, ``\u202e``, ``\U000e0001``."""
-    code = ord(ch)
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)
-    if named:
-        return named
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def _visible(text: str, keep: str = "") -> str:
-    """*text* with every character that is not printable (``str.isprintable``; a space is) and not
-    in *keep* as :func:`char_escape`."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c == " " or c in keep else char_escape(c) for c in text)
-
-
-def terminal_text(value: object) -> str:
-    r"""*value* for one line of a terminal: non-printable characters (line breaks, ESC, the other C0
-    and C1 controls, DEL, U+2028/U+2029, format characters such as bidi overrides) as backslash
-    escapes (``\n``, ``\x1b``, ``\u202e``), so it stays on one line and cannot drive the terminal."""
-    return _visible(str(value))
-
-
-def terminal_line(value: object) -> str:
-    r"""One whole line for stdout or stderr: :func:`terminal_text`, and a GitHub Actions workflow
-    command it would form broken up (a leading ``::`` becomes ``\x3a:``; ``##[`` anywhere becomes
-    ``#\x23[``), so the runner never executes a line the report prints."""
-    text = _WORKFLOW_START.sub(r"\1\\x3a", terminal_text(value))
-    return text.replace("##[", "#\\x23[")
 
 
 def terminal_block(value: object) -> str:

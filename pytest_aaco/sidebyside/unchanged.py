@@ -26,17 +26,17 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_aaco.measure.registry import ModelSpec
+from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
+from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.sidebyside.compute import ComputeCheck, compare_compute
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRefError
 
-#: triage results
-SAME_COMPUTE, MEASURE = "same-compute", "measure"
+#: triage results (SAME_COMPUTE and the record key are in records, where the reports read them)
+MEASURE = "measure"
 #: ``--aaco-compare-unchanged`` values
 SKIP_UNCHANGED, MEASURE_UNCHANGED = "skip", "measure"
 UNCHANGED_MODES = (SKIP_UNCHANGED, MEASURE_UNCHANGED)
-#: the key of an item record's ``extra`` that holds the triage (:meth:`Triage.to_dict`)
-EXTRA_KEY = "compare_triage"
 
 
 @dataclass(frozen=True)
