@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.environ.get("AACO_SOURCE") or str(Path(__file__).resolve().parent.parent))
 
-from pytest_aaco.records import ItemRecord, SessionSummary  # noqa: E402
+from pytest_aaco.records import BaselineRecord, ItemRecord, SessionSummary  # noqa: E402
 from pytest_aaco.reports.html import render_html  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     built = [record(i, rng) for i in range(args.items)]
     records = [r for r, _, _ in built]
-    baselines = {nodeid: base for _, nodeid, base in built}
+    baselines = {nodeid: BaselineRecord.from_dict(base) for _, nodeid, base in built}
     summary = SessionSummary.of(records)
     profiler = cProfile.Profile() if args.profile else None
     start = time.process_time()

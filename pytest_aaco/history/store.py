@@ -219,18 +219,26 @@ def _number(path: Path, where: str, value: object, low: float = -MAX_NUMBER, hig
         raise _bad(path, where, value, f"expected at most {high:g}")
 
 
-def _free_numbers(path: Path, where: str, value: object) -> None:
+#: keys with these suffixes hold amounts (ms, MB, s, bytes, per cent), never negative ...
+_UNIT_SUFFIXES = ("_ms", "_mb", "_s", "_bytes", "_pct", "_percent")
+#: ... unless they are changes: a growth or a delta is negative when the amount shrank (``rss_growth_mb``)
+_SIGNED_WORDS = ("growth", "delta", "change", "drift", "offset")
+
+
+def _free_numbers(path: Path, where: str, value: object, unit: bool = False) -> None:
     """Walk a free-form section (telemetry, cold start, profile): every number finite and at most
-    :data:`MAX_NUMBER` in size. A sign is not checked: growths and deltas with a unit suffix
-    (``rss_growth_mb``) are negative when memory shrank."""
+    :data:`MAX_NUMBER` in size; non-negative under a key with a unit suffix (``rss_mb``: {``max``: ...}),
+    except a growth or a delta (``rss_growth_mb``: {``max``: -0.09} when memory shrank)."""
     if isinstance(value, dict):
         for key, sub in value.items():
-            _free_numbers(path, f"{where}.{key}", sub)
+            name = str(key)
+            signed = any(word in name for word in _SIGNED_WORDS)
+            _free_numbers(path, f"{where}.{key}", sub, not signed and (unit or name.endswith(_UNIT_SUFFIXES)))
     elif isinstance(value, list):
         for index, sub in enumerate(value):
-            _free_numbers(path, f"{where}[{index}]", sub)
+            _free_numbers(path, f"{where}[{index}]", sub, unit)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        _number(path, where, value, -MAX_NUMBER)  # growths and deltas may be negative (rss_growth_mb)
+        _number(path, where, value, 0 if unit else -MAX_NUMBER)
 
 
 #: the numbers of a round summary and of a run summary: (low, high, integer)

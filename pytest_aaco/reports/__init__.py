@@ -12,11 +12,10 @@ from pathlib import Path
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import BaselineRecord, SessionSummary
+from pytest_aaco.warnings import terminal_line
 
 
 def _print(text: str, **markup: bool) -> None:
-    from pytest_aaco.reports.markup import terminal_line
-
     print(text if markup.get("workflow_command") else terminal_line(text), flush=True)
 
 
