@@ -64,7 +64,8 @@ from pytest_aaco.cli.info import cmd_info, device_map, machine_info
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.options import default
 
-__all__ = ["OK", "_err", "_out", "REGRESSION_FOUND", "USAGE_ERROR", "CliError", "Project", "build_parser", "check_folder",
+__all__ = ["OK", "REGRESSION_FOUND", "USAGE_ERROR", "CliError", "Project", "_err", "_out", "build_parser",
+           "check_folder",
            "cmd_baseline_archived", "cmd_baseline_prune", "cmd_baseline_restore", "cmd_baseline_show", "cmd_diff",
            "cmd_info", "cmd_ls", "cmd_report", "device_map", "find_project", "load_bundle", "machine_info", "main"]
 
