@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 
-from pytest_aaco.history.store import _runner_baselines
+from pytest_aaco.history.store import Baseline, _runner_baselines
+from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.verdict import stats
 from pytest_aaco.verdict.pooling import DEVICE, NORMALIZED, RAW, WALL, Pool, fit_pool, pooled_test, run_gpu, run_means
 
@@ -25,7 +25,7 @@ def _folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
         return ()
 
 
-def folder_histories(folder: Path) -> list[list[dict[str, Any]]]:
+def folder_histories(folder: Path) -> list[list[JSONDict]]:
     """The live history of every readable baseline file in *folder* (unreadable files are skipped)."""
     return [b.history for b in _runner_baselines(folder)]
 
@@ -44,14 +44,14 @@ def folder_pool(folder: Path, metric: str, kind: str, ref_id: str | None = None)
     return _cached_pool(str(folder), metric, kind, ref_id, _folder_signature(folder))
 
 
-def result_gpu(result: Any) -> str | None:
+def result_gpu(result: BenchmarkResult) -> str | None:
     """The physical GPU a :class:`~pytest_aaco.measure.results.BenchmarkResult` ran on (its ``gpu``
     dict's ``uuid`` or ``pci_bus_id``, set by the gate), or None."""
     gpu = getattr(result, "gpu", None)
     return run_gpu({"gpu": gpu}) if isinstance(gpu, dict) else None
 
 
-def device_comparison(result: Any, baseline: Any, kind: str) -> tuple[stats.Comparison, dict[str, Any]] | None:
+def device_comparison(result: BenchmarkResult, baseline: Baseline, kind: str) -> tuple[stats.Comparison, JSONDict] | None:
     """The pooled device-time test of *result* against *baseline* (a
     :class:`~pytest_aaco.history.store.Baseline`) on series *kind*, with what it used
     (``{"pooled": {"s0_sq", "d0", "items", "gpu", "gpu_offset"}}``), or None when pooling does not
@@ -72,7 +72,7 @@ def device_comparison(result: Any, baseline: Any, kind: str) -> tuple[stats.Comp
     return _compare(result, baseline, DEVICE, kind, ref_id, current)
 
 
-def wall_comparison(result: Any, baseline: Any, kind: str) -> tuple[stats.Comparison, dict[str, Any]] | None:
+def wall_comparison(result: BenchmarkResult, baseline: Baseline, kind: str) -> tuple[stats.Comparison, JSONDict] | None:
     """The pooled wall-time test on the raw round log-means (*kind* ``raw``; None otherwise), as
     :func:`device_comparison`."""
     if kind != RAW or not len(result.round_log_means):
@@ -80,8 +80,8 @@ def wall_comparison(result: Any, baseline: Any, kind: str) -> tuple[stats.Compar
     return _compare(result, baseline, WALL, RAW, None, np.asarray(result.round_log_means, float))
 
 
-def _compare(result: Any, baseline: Any, metric: str, kind: str, ref_id: str | None, current: np.ndarray
-             ) -> tuple[stats.Comparison, dict[str, Any]] | None:
+def _compare(result: BenchmarkResult, baseline: Baseline, metric: str, kind: str, ref_id: str | None, current: np.ndarray
+             ) -> tuple[stats.Comparison, JSONDict] | None:
     pool = folder_pool(Path(baseline.path).parent, metric, kind, ref_id)
     history = run_means(baseline.history, metric, kind, ref_id)
     gpu = result_gpu(result)

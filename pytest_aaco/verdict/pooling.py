@@ -30,12 +30,12 @@ expression in microarray experiments", Statistical Applications in Genetics and 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.verdict import stats
 
 #: pooled series: device time (ln kernel time per run) or wall time (round log-means)
@@ -51,7 +51,7 @@ MIN_ITEMS = 3
 METHOD = "pooled-prediction-interval"
 
 
-def run_gpu(run: dict[str, Any]) -> str | None:
+def run_gpu(run: Mapping[str, object]) -> str | None:
     """The physical GPU a history run recorded (``gpu.uuid``, else ``gpu.pci_bus_id``), or None."""
     gpu = run.get("gpu")
     if not isinstance(gpu, dict):
@@ -60,7 +60,7 @@ def run_gpu(run: dict[str, Any]) -> str | None:
     return str(key) if key else None
 
 
-def _mean(values: Any) -> float | None:
+def _mean(values: object) -> float | None:
     """The mean of a non-empty list of finite numbers, else None (a stored record that lacks them)."""
     if not isinstance(values, (list, tuple)) or not values:
         return None
@@ -71,7 +71,7 @@ def _mean(values: Any) -> float | None:
     return float(arr.mean()) if arr.ndim == 1 and np.all(np.isfinite(arr)) else None
 
 
-def _reference_device(run: dict[str, Any], ref_id: str | None) -> list[float] | None:
+def _reference_device(run: Mapping[str, object], ref_id: str | None) -> list[float] | None:
     ref = run.get("reference")
     if not isinstance(ref, dict) or (ref_id is not None and ref.get("id") != ref_id):
         return None
@@ -80,7 +80,7 @@ def _reference_device(run: dict[str, Any], ref_id: str | None) -> list[float] | 
     return list(logs) if logs else None
 
 
-def run_means(history: Iterable[dict[str, Any]], metric: str, kind: str, ref_id: str | None = None
+def run_means(history: Iterable[Mapping[str, object]], metric: str, kind: str, ref_id: str | None = None
               ) -> list[tuple[str | None, float]]:
     """Per usable history run, ``(gpu, mean)``: the run's GPU (:func:`run_gpu`) and the mean of the
     series the gate tests (ln units), oldest first.
@@ -109,12 +109,14 @@ def run_means(history: Iterable[dict[str, Any]], metric: str, kind: str, ref_id:
                     continue
                 value = _mean([float(a) - float(b) for a, b in zip(logs, ref, strict=False)])
         elif kind == RAW:
-            value = _mean([r.get("log_mean") for r in run.get("rounds") or [] if isinstance(r, dict)])
+            rounds = run.get("rounds")
+            value = _mean([r.get("log_mean") for r in rounds if isinstance(r, dict)]
+                          if isinstance(rounds, (list, tuple)) else [])
         else:
-            ref = run.get("reference")
-            if not isinstance(ref, dict) or (ref_id is not None and ref.get("id") != ref_id):
+            reference = run.get("reference")
+            if not isinstance(reference, dict) or (ref_id is not None and reference.get("id") != ref_id):
                 continue
-            value = _mean(list(ref.get("normalized") or []))
+            value = _mean(list(reference.get("normalized") or []))
         if value is not None:
             found.append((run_gpu(run), value))
     return found
@@ -145,7 +147,7 @@ class GpuOffsets:
             return 0.0, self.tau_sq
         return self.offsets[gpu], self.variances[gpu]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"offsets": dict(self.offsets), "variances": dict(self.variances), "runs": dict(self.runs),
                 "tau_sq": self.tau_sq, "sigma_sq": self.sigma_sq, "items": self.items, "used_df": self.used_df}
 
@@ -205,7 +207,7 @@ class Pool:
     offsets: GpuOffsets
     df: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"prior": self.prior.to_dict() if self.prior is not None else None, "offsets": self.offsets.to_dict(),
                 "df": self.df}
 
@@ -280,7 +282,7 @@ def pooled_test(current: Sequence[float] | np.ndarray, history: Sequence[tuple[s
                             int(c.size), int(h))
 
 
-def pooled_pairs(device_time: dict[str, Any] | None) -> list[tuple[str, str]]:
+def pooled_pairs(device_time: Mapping[str, object] | None) -> list[tuple[str, str]]:
     """Rows for the HTML report's verdict table from a device-time record's ``pooled`` entry
     (:func:`pytest_aaco.history.pooled.device_comparison`): the pooled prior and the offset of the GPU
     this run used; empty when the device-time test was not pooled. Plain text (the caller escapes it)."""
