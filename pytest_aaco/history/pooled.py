@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from pathlib import Path
+
 import numpy as np
 
 from pytest_aaco.history.store import Baseline, _runner_baselines
@@ -51,7 +52,8 @@ def result_gpu(result: BenchmarkResult) -> str | None:
     return run_gpu({"gpu": gpu}) if isinstance(gpu, dict) else None
 
 
-def device_comparison(result: BenchmarkResult, baseline: Baseline, kind: str) -> tuple[stats.Comparison, JSONDict] | None:
+def device_comparison(result: BenchmarkResult, baseline: Baseline, kind: str
+                      ) -> tuple[stats.Comparison, JSONDict] | None:
     """The pooled device-time test of *result* against *baseline* (a
     :class:`~pytest_aaco.history.store.Baseline`) on series *kind*, with what it used
     (``{"pooled": {"s0_sq", "d0", "items", "gpu", "gpu_offset"}}``), or None when pooling does not
@@ -80,8 +82,8 @@ def wall_comparison(result: BenchmarkResult, baseline: Baseline, kind: str) -> t
     return _compare(result, baseline, WALL, RAW, None, np.asarray(result.round_log_means, float))
 
 
-def _compare(result: BenchmarkResult, baseline: Baseline, metric: str, kind: str, ref_id: str | None, current: np.ndarray
-             ) -> tuple[stats.Comparison, JSONDict] | None:
+def _compare(result: BenchmarkResult, baseline: Baseline, metric: str, kind: str, ref_id: str | None,
+             current: np.ndarray) -> tuple[stats.Comparison, JSONDict] | None:
     pool = folder_pool(Path(baseline.path).parent, metric, kind, ref_id)
     history = run_means(baseline.history, metric, kind, ref_id)
     gpu = result_gpu(result)
