@@ -88,7 +88,7 @@ def check_provider_options(option: str, providers: tuple[ProviderSpec, ...], opt
         check_options(providers, list(options))
 
 
-def parse_option(opt: OptionDef, raw: Any) -> Any:
+def parse_option(opt: OptionDef, raw: object) -> Any:
     """*raw* through the table's parser of *opt*; ``pytest.UsageError`` naming ``--aaco-<name>``."""
     with _usage_error(opt.flag):
         return opt.value(raw)

@@ -20,10 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
+
+if TYPE_CHECKING:
+    import pytest
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
@@ -377,11 +380,11 @@ class OptionDef:
 
     name: str  # without the leading --aaco-
     help: str
-    default: Any
+    default: str | bool
     metavar: str | None = None  # None: a flag
     ini_type: IniType = "string"
     multiple: bool = False
-    parse: Callable[[Any], Any] | None = None
+    parse: Callable[[object], object] | None = None
     #: for an option naming a path: what to give instead of an empty value (``a folder such as
     #: baselines``); an empty or blank value given on the command line or in the ini file is refused
     path: str | None = None
@@ -394,7 +397,7 @@ class OptionDef:
     def dest(self) -> str:
         return "aaco_" + self.name.replace("-", "_")
 
-    def value(self, raw: Any) -> Any:
+    def value(self, raw: object) -> Any:
         """*raw* parsed into the typed setting; ValueError when it is wrong."""
         return raw if self.parse is None else self.parse(raw)
 
@@ -528,7 +531,7 @@ def default_text(opt: OptionDef) -> str:
     return "none" if opt.default == "" else str(opt.default)
 
 
-def ini_default(opt: OptionDef) -> Any:
+def ini_default(opt: OptionDef) -> str | bool | list[str | bool] | None:
     """The default ``Parser.addini`` is given for *opt*'s ini twin: a list for ``linelist``, None for a
     path option (unset, the table's default, told apart from set empty, which is refused)."""
     if opt.ini_type == "linelist":
@@ -538,7 +541,7 @@ def ini_default(opt: OptionDef) -> Any:
     return opt.default
 
 
-def add_options(parser: Any) -> None:
+def add_options(parser: pytest.Parser) -> None:
     """Register every option with pytest's *parser* (``pytest.Parser``), in the groups of
     :data:`HELP_GROUPS`, each with its ini twin ``aaco_*`` (a one-line help naming the option)."""
     for name, title, members in HELP_GROUPS:
@@ -554,7 +557,7 @@ def add_options(parser: Any) -> None:
             parser.addini(opt.dest, help=f"ini twin of {opt.flag}", type=opt.ini_type, default=ini_default(opt))
 
 
-def ini_set(getini: Callable[[str], Any]) -> bool:
+def ini_set(getini: Callable[[str], object]) -> bool:
     """Whether any ini twin is set to something other than its default (*getini*: ``pytest.Config.getini``)."""
     return any(getini(opt.dest) != ini_default(opt) for opt in OPTIONS)
 
