@@ -23,11 +23,12 @@ import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
-from typing import Any
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import LoadedSession, load_session
 from pytest_aaco.reports.cost import ledger_lines
@@ -47,8 +48,8 @@ class RunnerBundle:
     """One job's bundle: its folder, ``session_meta.json``, ``environment.json`` and item records."""
 
     path: Path
-    meta: dict[str, Any]
-    environment: dict[str, Any]
+    meta: JSONDict
+    environment: JSONDict
     records: list[ItemRecord]
     problems: list[str] = field(default_factory=list)
 
@@ -71,11 +72,11 @@ def _slug(text: object, limit: int) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:limit]
 
 
-def environment_key(environment: dict[str, Any], gpu_name: str | None) -> str:
+def environment_key(environment: Mapping[str, object], gpu_name: object) -> str:
     """The machine key from a bundle's environment (CPU model and logical cores) and *gpu_name*,
     computed as :attr:`~pytest_aaco.history.fingerprint.Fingerprint.machine_key` computes it."""
     found = environment.get("cpu")
-    cpu: dict[str, Any] = found if isinstance(found, dict) else {}
+    cpu: Mapping[str, object] = found if isinstance(found, dict) else {}
     fields = {"cpu_model": cpu.get("model"), "cpu_cores": cpu.get("logical_cores"), "gpu_name": gpu_name}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
     slug = _slug(fields["cpu_model"] or "cpu", 40)
@@ -84,7 +85,7 @@ def environment_key(environment: dict[str, Any], gpu_name: str | None) -> str:
     return f"{slug}-{fields['cpu_cores'] or 0}c-{digest}"
 
 
-def runner_of(record: ItemRecord, environment: dict[str, Any]) -> tuple[str, str]:
+def runner_of(record: ItemRecord, environment: Mapping[str, object]) -> tuple[str, str]:
     """``(machine key, GPU name or "-")`` of *record* from a bundle with *environment*: the key of its
     fingerprint when it has one, else :func:`environment_key` (with the bundle's GPU for a non-CPU EP)."""
     gpu = (record.gpu or {}).get("name") if isinstance(record.gpu, dict) else None
@@ -92,7 +93,7 @@ def runner_of(record: ItemRecord, environment: dict[str, Any]) -> tuple[str, str
     if fingerprint.get("cpu_model") is not None:
         return Fingerprint(fingerprint).machine_key, str(gpu or fingerprint.get("gpu_name") or "-")
     found = environment.get("gpu")
-    env_gpu: dict[str, Any] = found if isinstance(found, dict) else {}
+    env_gpu: Mapping[str, object] = found if isinstance(found, dict) else {}
     on_gpu = record.provider not in CPU_ONLY
     name = gpu or (env_gpu.get("name") if on_gpu else None)
     return environment_key(environment, name), str(name or "-")
@@ -152,7 +153,8 @@ def runner_lines(bundles: list[RunnerBundle], rows: list[MergedRow]) -> list[str
     for bundle in bundles:
         runners = sorted({row.runner for row in rows if row.bundle is bundle})
         meta = bundle.meta
-        fdr = ((meta.get("summary") or {}).get("fdr_control") or {}) if isinstance(meta.get("summary"), dict) else {}
+        summary = meta.get("summary")
+        fdr = (summary.get("fdr_control") or {}) if isinstance(summary, dict) else {}
         control = (f"; LOND at FDR {fdr.get('alpha')} over its {fdr.get('m')} items" if fdr.get("method") else "")
         lines.append(f"{bundle.name}: runner {', '.join(runners) or '-'}, {len(bundle.records)} item(s), started"
                      f" {meta.get('started_at') or meta.get('bundle_started_at') or '-'}{control}")

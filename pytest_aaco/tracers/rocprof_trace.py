@@ -275,7 +275,7 @@ def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, .
                       f" JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id{joins}").fetchall()
 
 
-def roctx_message(extdata: Any) -> str | None:
+def roctx_message(extdata: object) -> str | None:
     """The roctx message of a rocpd event's *extdata* (``{"message": ...}``, JSON text as
     generateRocpd.cpp's ``insert_api_data`` writes it), or None when there is none or it is not JSON."""
     if isinstance(extdata, (bytes, bytearray)):
