@@ -35,7 +35,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from pytest_aaco.jsonio import JSONDict
+
+if TYPE_CHECKING:
+    from onnx import AttributeProto, FunctionProto, ModelProto, TensorProto, TypeProto
 
 #: how the check proved the compute unchanged
 SAME_GRAPH = "same graph"
@@ -57,7 +62,7 @@ class ComputeCheck:
     reason: str = ""
     seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"proven": self.proven, "how": self.how or None, "reason": self.reason or None,
                 "seconds": round(self.seconds, 3)}
 
@@ -71,7 +76,7 @@ def _h(*parts: bytes | str) -> bytes:
     return digest.digest()
 
 
-def _tensor_digest(tensor: Any) -> bytes:
+def _tensor_digest(tensor: TensorProto) -> bytes:
     """Element type, shape and values of a TensorProto (names and doc strings left out)."""
     from onnx import TensorProto, numpy_helper
 
@@ -82,7 +87,7 @@ def _tensor_digest(tensor: Any) -> bytes:
     return _h("tensor", str(tensor.data_type), ",".join(map(str, tensor.dims)), data)
 
 
-def _type_text(value_type: Any) -> str:
+def _type_text(value_type: TypeProto) -> str:
     """A TypeProto as text, ``denotation`` left out (it does not change compute)."""
     copy = type(value_type)()
     copy.CopyFrom(value_type)
@@ -90,7 +95,7 @@ def _type_text(value_type: Any) -> str:
     return str(copy.SerializeToString(deterministic=True).hex())
 
 
-def _attribute_digest(attr: Any, where: str) -> bytes:
+def _attribute_digest(attr: AttributeProto, where: str) -> bytes:
     from onnx import AttributeProto
 
     if attr.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
@@ -106,7 +111,7 @@ def _attribute_digest(attr: Any, where: str) -> bytes:
     return _h("attr", copy.SerializeToString(deterministic=True))
 
 
-def _function_digest(functions: Iterable[Any]) -> bytes:
+def _function_digest(functions: Iterable[FunctionProto]) -> bytes:
     parts = []
     for function in functions:
         copy = type(function)()
@@ -119,7 +124,7 @@ def _function_digest(functions: Iterable[Any]) -> bytes:
     return _h("functions", *sorted(parts))
 
 
-def graph_digest(model: Any) -> str:
+def graph_digest(model: ModelProto) -> str:
     """The canonical digest (hex) of an ``onnx.ModelProto`` *model*'s compute (see the module's
     docstring for what it covers). Raises :class:`NotDigestible` for a subgraph attribute or a node
     whose input no node, input or initializer produces."""
