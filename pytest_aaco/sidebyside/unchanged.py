@@ -21,10 +21,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Protocol
 
 import pytest
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
 from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
@@ -72,12 +74,12 @@ class Triage:
             return self.compute.reason
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {"status": self.status, "changes": list(self.side.changes), "seconds": round(self.seconds, 3),
                 "compute": None if self.compute is None else self.compute.to_dict()}
 
 
-def triage(side: BaselineSide, same_environment: bool, model_file: Any, started: float | None = None) -> Triage:
+def triage(side: BaselineSide, same_environment: bool, model_file: Path, started: float | None = None) -> Triage:
     """Triage an item whose baseline side is *side*; *model_file* is the candidate's model file. The
     compute check runs only when the model bytes are the one change and both sides run in this
     environment (*same_environment*: no ``--aaco-compare-python``, whose subject is the environment).
