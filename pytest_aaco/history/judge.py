@@ -39,7 +39,7 @@ Outcomes, with slowdown = ratio - 1 and δ the practical threshold, at the item'
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any, Protocol
@@ -106,7 +106,7 @@ SHORT_ROUND_SD = math.log1p(SHORT_ROUND_LIMIT) / (NormalDist().inv_cdf(0.95) * m
 NORMALIZE_DURATION_RATIO = 3.0
 
 
-def comparison(current: npt.ArrayLike, history_runs: list[list[float]] | list[Any], min_history: int,
+def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], min_history: int,
                run_noise: float = default("run-noise"), prior: stats.VariancePrior | None = None,
                run_sd_floor: float = 0.0) -> stats.Comparison:
     """The gate's test of this run's round log-means against earlier runs' round log-means.
@@ -183,7 +183,7 @@ def reference_drift(current_log_means: npt.ArrayLike, history_log_means: list[li
                           runs=len(history_log_means))
 
 
-def reference_unstable(ref: Any, history: list[dict[str, Any]]) -> str:
+def reference_unstable(ref: Blocks, history: list[dict[str, Any]]) -> str:
     """Why the reference cannot normalize this run ('' when it can): its blocks drifted within the
     measured phase, or their spread is :data:`SPREAD_LIMIT` times the history's. *ref* is the run's
     :class:`~pytest_aaco.measure.results.ReferenceSeries`; *history* the matching runs' reference records."""
@@ -291,7 +291,7 @@ def choose_series(result: BenchmarkResult, baseline: Baseline, raw_only: str = "
     return build_series(wall_track(result, baseline), raw_only, min_history)
 
 
-def _device_record(run: dict[str, Any]) -> dict[str, Any] | None:
+def _device_record(run: Mapping[str, object]) -> dict[str, Any] | None:
     """A history run's item device time (``device_time`` with at least one block log-mean), or None."""
     dev = run.get("device_time")
     return dev if isinstance(dev, dict) and dev.get("log_means") else None
