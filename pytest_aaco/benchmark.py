@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -64,10 +64,16 @@ MARKER_KEYS = ("models", "providers", "threshold", "device_threshold", "warmup",
 
 _T = TypeVar("_T")
 
-def _names(value: Any) -> frozenset[str] | None:
+def _names(value: str | Iterable[str] | None) -> frozenset[str] | None:
     if value is None:
         return None
     return frozenset({value} if isinstance(value, str) else value)
+
+
+class Marked(Protocol):
+    """What :meth:`AacoMarker.of` reads of a pytest node (an item, a function definition)."""
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None: ...
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,7 @@ class AacoMarker:
     device_threshold: float | None = None
 
     @classmethod
-    def of(cls, node: Any) -> AacoMarker:
+    def of(cls, node: Marked | None) -> AacoMarker:
         """The closest ``@pytest.mark.aaco`` of *node* (an item or a function definition), validated.
 
         Raises ``pytest.UsageError`` naming the marker key for positional arguments, unknown keys
@@ -430,7 +436,7 @@ class BenchmarkRun:
                     raise ValueError(f"benchmark_model({key}=...): {exc}") from None
         return replace(self.settings, **overrides)
 
-    def __call__(self, **overrides: Any) -> BenchmarkResult:
+    def __call__(self, **overrides: object) -> BenchmarkResult:
         return self.run_with(self.settings_for(**overrides))
 
     def run_with(self, settings: MeasureSettings) -> BenchmarkResult:
