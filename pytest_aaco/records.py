@@ -303,7 +303,13 @@ def _float(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _typed(cls: Any, value: Any) -> Any:
+class _FromDict(Protocol):
+    """A record class read back from its JSON object (``from_dict``), as :data:`_TYPED_PARTS` holds them."""
+
+    def from_dict(self, data: JSONDict, /) -> object: ...
+
+
+def _typed(cls: _FromDict, value: object) -> object:
     return cls.from_dict(value) if isinstance(value, dict) else None
 
 
@@ -563,7 +569,7 @@ class Verdict:
 
 
 #: the verdict's typed parts, by field name
-_TYPED_PARTS: dict[str, Any] = {"p99": QuantileComparison, "first_look": FirstLook, "contention": Contention,
+_TYPED_PARTS: dict[str, _FromDict] = {"p99": QuantileComparison, "first_look": FirstLook, "contention": Contention,
                                 "side_by_side": SideBySideSummary, "reference": ReferenceDrift}
 #: the verdict's list fields
 _LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners", "changed")
