@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
 from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
 from pytest_aaco.records import ItemRecord, Outcome
@@ -82,7 +83,7 @@ class CostClock:
         self.phases[report.when] = self.phases.get(report.when, 0.0) + seconds
         self.by_item[report.nodeid] = self.by_item.get(report.nodeid, 0.0) + seconds
 
-    def to_dict(self, records: Iterable[ItemRecord]) -> dict[str, Any]:
+    def to_dict(self, records: Iterable[ItemRecord]) -> JSONDict:
         """The ledger for ``session_meta.json``: ``wall_s`` (from the plugin's start to now),
         ``phases_s`` (collection, setup, call, teardown, check_at_ref, other), ``items`` (measured,
         unchanged, same_compute, new, other), ``item_s`` (seconds by kind of item) and ``shard``."""

@@ -558,7 +558,7 @@ class LondFdr:
         if rejected:
             self._discoveries += 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """JSON-ready state: method, alpha, m, tests, discoveries, next_level."""
         return {
             "method": "LOND",
