@@ -13,12 +13,11 @@ The session says so in one line after the table (:func:`summary_line`), and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from pytest_aaco.records import Outcome
+from pytest_aaco.records import Outcome, Verdict
 
 
-def blind_mde(verdict: Any) -> float | None:
+def blind_mde(verdict: object) -> float | None:
     """The smallest MDE (fraction) of *verdict*'s timing metrics when every one exceeds its
     threshold and the verdict is inconclusive, else None. Side-by-side verdicts and verdicts
     without an MDE (no baseline, saved, errors) are never blind."""
@@ -37,12 +36,12 @@ def blind_mde(verdict: Any) -> float | None:
     return min(m for m, _ in found)
 
 
-def fails_blind(verdict: Any, settings: Any) -> bool:
+def fails_blind(verdict: object, settings: object) -> bool:
     """Whether ``--aaco-fail-blind`` (``settings.fail_blind``) fails *verdict*: it is blind (:func:`blind_mde`)."""
     return bool(getattr(settings, "fail_blind", False)) and blind_mde(verdict) is not None
 
 
-def summary_line(verdicts: Sequence[Any]) -> str | None:
+def summary_line(verdicts: Sequence[Verdict | None]) -> str | None:
     """``3 of 6 items could not detect a slowdown below 66% on this runner (minimum detectable
     effect); use --aaco-compare for pull requests, or --aaco-fail-blind to fail them`` (counting the
     items judged against a stored baseline, the per cent the smallest MDE of the blind ones; ``they
