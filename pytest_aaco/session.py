@@ -604,7 +604,8 @@ class AacoSession:
             self.judge_item(item, run, user_failed)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         duration = item.stash.get(DURATION_KEY, 0.0) + float(report.duration or 0.0)
         item.stash[DURATION_KEY] = duration

@@ -38,7 +38,7 @@ BYTES_PER_MB = 1024 * 1024
 PROCESS, DEVICE_DIFFERENCE = "process", "device-difference"
 
 
-def nvml_process_mb(processes: Iterable[Any], pid: int) -> float | None:
+def nvml_process_mb(processes: Iterable[object], pid: int) -> float | None:
     """MB of device memory NVML attributes to *pid*: the sum of ``usedGpuMemory`` (bytes) over the
     entries of ``nvmlDeviceGetComputeRunningProcesses`` with that ``pid``. None when the pid is
     not listed or every figure is None (not available to this process)."""
