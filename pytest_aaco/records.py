@@ -1390,10 +1390,16 @@ class BaselineSide:
     @classmethod
     def from_dict(cls, data: object) -> BaselineSide:
         d = _object(data)
-        windows = {str(side): tuple((float(a), float(b)) for a, b in spans)
+        windows = {str(side): tuple((float(span[0]), float(span[1])) for span in spans if _is_span(span))
                    for side, spans in _object(d.get("windows")).items() if isinstance(spans, list)}
         return cls(_blocks(d.get("latencies_ms")), _rounds(d.get("rounds")), Figures.from_dict(d.get("summary")),
                    windows)
+
+
+def _is_span(value: object) -> bool:
+    """Whether *value* is a ``[start, end]`` pair of numbers (a measuring window); anything else is left out."""
+    return (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value))
 
 
 @dataclass(frozen=True)
