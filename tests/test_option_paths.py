@@ -43,7 +43,7 @@ def _value(flag: str, outside: Path) -> str:
 def test_a_value_after_a_space_that_would_move_the_rootdir_is_refused(aaco_project, outside, flag):
     aaco_project.pytester.makeini(INI)
     value = _value(flag, outside)
-    result = aaco_project.pytester.runpytest(flag, value, "--co", "-p", "no:cacheprovider")
+    result = aaco_project.pytester.runpytest_subprocess(flag, value, "--co", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
     err = result.stderr.str()
     assert f"{flag} {value}: pytest read {value} as a test path when it chose its rootdir" in err, err
@@ -56,14 +56,14 @@ def test_the_equals_form_and_a_harmless_value_keep_the_projects_rootdir(aaco_pro
     aaco_project.pytester.makeini(INI)
     root = aaco_project.pytester.path
     value = str(outside / "old.xml") if flag != "--aaco-models" else str(root / "models.yaml")
-    result = aaco_project.pytester.runpytest(f"{flag}={value}", "--co", "-p", "no:cacheprovider")
+    result = aaco_project.pytester.runpytest_subprocess(f"{flag}={value}", "--co", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines([f"rootdir: {root}", "configfile: tox.ini", "*test_latency[[]tiny-cpu[]]*"])
     # a value after a space that leaves the rootdir where it is (a file inside the project) is accepted
     (root / "out").mkdir()
     (root / "out" / "old.xml").write_text("<testsuites/>")
     inside = str(root / "out" / "old.xml") if flag != "--aaco-models" else "models.yaml"
-    result = aaco_project.pytester.runpytest(flag, inside, "--co", "-p", "no:cacheprovider")
+    result = aaco_project.pytester.runpytest_subprocess(flag, inside, "--co", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     result.stdout.fnmatch_lines([f"rootdir: {root}", "*test_latency[[]tiny-cpu[]]*"])
 
