@@ -400,22 +400,29 @@ class BenchmarkRun:
                            " ONNX Runtime run was stopped and nothing of this measurement is kept: raise the"
                            " timeout, or set it to off")
 
+    @contextmanager
+    def stopped_by_timeout(self) -> Iterator[None]:
+        """Raise :meth:`timed_out`'s :class:`ItemTimeout` in place of whatever a run that the item timeout
+        stopped raised; any other error passes unchanged."""
+        try:
+            yield
+        except Exception:
+            timeout = self.timed_out()
+            if timeout is not None:
+                raise timeout from None
+            raise
+
     def measure(self, handle: SessionHandle, settings: MeasureSettings) -> BenchmarkResult:
         """Measure on *handle* under the device lock and the item timeout (:meth:`measuring`), with telemetry
         during the measured rounds. Raises :class:`ItemTimeout` when the timeout stopped it."""
         waits = len(self.lock_waits)
         with self.measuring(handle):
             rss_start_mb = rss_mb()
-            try:
+            with self.stopped_by_timeout():
                 result = run_benchmark(handle, self.feeds, settings, self.model.name, batch_size(self.feeds),
                                        telemetry=self.telemetry_session(), reference=self.reference,
                                        tracer=self.tracer,
                                        on_first_run=lambda ms: self._limit_from_first_run(ms, settings))
-            except Exception:
-                timeout = self.timed_out()
-                if timeout is not None:
-                    raise timeout from None
-                raise
         result.lock_wait_s = sum(self.lock_waits[waits:])
         add_rss_growth(result, handle.build_rss_mb, rss_start_mb)
         if handle.device_probe is not None and "summary" in (result.telemetry or {}):
@@ -446,14 +453,9 @@ class BenchmarkRun:
             lond = self.lond
             assert lond is not None  # given with the side-by-side gate
             waits = len(self.lock_waits)
-            try:
+            with self.stopped_by_timeout():
                 result, self.side_verdict = self.side_gate.judge_item(self, settings, self.gate_settings(),
                                                                       lambda: lond().next_level(), self.device_lock)
-            except Exception:
-                timeout = self.timed_out()
-                if timeout is not None:
-                    raise timeout from None
-                raise
             result.lock_wait_s = sum(self.lock_waits[waits:])
         else:
             result = self.measure(self.handle, settings)

@@ -247,3 +247,13 @@ def test_an_item_that_never_gets_the_lock_fails_with_one_line_and_the_run_goes_o
             in out), out
     assert "for 1 s (--aaco-lock-timeout=1, ini aaco_lock_timeout); not measured" in out
     assert "Traceback" not in out
+
+
+def test_the_option_takes_seconds_and_off() -> None:
+    from pytest_aaco.options import lock_timeout
+
+    assert lock_timeout("off") is None and lock_timeout("0") is None
+    assert lock_timeout("3600") == 3600.0 and lock_timeout("90s") == 90.0
+    for bad in ("-1", "soon", ""):
+        with pytest.raises(ValueError):
+            lock_timeout(bad)

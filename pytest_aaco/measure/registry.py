@@ -335,7 +335,8 @@ def _mapping(where: str, raw: object) -> JSONDict:
 
 
 #: a Git LFS pointer file is at most this long (bytes) and starts with one of these lines' beginnings
-#: (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md: "Pointer files must be ... less than 1024 bytes")
+#: (the Git LFS pointer specification, https://git-lfs.github.com/spec/v1: "Pointer files must be ... less
+#: than 1024 bytes")
 LFS_POINTER_MAX_BYTES = 1024
 _LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/", b"version https://hawser.github.com/spec/")
 
