@@ -19,16 +19,14 @@ its minutes went.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
+from typing import cast
 
-from pytest_aaco.jsonio import JSONDict
+from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.records import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import LoadedSession, load_session
 from pytest_aaco.reports.cost import ledger_lines
@@ -68,21 +66,15 @@ class MergedRow:
     bundle: RunnerBundle
 
 
-def _slug(text: object, limit: int) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:limit]
-
-
 def environment_key(environment: Mapping[str, object], gpu_name: object) -> str:
-    """The machine key from a bundle's environment (CPU model and logical cores) and *gpu_name*,
-    computed as :attr:`~pytest_aaco.history.fingerprint.Fingerprint.machine_key` computes it."""
+    """The machine key from a bundle's environment (CPU model and logical cores) and *gpu_name*:
+    :attr:`~pytest_aaco.verdict.comparable.Fingerprint.machine_key` of those fields (a field the bundle
+    lacks is left out, as a fingerprint without it would be)."""
     found = environment.get("cpu")
     cpu: Mapping[str, object] = found if isinstance(found, dict) else {}
     fields = {"cpu_model": cpu.get("model"), "cpu_cores": cpu.get("logical_cores"), "gpu_name": gpu_name}
-    digest = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    slug = _slug(fields["cpu_model"] or "cpu", 40)
-    if gpu_name:
-        slug += "-" + _slug(gpu_name, 30)
-    return f"{slug}-{fields['cpu_cores'] or 0}c-{digest}"
+    known: JSONDict = {k: cast("JSONValue", v) for k, v in fields.items() if v is not None}  # JSON read back
+    return Fingerprint(known).machine_key
 
 
 def runner_of(record: ItemRecord, environment: Mapping[str, object]) -> tuple[str, str]:
