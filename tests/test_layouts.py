@@ -366,10 +366,11 @@ def test_the_walk_at_ref_finds_what_the_file_system_finds(tmp_path_factory, link
                 link.unlink()
         link.symlink_to("/".join(target))
     commit_all(repo, "tree")
-    given_path = repo.joinpath(*query)
+    # a string, not a Path: pathlib drops ".", so Path("m.onnx/.") would name the file, which the kernel refuses
+    given_path = os.path.join(repo, *query)
     real = Path(os.path.realpath(given_path))
     inside = real == repo.resolve() or repo.resolve() in real.parents
-    exists = given_path.is_file()  # stat: the kernel's own walk (realpath alone fixes up missing folders)
+    exists = os.path.isfile(given_path)  # stat: the kernel's own walk (realpath alone fixes up missing folders)
     expected = real.relative_to(repo.resolve()).as_posix() if inside and exists else None
     with RefTree(resolve_ref("HEAD", repo)) as tree:
         try:
