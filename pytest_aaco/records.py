@@ -204,8 +204,9 @@ class SideBySideSummary:
     Typed, the parts the verdict's message reads: ``ref`` (the display name of the compared
     revision), ``outcome`` of the wall-time test, ``cycles``, ``session_pairs`` (fresh session
     pairs), ``first_look`` (:class:`SideBySideFirstLook`, when fresh sessions were asked to confirm)
-    and ``device_time`` (the device-time look, :meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`
-    plus ``outcome`` and ``per_cycle``). ``figures``: every other key as written (per-cycle
+    and ``device_time`` (:class:`DeviceTimeRecord` of the device-time look,
+    :meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict` plus ``outcome`` and ``per_cycle``).
+    ``figures``: every other key as written (per-cycle
     ``ratios``, ``looks``, ``sides``, ``footprint_mb`` in MB, ``spin_bleed`` ...), kept as is.
     """
 
@@ -214,7 +215,7 @@ class SideBySideSummary:
     cycles: int | None
     session_pairs: int | None
     first_look: SideBySideFirstLook | None = None
-    device_time: dict[str, Any] | None = None
+    device_time: DeviceTimeRecord | None = None
     figures: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> JSONDict:
@@ -222,7 +223,7 @@ class SideBySideSummary:
         for key in _SUMMARY_KEYS:
             value = getattr(self, key)
             if value is not None:
-                data[key] = value.to_dict() if isinstance(value, SideBySideFirstLook) else value
+                data[key] = value.to_dict() if isinstance(value, (SideBySideFirstLook, DeviceTimeRecord)) else value
         return data
 
     @classmethod
@@ -232,7 +233,7 @@ class SideBySideSummary:
         return cls(ref=data.get("ref"), outcome=data.get("outcome"), cycles=data.get("cycles"),
                    session_pairs=data.get("session_pairs"),
                    first_look=SideBySideFirstLook.from_dict(first) if isinstance(first, dict) else None,
-                   device_time=data.get("device_time"),
+                   device_time=DeviceTimeRecord.from_dict(data.get("device_time")),
                    figures={k: v for k, v in data.items() if k not in _SUMMARY_KEYS})
 
 
@@ -303,6 +304,129 @@ def _float(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+@dataclass(frozen=True)
+class Pair:
+    """One figure on both sides: the ``baseline``'s and the ``candidate``'s (this run's)."""
+
+    baseline: float | None
+    candidate: float | None
+
+    def to_dict(self) -> JSONDict:
+        return {"baseline": self.baseline, "candidate": self.candidate}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Pair | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(_number(data.get("baseline")), _number(data.get("candidate")))
+
+
+def _kernel_counts(value: object) -> tuple[tuple[str, float], ...]:
+    """``[[name, launches per run], ...]`` as pairs; malformed entries left out."""
+    return tuple((str(e[0]), float(e[1])) for e in _array(value)
+                 if isinstance(e, list) and len(e) == 2 and _number(e[1]) is not None)
+
+
+#: the keys of a device-time record that :class:`DeviceTimeRecord` types besides its judgement's; the
+#: verdict's ``wall_outcome`` (stored gate) is the wall-time judgement's, written beside them by
+#: :meth:`Verdict.to_dict`
+_DEVICE_FACTS = ("kernel_ms", "busy_ms", "kernels", "kernels_added", "kernels_removed", "first_outcome", "wall_outcome")
+
+
+@dataclass(frozen=True)
+class DeviceTimeRecord:
+    """Device time compared, stored (:func:`pytest_aaco.history.judge.device_check`) or side by side
+    (:meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`): its :class:`Judgement` and the kernel
+    figures behind it.
+
+    ``judgement``: the device-time test (ratio current/baseline of device time per run, bounds, p,
+    level, MDE, threshold, series, outcome); None when the test could not run, with ``reason`` saying
+    why. ``kernel_ms``/``busy_ms``: kernel time and busy time per run on both sides (ms);
+    ``kernels``: kernels per run on both sides; ``kernels_added``/``kernels_removed``: ``(kernel
+    name, launches per run)`` against the other side; ``first_outcome``: the first look's outcome
+    when the confirmation look did not confirm it. ``figures``: every other key as written (``runs``,
+    ``reference``, ``pooled``, ``cycles``, ``per_cycle``, ``traced_s`` in s, ``skipped`` ...).
+    """
+
+    judgement: Judgement | None
+    reason: str = ""
+    kernel_ms: Pair | None = None
+    busy_ms: Pair | None = None
+    kernels: Pair | None = None
+    kernels_added: tuple[tuple[str, float], ...] = ()
+    kernels_removed: tuple[tuple[str, float], ...] = ()
+    first_outcome: Outcome | None = None
+    figures: JSONDict = field(default_factory=dict)
+
+    @property
+    def compared(self) -> bool:
+        """Device time was tested (there is a judgement): what :attr:`Verdict.device` hands the reports."""
+        return self.judgement is not None
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome.INCONCLUSIVE if self.judgement is None else self.judgement.outcome
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.judgement is None else self.judgement.ratio
+
+    @property
+    def series(self) -> str | None:
+        return None if self.judgement is None else self.judgement.series
+
+    @property
+    def threshold(self) -> float | None:
+        return None if self.judgement is None else self.judgement.threshold
+
+    @property
+    def mde(self) -> float | None:
+        return None if self.judgement is None else self.judgement.mde
+
+    def with_outcome(self, outcome: Outcome, first_outcome: Outcome | None = None) -> DeviceTimeRecord:
+        """This record with its judgement's outcome set to *outcome* (a rule changed it), keeping the first
+        look's in *first_outcome* when given."""
+        if self.judgement is None:
+            return self
+        return replace(self, judgement=replace(self.judgement, outcome=outcome),
+                       first_outcome=first_outcome or self.first_outcome)
+
+    def to_dict(self) -> JSONDict:
+        """The judgement's keys (:meth:`Judgement.to_dict`, bounds left out when None), the kernel figures,
+        :attr:`figures` as written, ``first_outcome``; ``{"outcome": "inconclusive", "reason"}`` and the
+        figures when the test could not run."""
+        if self.judgement is None:
+            data: JSONDict = {"outcome": str(Outcome.INCONCLUSIVE), "reason": self.reason}
+        else:
+            data = {k: v for k, v in self.judgement.to_dict().items()
+                    if v is not None or k not in ("lower_bound", "upper_bound")}
+        for name in ("kernel_ms", "busy_ms", "kernels"):
+            pair = getattr(self, name)
+            if pair is not None:
+                data[name] = pair.to_dict()
+        if self.judgement is not None:
+            data["kernels_added"] = [[n, c] for n, c in self.kernels_added]
+            data["kernels_removed"] = [[n, c] for n, c in self.kernels_removed]
+        data.update(self.figures)
+        if self.first_outcome is not None:
+            data["first_outcome"] = str(self.first_outcome)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object) -> DeviceTimeRecord | None:
+        """Inverse of :meth:`to_dict`; None when *data* is not a JSON object. A record without a numeric
+        ``ratio`` (the test could not run) has no judgement."""
+        if not isinstance(data, dict):
+            return None
+        first, judged = data.get("first_outcome"), Judgement.from_dict(DEVICE_TIME, data)
+        return cls(judged, "" if judged is not None else str(data.get("reason") or ""),
+                   Pair.from_dict(data.get("kernel_ms")), Pair.from_dict(data.get("busy_ms")),
+                   Pair.from_dict(data.get("kernels")), _kernel_counts(data.get("kernels_added")),
+                   _kernel_counts(data.get("kernels_removed")),
+                   Outcome.parse(first, Outcome.INCONCLUSIVE) if first else None,
+                   {k: v for k, v in data.items() if k not in _JUDGEMENT_KEYS and k not in _DEVICE_FACTS})
+
+
 class _FromDict(Protocol):
     """A record class read back from its JSON object (``from_dict``), as :data:`_TYPED_PARTS` holds them."""
 
@@ -313,16 +437,42 @@ def _typed(cls: _FromDict, value: object) -> object:
     return cls.from_dict(value) if isinstance(value, dict) else None
 
 
+#: the JSON keys of a verdict's wall-time judgement, written as the verdict's own keys (the layout of
+#: every bundle and baseline written so far), with the :class:`Judgement` field each holds
+_WALL_KEYS = {"method": "method", "ratio": "ratio", "ci_low": "ci_low", "ci_high": "ci_high", "p_value": "p_slower",
+              "p_faster": "p_faster", "level": "level", "mde": "mde", "series": "series", "lower_bound": "lower_bound",
+              "upper_bound": "upper_bound"}
+#: a verdict's JSON keys in the order they are written (``change_pct`` and ``reference_drift`` follow)
+_VERDICT_KEYS = ("outcome", "label", "threshold", "message", "reason", "method", "ratio", "ci_low", "ci_high",
+                 "p_value", "p_faster", "level", "mde", "current_mean_ms", "baseline_mean_ms", "current_rounds",
+                 "baseline_rounds",
+                 "baseline_runs", "baseline_path", "fingerprint_id", "fingerprint_diff", "p99", "memory", "unstable",
+                 "confirmed", "first_look", "unconfirmed_by", "contention", "notes", "fails", "side_by_side", "series",
+                 "raw_ratio", "reference", "version_change", "other_runners", "device_time", "current_geomean_ms",
+                 "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since")
+#: keys written only when set (absent, as in files written before them)
+_WHEN_SET = ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound", "changed",
+             "changed_since")
+
+
 @dataclass
 class Verdict:
-    """The outcome for one item, with the figures behind it (ratios, not percentages).
+    """The outcome for one item: its judgements by metric, and the item's facts behind them.
 
-    ``ratio``/``ci_low``/``ci_high`` are current/baseline latency (95% two-sided CI);
-    ``p_value`` is the one-sided p for a slowdown; ``level`` the α_i it was judged at;
-    ``current_rounds``/``baseline_rounds`` the rounds on each side of Welch's t-test.
-    ``reason`` is the whole message of a verdict without a comparison (no baseline, another
-    fingerprint, a file error). ``message`` is rendered once from the other fields by
-    :func:`pytest_aaco.verdict.finish.render_message`, after the last rule changed them.
+    The judgements (:class:`Judgement`, ratios not percentages): ``wall`` (wall time's test, None
+    without a comparison), ``device_time`` (device time against the stored history, a
+    :class:`DeviceTimeRecord`; side by side it is ``side_by_side.device_time``) and ``p99``
+    (:class:`QuantileComparison`, read as a judgement through :attr:`judgements`). :attr:`judgements`
+    gives them by metric; :attr:`failed_metrics` is the one rule for which of them failed the item.
+
+    ``outcome`` is the word of the whole verdict, which the rules after the test may change
+    (confirmation, contention, device time deciding an inconclusive wall time); each judgement keeps its
+    own. The wall-time figures read as the verdict's own (:attr:`ratio`, :attr:`ci_low`, :attr:`p_value`
+    ...) and are written so in the JSON, the layout of earlier versions. ``current_rounds``/
+    ``baseline_rounds``: the rounds on each side of the test. ``reason`` is the whole message of a
+    verdict without a comparison (no baseline, another fingerprint, a file error). ``message`` is
+    rendered once from the other fields by :func:`pytest_aaco.verdict.finish.render_message`, after the
+    last rule changed them.
     """
 
     outcome: Outcome
@@ -330,14 +480,8 @@ class Verdict:
     threshold: float
     message: str = ""
     reason: str | None = None
-    method: str | None = None
-    ratio: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    p_value: float | None = None
-    p_faster: float | None = None
-    level: float | None = None
-    mde: float | None = None
+    #: wall time's test (:data:`LATENCY`); None without a comparison
+    wall: Judgement | None = None
     current_mean_ms: float | None = None
     baseline_mean_ms: float | None = None
     current_rounds: int | None = None
@@ -358,11 +502,9 @@ class Verdict:
     contention: Contention | None = None
     notes: list[str] = field(default_factory=list)
     fails: bool = False
-    #: side-by-side figures (REF, cycles, per-cycle ratios, looks, each side's memory) when the item
-    #: was gated side by side (``--aaco-compare``)
+    #: side-by-side figures (REF, cycles, per-cycle ratios, looks, each side's memory, device time) when the
+    #: item was gated side by side (``--aaco-compare``)
     side_by_side: SideBySideSummary | None = None
-    #: the series tested: ``adjusted`` for the reference workload (a fitted slope), ``normalized`` by it, or ``raw``
-    series: str | None = None
     #: current/baseline of the raw figures, whichever series was tested
     raw_ratio: float | None = None
     #: the reference workload's figures, None without a comparable reference
@@ -371,23 +513,14 @@ class Verdict:
     version_change: list[str] = field(default_factory=list)
     #: machine keys of other runners that have a baseline for the item, when this runner has none
     other_runners: list[str] = field(default_factory=list)
-    #: device time against the stored history (:func:`pytest_aaco.history.judge.device_check`): ``outcome``,
-    #: ``wall_outcome``, ``ratio``, ``ci_low``, ``ci_high``, ``p_slower``, ``level``, ``mde``, ``kernel_ms``,
-    #: ``busy_ms``, ``kernels`` ({``baseline``, ``candidate``}), ``kernels_added``/``kernels_removed``;
-    #: None where the item was not traced (then absent from :meth:`to_dict`, as in files written before it)
-    device_time: dict[str, Any] | None = None
+    #: device time against the stored history (:func:`pytest_aaco.history.judge.device_check`); None where
+    #: the item was not traced (then absent from :meth:`to_dict`, as in files written before it)
+    device_time: DeviceTimeRecord | None = None
     #: geometric means (ms) of the raw round means whose ratio is :attr:`raw_ratio`: this run's, and
     #: ``current_geomean_ms / raw_ratio`` for the baseline; None in records written before them (then
     #: absent from :meth:`to_dict`)
     current_geomean_ms: float | None = None
     baseline_geomean_ms: float | None = None
-    #: the one-sided bounds (ratios) the outcome rule compared (:func:`pytest_aaco.verdict.outcome.outcome_of`):
-    #: ``lower_bound`` at the item's level (above 1 exactly when the slowdown is significant) and
-    #: ``upper_bound`` at the no-regression level (below 1 + threshold for "no regression"); printed by
-    #: :func:`pytest_aaco.verdict.percent.bound_text`. None in records written before them (then absent
-    #: from :meth:`to_dict`, and the reports print the 95% CI instead)
-    lower_bound: float | None = None
-    upper_bound: float | None = None
     #: what changed in the item itself against what it is compared with (``model bytes``, ``inputs``,
     #: ``cuda provider options``, ``environment``): side by side, the item at REF; stored, the model
     #: file the baseline was recorded on. The diagnosis names it first. Empty in records written
@@ -403,27 +536,90 @@ class Verdict:
     def judged(cls, wall: Judgement, label: str, **facts: Any) -> Verdict:
         """A verdict whose wall-time test is *wall* (:attr:`outcome` is its outcome until a rule changes it),
         with the item's *facts* (means, runs, paths, series figures ...) as keyword fields."""
-        return cls(wall.outcome, label, wall.threshold, method=wall.method, ratio=wall.ratio, ci_low=wall.ci_low,
-                   ci_high=wall.ci_high, p_value=wall.p_slower, p_faster=wall.p_faster, level=wall.level,
-                   mde=wall.mde, series=wall.series, lower_bound=wall.lower_bound, upper_bound=wall.upper_bound,
-                   **facts)
+        return cls(wall.outcome, label, wall.threshold, wall=wall, **facts)
+
+    # ------------------------------------------------------------ wall time's figures, as the verdict's own
+
+    @property
+    def ratio(self) -> float | None:
+        """Wall time, current/baseline (the tested series'); None without a comparison."""
+        return None if self.wall is None else self.wall.ratio
+
+    @property
+    def ci_low(self) -> float | None:
+        return None if self.wall is None else self.wall.ci_low
+
+    @property
+    def ci_high(self) -> float | None:
+        return None if self.wall is None else self.wall.ci_high
+
+    @property
+    def p_value(self) -> float | None:
+        """Wall time's one-sided p for a slowdown."""
+        return None if self.wall is None else self.wall.p_slower
+
+    @property
+    def p_faster(self) -> float | None:
+        return None if self.wall is None else self.wall.p_faster
+
+    @property
+    def level(self) -> float | None:
+        """The item's α_i that wall time was judged at."""
+        return None if self.wall is None else self.wall.level
+
+    @property
+    def mde(self) -> float | None:
+        """Wall time's minimum detectable slowdown (fraction, power 0.8)."""
+        return None if self.wall is None else self.wall.mde
+
+    @property
+    def method(self) -> str | None:
+        return None if self.wall is None else self.wall.method
+
+    @property
+    def series(self) -> str | None:
+        """The wall-time series tested: ``adjusted`` for the reference workload (a fitted slope),
+        ``normalized`` by it, or ``raw``; None side by side (paired)."""
+        return None if self.wall is None else self.wall.series
+
+    @property
+    def lower_bound(self) -> float | None:
+        """The one-sided lower bound (ratio) at the item's level that the outcome rule compared
+        (:func:`pytest_aaco.verdict.outcome.outcome_of`); None in records written before it."""
+        return None if self.wall is None else self.wall.lower_bound
+
+    @property
+    def upper_bound(self) -> float | None:
+        """The one-sided upper bound (ratio) at the no-regression level that the rule compared."""
+        return None if self.wall is None else self.wall.upper_bound
+
+    def set_wall_outcome(self, outcome: Outcome) -> None:
+        """Set wall time's own outcome (a rule after the test changed it: withheld, not confirmed)."""
+        if self.wall is not None:
+            self.wall = replace(self.wall, outcome=outcome)
+
+    # ------------------------------------------------------------ the judgements by metric
 
     @property
     def judgements(self) -> dict[str, Judgement]:
-        """The tested metrics by name: :data:`LATENCY` (wall time: the verdict's own figures, with
-        :attr:`wall_outcome`) and :data:`DEVICE_TIME` (:attr:`device`) where each was compared."""
+        """The tested metrics by name: :data:`LATENCY` (wall time), :data:`DEVICE_TIME` (:attr:`device`) and
+        :data:`P99` (:attr:`p99`, see :func:`p99_judgement`) where each was compared. A judgement's
+        regression the verdict no longer stands by (withheld, not confirmed, in an older record) reads
+        as the verdict's outcome."""
         found = {}
-        if self.ratio is not None:
-            found[LATENCY] = Judgement(
-                LATENCY, self.wall_outcome, self.ratio, self.threshold, self.level, self.ci_low, self.ci_high,
-                self.lower_bound, self.upper_bound, self.p_value, self.p_faster, self.mde,
-                self.series or ("paired" if self.side_by_side is not None else None), self.method)
+        if self.wall is not None:
+            found[LATENCY] = replace(self.wall, outcome=self.wall_outcome,
+                                     series=self.wall.series or ("paired" if self.side_by_side is not None else None))
         dev = self.device
-        judged = Judgement.from_dict(DEVICE_TIME, dev) if dev is not None else None
-        if judged is not None:
-            found[DEVICE_TIME] = replace(judged, outcome=self.device_outcome or judged.outcome,
-                                         series=judged.series or "paired")
+        if dev is not None and dev.judgement is not None:
+            found[DEVICE_TIME] = replace(dev.judgement, outcome=self._stood_by(dev.judgement.outcome),
+                                         series=dev.judgement.series or "paired")
+        if self.p99 is not None and self.level is not None:
+            found[P99] = p99_judgement(self.p99, self.threshold, self.level)
         return found
+
+    def _stood_by(self, outcome: Outcome) -> Outcome:
+        return self.outcome if outcome == Outcome.REGRESSION and self.outcome != Outcome.REGRESSION else outcome
 
     @property
     def reference_drift(self) -> float | None:
@@ -432,45 +628,36 @@ class Verdict:
         return None if self.reference is None else self.reference.drift
 
     @property
-    def device(self) -> dict[str, Any] | None:
-        """Device time's figures, stored (:attr:`device_time`) or side by side (``side_by_side["device_time"]``):
-        ``ratio``, ``ci_low``, ``ci_high``, ``mde``, ``outcome``, ``kernels`` ... ; None when not compared."""
+    def device(self) -> DeviceTimeRecord | None:
+        """Device time compared, stored (:attr:`device_time`) or side by side (``side_by_side.device_time``);
+        None when not compared (not traced, or the test could not run)."""
         found = self.device_time or (self.side_by_side.device_time if self.side_by_side is not None else None)
-        return found if isinstance(found, dict) and isinstance(found.get("ratio"), (int, float)) else None
+        return found if found is not None and found.compared else None
 
     @property
     def change_pct(self) -> float | None:
+        """Wall time's change of the tested series (per cent, from :attr:`ratio`)."""
         return None if self.ratio is None else (self.ratio - 1) * 100
 
     # ------------------------------------------------------------ the one "which metrics failed" rule
 
     @property
     def wall_outcome(self) -> Outcome:
-        """Wall time's own outcome: the side-by-side summary's, else the stored device-time record's
-        ``wall_outcome``, else :attr:`outcome`. A wall-time regression the verdict no longer stands by
-        (withheld for contention, not confirmed, in an older record) reads as the verdict's outcome."""
-        found: object = None
-        if self.side_by_side is not None:
-            found = self.side_by_side.outcome
-        elif isinstance(self.device_time, dict):
-            found = self.device_time.get("wall_outcome")
-        wall = Outcome.parse(found, self.outcome) if found else self.outcome
-        return self.outcome if wall == Outcome.REGRESSION and self.outcome != Outcome.REGRESSION else wall
+        """Wall time's own outcome (:attr:`wall`'s), else :attr:`outcome`. A wall-time regression the
+        verdict no longer stands by reads as the verdict's outcome."""
+        return self.outcome if self.wall is None else self._stood_by(self.wall.outcome)
 
     @property
     def device_outcome(self) -> Outcome | None:
         """Device time's outcome (stored or side by side), None when device time was not compared;
         a device-time regression the verdict does not stand by reads as the verdict's outcome."""
         dev = self.device
-        if dev is None:
-            return None
-        found = Outcome.parse(dev.get("outcome"), Outcome.INCONCLUSIVE)
-        return self.outcome if found == Outcome.REGRESSION and self.outcome != Outcome.REGRESSION else found
+        return None if dev is None else self._stood_by(dev.outcome)
 
     @property
     def regressions(self) -> list[str]:
         """The metrics with a regression, in the order the failure names them: :data:`LATENCY` (wall
-        time) and :data:`DEVICE_TIME` whose :attr:`judgements` regressed, :data:`P99`, :data:`MEMORY`. Read
+        time), :data:`DEVICE_TIME` and :data:`P99` whose :attr:`judgements` regressed, :data:`MEMORY`. Read
         by :attr:`failed_metrics` and by the confirmation and contention rules (:mod:`pytest_aaco.verdict.finish`)."""
         judged = self.judgements
         found = [m for m in (LATENCY, DEVICE_TIME) if m in judged and judged[m].outcome == Outcome.REGRESSION]
@@ -536,39 +723,77 @@ class Verdict:
         return bool(self.memory) or self.p99_regressed
 
     def to_dict(self) -> JSONDict:
-        """The verdict as JSON (the typed parts as their own ``to_dict()``), with ``change_pct`` and
-        ``reference_drift`` added."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in _TYPED_PARTS:
-            part = getattr(self, name)
-            data[name] = None if part is None else part.to_dict()
-        for name in _LISTS:
-            data[name] = list(data[name])
+        """The verdict as JSON, in the layout of earlier versions: the wall-time judgement as the verdict's
+        own keys (``ratio``, ``ci_low``, ``p_value`` ...), the typed parts as their own ``to_dict()`` (the
+        stored device-time record with ``wall_outcome``, wall time's own outcome), with ``change_pct``
+        and ``reference_drift`` added."""
+        data: dict[str, Any] = {}
+        for key in _VERDICT_KEYS:
+            if key in _WALL_KEYS:
+                value: Any = None if self.wall is None else getattr(self.wall, _WALL_KEYS[key])
+            else:
+                value = getattr(self, key)
+            if key in _TYPED_PARTS or key == "device_time":
+                value = None if value is None else value.to_dict()
+            elif key in _LISTS:
+                value = list(value)
+            if key in _WHEN_SET and not value:
+                continue
+            data[key] = value
         data["outcome"] = self.outcome.value
+        if "device_time" in data and self.wall is not None:
+            data["device_time"]["wall_outcome"] = str(self.wall.outcome)
         data["change_pct"] = self.change_pct
         data["reference_drift"] = self.reference_drift
-        for name in ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound",
-                     "changed", "changed_since"):
-            if not data[name]:  # absent, as in files written before them
-                del data[name]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        """Inverse of :meth:`to_dict`; keys it does not know are dropped, missing ones take defaults."""
+        """Inverse of :meth:`to_dict`; keys it does not know are dropped, missing ones take defaults.
+        Wall time's own outcome is read from the side-by-side summary's ``outcome``, else the stored
+        device-time record's ``wall_outcome``, else the verdict's."""
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["outcome"] = Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE)
+        outcome = Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE)
+        kwargs["outcome"] = outcome
         kwargs.setdefault("label", "")
         kwargs.setdefault("threshold", 0.0)
         for name in _LISTS:
             kwargs[name] = list(kwargs.get(name) or [])
         for name, part in _TYPED_PARTS.items():
             kwargs[name] = _typed(part, kwargs.get(name))
+        device = data.get("device_time")
+        kwargs["device_time"] = DeviceTimeRecord.from_dict(device)
+        sbs = kwargs["side_by_side"]
+        wall_word: object = (sbs.outcome if sbs is not None else
+                             device.get("wall_outcome") if isinstance(device, dict) else None)
+        flat = {field_name: data.get(key) for key, field_name in _WALL_KEYS.items()}
+        wall = Judgement.from_dict(LATENCY, {**flat, "outcome": wall_word or outcome.value,
+                                             "threshold": kwargs["threshold"]})
+        if wall is not None:
+            kwargs["wall"] = wall
         return cls(**kwargs)
 
 
-#: the verdict's typed parts, by field name
+def p99_judgement(comp: QuantileComparison, threshold: float, level: float) -> Judgement:
+    """The :data:`P99` judgement of a percentile comparison judged at *level* against *threshold* (a
+    fraction; :func:`pytest_aaco.history.judge.p99_check`). The bootstrap interval is two-sided at
+    ``1 - 2·level`` (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`), so its ends are the
+    one-sided bounds at *level*: the lower one above 1 exactly when ``p_slower <= level``. The outcome
+    is a regression when the gate found one (``comp.regression``, which a confirmation look may have
+    cleared), no regression when the upper bound lies below ``1 + threshold``, else inconclusive."""
+    if comp.regression:
+        outcome = Outcome.REGRESSION
+    else:
+        outcome = Outcome.NO_REGRESSION if comp.ci_high - 1 < threshold else Outcome.INCONCLUSIVE
+    return Judgement(metric=P99, outcome=outcome, ratio=comp.ratio, threshold=threshold, level=level,
+                     ci_low=None, ci_high=None, lower_bound=comp.ci_low, upper_bound=comp.ci_high,
+                     p_slower=comp.p_slower, p_faster=None, mde=None, series="raw",
+                     method=f"cluster bootstrap of the p{comp.q:g} ({comp.n_boot} resamples)")
+
+
+#: the verdict's typed parts, by field name (``device_time`` is read and written on its own: its JSON
+#: carries wall time's ``wall_outcome``)
 _TYPED_PARTS: dict[str, _FromDict] = {"p99": QuantileComparison, "first_look": FirstLook, "contention": Contention,
                                 "side_by_side": SideBySideSummary, "reference": ReferenceDrift}
 #: the verdict's list fields
@@ -760,8 +985,8 @@ class ItemRecord:
 
     @property
     def device_record(self) -> DeviceTimeRecord | None:
-        """Device time compared (:attr:`Verdict.device`, stored or side by side) as :class:`DeviceTimeRecord`."""
-        return None if self.verdict is None else DeviceTimeRecord.from_dict(self.verdict.device)
+        """Device time compared (:attr:`Verdict.device`, stored or side by side); None when not compared."""
+        return None if self.verdict is None else self.verdict.device
 
     @property
     def baseline_side(self) -> BaselineSide | None:
@@ -1021,66 +1246,6 @@ class ResultRecord:
         return cls(_rounds(d.get("rounds")), _blocks(d.get("latencies_ms")), _numbers(d.get("warmup_latencies_ms")),
                    Figures.from_dict(d.get("summary")), TelemetryRecord.from_dict(d.get("telemetry")),
                    Figures.from_dict(confirmation.get("summary")) if isinstance(confirmation, dict) else None)
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One figure on both sides: the ``baseline``'s and the ``candidate``'s (this run's)."""
-
-    baseline: float | None
-    candidate: float | None
-
-    def to_dict(self) -> JSONDict:
-        return {"baseline": self.baseline, "candidate": self.candidate}
-
-    @classmethod
-    def from_dict(cls, data: object) -> Pair | None:
-        if not isinstance(data, dict):
-            return None
-        return cls(_number(data.get("baseline")), _number(data.get("candidate")))
-
-
-@dataclass(frozen=True)
-class DeviceTimeRecord:
-    """Device time compared, stored (:func:`pytest_aaco.history.judge.device_check`) or side by side
-    (``DeviceLook.to_dict()`` of :mod:`pytest_aaco.sidebyside.cycles`): ``ratio`` current/baseline of
-    the device time per run, ``ci_low``/``ci_high`` its 95% CI, ``lower_bound``/``upper_bound`` the
-    one-sided bounds the rule compared (None in records written before them), ``threshold``
-    (fraction; None: the item's), ``series`` (``paired``, ``raw``, ``adjusted`` ...), ``outcome``,
-    ``p_slower``, ``mde``, and per run ``kernel_ms`` and ``busy_ms`` (ms) and ``kernels`` on both sides."""
-
-    ratio: float
-    outcome: str | None = None
-    series: str | None = None
-    threshold: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    lower_bound: float | None = None
-    upper_bound: float | None = None
-    p_slower: float | None = None
-    mde: float | None = None
-    kernel_ms: Pair | None = None
-    busy_ms: Pair | None = None
-    kernels: Pair | None = None
-
-    def to_dict(self) -> JSONDict:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("kernel_ms", "busy_ms", "kernels"):
-            data[name] = None if data[name] is None else data[name].to_dict()
-        return _drop_none(data)
-
-    @classmethod
-    def from_dict(cls, data: object) -> DeviceTimeRecord | None:
-        """None when *data* holds no ``ratio`` (device time not compared, or the test could not run)."""
-        d = _object(data)
-        ratio = _number(d.get("ratio"))
-        if ratio is None:
-            return None
-        return cls(ratio, _text(d.get("outcome")), _text(d.get("series")), _number(d.get("threshold")),
-                   _number(d.get("ci_low")), _number(d.get("ci_high")), _number(d.get("lower_bound")),
-                   _number(d.get("upper_bound")), _number(d.get("p_slower")), _number(d.get("mde")),
-                   Pair.from_dict(d.get("kernel_ms")), Pair.from_dict(d.get("busy_ms")),
-                   Pair.from_dict(d.get("kernels")))
 
 
 @dataclass(frozen=True)

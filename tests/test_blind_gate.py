@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from verdicts import verdict
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Outcome, Verdict
@@ -12,10 +13,9 @@ from pytest_aaco.verdict.outcome import fails
 
 
 def _verdict(outcome: Outcome, mde: float | None, device_mde: float | None = None) -> Verdict:
-    v = Verdict(outcome, "m[cpu]", 0.05, mde=mde)
-    if device_mde is not None:
-        v.device_time = {"mde": device_mde, "threshold": 0.01, "ratio": 1.0}
-    return v
+    device = {"mde": device_mde, "threshold": 0.01, "ratio": 1.0} if device_mde is not None else None
+    wall = {"ratio": 1.0, "mde": mde} if mde is not None else {}  # a wall-time test has an estimate
+    return verdict(outcome, **wall, **({"device_time": device} if device else {}))
 
 
 def test_blind_is_inconclusive_with_every_mde_above_its_threshold() -> None:

@@ -19,7 +19,7 @@ from pytest_aaco.history.fingerprint import build_fingerprint
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.device_time import DeviceSeries
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import FdrRecord, HistoryRun, ItemRecord, Outcome, ResultRecord, Verdict
+from pytest_aaco.records import DEVICE_TIME, FdrRecord, HistoryRun, ItemRecord, Outcome, ResultRecord, Verdict
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import headline, verdict_cell
 from pytest_aaco.tracers.base import DeviceBlock
@@ -240,8 +240,8 @@ def test_the_stored_message_prints_the_bound_the_outcome_was_decided_on(tmp_path
     v = _stored(tmp_path, result_factory, 0.818)
     assert v.upper_bound is not None and v.lower_bound is not None
     assert "95% CI" not in v.message
-    dev = v.device_time or {}
-    assert f"device time {pct(dev['ratio'])} raw (upper bound {pct(dev['upper_bound'])} < 1%)" in v.message, v.message
+    dev = v.judgements[DEVICE_TIME]
+    assert f"device time {pct(dev.ratio)} raw (upper bound {pct(dev.upper_bound)} < 1%)" in v.message, v.message
     assert f"(upper bound {pct(v.upper_bound)} " in v.message
     # the table prints the same bound
     record = _record(v)
@@ -477,5 +477,9 @@ def test_every_judged_metric_is_one_judgement_with_the_figures_the_reports_print
         v.ratio, v.lower_bound, v.upper_bound, v.p_value, v.level)
     assert wall.outcome == v.wall_outcome and dev.outcome == v.device_outcome == Outcome.REGRESSION
     assert [m for m, j in judged.items() if j.outcome == Outcome.REGRESSION] == v.failed_metrics == [DEVICE_TIME]
-    assert dev.to_dict() == {k: v.device_time[k] for k in dev.to_dict()}  # the record's keys are the judgement's
+    assert v.device_time is not None and v.device_time.judgement == dev  # the record holds the judgement
+    written = v.to_dict()["device_time"]
+    assert dev.to_dict() == {k: written[k] for k in dev.to_dict()}  # its JSON keys are the judgement's
+    assert written["wall_outcome"] == str(wall.outcome)  # wall time's own outcome, as files written before it
+    assert Verdict.from_dict(v.to_dict()).judgements == judged  # read back, the same judgements
     assert Judgement.from_dict(DEVICE_TIME, dev.to_dict()) == dev

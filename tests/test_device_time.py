@@ -118,7 +118,7 @@ def test_an_unchanged_model_passes_on_device_time_while_wall_time_is_host_noise(
     assert [look.cycles for look in result.measurement.looks] == [6]
     assert all(run.calls > 0 for run in a.runs + b.runs)
     assert verdict.side_by_side is not None
-    dev = verdict.side_by_side.device_time
+    dev = verdict.side_by_side.to_dict()["device_time"]
     assert dev["kernels"] == {"baseline": 219.0, "candidate": 219.0} and len(dev["per_cycle"]) == 2
 
 

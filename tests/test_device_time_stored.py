@@ -75,6 +75,7 @@ class FakeTracer:
         return DeviceBlock(runs, ms, ms * 0.9, float(len(names)), Counter(names * runs))
 
 
+
 def fake_tracer_for(provider, mode):
     if mode == "off":
         return None, None
@@ -194,6 +195,12 @@ def test_no_tracer_says_which_package_and_still_gates_on_wall_time(traced_projec
 
 # ----------------------------------------------------------------- judge level, against scipy.stats
 
+
+def _json(record):
+    """A device-time record as a bundle holds it (None stays None)."""
+    return None if record is None else record.to_dict()
+
+
 def _series(ms: float, blocks: int = 30, sd: float = 0.001, seed: int = 0, extra: int = 0) -> DeviceSeries:
     rng = np.random.default_rng(seed)
     names = Counter({"conv": 200 * 10, "relu": 19 * 10, **({"conv3x3": extra * 10} if extra else {})})
@@ -227,7 +234,7 @@ def test_device_history_test_is_the_prediction_interval_of_scipy_stats(tmp_path,
     current.device = _series(0.818 * 1.03, seed=9)
     series = device_series(current, baseline)
     assert series is not None and series.kind == RAW and series.reason == "no reference workload was measured"
-    dev = device_check(current, baseline, GateSettings(threshold=0.02), level=0.01)
+    dev = _json(device_check(current, baseline, GateSettings(threshold=0.02), level=0.01))
     assert dev is not None
     means = np.array([np.mean(np.log([b.kernel_ms for b in _series(level, seed=s).blocks]))
                       for s, level in enumerate(LEVELS)])
@@ -251,11 +258,11 @@ def test_device_time_is_adjusted_by_the_reference_workloads_device_time(tmp_path
     current.device = _series(0.818 * 1.04, seed=9)
     current.reference = _reference(current, 0.5 * 1.04, 9)
     settings = GateSettings(threshold=0.03)
-    dev = device_check(current, baseline, settings, level=0.05)
+    dev = _json(device_check(current, baseline, settings, level=0.05))
     assert dev is not None and dev["series"] == ADJUSTED and dev["outcome"] != REGRESSION
     assert abs(dev["ratio"] - 1) < 0.01
     current.reference = ReferenceSeries(**{**vars(current.reference), "device": None})
-    raw = device_check(current, baseline, settings, level=0.05)
+    raw = _json(device_check(current, baseline, settings, level=0.05))
     assert raw is not None and raw["series"] == RAW and raw["outcome"] == REGRESSION
     assert raw["reason"] == "the reference workload was not traced"
     # fewer runs with the reference than the adjusted test needs: normalized, ln(item) - ln(reference)
@@ -293,7 +300,7 @@ def test_device_time_series_honours_the_wall_time_guards(tmp_path, result_factor
     series = device_series(current, tiny)
     assert series.kind == RAW and "kernel time per run (0.818 ms) and the reference's (0.05 ms)" in series.reason
     assert series.reference is not None  # the drift is still computed and reported
-    dev = device_check(current, tiny, GateSettings(), level=0.05)
+    dev = _json(device_check(current, tiny, GateSettings(), level=0.05))
     assert dev is not None and dev["series"] == RAW and dev["reason"] == series.reason
 
 
@@ -313,7 +320,7 @@ def test_a_device_time_regression_fails_the_item_and_leads_the_message(tmp_path,
     current.device = _series(0.818 * 1.064, seed=9, extra=8)
     v = judge_history(current, baseline, fp, GateSettings(), level=0.05, label="resnet50[cuda]")
     assert v.outcome == REGRESSION and v.fails and v.device_time is not None
-    assert v.device_time["wall_outcome"] != REGRESSION
+    assert v.to_dict()["device_time"]["wall_outcome"] != REGRESSION and v.wall_outcome != REGRESSION
     assert v.message.startswith("REGRESSION resnet50[cuda]: device time +6.4% raw (lower bound +"), v.message
     assert "(kernel time per run 0.818 -> 0.870 ms; kernels per run 219 -> 227; added conv3x3 x8)" in v.message
     assert "; wall time " in v.message and "mean 2.00 ms vs 2.00 ms (+0.0%) over 5 baseline runs" in v.message
@@ -327,7 +334,7 @@ def test_a_kernel_count_change_alone_is_named_but_does_not_fail(tmp_path, result
     baseline = _baseline(tmp_path, result_factory, LEVELS)
     current = result_factory([2.0] * 10, seed=9)
     current.device = _series(0.818, seed=9, extra=4)
-    dev = device_check(current, baseline, GateSettings(), level=0.05)
+    dev = _json(device_check(current, baseline, GateSettings(), level=0.05))
     assert dev is not None and dev["outcome"] == "no-regression" and dev["kernels_added"] == [["conv3x3", 4.0]]
     assert kernel_changes({"a": 2, "b": 1}, {"a": 1, "c": 3}) == ([("c", 3.0)], [("a", 1.0), ("b", 1.0)])
 
@@ -452,4 +459,5 @@ def test_a_device_time_regression_needs_the_confirmation_look_to_find_it_too(tmp
     assert first.fails
     unconfirmed = confirm(first, look(1.0, 10))
     assert not unconfirmed.fails and unconfirmed.outcome == "inconclusive" and unconfirmed.confirmed is False
-    assert unconfirmed.device_time["outcome"] == "inconclusive"  # the reports do not show a regression
+    # the reports do not show a regression
+    assert unconfirmed.device_time is not None and unconfirmed.device_time.outcome == "inconclusive"

@@ -122,12 +122,19 @@ def test_device_time_reads_from_a_stored_verdict_and_a_side_by_side_look():
               "mde": 0.004, "series": "raw", "kernel_ms": {"baseline": 2.0, "candidate": 2.128},
               "busy_ms": {"baseline": 1.9, "candidate": 2.0}, "kernels": {"baseline": 219.0, "candidate": 227.0}}
     record = ItemRecord.from_dict({"nodeid": "t::x", "verdict": {"outcome": "regression", "label": "x",
-                                                                 "threshold": 0.05, "device_time": stored}})
+                                                                 "threshold": 0.05, "ratio": 1.01,
+                                                                 "device_time": stored}})
     dev = record.device_record
     assert dev is not None and dev.ratio == 1.064 and dev.kernels == Pair(219.0, 227.0)
-    assert (dev.lower_bound, dev.threshold, dev.series, dev.outcome) == (1.06, 0.05, "raw", "regression")
+    assert dev.judgement is not None and record.verdict is not None
+    assert (dev.judgement.lower_bound, dev.threshold, dev.series, dev.outcome) == (1.06, 0.05, "raw", "regression")
+    assert record.verdict.judgements["device time"] == dev.judgement
+    assert record.verdict.wall_outcome == "inconclusive"  # wall time's own outcome, from the stored record
     assert DeviceTimeRecord.from_dict(dev.to_dict()) == dev
-    assert DeviceTimeRecord.from_dict({"outcome": "inconclusive", "reason": "too few runs"}) is None
+    failed = DeviceTimeRecord.from_dict({"outcome": "inconclusive", "reason": "too few runs"})
+    assert failed is not None and failed.judgement is None and failed.reason == "too few runs"
+    assert ItemRecord.from_dict({"nodeid": "t::x", "verdict": {"outcome": "inconclusive", "label": "x",
+                                 "threshold": 0.05, "device_time": failed.to_dict()}}).device_record is None
 
 
 def test_the_gpu_and_the_diagnosis_read_as_written():

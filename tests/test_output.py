@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from verdicts import verdict
 
 from pytest_aaco.records import ItemRecord, Outcome, QuantileComparison, SideBySideSummary, Verdict
 from pytest_aaco.reports import terminal
@@ -73,7 +74,7 @@ def _verdict(**fields) -> Verdict:
     if isinstance(fields.get("p99"), dict):
         fields["p99"] = QuantileComparison(**{"q": 99.0, "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "p_slower": 0.5,
                                          "n_boot": 1000, "regression": False, **fields["p99"]})
-    return Verdict(**{**base, **fields})
+    return verdict(**{**base, **fields})
 
 
 def _record(verdict: Verdict | None, nodeid: str = "tests/perf/test_models.py::test_latency[mlp-cpu]",

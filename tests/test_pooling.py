@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats as sps
+from verdicts import verdict
 
 from pytest_aaco.verdict import pooling, stats
 
@@ -234,12 +235,12 @@ def test_two_saved_runs_gate_device_time_sharply_with_the_pooled_variance(aaco_p
 
 
 def test_the_html_verdict_table_shows_the_pooled_variance_and_the_gpu_offset() -> None:
-    from pytest_aaco.records import Outcome, Verdict
+    from pytest_aaco.records import Outcome
     from pytest_aaco.reports.html import verdict_table
 
-    v = Verdict(Outcome.NO_REGRESSION, "m[cuda]", 0.05, ratio=1.0, ci_low=0.99, ci_high=1.01, mde=0.2)
-    v.device_time = {"ratio": 1.0, "pooled": {"s0_sq": 4e-6, "d0": 3.0, "items": 5, "gpu": "GPU-1234<b>",
-                                              "gpu_offset": math.log(0.99), "gpus": 2}}
+    v = verdict(Outcome.NO_REGRESSION, "m[cuda]", ratio=1.0, ci_low=0.99, ci_high=1.01, mde=0.2,
+                device_time={"ratio": 1.0, "pooled": {"s0_sq": 4e-6, "d0": 3.0, "items": 5, "gpu": "GPU-1234<b>",
+                                              "gpu_offset": math.log(0.99), "gpus": 2}})
     page = verdict_table(v)
     assert "0.200% (5 items, 3 prior df)" in page and "run-to-run sd pooled over the runner" in page
     assert "-1.00% (GPU-1234&lt;b&gt;)" in page  # escaped

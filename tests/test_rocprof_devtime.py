@@ -561,7 +561,7 @@ def test_the_child_device_time_fails_the_item_and_leads_the_message():
     assert verdict.message.startswith("REGRESSION resnet50[migraphx]: device time +6.")
     assert "kernels per run 12 -> 13" in verdict.message and f"added {EXTRA} x1" in verdict.message
     assert verdict.side_by_side is not None and verdict.side_by_side.device_time is not None
-    assert verdict.side_by_side.device_time["kernels"] == {BASELINE: 12.0, CANDIDATE: 13.0}
+    assert verdict.side_by_side.to_dict()["device_time"]["kernels"] == {BASELINE: 12.0, CANDIDATE: 13.0}
 
 
 def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_model_path):

@@ -51,7 +51,16 @@ from pytest_aaco.history import pooled as pooled_store
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import DEVICE_TIME, LATENCY, Outcome, QuantileComparison, ReferenceDrift, Verdict
+from pytest_aaco.records import (
+    DEVICE_TIME,
+    LATENCY,
+    DeviceTimeRecord,
+    Outcome,
+    Pair,
+    QuantileComparison,
+    ReferenceDrift,
+    Verdict,
+)
 from pytest_aaco.verdict import pooling, stats
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.metrics import kernel_changes
@@ -342,7 +351,7 @@ def device_series(result: BenchmarkResult, baseline: Baseline, min_history: int 
 
 
 def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSettings, level: float
-                 ) -> dict[str, Any] | None:
+                 ) -> DeviceTimeRecord | None:
     """Device time against the stored history, with the statistics wall time gets: the history
     test (:meth:`Series.test`: the prediction-interval t-test, Welch's test with the run-to-run term
     on a short history, or the reference-adjusted test) on the series of :func:`device_series`, the
@@ -352,17 +361,16 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     the baseline folder's items and each physical GPU's offset taken out
     (:func:`pytest_aaco.history.pooled.device_comparison`, recorded under ``"pooled"``).
 
-    Returns None when there is nothing to compare (this run or the history lacks device time), else
-    ``{"outcome", "threshold", "ratio", "ci_low", "ci_high", "p_slower", "p_faster", "level", "mde", "method",
-    "series", "reason", "runs", "kernel_ms", "busy_ms", "kernels"`` (each ``{"baseline",
-    "candidate"}``, ms per run and kernels per run), ``"kernels_added", "kernels_removed"`` (``[name,
-    launches per run]``, vs the latest traced history run), ``"reference"``}; a ValueError from the
-    statistics becomes ``outcome`` inconclusive with the reason.
+    Returns None when there is nothing to compare (this run or the history lacks device time), else a
+    :class:`~pytest_aaco.records.DeviceTimeRecord`: the judgement, kernel time, busy time (ms per run) and
+    kernels per run on both sides, the kernels added and removed (launches per run, vs the latest traced
+    history run), and as figures ``runs``, ``reference`` and ``pooled``; a ValueError from the statistics
+    gives a record without a judgement, with the reason.
     """
     try:
         series = device_series(result, baseline, settings.min_history)
     except ValueError as exc:
-        return {"outcome": str(INCONCLUSIVE), "reason": str(exc)}
+        return DeviceTimeRecord(None, reason=str(exc))
     if series is None or result.device is None:
         return None
     dev = result.device
@@ -371,7 +379,7 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
         pooled = pooled_store.device_comparison(result, baseline, series.kind)
         comp = pooled[0] if pooled else series.test(settings.min_history, settings.run_noise, None, None)
     except ValueError as exc:
-        return {"outcome": str(INCONCLUSIVE), "reason": str(exc)}
+        return DeviceTimeRecord(None, reason=str(exc))
     judged = judgement_of(DEVICE_TIME, comp, settings.device_threshold, level, series=series.kind,
                           reason=series.reason)
 
@@ -380,13 +388,13 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
         return float(np.median(values)) if values else float("nan")
 
     added, removed = kernel_changes(records[-1].get("kernel_names") or {}, dev.names_per_run())
-    return {**judged.to_dict(), "runs": len(series.history),
-            "kernel_ms": {"baseline": past("kernel_ms"), "candidate": dev.kernel_ms},
-            "busy_ms": {"baseline": past("busy_ms"), "candidate": dev.busy_ms},
-            "kernels": {"baseline": past("kernels"), "candidate": dev.kernels},
-            "kernels_added": [[n, c] for n, c in added], "kernels_removed": [[n, c] for n, c in removed],
-            "reference": series.reference.to_dict() if series.reference is not None else None,
-            "pooled": pooled[1] if pooled else None}
+    return DeviceTimeRecord(
+        judged, kernel_ms=Pair(past("kernel_ms"), dev.kernel_ms), busy_ms=Pair(past("busy_ms"), dev.busy_ms),
+        kernels=Pair(past("kernels"), dev.kernels), kernels_added=tuple((n, float(c)) for n, c in added),
+        kernels_removed=tuple((n, float(c)) for n, c in removed),
+        figures={"runs": len(series.history),
+                 "reference": series.reference.to_dict() if series.reference is not None else None,
+                 "pooled": pooled[1] if pooled else None})
 
 
 def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None) -> bool:
@@ -603,7 +611,8 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     except ValueError as exc:
         return Verdict(INCONCLUSIVE, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
                        reason=f"inconclusive for {label}: {exc}")
-    wall = judgement_of(LATENCY, comp, t, level, series=series.kind, reason=series.reason)
+    # why raw figures were tested is a note of the verdict (below), as its JSON has always kept it
+    wall = judgement_of(LATENCY, comp, t, level, series=series.kind)
     verdict = Verdict.judged(
         wall, label, current_mean_ms=result.mean_ms,
         baseline_mean_ms=float(np.mean([run["summary"]["mean_ms"] for run in baseline.history])),
@@ -633,6 +642,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
                    " the machine is back to its usual speed")
             verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; {why}")
             verdict.outcome = INCONCLUSIVE
+            verdict.set_wall_outcome(INCONCLUSIVE)
         else:
             verdict.notes.append(regime)
     if short and not pooled:  # the pooled test does not use the widened term
@@ -677,7 +687,7 @@ class StoredGate:
 def _add_device_time(verdict: Verdict, result: BenchmarkResult, baseline: Baseline, settings: GateSettings,
                      level: float) -> None:
     """Judge device time too (:func:`device_check`) and keep it on *verdict*: a device-time
-    regression makes the verdict a regression (``wall_outcome`` keeps wall time's own outcome); a
+    regression makes the verdict a regression (``verdict.wall`` keeps wall time's own outcome); a
     run without device time, or a history without it, says so in a note and stays gated on wall time."""
     if result.device_note:
         verdict.notes.append(result.device_note)
@@ -688,18 +698,17 @@ def _add_device_time(verdict: Verdict, result: BenchmarkResult, baseline: Baseli
         verdict.notes.append("device time: the baseline has no device time yet, gated on wall time (each"
                              " --aaco-save-baseline now records it)")
         return
-    dev["wall_outcome"] = str(verdict.outcome)
     verdict.device_time = dev
-    if "ratio" not in dev:
-        verdict.notes.append(f"device time inconclusive: {dev.get('reason')}")
+    if dev.judgement is None:
+        verdict.notes.append(f"device time inconclusive: {dev.reason}")
     else:
-        if dev["outcome"] == REGRESSION:
+        if dev.outcome == REGRESSION:
             verdict.outcome = REGRESSION
-        elif dev["outcome"] == NO_REGRESSION and verdict.outcome == INCONCLUSIVE:
+        elif dev.outcome == NO_REGRESSION and verdict.outcome == INCONCLUSIVE:
             # device time decides the word when wall time is inconclusive: what the GPU did did not grow
             verdict.outcome = NO_REGRESSION
-        if dev.get("reason"):
-            verdict.notes.append(f"device time on raw figures: {dev['reason']}")
+        if dev.judgement.reason:
+            verdict.notes.append(f"device time on raw figures: {dev.judgement.reason}")
 
 
 @dataclass

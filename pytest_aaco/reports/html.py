@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 from pytest_aaco.jsonio import JSONDict, atomic_write_text
 from pytest_aaco.measure.commit import commit_text
 from pytest_aaco.records import (
+    DEVICE_TIME,
     BaselineRecord,
     DiagnosisRecord,
     Figures,
@@ -600,7 +601,7 @@ def verdict_table(verdict: Verdict) -> str:
     if verdict.confirmed is not None:
         pairs.append(("confirmed by a second measurement", e("yes" if verdict.confirmed else "no")))
     # the pooled run-to-run variance and this GPU's fitted offset (verdict/pooling.py)
-    pairs += [(k, e(v)) for k, v in pooled_pairs(verdict.device_time)]
+    pairs += [(k, e(v)) for k, v in pooled_pairs(None if verdict.device_time is None else verdict.device_time.figures)]
     p99 = verdict.p99
     if p99 is not None:
         pairs.append(("p99 change vs latest run (bootstrap CI)",
@@ -701,15 +702,15 @@ def item_section(record: ItemRecord, baseline: BaselineRecord | None, plots: boo
 def _device_cell(record: ItemRecord) -> str:
     """``+6.4% paired (lower bound +5.9% > 0, +6.4% >= 5%), kernels 219 -> 227`` (a record written before
     bounds: its 95% CI ``(+5.9% .. +6.9%)``), or ``-`` when device time was not compared."""
-    dev, v = record.device_record, record.verdict
-    if dev is None or v is None:
+    v = record.verdict
+    dev, facts = (None, None) if v is None else (v.judgements.get(DEVICE_TIME), record.device_record)
+    if dev is None or facts is None:
         return "-"
     series = dev.series or "paired"
-    bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound,
-                       dev.threshold if dev.threshold is not None else v.threshold)
+    bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound, dev.threshold)
     text = (f"{pct(dev.ratio)} {series} ({bound})" if bound else
-            f"{pct(dev.ratio)} {series} ({pct(dev.ci_low)} .. {pct(dev.ci_high)})")
-    kernels = dev.kernels
+            f"{pct(dev.ratio)} {series} ({pct(dev.ci_low or 1)} .. {pct(dev.ci_high or 1)})")
+    kernels = facts.kernels
     if kernels is not None and is_num(kernels.baseline) and is_num(kernels.candidate):
         text += f", kernels {kernels.baseline:g} -> {kernels.candidate:g}"
     return text

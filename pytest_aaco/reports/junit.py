@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from pytest_aaco.jsonio import atomic_write_text
-from pytest_aaco.records import ItemRecord, Outcome, ResultRecord, SessionSummary
+from pytest_aaco.records import DEVICE_TIME, ItemRecord, Outcome, ResultRecord, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import xml_text
 from pytest_aaco.reports.wording import headline, junit_names
@@ -76,18 +76,18 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
             props.append(("aaco_series", v.series))
         if _number(v.reference_drift):
             props.append(("aaco_reference_drift", f"{v.reference_drift:.6g}"))
-        dev = record.device_record
-        if dev is not None:  # device time beside wall time: change (%), CI (ratios), p, MDE, kernels per run
+        dev, facts = v.judgements.get(DEVICE_TIME), record.device_record
+        if dev is not None and facts is not None:  # device time beside wall time: change (%), CI, p, MDE, kernels
             props.append(("aaco_device_time_outcome", str(dev.outcome)))
             props.append(("aaco_device_time_change_pct", f"{(dev.ratio - 1) * 100:.6g}"))
             for key, value in (("ci_low", dev.ci_low), ("ci_high", dev.ci_high), ("p_slower", dev.p_slower),
                                ("mde", dev.mde)):
                 if value is not None:
                     props.append((f"aaco_device_time_{key}", f"{value:.6g}"))
-            if dev.kernel_ms is not None and dev.kernel_ms.candidate is not None:
-                props.append(("aaco_device_time_kernel_ms", f"{dev.kernel_ms.candidate:.6g}"))
-            if dev.kernels is not None and dev.kernels.candidate is not None:
-                props.append(("aaco_kernels_per_run", f"{dev.kernels.candidate:.6g}"))
+            if facts.kernel_ms is not None and facts.kernel_ms.candidate is not None:
+                props.append(("aaco_device_time_kernel_ms", f"{facts.kernel_ms.candidate:.6g}"))
+            if facts.kernels is not None and facts.kernels.candidate is not None:
+                props.append(("aaco_kernels_per_run", f"{facts.kernels.candidate:.6g}"))
     cold = record.cold_start_record
     if cold is not None and cold.verdict is not None:
         props.append(("aaco_cold_start_verdict", str(cold.verdict.outcome)))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import FdrRecord, ItemRecord, Outcome, ResultRecord, several_gpus
+from pytest_aaco.records import DEVICE_TIME, FdrRecord, ItemRecord, Outcome, ResultRecord, several_gpus
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import terminal_line
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, num, row_names, verdict_cell
@@ -64,12 +64,11 @@ def device_change(record: ItemRecord) -> str:
     compared (``+6.4% paired [lower bound +5.9% > 0, +6.4% >= 5%]``; a record written before bounds:
     its 95% CI ``[+5.9,+6.9]``), ``-`` when not compared."""
     v = record.verdict
-    dev = record.device_record
-    if v is None or dev is None:
+    dev = None if v is None else v.judgements.get(DEVICE_TIME)
+    if dev is None:
         return "-"
     text = f"{pct(dev.ratio)} {dev.series or 'paired'}"
-    bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound,
-                       dev.threshold if dev.threshold is not None else v.threshold)
+    bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound, dev.threshold)
     if bound:
         text += f" [{bound}]"
     elif dev.ci_low is not None and dev.ci_high is not None:

@@ -21,7 +21,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from pytest_aaco.records import ColdStartVerdictRecord, Figures, ItemRecord, Outcome, SessionSummary, Verdict
+from pytest_aaco.records import (
+    DEVICE_TIME,
+    ColdStartVerdictRecord,
+    Figures,
+    ItemRecord,
+    Outcome,
+    SessionSummary,
+    Verdict,
+)
 from pytest_aaco.verdict.blind import blind_mde
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -135,11 +143,10 @@ def _parts(record: ItemRecord, bounds: bool) -> list[str]:
             vs = v.side_by_side.ref if v.side_by_side is not None else "baseline"
             bound = bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold)
             parts.append(_timed_part(name, v.ratio, bound, series, str(vs), bounds) + why)
-        elif metric == "device time" and v is not None and (dev := record.device_record) is not None:
+        elif metric == "device time" and v is not None and (dev := v.judgements.get(DEVICE_TIME)) is not None:
             series = dev.series or ("paired" if v.side_by_side is not None else "raw")
             vs = v.side_by_side.ref if v.side_by_side is not None else "baseline"
-            bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound,
-                               dev.threshold if dev.threshold is not None else v.threshold)
+            bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound, dev.threshold)
             parts.append(_timed_part("device time", dev.ratio, bound, series, str(vs), bounds))
         elif metric == "p99" and v is not None and v.p99 is not None:
             parts.append(f"p99 {pct(v.p99.ratio)} vs the latest baseline run")

@@ -27,10 +27,9 @@ def blind_mde(verdict: object) -> float | None:
     mde, threshold = getattr(verdict, "mde", None), getattr(verdict, "threshold", None)
     if isinstance(mde, (int, float)) and isinstance(threshold, (int, float)):
         found.append((float(mde), float(threshold)))
-    dev = getattr(verdict, "device_time", None)
-    if isinstance(dev, dict) and isinstance(dev.get("mde"), (int, float)) and isinstance(dev.get("threshold"),
-                                                                                         (int, float)):
-        found.append((float(dev["mde"]), float(dev["threshold"])))
+    judged = getattr(getattr(verdict, "device_time", None), "judgement", None)  # a DeviceTimeRecord's
+    if judged is not None and judged.mde is not None:
+        found.append((float(judged.mde), float(judged.threshold)))
     if not found or any(m <= t for m, t in found):
         return None
     return min(m for m, _ in found)

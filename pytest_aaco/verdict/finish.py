@@ -21,10 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
 
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import DEVICE_TIME, MEMORY, Contention, FirstLook, Outcome, Verdict
+from pytest_aaco.records import (
+    DEVICE_TIME,
+    MEMORY,
+    Contention,
+    DeviceTimeRecord,
+    FirstLook,
+    Judgement,
+    Outcome,
+    Verdict,
+)
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -66,35 +74,32 @@ def confirmation_note(first_look: FirstLook) -> str:
             f" p={first_look.p_value:.2g})")
 
 
-def _device_text(dev: dict[str, Any]) -> str:
-    """``device time +6.4% [+5.9, +6.9%] paired (kernels 219 -> 227; added 8x Conv...)`` from a
-    ``device_time`` record (:meth:`pytest_aaco.sidebyside.cycles.DeviceLook.to_dict`, or
-    :func:`device_check`'s), the per cent labelled with its series (``paired``, ``adjusted``,
-    ``normalized``, ``raw``; records written before the label: ``paired``)."""
-    k = dev.get("kernels") or {}
-    kb, kc = k.get("baseline"), k.get("candidate")
-    threshold = dev.get("threshold")
-    bound = compared_text(dev["ratio"], dev.get("ci_low"), dev.get("ci_high"), dev.get("lower_bound"),
-                          dev.get("upper_bound"), float(threshold if isinstance(threshold, (int, float)) else 0.0))
-    text = (f"device time {pct(dev['ratio'])} {dev.get('series') or 'paired'} ({bound})"
-            f" (kernel time per run {dev['kernel_ms']['baseline']:.3f} ->"
-            f" {dev['kernel_ms']['candidate']:.3f} ms")
-    if kb is not None and kc is not None:
-        text += f"; kernels per run {kb:g} -> {kc:g}"
-    added = dev.get("kernels_added") or []
-    if added:
-        text += "; added " + ", ".join(f"{n[:40]} x{c:g}" for n, c in added[:3])
-    removed = dev.get("kernels_removed") or []
-    if removed:
-        text += "; removed " + ", ".join(f"{n[:40]} x{c:g}" for n, c in removed[:3])
+def _device_text(dev: DeviceTimeRecord, judged: Judgement) -> str:
+    """``device time +6.4% paired (lower bound +5.9% > 0, +6.4% >= 5%) (kernel time per run ...; kernels per
+    run 219 -> 227; added 8x Conv...)`` from the device-time record *dev* and its judgement *judged* (as
+    :attr:`pytest_aaco.records.Verdict.judgements` gives it), the per cent labelled with its series
+    (``paired``, ``adjusted``, ``normalized``, ``raw``; records written before the label: ``paired``)."""
+    bound = compared_text(judged.ratio, judged.ci_low, judged.ci_high, judged.lower_bound, judged.upper_bound,
+                          judged.threshold)
+    text = f"device time {pct(judged.ratio)} {judged.series or 'paired'} ({bound})"
+    if dev.kernel_ms is not None and dev.kernel_ms.baseline is not None and dev.kernel_ms.candidate is not None:
+        text += f" (kernel time per run {dev.kernel_ms.baseline:.3f} -> {dev.kernel_ms.candidate:.3f} ms"
+    else:
+        text += " (kernel time per run not recorded"
+    if dev.kernels is not None and dev.kernels.baseline is not None and dev.kernels.candidate is not None:
+        text += f"; kernels per run {dev.kernels.baseline:g} -> {dev.kernels.candidate:g}"
+    if dev.kernels_added:
+        text += "; added " + ", ".join(f"{n[:40]} x{c:g}" for n, c in dev.kernels_added[:3])
+    if dev.kernels_removed:
+        text += "; removed " + ", ".join(f"{n[:40]} x{c:g}" for n, c in dev.kernels_removed[:3])
     return text + ")"
 
 
-def _stored_device_text(dev: dict[str, Any], v: Verdict) -> str:
+def _stored_device_text(dev: DeviceTimeRecord, judged: Judgement) -> str:
     """The device-time part of a stored-baseline message: :func:`_device_text` with ``vs baseline``,
-    its p, level, minimum detectable effect and threshold, from :func:`device_check`'s record."""
-    return (f"{_device_text(dev)} vs baseline, p={dev['p_slower']:.2g} at level {dev['level']:.2g},"
-            f" device-time MDE {dev['mde']:.1%}")
+    its p, level and minimum detectable effect."""
+    return (f"{_device_text(dev, judged)} vs baseline, p={judged.p_slower or 0.0:.2g}"
+            f" at level {judged.level or 0.0:.2g}, device-time MDE {judged.mde or 0.0:.1%}")
 
 
 def _side_by_side_text(v: Verdict) -> str:
@@ -108,25 +113,26 @@ def _side_by_side_text(v: Verdict) -> str:
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
     pairs = int(sbs.session_pairs or 1)
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
-    dev = sbs.device_time
+    dev, judged = sbs.device_time, v.judgements.get(DEVICE_TIME)
     wall = (f"{pct(v.ratio)} paired vs {sbs.ref}"
             f" ({compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)})")
     if v.current_mean_ms and v.baseline_mean_ms:  # each side's geometric mean over its blocks, with their own ratio
         wall += (f"; geometric mean {v.current_mean_ms:.4g} ms vs {v.baseline_mean_ms:.4g} ms"
                  f" ({pct(v.current_mean_ms / v.baseline_mean_ms)})")
-    if dev and v.decided_by == DEVICE_TIME:
+    if dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
-        text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev)} vs {sbs.ref}, p={dev['p_slower']:.2g}"
-                f" at level {dev['level']:.2g}; wall time {wall}, p={p_shown:.2g} ({v.wall_outcome});"
+        text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev, judged)} vs {sbs.ref},"
+                f" p={judged.p_slower or 0.0:.2g} at level {judged.level or 0.0:.2g}; wall time {wall},"
+                f" p={p_shown:.2g} ({v.wall_outcome});"
                 f" measured side by side over {sbs.cycles} cycles"
                 + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
     else:
-        metric = "wall time" if dev else "latency"
+        metric = "wall time" if judged is not None else "latency"
         text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}; measured side by side"
                 f" over {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
                 + f", p={p_shown:.2g} at level {v.level:.2g}")
-        if dev:
-            text += f"; {_device_text(dev)}"
+        if dev is not None and judged is not None:
+            text += f"; {_device_text(dev, judged)}"
     first = sbs.first_look
     if v.confirmed:
         text += f"; confirmed by {sbs.cycles} more cycles on fresh sessions"
@@ -174,22 +180,22 @@ def render_message(v: Verdict) -> str:
         return v.reason or f"{v.outcome} {v.label}"
     assert v.ci_low is not None and v.ci_high is not None and v.level is not None  # set with the ratio
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
-    dev = v.device_time if v.device_time and "ratio" in v.device_time else None
+    dev, judged = v.device_time, v.judgements.get(DEVICE_TIME)
     series = v.series or RAW
     runs = f"{v.baseline_runs} baseline run{'s' * (v.baseline_runs != 1)}"
     which = " (the confirmation measurement's)" if v.confirmed else ""
     bound = compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)
     wall = f"{pct(v.ratio)} {series} ({bound})"
     wall += _means_text(v, which, runs)
-    if dev is not None and v.decided_by == DEVICE_TIME:
+    if dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
-        text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, v)}; wall time {wall}, p={p_shown:.2g}"
-                f" ({v.wall_outcome})")
+        text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, judged)}; wall time {wall},"
+                f" p={p_shown:.2g} ({v.wall_outcome})")
     else:
-        metric = "wall time" if dev else "latency"
+        metric = "wall time" if judged is not None else "latency"
         text = f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g}"
-        if dev is not None:
-            text += f"; {_stored_device_text(dev, v)}"
+        if dev is not None and judged is not None:
+            text += f"; {_stored_device_text(dev, judged)}"
     if v.p99 is not None:
         text += (f"; p99 {pct(v.p99.ratio)} vs the latest baseline run (CI {pct(v.p99.ci_low)} .."
                  f" {pct(v.p99.ci_high)})" + (" REGRESSED" if v.p99.regression else ""))
@@ -275,10 +281,10 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     first.confirmed = False
     first.first_look = first_look
     first.outcome = INCONCLUSIVE
-    if first.device_time and first.device_time.get("outcome") == REGRESSION:  # not confirmed either
-        first.device_time = {**first.device_time, "outcome": str(INCONCLUSIVE), "first_outcome": str(REGRESSION)}
-    if first.device_time and first.device_time.get("wall_outcome") == REGRESSION:
-        first.device_time = {**first.device_time, "wall_outcome": str(INCONCLUSIVE)}
+    if first.device_time is not None and first.device_time.outcome == REGRESSION:  # not confirmed either
+        first.device_time = first.device_time.with_outcome(INCONCLUSIVE, first_outcome=REGRESSION)
+    if first.wall is not None and first.wall.outcome == REGRESSION:
+        first.set_wall_outcome(INCONCLUSIVE)
     first.p99 = None if first.p99 is None else replace(first.p99, regression=False)
     first.unconfirmed_by = render_message(second)
     first.notes.append("not confirmed: " + first.unconfirmed_by)
@@ -295,8 +301,8 @@ def under_contention(v: Verdict, others_cores: float, limit: float) -> Verdict:
     if v.outcome != REGRESSION or others_cores <= limit or DEVICE_TIME in v.regressions:
         return v  # device time is what the GPU did: other processes on the host do not explain it
     v.outcome = INCONCLUSIVE
-    if v.device_time is not None and v.device_time.get("wall_outcome") == REGRESSION:
-        v.device_time = {**v.device_time, "wall_outcome": str(INCONCLUSIVE)}
+    if v.wall is not None and v.wall.outcome == REGRESSION:
+        v.set_wall_outcome(INCONCLUSIVE)
     v.confirmed = None
     v.contention = Contention(others_cores, limit)
     v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")
