@@ -57,8 +57,9 @@ def choose_lock(lock: str | None, no_lock: bool) -> str | None:
 
 
 def this_checkout() -> dict[str, str]:
-    """The environment for a child process that imports this checkout's ``pytest_aaco`` first (an
-    editable install elsewhere would otherwise supply the plugin through its entry point)."""
+    """The environment for a child process that imports this checkout's ``pytest_aaco`` first: ``python
+    studies/cold_start_cost.py --only-profiler`` puts ``studies/`` first on ``sys.path``, so an editable
+    install elsewhere would supply ``pytest_aaco`` (``python -m pytest`` here finds the checkout anyway)."""
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
