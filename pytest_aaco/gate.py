@@ -29,7 +29,7 @@ from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import Insight, judge_insight, kernel_data, measure_insight
 from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
 from pytest_aaco.history.judge import MachineOffset, StoredGate
-from pytest_aaco.history.store import Baseline, RunnerPriors, baseline_path, load_baseline, other_runners, save_run
+from pytest_aaco.history.store import Baseline, RunnerPriors, baseline_path, other_runners, read_baseline, save_run
 from pytest_aaco.jsonio import AacoFileError, JSONDict
 from pytest_aaco.measure.inference import MeasureSettings
 from pytest_aaco.measure.registry import content_hash
@@ -150,7 +150,7 @@ def item_gate(nodeid: str, run: BenchmarkRun, fp: Fingerprint, ctx: GateContext)
         return SideBySideLook(run.side_verdict), None
     c = ctx.config
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
-    baseline = load_baseline(path, nodeid)
+    baseline = read_baseline(path, nodeid)  # parsed once: the priors and the pooled variance read it too
     # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
     gated = baseline is not None and (fp.matches(baseline.fingerprint) or bool(fp.version_only(baseline.fingerprint)))
     level = ctx.lond.next_level() if gated else c.fdr

@@ -146,22 +146,26 @@ def amount(value: object, unit: str, example: str, positive: bool) -> float:
 ITEM_TIMEOUT_FACTOR, ITEM_TIMEOUT_FLOOR_S, ITEM_TIMEOUT_CAP_S = 10.0, 300.0, 7200.0
 
 
+def seconds_or_off(value: object, off: float | None, example: str) -> float | None:
+    """A positive number of seconds (``600``, ``600s``), or ``off`` (also ``0``, ``0s``): then *off*, the
+    caller's "no limit" (``math.inf``, None). ValueError ``expected <example>, got ...`` or ``must be
+    positive, got ...`` otherwise."""
+    if str(value).strip().lower() in ("off", "0", "0s"):
+        return off
+    return amount(value, "s", example, positive=True)
+
+
 def item_timeout(value: object) -> float | None:
     """``--aaco-item-timeout``: ``auto`` (None: scaled to the model, see :data:`ITEM_TIMEOUT_FACTOR`), ``off``
     (or 0: ``math.inf``, no limit) or a positive number of seconds (``600``, ``600s``); ValueError otherwise."""
-    text = str(value).strip().lower()
-    if text == "auto":
+    if str(value).strip().lower() == "auto":
         return None
-    if text in ("off", "0", "0s"):
-        return math.inf
-    return amount(value, "s", "a number of seconds like 600, auto or off", positive=True)
+    return seconds_or_off(value, math.inf, "a number of seconds like 600, auto or off")
 
 
 def lock_timeout(value: object) -> float | None:
     """``--aaco-lock-timeout``: ``off`` (None: wait as long as it takes) or a positive number of seconds."""
-    if str(value).strip().lower() in ("off", "0", "0s"):
-        return None
-    return amount(value, "s", "a number of seconds like 3600, or off", positive=True)
+    return seconds_or_off(value, None, "a number of seconds like 3600, or off")
 
 
 def find_interpreter(value: str) -> str:

@@ -44,7 +44,7 @@ from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.judge import MachineOffset
-from pytest_aaco.history.store import RunnerPriors, report_baselines, runner_priors
+from pytest_aaco.history.store import RunnerPriors, forget_parsed, report_baselines, runner_priors
 from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
 from pytest_aaco.measure.commit import commit_info
 from pytest_aaco.measure.compile_cache import set_compile_cache
@@ -169,6 +169,7 @@ class AacoSession:
         self._sessions: OrderedDict[tuple[object, ...], SessionHandle] = OrderedDict()
         self._placements: dict[tuple[object, ...], Placement] = {}
         self._priors: dict[str, RunnerPriors] = {}
+        forget_parsed()  # baseline files are parsed once per session (history.store.read_baseline)
         self._lond: LondFdr | None = None
         #: the pytest-xdist hooks, registered beside this object (:mod:`pytest_aaco.xdist`)
         self.xdist = XdistBridge(pytest_config, self.records, self.bundle_folder,

@@ -15,8 +15,9 @@ cold-start phase itself), and prints one JSON line per model and a summary:
 (as :class:`pytest_aaco.passes.coldstart.LocalSessions` does, for the load / initialization split)
 adds to the creation: fresh sessions with and without it, alternating, ``--pairs`` each.
 
-Run it under the measurement lock (it takes the lock itself per pytest run, so the lead's
-measurements can interleave between runs)::
+On a shared machine it takes the measurement lock itself per pytest run (``flock``), so other
+measurements can interleave between runs: ``--lock PATH``, by default ``/work/coord/measure.lock``
+when that file exists; without it (a machine of one's own) the runs take no lock, as with ``--no-lock``::
 
     python studies/cold_start_cost.py --sessions 5 --repeats 2 --creation-profiler
 """
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,13 +41,38 @@ LOCK = "/work/coord/measure.lock"
 DURATION = re.compile(r"^\s*([\d.]+)s (setup|call|teardown)\s+\S+::test_latency\[(\w+)-cpu\]")
 
 
-def perf_run(sessions: int, lock: str) -> dict[str, dict[str, float]]:
-    """One perf-suite run: per model ``{"item_s": setup + call + teardown, "phase_s": ...}``."""
+def under_lock(command: list[str], lock: str | None) -> list[str]:
+    """*command* under ``flock LOCK``, or as it is when *lock* is None."""
+    return command if lock is None else ["flock", lock, *command]
+
+
+def choose_lock(lock: str | None, no_lock: bool) -> str | None:
+    """The lock file the runs take: *lock* (``--lock``), else :data:`LOCK` when it exists, else none
+    (``--no-lock``, or a machine without the shared one). Exits naming what is missing when a lock is
+    asked for but ``flock`` is not on PATH."""
+    chosen = None if no_lock else lock or (LOCK if Path(LOCK).exists() else None)
+    if chosen is not None and shutil.which("flock") is None:
+        raise SystemExit(f"--lock {chosen}: flock is not on PATH (util-linux); install it or pass --no-lock")
+    return chosen
+
+
+def this_checkout() -> dict[str, str]:
+    """The environment for a child process that imports this checkout's ``pytest_aaco`` first: ``python
+    studies/cold_start_cost.py --only-profiler`` puts ``studies/`` first on ``sys.path``, so an editable
+    install elsewhere would supply ``pytest_aaco`` (``python -m pytest`` here finds the checkout anyway)."""
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def perf_run(sessions: int, lock: str | None) -> dict[str, dict[str, float]]:
+    """One perf-suite run: per model ``{"item_s": setup + call + teardown, "phase_s": ...}``. Exits with
+    the run's exit status and the end of its output and errors when no duration line can be read."""
     with tempfile.TemporaryDirectory(prefix="aaco-cost-") as tmp:
-        command = ["flock", lock, sys.executable, "-m", "pytest", "tests/perf", "--aaco-provider=cpu",
-                   "-p", "no:cacheprovider", "-q", "--durations=0", "-vv", f"--aaco-cold-start={sessions}",
-                   f"--aaco-baseline-dir={tmp}/baselines", f"--aaco-session-dir={tmp}/sessions"]
-        out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False).stdout
+        command = under_lock([sys.executable, "-m", "pytest", "tests/perf", "--aaco-provider=cpu",
+                              "-p", "no:cacheprovider", "-q", "--durations=0", "-vv", f"--aaco-cold-start={sessions}",
+                              f"--aaco-baseline-dir={tmp}/baselines", f"--aaco-session-dir={tmp}/sessions"], lock)
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, env=this_checkout())
+        out = done.stdout
         found: dict[str, dict[str, float]] = {}
         for line in out.splitlines():
             match = DURATION.match(line)
@@ -57,7 +85,8 @@ def perf_run(sessions: int, lock: str) -> dict[str, dict[str, float]]:
             if record.get("model") in found and isinstance(phase, (int, float)):
                 found[record["model"]]["phase_s"] = float(phase)
         if not found:
-            raise SystemExit(f"no durations in the perf run's output:\n{out[-3000:]}")
+            raise SystemExit(f"no durations in the perf run's output (exit status {done.returncode}):"
+                             f" {' '.join(command)}\n{out[-3000:]}{done.stderr[-3000:]}")
         return found
 
 
@@ -94,14 +123,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--lock", default=LOCK)
+    parser.add_argument("--lock", default=None, help=f"the lock file each run takes (default: {LOCK} if it exists)")
+    parser.add_argument("--no-lock", action="store_true", help="take no lock")
     parser.add_argument("--creation-profiler", action="store_true")
     parser.add_argument("--pairs", type=int, default=10)
     args = parser.parse_args()
+    lock = choose_lock(args.lock, args.no_lock)
     runs: dict[int, list[dict[str, dict[str, float]]]] = {0: [], args.sessions: []}
     for i in range(args.repeats):
         for sessions in ((0, args.sessions) if i % 2 == 0 else (args.sessions, 0)):
-            runs[sessions].append(perf_run(sessions, args.lock))
+            runs[sessions].append(perf_run(sessions, lock))
     shares = []
     for model in runs[0][0]:
         off = statistics.median(r[model]["item_s"] for r in runs[0] if model in r)
@@ -115,8 +146,8 @@ def main() -> None:
                       "phase_share_median": round(statistics.median(shares), 3),
                       "phase_share_max": round(max(shares), 3)}), flush=True)
     if args.creation_profiler:
-        subprocess.run(["flock", args.lock, sys.executable, __file__, "--only-profiler", str(args.pairs)],
-                       cwd=ROOT, check=True)
+        subprocess.run(under_lock([sys.executable, __file__, "--only-profiler", str(args.pairs)], lock),
+                       cwd=ROOT, check=True, env=this_checkout())
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def test_migraphx_graph_on_is_refused_with_the_eps_reason_unless_it_takes_the_ke
     (tests/test_migraphx_conformance.py runs this against the real parsers)."""
     from pytest_aaco.measure import migraphx_probe
 
-    refused = migraphx_probe.Verdict("refused", 'Unknown provider option: "migraphx_hip_graph_enable".')
+    refused = migraphx_probe.OptionCheck("refused", 'Unknown provider option: "migraphx_hip_graph_enable".')
     monkeypatch.setattr(migraphx_probe, "probe", lambda options, ort=None, factory=None: {
         k: refused for k in options})
     with pytest.raises(GraphRefused, match=r"m\[migraphx\]: --aaco-graph=on refused: this onnxruntime build's"
@@ -70,7 +70,7 @@ def test_migraphx_graph_on_is_refused_with_the_eps_reason_unless_it_takes_the_ke
         choose_graph("on", "migraphx", "m[migraphx]", iobinding="all", symbolic=list, cpu_nodes=no_cpu_nodes)
     off = choose_graph("off", "migraphx", "m[migraphx]", iobinding="all", symbolic=never, cpu_nodes=never)
     assert off.state == "off"
-    accepted = migraphx_probe.Verdict("accepted")
+    accepted = migraphx_probe.OptionCheck("accepted")
     monkeypatch.setattr(migraphx_probe, "probe", lambda options, ort=None, factory=None: {
         k: accepted for k in options})
     choice = choose_graph("on", "migraphx", "m[migraphx]", iobinding="all", symbolic=list, cpu_nodes=no_cpu_nodes)

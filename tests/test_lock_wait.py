@@ -257,3 +257,24 @@ def test_the_option_takes_seconds_and_off() -> None:
     for bad in ("-1", "soon", ""):
         with pytest.raises(ValueError):
             lock_timeout(bad)
+
+
+def test_both_timeouts_share_one_parser_with_their_own_words() -> None:
+    """--aaco-item-timeout and --aaco-lock-timeout parse seconds and off alike (options.seconds_or_off):
+    the same numbers, each its own "no limit" value and its own example in the error."""
+    import math
+
+    from pytest_aaco.options import item_timeout, lock_timeout, seconds_or_off
+
+    for text, seconds in (("600", 600.0), (" 90s ", 90.0), ("0.5", 0.5)):
+        assert item_timeout(text) == lock_timeout(text) == seconds_or_off(text, None, "x") == seconds
+    for off in ("off", "OFF", "0", "0s"):
+        assert item_timeout(off) == math.inf and lock_timeout(off) is None
+    assert item_timeout("auto") is None
+    with pytest.raises(ValueError, match=r"^expected a number of seconds like 600, auto or off, got 'soon'$"):
+        item_timeout("soon")
+    with pytest.raises(ValueError, match=r"^expected a number of seconds like 3600, or off, got 'auto'$"):
+        lock_timeout("auto")
+    for parse in (item_timeout, lock_timeout):
+        with pytest.raises(ValueError, match=r"^must be positive, got '-1'$"):
+            parse("-1")

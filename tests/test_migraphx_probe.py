@@ -58,11 +58,11 @@ def env_only(model: str, sess_options: Any = None, providers: Any = None) -> Ses
 
 def test_refusals_ignored_keys_and_accepted_keys_are_told_apart() -> None:
     asked = {"device_id": "0", "migraphx_model_cache_dir": "/x", "migraphx_bf16_enable": "True"}
-    verdicts = migraphx_probe.probe(asked, fake_ort(amd_fork))
-    assert verdicts["device_id"].state == "accepted"
-    assert verdicts["migraphx_model_cache_dir"] == migraphx_probe.Verdict(
+    checks = migraphx_probe.probe(asked, fake_ort(amd_fork))
+    assert checks["device_id"].state == "accepted"
+    assert checks["migraphx_model_cache_dir"] == migraphx_probe.OptionCheck(
         "refused", "Invalid MIGraphX EP option: migraphx_model_cache_dir")
-    assert verdicts["migraphx_bf16_enable"].state == "refused"  # one refusal did not hide the other
+    assert checks["migraphx_bf16_enable"].state == "refused"  # one refusal did not hide the other
     ignored = migraphx_probe.probe({"device_id": "0", "migraphx_model_cache_dir": "/x"}, fake_ort(env_only))
     assert ignored["device_id"].state == "accepted" and ignored["migraphx_model_cache_dir"].state == "ignored"
 

@@ -276,3 +276,41 @@ def test_wall_time_of_a_two_run_history_uses_the_pooled_variance(aaco_project) -
     assert methods == {pooling.METHOD}, methods
     notes = " ".join(n for r in records for n in r["verdict"]["notes"])
     assert "run-to-run variance pooled over this runner's items (moderated t, Smyth 2004)" in notes
+
+
+def test_a_gating_session_parses_each_baseline_file_once(aaco_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Three items in one runner folder, gated on device time (raw and against the reference
+    workload) and wall time, with the HTML report: the item's own gate, the runner's variance priors,
+    each pooled series and the report all read the same files, and each is parsed once."""
+    from collections import Counter
+    from pathlib import Path
+
+    from pytest_aaco.history import store
+    from tests.test_device_time_stored import ARGS, FAKE_CONFTEST, _records
+
+    project = aaco_project
+    project.registry(POOLED_REGISTRY)
+    project.pytester.makeconftest(FAKE_CONFTEST)
+    monkeypatch.setenv("FAKE_DEVICE_MS", "0.818")
+    for seed in (0, 1):
+        monkeypatch.setenv("FAKE_SEED", str(seed))
+        assert project.run("--aaco-save-baseline", *ARGS).ret == 0
+    _records(project)
+    parsed: Counter[str] = Counter()
+    real = store.read_json
+
+    def counting(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        parsed[str(Path(path).resolve())] += 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(store, "read_json", counting)
+    monkeypatch.setenv("FAKE_SEED", "10")
+    result = project.run(*ARGS, "--aaco-html=report.html")
+    assert result.ret == 0, result.stdout.str()
+    records = _records(project)
+    assert len(records) == 3
+    for record in records:  # the pooled tests ran (they read the folder), as in the tests above
+        assert record["verdict"]["device_time"]["pooled"]["items"] == 3
+    files = sorted(str(p.resolve()) for p in project.pytester.path.glob("baselines/*/*.json"))
+    assert len(files) == 3 and len({Path(f).parent for f in files}) == 1, files  # one runner folder, 3 items
+    assert dict(parsed) == dict.fromkeys(files, 1)

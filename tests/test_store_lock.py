@@ -257,3 +257,40 @@ def test_one_damaged_file_names_itself_and_leaves_the_other_items_alone(aaco_pro
     assert result.ret == 0, out
     assert f"unreadable baseline {damaged} moved aside" in out, out
     assert len(list(damaged.parent.glob("*.corrupt-*.json"))) == 1
+
+
+def test_read_baseline_parses_a_file_once_while_it_is_unchanged(tmp_path, result_factory, monkeypatch):
+    """history.store.read_baseline: one parse per unchanged file (the same Baseline back); a save
+    (a new file) or a damaged file is parsed again; an unreadable file is refused by name on every
+    read; a missing one is None; forget_parsed drops what it kept."""
+    from collections import Counter
+
+    from pytest_aaco.history import store
+
+    path, _ = _valid(tmp_path, result_factory)
+    parsed: Counter[str] = Counter()
+    real = store.read_json
+
+    def counting(target, *args, **kwargs):
+        parsed[str(target)] += 1
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(store, "read_json", counting)
+    store.forget_parsed()
+    first = store.read_baseline(path)
+    assert first is not None and first.runs == 1
+    assert store.read_baseline(path) is first and store.runner_priors(path.parent) is not None
+    assert parsed[str(path)] == 1
+    save_run(path, NODE, FP, result_factory([11.0, 11.5]))  # reads the file itself, under its lock
+    parsed.clear()
+    assert store.read_baseline(path).runs == 2 and parsed[str(path)] == 1  # the saved file is read again
+    _write_damaged(path, "{")
+    for _ in range(2):
+        with pytest.raises(AacoFileError, match=re.escape(str(path))):
+            store.read_baseline(path)
+    assert parsed[str(path)] == 2
+    store.forget_parsed()
+    with pytest.raises(AacoFileError):
+        store.read_baseline(path)
+    assert parsed[str(path)] == 3
+    assert store.read_baseline(path.with_name("missing.json")) is None

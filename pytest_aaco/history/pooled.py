@@ -27,7 +27,9 @@ def _folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def folder_histories(folder: Path) -> list[list[JSONDict]]:
-    """The live history of every readable baseline file in *folder* (unreadable files are skipped)."""
+    """The live history of every readable baseline file in *folder* (unreadable files are skipped);
+    the files the session has parsed already (the item's gate, the variance priors) are not parsed
+    again (:func:`pytest_aaco.history.store.read_baseline`)."""
     return [b.history for b in _runner_baselines(folder)]
 
 

@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -376,6 +377,49 @@ def load_baseline(path: Path, nodeid: str | None = None) -> Baseline | None:
     )
 
 
+#: every baseline file :func:`read_baseline` parsed, by path: the file's (mtime ns, size, inode) then,
+#: and what it gave (a Baseline, or the AacoFileError it raised)
+_PARSED: dict[str, tuple[tuple[int, int, int], Baseline | AacoFileError]] = {}
+
+
+def forget_parsed() -> None:
+    """Drop every file :func:`read_baseline` keeps (the plugin does at the start of each session)."""
+    _PARSED.clear()
+
+
+def read_baseline(path: Path, nodeid: str | None = None) -> Baseline | None:
+    """:func:`load_baseline`, with each file parsed once while it is unchanged (the same modification
+    time in ns, size and inode; a save replaces the file, so a new inode).
+
+    A gating session reads one runner folder's files for the item's own gate, the runner's variance
+    priors (:func:`runner_priors`), each pooled series (:mod:`pytest_aaco.history.pooled`) and the
+    HTML report; through this function each file is parsed once. The :class:`Baseline` returned is
+    shared: read it, never change it (:func:`prune` and :func:`save_run` load their own). Raises
+    :class:`~pytest_aaco.jsonio.AacoFileError` as :func:`load_baseline` does, again on every call
+    while the unreadable file is unchanged."""
+    try:
+        info = path.stat()
+    except OSError:
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode):
+        return load_baseline(path, nodeid)  # missing (or a 0.1 name), or not a file: as load_baseline says
+    key = (info.st_mtime_ns, info.st_size, info.st_ino)
+    known = _PARSED.get(str(path))
+    if known is None or known[0] != key:
+        loaded: Baseline | AacoFileError | None
+        try:
+            loaded = load_baseline(path)
+        except AacoFileError as exc:
+            loaded = exc
+        if loaded is None:  # removed since the stat
+            _PARSED.pop(str(path), None)
+            return None
+        known = _PARSED[str(path)] = (key, loaded)
+    if isinstance(known[1], AacoFileError):
+        raise known[1].with_traceback(None)
+    return known[1]
+
+
 def check_data(path: Path, data: dict[str, Any]) -> None:
     """Validate a baseline document as :func:`load_baseline` does (every number finite, typed and in
     range); :class:`~pytest_aaco.jsonio.AacoFileError` naming *path* and the JSON path otherwise."""
@@ -667,11 +711,12 @@ class RunnerPriors:
 
 
 def _runner_baselines(folder: Path) -> list[Baseline]:
-    """Every readable baseline file in *folder* (one runner); unreadable ones are skipped."""
+    """Every readable baseline file in *folder* (one runner), each parsed once while unchanged
+    (:func:`read_baseline`); unreadable ones are skipped."""
     found = []
     for path in sorted(folder.glob("*.json")):
         try:
-            baseline = load_baseline(path)
+            baseline = read_baseline(path)
         except AacoFileError:
             continue
         if baseline is not None:
@@ -682,7 +727,8 @@ def _runner_baselines(folder: Path) -> list[Baseline]:
 def runner_priors(folder: Path, min_runs: int = 3) -> RunnerPriors:
     """Both variance priors of one runner (:class:`RunnerPriors`, :func:`pytest_aaco.verdict.stats.fit_variance_prior`).
 
-    Reads every baseline file in *folder* (one runner); files that cannot be read are skipped.
+    Reads every baseline file in *folder* (one runner; parsed once while unchanged, :func:`read_baseline`,
+    so the pooled variance reuses them); files that cannot be read are skipped.
     ``raw`` is fitted to the variances of the run means (ln units²) of each history with at
     least *min_runs* runs; ``adjusted`` to the residual variances (``H - 2`` df) of the items whose last reference
     workload ran in at least 4 of their runs (:func:`pytest_aaco.verdict.stats.fit_reference`)."""
@@ -711,7 +757,7 @@ def report_baselines(records: Iterable[ItemRecord]) -> dict[str, BaselineRecord]
         if not path:
             continue
         try:
-            baseline = load_baseline(Path(path))
+            baseline = read_baseline(Path(path))
         except (AacoFileError, OSError):
             continue
         if baseline is not None:

@@ -60,11 +60,11 @@ def graph_unsupported(provider_short: str, ort: Any = None) -> str | None:
 
         ort = onnxruntime
     key, value = ep.graph_option
-    verdict = migraphx_probe.probe({key: value}, ort)[key]
-    if verdict.state == "accepted":
+    check = migraphx_probe.probe({key: value}, ort)[key]
+    if check.state == "accepted":
         return None
-    why = {"refused": f"it refuses {key} ({verdict.words})", "ignored": f"it ignores {key}",
-           "unknown": f"it could not be asked about {key} ({verdict.words})"}[verdict.state]
+    why = {"refused": f"it refuses {key} ({check.words})", "ignored": f"it ignores {key}",
+           "unknown": f"it could not be asked about {key} ({check.words})"}[check.state]
     return (f"this onnxruntime build's {ep.ort_name} ({migraphx_probe.build_name(ort)}) has no"
             f" graph replay option: {why}; use --aaco-graph=off")
 #: graph states recorded per item

@@ -66,20 +66,20 @@ CACHE_ENVS = ("ORT_MIGRAPHX_MODEL_CACHE_PATH", "ORT_MIGRAPHX_CACHE_PATH")
 
 
 @dataclass(frozen=True)
-class Verdict:
+class OptionCheck:
     """What the EP did with one option: ``state`` (accepted, refused, ignored, unknown) and the EP's ``words``."""
 
     state: str
     words: str = ""
 
 
-#: (onnxruntime build, key, value) -> Verdict, for this process
-_VERDICTS: dict[tuple[str, str, str], Verdict] = {}
+#: (onnxruntime build, key, value) -> OptionCheck, for this process
+_CHECKS: dict[tuple[str, str, str], OptionCheck] = {}
 
 
 def reset() -> None:
     """Forget every answer (tests)."""
-    _VERDICTS.clear()
+    _CHECKS.clear()
 
 
 def _build(ort: ModuleType) -> str:
@@ -174,10 +174,11 @@ def _attempt(ort: ModuleType, model: Path, options: Mapping[str, str],
 
 
 def probe(options: Mapping[str, object], ort: ModuleType | None = None,
-          factory: Callable[..., Any] | None = None) -> dict[str, Verdict]:
-    """The EP's verdict on each of *options* (key -> value as the plugin would send them), asked once per
-    process and build for each (key, value) not asked before (see the module docstring). *factory*
-    replaces ``ort.InferenceSession`` (tests). Never raises: a probe that cannot run gives ``unknown``."""
+          factory: Callable[..., Any] | None = None) -> dict[str, OptionCheck]:
+    """What the EP does with each of *options* (key -> value as the plugin would send them; an
+    :class:`OptionCheck` per key), asked once per process and build for each (key, value) not asked
+    before (see the module docstring). *factory* replaces ``ort.InferenceSession`` (tests). Never
+    raises: a probe that cannot run gives ``unknown``."""
     if ort is None:
         import onnxruntime
 
@@ -185,15 +186,15 @@ def probe(options: Mapping[str, object], ort: ModuleType | None = None,
     build = _build(ort)
     wanted = {str(k): _key_of(v) for k, v in options.items()}
     value = {k: ("<scratch>" if k in SCRATCH_KEYS else v) for k, v in wanted.items()}
-    missing = {k: v for k, v in wanted.items() if (build, k, value[k]) not in _VERDICTS}
+    missing = {k: v for k, v in wanted.items() if (build, k, value[k]) not in _CHECKS}
     if missing:
-        for key, verdict in _ask(ort, missing, factory).items():
-            _VERDICTS[(build, key, value[key])] = verdict
-    return {k: _VERDICTS[(build, k, value[k])] for k in wanted}
+        for key, check in _ask(ort, missing, factory).items():
+            _CHECKS[(build, key, value[key])] = check
+    return {k: _CHECKS[(build, k, value[k])] for k in wanted}
 
 
-def _ask(ort: ModuleType, options: dict[str, str], factory: Callable[..., Any] | None) -> dict[str, Verdict]:
-    found: dict[str, Verdict] = {}
+def _ask(ort: ModuleType, options: dict[str, str], factory: Callable[..., Any] | None) -> dict[str, OptionCheck]:
+    found: dict[str, OptionCheck] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="aaco-migraphx-probe-") as folder:
             model = tiny_model(Path(folder) / "probe.onnx")
@@ -202,22 +203,23 @@ def _ask(ort: ModuleType, options: dict[str, str], factory: Callable[..., Any] |
                 on_ep, message, reported = _attempt(ort, model, remaining, factory)
                 refused = refused_key(message, set(remaining))
                 if refused:
-                    found[refused[0]] = Verdict("refused", refused[1])
+                    found[refused[0]] = OptionCheck("refused", refused[1])
                     remaining.pop(refused[0])
                     continue
                 words = _words(message)
                 if on_ep:
                     for key in remaining:
                         ignored = bool(reported) and key not in reported
-                        found[key] = Verdict("ignored" if ignored else "accepted",
-                                             "not among the options the EP reports" if ignored else "")
+                        found[key] = OptionCheck("ignored" if ignored else "accepted",
+                                                 "not among the options the EP reports" if ignored else "")
                 elif LOAD_FAILURES.search(message):
-                    found.update({k: Verdict("unknown", words) for k in remaining})
+                    found.update({k: OptionCheck("unknown", words) for k in remaining})
                 else:  # the parser passed; the EP failed afterwards (no GPU, HIP or MIGraphX error)
-                    found.update({k: Verdict("accepted", f"parsed; the EP then failed: {words}") for k in remaining})
+                    found.update({k: OptionCheck("accepted", f"parsed; the EP then failed: {words}")
+                                  for k in remaining})
                 break
     except Exception as exc:  # noqa: BLE001 - no onnx, no temp folder: the probe cannot say
-        found.update({k: Verdict("unknown", f"the probe could not run: {exc}") for k in options if k not in found})
+        found.update({k: OptionCheck("unknown", f"the probe could not run: {exc}") for k in options if k not in found})
     return found
 
 
@@ -231,7 +233,7 @@ def _words(message: str) -> str:
 
 def summary() -> dict[str, dict[str, str]]:
     """Every answer of this process, as ``{"key=value": {"state", "words"}}`` (for reports and tests)."""
-    return {f"{k}={v}": {"state": verdict.state, "words": verdict.words} for (_, k, v), verdict in _VERDICTS.items()}
+    return {f"{k}={v}": {"state": check.state, "words": check.words} for (_, k, v), check in _CHECKS.items()}
 
 
 @dataclass(frozen=True)
@@ -269,15 +271,15 @@ def plan(options: Mapping[str, object], ort: ModuleType | None = None, *, plugin
         import onnxruntime
 
         ort = onnxruntime
-    verdicts = probe(options, ort, factory)
+    checks = probe(options, ort, factory)
     out = {str(k): str(v) for k, v in options.items()}
     env: dict[str, str] = {}
-    if plugin_cache is not None and verdicts.get(CACHE_KEY, Verdict("accepted")).state in ("refused", "ignored"):
+    if plugin_cache is not None and checks.get(CACHE_KEY, OptionCheck("accepted")).state in ("refused", "ignored"):
         out.pop(CACHE_KEY, None)
         given = os.environ if environ is None else environ
         if not any(name in given for name in CACHE_ENVS):
             env = cache_env(plugin_cache)
-    refused = {k: v.words for k, v in verdicts.items() if v.state == "refused" and k in out}
+    refused = {k: v.words for k, v in checks.items() if v.state == "refused" and k in out}
     takes: tuple[str, ...] = ()
     if refused and questions:
         answers = probe(questions, ort, factory)
