@@ -1253,7 +1253,9 @@ class ColdStartFigures:
     """One cold-start metric as its verdict judged it: the baseline's figure ``baseline_ms`` (ms),
     ``ratio`` current/baseline, its ``outcome``, whether a regression was ``withheld``, and, compared
     side by side, the geometric means of both sides (ms); ``phases``: the baseline's figure of each
-    phase of session creation (ms; not gated)."""
+    phase of session creation (ms; not gated); ``judgement``: the metric's test (:class:`Judgement`:
+    bounds, p, level, MDE, threshold), None for the "with compile" figure (a fixed limit, not a test)
+    and in records written before cold-start judgements."""
 
     baseline_ms: float | None = None
     ratio: float | None = None
@@ -1262,20 +1264,24 @@ class ColdStartFigures:
     geomean_current_ms: float | None = None
     geomean_baseline_ms: float | None = None
     phases: dict[str, float] = field(default_factory=dict)
+    judgement: Judgement | None = None
 
     def to_dict(self) -> JSONDict:
-        return _drop_none({"baseline_ms": self.baseline_ms, "ratio": self.ratio, "outcome": self.outcome,
+        judged = {} if self.judgement is None else self.judgement.to_dict()
+        return {**judged, **_drop_none({"baseline_ms": self.baseline_ms, "ratio": self.ratio, "outcome": self.outcome,
                            "withheld": self.withheld or None, "geomean_current_ms": self.geomean_current_ms,
                            "geomean_baseline_ms": self.geomean_baseline_ms,
-                           "phases": {k: {"baseline_ms": v} for k, v in self.phases.items()} or None})
+                           "phases": {k: {"baseline_ms": v} for k, v in self.phases.items()} or None})}
 
     @classmethod
-    def from_dict(cls, data: object) -> ColdStartFigures:
+    def from_dict(cls, data: object, metric: str = COLD_START) -> ColdStartFigures:
+        """Inverse of :meth:`to_dict`; the judgement (of *metric*) where the figures hold a tested ``level``."""
         d = _object(data)
         phases = {str(k): _number(_object(v).get("baseline_ms")) for k, v in _object(d.get("phases")).items()}
+        judged = Judgement.from_dict(metric, d) if _number(d.get("level")) is not None else None
         return cls(_number(d.get("baseline_ms")), _number(d.get("ratio")), _text(d.get("outcome")),
                    bool(d.get("withheld")), _number(d.get("geomean_current_ms")), _number(d.get("geomean_baseline_ms")),
-                   {k: v for k, v in phases.items() if v is not None})
+                   {k: v for k, v in phases.items() if v is not None}, judged)
 
 
 @dataclass(frozen=True)
@@ -1310,7 +1316,7 @@ class ColdStartVerdictRecord:
     @classmethod
     def from_dict(cls, data: object) -> ColdStartVerdictRecord:
         d = _object(data)
-        metrics = {str(k): ColdStartFigures.from_dict(v) for k, v in _object(d.get("metrics")).items()
+        metrics = {str(k): ColdStartFigures.from_dict(v, str(k)) for k, v in _object(d.get("metrics")).items()
                    if isinstance(v, dict)}
         return cls(_text(d.get("outcome")), bool(d.get("fails")), _text(d.get("message")), _text(d.get("method")),
                    _text(d.get("ref")), metrics)

@@ -51,8 +51,8 @@ def test_unchanged_cold_start_is_no_regression():
 def test_twice_slower_session_creation_is_a_regression_that_names_it():
     verdict = cold_start_verdict(cold(200, 20), history(), "m[cpu]")
     assert verdict.outcome == "regression" and verdict.fails
-    assert verdict.metrics["session_create_ms"]["outcome"] == "regression"
-    assert verdict.metrics["first_run_ms"]["outcome"] == "no-regression"
+    assert verdict.judgements["session_create_ms"].outcome == "regression"
+    assert verdict.judgements["first_run_ms"].outcome == "no-regression"
     assert verdict.message.startswith("COLD START REGRESSION m[cpu] (session creation): session creation 194.0 ms vs"
                                       " 97.6 ms (+99%")
     assert "fastest of 5 fresh sessions vs 3 earlier run(s), threshold 20%, level 0.005 per figure" in verdict.message
@@ -65,7 +65,9 @@ def test_a_regression_under_cpu_contention_is_withheld():
     assert verdict.outcome == "inconclusive" and not verdict.fails
     assert "not failed: other processes kept 0.80 cores busy" in verdict.message
     # no figure of a withheld verdict reads "regression" (the HTML's cold-start table shows them)
-    assert all(f["outcome"] != "regression" for f in verdict.metrics.values())
+    written = verdict.to_dict()["metrics"]
+    assert written and all(f["outcome"] != "regression" for f in written.values())
+    assert all(j.outcome != "regression" for j in verdict.judgements.values())
     assert verdict.metrics["session_create_ms"]["withheld"] == "CPU contention"
     busy.others_cores = 0.05
     assert cold_start_verdict(busy, history(), "m[cpu]", max_contention=0.1).fails
@@ -98,7 +100,7 @@ def test_p_value_is_the_moderated_prediction_interval_on_run_minima():
     h = np.log([min(r.session_create_ms) for r in runs])
     s_sq = (4 * np.log1p(0.1) ** 2 + 3 * np.var(h, ddof=1)) / (4 + 3)
     t = (np.log(min(current.session_create_ms)) - h.mean()) / np.sqrt(s_sq * (1 + 1 / 4))
-    assert verdict.metrics["session_create_ms"]["p_value"] == pytest.approx(scipy.stats.t.sf(t, 7), rel=1e-9)
+    assert verdict.judgements["session_create_ms"].p_slower == pytest.approx(scipy.stats.t.sf(t, 7), rel=1e-9)
 
 
 def test_one_earlier_run_is_judged_with_the_prior_alone():
@@ -111,8 +113,8 @@ def test_one_earlier_run_is_judged_with_the_prior_alone():
 def test_a_noisy_history_widens_the_interval():
     quiet = [cold(100 * f, 20) for f in (1.0, 1.01, 0.99, 1.0, 1.02, 0.98)]
     noisy = [cold(100 * f, 20) for f in (1.0, 1.6, 0.8, 1.3, 0.9, 1.5)]
-    p_quiet = cold_start_verdict(cold(140, 20), quiet, "m").metrics["session_create_ms"]["p_value"]
-    p_noisy = cold_start_verdict(cold(140, 20), noisy, "m").metrics["session_create_ms"]["p_value"]
+    p_quiet = cold_start_verdict(cold(140, 20), quiet, "m").judgements["session_create_ms"].p_slower
+    p_noisy = cold_start_verdict(cold(140, 20), noisy, "m").judgements["session_create_ms"].p_slower
     assert p_quiet < 0.001 < 0.05 < p_noisy
 
 
@@ -151,7 +153,7 @@ def test_real_sessions_catch_slower_creation_from_constant_folding(tiny_model_pa
     candidate = measure_cold_start(heavy, cpu, feeds, sessions=5)
     verdict = cold_start_verdict(candidate, light_runs, "tiny[cpu]")
     assert verdict.outcome == "regression", verdict.message
-    assert verdict.metrics["session_create_ms"]["ratio"] > 3
+    assert verdict.judgements["session_create_ms"].ratio > 3
 
 
 def test_default_session_count():
@@ -170,9 +172,10 @@ def test_side_by_side_p_value_is_the_paired_t_test_on_log_ratios():
     verdict = side_by_side_verdict(base, cand, "m[cpu]", "origin/main")
     expected = scipy.stats.ttest_rel(np.log(cand.session_create_ms), np.log(base.session_create_ms),
                                      alternative="greater").pvalue
-    figures = verdict.metrics["session_create_ms"]
-    assert figures["p_value"] == pytest.approx(expected, rel=1e-9)
-    assert figures["ratio"] == pytest.approx(math.exp(np.mean(np.log(cand.session_create_ms)
+    judged = verdict.judgements["session_create_ms"]
+    assert judged.p_slower == pytest.approx(expected, rel=1e-9) and judged.series == "paired"
+    assert judged.lower_bound is not None and judged.lower_bound > 1  # the bound the message prints
+    assert judged.ratio == pytest.approx(math.exp(np.mean(np.log(cand.session_create_ms)
                                                               - np.log(base.session_create_ms))))
     assert verdict.outcome == "regression" and verdict.fails and verdict.method == "side-by-side"
     # before: "session creation 149.0 ms vs 98.0 ms at origin/main (+53%": the fastest sessions (+52%)
@@ -196,8 +199,9 @@ def test_side_by_side_needs_the_fastest_sessions_to_differ_by_the_threshold_too(
     # the paired ratios say +27% (p < 0.001), but the fastest candidate session is only 15% slower
     base, cand = pair([100, 200, 200, 200, 200], [115, 260, 260, 262, 258])
     verdict = side_by_side_verdict(base, cand, "m[cpu]", "HEAD~1")
-    figures = verdict.metrics["session_create_ms"]
-    assert figures["p_value"] < 0.001 and figures["ratio"] > 1.2
+    judged = verdict.judgements["session_create_ms"]
+    assert judged.p_slower is not None and judged.p_slower < 0.001 and judged.ratio > 1.2
+    assert judged.outcome == "inconclusive" and judged.reason == "the fastest sessions differ by only +15%"
     assert verdict.outcome == "inconclusive" and not verdict.fails
     assert "the fastest sessions differ by only +15%" in verdict.message
     assert side_by_side_verdict(base, cand, "m[cpu]", "HEAD~1", threshold=0.1).fails
@@ -261,7 +265,7 @@ def test_real_side_by_side_catches_constant_folding_and_passes_an_unchanged_pair
     assert len(base.session_create_ms) == len(cand.session_create_ms) == 8
     verdict = side_by_side_verdict(base, cand, "tiny[cpu]", "HEAD~1")
     assert verdict.outcome == "regression", verdict.message
-    assert verdict.metrics["session_create_ms"]["ratio"] > 3
+    assert verdict.judgements["session_create_ms"].ratio > 3
     same = compare_cold_start(light, LocalSessions(tiny_model_path, cpu, None), "tiny[cpu]", "HEAD~1", cycles=5)
     assert not same.verdict.fails, same.verdict.message
 

@@ -353,7 +353,7 @@ def test_cold_start_of_the_baseline_side_in_the_worker(other_python, models, fee
         worker.close()
     assert found.verdict.fails, found.verdict.message
     assert len(found.baseline.session_create_ms) == 4 and min(found.baseline.first_run_ms) > 0
-    assert found.verdict.metrics["session_create_ms"]["ratio"] > 2
+    assert found.verdict.judgements["session_create_ms"].ratio > 2
 
 
 # ---------------------------------------------------------------- on a CUDA GPU (skipped elsewhere)

@@ -32,7 +32,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,8 +49,8 @@ from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS, default
 from pytest_aaco.records import COLD_START_METRICS as METRICS
 from pytest_aaco.records import COLD_START_PHASES as PHASES
-from pytest_aaco.records import Outcome
-from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, fails, outcome_of
+from pytest_aaco.records import Judgement, Outcome
+from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, fails, judgement_of, outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.stats import Comparison, VariancePrior, prediction_interval_test
@@ -349,9 +349,11 @@ def others_cores(before: tuple[float, float, float], after: tuple[float, float, 
 @dataclass
 class ColdStartVerdict:
     """The cold-start outcome of one item: ``regression``, ``no-regression``, ``inconclusive``,
-    ``improvement`` or ``no-baseline`` (the worst over :data:`METRICS`), per metric its figures
-    (``ratio``, ``ci_low``, ``ci_high``, ``p_value``, ``current_ms``, ``baseline_ms``, ``outcome``),
-    and the message. ``method``: ``history`` (against the stored baseline's earlier runs,
+    ``improvement`` or ``no-baseline`` (the worst over :data:`METRICS`), per tested metric its
+    :class:`~pytest_aaco.records.Judgement` (``judgements``: ratio, bounds, p, level, MDE, threshold,
+    outcome), per metric its figures (``metrics``: ``current_ms`` and ``baseline_ms`` in ms, the fastest
+    sessions' ratio, the geometric means of a paired comparison, ``withheld``, an ``error``; the
+    "with compile" figure's own rule), and the message. ``method``: ``history`` (against the stored baseline's earlier runs,
     ``baseline_runs`` of them) or ``side-by-side`` (against the baseline side ``ref``, over
     ``cycles`` paired fresh sessions; ``confirmed``: None without a confirmation look)."""
 
@@ -360,6 +362,7 @@ class ColdStartVerdict:
     threshold: float
     level: float
     metrics: dict[str, JSONDict] = field(default_factory=dict)
+    judgements: dict[str, Judgement] = field(default_factory=dict)
     baseline_runs: int = 0
     method: str = "history"
     ref: str | None = None
@@ -379,7 +382,8 @@ class ColdStartVerdict:
     def to_dict(self) -> JSONDict:
         data: JSONDict = {"outcome": str(self.outcome), "message": self.message, "threshold": self.threshold,
                 "level": self.level, "baseline_runs": self.baseline_runs, "fails": self.fails, "method": self.method,
-                "metrics": {k: dict(v) for k, v in self.metrics.items()}}
+                "metrics": {k: {**(self.judgements[k].to_dict() if k in self.judgements else {}), **v}
+                            for k, v in self.metrics.items()}}
         if self.method == SIDE_BY_SIDE:
             data.update(ref=self.ref, cycles=self.cycles, confirmed=self.confirmed)
         return data
@@ -394,15 +398,25 @@ _HEAD = {Outcome.REGRESSION: "COLD START REGRESSION", Outcome.INCONCLUSIVE: "col
 
 
 @dataclass
-class _Judgement:
-    """The per-metric decisions of one cold-start verdict, gathered into its outcome and message."""
+class _Judging:
+    """The per-metric decisions of one cold-start verdict, gathered into its outcome and message:
+    ``judgements`` of the tested metrics (:func:`pytest_aaco.verdict.outcome.judgement_of`), ``figures``
+    beside them (ms), the message ``parts`` and the ``worst`` outcome."""
 
     threshold: float
     level: float
     slack_ms: float
     figures: dict[str, JSONDict] = field(default_factory=dict)
+    judgements: dict[str, Judgement] = field(default_factory=dict)
     parts: list[str] = field(default_factory=list)
     worst: Outcome = Outcome.NO_REGRESSION
+
+    def outcome(self, key: str) -> Outcome | None:
+        """*key*'s outcome: its judgement's, else its figures' (the "with compile" rule, an error)."""
+        if key in self.judgements:
+            return self.judgements[key].outcome
+        word = self.figures.get(key, {}).get("outcome")
+        return None if word is None else Outcome.parse(word, Outcome.INCONCLUSIVE)
 
     def failed(self, key: str, words: str, exc: ValueError) -> None:
         """*key* could not be tested (too few or bad samples): inconclusive, with the reason."""
@@ -429,9 +443,10 @@ class _Judgement:
         elif outcome == Outcome.REGRESSION and floor_ratio is not None and floor_ratio - 1 < self.threshold:
             outcome = Outcome.INCONCLUSIVE
             note = f"; the fastest sessions differ by only {pct(floor_ratio, 0)}"
-        self.figures[key] = {"outcome": str(outcome), "ratio": comp.ratio, "ci_low": lo, "ci_high": hi,
-                             "p_value": comp.p_slower, "current_ms": current_ms, "baseline_ms": baseline_ms,
-                             "method": comp.method}
+        series = "paired" if geomeans is not None else "fastest session"
+        self.judgements[key] = judgement_of(key, comp, self.threshold, self.level, series=series, ci=(lo, hi),
+                                            outcome=outcome, reason=note.lstrip(",; "))
+        self.figures[key] = {"current_ms": current_ms, "baseline_ms": baseline_ms}
         if floor_ratio is not None:
             self.figures[key]["fastest_ratio"] = floor_ratio
         if geomeans is not None:  # every per cent beside the means it is the ratio of
@@ -465,13 +480,13 @@ class _Judgement:
     def split(self, current: ColdStart, baseline_phases: Mapping[str, float]) -> None:
         """Add ORT's split of the fastest session creation (:data:`PHASES`, ms) against
         *baseline_phases* to the session-creation figures, and to the message when it regressed."""
-        figures = self.figures.get("session_create_ms")
+        figures = self.figures.get("session_create_ms") if "session_create_ms" in self.judgements else None
         split = {key: {"current_ms": min(getattr(current, key)), "baseline_ms": float(baseline_phases[key])}
                  for key, _ in PHASES if getattr(current, key) and key in baseline_phases}
         if figures is None or not split:
             return
         figures["phases"] = split
-        if figures["outcome"] == str(Outcome.REGRESSION):
+        if self.outcome("session_create_ms") == Outcome.REGRESSION:
             self.parts.append("session creation split by ORT's profiler: " + ", ".join(
                 f"{words} {split[key]['current_ms']:.1f} ms vs {split[key]['baseline_ms']:.1f} ms"
                 for key, words in PHASES if key in split))
@@ -485,11 +500,15 @@ class _Judgement:
                     and current.others_cores > max_contention)
         if withheld:  # no table may call a withheld figure a regression
             worst = Outcome.INCONCLUSIVE
+            for key, judged in list(self.judgements.items()):
+                if judged.outcome == Outcome.REGRESSION:
+                    self.judgements[key] = replace(judged, outcome=Outcome.INCONCLUSIVE)
+                    self.figures[key]["withheld"] = "CPU contention"
             for figures in self.figures.values():
                 if figures.get("outcome") == str(Outcome.REGRESSION):
                     figures.update(outcome=str(Outcome.INCONCLUSIVE), withheld="CPU contention")
-        grown = [words for key, words in (*METRICS, ("compile_ms", "compile")) if key in self.figures
-                 and self.figures[key]["outcome"] == str(Outcome.REGRESSION)]
+        grown = [words for key, words in (*METRICS, ("compile_ms", "compile"))
+                 if self.outcome(key) == Outcome.REGRESSION]
         text = f"{_HEAD[worst]} {label}" + (f" ({' and '.join(grown)})" if grown else "") + ": " + "; ".join(self.parts)
         if withheld:
             text += (f"; not failed: other processes kept {current.others_cores:.2f} cores busy while it was measured"
@@ -497,7 +516,7 @@ class _Judgement:
         text += f"; {how}, threshold {self.threshold:.0%}, level {self.level:.2g} per figure"
         if current.compiles:
             text += f"; these figures include {current.compiles}"
-        return ColdStartVerdict(worst, text, self.threshold, self.level, self.figures, **fields)
+        return ColdStartVerdict(worst, text, self.threshold, self.level, self.figures, self.judgements, **fields)
 
 
 def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: str, *,
@@ -523,7 +542,7 @@ def cold_start_verdict(current: ColdStart, history: Sequence[ColdStart], label: 
         return ColdStartVerdict(Outcome.NO_BASELINE, f"cold start {label}: no cold-start history yet; it is"
                                                      " recorded with --aaco-save-baseline", threshold, level)
     prior = VariancePrior(math.log1p(run_noise) ** 2, prior_df, 0)
-    judgement = _Judgement(threshold, level, slack_ms)
+    judgement = _Judging(threshold, level, slack_ms)
     for key, words in METRICS:
         now = current.minimum(key)
         try:
@@ -560,7 +579,7 @@ def side_by_side_verdict(baseline: ColdStart, candidate: ColdStart, label: str, 
     Never raises: fewer than 2 cycles make the metric inconclusive.
     """
     level = alpha / len(METRICS)
-    judgement = _Judgement(threshold, level, slack_ms)
+    judgement = _Judging(threshold, level, slack_ms)
     for key, words in METRICS:
         base, cand = baseline.values(key), candidate.values(key)
         try:
