@@ -663,7 +663,7 @@ class Verdict:
         found = [m for m in (LATENCY, DEVICE_TIME) if m in judged and judged[m].outcome == Outcome.REGRESSION]
         if self.outcome == Outcome.REGRESSION and not found:  # a record that names neither (older bundles)
             found.append(LATENCY)
-        if self.p99_regressed:
+        if P99 in judged and judged[P99].outcome == Outcome.REGRESSION:
             found.append(P99)
         if self.memory:
             found.append(MEMORY)

@@ -353,8 +353,8 @@ class ColdStartVerdict:
     :class:`~pytest_aaco.records.Judgement` (``judgements``: ratio, bounds, p, level, MDE, threshold,
     outcome), per metric its figures (``metrics``: ``current_ms`` and ``baseline_ms`` in ms, the fastest
     sessions' ratio, the geometric means of a paired comparison, ``withheld``, an ``error``; the
-    "with compile" figure's own rule), and the message. ``method``: ``history`` (against the stored baseline's earlier runs,
-    ``baseline_runs`` of them) or ``side-by-side`` (against the baseline side ``ref``, over
+    "with compile" figure's own rule), and the message. ``method``: ``history`` (against the stored
+    baseline's earlier runs, ``baseline_runs`` of them) or ``side-by-side`` (against the baseline side ``ref``, over
     ``cycles`` paired fresh sessions; ``confirmed``: None without a confirmation look)."""
 
     outcome: Outcome

@@ -26,6 +26,7 @@ from pytest_aaco.options import GateSettings
 from pytest_aaco.records import (
     DEVICE_TIME,
     MEMORY,
+    P99,
     Contention,
     DeviceTimeRecord,
     FirstLook,
@@ -196,9 +197,11 @@ def render_message(v: Verdict) -> str:
         text = f"{_HEADS[v.outcome]} {v.label}: {metric} {wall}; p={p_shown:.2g} at level {v.level:.2g}"
         if dev is not None and judged is not None:
             text += f"; {_stored_device_text(dev, judged)}"
-    if v.p99 is not None:
-        text += (f"; p99 {pct(v.p99.ratio)} vs the latest baseline run (CI {pct(v.p99.ci_low)} .."
-                 f" {pct(v.p99.ci_high)})" + (" REGRESSED" if v.p99.regression else ""))
+    p99 = v.judgements.get(P99)
+    if p99 is not None:  # the bound its rule compared (the bootstrap's one-sided bounds at the item's level)
+        bound = bound_text(p99.ratio, p99.lower_bound, p99.upper_bound, p99.threshold)
+        text += (f"; p99 {pct(p99.ratio)} vs the latest baseline run ({bound})"
+                 + (" REGRESSED" if p99.outcome == REGRESSION else ""))
     text += _memory_text(v)
     if v.confirmed:
         text += "; confirmed by a second measurement with a fresh session"
