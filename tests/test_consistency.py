@@ -483,3 +483,48 @@ def test_every_judged_metric_is_one_judgement_with_the_figures_the_reports_print
     assert written["wall_outcome"] == str(wall.outcome)  # wall time's own outcome, as files written before it
     assert Verdict.from_dict(v.to_dict()).judgements == judged  # read back, the same judgements
     assert Judgement.from_dict(DEVICE_TIME, dev.to_dict()) == dev
+
+
+# ---------------------------------------------------------------- p99 is a judgement like the others
+
+
+def test_p99_is_a_judgement_whose_bound_is_the_one_the_message_prints():
+    """The p99 part of a verdict reads as a :class:`Judgement` (``records.p99_judgement``): the bootstrap's
+    two-sided interval at ``1 - 2·level`` gives the one-sided bounds at the item's level, so the lower bound
+    lies above 1 when the bootstrap p is at most the level; the message prints that bound (before: an
+    unlabelled "CI"), and a p99 regression a confirmation look cleared reads as no regression."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from pytest_aaco.records import P99, p99_judgement
+    from pytest_aaco.verdict import stats
+    from pytest_aaco.verdict.percent import bound_text, pct
+    from tests.test_output import _verdict
+
+    rng = np.random.default_rng(5)
+    base = [rng.gamma(20, 0.1, 400) for _ in range(6)]
+    level = 0.05
+    for factor, tail in ((1.0, 1.0), (1.0, 1.6), (1.0, 1.02)):
+        cur = [np.where(rng.random(400) < 0.03, r * tail, r * factor) for r in (rng.gamma(20, 0.1, 400)
+                                                                                for _ in range(6))]
+        comp = stats.bootstrap_quantile_ratio(cur, base, q=99.0, level=1 - 2 * level)
+        regression = comp.p_slower <= level and comp.ratio - 1 >= 0.05
+        judged = p99_judgement(replace(comp, regression=regression), 0.05, level)
+        assert judged.metric == P99 and judged.level == level and judged.ratio == comp.ratio
+        assert (judged.lower_bound, judged.upper_bound) == (comp.ci_low, comp.ci_high)
+        # the percentile bootstrap: the alpha-quantile of the ratios is above 1 when few ratios are <= 1
+        if judged.lower_bound > 1.0 + 1e-12:
+            assert comp.p_slower <= level + 1.0 / comp.n_boot
+        assert (judged.outcome == Outcome.REGRESSION) == regression
+        v = _verdict(p99=replace(comp, regression=regression), outcome=Outcome.NO_REGRESSION, series="raw",
+                     level=level, threshold=0.05)
+        assert v.judgements[P99] == judged
+        assert (P99 in v.regressions) == regression
+        finish(v, GateSettings())
+        bound = bound_text(comp.ratio, comp.ci_low, comp.ci_high, 0.05)
+        assert f"p99 {pct(comp.ratio)} vs the latest baseline run ({bound})" in v.message, v.message
+        assert ("REGRESSED" in v.message) == regression
+        assert Verdict.from_dict(v.to_dict()).judgements[P99] == judged
+    cleared = p99_judgement(replace(comp, regression=False), 0.05, level)
+    assert cleared.outcome != Outcome.REGRESSION
