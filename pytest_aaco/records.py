@@ -843,19 +843,20 @@ class ItemRecord:
     # ------------------------------------------------------------ the one outcome rule
 
     @property
-    def cold_start_verdict(self) -> JSONDict:
-        """``ColdStartVerdict.to_dict()`` of the item, or {} when cold start was not judged."""
-        return dict(_object(_object(self.cold_start).get("verdict")))
+    def cold_start_verdict(self) -> ColdStartVerdictRecord:
+        """The item's cold-start verdict (``ColdStartVerdict.to_dict()`` read back), empty when cold start
+        was not judged."""
+        return ColdStartVerdictRecord.from_dict(_object(self.cold_start).get("verdict"))
 
     @property
     def cold_start_fails(self) -> bool:
         """The cold-start verdict is a regression (it fails the item like a latency regression)."""
-        return bool(self.cold_start_verdict.get("fails"))
+        return self.cold_start_verdict.fails
 
     @property
     def cold_start_withheld(self) -> bool:
         """The cold-start verdict withheld a regression (measured under CPU contention, stored gate only)."""
-        return ColdStartVerdictRecord.from_dict(self.cold_start_verdict).withheld
+        return self.cold_start_verdict.withheld
 
     @property
     def effective_outcome(self) -> Outcome:
@@ -914,7 +915,7 @@ class ItemRecord:
         the item was profiled."""
         lines = []
         if self.cold_start_fails or self.cold_start_withheld:  # a withheld regression is said, not hidden
-            lines.append(str(self.cold_start_verdict.get("message")))
+            lines.append(str(self.cold_start_verdict.message))
         profile = self.profile_record
         if self.fails and profile is not None and profile.comparison_message:
             lines.append(profile.comparison_message)

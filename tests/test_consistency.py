@@ -438,7 +438,7 @@ def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factor
             assert failure_text(record).splitlines()[0] == line  # pytest's short summary
             shown = re.search(r"[+-][\d.]+%", line)
             if shown:  # the headline's per cent is the message's and the table's
-                where = (record.message + (record.cold_start_verdict.get("message") or "")
+                where = (record.message + (record.cold_start_verdict.message or "")
                          if case == "cold start" else record.message)
                 assert shown.group(0) in where, (case, line, where)
                 if case not in ("cold start", "p99"):
