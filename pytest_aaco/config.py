@@ -138,7 +138,7 @@ class AacoConfig(GateSettings):
 
     providers: tuple[ProviderSpec, ...] = parse_providers("--aaco-provider", [opts.default("provider")])
     models_path: Path | None = None
-    #: ``--aaco-shard K/N`` as (K, N), None for all items (:mod:`pytest_aaco.shard`)
+    #: ``--aaco-shard K/N`` as (K, N), None for all items (:func:`pytest_aaco.reports.cost.select_shard`)
     shard: tuple[int, int] | None = setting("shard")
     baseline_dir: Path = field(default_factory=lambda: Path(opts.default("baseline-dir")))
     #: ``--aaco-smoke``: each model run once, outputs checked finite; nothing measured, gated or saved

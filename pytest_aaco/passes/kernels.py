@@ -102,7 +102,7 @@ class KernelMetrics:
                 "top": [dict(t) for t in self.top]}
 
     def to_diagnosis(self) -> JSONDict:
-        """The *kernel_data* of :func:`pytest_aaco.verdict.diagnosis.classify`."""
+        """The *kernel_data* of :func:`pytest_aaco.verdict.diagnosis.classify_bottleneck`."""
         return {"kernel_time_ms": self.kernel_ms, "busy_ms": self.busy_ms, "wall_ms": self.wall_ms,
                 "kernel_count": self.kernels_per_run, "microkernel_share": self.microkernel_share,
                 "kar": self.kar, "source": self.source}

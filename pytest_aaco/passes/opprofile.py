@@ -186,7 +186,7 @@ def profile_model(model_path: str | Path, provider_spec: ProviderSpec, device_id
                   runs: int = MIN_RUNS) -> OpProfile:
     """The operator profile of *runs* warm runs of *model_path* on *provider_spec*, in a new
     profiling InferenceSession (one more run is made first and dropped). Raises
-    :class:`~pytest_aaco.runner.SessionError` / :class:`~pytest_aaco.measure.ortprofile.ProfileError`
+    :class:`~pytest_aaco.measure.inference.SessionError` / :class:`~pytest_aaco.measure.ortprofile.ProfileError`
     as :func:`pytest_aaco.measure.ortprofile.profiled_events`."""
     events = profiled_events(model_path, provider_spec, device_id, feeds=feeds, dims=dims, runs=runs + 1)
     return op_profile(events)
