@@ -50,8 +50,8 @@ def raw_rows(version: str, work: Path) -> list[mw.Row]:
     rows = []
     for result in out["results"]:
         (key, value), = result["options"].items()
-        verdict, words = mw.classify(result["on_ep"], result["message"], result["calls"])
-        rows.append(mw.Row(version, f"{key}={value}", verdict, words))
+        state, words = mw.classify(result["on_ep"], result["message"], result["calls"])
+        rows.append(mw.Row(version, f"{key}={value}", state, words))
     return rows
 
 
@@ -65,14 +65,14 @@ def print_table(rows: list[mw.Row], versions: list[str]) -> None:
         for version in versions:
             row = cell.get((version, name))
             marks.append({"accepted": "accepted", "refused": "REFUSED", "refused with a reason": "reason",
-                          "other": "other"}.get(row.verdict, row.verdict)[:10] if row else "-")
+                          "other": "other"}.get(row.state, row.state)[:10] if row else "-")
         print(name.ljust(width) + " ".join(m.ljust(10) for m in marks))
     print("\nwords (wheels):")
     words: dict[tuple[str, str, str], list[str]] = {}
     for row in rows:
-        words.setdefault((row.option_set, row.verdict, row.words), []).append(row.wheel)
-    for (name, verdict, text), wheels in words.items():
-        print(f"  {name}: {verdict} ({', '.join(wheels)}): {text}")
+        words.setdefault((row.option_set, row.state, row.words), []).append(row.wheel)
+    for (name, state, text), wheels in words.items():
+        print(f"  {name}: {state} ({', '.join(wheels)}): {text}")
 
 
 def main() -> int:
@@ -100,7 +100,7 @@ def main() -> int:
     if args.keys:
         print("\neach key and boolean spelling asked of the parser directly:")
         print_table(keys, ran)
-    bad = [r for r in rows if r.verdict == "refused" and r.option_set in dict(mw.PLUGIN_OPTION_SETS)]
+    bad = [r for r in rows if r.state == "refused" and r.option_set in dict(mw.PLUGIN_OPTION_SETS)]
     return 1 if bad else 0
 
 

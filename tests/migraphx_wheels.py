@@ -384,11 +384,11 @@ SELF_CHECK = ({"options": {"aaco_invented_key": "1"}}, {"options": {"migraphx_fp
 
 @dataclass(frozen=True)
 class Row:
-    """One cell of the conformance table: ``wheel`` x ``option_set`` -> ``verdict`` with ``words``."""
+    """One cell of the conformance table: ``wheel`` x ``option_set`` -> ``state`` with ``words``."""
 
     wheel: str
     option_set: str
-    verdict: str
+    state: str
     words: str
 
 
@@ -400,8 +400,8 @@ def _fill(value: object, work: Path) -> object:
     return value
 
 
-def plugin_verdict(result: dict) -> tuple[str, str]:
-    """(verdict, words) for one plugin attempt of tests/migraphx_child.py: ``refused with a reason`` (graph
+def plugin_state(result: dict) -> tuple[str, str]:
+    """(state, words) for one plugin attempt of tests/migraphx_child.py: ``refused with a reason`` (graph
     replay refused before any session), ``refused`` (a parser's words anywhere in the message), ``accepted``
     (past the parser: on the EP, or failed in a stand-in call), ``other``."""
     message = str(result.get("message", ""))
@@ -431,17 +431,17 @@ def conformance(version: str, work: Path, sets: tuple[tuple[str, dict[str, objec
     if not isinstance(raw, dict) or "results" not in raw:
         raise RuntimeError(f"onnxruntime-migraphx {version}: the child could not import the wheel: {raw}")
     for name, result in zip(("self-check: invented key", "self-check: known key"), raw["results"], strict=True):
-        verdict, words = classify(result["on_ep"], result["message"], result["calls"])
-        rows.append(Row(version, name, verdict, words))
+        state, words = classify(result["on_ep"], result["message"], result["calls"])
+        rows.append(Row(version, name, state, words))
     attempts = [_fill(attempt, scratch) for _, attempt in sets]
     out = run_child(child, site, standins, {"mode": "plugin", "model": str(model), "attempts": attempts},
                     extra_path=[root], timeout=timeout)
     assert isinstance(out, dict)
     for (name, _), result in zip(sets, out["results"], strict=True):
-        verdict, words = plugin_verdict(result)
-        if verdict == "refused" and "refuses option" in str(result.get("message")):
+        state, words = plugin_state(result)
+        if state == "refused" and "refuses option" in str(result.get("message")):
             words = " ".join(str(result["message"]).split(": ", 1)[-1].split())  # the plugin's own message, whole
-        rows.append(Row(version, name, verdict, words))
+        rows.append(Row(version, name, state, words))
     return rows
 
 

@@ -50,25 +50,25 @@ def rows(request: pytest.FixtureRequest, work: Path) -> dict[str, mw.Row]:
 
 def test_the_harness_reaches_the_real_parser(rows: dict[str, mw.Row]) -> None:
     invented, known = rows["self-check: invented key"], rows["self-check: known key"]
-    assert (invented.verdict, invented.words) == ("refused", 'Unknown provider option: "aaco_invented_key"')
-    assert known.verdict == "accepted" and "stand-in" in known.words
+    assert (invented.state, invented.words) == ("refused", 'Unknown provider option: "aaco_invented_key"')
+    assert known.state == "accepted" and "stand-in" in known.words
 
 
 @pytest.mark.parametrize("option_set", [name for name, _ in mw.PLUGIN_OPTION_SETS if name != "--aaco-graph=on"])
 def test_no_option_the_plugin_produces_is_refused(rows: dict[str, mw.Row], option_set: str) -> None:
     row = rows[option_set]
-    assert row.verdict == "accepted", f"onnxruntime-migraphx {row.wheel}, {option_set}: {row.verdict}: {row.words}"
+    assert row.state == "accepted", f"onnxruntime-migraphx {row.wheel}, {option_set}: {row.state}: {row.words}"
 
 
 def test_graph_on_is_refused_with_a_reason_not_a_parse_error(rows: dict[str, mw.Row]) -> None:
     row = rows["--aaco-graph=on"]
-    assert row.verdict == "refused with a reason", row
+    assert row.state == "refused with a reason", row
     assert f"onnxruntime-migraphx {row.wheel}) has no graph replay option" in row.words
     assert "refuses migraphx_hip_graph_enable" in row.words and "use --aaco-graph=off" in row.words
 
 
 def test_a_refused_user_option_names_the_key_the_build_and_what_it_takes(rows: dict[str, mw.Row]) -> None:
     row = rows[mw.REFUSED_USER_SET[0]]
-    assert row.verdict == "refused"
+    assert row.state == "refused"
     assert f"(onnxruntime-migraphx {row.wheel}) refuses option(s) migraphx_save_compiled_model" in row.words
     assert "--aaco-compile-cache" in row.words and "it takes: device_id" in row.words
