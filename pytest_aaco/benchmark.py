@@ -50,6 +50,7 @@ from pytest_aaco.options import (
     GateSettings,
     auto_rounds,
     count_setting,
+    latency_count,
 )
 from pytest_aaco.records import ColdStartComparison, Verdict
 from pytest_aaco.reports.progress import write_line
@@ -430,7 +431,9 @@ class BenchmarkRun:
         return result
 
     def settings_for(self, **overrides: Any) -> MeasureSettings:
-        """This item's settings with ``warmup``/``rounds``/``iterations`` overrides; TypeError for others."""
+        """This item's settings with ``warmup``/``rounds``/``iterations`` overrides; TypeError for others;
+        ValueError for a count out of bounds, or rounds x iterations over
+        :data:`~pytest_aaco.options.MAX_LATENCIES`."""
         unknown = set(overrides) - {"warmup", "rounds", "iterations"}
         if unknown:
             raise TypeError(f"benchmark_model() got unknown argument(s) {sorted(unknown)};"
@@ -441,7 +444,9 @@ class BenchmarkRun:
                     overrides[key] = count_setting(key, value, 1 if key == "warmup" else 2)
                 except ValueError as exc:
                     raise ValueError(f"benchmark_model({key}=...): {exc}") from None
-        return replace(self.settings, **overrides)
+        chosen = replace(self.settings, **overrides)
+        latency_count(chosen.rounds, chosen.iterations)
+        return chosen
 
     def __call__(self, **overrides: object) -> BenchmarkResult:
         return self.run_with(self.settings_for(**overrides))

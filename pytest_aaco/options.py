@@ -54,6 +54,18 @@ IniType = Literal["string", "bool", "linelist"]
 MAX_WARMUP, MAX_ITERATIONS, MAX_ROUNDS = 100_000, 100_000, 1_000
 #: the bound of each count by its key, for messages naming both
 COUNT_BOUNDS = {"warmup": MAX_WARMUP, "iterations": MAX_ITERATIONS, "rounds": MAX_ROUNDS}
+#: the most latencies one measurement keeps (rounds x iterations): 80 MB in memory; each bound alone
+#: still allowed 10**8 (0.8 GB), and ``auto`` iterations stay below it (1000 x 1000 at most)
+MAX_LATENCIES = 10_000_000
+
+
+def latency_count(rounds: int, iterations: int | None) -> None:
+    """ValueError when *rounds* x *iterations* (None: adaptive, at most 1000 per round) exceeds
+    :data:`MAX_LATENCIES`, naming both counts and what to lower."""
+    if iterations is not None and rounds * iterations > MAX_LATENCIES:
+        raise ValueError(f"{rounds:,} rounds x {iterations:,} iterations keep {rounds * iterations:,} latencies,"
+                         f" at most {MAX_LATENCIES:,} (8 bytes each); lower rounds or iterations (the"
+                         " marker's, the registry's, --aaco-rounds or --aaco-iterations)")
 
 
 def int_at_least(value: object, minimum: int = 1, maximum: int | None = None) -> int:

@@ -554,7 +554,13 @@ class AacoSession:
             return
 
         def guarded(**overrides: Any) -> BenchmarkResult:
-            chosen = run.settings_for(**overrides)
+            bad: str | None = None
+            try:
+                chosen = run.settings_for(**overrides)
+            except ValueError as exc:  # a count out of bounds: this item fails, naming it
+                bad = f"{label}: {exc}"
+            if bad is not None:
+                self._fail(request, model, provider, bad)  # outside except: no chained trace
             self.announce(label, chosen)
             crash: Exception | None = None
             try:

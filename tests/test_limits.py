@@ -205,3 +205,35 @@ def test_json_special_files_are_never_opened_for_reading(tmp_path: Path) -> None
         read_json(tmp_path)
     with pytest.raises(AacoFileError, match="character device"):
         read_json("/dev/null")
+
+
+def test_rounds_times_iterations_have_a_joint_bound(aaco_project) -> None:
+    """Each count within its bound still allowed 1,000 rounds x 100,000 iterations: 10^8 latencies (0.8 GB).
+    The item that asks for it fails naming both counts; the run goes on with the next item."""
+    aaco_project.tests("""
+        import pytest
+
+        @pytest.mark.aaco(rounds=1000, iterations=100000)
+        def test_marker(benchmark_model):
+            benchmark_model()
+
+        def test_override(benchmark_model):
+            benchmark_model(rounds=200, iterations=60000)
+
+        def test_fine(benchmark_model):
+            benchmark_model(rounds=2, iterations=5, warmup=1)
+    """)
+    result = aaco_project.run()
+    text = result.stdout.str()
+    assert "MemoryError" not in text and "Traceback" not in text
+    assert (f"1,000 rounds x 100,000 iterations keep 100,000,000 latencies, at most {options.MAX_LATENCIES:,}"
+            in text), text
+    assert "200 rounds x 60,000 iterations keep 12,000,000 latencies" in text, text
+    result.assert_outcomes(failed=2, passed=1)
+
+
+def test_the_joint_bound_keeps_every_auto_setting() -> None:
+    options.latency_count(options.MAX_ROUNDS, None)  # adaptive iterations: at most 1000 a round
+    options.latency_count(options.MAX_ROUNDS, options.MAX_LATENCIES // options.MAX_ROUNDS)
+    with pytest.raises(ValueError, match="lower rounds or iterations"):
+        options.latency_count(options.MAX_ROUNDS, options.MAX_LATENCIES // options.MAX_ROUNDS + 1)
