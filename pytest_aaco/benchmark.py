@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -24,12 +24,10 @@ from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.devicelock import NOTICE_S, DeviceHold, DeviceLockTimeout
 from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.inference import (
-    MAX_ITERATIONS,
-    MIN_ITERATIONS,
-    TARGET_ROUND_S,
     MeasureSettings,
     SessionError,
     SessionHandle,
+    adaptive_iterations,
     build_session,
     resolve_iobinding,
     run_benchmark,
@@ -53,7 +51,7 @@ from pytest_aaco.options import (
     latency_count,
 )
 from pytest_aaco.records import ColdStartComparison, Verdict
-from pytest_aaco.reports.progress import write_line
+from pytest_aaco.reports.progress import uncaptured, write_line
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 from pytest_aaco.samplers.gpus import gpu_lock_name
@@ -143,15 +141,20 @@ class AacoMarker:
         )
 
 
+def _pick(marker: AacoMarker, model: ModelSpec, key: str, fallback: _T) -> _T:
+    """*key* of the item: the marker's, else the registry's, else *fallback* (the command line's)."""
+    for value in (getattr(marker, key), getattr(model, key)):
+        if value is not None:
+            return value  # type: ignore[no-any-return]
+    return fallback
+
+
 def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, marker: AacoMarker
                   ) -> tuple[MeasureSettings, float, bool]:
     """Measurement settings, threshold and p99 gating for one item: marker > registry > command line."""
 
     def pick(key: str, fallback: _T) -> _T:
-        for value in (getattr(marker, key), getattr(model, key)):
-            if value is not None:
-                return value
-        return fallback
+        return _pick(marker, model, key, fallback)
 
     settings = MeasureSettings(
         warmup=int(pick("warmup", config.warmup)),
@@ -167,10 +170,7 @@ def item_settings(config: AacoConfig, model: ModelSpec, provider: ProviderSpec, 
 def item_device_threshold(config: AacoConfig, model: ModelSpec, marker: AacoMarker) -> float:
     """The item's practical threshold of device time (a fraction): the marker's ``device_threshold``, else the
     registry's, else ``--aaco-device-threshold`` (marker > registry > command line, as the wall-time threshold)."""
-    for value in (marker.device_threshold, model.device_threshold):
-        if value is not None:
-            return float(value)
-    return float(config.device_threshold)
+    return float(_pick(marker, model, "device_threshold", config.device_threshold))
 
 
 def device_lock(provider: ProviderSpec, device_id: int, label: str,
@@ -195,8 +195,7 @@ def planned_runs(settings: MeasureSettings, first_run_s: float) -> int:
     """Runs one measurement with *settings* plans: the first, the warmup and the rounds' iterations (adaptive
     iterations estimated from the first run, as :func:`pytest_aaco.measure.inference.adaptive_iterations` does
     from the warmup)."""
-    iterations = settings.iterations or int(np.clip(round(TARGET_ROUND_S / max(first_run_s, 1e-6)),
-                                                    MIN_ITERATIONS, MAX_ITERATIONS))
+    iterations = settings.iterations or adaptive_iterations(np.array([first_run_s * 1000]))
     return 1 + settings.warmup + settings.rounds * iterations
 
 
@@ -224,8 +223,7 @@ def terminal_line(config: pytest.Config) -> Callable[[str], None]:
     captured (as the progress line does); never raises."""
 
     def say(text: str) -> None:
-        capman = config.pluginmanager.get_plugin("capturemanager")
-        with capman.global_and_fixture_disabled() if capman is not None else nullcontext():
+        with uncaptured(config):
             write_line(config, text, yellow=True)
 
     return say

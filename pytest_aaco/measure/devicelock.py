@@ -95,11 +95,6 @@ def set_lock_timeout(seconds: float | None) -> float | None:
     return old
 
 
-def lock_timeout() -> float | None:
-    """The wait limit :func:`hold_device` uses (s; None: none)."""
-    return _TIMEOUT_S
-
-
 class DeviceLockTimeout(RuntimeError):
     """The device lock stayed held by another process longer than the lock timeout; the message names the
     lock file, who holds it (as its holder wrote) and the option."""
@@ -124,13 +119,13 @@ def hold_device(is_gpu: bool, device_id: int, label: str = "", name: str | None 
                 waiting: Callable[[str], None] | None = None) -> Iterator[DeviceHold]:
     """Hold the device's lock while the block runs; yields a :class:`DeviceHold` (truthy when held).
 
-    Waits for another benchmark on the device to finish, at most :func:`lock_timeout` seconds (then raises
-    :class:`DeviceLockTimeout`); *waiting*, when given, is called once with a line saying who holds the lock
-    when the wait passes :data:`NOTICE_S`. *name* is a GPU lock's file name (:func:`device_lock_path`). When
-    the lock cannot be taken at all (``OSError``: permissions, a read-only or odd filesystem), warns with
-    :class:`~pytest_aaco.warnings.AacoLockWarning` naming the lock file, yields an unheld hold and the caller
-    measures anyway: a missing lock may let two benchmarks share the device, which the warning says; it
-    never fails the item.
+    Waits for another benchmark on the device to finish, at most the seconds :func:`set_lock_timeout` set
+    (then raises :class:`DeviceLockTimeout`); *waiting*, when given, is called once with a line saying who
+    holds the lock when the wait passes :data:`NOTICE_S`. *name* is a GPU lock's file name
+    (:func:`device_lock_path`). When the lock cannot be taken at all (``OSError``: permissions, a read-only
+    or odd filesystem), warns with :class:`~pytest_aaco.warnings.AacoLockWarning` naming the lock file,
+    yields an unheld hold and the caller measures anyway: a missing lock may let two benchmarks share the
+    device, which the warning says; it never fails the item.
     """
     path = device_lock_path(is_gpu, device_id, name)
     hold = DeviceHold(path)

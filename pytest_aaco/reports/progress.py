@@ -66,7 +66,7 @@ def status_text(item_label: str, settings: MeasureSettings) -> str:
 
 
 @contextlib.contextmanager
-def _uncaptured(config: pytest.Config) -> Iterator[None]:
+def uncaptured(config: pytest.Config) -> Iterator[None]:
     """Suspend pytest's global and fixture capture while writing (no-op when capture is off)."""
     capman = config.pluginmanager.get_plugin("capturemanager")
     if capman is None:
@@ -107,7 +107,7 @@ class _TransientStatus:
         if not self.pending:
             return
         n, self.pending = self.pending, 0
-        with _uncaptured(self.config):
+        with uncaptured(self.config):
             sys.stdout.write("\b" * n + " " * n + "\b" * n)
             sys.stdout.flush()
 
@@ -132,7 +132,7 @@ def announce(config: pytest.Config, item_label: str, settings: MeasureSettings) 
     item_label = terminal_line(item_label)  # a registry key may hold control characters
     text = status_text(item_label, settings)
     try:
-        with _uncaptured(config):
+        with uncaptured(config):
             if tr.verbosity > 0:
                 writer = config.get_terminal_writer()
                 fitted = fit_verbose(text, item_label, writer.fullwidth - writer.width_of_current_line)

@@ -71,7 +71,7 @@ from pytest_aaco.measure.process_memory import rss_mb
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import GateSettings, setting
+from pytest_aaco.options import setting
 from pytest_aaco.records import DEVICE_TIME, LATENCY, Judgement, Outcome, SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
 from pytest_aaco.sidebyside.worker_client import WorkerSide
@@ -819,12 +819,12 @@ def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: Compa
     return result
 
 
-def to_verdict(result: SideBySide, label: str, settings: GateSettings | None = None) -> Verdict:
+def to_verdict(result: SideBySide, label: str) -> Verdict:
     """The :class:`~pytest_aaco.records.Verdict` the reports show (``method="side-by-side"``), *unfinished*:
     the item pipeline (:func:`pytest_aaco.gate.judge`) finishes it once
     (:func:`pytest_aaco.verdict.finish.settle`: which outcomes fail under the item's settings, and the
     message, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs origin/main (lower bound +7.1% > 0,
-    +9.4% >= 5%); ...``). *settings* is accepted for callers that pass it and not read."""
+    +9.4% >= 5%); ...``)."""
     comp, m = result.comparison, result.measurement
     means = {side: float(np.exp(np.mean([c.block(side).log_mean for cs in m.cycles_by_pair for c in cs])))
              for side in (BASELINE, CANDIDATE)}

@@ -256,8 +256,9 @@ class SideBySideGate:
         finally:
             telemetry.stop()
         result.telemetry = telemetry.to_dict()
-        if found.note():  # a compute check that did not prove the item unchanged says why
-            verdict.notes.append(str(found.note()))
+        note = found.note()
+        if note:  # a compute check that did not prove the item unchanged says why
+            verdict.notes.append(str(note))
         if o.cold_start:  # measured by the cold-start pass after the rounds (extra_passes.measure_insight)
             run.compare_cold_start = partial(self.cold_start, run.model, side, provider_for, item, run.feeds,
                                              o.cold_start, label, o.cold_start_threshold,
@@ -310,7 +311,7 @@ class SideBySideGate:
         if tracer is None and no_tracer is None and provider.ep.tracer == eps.ROCPROFV3 and not self.python:
             no_tracer = self._child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
                                                 alpha, device, lock, label=label)
-        verdict = to_verdict(result, label, gate)
+        verdict = to_verdict(result, label)
         if verdict.side_by_side is not None:  # both sides' figures and distributions, for the reports
             verdict.side_by_side.figures["baseline_side"] = side_figures(result, BASELINE)
         if side.changes or no_tracer:

@@ -321,12 +321,6 @@ class RefTree:
             return RefFile(repo, commit, rel, "/".join([*base, rel]), obj)
         return None
 
-    def blob_at_ref(self, rel: str) -> str | None:
-        """The blob id of *rel* at the commit (links and submodules followed), or None when it did not
-        exist there."""
-        found = self.resolve_at_ref(rel.split("/"), rel)
-        return found.blob if found is not None else None
-
     def require_tracked(self, path: Path) -> str:
         """*path*'s repository-relative name; GitRefError naming the file when git does not track it.
         A file inside a git submodule is looked up in the submodule, where it is tracked."""
@@ -351,10 +345,6 @@ class RefTree:
         if out.returncode:
             raise GitRefError(f"{path}: git hash-object failed: {out.stderr.strip()}")
         return out.stdout.strip()
-
-    def materialize(self, rel: str, blob: str) -> Path:
-        """Make *rel* (blob *blob* at REF) exist under :attr:`root` (:meth:`materialize_file`)."""
-        return self.materialize_file(RefFile(self.gitref.repo, self.gitref.commit, rel, rel, blob))
 
     def materialize_file(self, found: RefFile, copy: bool = False) -> Path:
         """Make *found* exist under :attr:`root` at its place: a link to the working-tree file when that

@@ -32,7 +32,7 @@ from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
 from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.sidebyside.compute import ComputeCheck, compare_compute
-from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRefError
+from pytest_aaco.sidebyside.revision import CHANGED, UNCHANGED, BaselineSide, GitRefError
 
 #: triage results (SAME_COMPUTE and the record key are in records, where the reports read them)
 MEASURE = "measure"
@@ -87,9 +87,7 @@ def triage(side: BaselineSide, same_environment: bool, model_file: Path, started
     start = time.perf_counter() if started is None else started
     if side.status == UNCHANGED:
         return Triage(UNCHANGED, side, seconds=time.perf_counter() - start)
-    if side.status == NEW or side.status != CHANGED or side.model_file is None:
-        return Triage(MEASURE, side, seconds=time.perf_counter() - start)
-    if side.changes != ["model bytes"] or not same_environment:
+    if side.status != CHANGED or side.model_file is None or side.changes != ["model bytes"] or not same_environment:
         return Triage(MEASURE, side, seconds=time.perf_counter() - start)
     check = compare_compute(side.model_file, model_file)
     return Triage(SAME_COMPUTE if check.proven else MEASURE, side, check, time.perf_counter() - start)
