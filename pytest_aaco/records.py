@@ -957,8 +957,15 @@ class ItemRecord:
 
     @property
     def result_record(self) -> ResultRecord | None:
-        """The result as :class:`ResultRecord`; None without a result."""
-        return None if self.result is None else ResultRecord.from_dict(self.result)
+        """The result as :class:`ResultRecord`; None without a result. Read once per :attr:`result` (every
+        writer asks for it, and a result holds every latency): kept until another dict is assigned."""
+        if self.result is None:
+            return None
+        kept = self.__dict__.get("_result_record")
+        if kept is None or kept[0] is not self.result:
+            kept = (self.result, ResultRecord.from_dict(self.result))
+            self.__dict__["_result_record"] = kept
+        return kept[1]
 
     @property
     def cold_start_record(self) -> ColdStartRecord | None:

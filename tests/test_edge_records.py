@@ -232,3 +232,21 @@ def test_no_record_raises_on_json_it_does_not_expect(data: dict):
                 SessionMeta):
         cls.from_dict(data)
         cls.from_dict([data])
+
+
+def test_the_result_record_is_read_once_per_result(monkeypatch):
+    """Every writer asks for ``ItemRecord.result_record``, and a result holds every latency: it is parsed
+    once per result dict, and again only when another dict is assigned."""
+    import pytest_aaco.records as records_module
+
+    calls = []
+    real = records_module.ResultRecord.from_dict
+    monkeypatch.setattr(records_module.ResultRecord, "from_dict",
+                        classmethod(lambda cls, data: calls.append(data) or real(data)))
+    record = ItemRecord.from_dict({"nodeid": "t::x", "result": {"summary": {"mean_ms": 1.0}}})
+    first = record.result_record
+    assert first is not None and record.result_record is first and len(calls) == 1
+    record.result = {"summary": {"mean_ms": 2.0}}
+    assert record.result_record is not None and record.result_record.summary.of("mean_ms") == 2.0
+    assert len(calls) == 2
+    assert ItemRecord.from_dict(record.to_dict()) == record  # the kept parse is not part of the record

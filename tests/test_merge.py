@@ -7,9 +7,11 @@ job recorded by editing a real CPU bundle), and bundles pytest writes here for t
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +23,10 @@ CPU_A, CPU_B, GPU = (next((FLEET / job).iterdir()) for job in ("cpu-a", "cpu-b",
 GPU_KEY = "intel-r-xeon-r-platinum-8480-nvidia-h100-80gb-hbm3-16c-"
 
 
-def aaco(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+def aaco(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> pytest.RunResult:
     """The ``aaco`` command in a subprocess, as a CI step runs it."""
-    return pytester.run(sys.executable, "-c", "from pytest_aaco.cli import main; raise SystemExit(main())", *args)
+    return pytester.run(sys.executable, "-c", "from pytest_aaco.cli import main; raise SystemExit(main())", *args,
+                        timeout=timeout)
 
 
 def test_three_bundles_give_one_table_html_summary_and_exit_status(pytester):
@@ -104,3 +107,31 @@ def test_three_shards_merge_into_the_whole_suite(aaco_project):
     rows = [line for line in result.stdout.str().splitlines() if re.match(r"\S+-\d+c-[0-9a-f]{8}\s", line)]
     assert sorted(r.split()[2] for r in rows) == [f"m{i}" for i in range(6)]  # each item once, no '#'
     shutil.rmtree(pytester.path / "baselines", ignore_errors=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX special files")
+def test_a_summary_fifo_without_a_reader_is_refused_at_once(pytester):
+    """``--github-summary`` goes through the same writer as the session's job summary (jsonio.append_text):
+    a FIFO nobody reads used to block ``aaco report`` for ever."""
+    fifo = pytester.path / "summary.pipe"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    result = aaco(pytester, "report", str(CPU_A), "--github-summary", str(fifo), timeout=60)
+    assert time.monotonic() - start < 60
+    assert "--github-summary" in result.stderr.str() + result.stdout.str()
+    assert "FIFO that no process is reading" in result.stderr.str() + result.stdout.str()
+    assert result.ret not in (0, 1), result.stdout.str()
+
+
+def test_the_runners_block_escapes_control_characters(pytester):
+    """The merged page's runner lines come from bundle files; they are escaped by markup.e like every
+    other file-derived text (before: html.escape, which kept a raw ESC from session_meta.json)."""
+    copy = pytester.path / "jobs" / CPU_A.name
+    shutil.copytree(CPU_A, copy)
+    meta = json.loads((copy / "session_meta.json").read_text())
+    meta["started_at"] = "2026-11-27 \x1b[31m<b>"
+    (copy / "session_meta.json").write_text(json.dumps(meta))
+    result = aaco(pytester, "report", str(copy), str(CPU_B), "--html", "fleet.html")
+    page = (pytester.path / "fleet.html").read_text()
+    assert "<h2>Runners</h2>" in page, result.stdout.str()
+    assert "\x1b" not in page and "\\x1b[31m&lt;b&gt;" in page

@@ -17,7 +17,7 @@ from pytest_aaco.cli.common import (
     load_bundle,
 )
 from pytest_aaco.history.store import report_baselines
-from pytest_aaco.jsonio import AacoFileError, atomic_write_text, read_json
+from pytest_aaco.jsonio import AacoFileError, append_text, atomic_write_text, read_json
 from pytest_aaco.measure.commit import commit_text, describe_commit
 from pytest_aaco.records import ItemRecord, SessionMeta, SessionSummary
 from pytest_aaco.reports import merge
@@ -45,8 +45,7 @@ def cmd_report_merged(args: argparse.Namespace) -> int:
         raise CliError(f"--html: {_where(Path(args.html))}: cannot write it ({exc.strerror or exc})") from None
     try:
         if args.github_summary:  # appended, as GitHub Actions expects of $GITHUB_STEP_SUMMARY
-            with Path(args.github_summary).open("a", encoding="utf-8") as handle:
-                handle.write(merge.job_summary_text(bundles, rows))
+            append_text(args.github_summary, merge.job_summary_text(bundles, rows))
             _out(f"job summary: {args.github_summary}")
     except OSError as exc:
         raise CliError(f"--github-summary: {_where(Path(args.github_summary))}: cannot write it"

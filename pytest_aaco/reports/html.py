@@ -709,7 +709,7 @@ def _device_cell(record: ItemRecord) -> str:
     series = dev.series or "paired"
     bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound, dev.threshold)
     text = (f"{pct(dev.ratio)} {series} ({bound})" if bound else
-            f"{pct(dev.ratio)} {series} ({pct(dev.ci_low or 1)} .. {pct(dev.ci_high or 1)})")
+            f"{pct(dev.ratio)} {series} ({pct(dev.ci_low)} .. {pct(dev.ci_high)})")
     kernels = facts.kernels
     if kernels is not None and is_num(kernels.baseline) and is_num(kernels.candidate):
         text += f", kernels {kernels.baseline:g} -> {kernels.candidate:g}"

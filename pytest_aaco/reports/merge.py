@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from html import escape
 from pathlib import Path
 from typing import cast
 
@@ -32,6 +31,7 @@ from pytest_aaco.reports.bundle import LoadedSession, load_session
 from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.github import job_summary, md_text
 from pytest_aaco.reports.html import render_html
+from pytest_aaco.reports.markup import e
 from pytest_aaco.reports.terminal import COLUMNS, NUMERIC, detail_lines, format_rows
 from pytest_aaco.reports.terminal import row as table_row
 from pytest_aaco.reports.wording import row_names
@@ -180,7 +180,7 @@ def html_page(bundles: list[RunnerBundle], rows: list[MergedRow], title: str) ->
     """One HTML page for the merged rows (:func:`pytest_aaco.reports.html.render_html` on
     :func:`tagged` records), with the runners and where each job's time went under the title."""
     page = render_html(tagged(rows), summary_of(rows), None, title=title)
-    block = ('<section class="block"><h2>Runners</h2><pre>' + escape("\n".join(runner_lines(bundles, rows)))
+    block = ('<section class="block"><h2>Runners</h2><pre>' + e("\n".join(runner_lines(bundles, rows)))
              + "</pre><p class=\"muted\">False alarms are controlled per job (each bundle's own LOND).</p></section>")
     return page.replace("</h1>", "</h1>" + block, 1)
 

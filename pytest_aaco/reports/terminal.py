@@ -140,11 +140,16 @@ def other_runners_line(records: Sequence[ItemRecord]) -> str | None:
 LOCK_WAIT_LINE_S = 1.0
 
 
+def _waits(records: Sequence[ItemRecord]) -> list[tuple[str, float]]:
+    """(label, ``lock_wait_s`` of the item's result, s) of each item that recorded a wait."""
+    return [(r.label, float(w)) for r in records
+            if isinstance(w := (r.result or {}).get("lock_wait_s"), (int, float)) and not isinstance(w, bool)]
+
+
 def lock_waits(records: Sequence[ItemRecord]) -> JSONDict:
     """The session's waits for the device lock (``lock_wait_s`` of each item's result, s): ``total_s``,
     ``items`` that waited more than :data:`LOCK_WAIT_LINE_S`, and the ``longest`` (``{"label", "wait_s"}``)."""
-    waits = [(r.label, float(w)) for r in records
-             if isinstance(w := (r.result or {}).get("lock_wait_s"), (int, float)) and not isinstance(w, bool)]
+    waits = _waits(records)
     longest = max(waits, key=lambda pair: pair[1], default=None)
     return {"total_s": round(sum(w for _, w in waits), 3),
             "items": sum(1 for _, w in waits if w > LOCK_WAIT_LINE_S),
@@ -154,8 +159,7 @@ def lock_waits(records: Sequence[ItemRecord]) -> JSONDict:
 def lock_wait_line(records: Sequence[ItemRecord]) -> str | None:
     """``device lock: 2 item(s) waited 93.1 s in all for another benchmark on the device (longest: ...)``, None
     when no item waited more than :data:`LOCK_WAIT_LINE_S`."""
-    waits = [(r.label, float(w)) for r in records
-             if isinstance(w := (r.result or {}).get("lock_wait_s"), (int, float)) and not isinstance(w, bool)]
+    waits = _waits(records)
     long = [pair for pair in waits if pair[1] > LOCK_WAIT_LINE_S]
     if not long:
         return None
