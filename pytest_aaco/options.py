@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 IOBINDING_MODES = ("auto", "none", "inputs", "all")
 PLACEMENT_MODES = ("check", "warn", "off")
+#: ``--aaco-compare-unchanged``: skip an item unchanged at REF before its session is built, or measure it
+COMPARE_UNCHANGED_MODES = ("skip", "measure")
 DEVICE_TIME_MODES = ("auto", "on", "off")
 GRAPH_MODES = ("auto", "on", "off")
 PROFILE_MODES = ("off", "on", "failing")
@@ -505,7 +507,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("compare", "gate each item side by side against this git revision (origin/main, a SHA, HEAD~1)", "",
               "REF", parse=revision_or_none),
     OptionDef("compare-unchanged", "with --aaco-compare, an item unchanged at REF: skip it, or measure it anyway",
-              "skip", "skip|measure", parse=partial(choice, choices=("skip", "measure"))),
+              "skip", "skip|measure", parse=partial(choice, choices=COMPARE_UNCHANGED_MODES)),
     OptionDef("compare-python", "run the baseline side in this Python interpreter (another onnxruntime)", "", "PATH",
               parse=interpreter_or_none, path="the path of a Python interpreter such as .venv-old/bin/python"),
     OptionDef("compile-cache", "compile cache of MIGraphX, TensorRT, OpenVINO: auto (user cache folder), off, a folder",

@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_aaco.tracers.base import MAX_STORED_NAMES, DeviceBlock, DeviceSeries, InProcessTracer, TracerError
+from pytest_aaco.tracers.base import DeviceBlock, DeviceSeries, InProcessTracer, TracerError
 
-__all__ = ["DEVICE_RUNS", "MAX_STORED_NAMES", "RECORDS_PER_BLOCK", "DeviceRecorder", "DeviceSeries", "RecordedSide",
+__all__ = ["DEVICE_RUNS", "RECORDS_PER_BLOCK", "DeviceRecorder", "DeviceSeries", "RecordedSide",
            "TraceBudget", "TracedSide", "runs_for"]
 
 #: model runs per traced block. cupti-python turns every kernel record into a Python object, about
@@ -170,7 +170,8 @@ class DeviceRecorder:
 
 
 class TimedSide(Protocol):
-    """A side of an interleaved measurement (:class:`pytest_aaco.measure.interleave.BlockRunner`):
+    """A side of an interleaved measurement: :class:`pytest_aaco.measure.interleave.BlockRunner`, written
+    again here because importing it would put this module a floor higher:
     ``block(n)`` returns the latencies of *n* runs (ns, shape ``(n,)``)."""
 
     @property

@@ -26,7 +26,6 @@ from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.redact import looks_secret as looks_secret
 from pytest_aaco.redact import shannon_entropy as shannon_entropy
 from pytest_aaco.samplers.clocks import read_clock_state
-from pytest_aaco.samplers.rocm_install import ROCM_VERSION_FILE as ROCM_VERSION_FILE  # re-exported
 from pytest_aaco.samplers.rocm_install import migraphx_runtime_version
 from pytest_aaco.samplers.rocm_install import rocm_version as rocm_version  # re-exported
 

@@ -46,7 +46,6 @@ from typing import Any
 
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.samplers.base import Sampler, SamplerUnavailable, describe_exception
-from pytest_aaco.samplers.rocm_install import ROCM_VERSION_FILE as ROCM_VERSION_FILE  # re-exported
 from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.samplers.visibility import (
     AMD,
@@ -250,7 +249,8 @@ def parse_rocm_smi_json(text: str, device_id: int) -> JSONDict:
 
 def rocm_major(version_file: str | None = None, environ: Mapping[str, str] | None = None) -> int | None:
     """The installed ROCm major version (``10.1.0-...`` -> 10) from :func:`rocm_version` (*version_file*,
-    else ``$ROCM_PATH/.info/version``, else :data:`ROCM_VERSION_FILE`); None when it cannot be read."""
+    else ``$ROCM_PATH/.info/version``, else :data:`pytest_aaco.samplers.rocm_install.ROCM_VERSION_FILE`);
+    None when it cannot be read."""
     head = (rocm_version(version_file, environ) or "").split(".", 1)[0]
     return int(head) if head.isdigit() else None
 

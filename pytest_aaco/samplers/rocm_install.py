@@ -3,7 +3,7 @@ the MIGraphX compile-cache key, the fingerprint and the environment record), the
 version and the GPU architecture.
 
 Imports nothing of the package, so the lowest layer can use it. What follows the version reader was
-``pytest_aaco.samplers.rocm_install``:
+``pytest_aaco/measure/rocm_stack.py``:
 
 The AMD software stack under the MIGraphX EP: ROCm version, MIGraphX runtime version, GPU architecture.
 

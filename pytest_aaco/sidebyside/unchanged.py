@@ -28,6 +28,7 @@ import pytest
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.registry import ModelSpec
+from pytest_aaco.options import COMPARE_UNCHANGED_MODES
 from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
 from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
 from pytest_aaco.records import ItemRecord, Outcome, Verdict
@@ -36,9 +37,8 @@ from pytest_aaco.sidebyside.revision import CHANGED, UNCHANGED, BaselineSide, Gi
 
 #: triage results (SAME_COMPUTE and the record key are in records, where the reports read them)
 MEASURE = "measure"
-#: ``--aaco-compare-unchanged`` values
-SKIP_UNCHANGED, MEASURE_UNCHANGED = "skip", "measure"
-UNCHANGED_MODES = (SKIP_UNCHANGED, MEASURE_UNCHANGED)
+#: ``--aaco-compare-unchanged=measure``: measure an item unchanged at REF anyway
+MEASURE_UNCHANGED = COMPARE_UNCHANGED_MODES[1]
 
 
 @dataclass(frozen=True)
@@ -140,5 +140,5 @@ def note_triage(item: pytest.Item, record: ItemRecord) -> None:
         record.extra[EXTRA_KEY] = found.to_dict()
 
 
-__all__ = ["EXTRA_KEY", "MEASURE", "MEASURE_UNCHANGED", "SAME_COMPUTE", "SKIP_UNCHANGED", "TRIAGE_KEY",
-           "UNCHANGED_MODES", "Triage", "Triages", "note_triage", "skip_unchanged", "triage"]
+__all__ = ["EXTRA_KEY", "MEASURE", "MEASURE_UNCHANGED", "SAME_COMPUTE", "TRIAGE_KEY", "Triage", "Triages",
+           "note_triage", "skip_unchanged", "triage"]

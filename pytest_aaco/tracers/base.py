@@ -83,7 +83,7 @@ class DeviceSeries:
     blocks: tuple[DeviceBlock, ...]
     traced_s: float = 0.0
     measure_s: float = 0.0
-    #: wall-time blocks left without a traced block (:class:`TraceBudget`)
+    #: wall-time blocks left without a traced block (:class:`pytest_aaco.measure.device_time.TraceBudget`)
     skipped: int = 0
 
     @property
@@ -119,7 +119,7 @@ class DeviceSeries:
 
     def to_dict(self) -> dict[str, Any]:
         """As stored in baselines and bundles: ``source``, ``blocks``, ``runs`` (the first block's runs;
-        later blocks may have fewer, :data:`RECORDS_PER_BLOCK`),
+        later blocks may have fewer, :data:`pytest_aaco.measure.device_time.RECORDS_PER_BLOCK`),
         ``kernel_ms``, ``busy_ms``, ``kernels`` (per run), ``log_means`` (per block),
         ``busy_log_means`` (ln busy ms per run, per block), ``kernel_names`` (launches per run),
         ``traced_s`` and ``measure_s``; ``skipped`` (wall-time blocks left untraced) only when > 0, so
