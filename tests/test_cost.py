@@ -67,6 +67,23 @@ def tiny(tmp_path: Path) -> Path:
     return make_tiny_model(tmp_path / "a.onnx", layers=4)
 
 
+def test_a_model_on_several_eps_is_checked_once(tiny, tmp_path, monkeypatch):
+    """The triage of each EP's item shares the compute check of the same pair of files (two ONNX loads and
+    up to three ORT sessions each), and every EP gets its finding."""
+    from pytest_aaco.sidebyside import unchanged
+    from pytest_aaco.sidebyside.revision import CHANGED, BaselineSide
+
+    onnx.save(reexport(onnx.load(str(tiny))), str(tmp_path / "b.onnx"))
+    calls = []
+    monkeypatch.setattr(unchanged, "compare_compute", lambda a, b: calls.append((a, b)) or compare_compute(a, b))
+    side = BaselineSide(CHANGED, None, tiny, ["model bytes"])
+    checks: dict = {}
+    found = [unchanged.triage(side, True, tmp_path / "b.onnx", checks=checks) for _ in ("cpu", "cuda", "migraphx")]
+    assert len(calls) == 1 and all(t.status == unchanged.SAME_COMPUTE and t.compute == found[0].compute
+                                   for t in found)
+    assert unchanged.triage(side, True, tmp_path / "b.onnx").status == unchanged.SAME_COMPUTE and len(calls) == 2
+
+
 def test_a_reexport_has_the_same_digest_and_a_changed_weight_another(tiny, tmp_path):
     model = onnx.load(str(tiny))
     assert graph_digest(reexport(model)) == graph_digest(model)

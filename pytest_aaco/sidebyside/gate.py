@@ -41,6 +41,7 @@ from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, com
 from pytest_aaco.records import ColdStartComparison, Outcome, Verdict
 from pytest_aaco.samplers import TelemetrySession
 from pytest_aaco.samplers.rocm_install import rocm_version
+from pytest_aaco.sidebyside.compute import ComputeCheck
 from pytest_aaco.sidebyside.cycles import (
     BASELINE,
     CANDIDATE,
@@ -167,6 +168,8 @@ class SideBySideGate:
     tree: RefTree | None = field(init=False, default=None)
     #: each item's triage (:meth:`triage`), by (registry, model, EP)
     triaged: dict[tuple[str, str, str], Triage] = field(init=False, default_factory=dict)
+    #: compute checks by (REF file, candidate file), shared by a model's EPs
+    compute_checks: dict[tuple[Path, Path], ComputeCheck] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.ref:
@@ -202,7 +205,7 @@ class SideBySideGate:
         if key not in self.triaged:
             start = time.perf_counter()
             side = self.baseline_for_item(spec, provider_short)
-            self.triaged[key] = triage(side, not self.python, model_path(spec), start)
+            self.triaged[key] = triage(side, not self.python, model_path(spec), start, self.compute_checks)
         return self.triaged[key]
 
     def static_verdict(self, side: BaselineSide, label: str, threshold: float, mean_ms: float | None) -> Verdict:

@@ -79,17 +79,25 @@ class Triage:
                 "compute": None if self.compute is None else self.compute.to_dict()}
 
 
-def triage(side: BaselineSide, same_environment: bool, model_file: Path, started: float | None = None) -> Triage:
+def triage(side: BaselineSide, same_environment: bool, model_file: Path, started: float | None = None,
+           checks: dict[tuple[Path, Path], ComputeCheck] | None = None) -> Triage:
     """Triage an item whose baseline side is *side*; *model_file* is the candidate's model file. The
     compute check runs only when the model bytes are the one change and both sides run in this
     environment (*same_environment*: no ``--aaco-compare-python``, whose subject is the environment).
-    *started*: when the triage began (``time.perf_counter()``), so its seconds include finding *side*."""
+    *started*: when the triage began (``time.perf_counter()``), so its seconds include finding *side*.
+    *checks*: the checks made so far, by (REF file, candidate file): a model gated on several EPs is
+    checked once (two ONNX loads and up to three ORT sessions, about 2 s for a ResNet-50)."""
     start = time.perf_counter() if started is None else started
     if side.status == UNCHANGED:
         return Triage(UNCHANGED, side, seconds=time.perf_counter() - start)
     if side.status != CHANGED or side.model_file is None or side.changes != ["model bytes"] or not same_environment:
         return Triage(MEASURE, side, seconds=time.perf_counter() - start)
-    check = compare_compute(side.model_file, model_file)
+    pair = (side.model_file, model_file)
+    check = checks.get(pair) if checks is not None else None
+    if check is None:
+        check = compare_compute(*pair)
+        if checks is not None:
+            checks[pair] = check
     return Triage(SAME_COMPUTE if check.proven else MEASURE, side, check, time.perf_counter() - start)
 
 
