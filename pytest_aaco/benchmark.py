@@ -54,7 +54,6 @@ from pytest_aaco.records import ColdStartComparison, Verdict
 from pytest_aaco.reports.progress import uncaptured, write_line
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
-from pytest_aaco.samplers.gpus import gpu_lock_name
 from pytest_aaco.tracers.base import InProcessTracer
 from pytest_aaco.verdict.stats import LondFdr
 
@@ -173,14 +172,19 @@ def item_device_threshold(config: AacoConfig, model: ModelSpec, marker: AacoMark
     return float(_pick(marker, model, "device_threshold", config.device_threshold))
 
 
+@contextmanager
 def device_lock(provider: ProviderSpec, device_id: int, label: str,
-                waiting: Callable[[str], None] | None = None) -> AbstractContextManager[DeviceHold]:
-    """The device lock of EP *provider*'s device *device_id* (:func:`pytest_aaco.measure.devicelock.hold_device`),
-    keyed by its physical GPU (:func:`pytest_aaco.samplers.gpus.gpu_lock_name`) on GPU EPs. *waiting* is told
-    once when the wait passes a second. Raises :class:`~pytest_aaco.measure.devicelock.DeviceLockTimeout`
-    past ``--aaco-lock-timeout``."""
-    name = gpu_lock_name(provider.short, device_id) if provider.is_gpu else None
-    return gpu_locks(provider, device_id, label, name, waiting)  # also an older version's gpu<N>.lock
+                waiting: Callable[[str], None] | None = None) -> Iterator[DeviceHold]:
+    """Hold the device lock of EP *provider*'s device *device_id* (:func:`pytest_aaco.measure.gpulocks.gpu_locks`:
+    keyed by its physical GPU on GPU EPs, and an older version's ``gpu<N>.lock``). *waiting* is told once when
+    the wait passes a second. Raises :class:`LockTimeout` (a :class:`SessionError`: the item fails, naming the
+    lock) when the lock stays held past ``--aaco-lock-timeout``."""
+    with ExitStack() as stack:
+        try:
+            hold = stack.enter_context(gpu_locks(provider, device_id, label, waiting=waiting))
+        except DeviceLockTimeout as exc:
+            raise LockTimeout(str(exc)) from None
+        yield hold
 
 
 class ItemTimeout(SessionError):
@@ -241,10 +245,7 @@ def build_tracked(model_path: Path, provider: ProviderSpec, device_id: int, intr
     label = f"{model_path.name}[{provider.short}]"
     with ExitStack() as stack:
         if provider.is_gpu:
-            try:
-                stack.enter_context(device_lock(provider, device_id, label))
-            except DeviceLockTimeout as exc:
-                raise LockTimeout(str(exc)) from None
+            stack.enter_context(device_lock(provider, device_id, label))
         probe.start()
         before = rss_mb()
         handle = build_session(model_path, provider, device_id, intra_op_threads)
@@ -364,10 +365,7 @@ class BenchmarkRun:
         Deadline`, limit :func:`item_limit`) over the block: when it fires, the ONNX Runtime runs of this
         process are stopped before their next kernel. *handle*'s (default: the item's) runs are let go first."""
         with ExitStack() as stack:
-            try:
-                hold = stack.enter_context(device_lock(self.provider, self.config.device_id, self.label, self.say))
-            except DeviceLockTimeout as exc:
-                raise LockTimeout(str(exc)) from None
+            hold = stack.enter_context(device_lock(self.provider, self.config.device_id, self.label, self.say))
             self.lock_waits.append(hold.wait_s)
             if self.say is not None and hold.wait_s > NOTICE_S:
                 self.say(f"{self.label}: took the device lock {hold.path} after waiting {hold.wait_s:.1f} s")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_aaco import eps
-from pytest_aaco.benchmark import BenchmarkRun, device_lock
+from pytest_aaco.benchmark import BenchmarkRun, LockTimeout, device_lock
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.history.store import Baseline, history_entries
 from pytest_aaco.jsonio import JSONDict
@@ -91,30 +91,39 @@ def _kernels(run: BenchmarkRun, insight: Insight) -> None:
 
 def measure_insight(run: BenchmarkRun, profile: bool) -> Insight:
     """Run the extra passes the config asks for (the operator profile only when *profile*) under
-    the device lock, after the item's rounds. Never raises for a failing pass: it becomes a note."""
-    config = run.config
+    the device lock, after the item's rounds. Never raises for a failing pass: it becomes a note, as
+    does a device lock held by another benchmark past ``--aaco-lock-timeout`` (no pass runs then)."""
     insight = Insight()
-    with device_lock(run.provider, config.device_id, f"{run.model.name}[{run.provider.short}]"):
-        if config.cold_start:
-            try:
-                if run.compare_cold_start is not None:
-                    insight.side_cold_start = run.compare_cold_start()
-                elif run.side_gate is None:
-                    insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
-                                                            device_id=config.device_id,
-                                                            intra_op_threads=config.intra_op_threads,
-                                                            sessions=config.cold_start)
-            except (SessionError, WorkerError) as exc:
-                insight.notes.append(f"--aaco-cold-start: {exc}")
-        _kernels(run, insight)
-        if profile:
-            last = run.results[-1] if run.results else None
-            try:
-                insight.profile = profile_model(run.handle.model_path, run.provider, config.device_id,
-                                                feeds=run.feeds, runs=profile_runs(last.p50_ms if last else None))
-            except (SessionError, ProfileError) as exc:
-                insight.notes.append(f"--aaco-profile: {exc}")
+    try:
+        with device_lock(run.provider, run.config.device_id, f"{run.model.name}[{run.provider.short}]"):
+            _run_passes(run, profile, insight)
+    except LockTimeout as exc:
+        insight.notes.append(f"extra passes not run: {exc}")
     return insight
+
+
+def _run_passes(run: BenchmarkRun, profile: bool, insight: Insight) -> None:
+    """The passes of :func:`measure_insight`, each failure a note in *insight*."""
+    config = run.config
+    if config.cold_start:
+        try:
+            if run.compare_cold_start is not None:
+                insight.side_cold_start = run.compare_cold_start()
+            elif run.side_gate is None:
+                insight.cold_start = measure_cold_start(run.handle.model_path, run.provider, run.feeds,
+                                                        device_id=config.device_id,
+                                                        intra_op_threads=config.intra_op_threads,
+                                                        sessions=config.cold_start)
+        except (SessionError, WorkerError) as exc:
+            insight.notes.append(f"--aaco-cold-start: {exc}")
+    _kernels(run, insight)
+    if profile:
+        last = run.results[-1] if run.results else None
+        try:
+            insight.profile = profile_model(run.handle.model_path, run.provider, config.device_id,
+                                            feeds=run.feeds, runs=profile_runs(last.p50_ms if last else None))
+        except (SessionError, ProfileError) as exc:
+            insight.notes.append(f"--aaco-profile: {exc}")
 
 
 @dataclass

@@ -278,3 +278,49 @@ def test_both_timeouts_share_one_parser_with_their_own_words() -> None:
     for parse in (item_timeout, lock_timeout):
         with pytest.raises(ValueError, match=r"^must be positive, got '-1'$"):
             parse("-1")
+
+
+def test_a_lock_timeout_before_the_extra_passes_is_a_note(monkeypatch) -> None:
+    """The extra passes (cold start, kernels, profile) take the device lock again after the rounds; a lock
+    held past --aaco-lock-timeout then skips them with a note, as a failing pass does, and the measured
+    item is still judged (before: the raw DeviceLockTimeout made the item an error row)."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from pytest_aaco import extra_passes
+    from pytest_aaco.benchmark import LockTimeout
+
+    @contextmanager
+    def held_elsewhere(*args, **kwargs):
+        raise LockTimeout("gpu-x.lock stayed held by another benchmark for 5 s (--aaco-lock-timeout=5)")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(extra_passes, "device_lock", held_elsewhere)
+    ran = []
+    monkeypatch.setattr(extra_passes, "_run_passes", lambda *args: ran.append(args))
+    run = SimpleNamespace(provider=SimpleNamespace(short="cuda"), config=SimpleNamespace(device_id=0),
+                          model=SimpleNamespace(name="resnet50"))
+    insight = extra_passes.measure_insight(run, profile=True)
+    assert not ran
+    assert insight.notes == ["extra passes not run: gpu-x.lock stayed held by another benchmark for 5 s"
+                             " (--aaco-lock-timeout=5)"]
+
+
+def test_the_device_lock_names_its_timeout_as_the_items_error(tmp_path, monkeypatch) -> None:
+    """benchmark.device_lock is the one place a lock timeout becomes LockTimeout (a SessionError: the item
+    fails with the line), for the session build, the rounds and the extra passes alike."""
+    from pytest_aaco import benchmark
+    from pytest_aaco.measure.inference import SessionError
+
+    def timed_out(*args, **kwargs):
+        raise devicelock.DeviceLockTimeout("held by pid 1")
+
+    monkeypatch.setattr(benchmark, "gpu_locks", timed_out)
+    with pytest.raises(benchmark.LockTimeout, match="held by pid 1") as caught, \
+            benchmark.device_lock(SimpleProvider(), 0, "m[cuda]"):
+        pass
+    assert isinstance(caught.value, SessionError)
+
+
+class SimpleProvider:
+    short, is_gpu = "cuda", True
