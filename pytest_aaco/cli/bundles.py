@@ -19,9 +19,9 @@ from pytest_aaco.cli.common import (
 from pytest_aaco.history.store import report_baselines
 from pytest_aaco.jsonio import AacoFileError, append_text, atomic_write_text, read_json
 from pytest_aaco.measure.commit import commit_text, describe_commit
-from pytest_aaco.records import ItemRecord, SessionMeta, SessionSummary
+from pytest_aaco.records import SessionMeta, SessionSummary
 from pytest_aaco.reports import merge
-from pytest_aaco.reports.bundle import META_FILE, is_future_dated, latest_session, list_sessions
+from pytest_aaco.reports.bundle import META_FILE, is_future_dated, latest_session, list_sessions, records_of
 from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.html import PROGRESS_ITEMS as HTML_PROGRESS_ITEMS
 from pytest_aaco.reports.html import render_html
@@ -71,8 +71,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     session = load_bundle(path)
     for name, problem in session["errors"].items():
         _err(f"aaco: warning: {name} skipped: {problem}")
-    records = [ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
-               for nodeid, data in session["items"].items()]
+    records = records_of(session)
     meta = SessionMeta.from_dict(session["meta"])
     _out(f"session {path} started {meta.started_at or '-'}, providers {', '.join(meta.providers) or '-'},"
          f" {len(records)} item(s)" + (f", project commit {commit_text(meta.commit_info)}" if meta.has_commit else ""))

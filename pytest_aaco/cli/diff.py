@@ -57,8 +57,8 @@ from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import HistoryRun, ItemRecord, Outcome, ResultRecord, RoundFigures, Verdict
-from pytest_aaco.reports.bundle import is_bundle, load_session
+from pytest_aaco.records import HistoryRun, Outcome, ResultRecord, RoundFigures, Verdict
+from pytest_aaco.reports.bundle import is_bundle, load_session, records_of
 from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.finish import settle
@@ -168,17 +168,16 @@ def _bundle_sides(path: Path) -> Sides:
     session = load_session(path)
     problems = [f"{path}: {name} skipped: {problem}" for name, problem in session["errors"].items()]
     items = {}
-    for nodeid, data in session["items"].items():
-        record = ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
+    for record in records_of(session):
         fields = dict(record.fingerprint or {})
         result = result_from_record(record.model, record.provider, record.result or {})
         history = []
         if result.rounds:
             history = [run_record(result)]
-        baseline = Baseline(path, nodeid, fields, Fingerprint(fields).id, history,
+        baseline = Baseline(path, record.nodeid, fields, Fingerprint(fields).id, history,
                             [r.latencies_ms.tolist() for r in result.rounds])
-        items[nodeid] = Side(
-            nodeid=nodeid, label=record.label, source=str(path), history=baseline,
+        items[record.nodeid] = Side(
+            nodeid=record.nodeid, label=record.label, source=str(path), history=baseline,
             latest=result if result.rounds else None,
             threshold=record.verdict.threshold if record.verdict is not None else None, fingerprint=fields,
             notes=[] if result.rounds else [f"no measured rounds ({record.outcome}: {record.error or '-'})"],

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, read_json
+from pytest_aaco.records import ItemRecord
 
 META_FILE = "session_meta.json"
 ENVIRONMENT_FILE = "environment.json"
@@ -245,6 +246,13 @@ class LoadedSession(TypedDict):
     environment: JSONDict | None
     items: dict[str, object]
     errors: dict[str, str]
+
+
+def records_of(session: LoadedSession) -> list[ItemRecord]:
+    """The item records of a bundle read back, in file order (each with its node id; an item file that is
+    not a JSON object reads as an empty record of that node id)."""
+    return [ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
+            for nodeid, data in session["items"].items()]
 
 
 def load_session(path: str | Path) -> LoadedSession:

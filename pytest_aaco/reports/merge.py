@@ -27,7 +27,7 @@ from typing import cast
 
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.records import ItemRecord, SessionSummary
-from pytest_aaco.reports.bundle import LoadedSession, load_session
+from pytest_aaco.reports.bundle import LoadedSession, load_session, records_of
 from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.github import job_summary, md_text
 from pytest_aaco.reports.html import render_html
@@ -97,8 +97,7 @@ def load_bundle(path: Path, session: LoadedSession | None = None) -> RunnerBundl
     parse (the message names it); item files that cannot be read are listed in ``problems``."""
     if session is None:
         session = load_session(path)
-    records = [ItemRecord.from_dict({**(data if isinstance(data, dict) else {}), "nodeid": nodeid})
-               for nodeid, data in session["items"].items()]
+    records = records_of(session)
     problems = [f"{path.name}: {name} skipped: {problem}" for name, problem in session["errors"].items()]
     environment = session["environment"]
     meta = session["meta"]
