@@ -2,10 +2,8 @@
 the MIGraphX compile-cache key, the fingerprint and the environment record), the MIGraphX runtime
 version and the GPU architecture.
 
-Imports nothing of the package, so the lowest layer can use it. What follows the version reader was
-``pytest_aaco/measure/rocm_stack.py``:
-
-The AMD software stack under the MIGraphX EP: ROCm version, MIGraphX runtime version, GPU architecture.
+Imports nothing of the package, so the lowest layer can use it. What follows the version reader is
+the AMD software stack under the MIGraphX EP: ROCm version, MIGraphX runtime version, GPU architecture.
 
 Read from what is installed, never guessed; each function returns None when its sources are absent.
 Used by the compile-cache key (:mod:`pytest_aaco.measure.compile_cache`: a program compiled by another
