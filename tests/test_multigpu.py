@@ -545,7 +545,9 @@ def test_a_gpu_session_is_built_under_the_device_lock(tmp_path, monkeypatch):
     from pytest_aaco.measure.providers import parse_provider
 
     monkeypatch.setattr("pytest_aaco.measure.devicelock.LOCK_ROOT", tmp_path)
-    monkeypatch.setattr(benchmark, "gpu_lock_name", lambda short, device: f"gpu-fake-{short}-{device}.lock")
+    # the GPU lock's name is derived in one place (measure/gpulocks.py asks samplers.gpus for it)
+    monkeypatch.setattr("pytest_aaco.samplers.gpus.gpu_lock_name",
+                        lambda short, device: f"gpu-fake-{short}-{device}.lock")
     held = {}
 
     def build(model_path, provider, device_id, threads):
