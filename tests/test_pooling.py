@@ -203,13 +203,10 @@ models:
 """
 
 
-def test_two_saved_runs_gate_device_time_sharply_with_the_pooled_variance(aaco_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Three items, two saved runs each, a fake kernel tracer (run-to-run sd about 0.1%): the
-    device-time verdicts use the pooled variance, decide `no regression` with an MDE under 1%
-    (before pooling: 7.8-7.9% with 3 runs), and +2% kernel time fails every item."""
+def _two_saved_runs(project, monkeypatch):  # type: ignore[no-untyped-def]
+    """The three items of POOLED_REGISTRY with a fake kernel tracer, two baseline runs saved each."""
     from tests.test_device_time_stored import ARGS, FAKE_CONFTEST, _records
 
-    project = aaco_project
     project.registry(POOLED_REGISTRY)
     project.pytester.makeconftest(FAKE_CONFTEST)
     monkeypatch.setenv("FAKE_DEVICE_MS", "0.818")
@@ -217,6 +214,16 @@ def test_two_saved_runs_gate_device_time_sharply_with_the_pooled_variance(aaco_p
         monkeypatch.setenv("FAKE_SEED", str(seed))
         assert project.run("--aaco-save-baseline", *ARGS).ret == 0
     _records(project)
+    return project
+
+
+def test_two_saved_runs_gate_device_time_sharply_with_the_pooled_variance(aaco_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Three items, two saved runs each, a fake kernel tracer (run-to-run sd about 0.1%): the
+    device-time verdicts use the pooled variance, decide `no regression` with an MDE under 1%
+    (before pooling: 7.8-7.9% with 3 runs), and +2% kernel time fails every item."""
+    from tests.test_device_time_stored import ARGS, _records
+
+    project = _two_saved_runs(aaco_project, monkeypatch)
     monkeypatch.setenv("FAKE_SEED", "10")
     project.run(*ARGS)
     records = _records(project)
@@ -286,16 +293,9 @@ def test_a_gating_session_parses_each_baseline_file_once(aaco_project, monkeypat
     from pathlib import Path
 
     from pytest_aaco.history import store
-    from tests.test_device_time_stored import ARGS, FAKE_CONFTEST, _records
+    from tests.test_device_time_stored import ARGS, _records
 
-    project = aaco_project
-    project.registry(POOLED_REGISTRY)
-    project.pytester.makeconftest(FAKE_CONFTEST)
-    monkeypatch.setenv("FAKE_DEVICE_MS", "0.818")
-    for seed in (0, 1):
-        monkeypatch.setenv("FAKE_SEED", str(seed))
-        assert project.run("--aaco-save-baseline", *ARGS).ret == 0
-    _records(project)
+    project = _two_saved_runs(aaco_project, monkeypatch)
     parsed: Counter[str] = Counter()
     real = store.read_json
 
