@@ -112,6 +112,7 @@ def test_a_commit_that_cannot_run_is_skipped_and_named_and_the_bisection_resumes
     assert done.returncode == 0, done.stdout + done.stderr
     assert "resuming: 2 step(s) done" in done.stdout
     assert f"skipped {shas[6][:12]} commit 6: pytest exit" in done.stdout, done.stdout
+    assert "models.yaml: invalid YAML" in done.stdout, done.stdout
     assert f"first bad commit: {shas[5][:12]} commit 5" in done.stdout, done.stdout
     result = json.loads((tmp_path / "result.json").read_text())
     assert [s["commit"] for s in result["skipped"]] == [shas[6]]

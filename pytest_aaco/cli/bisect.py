@@ -242,7 +242,8 @@ def classify(findings: list[ItemFinding], tracked: list[str], exit_code: int) ->
     if regressed:
         return BAD, f"{regressed[0].nodeid}: {regressed[0].effect()}"
     if exit_code in (2, 3, 4, 5) and not findings:
-        why = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}[exit_code]
+        why = {2: "interrupted or a collection error", 3: "internal error", 4: "usage error",
+               5: "no tests collected"}[exit_code]
         return SKIP, f"pytest exit {exit_code} ({why}): the registry, model or tests cannot be run at this commit"
     seen = {f.nodeid for f in findings}
     missing = [t for t in tracked if t not in seen]
@@ -255,6 +256,21 @@ def classify(findings: list[ItemFinding], tracked: list[str], exit_code: int) ->
     if unjudged:
         return SKIP, f"{unjudged[0].nodeid} read {unjudged[0].outcome}: {unjudged[0].message[:200]}"
     return GOOD, "no regression in " + ", ".join(f.nodeid for f in findings)
+
+
+def first_error(log: Path) -> str:
+    """``: <line>``, the first line of pytest's error report in *log* (a collection error names the
+    registry file and what is wrong), at most 300 characters; '' when there is none."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for i, line in enumerate(lines):
+        if line.startswith("_") and "ERROR" in line and i + 1 < len(lines):
+            return f": {lines[i + 1].strip()[:300]}"
+        if line.startswith(("E   ", "ERROR: ")):
+            return f": {line[4:].strip()[:300]}"
+    return ""
 
 
 def run_step(repo: Path, state: Bisection, index: int, work: Path, python: str) -> Step:
@@ -285,6 +301,8 @@ def run_step(repo: Path, state: Bisection, index: int, work: Path, python: str) 
         _git(repo, "worktree", "prune", check=False)
     findings, damaged = _findings(bundle, state.tracked)
     step_state, reason = classify(findings, state.tracked, exit_code)
+    if step_state == SKIP and not findings:
+        reason += first_error(bundle / "pytest.log")
     if damaged and step_state != BAD:
         step_state, reason = SKIP, f"the step's bundle has unreadable files: {', '.join(damaged)}"
     return Step(sha, subject, step_state, reason, findings, time.monotonic() - started, str(bundle), exit_code)
@@ -403,8 +421,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         taken += 1
         sha, subject = state.commits[index]
         lo, hi = state.bounds()
-        _out(f"step {len(state.steps) + 1}: {_short(sha, subject)} against GOOD"
-             f" ({hi - lo - 1 if index != len(state.commits) - 1 else len(state.commits)} candidate(s) left)")
+        _out(f"step {len(state.steps) + 1}: {_short(sha, subject)} against GOOD ({hi - lo} candidate(s) left)")
         step = run_step(top, state, index, work, args.python or sys.executable)
         if index == len(state.commits) - 1 and step.state == BAD:
             state.tracked = [f.nodeid for f in step.items if f.outcome == Outcome.REGRESSION.value]
