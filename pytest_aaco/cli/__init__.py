@@ -7,6 +7,7 @@
                                                 one report for the bundles of several jobs (runners, shards)
     aaco ls [--session-dir DIR]                 recent session bundles, newest first
     aaco bisect GOOD BAD [-- PYTEST ARGS]      the first commit that made an item slower, side by side
+    aaco trends [--baseline-dir DIR] [--out DIR]  a static page of every item's history and its change points
     aaco baseline show [--baseline-dir DIR] [PATTERN]
                                                 baselines, with the history when one file matches
     aaco baseline prune --keep N [--dry-run] [--baseline-dir DIR] [PATTERN]
@@ -63,6 +64,7 @@ from pytest_aaco.cli.common import (
 )
 from pytest_aaco.cli.diff import cmd_diff
 from pytest_aaco.cli.info import cmd_info, device_map, machine_info
+from pytest_aaco.cli.trends import cmd_trends
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.options import default
 
@@ -70,7 +72,8 @@ __all__ = ["OK", "REGRESSION_FOUND", "USAGE_ERROR", "CliError", "Project", "_err
            "check_folder",
            "cmd_baseline_archived", "cmd_baseline_prune", "cmd_baseline_restore", "cmd_baseline_show", "cmd_bisect",
            "cmd_diff",
-           "cmd_info", "cmd_ls", "cmd_report", "device_map", "find_project", "load_bundle", "machine_info", "main"]
+           "cmd_info", "cmd_ls", "cmd_report", "cmd_trends",
+           "device_map", "find_project", "load_bundle", "machine_info", "main"]
 
 
 # ---------------------------------------------------------------- parser and entry point
@@ -164,6 +167,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure at most N commits in this call, then stop with exit 1 (run again to go on;"
                         " default: until the first bad commit is found)")
     p.set_defaults(func=cmd_bisect)
+
+    p = sub.add_parser("trends", help="a static page of every item's history per runner, change points marked",
+                       description="Write a self-contained HTML page (no network) of every item's saved runs and"
+                                   " gated session runs, per runner and execution provider, with each run's 95%%"
+                                   " interval, commit and device time, and the points where the series changed"
+                                   " (binary segmentation, Welch test, at least --threshold). Exit status 0, also"
+                                   " with no history (the page says so); 2 usage or input error.")
+    p.add_argument("--baseline-dir", action="append", metavar="DIR", type=_folder_arg,
+                   help="a baseline folder (repeatable; default: the project's, and its session folder)")
+    p.add_argument("--session-dir", action="append", metavar="DIR", type=_folder_arg,
+                   help="a session bundle, or a folder of them (repeatable)")
+    p.add_argument("--out", metavar="DIR", type=_folder_arg, default=".aaco/trends",
+                   help="where index.html is written (default: %(default)s)")
+    p.add_argument("--threshold", type=_fraction, default=default("threshold"), metavar="FRACTION",
+                   help="the smallest change marked, e.g. 0.05 or 5%% (default: %(default)g)")
+    p.set_defaults(func=cmd_trends)
 
     p = sub.add_parser("baseline", help="show, prune, list archived or restore baseline histories",
                        description="Inspect or trim the baseline store.")
