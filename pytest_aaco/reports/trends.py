@@ -2,10 +2,10 @@
 
 What ``asv publish`` gives asv's users, from what pytest-aaco already stores:
 
-* **Sources.** Baseline folders (each ``<runner key>/<item>.json`` file's saved runs, its archived
-  histories included, read by :func:`pytest_aaco.history.store.load_baseline`) and session bundles
-  (each gated item's run; a bundle item that was itself saved is left out when a baseline folder is
-  read too, since the baseline holds it already).
+* **Sources** (read by :mod:`pytest_aaco.cli.trends`). Baseline folders (each ``<runner key>/<item>.json``
+  file's saved runs, its archived histories included) and session bundles (each gated item's run; a
+  bundle item that was itself saved is left out when a baseline folder is read too, since the baseline
+  holds it already).
 * **A point** is one run: its geometric mean latency over rounds (``exp`` of the mean round
   log-mean, ms) with the 95% t-interval of that mean over the rounds, the commit it measured
   (``commit_info``), and its device time (kernel time per model run, ms) where a tracer ran.
@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.reports.markup import e
 
 #: a change point needs at least this many runs on each side
@@ -78,8 +77,9 @@ class Series:
     changes: list[Change] = field(default_factory=list)
 
 
-def _point(rounds: object, when: object, commit_info: object, device: object, source: str) -> Point | None:
-    """A point from a run's round summaries (``[{"log_mean": ...}, ...]``); None without usable rounds."""
+def run_point(rounds: object, when: object, commit_info: object, device: object, source: str) -> Point | None:
+    """A point from a run's round summaries (``[{"log_mean": ...}, ...]``, ln ms), its time, its
+    ``commit_info`` (``{"id": sha}``) and ``device_time`` (``{"kernel_ms": ...}``); None without usable rounds."""
     if not isinstance(rounds, list):
         return None
     logs = [float(r["log_mean"]) for r in rounds if isinstance(r, dict)
@@ -100,71 +100,10 @@ def _point(rounds: object, when: object, commit_info: object, device: object, so
                  len(logs), source)
 
 
-def _provider(fingerprint: object) -> str:
+def provider_name(fingerprint: object) -> str:
+    """``cpu``, ``cuda`` ...: the fingerprint's ``provider`` without ``ExecutionProvider``, lower case."""
     name = fingerprint.get("provider") if isinstance(fingerprint, dict) else None
     return str(name or "?").removesuffix("ExecutionProvider").lower() or "?"
-
-
-def from_baselines(folder: Path, problems: list[str]) -> list[Series]:
-    """The series of every baseline file in *folder* (``<runner key>/<item>.json``), archived histories
-    first; a file that cannot be read is named in *problems* and skipped."""
-    from pytest_aaco.history.store import load_baseline
-
-    found = []
-    for path in sorted(folder.glob("*/*.json")):
-        if ".corrupt-" in path.name or path.name.startswith("."):
-            continue
-        try:
-            baseline = load_baseline(path)
-        except AacoFileError as exc:
-            problems.append(f"{path}: {exc}")
-            continue
-        if baseline is None:
-            continue
-        series = Series(baseline.item, path.parent.name, _provider(baseline.fingerprint))
-        runs = [run for entry in baseline.archive for run in entry.get("history", [])] + baseline.history
-        for run in runs:
-            if isinstance(run, dict):
-                point = _point(run.get("rounds"), run.get("timestamp"), run.get("commit_info"),
-                               run.get("device_time"), str(path))
-                if point is not None:
-                    series.points.append(point)
-        found.append(series)
-    return found
-
-
-def from_bundles(folders: Iterable[Path], skip_saved: bool, problems: list[str]) -> list[Series]:
-    """One series per item and runner over the bundles in *folders* (bundle folders, or folders of them);
-    items whose run was saved as a baseline are left out when *skip_saved*."""
-    from pytest_aaco.reports.bundle import is_bundle, list_sessions, load_session
-    from pytest_aaco.verdict.comparable import Fingerprint
-
-    by_key: dict[tuple[str, str, str], Series] = {}
-    for folder in folders:
-        for bundle in [folder] if is_bundle(folder) else list_sessions(folder):
-            try:
-                session = load_session(bundle)
-            except AacoFileError as exc:
-                problems.append(f"{bundle}: {exc}")
-                continue
-            problems.extend(f"{bundle}/{name}: {why}" for name, why in session["errors"].items())
-            meta = session["meta"]
-            for nodeid, data in session["items"].items():
-                if not isinstance(data, dict) or not isinstance(data.get("result"), dict):
-                    continue
-                verdict = data["verdict"] if isinstance(data.get("verdict"), dict) else {}
-                if skip_saved and verdict.get("outcome") == "saved":
-                    continue
-                fingerprint = data.get("fingerprint") if isinstance(data.get("fingerprint"), dict) else {}
-                runner = Fingerprint(fingerprint).machine_key if fingerprint else "?"
-                result = data["result"]
-                point = _point(result.get("rounds"), meta.get("started_at"), meta.get("commit_info"),
-                               result.get("device_time"), str(bundle))
-                if point is None:
-                    continue
-                key = (nodeid, runner, _provider(fingerprint))
-                by_key.setdefault(key, Series(*key)).points.append(point)
-    return list(by_key.values())
 
 
 def merge(series: Iterable[Series]) -> list[Series]:
@@ -210,20 +149,6 @@ def change_points(log_means: Sequence[float], threshold: float, alpha: float = A
 
     search(0, len(x))
     return sorted(found, key=lambda c: c.index)
-
-
-def build(baseline_dirs: Sequence[Path], bundle_dirs: Sequence[Path], threshold: float) -> tuple[list[Series],
-                                                                                                list[str]]:
-    """Every series of the sources, with their change points, and the problems met (files skipped)."""
-    problems: list[str] = []
-    series: list[Series] = []
-    for folder in baseline_dirs:
-        series += from_baselines(folder, problems)
-    series += from_bundles(bundle_dirs, skip_saved=bool(baseline_dirs), problems=problems)
-    merged = [s for s in merge(series) if s.points]
-    for s in merged:
-        s.changes = change_points([math.log(p.mean_ms) for p in s.points], threshold)
-    return merged, problems
 
 
 # ---------------------------------------------------------------- the page
@@ -373,5 +298,5 @@ def summary_lines(series: Sequence[Series]) -> list[str]:
     return lines
 
 
-__all__ = ["ALPHA", "Change", "Point", "Series", "build", "change_points", "from_baselines", "from_bundles",
-           "merge", "render", "summary_lines"]
+__all__ = ["ALPHA", "Change", "Point", "Series", "change_points", "merge", "provider_name", "render", "run_point",
+           "summary_lines"]
