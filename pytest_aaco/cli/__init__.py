@@ -6,6 +6,8 @@
     aaco report BUNDLE BUNDLE ... [--html OUT] [--github-summary FILE]
                                                 one report for the bundles of several jobs (runners, shards)
     aaco ls [--session-dir DIR]                 recent session bundles, newest first
+    aaco bisect GOOD BAD [-- PYTEST ARGS]      the first commit that made an item slower, side by side
+    aaco trends [--baseline-dir DIR] [--out DIR]  a static page of every item's history and its change points
     aaco baseline show [--baseline-dir DIR] [PATTERN]
                                                 baselines, with the history when one file matches
     aaco baseline prune --keep N [--dry-run] [--baseline-dir DIR] [PATTERN]
@@ -36,6 +38,7 @@ from pytest_aaco.cli.baseline import (
     cmd_baseline_restore,
     cmd_baseline_show,
 )
+from pytest_aaco.cli.bisect import cmd_bisect
 from pytest_aaco.cli.bundles import cmd_ls, cmd_report
 from pytest_aaco.cli.common import (
     DEFAULT_BASELINE_DIR,
@@ -61,13 +64,16 @@ from pytest_aaco.cli.common import (
 )
 from pytest_aaco.cli.diff import cmd_diff
 from pytest_aaco.cli.info import cmd_info, device_map, machine_info
+from pytest_aaco.cli.trends import cmd_trends
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.options import default
 
 __all__ = ["OK", "REGRESSION_FOUND", "USAGE_ERROR", "CliError", "Project", "_err", "_out", "build_parser",
            "check_folder",
-           "cmd_baseline_archived", "cmd_baseline_prune", "cmd_baseline_restore", "cmd_baseline_show", "cmd_diff",
-           "cmd_info", "cmd_ls", "cmd_report", "device_map", "find_project", "load_bundle", "machine_info", "main"]
+           "cmd_baseline_archived", "cmd_baseline_prune", "cmd_baseline_restore", "cmd_baseline_show", "cmd_bisect",
+           "cmd_diff",
+           "cmd_info", "cmd_ls", "cmd_report", "cmd_trends",
+           "device_map", "find_project", "load_bundle", "machine_info", "main"]
 
 
 # ---------------------------------------------------------------- parser and entry point
@@ -137,6 +143,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N (default: 20)")
     p.set_defaults(func=cmd_ls)
 
+    p = sub.add_parser("bisect", usage="aaco bisect [options] GOOD BAD [-- PYTEST_ARGS ...]",
+                       help="find the first commit that made an item slower (side by side per step)",
+                       description="Binary search over the first-parent commits after GOOD up to BAD: each step"
+                                   " runs pytest at the commit with --aaco-compare=GOOD in a temporary linked"
+                                   " worktree (the work tree is never touched). BAD is measured first; the items"
+                                   " that regress there are tracked. A commit whose run cannot judge them is"
+                                   " skipped and named. Running the same command again resumes. PYTEST_ARGS, after --,"
+                                   " are each step's pytest arguments (tests, -k, --aaco-provider ...)."
+                                   " Exit status: 0 the first bad commit was named, 1 none could be named,"
+                                   " 2 usage or input error.")
+    p.add_argument("good", metavar="GOOD", help="a commit without the regression (e.g. the last green nightly)")
+    p.add_argument("bad", metavar="BAD", help="a commit with it (e.g. HEAD)")
+    p.add_argument("--state", metavar="DIR", type=_folder_arg,
+                   help="where the state and the steps' bundles live (default: aaco-bisect in the git folder)")
+    p.add_argument("--reset", action="store_true",
+                   help="start over (the earlier state and its bundles are moved aside, not deleted)")
+    p.add_argument("--out", metavar="FILE", type=_out_file,
+                   help="the result as JSON (default: .aaco/bisect/<UTC time>.json under the current folder)")
+    p.add_argument("--python", metavar="PYTHON",
+                   help="the interpreter that runs each step's pytest (default: this one)")
+    p.add_argument("--max-steps", type=_positive_int, metavar="N",
+                   help="measure at most N commits in this call, then stop with exit 1 (run again to go on;"
+                        " default: until the first bad commit is found)")
+    p.set_defaults(func=cmd_bisect)
+
+    p = sub.add_parser("trends", help="a static page of every item's history per runner, change points marked",
+                       description="Write a self-contained HTML page (no network) of every item's saved runs and"
+                                   " gated session runs, per runner and execution provider, with each run's 95%%"
+                                   " interval, commit and device time, and the points where the series changed"
+                                   " (binary segmentation, Welch test, at least --threshold). Exit status 0, also"
+                                   " with no history (the page says so); 2 usage or input error.")
+    p.add_argument("--baseline-dir", action="append", metavar="DIR", type=_folder_arg,
+                   help="a baseline folder (repeatable; default: the project's, and its session folder)")
+    p.add_argument("--session-dir", action="append", metavar="DIR", type=_folder_arg,
+                   help="a session bundle, or a folder of them (repeatable)")
+    p.add_argument("--out", metavar="DIR", type=_folder_arg, default=".aaco/trends",
+                   help="where index.html is written (default: %(default)s)")
+    p.add_argument("--threshold", type=_fraction, default=default("threshold"), metavar="FRACTION",
+                   help="the smallest change marked, e.g. 0.05 or 5%% (default: %(default)g)")
+    p.set_defaults(func=cmd_trends)
+
     p = sub.add_parser("baseline", help="show, prune, list archived or restore baseline histories",
                        description="Inspect or trim the baseline store.")
     bsub = p.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
@@ -176,8 +223,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``aaco`` command; returns the exit status (0 ok, 1 regression found, 2 usage or
     input error). Never raises: errors are printed as one line on stderr."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pytest_args: list[str] = []
+    if argv[:1] == ["bisect"] and "--" in argv:  # argparse's subparsers do not pass "--" through
+        argv, pytest_args = argv[:argv.index("--")], argv[argv.index("--") + 1:]
     try:
         args = parser.parse_args(argv)
+        args.pytest_args = pytest_args
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed by argparse
         return exc.code if isinstance(exc.code, int) else USAGE_ERROR
     try:
