@@ -53,8 +53,8 @@ def test_every_inline_verdict_quote_is_what_the_plugin_prints():
     for page in [examples.ROOT / "README.md", *sorted((examples.ROOT / "docs").glob("*.md"))]:
         for quote in quoted_verdicts(page.read_text(encoding="utf-8")):
             head = quote.removesuffix("...").removesuffix("…").rstrip()
-            bound = re.fullmatch(r"(lower|upper) bound ([+-][\d.]+)% (>|<|>=) (0|[\d.]+%)(?:, ([+-][\d.]+)% >= ([\d.]+)%)?",
-                                 head)
+            bound = re.fullmatch(r"(lower|upper) bound ([+-][\d.]+)% (>|<|>=) (0|[\d.]+%)"
+                                 r"(?:, ([+-][\d.]+)% >= ([\d.]+)%)?", head)
             if bound:
                 side, value, _, limit, ratio, threshold = bound.groups()
                 level = 1 + float(value) / 100
