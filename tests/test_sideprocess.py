@@ -407,3 +407,43 @@ def test_compare_python_compares_cold_start_side_by_side(aaco_project, other_pyt
     verdict = record["cold_start"]["verdict"]
     assert verdict["method"] == "side-by-side" and verdict["ref"] == str(other_python) and not verdict["fails"]
     assert len(record["cold_start"]["baseline_side"]["session_create_ms"]) == 4
+
+
+#: a start-up line for the other environment: its InferenceSession.run refuses a call without a RunOptions
+STRICT_RUN = (
+    "import onnxruntime as _ort; _ort.InferenceSession.run = lambda self, names, feeds, run_options=None,"
+    " _run=_ort.InferenceSession.run: _run(self, names, feeds, run_options) if run_options is not None"
+    " else (_ for _ in ()).throw(RuntimeError('aaco-test: run without a RunOptions'))")
+
+
+def test_both_sides_time_runs_that_carry_a_runoptions(aaco_project, tmp_path, monkeypatch):
+    """The two sides of ``--aaco-compare-python`` time the same work per iteration. Given
+    ``run_options=None``, ORT's binding builds a default RunOptions inside every run (about 0.9 us, 15-20%
+    of a 5 us model: an A/A read as an improvement, studies/sbs_overhead.py); the plugin's own sessions
+    always pass one. Here the worker's interpreter refuses a run without one, so the item passes only
+    when the worker's timed runs carry a RunOptions too; in process, the runner built from no RunOptions
+    gets one as well."""
+    import onnxruntime as ort
+
+    from pytest_aaco.measure.timedloop import bound_runner
+
+    strict = make_env(tmp_path / "strict", startup=STRICT_RUN)
+    result = aaco_project.run_subprocess(f"--aaco-compare-python={strict}", "--aaco-threshold=90%",
+                                         "--aaco-intra-op-threads=1", "-v", timeout=300)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tiny*cpu*no-regression"])
+
+    seen: list[object] = []
+    original = ort.InferenceSession.run
+
+    def recording(self, names, feeds, run_options=None):
+        seen.append(run_options)
+        return original(self, names, feeds, run_options)
+
+    monkeypatch.setattr(ort.InferenceSession, "run", recording)
+    session = ort.InferenceSession(str(aaco_project.model), providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+             for i in session.get_inputs()}
+    bound_runner(session, feeds, "none", "cpu", 0)()
+    assert len(seen) == 1 and isinstance(seen[0], ort.RunOptions)
