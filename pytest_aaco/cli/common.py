@@ -36,10 +36,13 @@ USAGE_ERROR = 2
 INCOMPLETE_BUNDLE = USAGE_ERROR
 #: every status with what it means, the source of docs/exit-codes.md's table
 EXIT_CODES: dict[int, str] = {
-    OK: "done: no regression (`report`, `diff`), the first bad commit named (`bisect`), or the command's work done",
-    REGRESSION_FOUND: "`report` or `diff` found a regression; `bisect` could name no first bad commit",
-    USAGE_ERROR: "a usage or input error (the message names the file or option), including a damaged or partial"
-                 " bundle given to `report`; `diff` of items with different models, inputs or providers",
+    OK: "done: nothing regressed (`report`, `diff`), the first bad commit named (`bisect`), or the "
+        "command did what was asked",
+    REGRESSION_FOUND: "a regression was found (a latency, p99, memory or cold-start regression in `diff` or "
+                      "in a bundle given to `report`); `bisect` could name no first bad commit",
+    USAGE_ERROR: "a usage or input error (the message names the file or option): a bad option, a missing or "
+                 "unreadable file, a damaged or partial bundle given to `report`, no common items or items of "
+                 "different models, inputs or providers in `diff`, or an internal error",
 }
 DEFAULT_SESSION_DIR = Path(default("session-dir"))
 DEFAULT_BASELINE_DIR = Path(default("baseline-dir"))
