@@ -542,6 +542,28 @@ HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+#: the documentation site (pyproject's ``[project.urls] Documentation``): the options reference is
+#: ``DOCS_URL + "options/"``, generated from this table (``docs/options.md``, tests/test_docs.py)
+DOCS_URL = "https://pytest-aaco.readthedocs.io/en/latest/"
+
+#: the options ``pytest --help`` shows (the plugin's share of it stays within
+#: :data:`HELP_LINE_BUDGET` lines at 80 columns, tests/test_help_budget.py); every other option works
+#: the same and is listed, with its ini twin, in the options reference the first group's title names
+HELP_SHOWN = ("provider", "models", "baseline-dir", "save-baseline", "threshold", "compare", "compare-python",
+              "smoke", "shard", "fail-blind", "strict-inconclusive", "html", "junit", "device-id", "device-time")
+#: the most lines the plugin may add to ``COLUMNS=80 pytest --help`` (ini twins included)
+HELP_LINE_BUDGET = 120
+#: ``pytest --help`` starts an ini twin's help on its own line when ``name (type):`` is longer than this
+#: (``_pytest.helpconfig.showhelp``, indent 24): such a twin gets no help text, so that it stays one line
+INI_SPEC_ON_ONE_LINE = 21
+
+
+def ini_help(opt: OptionDef) -> str:
+    """The help of *opt*'s ini twin: ``ini twin of --aaco-x`` where it fits on the name's line, else
+    nothing (the name says it; one line each keeps ``--help`` short)."""
+    return f"ini twin of {opt.flag}" if len(f"{opt.dest} ({opt.ini_type}):") <= INI_SPEC_ON_ONE_LINE else ""
+
+
 def default_text(opt: OptionDef) -> str:
     """The default as ``--help`` shows it: the text a user would type, ``off`` for a flag, ``none`` for empty."""
     if opt.default is False:
@@ -561,18 +583,24 @@ def ini_default(opt: OptionDef) -> str | bool | list[str | bool] | None:
 
 def add_options(parser: pytest.Parser) -> None:
     """Register every option with pytest's *parser* (``pytest.Parser``), in the groups of
-    :data:`HELP_GROUPS`, each with its ini twin ``aaco_*`` (a one-line help naming the option)."""
+    :data:`HELP_GROUPS`, each with its ini twin ``aaco_*`` (:func:`ini_help`). ``--help`` shows the
+    options of :data:`HELP_SHOWN`; the first group's title names the options reference for the rest."""
+    import argparse
+
     for name, title, members in HELP_GROUPS:
+        if name == HELP_GROUPS[0][0]:  # within 80 columns: the address without its scheme
+            title = f"pytest-aaco (every option: {DOCS_URL.split('://', 1)[-1]}options/)"
         group = parser.getgroup(name, title)
         for opt in (BY_NAME[m] for m in members):
             # argparse %-formats option help ("5%" would crash --help)
-            cli_help = f"{opt.help} (default: {default_text(opt)})".replace("%", "%%")
+            cli_help = (f"{opt.help} (default: {default_text(opt)})".replace("%", "%%") if opt.name in HELP_SHOWN
+                        else argparse.SUPPRESS)
             if opt.metavar is None:
                 group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=cli_help)
             else:
                 group.addoption(opt.flag, action="append" if opt.multiple else "store", default=None,
                                 dest=opt.dest, metavar=opt.metavar, help=cli_help)
-            parser.addini(opt.dest, help=f"ini twin of {opt.flag}", type=opt.ini_type, default=ini_default(opt))
+            parser.addini(opt.dest, help=ini_help(opt), type=opt.ini_type, default=ini_default(opt))
 
 
 def ini_set(getini: Callable[[str], object]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -482,27 +483,33 @@ def test_ini_paths_resolve_against_the_rootdir(pytester, monkeypatch):
     assert data["baseline_dir"] == str(sub / "b")
 
 
-def test_help_shows_the_aaco_group_with_defaults(pytester):
+def test_help_shows_the_everyday_options_with_defaults(pytester):
     result = pytester.runpytest("--help")
     assert result.ret == 0
     result.stdout.fnmatch_lines([
-        "pytest-aaco: ONNX Runtime performance gate:",
+        "pytest-aaco (every option: pytest-aaco.readthedocs.io/en/latest/options/):",
         "*--aaco-provider=EP*",
         "*(default: cpu)",
+        "*--aaco-save-baseline*",
         "*--aaco-threshold=FRACTION",
         "*(default: 5%)",
-        "*--aaco-save-baseline*",
     ])
-    result.stdout.fnmatch_lines(["*--aaco-memory-threshold=FRACTION", "*(default: 10%)"])
-    flat = " ".join(result.stdout.str().split())  # help text wraps at the terminal width
-    assert "--aaco-reference=NAME workload timed beside each round" in flat and "or none (default: mix)" in flat
-    for opt in OPTIONS:  # one or two lines each at 80 columns (the details are in the README and docs/)
+    for opt in OPTIONS:  # one or two lines each at 80 columns (the details are in the options reference)
         assert len(f"{opt.help} (default: {opts.default_text(opt)})") <= 112, opt.flag
-    # ini twins are listed too
-    result.stdout.fnmatch_lines(["*aaco_threshold (string):*", "*ini twin of --aaco-threshold*"])
     text = result.stdout.str()
-    for opt in OPTIONS:
-        assert opt.flag in text, opt.flag
+    options_part = text.split("[pytest] ini-options")[0]
+    for opt in OPTIONS:  # the everyday ones are shown; every ini twin is listed
+        listed = re.search(rf"^  {re.escape(opt.flag)}\b", options_part, flags=re.M) is not None
+        assert listed == (opt.name in opts.HELP_SHOWN), opt.flag
+        assert f"  {opt.dest} ({opt.ini_type}):" in text, opt.dest
+    result.stdout.fnmatch_lines(["*aaco_threshold (string):"])
+
+
+def test_a_hidden_option_still_works(pytester):
+    """An option --help leaves out (the options reference lists it) is parsed like any other."""
+    assert "memory-threshold" not in opts.HELP_SHOWN
+    pytester.makepyfile(test_show=SHOW_CONFIG.replace("c.threshold,", "c.memory_threshold,"))
+    assert shown(pytester, "--aaco-memory-threshold=20%")["threshold"] == 0.2
 
 
 def test_every_option_is_in_one_help_group():
@@ -511,29 +518,23 @@ def test_every_option_is_in_one_help_group():
     assert len(grouped) == len(set(grouped))
 
 
-def test_the_readme_lists_the_options_as_the_help_groups_them():
-    import re
-
-    readme = (Path(cfg.__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
-    listed = [m.group(1) for m in re.finditer(r"^\| `--aaco-([a-z0-9-]+)", section, flags=re.M)]
-    assert listed == [name for _, _, members in opts.HELP_GROUPS for name in members]
-
-
 def test_help_groups_come_in_order_and_ini_twins_are_one_line(pytester):
     result = pytester.runpytest("--help")
     lines = result.stdout.lines
-    titles = [f"{title}:" for _, title, _ in opts.HELP_GROUPS]
+    titles = [next(line for line in lines if line.startswith("pytest-aaco (every option: "))]
+    titles += [f"{title}:" for _, title, members in opts.HELP_GROUPS[1:] if set(members) & set(opts.HELP_SHOWN)]
     starts = [lines.index(t) for t in titles]
     assert starts == sorted(starts), titles  # everyday first, then measuring, reports, side by side, GPUs
-    for (_, _, members), start, end in zip(opts.HELP_GROUPS, starts, [*starts[1:], len(lines)], strict=True):
+    shown_groups = [g for g in opts.HELP_GROUPS if set(g[2]) & set(opts.HELP_SHOWN)]
+    for (_, _, members), start, end in zip(shown_groups, starts, [*starts[1:], len(lines)], strict=True):
         section = "\n".join(lines[start:end])
-        for name in members:
+        for name in set(members) & set(opts.HELP_SHOWN):
             assert f"--aaco-{name}" in section, name
-    for opt in OPTIONS:  # the ini twin names its option and does not repeat the help
+    for opt in OPTIONS:  # the ini twin is one line: it names its option where that fits, and never repeats the help
         [twin] = [i for i, line in enumerate(lines) if line.startswith(f"  {opt.dest} (")]
         entry = [lines[twin]] + list(itertools.takewhile(lambda line: line.startswith(" " * 4), lines[twin + 1:]))
-        assert " ".join(" ".join(entry).split()) == f"{opt.dest} ({opt.ini_type}): ini twin of {opt.flag}", entry
+        assert entry == [f"  {opt.dest} ({opt.ini_type}):" + (f"{'':{22 - len(opt.dest + opt.ini_type) - 4}}"
+                                                              f"ini twin of {opt.flag}" if opts.ini_help(opt) else "")]
     text = result.stdout.str()
     assert "docs/" not in text.split("[pytest] ini-options")[0].split(titles[0])[1]  # no page a pip install lacks
 
@@ -638,8 +639,8 @@ def test_compare_options_parse_and_have_ini_twins(pytester):
     for name, metavar in (("compare", "REF"), ("compare-python", "PATH"), ("compare-budget", "S")):
         assert opts.option(name).metavar == metavar
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines(["*--aaco-compare=REF*", "*--aaco-compare-python=PATH*", "*--aaco-compare-budget=S*",
-                                 "*verdict is inconclusive (default: 60)*", "*aaco_compare_budget (string):*"])
+    result.stdout.fnmatch_lines(["*--aaco-compare=REF*", "*--aaco-compare-python=PATH*",
+                                 "*aaco_compare_budget (string):*"])  # --aaco-compare-budget: the options reference
     pytester.makeini("""
         [pytest]
         aaco_compare_budget = 30

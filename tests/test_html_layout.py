@@ -169,7 +169,7 @@ def browser():
     if executable is None:
         pytest.skip("no Chromium here: install Debian's chromium package (apt-get install chromium), as .ci/run does")
     sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="Playwright is in the test extra: pip install -e .[test]")
+                                   reason="Playwright is in the dev extra: pip install -e .[dev]")
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
         yield chromium

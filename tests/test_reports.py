@@ -130,7 +130,7 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     if HAVE_MATPLOTLIB:
         assert page.count("<svg") >= 2
     else:
-        assert "pip install matplotlib" in page
+        assert "pip install pytest-aaco[plots]" in page
     assert not re.search(r"""<(script|link|img|iframe)\b|src=["']https?:|url\(https?:""", page)
     assert "Environment" in page and "pytest-aaco: HTML report:" in result.stdout.str()
 
@@ -229,7 +229,10 @@ def test_render_html_without_matplotlib_keeps_the_tables(monkeypatch: pytest.Mon
     monkeypatch.setattr(html_report, "_matplotlib_available", lambda: False)
     page = html_report.render_html([ItemRecord.from_dict(_record())], SessionSummary.from_dict(
         {"verdicts": {"regression": 1}}), None, baselines={})
-    assert "<svg" not in page and "pip install matplotlib" in page and "<table>" in page
+    assert "<svg" not in page and "pip install pytest-aaco[plots]" in page and "<table>" in page
+    # where each plot would be, a note: the latency plots and the telemetry plot of the item
+    assert "The latency plots (histogram, ECDF, rounds) would be here" in page
+    assert "The telemetry plot would be here" in page
 
 
 def test_junit_marks_errors_and_uses_pytests_names():

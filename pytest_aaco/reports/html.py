@@ -9,11 +9,11 @@ diagnosis with its evidence, and the fingerprint. Then the machine's environment
 Where the item recorded them, the operator profile, the GPU kernel figures and the cold start
 over its history follow (:mod:`pytest_aaco.reports.breakdown`).
 
-Plots are drawn with matplotlib (a dependency of pytest-aaco since the plots must come with a
-plain install), imported only when a report is written, through ``matplotlib.figure.Figure`` (no pyplot, no
-global backend state) and ``savefig(format="svg")``. Without matplotlib the page has the tables
-and says how to get the plots. Every text from records, messages and the environment is
-HTML-escaped.
+Plots are drawn with matplotlib (the ``[plots]`` extra: ``pip install pytest-aaco[plots]``), imported only
+when a report is written, through ``matplotlib.figure.Figure`` (no pyplot, no
+global backend state) and ``savefig(format="svg")``. Without matplotlib the page has every table
+and, where each plot would be, a note saying how to get it (:func:`plot_placeholder`). Every text from
+records, messages and the environment is HTML-escaped.
 
 :func:`render_html` is shared with ``aaco report BUNDLE --html OUT``.
 """
@@ -74,7 +74,7 @@ from pytest_aaco.reports.wording import (
 from pytest_aaco.verdict.percent import bound_text, pct
 from pytest_aaco.verdict.pooling import pooled_pairs
 
-INSTALL_HINT = "pip install matplotlib"
+INSTALL_HINT = "pip install pytest-aaco[plots]"
 #: from this many items on, the session says it is drawing the HTML report before it starts
 PROGRESS_ITEMS = 20
 #: telemetry fields plotted first, in this order (others follow until MAX_TELEMETRY_PANELS)
@@ -648,6 +648,11 @@ def _value_html(value: object, depth: int = 0) -> str:
     return e(value) if value is not None else '<span class="muted">-</span>'
 
 
+def plot_placeholder(what: str) -> str:
+    """The note standing where the plot *what* would be when matplotlib is not installed."""
+    return f'<p class="muted plot-missing">The {e(what)} would be here: <code>{e(INSTALL_HINT)}</code></p>'
+
+
 def item_section(record: ItemRecord, baseline: BaselineRecord | None, plots: bool) -> str:
     """The whole section of one item."""
     verdict = record.verdict
@@ -669,12 +674,17 @@ def item_section(record: ItemRecord, baseline: BaselineRecord | None, plots: boo
         if plots and verdict is not None and verdict.side_by_side:
             parts.append("<h3>Side by side: per-cycle ratios</h3>"
                          + plot_panels([("per-cycle ratios", lambda: plot_cycle_ratios(record))], "per-cycle ratios"))
+        if not plots and verdict is not None and verdict.side_by_side:
+            parts.append("<h3>Side by side: per-cycle ratios</h3>" + plot_placeholder("per-cycle ratios"))
+        where = " (both sides' blocks, interleaved)" if verdict is not None and verdict.side_by_side else ""
         if plots:
             parts.append("<h3>Latency</h3>"
                          + plot_panels(plot_latency(record, baseline), "latency plots", "plots latency"))
-            where = " (both sides' blocks, interleaved)" if verdict is not None and verdict.side_by_side else ""
             parts.append(f"<h3>Telemetry over the measured phase{e(where)}</h3>"
                          + plot_panels(plot_telemetry(record), "telemetry plot", "plots small"))
+        else:
+            parts.append("<h3>Latency</h3>" + plot_placeholder("latency plots (histogram, ECDF, rounds)"))
+            parts.append(f"<h3>Telemetry over the measured phase{e(where)}</h3>" + plot_placeholder("telemetry plot"))
         telemetry = (record.result_record or ResultRecord()).telemetry
         tsum = telemetry.summary
         if tsum:
