@@ -214,14 +214,14 @@ class AacoSession:
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
         """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in; a fallback
-        chain (``--aaco-provider=vitisai|dml|cpu``) first becomes the first of its EPs this runner offers,
-        warned about (:class:`~pytest_aaco.warnings.AacoProviderWarning`) when that is not the chain's first."""
+        chain (``--aaco-provider=vitisai|dml|cpu``) first becomes the first of its EPs this runner offers.
+        When that is not the chain's first, the reason is the spec's ``chain_reason``, recorded with the item
+        (bundle, table, summary), not a warning: falling back is what the user's chain asks for, and a warning
+        would fail every item under ``filterwarnings = error``."""
         if provider.chain:
             import onnxruntime as ort
 
-            provider, note = resolve_chain(provider, self.available(), ort.__version__)
-            if note:
-                warnings.warn(AacoProviderWarning(f"{model.name}[{provider.test_id}]: {note}"), stacklevel=2)
+            provider, _ = resolve_chain(provider, self.available(), ort.__version__)
         return item_provider(model, provider, self.config.provider_options)
 
     def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:

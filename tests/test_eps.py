@@ -154,19 +154,22 @@ def test_options_for_a_chain_must_suit_one_of_its_eps():
 def test_the_chain_on_a_cpu_runner_runs_on_cpu_and_says_so(aaco_project):
     result = aaco_project.pytester.runpytest_subprocess(
         *[a for a in aaco_project.args("-v", "--aaco-provider=vitisai|dml|cpu", "--aaco-save-baseline",
-                                       "--aaco-junit=perf.xml", "-W", "default") if a != "--aaco-no-bundle"],
+                                       "--aaco-junit=perf.xml", "-W", "error") if a != "--aaco-no-bundle"],
         timeout=180)
     assert result.ret == 0, result.stdout.str()
     text = result.stdout.str()
     result.stdout.fnmatch_lines(["test_perf.py::test_latency?tiny-vitisai|dml|cpu? *PASSED*"])  # the chain's id
-    assert "tiny[vitisai|dml|cpu]: runs on CPUExecutionProvider, the first EP of --aaco-provider=vitisai|dml|cpu" \
-        " this runner offers (VitisAIExecutionProvider not available" in " ".join(text.split())  # never silent
+    # never silent, and no warning (the chain is the user's choice: it passes under -W error)
+    assert "provider chain vitisai|dml|cpu: runs on CPUExecutionProvider, the first EP of --aaco-provider=" \
+        "vitisai|dml|cpu this runner offers (VitisAIExecutionProvider not available" in " ".join(text.split())
+    assert "AacoProviderWarning" not in text
     [baseline] = (aaco_project.pytester.path / "baselines").rglob("*.json")
     assert '"provider": "CPUExecutionProvider"' in baseline.read_text()  # the fingerprint: the EP that ran
     [item] = (aaco_project.pytester.path / ".aaco" / "sessions").rglob("items/*vitisai_dml_cpu*.json")
     record = json.loads(item.read_text())
     assert (record["provider"], record["label"]) == ("cpu", "tiny[cpu (vitisai|dml|cpu)]")
-    assert record["provider_chain"] == {"requested": "vitisai|dml|cpu", "ran": "cpu"}
+    assert (record["provider_chain"]["requested"], record["provider_chain"]["ran"]) == ("vitisai|dml|cpu", "cpu")
+    assert record["provider_chain"]["reason"].startswith("runs on CPUExecutionProvider, the first EP of")
     assert 'name="aaco_provider" value="cpu"' in (aaco_project.pytester.path / "perf.xml").read_text()
 
 

@@ -53,6 +53,9 @@ class ProviderSpec:
     #: keeps a folder per side (:mod:`pytest_aaco.measure.compile_cache`), so the sides never share a program
     side: str = field(default="candidate", hash=False, compare=False, repr=False)
     chain: tuple[str, ...] = ()
+    #: for a chain resolved to a later EP, why the earlier ones were passed over (:func:`resolve_chain`);
+    #: recorded in the item's bundle record, not raised as a warning: the chain is the user's own choice
+    chain_reason: str = field(default="", hash=False, compare=False, repr=False)
 
     def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
         chain = f", chain={self.test_id!r}" if self.chain else ""
@@ -139,8 +142,9 @@ def resolve_chain(spec: ProviderSpec, available: list[str], ort_version: str) ->
             if index == 0:
                 return candidate, None
             skipped = "; ".join(ep_unavailable(o, available, ort_version) or o.ep_name for o in options[:index])
-            return candidate, (f"runs on {candidate.ep_name}, the first EP of --aaco-provider={spec.test_id} this"
-                               f" runner offers ({skipped})")
+            note = (f"runs on {candidate.ep_name}, the first EP of --aaco-provider={spec.test_id} this"
+                    f" runner offers ({skipped})")
+            return replace(candidate, chain_reason=note), note
     return spec, None
 
 
