@@ -362,9 +362,9 @@ class AacoSession:
         """The session bundle cannot be written: say so once and go on without it (never fail an item)."""
         self.bundle = None
         self.bundle_dropped = True
-        warnings.warn(AacoReportWarning(
+        self._warn_or_say(AacoReportWarning(
             f"session bundle {where}: {exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''};"
-            " the session goes on without a bundle: point --aaco-session-dir at a writable folder"), stacklevel=3)
+            " the session goes on without a bundle: point --aaco-session-dir at a writable folder"))
 
     def keep(self, item: pytest.Item, record: ItemRecord) -> None:
         """Store *record*, with the physical GPU it ran on (``gpu``: ``PhysicalGpu.to_dict()``, GPU EPs only):
@@ -708,9 +708,22 @@ class AacoSession:
             context = replace(context, baselines=report_baselines(self.records), environment=self._environment())
         for name, writer in (("JUnit", junit.write), ("GitHub", github.write), ("HTML", html.write)):
             try:
-                writer(self.records, context)
+                with warnings.catch_warnings():  # a dependency's deprecation (matplotlib at its floor with a
+                    # current pyparsing) must not end the run under -W error: the report is still right
+                    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+                        warnings.filterwarnings("ignore", category=category)
+                    writer(self.records, context)
             except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
-                warnings.warn(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")), stacklevel=2)
+                self._warn_or_say(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")))
+
+    def _warn_or_say(self, warning: Warning) -> None:
+        """Issue *warning* from a session hook; under ``-W error``, where raising from the hook would end
+        pytest in an INTERNALERROR or a traceback with the other reports unwritten, the same line goes to
+        the terminal instead."""
+        try:
+            warnings.warn(warning, stacklevel=3)
+        except Warning:
+            terminal_line(self.pytest_config)(f"{type(warning).__name__}: {warning}")
 
     def _environment(self) -> JSONDict | None:
         """The session's environment record: the bundle's when there is one, else collected now."""
