@@ -72,7 +72,13 @@ from pytest_aaco.measure.inputs import InputError
 from pytest_aaco.measure.modelgen import CacheError, cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import CPU_EP, Placement, PlacementError, placement_report
 from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
-from pytest_aaco.measure.providers import ProviderSpec, available_providers, resolve_chain, unavailable_reason
+from pytest_aaco.measure.providers import (
+    ProviderSpec,
+    available_providers,
+    resolve_chain,
+    session_refusal,
+    unavailable_reason,
+)
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
 from pytest_aaco.measure.results import BenchmarkResult
@@ -166,6 +172,7 @@ class AacoSession:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._models: list[ModelSpec] | None = None
         self._available: list[str] | None = None
+        self._refusals: dict[str, str | None] = {}  # EP name -> why it cannot make a session here (asked once)
         self._sessions: OrderedDict[tuple[object, ...], SessionHandle] = OrderedDict()
         self._placements: dict[tuple[object, ...], Placement] = {}
         self._priors: dict[str, RunnerPriors] = {}
@@ -221,8 +228,15 @@ class AacoSession:
         if provider.chain:
             import onnxruntime as ort
 
-            provider, _ = resolve_chain(provider, self.available(), ort.__version__)
+            provider, _ = resolve_chain(provider, self.available(), ort.__version__, self._refusal)
         return item_provider(model, provider, self.config.provider_options)
+
+    def _refusal(self, provider: ProviderSpec) -> str | None:
+        """Why *provider*'s EP, listed by ORT, cannot make a session here (:func:`session_refusal`: no
+        driver, a missing library), asked once per EP and run; None when it can."""
+        if provider.ep_name not in self._refusals:
+            self._refusals[provider.ep_name] = session_refusal(provider)
+        return self._refusals[provider.ep_name]
 
     def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:
         """*provider* with graph replay added when ``--aaco-graph`` chooses it for *model*, and the

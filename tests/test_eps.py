@@ -179,3 +179,25 @@ def test_a_chain_with_no_ep_here_is_skipped_naming_each(aaco_project):
     result.assert_outcomes(skipped=1)
     text = result.stdout.str()
     assert "none of --aaco-provider=vitisai|dml is available" in text
+
+
+def test_a_listed_ep_that_cannot_make_a_session_moves_the_chain_on():
+    """``cuda|cpu`` with onnxruntime-gpu importable and no NVIDIA driver: ORT lists CUDA, the session on it
+    fails or falls back, so the chain runs on CPU and says why (the refusal is ORT's own first line)."""
+    spec = parse_provider_list(["cuda|cpu"])[0]
+    listed = ["CUDAExecutionProvider", *CPU_ONLY]
+    refusal = "libcublasLt.so.12: cannot open shared object file: No such file or directory"
+    ran, note = resolve_chain(spec, listed, "1.31.1", lambda p: refusal if p.short == "cuda" else None)
+    assert ran.short == "cpu" and ran.chain_reason == note
+    assert note is not None and "CUDAExecutionProvider listed but cannot run here: libcublasLt.so.12" in note
+    first, quiet = resolve_chain(spec, listed, "1.31.1", lambda p: None)
+    assert first.short == "cuda" and quiet is None
+
+
+def test_the_session_probe_names_the_fallback_of_a_real_session():
+    """The real probe: CPU makes its session; an EP this build does not have is named as refused."""
+    from pytest_aaco.measure.providers import session_refusal
+
+    assert session_refusal(parse_provider("cpu")) is None
+    refused = session_refusal(parse_provider("cuda"))
+    assert refused is not None and refused != ""

@@ -35,7 +35,8 @@ def test_a_dependency_deprecation_in_the_html_writer_does_not_end_the_run(aaco_p
         _write = html.write
 
         def write(records, context):
-            warnings.warn(DeprecationWarning("'oneOf' deprecated - use 'one_of'"))  # pyparsing 3.1 over matplotlib 3.7.0
+            # as pyparsing 3.1 warns when matplotlib 3.7.0 imports it
+            warnings.warn(DeprecationWarning("'oneOf' deprecated - use 'one_of'"))
             return _write(records, context)
 
         html.write = write
