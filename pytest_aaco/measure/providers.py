@@ -172,10 +172,31 @@ def session_refusal(spec: ProviderSpec) -> str | None:
         options = ort.SessionOptions()
         options.log_severity_level = 4  # the fallback is reported here, not in ORT's log
         session = ort.InferenceSession(model.SerializeToString(), options, providers=[spec.ep_name])
-        return session_fallback_problem(spec, session.get_providers())
+        ran = session.get_providers()
+        if spec.ep_name in ran:
+            return None
+        return (f"ONNX Runtime fell back to {', '.join(ran) or 'nothing'}"
+                + (f" ({missing})" if (missing := _library_problem(spec, ort.__file__)) else ""))
     except Exception as exc:  # noqa: BLE001 - whatever ORT raises is the reason
         text = str(exc).strip().splitlines()
         return (text[0] if text else type(exc).__name__)[:400]
+
+
+def _library_problem(spec: ProviderSpec, ort_file: str) -> str | None:
+    """Why the EP's shared library in the onnxruntime package (``capi/libonnxruntime_providers_<ep>.so``)
+    cannot be loaded: the loader's error names the missing dependency (``libnvinfer.so.10: cannot open
+    shared object file``); None when it loads or there is no such file (Linux only)."""
+    import ctypes
+    import os
+
+    library = os.path.join(os.path.dirname(ort_file), "capi", f"libonnxruntime_providers_{spec.short}.so")
+    if not os.path.isfile(library):
+        return None
+    try:
+        ctypes.CDLL(library)
+    except OSError as exc:
+        return str(exc).replace(f"{library}: ", "")[:300] or None
+    return None
 
 
 def parse_provider_list(values: list[str]) -> list[ProviderSpec]:
