@@ -3,8 +3,6 @@ no gate, no baseline written."""
 
 from __future__ import annotations
 
-import time
-
 from onnx import TensorProto, helper
 
 from tests.conftest import save_test_model
