@@ -69,3 +69,30 @@ def test_last_failed_reruns_only_the_failed_item(aaco_project):
     second = aaco_project.pytester.runpytest_subprocess(*args, "--lf", timeout=300)
     second.assert_outcomes(failed=1)
     assert second.ret == 1, second.stdout.str()
+
+
+def test_aaco_version_and_python_dash_m():
+    import subprocess
+    import sys
+
+    import pytest_aaco
+
+    for argv in ([sys.executable, "-m", "pytest_aaco", "--version"],):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"aaco {pytest_aaco.__version__}", proc
+
+
+def test_aaco_output_survives_a_closed_pipe():
+    """``aaco info | head -1``: exit 0, no traceback (the reader closes the pipe at once)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_aaco", "info"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # as head does after its line
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(120) == 0, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
