@@ -10,14 +10,15 @@ import pytest
 
 from pytest_aaco.measure import inference
 from pytest_aaco.measure.providers import parse_provider
-from tests.migraphx_generations import GENERATIONS
+from pytest_aaco.redact import fingerprint_options
+from tests.migraphx_generations import GENERATIONS, applied_unreported
 
-FORK = GENERATIONS["fork-6.4-7.0"]
+FORKS_64_ON = ("fork-6.4", "fork-6.5", "fork-7.0")
 
 
-def _fork_report(options: dict[str, str]) -> dict[str, dict[str, str]]:
-    """What the fork 6.4/6.5/7.0 EP reports for *options*: its full list, the requested values filled in."""
-    reported = {k: "0" for k in FORK["reported"]}  # type: ignore[union-attr]
+def _fork_report(options: dict[str, str], name: str = "fork-6.4") -> dict[str, dict[str, str]]:
+    """What generation *name*'s EP reports for *options*: its full list, the requested values filled in."""
+    reported = {k: "0" for k in GENERATIONS[name]["reported"]}  # type: ignore[attr-defined]
     reported.update({k: v for k, v in options.items() if k in reported})
     return {"MIGraphXExecutionProvider": reported}
 
@@ -27,13 +28,17 @@ INT8_TABLE = {"device_id": "0", "migraphx_int8_enable": "True",
               "migraphx_int8_use_native_calibration_table": "False"}
 
 
-def test_fork_int8_with_a_calibration_table_is_not_refused() -> None:
+@pytest.mark.parametrize("name", FORKS_64_ON)
+def test_fork_int8_with_a_calibration_table_is_not_refused(name: str) -> None:
+    assert set(INT8_TABLE) <= set(GENERATIONS[name]["accepted"])  # type: ignore[arg-type]
+    assert applied_unreported(name) == ("migraphx_int8_calibration_table_name",
+                                        "migraphx_int8_use_native_calibration_table")
     provider = parse_provider("migraphx")
+    report = _fork_report(INT8_TABLE, name)
     problem = inference.creation_problem(Path("m.onnx"), provider, INT8_TABLE, "",
-                                         ["MIGraphXExecutionProvider", "CPUExecutionProvider"],
-                                         _fork_report(INT8_TABLE), "1.22.1")
+                                         ["MIGraphXExecutionProvider", "CPUExecutionProvider"], report, "1.22.1")
     assert problem is None
-    assert inference.unverified_options(provider, INT8_TABLE, _fork_report(INT8_TABLE)) == [
+    assert inference.unverified_options(provider, INT8_TABLE, report) == [
         "migraphx_int8_calibration_table_name", "migraphx_int8_use_native_calibration_table"]
 
 
@@ -49,6 +54,8 @@ class _ForkSession:
     """The real CPU InferenceSession, answering ``get_providers`` / ``get_provider_options`` as the fork's
     6.4/6.5/7.0 MIGraphX EP does (tests/migraphx_generations.py)."""
 
+    generation = "fork-6.4"
+
     def __init__(self, path: str, sess_options: object = None, providers: object = None) -> None:
         self._session = ort.InferenceSession(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
         (_, self._options), = [p for p in providers if isinstance(p, tuple)]  # type: ignore[union-attr]
@@ -57,19 +64,56 @@ class _ForkSession:
         return ["MIGraphXExecutionProvider", "CPUExecutionProvider"]
 
     def get_provider_options(self) -> dict[str, dict[str, str]]:
-        return _fork_report({k: str(v) for k, v in self._options.items()})
+        return _fork_report({k: str(v) for k, v in self._options.items()}, self.generation)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._session, name)
 
 
+@pytest.mark.parametrize("name", FORKS_64_ON)
 def test_fork_int8_session_builds_and_records_the_table_keys_as_unverified(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_aaco.measure.migraphx_probe import tiny_model
 
     model = tiny_model(tmp_path / "m.onnx")
+    monkeypatch.setattr(_ForkSession, "generation", name)
     monkeypatch.setattr(inference, "SESSION_FACTORY", _ForkSession)
     provider = replace(parse_provider("migraphx"), options=dict(INT8_TABLE))
     handle = inference.build_session(Path(model), provider, cache_folder=None)
     assert handle.unverified == ("migraphx_int8_calibration_table_name", "migraphx_int8_use_native_calibration_table")
-    assert handle.options["migraphx_int8_enable"] == "True"
+    recorded = fingerprint_options(handle.recorded_options)  # what the fingerprint's provider_options hold
+    assert recorded["migraphx_int8_enable"] == "True"
+    assert recorded["migraphx_int8_calibration_table_name"] == "calib.flatbuffers"
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "amd.md"
+BEGIN = "<!-- begin: MIGraphX generations (written by tests/test_migraphx_generations.py) -->"
+END = "<!-- end: MIGraphX generations -->"
+
+
+def generation_table() -> str:
+    """The Markdown table of tests/migraphx_generations.py, as docs/amd.md shows it."""
+    lines = ["| Generation | Taken by the binding, not reported under that name | Reported by `get_provider_options()` |"
+             " `ORT_MIGRAPHX_*` read | Source read |", "|---|---|---|---|---|"]
+    for name, row in GENERATIONS.items():
+        repo, branch, commit = row["source"]  # type: ignore[misc]
+        unreported = ", ".join(f"`{k}`" for k in applied_unreported(name))
+        reported = ", ".join(f"`{k}`" for k in row["reported"])  # type: ignore[attr-defined]
+        env = ", ".join(f"`{k.removeprefix('ORT_MIGRAPHX_')}`" for k in row["env"])  # type: ignore[attr-defined]
+        lines.append(f"| {name} | {unreported} | {reported} | {env} | {repo} {branch} `{commit[:12]}` |")
+    return "\n".join(lines)
+
+
+def test_docs_generation_table_is_the_one_the_harness_uses(request: pytest.FixtureRequest) -> None:
+    """docs/amd.md's table between the markers is regenerated from the harness's data; set
+    AACO_WRITE_DOCS=1 to rewrite it."""
+    import os
+
+    text = DOCS.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text, f"{DOCS}: the generation-table markers are missing"
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    wanted = f"{head}{BEGIN}\n{generation_table()}\n{END}{tail}"
+    if os.environ.get("AACO_WRITE_DOCS") == "1":
+        DOCS.write_text(wanted, encoding="utf-8")
+    assert text == wanted, "docs/amd.md's MIGraphX generation table differs: run this test with AACO_WRITE_DOCS=1"

@@ -449,12 +449,13 @@ def _ep_error(printed: str) -> str:
     return text
 
 
-#: option keys an EP applies but leaves out of ``get_provider_options()``, by ORT EP name. AMD's
-#: ROCm/onnxruntime fork (ROCm 6.4, 6.5, 7.0) passes the int8 calibration keys to its MIGraphX EP from the
-#: Python binding, but ``MIGraphXExecutionProviderInfo::ToProviderOptions`` lists neither
-#: (onnxruntime/core/providers/migraphx/migraphx_execution_provider_info.cc at ROCm/onnxruntime
-#: 0069950055765d61d6be48c7187faec6a904316e; tests/migraphx_generations.py). Such a key missing from the
-#: report is "unverified", never "ignored".
+#: option keys an EP applies but leaves out of ``get_provider_options()``, by ORT EP name. The MIGraphX branch
+#: of the Python binding of AMD's ROCm/onnxruntime fork (ROCm 6.4, 6.5, 7.0) passes both int8 calibration keys
+#: to the EP, but ``MIGraphXExecutionProviderInfo::ToProviderOptions`` lists neither
+#: (onnxruntime/python/onnxruntime_pybind_state.cc and
+#: onnxruntime/core/providers/migraphx/migraphx_execution_provider_info.cc at rocm6.4_internal_testing
+#: fdb6fa9b8ba0, rocm6.5_internal_testing 008a38525ff0, rocm7.0_internal_testing 3998378a4e42; the table in
+#: tests/migraphx_generations.py). Such a key missing from the report is "unverified", never "ignored".
 UNREPORTED_KEYS: dict[str, frozenset[str]] = {
     "MIGraphXExecutionProvider": frozenset({
         "migraphx_int8_calibration_table_name", "migraphx_int8_use_native_calibration_table",
