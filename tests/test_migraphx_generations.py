@@ -50,6 +50,22 @@ def test_a_key_the_fork_neither_applies_nor_reports_is_still_refused() -> None:
     assert "calibration" not in problem
 
 
+@pytest.mark.parametrize("name", ("fork-6.1", "fork-6.2", "fork-6.3"))
+def test_old_fork_reports_under_other_names_and_fp16_int8_are_not_refused(name: str) -> None:
+    """On 6.1-6.3 the EP lists ``trt_fp16_enable`` / ``migx_int8_enable`` for the binding's
+    ``migraphx_fp16_enable`` / ``migraphx_int8_enable``; the table keys stay unverified."""
+    options = {"device_id": "0", "migraphx_fp16_enable": "True", "migraphx_int8_enable": "True",
+               "migraphx_int8_calibration_table_name": "calib.flatbuffers",
+               "migraphx_use_native_calibration_table": "False"}
+    assert set(options) <= set(GENERATIONS[name]["accepted"])  # type: ignore[arg-type]
+    report = {"MIGraphXExecutionProvider": {k: "1" for k in GENERATIONS[name]["reported"]}}  # type: ignore[attr-defined]
+    provider = parse_provider("migraphx")
+    assert inference.creation_problem(Path("m.onnx"), provider, options, "", ["MIGraphXExecutionProvider"],
+                                      report, "1.19.0") is None
+    assert inference.unverified_options(provider, options, report) == [
+        "migraphx_int8_calibration_table_name", "migraphx_use_native_calibration_table"]
+
+
 class _ForkSession:
     """The real CPU InferenceSession, answering ``get_providers`` / ``get_provider_options`` as the fork's
     6.4/6.5/7.0 MIGraphX EP does (tests/migraphx_generations.py)."""

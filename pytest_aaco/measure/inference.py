@@ -459,8 +459,23 @@ def _ep_error(printed: str) -> str:
 UNREPORTED_KEYS: dict[str, frozenset[str]] = {
     "MIGraphXExecutionProvider": frozenset({
         "migraphx_int8_calibration_table_name", "migraphx_int8_use_native_calibration_table",
-        "migraphx_use_native_calibration_table"}),
+        "migraphx_use_native_calibration_table", "migraphx_save_model_path", "migraphx_load_model_path"}),
 }
+#: the names under which an EP reports a requested key, where they differ, by ORT EP name: the fork's ROCm
+#: 6.1-6.3 EP reports its options under the constants of migraphx_execution_provider_info.cc
+#: (rocm6.3_internal_testing 9af9406c09d9: ``kFp16Enable = "trt_fp16_enable"``, ``kInt8Enable =
+#: "migx_int8_enable"``, ...), while its Python binding takes ``migraphx_*`` keys
+REPORTED_AS: dict[str, dict[str, str]] = {
+    "MIGraphXExecutionProvider": {
+        "migraphx_fp16_enable": "trt_fp16_enable", "migraphx_fp8_enable": "migx_fp8_enable",
+        "migraphx_int8_enable": "migx_int8_enable", "migraphx_exhaustive_tune": "migx_exhaustive_tune",
+        "migraphx_save_compiled_model": "migx_save_compiled_model",
+        "migraphx_load_compiled_model": "migx_load_compiled_model"},
+}
+
+
+def _is_reported(provider: ProviderSpec, key: str, reported: JSONDict) -> bool:
+    return key in reported or REPORTED_AS.get(provider.ep_name, {}).get(key, "\0") in reported
 
 
 def unverified_options(provider: ProviderSpec, options: JSONDict,
@@ -469,7 +484,7 @@ def unverified_options(provider: ProviderSpec, options: JSONDict,
     leaves out: the EP applies them without saying so, so they are sent and recorded as unverified."""
     reported = reported_options.get(provider.ep_name) or {}
     known = UNREPORTED_KEYS.get(provider.ep_name, frozenset())
-    return sorted(k for k in options if k in known and k not in reported)
+    return sorted(k for k in options if k in known and not _is_reported(provider, k, reported))
 
 
 def unknown_options(provider: ProviderSpec, options: JSONDict,
@@ -491,7 +506,7 @@ def unknown_options(provider: ProviderSpec, options: JSONDict,
     if not provider.ep.lists_all_options and not set(reported) - set(options):
         return []
     unreported = UNREPORTED_KEYS.get(provider.ep_name, frozenset())
-    return sorted(k for k in options if k not in reported and k not in unreported)
+    return sorted(k for k in options if not _is_reported(provider, k, reported) and k not in unreported)
 
 
 def check_placement(handle: SessionHandle) -> None:
