@@ -109,8 +109,8 @@ END = "<!-- end: MIGraphX generations -->"
 
 def generation_table() -> str:
     """The Markdown table of tests/migraphx_generations.py, as docs/amd.md shows it."""
-    lines = ["| Generation | Taken by the binding, not reported under that name | Reported by `get_provider_options()` |"
-             " `ORT_MIGRAPHX_*` read | Source read |", "|---|---|---|---|---|"]
+    lines = ["| Generation | Taken by the binding, not reported under that name"
+             " | Reported by `get_provider_options()` | `ORT_MIGRAPHX_*` read | Source read |", "|---|---|---|---|---|"]
     for name, row in GENERATIONS.items():
         repo, branch, commit = row["source"]  # type: ignore[misc]
         unreported = ", ".join(f"`{k}`" for k in applied_unreported(name))
