@@ -247,6 +247,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
         else:
             gate, baseline = item_gate(nodeid, run, fp, ctx)
         verdict = item_verdict(run, result, gate, baseline, ctx)
+        if verdict.outcome == Outcome.NO_BASELINE and verdict.baseline_path is None:  # the file searched
+            verdict.baseline_path = str(baseline_path(c.baseline_dir, fp.machine_key, nodeid))
         if also_saved:
             verdict.notes.append(f"also saved: {also_saved}")
         baseline = baseline if gate.gated and gate.stored else None  # the baseline that gated, for the extra passes

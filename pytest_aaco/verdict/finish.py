@@ -169,9 +169,13 @@ def render_message(v: Verdict) -> str:
     if v.side_by_side is not None and v.ratio is not None:
         return _side_by_side_text(v)
     if v.contention is not None:
-        return (f"inconclusive {v.label}: looks like {pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
-                f" kept {v.contention.cores:.2f} cores busy while it was measured (CPU contention, limit"
-                f" {v.contention.limit:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
+        explained = v.contention.explained
+        bound = "" if v.wall is None or v.wall.lower_bound is None else f", lower bound {pct(v.wall.lower_bound)}"
+        return (f"inconclusive {v.label}: not judged: CPU contention; looks like {pct(v.ratio or 1)}"
+                f" (p={v.p_value:.2g}{bound}) but other processes kept {v.contention.cores:.2f} cores busy while it"
+                f" was measured (limit {v.contention.limit:g})"
+                + ("" if explained is None else f", which explains a slowdown of up to {pct(explained)}")
+                + ": not failed (--aaco-fail-blind fails it); re-run on a quiet runner, or raise --aaco-max-contention"
                 + _memory_text(v))
     if v.confirmed is False and v.first_look is not None:
         return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
