@@ -225,7 +225,7 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
     leading = [line for line in (not_judged_line([(r.label, r.verdict) for r in records]),
                                  other_runners_line(records)) if line]
     if verbosity <= -2:
-        return leading + [f"  {r.nodeid}: {headline(r)}" for r in records if r.fails]
+        return [f"  {r.nodeid}: {headline(r)}" for r in records if r.fails]
     lines = leading + format_table(records)
     confirmed = confirmed_line(records)
     if confirmed:
