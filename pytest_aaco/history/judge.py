@@ -248,13 +248,14 @@ def build_series(track: Track, raw_only: str = "", min_history: int = default("m
     computed, and the series is raw when *raw_only* (a version change, its reason) or the reference is unstable
     (:func:`reference_unstable`); ``adjusted`` with ``max(min_history, 4)`` history runs that have the reference;
     with fewer, ``normalized`` only when the item's mean and the reference's are within
-    :data:`NORMALIZE_DURATION_RATIO` of each other, else raw with the reason. Either is used only where the
-    history shows it steadier than the raw series (issue 43: on a quiet CPU the adjusted series of ResNet-50 was
-    four times wider than the raw one): ``adjusted`` when the fit's prediction variance at the history's mean reference (how
-    much of the item's run-to-run spread the reference explains) is below the raw run means' ``s² (1 + 1/H)``, ``normalized`` when the variance of its run means is below the raw
-    one's, which needs 2 saved runs with the reference; raw otherwise, with the reason. Where the machine changed speed since
-    the history, raw figures are then withheld as :func:`regime_change` says (inconclusive, honestly), rather
-    than decided on a wider series.
+    :data:`NORMALIZE_DURATION_RATIO` of each other, else raw with the reason. Either is used only where
+    the history shows it steadier than the raw series (issue 43: on a quiet CPU the adjusted series of
+    ResNet-50 was four times wider than the raw one): ``adjusted`` when the fit's prediction variance at
+    the history's mean reference (how much of the item's run-to-run spread the reference explains) is
+    below the raw run means' ``s² (1 + 1/H)``; ``normalized`` when the variance of its run means is below
+    the raw one's, which needs 2 saved runs with the reference; raw otherwise, with the reason. Where the
+    machine changed speed since the history, raw figures are then withheld as :func:`regime_change` says
+    (inconclusive, honestly), rather than decided on a wider series.
     Raises ValueError for non-finite stored figures (:func:`pytest_aaco.verdict.stats.fit_reference`)."""
     raw = Series(RAW, track.current, track.history)
     if track.ref is None:
