@@ -24,7 +24,7 @@ export STEPS=${STEPS:-"save save aa big aa big aa big aa big aa big"}
 export MAX_S=${MAX_S:-480}
 export SLOW_MODEL=${SLOW_MODEL:-/work/shared/tools/slow_model.py}
 [ -f "$SLOW_MODEL" ] || SLOW_MODEL=$REPO/../shared/tools/slow_model.py
-OUT=${OUT:-$WORK/out}
+OUT=${OUT:-$WORK-out}
 mkdir -p "$OUT"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 bash "$REPO/studies/gpu_device_time_stored.sh" --aaco-cold-start=0 "$@" | tee "$OUT/steps.log"
@@ -39,7 +39,7 @@ by = defaultdict(lambda: {"aa": [], "slow": []})
 for r in gates:
     by[r["model"]]["aa" if r["variant"] == "aa" else "slow"].append(r)
 lines = ["| model | unchanged gates | failed | no regression | improvement | other words | slowed gates | caught |"
-         " headline leads with device time | device time of slowed (median) | wall time word of slowed |",
+         " headline leads with device time | device time of slowed (median) | words of slowed |",
          "|---|---|---|---|---|---|---|---|---|---|---|"]
 tot = defaultdict(int)
 for model, g in sorted(by.items()):
@@ -51,7 +51,7 @@ for model, g in sorted(by.items()):
     led = sum(bool(r.get("message")) and r["message"].split(": ", 1)[-1].startswith("device time") for r in slow)
     devs = [r["device_ratio"] for r in slow if r.get("device_ratio")]
     med = f"{(statistics.median(devs) - 1) * 100:+.1f}%" if devs else "-"
-    walls = ", ".join(sorted({str(r.get("message", "")).split("wall time ")[-1][:6] for r in slow})) if slow else "-"
+    walls = ", ".join(sorted({str(r["outcome"]) for r in slow})) if slow else "-"
     failed = sum(r["failed"] for r in aa)
     lines.append(f"| {model} | {len(aa)} | {failed} | {nr} | {imp} | {', '.join(other) or '-'} | {len(slow)} |"
                  f" {caught} | {led} | {med} | {walls} |")
@@ -66,6 +66,7 @@ for r in gates:
     if (r["variant"] == "aa" and (r["failed"] or r["outcome"] != "no-regression")) or (
             r["variant"] != "aa" and not r["failed"]):
         lines.append(f"- step {r['step']} {r['model']}={r['variant']}: {str(r.get('message'))[:300]}")
+dest.parent.mkdir(parents=True, exist_ok=True)
 dest.write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
