@@ -118,7 +118,8 @@ def gate(args: argparse.Namespace) -> int:
     baselines = work / "baselines"
     for i in range(saves):
         rec = pytest_run(proj, work / "aa.onnx", baselines, work / f"save{i}", ["--aaco-save-baseline", *extra])
-        print(f"save {i + 1}: rc={rec['rc']} mean {(rec.get('result') or {}).get('mean_ms', float('nan')):.3f} ms")
+        summary = (rec.get('result') or {}).get('summary') or {}
+        print(f"save {i + 1}: rc={rec['rc']} mean {summary.get('mean_ms', float('nan')):.3f} ms")
     found: dict[str, list[dict]] = {"aa": [], "slow": []}
     for i, step in enumerate(steps):
         rec = pytest_run(proj, work / "aa.onnx" if step == "aa" else slow, baselines, work / f"gate{i}", extra)
