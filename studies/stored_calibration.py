@@ -153,7 +153,7 @@ def diff(args: argparse.Namespace) -> int:
         proc = subprocess.run([sys.executable, "-c", "import sys; from pytest_aaco.cli import main; sys.exit(main())",
                                "diff", str(sides[0]), str(sides[1])],
                               capture_output=True, text=True, errors="replace")
-        row = next((line for line in proc.stdout.splitlines() if line.startswith("test_perf.py")), "")
+        row = next((line for line in proc.stdout.splitlines() if line.startswith("test_latency[")), "")
         word = row.split()[-1] if row else f"(no row, rc {proc.returncode})"
         words.append(word)
         print(f"pair {i + 1}: rc={proc.returncode} {word} | {' '.join(row.split()[1:])[:200]}")
