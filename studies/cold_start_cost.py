@@ -64,13 +64,14 @@ def this_checkout() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
-def perf_run(sessions: int, lock: str | None) -> dict[str, dict[str, float]]:
+def perf_run(sessions: int, lock: str | None, extra: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
     """One perf-suite run: per model ``{"item_s": setup + call + teardown, "phase_s": ...}``. Exits with
     the run's exit status and the end of its output and errors when no duration line can be read."""
     with tempfile.TemporaryDirectory(prefix="aaco-cost-") as tmp:
         command = under_lock([sys.executable, "-m", "pytest", "tests/perf", "--aaco-provider=cpu",
                               "-p", "no:cacheprovider", "-q", "--durations=0", "-vv", f"--aaco-cold-start={sessions}",
-                              f"--aaco-baseline-dir={tmp}/baselines", f"--aaco-session-dir={tmp}/sessions"], lock)
+                              f"--aaco-baseline-dir={tmp}/baselines", f"--aaco-session-dir={tmp}/sessions",
+                              *extra], lock)
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, env=this_checkout())
         out = done.stdout
         found: dict[str, dict[str, float]] = {}
@@ -127,12 +128,17 @@ def main() -> None:
     parser.add_argument("--no-lock", action="store_true", help="take no lock")
     parser.add_argument("--creation-profiler", action="store_true")
     parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    extra: tuple[str, ...] = ()
+    if args.smoke:  # one model, few rounds, no lock
+        args.sessions, args.repeats, args.pairs, args.no_lock = 1, 1, 1, True
+        extra = ("-k", "squeezenet", "--aaco-rounds=2", "--aaco-warmup=1")
     lock = choose_lock(args.lock, args.no_lock)
     runs: dict[int, list[dict[str, dict[str, float]]]] = {0: [], args.sessions: []}
     for i in range(args.repeats):
         for sessions in ((0, args.sessions) if i % 2 == 0 else (args.sessions, 0)):
-            runs[sessions].append(perf_run(sessions, lock))
+            runs[sessions].append(perf_run(sessions, lock, extra))
     shares = []
     for model in runs[0][0]:
         off = statistics.median(r[model]["item_s"] for r in runs[0] if model in r)

@@ -98,7 +98,10 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--iterations", type=int, default=15)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.passes, args.pairs, args.iterations = ["squeezenet"], 1, 2, 2
     rng = random.Random(14)
     for name in args.models:
         print(json.dumps(study(name, args, rng)), flush=True)
