@@ -7,8 +7,10 @@ smokes run two at a time (each is a subprocess; the module's first test starts t
 
 Not run here, with the reason:
 
-* ``gpu_device_time.sh``, ``gpu_device_time_stored.sh``, ``plugin_aa.sh``: need a GPU (or, on the
-  CPU, minutes of pytest runs by design); the lead runs them on the GPU machine.
+* ``gpu_device_time.sh``, ``gpu_device_time_stored.sh``, ``plugin_aa.sh``, ``graph_check.sh``: need a
+  GPU (or, on the CPU, minutes of pytest runs by design); the lead runs them on the GPU machine.
+* ``cupti_overhead.py``, ``cupti_flush_cost.py``: need the CUDA EP and cupti-python.
+* ``device_time_overhead.py``: reads a session bundle; ``tests/test_device_time_stored.py`` runs it on one.
 * ``stored_gate_summary.py``: summarises ``gpu_device_time_stored.sh``'s ``items.jsonl`` from a GPU run.
 * ``migraphx_conformance.py``: downloads the onnxruntime-migraphx wheels; its offline part is
   ``tests/test_migraphx_conformance.py``.
@@ -35,21 +37,21 @@ STUDIES = ROOT / "studies"
 #: script -> (command after the interpreter or shell, extra environment); {work} is a private folder
 SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
     "bisect_demo.py": (["studies/bisect_demo.py", "--smoke"], {}),
-    "cold_start_cost.py": (["studies/cold_start_cost.py", "--smoke"], {}),
     "cold_start_study.py": (["studies/cold_start_study.py", "--smoke"], {}),
     "device_session_prior.py": (["studies/device_session_prior.py", "--smoke"], {}),
+    "html_report_cost.py": (["studies/html_report_cost.py", "--smoke"], {}),
     "layout_figures.py": (["studies/layout_figures.py"], {}),
     "multi_gpu.sh": (["studies/multi_gpu.sh", "one", "-k", "squeezenet", "--aaco-rounds=2"],
                      {"PROVIDER": "cpu", "WORK": "{work}"}),
     "plugin_startup.py": (["studies/plugin_startup.py", "--smoke"], {}),
     "pooled_sim.py": (["studies/pooled_sim.py", "--smoke"], {}),
-    "profile_overhead.py": (["studies/profile_overhead.py", "--smoke"], {}),
     "sampler_overhead.py": (["studies/sampler_overhead.py", "--smoke"], {}),
     "side_worker_overhead.py": (["studies/side_worker_overhead.py", "--smoke"], {}),
 }
 #: kept scripts that are not smoke-run here (the module docstring says why)
 EXEMPT = {"gpu_device_time.sh", "gpu_device_time_stored.sh", "plugin_aa.sh", "stored_gate_summary.py",
-          "migraphx_conformance.py", "ort_floors.sh", "multi_gpu_summary.py"}
+          "migraphx_conformance.py", "ort_floors.sh", "multi_gpu_summary.py", "graph_check.sh",
+          "cupti_overhead.py", "cupti_flush_cost.py", "device_time_overhead.py"}
 
 pytestmark = pytest.mark.slow
 
