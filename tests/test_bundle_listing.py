@@ -95,5 +95,7 @@ def test_fifo_inside_a_bundle_does_not_block_the_report(sessions: Path, capsys) 
     (folder / "environment.json").unlink()
     os.mkfifo(folder / "environment.json")
     code, out, err = run(capsys, "report", "--session-dir", str(sessions), "--html", str(sessions / "r.html"))
-    assert code == 0 and "\ngood " in out
+    assert "\ngood " in out and (sessions / "r.html").is_file()  # what can be read is reported
     assert "stuck.json skipped" in err and "FIFO" in err
+    # an item file that cannot be read: the report lacks data, so it does not pass (issue 43)
+    assert code == cli.USAGE_ERROR and f"incomplete bundle: {folder / 'items' / 'stuck.json'}" in err

@@ -427,7 +427,7 @@ def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factor
         cell = verdict_cell(record)
         table = "\n".join(terminal.format_table([record]))
         page = html.overview_table([record]) + html.item_section(record, None, plots=False)
-        (junit_case,) = junit.build_cases([record])
+        junit_case = junit.testcase(record)
         commands = github.workflow_commands([record])
         summary = github.job_summary([record], _context({"alpha": 0.05, "m": 1, "tests": 1}).summary)
         count = terminal.lond_line(FdrRecord.from_dict({"alpha": 0.05, "m": 1, "tests": 1}), int(record.is_regression))
@@ -447,7 +447,8 @@ def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factor
             if word not in ("latency", "wall time") or (record.verdict and record.verdict.device):
                 assert word in cell, (case, cell)
             assert cell in table and _html_names(cell, record, page), (case, cell)
-            assert junit_case.failures[0]["message"] == line, case
+            failure = junit_case.find("failure")
+            assert failure is not None and failure.get("message") == line, case
             assert len(commands) == 1 and commands[0].split("::", 2)[2].startswith(line.replace("%", "%25")), case
             assert github.md_text(cell) in summary, case
             assert count is not None and count.endswith("1 gated, 1 regression(s)"), (case, count)
@@ -462,6 +463,69 @@ def test_every_reader_names_the_same_metric_and_per_cent(tmp_path, result_factor
         for now, then, per_cent in re.findall(pattern, text):
             assert agrees(per_cent, now, then), (case, now, then, per_cent, text)
 
+
+
+def _bound_from_junit(props: dict[str, str], prefix: str, threshold: float, ratio: float) -> str:
+    """The bound text rebuilt from JUnit's numbers alone (``aaco_<prefix>lower_bound`` and
+    ``upper_bound``, ratios): what every other reader must print."""
+    from pytest_aaco.verdict.percent import bound_text, pct
+
+    low, high = props.get(f"aaco_{prefix}lower_bound"), props.get(f"aaco_{prefix}upper_bound")
+    text = bound_text(ratio, None if low is None else float(low), None if high is None else float(high), threshold)
+    assert text and (pct(float(low)) if text.startswith("lower") else pct(float(high))) in text  # type: ignore[arg-type]
+    return text
+
+
+def test_one_interval_junit_html_github_and_terminal_print_the_bound_compared(tmp_path, result_factory):
+    """Issue 43: the terminal printed a lower bound of +51.3% while JUnit's ``aaco_ci_low`` said 1.570
+    (+57%, the two-sided 95% CI). Every reader prints the one-sided bound the outcome rule compared: the
+    number in JUnit's ``aaco_lower_bound`` / ``aaco_upper_bound`` is the one in the terminal's table, the
+    HTML's overview cell and verdict table, and the job summary; so for device time."""
+    import html as html_lib
+
+    from pytest_aaco.reports import github, html, junit
+    from pytest_aaco.reports.wording import change_text
+
+    checked = 0
+    for case, record in _matrix(tmp_path, result_factory).items():
+        v = record.verdict
+        if v is None or v.ratio is None or v.lower_bound is None or v.upper_bound is None:
+            continue
+        props = dict(junit.properties(record))
+        assert "aaco_ci_low" not in props and "aaco_ci_high" not in props, case  # one interval, not two
+        bound = _bound_from_junit(props, "", v.threshold, float(props["aaco_change_pct"]) / 100 + 1)
+        assert props["aaco_bound_compared"] == bound, case
+        table = "\n".join(terminal.format_table([record]))
+        overview = html.overview_table([record])
+        figures = html.verdict_table(v)
+        summary = github.job_summary([record], _context().summary)
+        assert f"[{bound}]" in table, (case, bound, table)
+        assert f"[{html_lib.escape(bound)}]" in overview, (case, bound)
+        assert f"<td>{html_lib.escape(bound)}</td>" in figures, (case, bound, figures)
+        assert github.md_text(f"[{bound}]") in summary, (case, bound)
+        assert f"[{bound}]" in change_text(v), case
+        checked += 1
+        dev = v.judgements.get(DEVICE_TIME)
+        if dev is not None and record.device_record is not None and dev.lower_bound is not None:
+            dev_bound = _bound_from_junit(props, "device_time_", dev.threshold, dev.ratio)
+            assert props["aaco_device_time_bound_compared"] == dev_bound
+            assert f"[{dev_bound}]" in terminal.device_change(record), case
+            assert f"({html_lib.escape(dev_bound)})" in html.overview_table([record]), case
+    assert checked >= 3
+
+
+def test_a_record_written_before_bounds_prints_its_95_ci_in_every_reader():
+    """An older bundle's verdict has no one-sided bounds: every reader falls back to the same 95% CI."""
+    from pytest_aaco.reports import github, junit
+    from tests.test_output import _record as output_record
+    from tests.test_output import _verdict
+
+    record = output_record(_verdict(ratio=1.6, ci_low=1.57, ci_high=1.63, series="raw", raw_ratio=1.6))
+    props = dict(junit.properties(record))
+    assert (props["aaco_ci_low"], props["aaco_ci_high"]) == ("1.57", "1.63")
+    assert "aaco_lower_bound" not in props and "aaco_bound_compared" not in props
+    assert "[+57.0, +63.0]" in "\n".join(terminal.format_table([record]))
+    assert github.md_text("[+57.0, +63.0]") in github.job_summary([record], _context().summary)
 
 
 def test_every_judged_metric_is_one_judgement_with_the_figures_the_reports_print(tmp_path, result_factory):

@@ -90,9 +90,12 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     props = _properties(case)
     assert props["aaco_verdict"] == "regression"
     assert float(props["aaco_change_pct"]) > 100
-    assert float(props["aaco_ci_low"]) > 1 and float(props["aaco_p_value"]) < 0.05
+    assert float(props["aaco_lower_bound"]) > 1 and float(props["aaco_p_value"]) < 0.05
     assert {"aaco_model", "aaco_provider", "aaco_mean_ms", "aaco_p50_ms", "aaco_p99_ms", "aaco_throughput",
-            "aaco_ci_high", "aaco_fingerprint"} <= set(props)
+            "aaco_upper_bound", "aaco_fingerprint"} <= set(props)
+    # one interval: JUnit's bound is the one the headline printed (issue 43)
+    assert f"[{props['aaco_bound_compared']}]" in failure.get("message", "")
+    assert "aaco_ci_low" not in props
     skipped = ours["test_latency[tiny-cuda]"]
     assert skipped.find("skipped") is not None and skipped.get("classname") == "test_perf"
 
@@ -259,3 +262,44 @@ def test_progress_settings_text():
     settings = types.SimpleNamespace(warmup=5, rounds=10, iterations=50)
     expected = "aaco: measuring bert[migraphx] (warmup 5, 10 rounds x 50 iterations)..."
     assert status_text("bert[migraphx]", settings) == expected
+
+
+def test_the_junit_file_reads_in_a_junit_reader_with_its_counts_results_and_properties(tmp_path: Path):
+    """Written with ``xml.etree`` (junit-xml is gone, issue 41): a real JUnit reader (``junitparser``, as
+    CI test reporters read the file) finds the suite's counts, each case's result with its message
+    and the suite's properties; characters XML forbids in a node id do not break the file."""
+    from junitparser import Error, Failure, JUnitXml, Skipped
+
+    from pytest_aaco.records import Outcome
+    from tests.test_output import _record, _verdict
+
+    failed = _record(_verdict(), nodeid="tests/perf/test_models.py::test_latency[mlp-cpu]")
+    passed = _record(_verdict(outcome=Outcome.NO_REGRESSION, fails=False, ratio=1.0, series="raw"),
+                     nodeid="tests/perf/test_models.py::test_latency[a\x01b-cpu]")
+    skipped = _record(None, nodeid="tests/perf/test_models.py::test_latency[mlp-cuda]", error="no CUDA")
+    skipped.outcome = Outcome.SKIPPED
+    broken = _record(None, nodeid="tests/perf/test_models.py::test_latency[bad-cpu]", error="cannot read x.json")
+    broken.outcome = Outcome.ERROR
+    path = tmp_path / "aaco.xml"
+    summary = SessionSummary(items=4, verdicts={"regression": 1})
+    path.write_text(junit.render_junit([failed, passed, skipped, broken], summary, "2026-11-28T23:00:00"),
+                    encoding="utf-8")
+    (suite,) = list(JUnitXml.fromfile(str(path)))
+    assert (suite.name, suite.tests, suite.failures, suite.errors, suite.skipped) == ("pytest-aaco", 4, 1, 1, 1)
+    assert suite.timestamp == "2026-11-28T23:00:00"
+    assert {p.name: p.value for p in suite.properties()} == {"aaco_verdicts_regression": "1"}
+    cases = {case.name: case for case in suite}
+    assert len(cases) == 4 and "test_latency[mlp-cuda]" in cases and "test_latency[bad-cpu]" in cases
+    (failure,) = cases["test_latency[mlp-cpu]"].result
+    assert isinstance(failure, Failure) and failure.message.startswith("REGRESSION mlp[cpu]:")
+    assert failure.type == "aaco-regression"
+    assert cases["test_latency[mlp-cpu]"].classname == "tests.perf.test_models"
+    (skip,) = cases["test_latency[mlp-cuda]"].result
+    assert isinstance(skip, Skipped) and skip.message == "no CUDA"
+    (error,) = cases["test_latency[bad-cpu]"].result
+    assert isinstance(error, Error)
+    assert sum(1 for case in suite if case.is_passed) == 1
+    # each case's properties come first, as pytest's own --junitxml writes them
+    first = ET.parse(path).getroot().find("testsuite/testcase")
+    assert first is not None and first[0].tag == "properties"
+    assert _properties(first)["aaco_verdict"] == "regression"

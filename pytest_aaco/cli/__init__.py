@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``aaco`` argument parser with its subcommands."""
     parser = argparse.ArgumentParser(
         prog="aaco", description="pytest-aaco: inspect this machine, session bundles and baselines.",
-        epilog="exit status: 0 ok, 1 regression found (diff, report), 2 usage or input error",
+        epilog="exit status: 0 ok, 1 regression found (diff, report), 2 usage or input error, or a damaged or"
+               " partial bundle (report); docs/exit-codes.md",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -123,8 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="print session bundles' results; optionally write HTML",
                        description="Print the results table of a session bundle, or one table for the bundles of"
                                    " several jobs (each row names its runner: machine key and GPU), exit 1 when"
-                                   " any holds a regression, and optionally write the HTML report and a GitHub job"
-                                   " summary.")
+                                   " any holds a regression, exit 2 naming the file when a bundle lacks data (an"
+                                   " item file truncated or missing, a session that never finished), and optionally"
+                                   " write the HTML report and a GitHub job summary (of the latest bundle when none"
+                                   " is named).")
     p.add_argument("bundle", metavar="BUNDLE", nargs="*", type=_bundle,
                    help="session bundle folder(s) (see `aaco ls`; default: the latest under the project's session"
                         " folder)")

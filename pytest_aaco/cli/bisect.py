@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_aaco.cli.common import CliError, _out
+from pytest_aaco.cli.common import OK, REGRESSION_FOUND, CliError, _out
 from pytest_aaco.jsonio import AacoFileError, append_text, atomic_write_json, read_json
 from pytest_aaco.records import Outcome
 from pytest_aaco.reports.bundle import list_sessions, load_session, records_of
@@ -417,7 +417,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     while (index := state.next_index()) is not None:
         if args.max_steps is not None and taken >= args.max_steps:
             _out(f"stopped after {taken} step(s) (--max-steps): run the same command again to go on ({state_path})")
-            return 1
+            return REGRESSION_FOUND  # no first bad commit named yet
         taken += 1
         sha, subject = state.commits[index]
         lo, hi = state.bounds()
@@ -447,7 +447,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         _out(f"first bad commit: {_short(first['commit'], first['subject'])}")
         _out(f"  {effects}")
         _out(f"  {steps}; result {out}")
-        return 0
+        return OK
     bad_step = state.steps.get(state.bad)
     if result["candidates"]:
         _out("the first bad commit is one of (skipped commits leave more than one): "
@@ -458,4 +458,4 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         _out(f"BAD {bad[:12]} does not regress against GOOD {good[:12]}: nothing to bisect"
              + (f" ({bad_step.reason})" if bad_step is not None else ""))
     _out(f"  {steps}; result {out}")
-    return 1
+    return REGRESSION_FOUND  # no first bad commit named

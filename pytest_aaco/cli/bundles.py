@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from pytest_aaco.cli.common import (
+    INCOMPLETE_BUNDLE,
     OK,
     REGRESSION_FOUND,
     CliError,
@@ -21,16 +22,52 @@ from pytest_aaco.jsonio import AacoFileError, append_text, atomic_write_text, re
 from pytest_aaco.measure.commit import commit_text, describe_commit
 from pytest_aaco.records import SessionMeta, SessionSummary
 from pytest_aaco.reports import merge
-from pytest_aaco.reports.bundle import META_FILE, is_future_dated, latest_session, list_sessions, records_of
+from pytest_aaco.reports.bundle import (
+    META_FILE,
+    is_future_dated,
+    latest_session,
+    list_sessions,
+    missing_data,
+    records_of,
+)
 from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.html import PROGRESS_ITEMS as HTML_PROGRESS_ITEMS
 from pytest_aaco.reports.html import render_html
 from pytest_aaco.reports.terminal import detail_lines, format_rows, format_table
 
 
+def _latest(args: argparse.Namespace) -> Path:
+    """The newest complete bundle under ``--session-dir`` (else the project's session folder), named on
+    stdout; the incomplete or future-dated ones passed over are named on stderr. :class:`CliError`
+    when there is none."""
+    root, where = _folder(args.session_dir, "session-dir", "--session-dir")
+    latest, notes = latest_session(root) if root.is_dir() else (None, [])
+    for note in notes:  # incomplete bundles (a full disk) and future-dated ones are passed over, named
+        _err(f"aaco: warning: {note}")
+    if latest is None:
+        raise CliError(f"no {'complete ' if notes else ''}session bundles under {root} {where}; run pytest first,"
+                       " or name a bundle (`aaco ls` lists them)")
+    _out(f"latest session bundle: {latest}")
+    return latest
+
+
+def _missing(missing: list[str], status: int) -> int:
+    """*status*, or :data:`INCOMPLETE_BUNDLE` after naming each problem on stderr when a bundle lacks
+    data: a report of what is left could hide a regression, so it never passes."""
+    for problem in missing:
+        _err(f"aaco: error: incomplete bundle: {problem}")
+    if missing:
+        _err("aaco: error: this report is incomplete; fix or re-download the bundle (exit status"
+             f" {INCOMPLETE_BUNDLE})")
+        return INCOMPLETE_BUNDLE
+    return status
+
+
 def cmd_report_merged(args: argparse.Namespace) -> int:
-    """``aaco report`` of several bundles, or with ``--github-summary``: :mod:`pytest_aaco.reports.merge`."""
-    bundles = [merge.load_bundle(Path(p), load_bundle(Path(p))) for p in args.bundle]
+    """``aaco report`` of several bundles, or with ``--github-summary``: :mod:`pytest_aaco.reports.merge`
+    (without a bundle named, of the latest one, as ``aaco report`` reads it)."""
+    paths = [Path(p) for p in args.bundle] or [_latest(args)]
+    bundles = [merge.load_bundle(p, load_bundle(p)) for p in paths]
     for problem in (p for b in bundles for p in b.problems):
         _err(f"aaco: warning: {problem}")
     rows = merge.merge(bundles)
@@ -50,24 +87,16 @@ def cmd_report_merged(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"--github-summary: {_where(Path(args.github_summary))}: cannot write it"
                        f" ({exc.strerror or exc})") from None
-    return REGRESSION_FOUND if merge.exit_status(rows) else OK
+    status = REGRESSION_FOUND if merge.exit_status(rows) else OK
+    return _missing([m for b in bundles for m in b.missing], status)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """``aaco report [BUNDLE ...]``: exit status 0, 1 (a regression) or 2 (a usage error, or a bundle
+    that lacks data: :func:`pytest_aaco.reports.bundle.missing_data`); docs/exit-codes.md."""
     if len(args.bundle) > 1 or args.github_summary:
         return cmd_report_merged(args)
-    if args.bundle:
-        path = Path(args.bundle[0])
-    else:
-        root, where = _folder(args.session_dir, "session-dir", "--session-dir")
-        latest, notes = latest_session(root) if root.is_dir() else (None, [])
-        for note in notes:  # incomplete bundles (a full disk) and future-dated ones are passed over, named
-            _err(f"aaco: warning: {note}")
-        if latest is None:
-            raise CliError(f"no {'complete ' if notes else ''}session bundles under {root} {where}; run pytest first,"
-                           " or name a bundle (`aaco ls` lists them)")
-        path = latest
-        _out(f"latest session bundle: {path}")
+    path = Path(args.bundle[0]) if args.bundle else _latest(args)
     session = load_bundle(path)
     for name, problem in session["errors"].items():
         _err(f"aaco: warning: {name} skipped: {problem}")
@@ -97,7 +126,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise CliError(f"--html: {_where(Path(args.html))}: cannot write the HTML report"
                            f" ({exc.strerror or exc})") from None
         _out(f"HTML report: {args.html}")
-    return REGRESSION_FOUND if any(r.is_regression for r in records) else OK
+    status = REGRESSION_FOUND if any(r.is_regression for r in records) else OK
+    return _missing(missing_data(session), status)
 
 
 def cmd_ls(args: argparse.Namespace) -> int:

@@ -24,7 +24,26 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - pytest depends on tomli below Python 3.11
     import tomli as tomllib
 
-OK, REGRESSION_FOUND, USAGE_ERROR = 0, 1, 2
+#: exit statuses of the ``aaco`` command (docs/exit-codes.md is their one table; tests/test_exit_codes.py
+#: checks it against :data:`EXIT_CODES`)
+OK = 0
+#: ``report`` / ``diff``: a regression was found; ``bisect``: no first bad commit could be named
+REGRESSION_FOUND = 1
+#: a usage or input error: the message names the file or option
+USAGE_ERROR = 2
+#: ``report``: a bundle lacks data (an item file truncated or missing, a session that never finished);
+#: the same status as an input error, so a CI step that checks for non-zero fails
+INCOMPLETE_BUNDLE = USAGE_ERROR
+#: every status with what it means, the source of docs/exit-codes.md's table
+EXIT_CODES: dict[int, str] = {
+    OK: "done: nothing regressed (`report`, `diff`), the first bad commit named (`bisect`), or the "
+        "command did what was asked",
+    REGRESSION_FOUND: "a regression was found (a latency, p99, memory or cold-start regression in `diff` or "
+                      "in a bundle given to `report`); `bisect` could name no first bad commit",
+    USAGE_ERROR: "a usage or input error (the message names the file or option): a bad option, a missing or "
+                 "unreadable file, a damaged or partial bundle given to `report`, no common items or items of "
+                 "different models, inputs or providers in `diff`, or an internal error",
+}
 DEFAULT_SESSION_DIR = Path(default("session-dir"))
 DEFAULT_BASELINE_DIR = Path(default("baseline-dir"))
 #: pytest's configuration files, in the order pytest looks for them in each folder

@@ -255,6 +255,35 @@ def records_of(session: LoadedSession) -> list[ItemRecord]:
             for nodeid, data in session["items"].items()]
 
 
+def missing_data(session: LoadedSession) -> list[str]:
+    """What a bundle read back lacks, one sentence per problem, each naming the file: an item file
+    that could not be read (truncated in a downloaded artifact, not JSON), item files that the
+    finished session wrote (``items_written``) but the folder no longer holds, and a session that
+    never finished (killed, or still running: its items may be missing). Empty when the bundle is
+    whole. A report built from a bundle with missing data must not pass (``aaco report`` exits 2);
+    an unreadable ``environment.json`` is not counted (no verdict is lost, only the runner's name)."""
+    folder = Path(session["path"])
+    found = []
+    for name, problem in session["errors"].items():
+        if name == ENVIRONMENT_FILE:
+            continue
+        where = folder / ITEMS_DIR / name
+        problem = problem if problem.startswith(str(where)) else f"{where}: {problem}"
+        # a bundle is an artifact, not a tracked file: the fix is a fresh copy, not git
+        found.append(problem.replace("; delete it or restore it from git, then re-run",
+                                     "; copy the bundle again (a downloaded artifact may be cut short)"))
+    meta = session["meta"]
+    written = meta.get("items_written")
+    present = len(session["items"]) + len(found)
+    if isinstance(written, (int, float)) and not isinstance(written, bool) and present < written:
+        found.append(f"{folder / ITEMS_DIR}: {int(written) - present} item file(s) missing (the session wrote"
+                     f" {int(written)}, the folder holds {present})")
+    if not meta.get("bundle_finished_at"):
+        found.append(f"{folder / META_FILE}: the session never finished (killed, or still running), so items may"
+                     " be missing")
+    return found
+
+
 def load_session(path: str | Path) -> LoadedSession:
     """Read a bundle folder back.
 

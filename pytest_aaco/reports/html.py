@@ -490,7 +490,8 @@ def plot_panels(panels: list[tuple[str, Callable[[], str | None]]], what: str, c
 
 def plot_cycle_ratios(record: ItemRecord) -> str | None:
     """A side-by-side item's per-cycle ratios candidate / baseline (one series per fresh session
-    pair), with the estimate, its 95% CI and the threshold; None for other items."""
+    pair), with the estimate, the band between the one-sided bounds the outcome rule compared (an older
+    record: its 95% CI) and the threshold; None for other items."""
     verdict = record.verdict
     sbs = verdict.side_by_side if verdict is not None else None
     if not sbs or not sbs.figures.get("ratios") or verdict is None:
@@ -504,9 +505,13 @@ def plot_cycle_ratios(record: ItemRecord) -> str | None:
         start += len(ratios)
     if verdict.ratio is not None:
         ax.axhline((verdict.ratio - 1) * 100, color="#263238", linewidth=1.2, label="estimate")
-    if verdict.ci_low is not None and verdict.ci_high is not None:
-        ax.axhspan((verdict.ci_low - 1) * 100, (verdict.ci_high - 1) * 100, color="#90a4ae", alpha=0.3,
-                   label="95% CI")
+    # the interval between the one-sided bounds the outcome rule compared (the table's bound); a record
+    # written before bounds were stored: its 95% CI
+    low, high, band = verdict.lower_bound, verdict.upper_bound, "bounds compared"
+    if low is None or high is None:
+        low, high, band = verdict.ci_low, verdict.ci_high, "95% CI"
+    if low is not None and high is not None:
+        ax.axhspan((low - 1) * 100, (high - 1) * 100, color="#90a4ae", alpha=0.3, label=band)
     ax.axhline(verdict.threshold * 100, color="#c62828", linestyle="--", linewidth=1, label="threshold")
     ax.axhline(0, color="#607080", linewidth=0.6)
     ax.set_xlabel(f"cycle (one block of each side; vs {sbs.ref})", fontsize=8)

@@ -1,6 +1,6 @@
 """``--aaco-junit PATH``: a JUnit XML file with one testcase per benchmark item and its figures.
 
-Built with the ``junit-xml`` package; the file has one ``<testsuite name="pytest-aaco">``. Each
+Built with the standard library's ``xml.etree``; the file has one ``<testsuite name="pytest-aaco">``. Each
 ``<testcase>`` is named as pytest's own ``--junitxml`` names it, so CI dashboards match the two
 files: ``classname`` = the module path (``tests.perf.test_models``, plus the class), ``name`` =
 the test with its parameters (``test_latency[resnet50-cpu]``); its ``time`` is the item's
@@ -9,7 +9,10 @@ duration as pytest measured it (setup, call and teardown, s), the label is the p
 figures that pytest's own ``--junitxml`` gets through ``record_property``
 (:func:`properties`, added by the session object): model, provider, mean / p50 / p99 ms, throughput
 (samples/s), the tested change vs baseline (%, ``aaco_change_pct``: of the series ``aaco_series``
-says, not of the mean), the 95% CI bounds (ratios current/baseline), the one-sided p-value, the
+says, not of the mean), the one-sided bounds the outcome rule compared (``aaco_lower_bound``,
+``aaco_upper_bound``: ratios current/baseline; ``aaco_bound_compared``: the text the terminal, the
+HTML and the job summary print; a record written before bounds were stored: its 95% CI,
+``aaco_ci_low`` and ``aaco_ci_high``), the one-sided p-value, the
 verdict and the fingerprint id; ``aaco_raw_change_pct`` with the geometric means it is the ratio of
 (``aaco_current_geomean_ms``, ``aaco_baseline_geomean_ms``).
 
@@ -23,13 +26,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from junit_xml import TestCase, TestSuite, to_xml_report_string
-
 from pytest_aaco.jsonio import atomic_write_text
 from pytest_aaco.records import DEVICE_TIME, ItemRecord, Outcome, ResultRecord, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import xml_text
 from pytest_aaco.reports.wording import headline, junit_names
+from pytest_aaco.verdict.percent import bound_text
 
 SUITE_NAME = "pytest-aaco"
 #: result summary figures exported as ``aaco_<key>`` (ms and samples/s)
@@ -43,14 +45,15 @@ def _number(value: object) -> bool:
 def properties(record: ItemRecord) -> list[tuple[str, str]]:
     """The ``aaco_*`` properties of one item, for both JUnit files (``--aaco-junit`` and pytest's
     own ``--junitxml`` through ``user_properties``): summary values with 4 decimals, the change
-    (%), CI bounds (ratios) and one-sided p with 6 significant digits, the verdict, the
+    (%), the one-sided bounds compared (ratios, and as text; an older record: its 95% CI) and one-sided
+    p with 6 significant digits, the verdict, the
     fingerprint id, the label, the threshold (fraction) and the baseline runs; with a cold start,
     its verdict, its method (``history`` or ``side-by-side``) and this run's fastest session creation
     and first run (ms); with an operator
     profile compared to the baseline's, the one-line comparison; with a reference workload, the
     series tested (``adjusted``, ``normalized`` or ``raw``) and the machine's drift (fraction); on a
     GPU, the physical GPU's UUID or PCI bus id (``aaco_gpu``) and name (``aaco_gpu_name``); with
-    device time compared, ``aaco_device_time_*`` (outcome, change %, CI bounds as ratios, p, MDE as a
+    device time compared, ``aaco_device_time_*`` (outcome, change %, bounds compared as ratios and text, p, MDE as a
     fraction, kernel time per run in ms) and ``aaco_kernels_per_run``."""
     props = [("aaco_model", record.model), ("aaco_provider", record.provider)]
     result = record.result_record or ResultRecord()
@@ -59,12 +62,19 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
     v = record.verdict
     if v is not None:
         raw_pct = None if v.raw_ratio is None else (v.raw_ratio - 1) * 100
-        for key, value in (("change_pct", v.change_pct), ("ci_low", v.ci_low), ("ci_high", v.ci_high),
+        bound = bound_text(v.ratio, v.lower_bound, v.upper_bound, v.threshold) if v.ratio is not None else ""
+        # the one-sided bounds the outcome rule compared, as every other report prints them; the 95%
+        # CI only for a record written before bounds were stored (one interval per item, issue 43)
+        interval = ((("lower_bound", v.lower_bound), ("upper_bound", v.upper_bound)) if bound
+                    else (("ci_low", v.ci_low), ("ci_high", v.ci_high)))
+        for key, value in (("change_pct", v.change_pct), *interval,
                            ("p_value", v.p_value), ("raw_change_pct", raw_pct),
                            ("current_geomean_ms", v.current_geomean_ms),
                            ("baseline_geomean_ms", v.baseline_geomean_ms)):
             if _number(value):
                 props.append((f"aaco_{key}", f"{value:.6g}"))
+        if bound:
+            props.append(("aaco_bound_compared", bound))
         if v.fingerprint_id:
             props.append(("aaco_fingerprint", v.fingerprint_id))
     props.append(("aaco_label", record.label))
@@ -80,10 +90,14 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
         if dev is not None and facts is not None:  # device time beside wall time: change (%), CI, p, MDE, kernels
             props.append(("aaco_device_time_outcome", str(dev.outcome)))
             props.append(("aaco_device_time_change_pct", f"{(dev.ratio - 1) * 100:.6g}"))
-            for key, value in (("ci_low", dev.ci_low), ("ci_high", dev.ci_high), ("p_slower", dev.p_slower),
-                               ("mde", dev.mde)):
+            dev_bound = bound_text(dev.ratio, dev.lower_bound, dev.upper_bound, dev.threshold)
+            dev_interval = ((("lower_bound", dev.lower_bound), ("upper_bound", dev.upper_bound)) if dev_bound
+                            else (("ci_low", dev.ci_low), ("ci_high", dev.ci_high)))
+            for key, value in (*dev_interval, ("p_slower", dev.p_slower), ("mde", dev.mde)):
                 if value is not None:
                     props.append((f"aaco_device_time_{key}", f"{value:.6g}"))
+            if dev_bound:
+                props.append(("aaco_device_time_bound_compared", dev_bound))
             if facts.kernel_ms is not None and facts.kernel_ms.candidate is not None:
                 props.append(("aaco_device_time_kernel_ms", f"{facts.kernel_ms.candidate:.6g}"))
             if facts.kernels is not None and facts.kernels.candidate is not None:
@@ -132,44 +146,65 @@ def _details(record: ItemRecord) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def build_cases(records: Sequence[ItemRecord]) -> list[TestCase]:
-    """One ``junit_xml.TestCase`` per record, in run order."""
-    cases = []
-    for record in records:
-        nodeid = xml_text(record.nodeid)  # every text from a user file: characters XML forbids escaped
-        classname, name = junit_names(nodeid)
-        details = xml_text(_details(record))
-        case = TestCase(name, classname=classname, elapsed_sec=_elapsed_s(record), stdout=details or None,
-                        file=nodeid.split("::", 1)[0] or None)
-        message = xml_text(headline(record) if record.fails else (record.error or "failed").splitlines()[0])
-        if record.effective_outcome == Outcome.ERROR:
-            case.add_error_info(message=message, output=details, error_type="aaco-error")
-        elif record.outcome == Outcome.FAILED:
-            kind = record.effective_outcome if record.verdict is not None else "failure"
-            case.add_failure_info(message=message, output=details, failure_type=f"aaco-{kind}")
-        elif record.outcome == Outcome.SKIPPED:
-            case.add_skipped_info(message=xml_text(record.error or "skipped"))
-        cases.append(case)
-    return cases
+def testcase(record: ItemRecord) -> ET.Element:
+    """One ``<testcase>`` (name, classname, time in s, file) with its ``<properties>``, then a
+    ``<failure>``, ``<error>`` or ``<skipped>`` as the item ended, then ``<system-out>`` with the
+    details; every text from a user file has the characters XML forbids escaped."""
+    nodeid = xml_text(record.nodeid)
+    classname, name = junit_names(nodeid)
+    attrs = {"name": name, "classname": classname}
+    elapsed = _elapsed_s(record)
+    if elapsed is not None:
+        attrs["time"] = f"{elapsed:g}"
+    if file := nodeid.split("::", 1)[0]:
+        attrs["file"] = file
+    case = ET.Element("testcase", attrs)
+    props = ET.SubElement(case, "properties")
+    for key, value in properties(record):
+        ET.SubElement(props, "property", {"name": xml_text(key), "value": xml_text(value)})
+    details = xml_text(_details(record))
+    message = xml_text(headline(record) if record.fails else (record.error or "failed").splitlines()[0])
+    if record.effective_outcome == Outcome.ERROR:
+        ET.SubElement(case, "error", {"type": "aaco-error", "message": message}).text = details or None
+    elif record.outcome == Outcome.FAILED:
+        kind = record.effective_outcome if record.verdict is not None else "failure"
+        ET.SubElement(case, "failure", {"type": f"aaco-{kind}", "message": message}).text = details or None
+    elif record.outcome == Outcome.SKIPPED:
+        ET.SubElement(case, "skipped", {"type": "skipped", "message": xml_text(record.error or "skipped")})
+    if details:
+        ET.SubElement(case, "system-out").text = details
+    return case
 
 
 def render_junit(records: Sequence[ItemRecord], summary: SessionSummary, timestamp: str | None = None) -> str:
-    """The JUnit XML document (UTF-8 text) for *records*.
+    """The JUnit XML document (UTF-8 text) for *records*: ``<testsuites>`` holding one
+    ``<testsuite name="pytest-aaco">`` with the counts (tests, failures, errors, skipped) and the
+    total time (s) that GitHub's test reporters read, its properties, then one ``<testcase>`` per
+    record in run order.
 
     *summary* becomes suite-level properties ``aaco_verdicts_<outcome>`` (counts) and
     ``aaco_fdr`` when LOND was used.
     """
+    cases = [testcase(record) for record in records]
+    counts = {kind: sum(case.find(kind) is not None for case in cases) for kind in ("failure", "error", "skipped")}
+    total = sum(float(case.get("time", "0")) for case in cases)
+    root = ET.Element("testsuites", {"disabled": "0", "errors": str(counts["error"]),
+                                     "failures": str(counts["failure"]), "tests": str(len(cases)),
+                                     "time": f"{total:g}"})
+    attrs = {"name": SUITE_NAME, "disabled": "0", "errors": str(counts["error"]), "failures": str(counts["failure"]),
+             "skipped": str(counts["skipped"]), "tests": str(len(cases)), "time": f"{total:g}"}
+    if timestamp:
+        attrs["timestamp"] = timestamp
+    suite = ET.SubElement(root, "testsuite", attrs)
     suite_props: dict[str, str] = {f"aaco_verdicts_{k}": str(v) for k, v in sorted(summary.verdicts.items())}
     fdr = summary.fdr
     if fdr is not None and fdr.alpha is not None:
         suite_props["aaco_fdr"] = str(fdr.alpha)
-    suite = TestSuite(SUITE_NAME, build_cases(records), timestamp=timestamp, properties=suite_props or None)
-    root = ET.fromstring(to_xml_report_string([suite], prettyprint=False, encoding="utf-8"))
-    for element, record in zip(root.iter("testcase"), records, strict=True):
-        props = ET.Element("properties")
-        for name, value in properties(record):
-            ET.SubElement(props, "property", {"name": xml_text(name), "value": xml_text(value)})
-        element.insert(0, props)
+    if suite_props:
+        props = ET.SubElement(suite, "properties")
+        for key, value in suite_props.items():
+            ET.SubElement(props, "property", {"name": key, "value": value})
+    suite.extend(cases)
     ET.indent(root, space="  ")
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

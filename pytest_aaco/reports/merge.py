@@ -27,7 +27,7 @@ from typing import cast
 
 from pytest_aaco.jsonio import JSONDict, JSONValue
 from pytest_aaco.records import ItemRecord, SessionSummary
-from pytest_aaco.reports.bundle import LoadedSession, load_session, records_of
+from pytest_aaco.reports.bundle import LoadedSession, load_session, missing_data, records_of
 from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.github import job_summary, md_text
 from pytest_aaco.reports.html import render_html
@@ -50,6 +50,8 @@ class RunnerBundle:
     environment: JSONDict
     records: list[ItemRecord]
     problems: list[str] = field(default_factory=list)
+    #: what the bundle lacks (:func:`pytest_aaco.reports.bundle.missing_data`): each names the file
+    missing: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -94,7 +96,8 @@ def runner_of(record: ItemRecord, environment: Mapping[str, object]) -> tuple[st
 def load_bundle(path: Path, session: LoadedSession | None = None) -> RunnerBundle:
     """The bundle at *path*, from *session* (what :func:`~pytest_aaco.reports.bundle.load_session` read
     there) or read now. Raises :class:`~pytest_aaco.jsonio.AacoFileError` for a file that does not
-    parse (the message names it); item files that cannot be read are listed in ``problems``."""
+    parse (the message names it); item files that cannot be read are listed in ``problems``, and
+    everything the bundle lacks in ``missing``."""
     if session is None:
         session = load_session(path)
     records = records_of(session)
@@ -102,7 +105,7 @@ def load_bundle(path: Path, session: LoadedSession | None = None) -> RunnerBundl
     environment = session["environment"]
     meta = session["meta"]
     return RunnerBundle(path, meta if isinstance(meta, dict) else {},
-                        environment if isinstance(environment, dict) else {}, records, problems)
+                        environment if isinstance(environment, dict) else {}, records, problems, missing_data(session))
 
 
 def merge(bundles: list[RunnerBundle]) -> list[MergedRow]:
@@ -134,7 +137,8 @@ def tagged(rows: list[MergedRow]) -> list[ItemRecord]:
 
 
 def exit_status(rows: list[MergedRow]) -> int:
-    """1 when any row holds a regression (as ``aaco report`` of one bundle), else 0."""
+    """1 when any row holds a regression (as ``aaco report`` of one bundle), else 0; the ``aaco``
+    command exits 2 instead when a bundle lacks data (:attr:`RunnerBundle.missing`)."""
     return 1 if any(row.record.is_regression for row in rows) else 0
 
 
@@ -189,6 +193,13 @@ def job_summary_text(bundles: list[RunnerBundle], rows: list[MergedRow]) -> str:
     on :func:`tagged` records) followed by the runners and their ledgers."""
     text = job_summary(tagged(rows), summary_of(rows))
     text = text.replace("## pytest-aaco:", f"## pytest-aaco ({len(bundles)} jobs):", 1)
+    missing = [m for b in bundles for m in b.missing]
+    if missing:  # first, under the title: a report missing data never reads as a pass
+        head, _, rest = text.partition("\n")
+        head = head.replace(" jobs):", " jobs, INCOMPLETE):", 1)
+        block = (["", f"### Incomplete: {len(missing)} problem(s) with the bundles, so this report cannot pass", ""]
+                 + [f"- {md_text(m)}" for m in missing])
+        text = head + "\n" + "\n".join(block) + "\n" + rest
     extra = ["### Runners", ""] + [f"- {md_text(line.strip())}" if not line.startswith("  ") else
                                    f"  - {md_text(line.strip())}" for line in runner_lines(bundles, rows)]
     return text + "\n".join(extra) + "\n\nFalse alarms are controlled per job (each bundle's own LOND).\n"

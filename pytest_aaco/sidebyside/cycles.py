@@ -839,10 +839,11 @@ def to_verdict(result: SideBySide, label: str) -> Verdict:
     return verdict
 
 
-def side_figures(result: SideBySide, side: str = BASELINE) -> JSONDict:
+def side_figures(result: SideBySide, side: str = BASELINE, batch_size: int = 1) -> JSONDict:
     """One side's blocks of the deciding measurement, for the reports (``verdict.side_by_side``'s
     ``baseline_side``): ``summary`` (as :meth:`BenchmarkResult.summary`: mean / p50 / p99 ms,
-    throughput per s ...), ``rounds`` (one per block), ``latencies_ms`` (per block, ms) and
+    throughput in samples/s at that side's own *batch_size* ...), ``rounds`` (one per block),
+    ``latencies_ms`` (per block, ms) and
     ``windows`` (``{side: [[start_ns, end_ns], ...]}`` of both sides' blocks on the
     ``perf_counter_ns`` clock, which the telemetry samplers use), so a report can show both sides'
     distributions and tell which side a telemetry sample was taken during."""
@@ -852,7 +853,8 @@ def side_figures(result: SideBySide, side: str = BASELINE) -> JSONDict:
     rounds = [RoundResult(i, b.latencies_ms, b.start_ns, b.end_ns) for i, b in enumerate(blocks)]
     bench = BenchmarkResult(model="", provider="", rounds=rounds, warmup_iterations=0, warmup_latencies_ms=np.empty(0),
                             session_create_ms=float(m.sides_info[side]["create_ms"][0]),
-                            first_run_ms=float(m.sides_info[side]["first_run_ms"][0]), providers_used=[])
+                            first_run_ms=float(m.sides_info[side]["first_run_ms"][0]), providers_used=[],
+                            batch_size=batch_size)
     data = bench.to_dict(raw=True)
     windows = {name: [[int(c.block(name).start_ns), int(c.block(name).end_ns)] for c in cycles]
                for name in (BASELINE, CANDIDATE)}
