@@ -200,7 +200,10 @@ def main() -> None:
     parser.add_argument("--max-contention", type=float, default=0.1, help="the contention guard's limit (cores)")
     parser.add_argument("--side-by-side", action="store_true",
                         help="judge fresh sessions of baseline and candidate alternating in one process instead")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.sessions, args.history, args.aa, args.ab = ["squeezenet"], 2, 2, 1, 1
     with tempfile.TemporaryDirectory(prefix="aaco-cold-") as tmp:
         for name in args.models:
             found = side_by_side(name, args, Path(tmp)) if args.side_by_side else study(name, args, Path(tmp))

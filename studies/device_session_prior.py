@@ -30,7 +30,10 @@ LEVEL, UPPER_ALPHA, THRESHOLD, CYCLE_SD = 0.011, 0.0115, 0.01, 0.0005
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20000)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.trials = 50
     rng = np.random.default_rng(0)
     print("tau    effect  session_df  regression  decided")
     for tau in (0.001, 0.005, 0.01, 0.02):

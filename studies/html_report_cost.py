@@ -56,7 +56,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=30)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.items = 2
     rng = np.random.default_rng(0)
     built = [record(i, rng) for i in range(args.items)]
     records = [r for r, _, _ in built]

@@ -87,7 +87,10 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable, help="interpreter with pytest and pytest-aaco")
     parser.add_argument("--as-is", action="store_true", help="keep PYTHONDONTWRITEBYTECODE and the bytecode"
                         " cache settings of the environment")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     arms = {"plugin": [], "no:aaco": ["-p", "no:aaco"]}
     with tempfile.TemporaryDirectory(prefix="aaco-startup-") as tmp:
         folder = Path(tmp) / "project"

@@ -81,7 +81,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--items", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.trials = 20
     rng = np.random.default_rng(args.seed)
     print(f"{args.trials} folders of {args.items} items per row; FAR at levels 0.05 / 0.025 (one-sided),"
           " power and MDE at level 0.01")

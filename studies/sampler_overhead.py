@@ -109,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.1, help="sampler interval in s (default 0.1)")
     parser.add_argument("--seed", type=int, default=0, help="input and bootstrap seed (default 0)")
     parser.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.blocks, args.block_iters, args.warmup, args.bootstrap = 2, 2, 2, 200
 
     import onnxruntime as ort
 

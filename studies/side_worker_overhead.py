@@ -89,7 +89,10 @@ def main() -> int:
     parser.add_argument("--device-id", type=int, default=0)
     parser.add_argument("--allow-spinning", default="1", choices=["0", "1"])
     parser.add_argument("--json", default="")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds: checks that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.cycles, args.discard = "squeezenet", 3, 1
     provider = parse_provider(args.provider)
     report: dict[str, Any] = {"provider": provider.short, "python": args.python, "cycles": args.cycles,
                               "discard": args.discard, "intra_op_threads": args.intra_op_threads,

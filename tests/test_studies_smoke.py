@@ -1,0 +1,101 @@
+"""Every script kept in ``studies/`` runs: its ``--smoke`` mode (tiny sizes, seconds) exits 0.
+
+The scripts are the provenance of figures the docs quote (``studies/README.md`` lists which), so a
+refactor that breaks one fails here rather than a round later. Marked ``slow``
+(``-m "not slow"`` leaves them out): about 2 minutes on the project's 2-core VM, because the
+smokes run two at a time (each is a subprocess; the module's first test starts the selected ones).
+
+Not run here, with the reason:
+
+* ``gpu_device_time.sh``, ``gpu_device_time_stored.sh``, ``plugin_aa.sh``, ``graph_check.sh``: need a
+  GPU (or, on the CPU, minutes of pytest runs by design); the lead runs them on the GPU machine.
+* ``cupti_overhead.py``, ``cupti_flush_cost.py``: need the CUDA EP and cupti-python.
+* ``device_time_overhead.py``: reads a session bundle; ``tests/test_device_time_stored.py`` runs it on one.
+* ``stored_gate_summary.py``: summarises ``gpu_device_time_stored.sh``'s ``items.jsonl`` from a GPU run.
+* ``migraphx_conformance.py``: downloads the onnxruntime-migraphx wheels; its offline part is
+  ``tests/test_migraphx_conformance.py``.
+* ``gpu_calibrated_claims.sh``: needs a GPU; ``chain_fallback_gpu_wheel.py``: needs the onnxruntime-gpu wheel.
+* ``contention_gate.py`` and ``stored_calibration.py``: their smallest runs are several pytest sessions
+  (busy processes started by the first), minutes on the 2-core VM; run them by hand with ``--smoke``.
+* ``ort_floors.sh``: installs (onnxruntime, numpy) pairs from PyPI; the CI workflow's floors job runs it.
+
+``multi_gpu.sh`` runs in its CPU mode (``PROVIDER=cpu``, one model, 2 rounds), which also runs
+``multi_gpu_summary.py`` on the two runs' session bundles. ``layout_figures.py`` reads the checkout
+and takes seconds as it is, so it has no ``--smoke``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = ROOT / "studies"
+
+#: script -> (command after the interpreter or shell, extra environment); {work} is a private folder
+SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
+    "bisect_demo.py": (["studies/bisect_demo.py", "--smoke"], {}),
+    "cold_start_study.py": (["studies/cold_start_study.py", "--smoke"], {}),
+    "device_session_prior.py": (["studies/device_session_prior.py", "--smoke"], {}),
+    "html_report_cost.py": (["studies/html_report_cost.py", "--smoke"], {}),
+    "layout_figures.py": (["studies/layout_figures.py"], {}),
+    "multi_gpu.sh": (["studies/multi_gpu.sh", "one", "-k", "squeezenet", "--aaco-rounds=2"],
+                     {"PROVIDER": "cpu", "WORK": "{work}"}),
+    "plugin_startup.py": (["studies/plugin_startup.py", "--smoke"], {}),
+    "pooled_sim.py": (["studies/pooled_sim.py", "--smoke"], {}),
+    "sampler_overhead.py": (["studies/sampler_overhead.py", "--smoke"], {}),
+    "side_worker_overhead.py": (["studies/side_worker_overhead.py", "--smoke"], {}),
+    "sbs_overhead.py": (["studies/sbs_overhead.py", "--smoke"], {}),
+}
+#: kept scripts that are not smoke-run here (the module docstring says why)
+EXEMPT = {"gpu_device_time.sh", "gpu_device_time_stored.sh", "plugin_aa.sh", "stored_gate_summary.py",
+          "migraphx_conformance.py", "ort_floors.sh", "multi_gpu_summary.py", "graph_check.sh",
+          "cupti_overhead.py", "cupti_flush_cost.py", "device_time_overhead.py", "gpu_calibrated_claims.sh",
+          "chain_fallback_gpu_wheel.py", "contention_gate.py", "stored_calibration.py"}
+
+pytestmark = pytest.mark.slow
+
+
+def _run(name: str, work: Path) -> subprocess.CompletedProcess[str]:
+    args, extra = SMOKES[name]
+    folder = work / name
+    folder.mkdir()
+    env = {**os.environ, **{k: v.format(work=folder) for k, v in extra.items()},
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "PYTHON": sys.executable}
+    first = ["bash"] if name.endswith(".sh") else [sys.executable]
+    return subprocess.run([*first, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The selected scripts' smoke runs, started two at a time: name -> Future of the finished process.
+    Under pytest-xdist (each worker collects every item but runs some) none start here: each test
+    runs its own."""
+    if hasattr(request.config, "workerinput"):
+        yield {}
+        return
+    selected = [n for n in SMOKES if any(f"[{n}]" in item.nodeid for item in request.session.items)]
+    work = tmp_path_factory.mktemp("studies-smoke")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures: dict[str, Future[subprocess.CompletedProcess[str]]] = {
+            n: pool.submit(_run, n, work) for n in sorted(selected, key=lambda n: n != "bisect_demo.py")}
+        yield futures
+
+
+def test_every_kept_script_is_smoked_or_exempt() -> None:
+    kept = {p.name for p in STUDIES.iterdir() if p.suffix in (".py", ".sh")}
+    assert kept == set(SMOKES) | EXEMPT, "a studies/ script without a smoke run here, or one that left"
+
+
+@pytest.mark.parametrize("name", sorted(SMOKES))
+def test_smoke(name: str, smoke_runs: dict[str, Future[subprocess.CompletedProcess[str]]],
+               tmp_path: Path) -> None:
+    done = smoke_runs[name].result() if name in smoke_runs else _run(name, tmp_path)
+    assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
