@@ -157,17 +157,73 @@ def _keep(dists: list[OrtDistribution]) -> OrtDistribution:
     return accelerated[-1] if accelerated else dists[-1]
 
 
-def overlap_problem(dists: list[OrtDistribution] | None = None) -> str | None:
-    """A warning text when more than one distribution of ONNX Runtime is installed (they overwrite
-    each other's files: the one installed last runs, whatever ``pip list`` says), naming the one to
-    uninstall and the commands; None with one or none. *dists*: :func:`ort_distributions` (asked
-    when None).
+#: the file of the package every flavor's RECORD lists, relative to the folder it is installed in
+INIT_FILE = f"{PACKAGE}/__init__.py"
+
+
+def imported_root() -> Path | None:
+    """The ``sys.path`` folder Python imports ``onnxruntime`` from (the parent of the package folder
+    that holds the ``__init__.py`` :func:`importlib.util.find_spec` finds), resolved; None when there is
+    no such file. Does not import onnxruntime."""
+    try:
+        spec = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None or spec.origin == "namespace":
+        return None
+    try:
+        return Path(os.path.abspath(spec.origin)).parent.parent  # as sys.path names it: links not followed
+    except (OSError, ValueError):
+        return None
+
+
+def _owns_init(dist: OrtDistribution) -> bool:
+    """Whether *dist*'s ``RECORD`` (``SOURCES.txt`` for an egg) lists ``onnxruntime/__init__.py``."""
+    record = dist.metadata / ("RECORD" if dist.metadata.suffix == ".dist-info" else "SOURCES.txt")
+    try:
+        with open(record, encoding="utf-8", errors="replace") as lines:
+            return any(line.split(",", 1)[0].strip() == INIT_FILE for line in lines)
+    except OSError:
+        return False
+
+
+def _folder(dist: OrtDistribution) -> Path:
+    return Path(os.path.abspath(dist.metadata.parent))
+
+
+def importing_builds(dists: list[OrtDistribution], root: Path | None) -> list[OrtDistribution]:
+    """Of *dists*, those whose ``RECORD`` owns the ``onnxruntime/__init__.py`` Python imports: installed in
+    *root* (:func:`imported_root`) and listing that file. All of *dists* when *root* is None (unknown)."""
+    if root is None:
+        return list(dists)
+    return [d for d in dists if _folder(d) == root and _owns_init(d)]
+
+
+def shadowed_builds(dists: list[OrtDistribution], root: Path | None) -> list[OrtDistribution]:
+    """Of *dists*, the builds installed in another folder than the one Python imports ``onnxruntime``
+    from (*root*): shadowed by it (a ``pip install --target`` folder on ``PYTHONPATH``, a
+    ``--system-site-packages`` venv with its own pinned wheel). Harmless: ``aaco info`` lists them."""
+    if root is None:
+        return []
+    owners = importing_builds(dists, root)
+    return [d for d in dists if d not in owners]
+
+
+def overlap_problem(dists: list[OrtDistribution] | None = None, root: Path | None = None) -> str | None:
+    """A warning text when more than one distribution of ONNX Runtime is installed over each other in
+    the folder Python imports ``onnxruntime`` from (they overwrite each other's files: the one installed
+    last runs, whatever ``pip list`` says), naming the one to uninstall and the commands; None with one
+    or none. Builds in other folders are shadowed, not overlapping (:func:`shadowed_builds`).
+    *dists*: :func:`ort_distributions` and *root* :func:`imported_root`, both asked when *dists* is None;
+    with *dists* given and *root* None, all of *dists* count.
 
     The CPU ``onnxruntime`` is the one to remove when an accelerator build is there too (it is what
     a dependency on ``onnxruntime`` pulls in over a GPU build); between accelerator builds, the one
     installed last is kept. Uninstalling removes the files the builds share, so the kept one is
     reinstalled afterwards (``--force-reinstall --no-deps``: its dependencies stay as they are)."""
-    dists = ort_distributions() if dists is None else dists
+    if dists is None:
+        dists, root = ort_distributions(), imported_root()
+    dists = importing_builds(dists, root)
     if len(dists) < 2:
         return None
     keep = _keep(dists)

@@ -223,7 +223,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
     if run.handle.graph and run.provider.is_gpu:
         record.extra["graph"] = dict(run.handle.graph)
     if run.provider.chain:  # --aaco-provider=vitisai|dml|cpu: the chain asked for, and the EP that ran
-        record.extra["provider_chain"] = {"requested": run.provider.test_id, "ran": run.provider.short}
+        record.extra["provider_chain"] = {"requested": run.provider.test_id, "ran": run.provider.short,
+                                          "reason": run.provider.chain_reason}
     insight, baseline = Insight(), None
     also_saved: str | None = None
     try:

@@ -163,8 +163,9 @@ ORT_CHECKED: pytest.StashKey[bool] = pytest.StashKey()
 
 def check_ort(config: pytest.Config) -> None:
     """Once per run that uses the plugin: a one-line usage error when no ONNX Runtime can be imported,
-    a warning when several ONNX Runtime builds are installed over each other (:mod:`pytest_aaco.flavors`;
-    neither imports onnxruntime). A run that never uses the plugin is not checked, so a suite without
+    a warning when several ONNX Runtime builds are installed over each other in the folder Python imports
+    it from (:mod:`pytest_aaco.flavors`; neither imports onnxruntime), a one-line usage error (exit 4)
+    instead when warnings are errors (``-W error``). A run that never uses the plugin is not checked, so a suite without
     pytest-aaco items runs where no ONNX Runtime is installed. On a pytest-xdist worker a usage error
     would crash the worker: there the ``ort_session`` fixture fails each item with the same line."""
     if config.stash.get(ORT_CHECKED, False) or hasattr(config, "workerinput"):
@@ -178,7 +179,10 @@ def check_ort(config: pytest.Config) -> None:
         raise pytest.UsageError(problem)
     overlap = flavors.overlap_problem()
     if overlap is not None:
-        config.issue_config_time_warning(AacoFlavorWarning(overlap), stacklevel=2)
+        try:
+            config.issue_config_time_warning(AacoFlavorWarning(overlap), stacklevel=2)
+        except AacoFlavorWarning:  # -W error / filterwarnings = error: a one-line usage error, not an INTERNALERROR
+            raise pytest.UsageError(f"pytest-aaco: {overlap}") from None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -72,7 +72,13 @@ from pytest_aaco.measure.inputs import InputError
 from pytest_aaco.measure.modelgen import CacheError, cache_dir, drop_fallback_caches
 from pytest_aaco.measure.placement import CPU_EP, Placement, PlacementError, placement_report
 from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
-from pytest_aaco.measure.providers import ProviderSpec, available_providers, resolve_chain, unavailable_reason
+from pytest_aaco.measure.providers import (
+    ProviderSpec,
+    available_providers,
+    resolve_chain,
+    session_refusal,
+    unavailable_reason,
+)
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
 from pytest_aaco.measure.results import BenchmarkResult
@@ -166,6 +172,7 @@ class AacoSession:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._models: list[ModelSpec] | None = None
         self._available: list[str] | None = None
+        self._refusals: dict[str, str | None] = {}  # EP name -> why it cannot make a session here (asked once)
         self._sessions: OrderedDict[tuple[object, ...], SessionHandle] = OrderedDict()
         self._placements: dict[tuple[object, ...], Placement] = {}
         self._priors: dict[str, RunnerPriors] = {}
@@ -214,15 +221,22 @@ class AacoSession:
 
     def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
         """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in; a fallback
-        chain (``--aaco-provider=vitisai|dml|cpu``) first becomes the first of its EPs this runner offers,
-        warned about (:class:`~pytest_aaco.warnings.AacoProviderWarning`) when that is not the chain's first."""
+        chain (``--aaco-provider=vitisai|dml|cpu``) first becomes the first of its EPs this runner offers.
+        When that is not the chain's first, the reason is the spec's ``chain_reason``, recorded with the item
+        (bundle, table, summary), not a warning: falling back is what the user's chain asks for, and a warning
+        would fail every item under ``filterwarnings = error``."""
         if provider.chain:
             import onnxruntime as ort
 
-            provider, note = resolve_chain(provider, self.available(), ort.__version__)
-            if note:
-                warnings.warn(AacoProviderWarning(f"{model.name}[{provider.test_id}]: {note}"), stacklevel=2)
+            provider, _ = resolve_chain(provider, self.available(), ort.__version__, self._refusal)
         return item_provider(model, provider, self.config.provider_options)
+
+    def _refusal(self, provider: ProviderSpec) -> str | None:
+        """Why *provider*'s EP, listed by ORT, cannot make a session here (:func:`session_refusal`: no
+        driver, a missing library), asked once per EP and run; None when it can."""
+        if provider.ep_name not in self._refusals:
+            self._refusals[provider.ep_name] = session_refusal(provider)
+        return self._refusals[provider.ep_name]
 
     def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:
         """*provider* with graph replay added when ``--aaco-graph`` chooses it for *model*, and the
@@ -362,9 +376,9 @@ class AacoSession:
         """The session bundle cannot be written: say so once and go on without it (never fail an item)."""
         self.bundle = None
         self.bundle_dropped = True
-        warnings.warn(AacoReportWarning(
+        self._warn_or_say(AacoReportWarning(
             f"session bundle {where}: {exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''};"
-            " the session goes on without a bundle: point --aaco-session-dir at a writable folder"), stacklevel=3)
+            " the session goes on without a bundle: point --aaco-session-dir at a writable folder"))
 
     def keep(self, item: pytest.Item, record: ItemRecord) -> None:
         """Store *record*, with the physical GPU it ran on (``gpu``: ``PhysicalGpu.to_dict()``, GPU EPs only):
@@ -708,9 +722,22 @@ class AacoSession:
             context = replace(context, baselines=report_baselines(self.records), environment=self._environment())
         for name, writer in (("JUnit", junit.write), ("GitHub", github.write), ("HTML", html.write)):
             try:
-                writer(self.records, context)
+                with warnings.catch_warnings():  # a dependency's deprecation (matplotlib at its floor with a
+                    # current pyparsing) must not end the run under -W error: the report is still right
+                    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+                        warnings.filterwarnings("ignore", category=category)
+                    writer(self.records, context)
             except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
-                warnings.warn(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")), stacklevel=2)
+                self._warn_or_say(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")))
+
+    def _warn_or_say(self, warning: Warning) -> None:
+        """Issue *warning* from a session hook; under ``-W error``, where raising from the hook would end
+        pytest in an INTERNALERROR or a traceback with the other reports unwritten, the same line goes to
+        the terminal instead."""
+        try:
+            warnings.warn(warning, stacklevel=3)
+        except Warning:
+            terminal_line(self.pytest_config)(f"{type(warning).__name__}: {warning}")
 
     def _environment(self) -> JSONDict | None:
         """The session's environment record: the bundle's when there is one, else collected now."""

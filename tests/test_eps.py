@@ -154,19 +154,22 @@ def test_options_for_a_chain_must_suit_one_of_its_eps():
 def test_the_chain_on_a_cpu_runner_runs_on_cpu_and_says_so(aaco_project):
     result = aaco_project.pytester.runpytest_subprocess(
         *[a for a in aaco_project.args("-v", "--aaco-provider=vitisai|dml|cpu", "--aaco-save-baseline",
-                                       "--aaco-junit=perf.xml", "-W", "default") if a != "--aaco-no-bundle"],
+                                       "--aaco-junit=perf.xml", "-W", "error") if a != "--aaco-no-bundle"],
         timeout=180)
     assert result.ret == 0, result.stdout.str()
     text = result.stdout.str()
     result.stdout.fnmatch_lines(["test_perf.py::test_latency?tiny-vitisai|dml|cpu? *PASSED*"])  # the chain's id
-    assert "tiny[vitisai|dml|cpu]: runs on CPUExecutionProvider, the first EP of --aaco-provider=vitisai|dml|cpu" \
-        " this runner offers (VitisAIExecutionProvider not available" in " ".join(text.split())  # never silent
+    # never silent, and no warning (the chain is the user's choice: it passes under -W error)
+    assert "provider chain vitisai|dml|cpu: runs on CPUExecutionProvider, the first EP of --aaco-provider=" \
+        "vitisai|dml|cpu this runner offers (VitisAIExecutionProvider not available" in " ".join(text.split())
+    assert "AacoProviderWarning" not in text
     [baseline] = (aaco_project.pytester.path / "baselines").rglob("*.json")
     assert '"provider": "CPUExecutionProvider"' in baseline.read_text()  # the fingerprint: the EP that ran
     [item] = (aaco_project.pytester.path / ".aaco" / "sessions").rglob("items/*vitisai_dml_cpu*.json")
     record = json.loads(item.read_text())
     assert (record["provider"], record["label"]) == ("cpu", "tiny[cpu (vitisai|dml|cpu)]")
-    assert record["provider_chain"] == {"requested": "vitisai|dml|cpu", "ran": "cpu"}
+    assert (record["provider_chain"]["requested"], record["provider_chain"]["ran"]) == ("vitisai|dml|cpu", "cpu")
+    assert record["provider_chain"]["reason"].startswith("runs on CPUExecutionProvider, the first EP of")
     assert 'name="aaco_provider" value="cpu"' in (aaco_project.pytester.path / "perf.xml").read_text()
 
 
@@ -176,3 +179,25 @@ def test_a_chain_with_no_ep_here_is_skipped_naming_each(aaco_project):
     result.assert_outcomes(skipped=1)
     text = result.stdout.str()
     assert "none of --aaco-provider=vitisai|dml is available" in text
+
+
+def test_a_listed_ep_that_cannot_make_a_session_moves_the_chain_on():
+    """``cuda|cpu`` with onnxruntime-gpu importable and no NVIDIA driver: ORT lists CUDA, the session on it
+    fails or falls back, so the chain runs on CPU and says why (the refusal is ORT's own first line)."""
+    spec = parse_provider_list(["cuda|cpu"])[0]
+    listed = ["CUDAExecutionProvider", *CPU_ONLY]
+    refusal = "libcublasLt.so.12: cannot open shared object file: No such file or directory"
+    ran, note = resolve_chain(spec, listed, "1.31.1", lambda p: refusal if p.short == "cuda" else None)
+    assert ran.short == "cpu" and ran.chain_reason == note
+    assert note is not None and "CUDAExecutionProvider listed but cannot run here: libcublasLt.so.12" in note
+    first, quiet = resolve_chain(spec, listed, "1.31.1", lambda p: None)
+    assert first.short == "cuda" and quiet is None
+
+
+def test_the_session_probe_names_the_fallback_of_a_real_session():
+    """The real probe: CPU makes its session; an EP this build does not have is named as refused."""
+    from pytest_aaco.measure.providers import session_refusal
+
+    assert session_refusal(parse_provider("cpu")) is None
+    refused = session_refusal(parse_provider("cuda"))
+    assert refused is not None and refused != ""

@@ -110,17 +110,90 @@ def test_two_accelerator_builds_keep_the_last_installed(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ through pytest: two builds
 
 
-def test_two_builds_warn_in_a_run_with_aaco_items(aaco_project, monkeypatch: pytest.MonkeyPatch,
-                                                   tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    fake_dist(site, "onnxruntime_gpu", "1.31.1")
-    monkeypatch.syspath_prepend(str(site))
-    aaco_project.tests()
-    result = aaco_project.run()
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*AacoFlavorWarning: 2 ONNX Runtime builds are installed over each other*"
-                                 "pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps"
-                                 " onnxruntime-gpu==1.31.1*"])
+def site_with_real_ort(site: Path, *flavors_over: str) -> Path:
+    """*site* as ``pip install --target`` leaves it: this environment's real ``onnxruntime`` package (a
+    link) with a copy of its real ``*.dist-info`` (real RECORD), and, for each of *flavors_over*, a
+    minimal second flavor whose RECORD owns the same ``onnxruntime/__init__.py`` (a real flavor wheel
+    is hundreds of MB: studies/flavor_layouts.py installs them)."""
+    import shutil
+
+    import onnxruntime
+
+    real_pkg = Path(onnxruntime.__file__).parent
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "onnxruntime").symlink_to(real_pkg, target_is_directory=True)
+    [real_meta] = [d for d in real_pkg.parent.glob("onnxruntime-*.dist-info")]
+    shutil.copytree(real_meta, site / real_meta.name)
+    for name in flavors_over:
+        fake_dist(site, name, "1.31.1", record="onnxruntime/__init__.py,sha256=x,1\n")
+    return site
+
+
+def run_with_path(project: Path, path: list[Path], *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest in a fresh interpreter of this environment with *path* first on ``PYTHONPATH``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, path), str(ROOT)])
+    env["COLUMNS"] = "400"
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project,
+                          env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_two_builds_over_each_other_warn_in_a_run_with_aaco_items(tmp_path: Path) -> None:
+    site = site_with_real_ort(tmp_path / "site", "onnxruntime_gpu")
+    os.utime(site / "onnxruntime_gpu-1.31.1.dist-info", (1_000, 1_000))  # the CPU build installed last
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_perf.py").write_text(textwrap.dedent(AACO_TEST))
+    result = run_with_path(project, [site], "-W", "default::pytest_aaco.warnings.AacoFlavorWarning", "--collect-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "AacoFlavorWarning: 2 ONNX Runtime builds are installed over each other" in result.stdout
+    assert ("pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps onnxruntime-gpu==1.31.1"
+            in result.stdout)
+
+
+def test_two_builds_over_each_other_under_w_error_are_a_one_line_usage_error(tmp_path: Path) -> None:
+    site = site_with_real_ort(tmp_path / "site", "onnxruntime_gpu")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_perf.py").write_text(textwrap.dedent(AACO_TEST))
+    result = run_with_path(project, [site], "-W", "error")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: pytest-aaco: 2 ONNX Runtime builds are installed")
+    assert "INTERNALERROR" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("layout", ["target-folder", "system-site-packages"])
+def test_a_build_shadowed_in_another_folder_gives_no_warning(tmp_path: Path, layout: str) -> None:
+    """``pip install --target T onnxruntime-gpu`` with T on PYTHONPATH over this environment's CPU build,
+    and a ``--system-site-packages`` venv with its own pinned wheel over the system's (here: the system's
+    folder holds a second flavor after this environment's): one build per folder, Python imports the first."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_perf.py").write_text(textwrap.dedent(AACO_TEST))
+    if layout == "target-folder":  # the flavor in the target folder, the CPU build in site-packages
+        target = tmp_path / "target"
+        target.mkdir()
+        (target / "onnxruntime").symlink_to(Path(flavors.imported_root() or ".", "onnxruntime"),
+                                            target_is_directory=True)
+        fake_dist(target, "onnxruntime_gpu", "1.31.1", record="onnxruntime/__init__.py,sha256=x,1\n")
+        path = [target]
+    else:  # the venv's pinned CPU wheel first, a system folder with another flavor after it
+        venv_site = site_with_real_ort(tmp_path / "venv-site")
+        system = tmp_path / "system-site"
+        system.mkdir()
+        fake_dist(system, "onnxruntime_migraphx", "1.27.1", record="onnxruntime/__init__.py,sha256=x,1\n")
+        path = [venv_site, system]
+    result = run_with_path(project, path, "-W", "error", "--collect-only", "-q")  # the check runs at collection
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "AacoFlavorWarning" not in result.stdout + result.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, path), str(ROOT)])
+    info = subprocess.run([sys.executable, "-c", "from pytest_aaco.cli import main; main(['info'])"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    installed = [line for line in info.stdout.splitlines() if "installed as:" in line]
+    assert installed and "(shadowed, not imported: " in installed[0], info.stdout + info.stderr
+    assert "warning: " not in "".join(line for line in info.stdout.splitlines() if "ONNX Runtime builds" in line)
 
 
 def test_two_builds_stay_quiet_in_a_run_without_the_plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
@@ -225,7 +298,7 @@ def test_no_onnxruntime_under_xdist_fails_each_item_with_the_line(tmp_path: Path
     assert "ERROR test_perf.py::test_latency[squeezenet-cpu] - Failed: pytest-aaco: no ONNX Runtime" in output
 
 
-def test_aaco_info_names_the_builds_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_aaco_info_names_the_builds_and_the_shadowed_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_aaco.cli import main
 
@@ -234,9 +307,9 @@ def test_aaco_info_names_the_builds_and_the_fix(tmp_path: Path, monkeypatch: pyt
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["info", "--provider", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "  installed as: onnxruntime-gpu==1.31.1, onnxruntime==" in out
-    assert ("warning: 2 ONNX Runtime builds are installed over each other (onnxruntime-gpu 1.31.1, onnxruntime"
-            in out and "the one installed last (onnxruntime) runs" in out)
+    # a build in another folder than the one Python imports onnxruntime from is shadowed: a line, no warning
+    assert f"  installed as: onnxruntime-gpu==1.31.1 (shadowed, not imported: {tmp_path}), onnxruntime==" in out
+    assert "ONNX Runtime builds are installed over each other" not in out
 
 
 def test_a_build_that_cannot_be_imported_fails_the_item_in_one_line(tmp_path: Path, site_without_ort: Path) -> None:

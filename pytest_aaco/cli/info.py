@@ -78,6 +78,8 @@ def machine_info(providers: list[str] | None = None) -> MachineInfo:
     errors = {str(k): str(v) for k, v in _section(env, "errors").items()}
     clocks = _section(env, "clocks")
     builds = flavors.ort_distributions()  # what installs the onnxruntime package (pytest_aaco.flavors)
+    root = flavors.imported_root()
+    shadowed = flavors.shadowed_builds(builds, root)  # in another folder than the one Python imports from
     ort = _section(env, "onnxruntime")
     if providers is None:
         listed = ort.get("available_providers")
@@ -94,7 +96,9 @@ def machine_info(providers: list[str] | None = None) -> MachineInfo:
         fingerprints[short] = (fields, Fingerprint(fields).machine_key)
     return MachineInfo(__version__, f"{platform.python_version()} ({sys.executable})", ort, _section(env, "cpu"),
                        clocks, _section(env, "gpu"), clock_warnings(clocks) if clocks else [],
-                       [d.pinned for d in builds], flavors.missing_problem() or flavors.overlap_problem(builds),
+                       [f"{d.pinned} (shadowed, not imported: {d.metadata.parent})" if d in shadowed else d.pinned
+                        for d in builds],
+                       flavors.missing_problem() or flavors.overlap_problem(builds, root),
                        fingerprints, {short: device_map(short) for short in providers if vendor_of(short) is not None},
                        errors)
 

@@ -121,6 +121,69 @@ def save_model_atomic(model: onnx.ModelProto, path: Path) -> Path:
     return path
 
 
+#: suffix of the file beside each generated model that holds the SHA-256 (hex) of its bytes, written when
+#: the model is generated and checked each time it is used (:func:`cached_model`)
+DIGEST_SUFFIX = ".sha256"
+#: (path, size, mtime_ns) of cache files checked in this process: each is hashed once per process
+_VERIFIED: set[tuple[str, int, int]] = set()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+def cached_model(target: Path, build: Callable[[], onnx.ModelProto], what: str) -> Path:
+    """*target*, the cache file of the generated model *what* (``zoo: resnet50``), built by *build* when
+    missing; the SHA-256 of its bytes is recorded beside it (``<target>.sha256``) when it is generated and
+    checked when it is used. A file that does not match (replaced by another model, truncated, garbage)
+    is never used as *what*: it is generated again, and an :class:`AacoCacheWarning` says so once. A file
+    from before digests were recorded is generated again in memory: same bytes, its digest is recorded
+    silently; other bytes, it is replaced and said so. Raises :class:`CacheError` when the cache cannot
+    be written."""
+    sidecar = target.with_name(target.name + DIGEST_SUFFIX)
+    try:
+        stamp = _stamp(target)
+    except OSError:
+        stamp = None
+    if stamp is not None and stamp in _VERIFIED:
+        return target
+    if stamp is not None:
+        try:
+            actual = _sha256(target)
+            recorded = sidecar.read_text(encoding="ascii", errors="replace").strip()
+        except FileNotFoundError:
+            recorded = None
+        except OSError:
+            actual, recorded = "", "unreadable"
+        if recorded == actual:
+            _VERIFIED.add(stamp)
+            return target
+    save_model_atomic(build(), target)
+    fresh = _sha256(target)
+    try:
+        sidecar.write_text(fresh + "\n", encoding="ascii")
+    except OSError as exc:
+        raise CacheError(exc.errno, exc.strerror or str(exc), exc.filename) from exc
+    _VERIFIED.add(_stamp(target))
+    if stamp is not None and (recorded is not None or fresh != actual):
+        reason = ("does not match the SHA-256 recorded when it was generated" if recorded is not None
+                  else "was not what the generator builds (no SHA-256 recorded)")
+        warnings.warn(AacoCacheWarning(
+            f"model cache file {target} (the generated {what}) {reason}: it was replaced or damaged, so it was"
+            " generated again and the run measures the real model; nothing else in the cache was touched"),
+            stacklevel=3)
+    return target
+
+
 def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
     from onnx import numpy_helper
 

@@ -8,7 +8,7 @@ anything as a GPU result. Reference: https://onnxruntime.ai/docs/execution-provi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from pytest_aaco import eps
@@ -53,6 +53,9 @@ class ProviderSpec:
     #: keeps a folder per side (:mod:`pytest_aaco.measure.compile_cache`), so the sides never share a program
     side: str = field(default="candidate", hash=False, compare=False, repr=False)
     chain: tuple[str, ...] = ()
+    #: for a chain resolved to a later EP, why the earlier ones were passed over (:func:`resolve_chain`);
+    #: recorded in the item's bundle record, not raised as a warning: the chain is the user's own choice
+    chain_reason: str = field(default="", hash=False, compare=False, repr=False)
 
     def __repr__(self) -> str:  # options may hold credentials: shown redacted (pytest_aaco.redact)
         chain = f", chain={self.test_id!r}" if self.chain else ""
@@ -128,20 +131,72 @@ def alternatives(spec: ProviderSpec) -> list[ProviderSpec]:
     return [replace(spec, short=short, ep_name=parse_provider(short).ep_name) for short in spec.chain]
 
 
-def resolve_chain(spec: ProviderSpec, available: list[str], ort_version: str) -> tuple[ProviderSpec, str | None]:
+def resolve_chain(spec: ProviderSpec, available: list[str], ort_version: str,
+                  refused: Callable[[ProviderSpec], str | None] | None = None) -> tuple[ProviderSpec, str | None]:
     """The EP of fallback chain *spec* that runs here: the first one in *available* (the EP names this build
-    and the registered EP libraries offer), with the note that says so (None when the chain's first EP runs,
-    or *spec* is no chain). When none is available, *spec* unchanged (its :func:`unavailable_reason` says
-    why each is not). Never a silent fallback: the caller shows the note."""
+    and the registered EP libraries offer) that *refused* (an EP -> why it cannot make a session here, or
+    None: :func:`session_refusal`) lets through, with the note that says so (None when the chain's first EP
+    runs, or *spec* is no chain). When none is, *spec* unchanged (its :func:`unavailable_reason` says why
+    each is not). Never a silent fallback: the caller records the note."""
     options = alternatives(spec)
+    reasons: list[str] = []
     for index, candidate in enumerate(options):
-        if ep_unavailable(candidate, available, ort_version) is None:
+        reason = ep_unavailable(candidate, available, ort_version)
+        if reason is None and refused is not None and index < len(options) - 1:  # the last one runs or fails
+            problem = refused(candidate)
+            reason = None if problem is None else f"{candidate.ep_name} listed but cannot run here: {problem}"
+        if reason is None:
             if index == 0:
                 return candidate, None
-            skipped = "; ".join(ep_unavailable(o, available, ort_version) or o.ep_name for o in options[:index])
-            return candidate, (f"runs on {candidate.ep_name}, the first EP of --aaco-provider={spec.test_id} this"
-                               f" runner offers ({skipped})")
+            note = (f"runs on {candidate.ep_name}, the first EP of --aaco-provider={spec.test_id} this"
+                    f" runner offers ({'; '.join(reasons)})")
+            return replace(candidate, chain_reason=note), note
+        reasons.append(reason)
     return spec, None
+
+
+def session_refusal(spec: ProviderSpec) -> str | None:
+    """Why an InferenceSession on *spec*'s EP alone cannot be made here, or None when one can and runs on
+    it: a one-node model (``Identity``, float32[1]) is loaded with ``providers=[spec.ep_name]``; ORT's
+    error (its first line, which names a missing library such as ``libnvinfer.so.10`` or the missing
+    driver), or the EPs the session fell back to, is the reason. Imports onnxruntime and onnx; never raises."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = min(model.ir_version, 8)
+        options = ort.SessionOptions()
+        options.log_severity_level = 4  # the fallback is reported here, not in ORT's log
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=[spec.ep_name])
+        ran = session.get_providers()
+        if spec.ep_name in ran:
+            return None
+        return (f"ONNX Runtime fell back to {', '.join(ran) or 'nothing'}"
+                + (f" ({missing})" if (missing := _library_problem(spec, ort.__file__)) else ""))
+    except Exception as exc:  # noqa: BLE001 - whatever ORT raises is the reason
+        text = str(exc).strip().splitlines()
+        return (text[0] if text else type(exc).__name__)[:400]
+
+
+def _library_problem(spec: ProviderSpec, ort_file: str) -> str | None:
+    """Why the EP's shared library in the onnxruntime package (``capi/libonnxruntime_providers_<ep>.so``)
+    cannot be loaded: the loader's error names the missing dependency (``libnvinfer.so.10: cannot open
+    shared object file``); None when it loads or there is no such file (Linux only)."""
+    import ctypes
+    import os
+
+    library = os.path.join(os.path.dirname(ort_file), "capi", f"libonnxruntime_providers_{spec.short}.so")
+    if not os.path.isfile(library):
+        return None
+    try:
+        ctypes.CDLL(library)
+    except OSError as exc:
+        return str(exc).replace(f"{library}: ", "")[:300] or None
+    return None
 
 
 def parse_provider_list(values: list[str]) -> list[ProviderSpec]:

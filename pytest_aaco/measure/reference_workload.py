@@ -32,7 +32,7 @@ from pytest_aaco.measure.device_time import DeviceRecorder, DeviceSeries, Record
 from pytest_aaco.measure.inference import SessionError, bind_run, build_session, check_placement, warmup
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.interleave import LocalSide, block_iterations, run_cycles
-from pytest_aaco.measure.modelgen import GENERATORS, cache_dir, cache_key, save_model_atomic
+from pytest_aaco.measure.modelgen import GENERATORS, cache_dir, cache_key, cached_model
 from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import content_hash, zoo_model_path
 from pytest_aaco.measure.results import ReferenceSeries, RoundResult
@@ -84,9 +84,7 @@ def reference_path(name: str) -> Path:
         return zoo_model_path(value)
     generator, params = GENERATED[value]
     target = cache_dir() / "models" / f"{generator}-{cache_key(generator, params)}.onnx"
-    if not target.is_file():
-        save_model_atomic(GENERATORS[generator](**params), target)
-    return target
+    return cached_model(target, lambda: GENERATORS[generator](**params), f"reference workload {value}")
 
 
 def reference_id(name: str, path: Path) -> str:

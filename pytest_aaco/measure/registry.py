@@ -38,7 +38,7 @@ import yaml
 
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.inputs import INPUT_KINDS, InputSpec
-from pytest_aaco.measure.modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, save_model_atomic
+from pytest_aaco.measure.modelgen import GENERATORS, add_extra_work, cache_dir, cache_key, cached_model
 from pytest_aaco.measure.providers import ProviderError, ProviderSpec, option_problem, options_for, parse_provider
 from pytest_aaco.measure.zoogen import ZOO_GENERATORS
 from pytest_aaco.options import MAX_ITERATIONS, MAX_ROUNDS, MAX_WARMUP, fraction_below
@@ -129,9 +129,7 @@ def zoo_model_path(name: str) -> Path:
         return zoo_dir() / f"light_{name}.onnx"
     params = {"seed": 0, "version": ZOO_VERSION}
     target = cache_dir() / "models" / f"zoo-{name}-{cache_key(f'zoo-{name}', params)}.onnx"
-    if not target.is_file():
-        save_model_atomic(ZOO_GENERATORS[name](seed=0), target)
-    return target
+    return cached_model(target, lambda: ZOO_GENERATORS[name](seed=0), f"zoo: {name}")
 
 
 # ---------------------------------------------------------------- parsing
@@ -628,9 +626,7 @@ def _base_path(spec: ModelSpec) -> Path:
     if kind == "path":
         return Path(value)
     target = cache_dir() / "models" / f"{value}-{cache_key(value, spec.params)}.onnx"
-    if not target.is_file():
-        save_model_atomic(GENERATORS[value](**spec.params), target)
-    return target
+    return cached_model(target, lambda: GENERATORS[value](**spec.params), f"generate: {value}")
 
 
 def model_path(spec: ModelSpec) -> Path:
@@ -647,11 +643,10 @@ def model_path(spec: ModelSpec) -> Path:
     key = hashlib.sha256(f"{content_hash(base)}:{sorted(spec.extra_work.items())}:{EXTRA_WORK_VERSION}".encode()
                          ).hexdigest()[:12]
     target = cache_dir() / "models" / f"{base.stem}-xw-{key}.onnx"
-    if not target.is_file():
-        import onnx
+    import onnx
 
-        save_model_atomic(add_extra_work(onnx.load(str(base)), **spec.extra_work), target)
-    return target
+    return cached_model(target, lambda: add_extra_work(onnx.load(str(base)), **spec.extra_work),
+                        f"model {spec.name} with extra work")
 
 
 @lru_cache(maxsize=64)

@@ -200,6 +200,18 @@ def lond_line(fdr: FdrRecord | None, regressions: int | None = None) -> str | No
             f" items; {fdr.tests} gated, {count} regression(s)")
 
 
+def chain_lines(records: Sequence[ItemRecord]) -> list[str]:
+    """One line per fallback chain (``--aaco-provider=vitisai|dml|cpu``) that ran on a later EP, with why
+    the earlier ones were passed over (the item records' ``provider_chain``); the chain is the user's
+    choice, so this is said here and in the bundle rather than raised as a warning."""
+    seen: dict[str, str] = {}
+    for record in records:
+        chain = record.extra.get("provider_chain")
+        if isinstance(chain, dict) and chain.get("reason"):
+            seen.setdefault(str(chain.get("requested")), str(chain["reason"]))
+    return [f"provider chain {requested}: {reason}" for requested, reason in seen.items()]
+
+
 def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosity: int = 0) -> list[str]:
     """The lines of the results section for pytest's *verbosity*.
 
@@ -228,6 +240,7 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
                 lines += [f"    {line}" for line in record.insight_lines()]
             lines += [f"  warning: {text}" for text in record.warnings]
         return lines
+    lines += chain_lines(records)
     lond = lond_line(context.summary.fdr, sum(r.is_regression for r in records))
     if lond:
         lines.append(lond)
