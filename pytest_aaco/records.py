@@ -860,11 +860,13 @@ class ItemRecord:
 
     @property
     def effective_outcome(self) -> Outcome:
-        """The verdict's outcome when the item was judged (``regression`` when only its cold start
-        regressed), else pytest's outcome of the item."""
+        """The verdict's outcome when the item was judged (``regression`` when only its cold start or its
+        memory regressed, so the table's word is the message's), else pytest's outcome of the item."""
         if self.verdict is None:
             return self.outcome
-        return Outcome.REGRESSION if self.cold_start_fails else self.verdict.outcome
+        if self.cold_start_fails or MEMORY in self.verdict.failed_metrics:
+            return Outcome.REGRESSION
+        return self.verdict.outcome
 
     @property
     def failed_metrics(self) -> list[str]:

@@ -264,7 +264,8 @@ def test_confirm_keeps_a_memory_regression(result_factory):
 
 def test_a_granular_footprint_seen_in_the_history_is_not_a_regression(result_factory):
     """The H100 case (docs/gpu.md): fresh sessions of one model hold about 280 or 406 MB of device
-    memory at random. A history with both modes passes either; growth beyond both still fails."""
+    memory at random. A history with both modes passes either; growth beyond both, by more than the
+    history's spread between them, still fails."""
     base = history(result_factory, runs=5)
     for run, mb in zip(base.history, [406.0, 410.0, 278.0, 278.0, 284.0], strict=True):
         run["telemetry"] = {"vram_own_mb": {"max": mb, **PROCESS_MB}}
@@ -274,7 +275,10 @@ def test_a_granular_footprint_seen_in_the_history_is_not_a_regression(result_fac
                                                                                               **PROCESS_MB}}}), base)
 
     assert now(412.0).memory == [] and now(276.0).memory == []
-    assert now(530.0).memory == ["own device memory 530 MB vs baseline 410 MB (+120 MB, limit +10% and +50 MB)"]
+    # +120 MB is within the 132 MB the saved runs' footprints moved between processes (issue 43); +150 is not
+    assert now(530.0).memory == []
+    assert now(560.0).memory == ["own device memory 560 MB vs baseline 410 MB (+150 MB, limit +10% and +50 MB,"
+                                 " beyond the saved runs' spread 132 MB)"]
 
 
 def test_confirm_drops_a_memory_growth_the_fresh_session_does_not_show(result_factory):

@@ -346,6 +346,34 @@ def prediction_interval_test(current: npt.ArrayLike, history_run_means: npt.Arra
     return Comparison("prediction-interval", estimate, se, df, p_slower, p_faster, int(c.size), int(n_hist))
 
 
+def between_run_test(current: npt.ArrayLike, history_run_means: npt.ArrayLike) -> Comparison:
+    """This run's mean against the history's run means, with the run-to-run variance from the saved runs only.
+
+    The unit is the run (one process): ``x`` = mean of *current* (this run's round log-means, 1-D,
+    >= 1 value), *history_run_means* shape ``(H,)``, ``H >= 2``, one mean per saved run. ``estimate =
+    x - m``, ``se = s sqrt(1 + 1/H)`` with ``m``, ``s`` the mean and sd (ddof=1) of the history, Student t
+    with ``H - 1`` df: the two-sample t-test of the one new run against the ``H`` saved runs
+    (``scipy.stats.ttest_ind([x], history)`` gives the same t and df), which is the prediction interval for
+    one future observation (Hahn & Meeker, *Statistical Intervals*, 1991, section 4.7). Unlike
+    :func:`welch_rounds` it takes no within-run figure and no prior: a difference between processes
+    (a GPU's clocks, a host's allocator state) that the rounds of one run cannot show is in ``s``. With 2
+    saved runs it is wide (1 df): it is the test a wall-time claim beside a decided device time must pass.
+    Returns a :class:`Comparison` with ``method="between-run"``.
+
+    Raises:
+        ValueError: *current* is empty, fewer than 2 history run means, or a value is not finite.
+    """
+    c = _as_1d(current, "current round log-means", 1)
+    h = _as_1d(history_run_means, "history run means", 2)
+    n_hist = h.size
+    s_sq = float(np.var(h, ddof=1))
+    se = max(math.sqrt(s_sq * (1.0 + 1.0 / n_hist)), SE_FLOOR)
+    estimate = float(c.mean()) - float(h.mean())
+    df = float(n_hist - 1)
+    p_slower, p_faster = _t_pvalues(estimate, se, df)
+    return Comparison("between-run", estimate, se, df, p_slower, p_faster, int(c.size), int(n_hist))
+
+
 #: prior of the item's sensitivity to the machine's speed as the reference sees it: slope 1 (item and
 #: reference slow down alike) with this sd. A history whose reference barely moved cannot tell the
 #: slope, so the prior holds it near 1 and widens the prediction for a machine that moved since; a
