@@ -39,8 +39,8 @@ from pytest_aaco.records import ItemRecord, Outcome, Verdict
 from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.gate import SideBySideLook
 from pytest_aaco.verdict.diagnosis import change_first, classify_bottleneck
-from pytest_aaco.verdict.finish import settle
-from pytest_aaco.verdict.metrics import derived_metrics, other_processes_cores
+from pytest_aaco.verdict.finish import contention_bound, settle
+from pytest_aaco.verdict.metrics import derived_metrics, other_processes_cores, own_process_cores
 from pytest_aaco.verdict.stats import LondFdr
 
 
@@ -179,8 +179,16 @@ def item_verdict(run: BenchmarkRun, result: BenchmarkResult, gate: Gate, baselin
         found = [other_processes_cores(r.telemetry, os.cpu_count() or 1) for r in looks]
         return max((b for b in found if b is not None), default=0.0)
 
+    def explained(v: Verdict) -> float | None:
+        """What contention did to the run the verdict stands on (the confirmation's when it was taken)."""
+        look = result.confirmation if v.confirmed and result.confirmation is not None else result
+        series = None if v.wall is None else v.wall.series
+        drift = v.reference_drift if series in (None, "raw") else None  # a normalized series took it out
+        return contention_bound(drift, other_processes_cores(look.telemetry, os.cpu_count() or 1),
+                                own_process_cores(look.telemetry), os.cpu_count() or 1)
+
     verdict = settle(gate.look(result), settings, again=again if c.confirm and gate.stored else None,
-                     busy=busy if gate.stored else None, max_contention=c.max_contention,
+                     busy=busy if gate.stored else None, max_contention=c.max_contention, explained=explained,
                      notes=[run.no_tracer] if run.no_tracer and baseline is not None else [])
     if gate.gated:
         ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
@@ -240,6 +248,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
         else:
             gate, baseline = item_gate(nodeid, run, fp, ctx)
         verdict = item_verdict(run, result, gate, baseline, ctx)
+        if verdict.outcome == Outcome.NO_BASELINE and verdict.baseline_path is None:  # the file searched
+            verdict.baseline_path = str(baseline_path(c.baseline_dir, fp.machine_key, nodeid))
         if also_saved:
             verdict.notes.append(f"also saved: {also_saved}")
         baseline = baseline if gate.gated and gate.stored else None  # the baseline that gated, for the extra passes

@@ -456,6 +456,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("strict-inconclusive", "fail items whose verdict is inconclusive", False, ini_type="bool"),
     OptionDef("fail-blind", "fail inconclusive stored-baseline items whose detectable effect exceeds the threshold",
               False, ini_type="bool"),
+    OptionDef("require-baseline", "fail items that have no stored baseline for this runner (a CI gate that must"
+              " not pass unjudged)", False, ini_type="bool"),
     OptionDef("fail-on-improvement", "fail items that got significantly faster (stale baseline)", False,
               ini_type="bool"),
     OptionDef("gate-p99", "also gate p99 latency (bootstrap over rounds)", False, ini_type="bool"),
@@ -530,8 +532,9 @@ HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      ("provider", "models", "shard", "baseline-dir", "save-baseline", "baseline-reset", "smoke", "threshold", "fdr",
       "strict-provider", "provider-option", "warmup", "rounds", "iterations", "item-timeout")),
     ("aaco-verdict", "pytest-aaco: measuring and judging",
-     ("history", "min-history", "run-noise", "confirm", "strict-inconclusive", "fail-blind", "fail-on-improvement",
-      "gate-p99", "reference", "max-contention", "lock-timeout", "memory-threshold", "memory-slack", "cold-start",
+     ("history", "min-history", "run-noise", "confirm", "strict-inconclusive", "fail-blind", "require-baseline",
+      "fail-on-improvement", "gate-p99", "reference", "max-contention", "lock-timeout", "memory-threshold",
+      "memory-slack", "cold-start",
       "cold-start-threshold", "profile", "intra-op-threads", "sample-interval", "ort-log-level")),
     ("aaco-reports", "pytest-aaco: reports", ("session-dir", "no-bundle", "junit", "html")),
     ("aaco-compare", "pytest-aaco: side by side (against a git revision or another Python environment)",
@@ -639,6 +642,7 @@ class GateSettings:
     run_noise: float = setting("run-noise")
     strict_inconclusive: bool = setting("strict-inconclusive")
     fail_blind: bool = setting("fail-blind")
+    require_baseline: bool = setting("require-baseline")
     fail_on_improvement: bool = setting("fail-on-improvement")
     gate_p99: bool = setting("gate-p99")
     memory_threshold: float = setting("memory-threshold")

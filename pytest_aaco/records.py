@@ -132,10 +132,13 @@ class FirstLook:
 class Contention:
     """Why a regression was withheld (:func:`pytest_aaco.verdict.finish.under_contention`): other
     processes kept ``cores`` CPU cores busy (mean over the measured phase), above ``limit``
-    (``--aaco-max-contention``, cores)."""
+    (``--aaco-max-contention``, cores); ``explained``: the slowdown (current/baseline ratio) contention
+    could explain in that run (:func:`pytest_aaco.verdict.finish.contention_bound`), None where not measured
+    (and in records written before it)."""
 
     cores: float
     limit: float
+    explained: float | None = None
 
     def to_dict(self) -> JSONDict:
         return _json_fields(self)

@@ -452,10 +452,18 @@ def test_other_runners_baseline_is_named_in_the_terminal(aaco_project):
     shutil.rmtree(mine)
     result = aaco_project.run("--aaco-reference=none")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "tiny*cpu*no-baseline*",
-        "no baseline on this runner, but other runners have one, for 1 item(s): tiny[[]cpu[]] (runner-b).*",
-    ])
+    # issue 43: the no-baseline line LEADS the results: the count, the folder searched, the other runners' histories
+    out = result.stdout.lines
+    first = out[out.index(next(x for x in out if "pytest-aaco results" in x)) + 1]
+    assert first.startswith("no baseline for this runner: 1 of 1 item(s), searched in "), first
+    assert str(root / mine.name) in first and "other runners' histories: tiny[cpu] (runner-b)" in first
+    assert "--aaco-require-baseline fails them" in first
+    result.stdout.fnmatch_lines(["tiny*cpu*no-baseline*"])
+    # --aaco-require-baseline fails the item, and pytest exits 1
+    required = aaco_project.run("--aaco-reference=none", "--aaco-require-baseline")
+    required.assert_outcomes(failed=1)
+    assert required.ret == 1
+    assert "they failed (--aaco-require-baseline)" in required.stdout.str()
     shutil.rmtree(root / "runner-b")
     plain = aaco_project.run("--aaco-reference=none")
-    assert "other runners have one" not in plain.stdout.str()
+    assert "runner-b" not in plain.stdout.str() and "no other runner has one either" in plain.stdout.str()

@@ -56,6 +56,9 @@ def test_a_blind_gate_says_so_and_the_option_fails_it(aaco_project) -> None:  # 
     assert saved.ret == 0, saved.stdout.str()
     result = project.run(*BUSY)
     assert result.ret == 0, result.stdout.str()
+    lines = result.stdout.lines  # issue 43: the item not judged is named in the results' first line
+    first = lines[lines.index(next(x for x in lines if "pytest-aaco results" in x)) + 1]
+    assert first.startswith("not judged: 1 of 1 item: tiny[cpu] (minimum detectable effect "), first
     result.stdout.fnmatch_lines([
         "*= pytest-aaco results =*",
         "tiny*cpu*inconclusive*",
@@ -71,3 +74,17 @@ def test_a_blind_gate_says_so_and_the_option_fails_it(aaco_project) -> None:  # 
     project.pytester.makeini("[pytest]\naaco_fail_blind = true\n")  # the ini twin
     assert project.run(*BUSY).ret == pytest.ExitCode.TESTS_FAILED
 
+
+def test_an_item_withheld_for_contention_is_not_judged_and_fail_blind_fails_it() -> None:
+    """Issue 43: a regression withheld for CPU contention is named first, with the bound contention explains, is
+    left out of the MDE line (its own bound says why), and --aaco-fail-blind fails it."""
+    from pytest_aaco.records import Contention
+    from pytest_aaco.verdict.blind import not_judged_line
+
+    v = Verdict(Outcome.INCONCLUSIVE, "m[cpu]", 0.05, contention=Contention(3.9, 0.1, 2.45))
+    assert not fails(v, GateSettings()) and fails(v, GateSettings(fail_blind=True))
+    line = not_judged_line([("m[cpu]", v), ("n[cpu]", Verdict(Outcome.NO_REGRESSION, "n[cpu]", 0.05))])
+    assert line == ("not judged: 1 of 2 items: m[cpu] (CPU contention (3.90 other cores busy, explaining a slowdown"
+                    " of up to +145.0%)); they passed, --aaco-fail-blind fails them")
+    assert summary_line([v]) is None
+    assert not_judged_line([("n[cpu]", Verdict(Outcome.NO_REGRESSION, "n[cpu]", 0.05))]) is None

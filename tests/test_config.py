@@ -260,7 +260,8 @@ def test_show(aaco_config, pytestconfig):
             "providers": [p.short for p in c.providers], "confirm": c.confirm, "save": c.save_baseline,
             "models": str(c.models_path), "baseline_dir": str(c.baseline_dir),
             "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s,
-            "ort_log_level": c.ort_log_level, "device_threshold": c.device_threshold}
+            "ort_log_level": c.ort_log_level, "device_threshold": c.device_threshold,
+            "require_baseline": c.require_baseline}
     (pytestconfig.rootpath / "config.json").write_text(json.dumps(data))
 """
 
@@ -286,6 +287,14 @@ def test_device_threshold_parses_from_the_command_line_and_its_ini_twin(pytester
     assert shown(pytester, "--aaco-device-threshold=2.5%")["device_threshold"] == pytest.approx(0.025)
     pytester.makeini("[pytest]\naaco_device_threshold = 0.02\n")
     assert shown(pytester)["device_threshold"] == pytest.approx(0.02)
+
+
+def test_require_baseline_parses_from_the_command_line_and_its_ini_twin(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    assert shown(pytester)["require_baseline"] is False
+    assert shown(pytester, "--aaco-require-baseline")["require_baseline"] is True
+    pytester.makeini("[pytest]\naaco_require_baseline = true\n")
+    assert shown(pytester)["require_baseline"] is True
 
 
 def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):

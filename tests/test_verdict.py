@@ -392,3 +392,44 @@ def test_contention_never_hides_a_memory_regression(result_factory):
     v = judge(result(result_factory, 13.0, telemetry={"summary": {"rss_mb": {"max": 600.0}}}), base)
     v = under_contention(v, 1.0, 0.1, GateSettings())
     assert v.outcome == INCONCLUSIVE and v.fails and "MEMORY REGRESSION" in v.message
+
+
+def test_a_regression_larger_than_contention_explains_still_fails(result_factory):
+    """Issue 43: contention that explains at most +10% cannot hide a +30% slowdown whose lower bound exceeds it."""
+    from pytest_aaco.verdict.finish import settle
+    from pytest_aaco.verdict.finish import under_contention as withhold
+
+    settings = GateSettings()
+    v = judge(result(result_factory, 13.0), history(result_factory))
+    assert v.outcome == REGRESSION and v.wall.lower_bound > 1.1
+    v = settle(withhold(v, 0.6, 0.1, 1.1), settings)
+    assert v.outcome == REGRESSION and v.fails and v.contention is None
+    assert any("explains a slowdown of at most +10.0%" in n for n in v.notes)
+
+
+def test_a_regression_within_what_contention_explains_is_withheld(result_factory):
+    from pytest_aaco.verdict.finish import settle
+    from pytest_aaco.verdict.finish import under_contention as withhold
+
+    v = judge(result(result_factory, 13.0), history(result_factory))
+    v = settle(withhold(v, 0.6, 0.1, 1.5), GateSettings())
+    assert v.outcome == INCONCLUSIVE and not v.fails and v.contention.explained == 1.5
+
+
+def test_contention_bound_takes_the_larger_witness():
+    from pytest_aaco.verdict.finish import contention_bound
+
+    assert contention_bound(None, None, None, 2) is None
+    assert contention_bound(0.25, None, None, 2) == 1.25
+    # 4 spinning processes and one busy core of ours on 2 cores: at most 5/2 = 2.5x slower
+    assert contention_bound(0.25, 4.0, 1.0, 2) == 2.5
+    assert contention_bound(-0.1, 0.5, 1.0, 2) == 1.0  # nothing over-asked, reference faster: nothing explained
+
+
+def test_own_process_cores_reads_the_cumulative_counters():
+    from pytest_aaco.verdict.metrics import own_process_cores
+
+    tel = {"summary": {"process_cpu_s": {"first": 1.0, "last": 4.0, "n": 3},
+                       "monotonic_s": {"first": 10.0, "last": 12.0, "n": 3}}}
+    assert own_process_cores(tel) == 1.5
+    assert own_process_cores({"summary": {}}) is None and own_process_cores(None) is None

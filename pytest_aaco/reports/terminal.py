@@ -4,6 +4,7 @@ table for ``aaco report``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
@@ -11,6 +12,7 @@ from pytest_aaco.records import DEVICE_TIME, FdrRecord, ItemRecord, Outcome, Res
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import terminal_line
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, num, row_names, verdict_cell
+from pytest_aaco.verdict.blind import not_judged_line
 from pytest_aaco.verdict.blind import summary_line as blind_line
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -126,14 +128,23 @@ def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
 
 
 def other_runners_line(records: Sequence[ItemRecord]) -> str | None:
-    """One line naming the items without a baseline on this runner that other runners have one for
-    (a runner key that changed, or baselines recorded elsewhere), None when there are none."""
-    found = [f"{r.label} ({', '.join(r.verdict.other_runners)})" for r in records
-             if r.verdict is not None and r.verdict.outcome == Outcome.NO_BASELINE and r.verdict.other_runners]
-    if not found:
+    """One line, leading the summary, on the items without a baseline for this runner: their count, the
+    baseline folder searched, the other runners' histories for the same items (a runner key that changed, or
+    baselines recorded elsewhere) and what to do; None when every item had one."""
+    missing = [r for r in records if r.verdict is not None and r.verdict.outcome == Outcome.NO_BASELINE]
+    if not missing:
         return None
-    return (f"no baseline on this runner, but other runners have one, for {len(found)} item(s): {'; '.join(found)}."
-            " Baselines are kept per machine (CPU model, cores, GPU): record this one's with --aaco-save-baseline")
+    folders = sorted({str(Path(r.verdict.baseline_path).parent) for r in missing
+                      if r.verdict is not None and r.verdict.baseline_path})
+    others = [f"{r.label} ({', '.join(r.verdict.other_runners)})" for r in missing
+              if r.verdict is not None and r.verdict.other_runners]
+    failed = all(r.fails for r in missing)
+    return (f"no baseline for this runner: {len(missing)} of {len(records)} item(s), searched in"
+            f" {', '.join(folders) or 'the baseline folder'}"
+            + (f"; other runners' histories: {'; '.join(others)}" if others else "; no other runner has one either")
+            + ("; they failed (--aaco-require-baseline)" if failed
+               else "; not judged, passed (--aaco-require-baseline fails them)")
+            + ". Baselines are kept per machine (CPU model, cores, GPU): record this one's with --aaco-save-baseline")
 
 
 #: a wait for the device lock longer than this (s) gets a line of its own in the results
@@ -222,9 +233,12 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
       worth a line, without likely causes.
     * ``-qq`` (-2 and below): only the failing items, node id and headline, one line each.
     """
+    # what was not judged leads (issue 43): items withheld or blind, then items without a baseline
+    leading = [line for line in (not_judged_line([(r.label, r.verdict) for r in records]),
+                                 other_runners_line(records)) if line]
     if verbosity <= -2:
         return [f"  {r.nodeid}: {headline(r)}" for r in records if r.fails]
-    lines = format_table(records)
+    lines = leading + format_table(records)
     confirmed = confirmed_line(records)
     if confirmed:
         lines.append(confirmed)
@@ -245,9 +259,6 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
     if lond:
         lines.append(lond)
     lines += detail_lines(records)
-    others = other_runners_line(records)
-    if others:
-        lines.append(others)
     waited = lock_wait_line(records)
     if waited:
         lines.append(waited)

@@ -23,6 +23,8 @@ def blind_mde(verdict: object) -> float | None:
     without an MDE (no baseline, saved, errors) are never blind."""
     if getattr(verdict, "outcome", None) != Outcome.INCONCLUSIVE or getattr(verdict, "side_by_side", None) is not None:
         return None
+    if getattr(verdict, "contention", None) is not None:  # not judged for contention: its own bound says why
+        return None
     found: list[tuple[float, float]] = []
     mde, threshold = getattr(verdict, "mde", None), getattr(verdict, "threshold", None)
     if isinstance(mde, (int, float)) and isinstance(threshold, (int, float)):
@@ -38,6 +40,37 @@ def blind_mde(verdict: object) -> float | None:
 def fails_blind(verdict: object, settings: object) -> bool:
     """Whether ``--aaco-fail-blind`` (``settings.fail_blind``) fails *verdict*: it is blind (:func:`blind_mde`)."""
     return bool(getattr(settings, "fail_blind", False)) and blind_mde(verdict) is not None
+
+
+def not_judged_reason(verdict: object) -> str | None:
+    """Why *verdict* could not be judged (``CPU contention`` when a regression was withheld for it,
+    :func:`pytest_aaco.verdict.finish.under_contention`; ``minimum detectable effect 64% > threshold 5%``
+    when it is blind, :func:`blind_mde`), None when it was judged."""
+    if getattr(verdict, "outcome", None) != Outcome.INCONCLUSIVE:
+        return None
+    contention = getattr(verdict, "contention", None)
+    if contention is not None:
+        explained = getattr(contention, "explained", None)
+        return (f"CPU contention ({contention.cores:.2f} other cores busy"
+                + ("" if explained is None else f", explaining a slowdown of up to {(explained - 1) * 100:+.1f}%")
+                + ")")
+    mde = blind_mde(verdict)
+    if mde is None:
+        return None
+    return f"minimum detectable effect {mde:.0%} > threshold {getattr(verdict, 'threshold', 0.0):.0%}"
+
+
+def not_judged_line(labelled: Sequence[tuple[str, Verdict | None]]) -> str | None:
+    """``not judged: 2 of 5 items: a[cpu] (CPU contention (3.90 other cores busy, ...)); b[cpu] (...); they
+    passed, --aaco-fail-blind fails them`` over (label, verdict) pairs; ``they failed (--aaco-fail-blind)``
+    when every one did; None when every item was judged. The session summary's first line."""
+    found = [(label, why, v) for label, v in labelled if v is not None and (why := not_judged_reason(v)) is not None]
+    if not found:
+        return None
+    failed = all(v.fails for _, _, v in found)
+    return (f"not judged: {len(found)} of {len(labelled)} item{'s' * (len(labelled) != 1)}: "
+            + "; ".join(f"{label} ({why})" for label, why, _ in found)
+            + ("; they failed (--aaco-fail-blind)" if failed else "; they passed, --aaco-fail-blind fails them"))
 
 
 def summary_line(verdicts: Sequence[Verdict | None]) -> str | None:

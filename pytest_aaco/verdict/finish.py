@@ -169,9 +169,13 @@ def render_message(v: Verdict) -> str:
     if v.side_by_side is not None and v.ratio is not None:
         return _side_by_side_text(v)
     if v.contention is not None:
-        return (f"inconclusive {v.label}: looks like {pct(v.ratio or 1)} (p={v.p_value:.2g}) but other processes"
-                f" kept {v.contention.cores:.2f} cores busy while it was measured (CPU contention, limit"
-                f" {v.contention.limit:g}): not failed; re-run on a quiet runner, or raise --aaco-max-contention"
+        explained = v.contention.explained
+        bound = "" if v.wall is None or v.wall.lower_bound is None else f", lower bound {pct(v.wall.lower_bound)}"
+        return (f"inconclusive {v.label}: not judged: CPU contention; looks like {pct(v.ratio or 1)}"
+                f" (p={v.p_value:.2g}{bound}) but other processes kept {v.contention.cores:.2f} cores busy while it"
+                f" was measured (limit {v.contention.limit:g})"
+                + ("" if explained is None else f", which explains a slowdown of up to {pct(explained)}")
+                + ": not failed (--aaco-fail-blind fails it); re-run on a quiet runner, or raise --aaco-max-contention"
                 + _memory_text(v))
     if v.confirmed is False and v.first_look is not None:
         return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
@@ -220,7 +224,7 @@ def finish(v: Verdict, settings: GateSettings) -> Verdict:
 
 def settle(first: Verdict, settings: GateSettings, *, again: Callable[[], Verdict] | None = None,
            busy: Callable[[], float | None] | None = None, max_contention: float | None = None,
-           notes: Iterable[str] = ()) -> Verdict:
+           notes: Iterable[str] = (), explained: Callable[[Verdict], float | None] | None = None) -> Verdict:
     """The rules after a gate's look, in order, then :func:`finish` once; returns the finished verdict.
 
     *first*: the gate's unfinished verdict. *again*: takes the confirmation look (a fresh measurement,
@@ -228,13 +232,16 @@ def settle(first: Verdict, settings: GateSettings, *, again: Callable[[], Verdic
     confirmed itself (side by side) or cannot measure again (``aaco diff``). *busy*: the cores other
     processes kept busy while measuring (read after the confirmation look, which it covers), compared
     with *max_contention* (cores, ``--aaco-max-contention``; None: not checked) by :func:`under_contention`.
+    *explained*: the slowdown (a ratio, >= 1) that contention can explain for the verdict that stands
+    (:func:`contention_bound`); None or absent: not known, so a regression under contention is withheld.
     *notes*: lines added to the verdict's notes. *settings*: which outcomes fail
     (:func:`pytest_aaco.verdict.outcome.fails`)."""
     verdict = first
     if again is not None and needs_confirmation(first):
         verdict = confirm(first, again(), settings)
     if busy is not None and max_contention is not None:
-        verdict = under_contention(verdict, busy() or 0.0, max_contention)
+        verdict = under_contention(verdict, busy() or 0.0, max_contention,
+                                   explained(verdict) if explained is not None else None)
     verdict.notes.extend(notes)
     return finish(verdict, settings)
 
@@ -294,20 +301,48 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     return first
 
 
-def under_contention(v: Verdict, others_cores: float, limit: float) -> Verdict:
+def contention_bound(reference_drift: float | None, others_cores: float | None, own_cores: float | None,
+                     cpu_count: int) -> float | None:
+    """The slowdown (a ratio, >= 1) that CPU contention can explain in one run, from what it did to that run.
+
+    Two witnesses, the larger counts: the reference workload measured beside the item
+    (``1 + reference_drift``, *reference_drift* a fraction, > 0 slower than in the history), and the CPU
+    the process could get: when this process (*own_cores*, mean cores it used) and the others
+    (*others_cores*) asked for more than the *cpu_count* cores there are, a fair scheduler stretches this
+    process's wall time by at most ``(own + others) / cpu_count``. None when neither witness was measured."""
+    found: list[float] = []
+    if reference_drift is not None:
+        found.append(1.0 + max(reference_drift, 0.0))
+    if others_cores is not None and own_cores is not None and cpu_count >= 1:
+        found.append(max((own_cores + others_cores) / cpu_count, 1.0))
+    return max(found) if found else None
+
+
+def under_contention(v: Verdict, others_cores: float, limit: float, explained: float | None = None) -> Verdict:
     """Withhold a latency regression measured while other processes kept *others_cores* (> *limit*)
-    cores busy: the slowdown cannot be told from the neighbours' load, so the verdict becomes
-    inconclusive (a memory regression, or ``--aaco-strict-inconclusive``, still fails). In the
-    verdict-quality study this turned 14 of 160 unchanged-model false alarms on a contended
-    2-core machine into 4, keeping most detections (studies/RESULTS.md). For stored baselines only: paired
-    measurements (side by side) ran both sides under the same load. Returns *v*, unfinished."""
+    cores busy, unless it is larger than contention can explain.
+
+    *explained*: the slowdown (ratio) contention caused in the same run (:func:`contention_bound`). When
+    the wall-time lower bound the gate compared exceeds it, contention cannot explain the slowdown: the
+    regression stands (with a note). Otherwise, or when *explained* is None, the verdict becomes
+    inconclusive and the item is ``not judged`` (a memory regression, or ``--aaco-strict-inconclusive``
+    / ``--aaco-fail-blind``, still fails). In the verdict-quality study withholding turned 14 of 160
+    unchanged-model false alarms on a contended 2-core machine into 4 (studies/RESULTS.md). For stored
+    baselines only: paired measurements (side by side) ran both sides under the same load. Returns *v*,
+    unfinished."""
     if v.outcome != REGRESSION or others_cores <= limit or DEVICE_TIME in v.regressions:
         return v  # device time is what the GPU did: other processes on the host do not explain it
+    lower = None if v.wall is None else v.wall.lower_bound
+    if explained is not None and lower is not None and lower > explained:
+        v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g}), which"
+                       f" explains a slowdown of at most {pct(explained)}; the wall-time lower bound"
+                       f" {pct(lower)} exceeds it, so the regression stands")
+        return v
     v.outcome = INCONCLUSIVE
     if v.wall is not None and v.wall.outcome == REGRESSION:
         v.set_wall_outcome(INCONCLUSIVE)
     v.confirmed = None
-    v.contention = Contention(others_cores, limit)
-    v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})")
+    v.contention = Contention(others_cores, limit, explained)
+    v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})"
+                   + ("" if explained is None else f", which explains a slowdown of up to {pct(explained)}"))
     return v
-

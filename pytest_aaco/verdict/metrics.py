@@ -134,6 +134,21 @@ def other_processes_cores(telemetry: dict[str, Any] | None, cpu_count: int) -> f
     return max((system * cpu_count - process) / 100.0, 0.0)
 
 
+def own_process_cores(telemetry: dict[str, Any] | None) -> float | None:
+    """Mean cores this process used during the measured phase: its CPU seconds (``process_cpu_s``) over
+    the monotonic seconds (``monotonic_s``) between the SystemSampler's first and last reading. None when
+    the telemetry lacks them (fewer than two readings, or an older record)."""
+    summary = (telemetry or {}).get("summary") or {}
+    spans = []
+    for key in ("process_cpu_s", "monotonic_s"):
+        entry = summary.get(key) or {}
+        first, last = entry.get("first"), entry.get("last")
+        if not isinstance(first, (int, float)) or not isinstance(last, (int, float)) or (entry.get("n") or 0) < 2:
+            return None
+        spans.append(float(last - first))
+    return spans[0] / spans[1] if spans[1] > 0 else None
+
+
 def kernel_changes(before: dict[str, float], after: dict[str, float], top: int = 5
                    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """Kernel names whose launches per run grew (*added*) or shrank (*removed*) by more than 0.5

@@ -25,6 +25,7 @@ IMPROVEMENT = Outcome.IMPROVEMENT
 NO_REGRESSION = Outcome.NO_REGRESSION
 INCONCLUSIVE = Outcome.INCONCLUSIVE
 ERROR = Outcome.ERROR
+NO_BASELINE = Outcome.NO_BASELINE
 #: one-sided level of the upper bound that must lie below the threshold for "no regression"; the
 #: side-by-side gate spends the same level across its sequential looks
 NO_REGRESSION_ALPHA = 0.05
@@ -122,11 +123,18 @@ def fails(judged: Judged, settings: GateSettings = NO_OPT_IN) -> bool:
     """Whether the item must fail for *judged*: a regression (its outcome, or memory or p99 growth
     besides it) and an error (an unreadable baseline) always; an improvement only with
     ``settings.fail_on_improvement`` (``--aaco-fail-on-improvement``) and an inconclusive result only
-    with ``settings.strict_inconclusive`` (``--aaco-strict-inconclusive``). Every other outcome
+    with ``settings.strict_inconclusive`` (``--aaco-strict-inconclusive``), or with ``settings.fail_blind``
+    (``--aaco-fail-blind``) when it is blind or was withheld for CPU contention (not judged); no baseline
+    only with ``settings.require_baseline`` (``--aaco-require-baseline``). Every other outcome
     (no regression, no baseline, another fingerprint, saved, unchanged, new) passes."""
     if judged.outcome in (REGRESSION, ERROR) or judged.regressed_besides:
         return True
     if judged.outcome == IMPROVEMENT and settings.fail_on_improvement:
+        return True
+    if judged.outcome == NO_BASELINE and getattr(settings, "require_baseline", False):  # --aaco-require-baseline
+        return True
+    if (judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False)
+            and getattr(judged, "contention", None) is not None):  # not judged: withheld for CPU contention
         return True
     if judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False):  # --aaco-fail-blind
         if blind_mde(judged) is not None:

@@ -1,0 +1,111 @@
+"""The stored gate on a busy CPU (issue 43): does contention still hide a real regression, and does it stay
+quiet on an unchanged model?
+
+Builds two MLPs with seeded weights (4 and 6 hidden layers of the same width: +50% compute), saves 2 runs of
+the 4-layer model as the baseline, then starts *spinners* busy processes (``while True: pass``, stopped by
+PID at the end) and gates, each in its own pytest process: the 6-layer model *slow* times and the 4-layer
+model *same* times. Prints the counts of failed gates (pytest exit 1) and of sessions whose results section
+leads with ``not judged:``.
+
+    python studies/contention_gate.py                # 3 slowed gates, 5 unchanged, 4 spinners
+    python studies/contention_gate.py --smoke        # 1 and 1, quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+TEST_FILE = "def test_latency(benchmark_model):\n    benchmark_model()\n"
+REGISTRY = "models:\n  mlp:\n    path: model.onnx\n"
+ARGS = ("--aaco-models=models.yaml", "--aaco-baseline-dir=baselines", "--aaco-no-bundle", "-p", "no:cacheprovider",
+        "--aaco-warmup=3", "--aaco-rounds=6", "--aaco-iterations=20")
+
+
+def mlp(layers: int, width: int = 384, batch: int = 32, seed: int = 0) -> onnx.ModelProto:
+    """An MLP of *layers* hidden MatMul+Relu layers, width x width, float32 [batch, width] -> [batch, width];
+    weights from numpy's seeded generator (the first layers of a deeper MLP equal a shallower one's)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, name = [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes += [helper.make_node("MatMul", [name, f"w{i}"], [f"m{i}"]),
+                  helper.make_node("Relu", [f"m{i}"], [f"h{i}"])]
+        name = f"h{i}"
+    graph = helper.make_graph(nodes, f"mlp{layers}",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width])],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, width])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def gate(suite: Path, *extra: str) -> tuple[int, str]:
+    """One pytest process in *suite*; (exit status, the first line of the pytest-aaco results section)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", *ARGS, *extra], cwd=suite, capture_output=True,
+                          text=True, errors="replace", timeout=600)
+    lines = done.stdout.splitlines()
+    heads = [i for i, line in enumerate(lines) if "pytest-aaco results" in line]
+    first = lines[heads[0] + 1] if heads and heads[0] + 1 < len(lines) else ""
+    return done.returncode, first
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="1 slowed and 1 unchanged gate")
+    parser.add_argument("--slow", type=int, default=3, metavar="N", help="slowed gates (default 3)")
+    parser.add_argument("--same", type=int, default=5, metavar="N", help="unchanged gates (default 5)")
+    parser.add_argument("--spinners", type=int, default=4, metavar="N", help="busy processes (default 4)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.slow, args.same = 1, 1
+    suite = Path(tempfile.mkdtemp(prefix="aaco-contention-"))
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_perf.py").write_text(TEST_FILE)
+    (suite / "models.yaml").write_text(REGISTRY)
+    four, six = suite / "mlp4.onnx", suite / "mlp6.onnx"
+    onnx.save(mlp(4), four)
+    onnx.save(mlp(6), six)
+    shutil.copy(four, suite / "model.onnx")
+    for _ in range(2):
+        rc, first = gate(suite, "--aaco-save-baseline")
+        if rc != 0:
+            print(f"saving the baseline failed (exit {rc}): {first}")
+            return 2
+    print(f"suite {suite}; baseline: 2 saved runs of mlp4; load before spinning: {os.getloadavg()[0]:.1f}")
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.spinners)]
+    counts = {"slow_failed": 0, "same_failed": 0, "not_judged_first": 0}
+    try:
+        for which, model, n in (("slow", six, args.slow), ("same", four, args.same)):
+            shutil.copy(model, suite / "model.onnx")
+            for i in range(n):
+                rc, first = gate(suite)
+                counts[f"{which}_failed"] += rc == 1
+                counts["not_judged_first"] += first.startswith("not judged:")
+                print(f"{which} {i + 1}: exit {rc}; load {os.getloadavg()[0]:.1f}; first line: {first[:160]}")
+    finally:
+        for p in spinners:  # stopped by PID, each one this script started
+            os.kill(p.pid, signal.SIGTERM)
+            p.wait()
+    print(f"+50% compute (mlp 4 -> 6 layers) under {args.spinners} spinners: failed {counts['slow_failed']} of"
+          f" {args.slow}")
+    print(f"unchanged under {args.spinners} spinners: failed {counts['same_failed']} of {args.same}")
+    print(f"sessions whose results lead with 'not judged:': {counts['not_judged_first']} of {args.slow + args.same}")
+    shutil.rmtree(suite, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
