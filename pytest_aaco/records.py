@@ -141,7 +141,10 @@ class Contention:
     explained: float | None = None
 
     def to_dict(self) -> JSONDict:
-        return _json_fields(self)
+        data = _json_fields(self)
+        if data.get("explained") is None:  # records written before the bound existed stay byte-identical
+            data.pop("explained", None)
+        return data
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> Contention:

@@ -156,7 +156,7 @@ def test_a_cold_start_failure_is_named_first_though_latency_was_inconclusive():
 @pytest.mark.parametrize(("fields", "expected", "cell"), [
     ({"memory": ["RSS growth 120 MB vs baseline 75 MB (+45 MB, limit +10% and +50 MB)"], "outcome":
       Outcome.NO_REGRESSION, "ratio": 1.01, "series": "raw"},
-     "REGRESSION mlp[cpu]: memory: RSS growth 120 MB vs baseline 75 MB", "no-regression (memory)"),
+     "REGRESSION mlp[cpu]: memory: RSS growth 120 MB vs baseline 75 MB", "regression (memory)"),
     ({"p99": {"ratio": 1.4, "regression": True}, "outcome": Outcome.NO_REGRESSION, "series": "raw"},
      "REGRESSION mlp[cpu]: p99 +40.0% vs the latest baseline run", "no-regression (p99)"),
     ({"side_by_side": {"ref": "main", "outcome": "no-regression", "device_time": {"outcome": "regression",
