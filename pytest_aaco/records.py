@@ -455,10 +455,10 @@ _VERDICT_KEYS = ("outcome", "label", "threshold", "message", "reason", "method",
                  "baseline_runs", "baseline_path", "fingerprint_id", "fingerprint_diff", "p99", "memory", "unstable",
                  "confirmed", "first_look", "unconfirmed_by", "contention", "notes", "fails", "side_by_side", "series",
                  "raw_ratio", "reference", "version_change", "other_runners", "device_time", "current_geomean_ms",
-                 "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since")
+                 "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since", "rounds_kept")
 #: keys written only when set (absent, as in files written before them)
 _WHEN_SET = ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound", "changed",
-             "changed_since")
+             "changed_since", "rounds_kept")
 
 
 @dataclass
@@ -527,6 +527,10 @@ class Verdict:
     #: absent from :meth:`to_dict`)
     current_geomean_ms: float | None = None
     baseline_geomean_ms: float | None = None
+    #: the share of each run's rounds (its fastest, :func:`pytest_aaco.verdict.stats.fastest_rounds`) whose
+    #: mean is the run's level in the stored wall-time test and in the geometric means above; None where all
+    #: rounds count (side by side, and records written before it: then absent from :meth:`to_dict`)
+    rounds_kept: float | None = None
     #: what changed in the item itself against what it is compared with (``model bytes``, ``inputs``,
     #: ``cuda provider options``, ``environment``): side by side, the item at REF; stored, the model
     #: file the baseline was recorded on. The diagnosis names it first. Empty in records written

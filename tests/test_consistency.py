@@ -176,7 +176,8 @@ def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_pa
     baseline = _baseline(tmp_path, result_factory)
     current = result_factory([2.6, 2.2, 2.9, 2.1, 2.5, 2.4, 2.8, 2.3, 2.2, 2.7], noise=0.3, seed=3)
     v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
-    found = re.search(r"latency ([+-][\d.]+%) raw \(upper bound [^)]*\); geometric mean ([\d.]+) ms vs ([\d.]+) ms;"
+    found = re.search(r"latency ([+-][\d.]+%) raw, fastest quarter of rounds \(upper bound [^)]*\); geometric mean of"
+                      r" the fastest quarter ([\d.]+) ms vs ([\d.]+) ms;"
                       r" mean ([\d.]+) ms vs ([\d.]+) ms \(([+-][\d.]+%)\)", v.message)
     assert found, v.message
     pct, geo_now, geo_then, now, then, mean_pct = found.groups()
@@ -188,7 +189,7 @@ def test_the_stored_message_and_junit_print_the_means_of_the_raw_per_cent(tmp_pa
             props["aaco_current_geomean_ms"]) / float(props["aaco_baseline_geomean_ms"])) < 1e-5
     # an old record without the geometric means still loads, and dumps to the same keys
     old = v.to_dict()
-    del old["current_geomean_ms"], old["baseline_geomean_ms"]
+    del old["current_geomean_ms"], old["baseline_geomean_ms"], old["rounds_kept"]
     assert Verdict.from_dict(old).to_dict() == old
 
 
@@ -340,8 +341,8 @@ def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_pa
     v = judge_history(current, baseline, FP, GateSettings(), 0.05, "vgg19[cuda]")
     record = ItemRecord("t::x", "vgg19", "cuda", "vgg19[cuda]", result=current.to_dict(raw=True), verdict=v)
     table = html.verdict_table(v)
-    now = re.search(r"this run geometric mean</th><td[^>]*>([\d.]+) ms", table)
-    then = re.search(r"baseline geometric mean</th><td[^>]*>([\d.]+) ms", table)
+    now = re.search(r"this run geometric mean of the fastest quarter</th><td[^>]*>([\d.]+) ms", table)
+    then = re.search(r"baseline geometric mean of the fastest quarter</th><td[^>]*>([\d.]+) ms", table)
     assert now and then, table
     assert agrees(f"{(v.raw_ratio - 1) * 100:+.1f}%", now.group(1), then.group(1))
     fig = new_figure(6, 3)
@@ -349,7 +350,8 @@ def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_pa
     html._plot_rounds(ax, record, record.result_record or ResultRecord(),
                       [HistoryRun.from_dict(r) for r in baseline.history])
     drawn = [line for line in ax.get_lines() if str(line.get_label()).startswith("baseline geometric mean")]
-    assert len(drawn) == 1 and drawn[0].get_label() == f"baseline geometric mean {then.group(1)} ms"
+    label = f"baseline geometric mean of the fastest quarter {then.group(1)} ms"
+    assert len(drawn) == 1 and drawn[0].get_label() == label
     assert float(drawn[0].get_ydata()[0]) == pytest.approx(v.baseline_geomean_ms)
 
 

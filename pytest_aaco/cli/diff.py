@@ -63,7 +63,7 @@ from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.finish import settle
 from pytest_aaco.verdict.metrics import other_processes_cores
-from pytest_aaco.verdict.percent import bound_text, pct
+from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 from pytest_aaco.verdict.stats import benjamini_hochberg
 
 #: fingerprint fields that say *what* is measured: a regression is never called across a change in
@@ -399,6 +399,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
               "change (raw)", "change (tested)", "bound compared", "p (slower)", "method", "verdict")
     for line in format_rows(header, table, numeric=frozenset({1, 2, 3, 4, 5, 6, 9})):
         _out(line)
+    kept = sorted({r.verdict.rounds_kept for r in rows if r.verdict is not None and r.verdict.rounds_kept})
+    if kept:  # the geometric means and the raw change are of the level the test compared between runs
+        _out(f"geometric means and change (raw): over each run's {kept_text(kept[0])}, the level the test compares"
+             " between runs")
     judged = sum(r.verdict is not None and r.verdict.p_value is not None for r in rows)
     _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {judged} compared item(s); threshold"
          f" {'per item' if args.threshold is None else f'{args.threshold:.0%}'}; the gate's statistics: run-to-run"

@@ -117,7 +117,8 @@ NORMALIZE_DURATION_RATIO = 3.0
 
 def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], min_history: int,
                run_noise: float = default("run-noise"), prior: stats.VariancePrior | None = None,
-               run_sd_floor: float = 0.0) -> stats.Comparison:
+               run_sd_floor: float = 0.0, keep: Callable[[npt.ArrayLike], np.ndarray] | None = None
+               ) -> stats.Comparison:
     """The gate's test of this run's round log-means against earlier runs' round log-means.
 
     *current*: shape ``(rounds,)``, mean ln(ms) per round. *history_runs*: one sequence of round
@@ -128,7 +129,9 @@ def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], 
     prior) and what the history already shows (:func:`pytest_aaco.verdict.stats.run_offset_sd`).
     *prior* (a :class:`pytest_aaco.verdict.stats.VariancePrior` from the runner's other items) moderates
     the history's variance in the prediction-interval test. *run_sd_floor* (ln units): the least sd of the
-    run-to-run term on a short history (:data:`SHORT_ROUND_SD` for rounds inside a time slice).
+    run-to-run term on a short history (:data:`SHORT_ROUND_SD` for rounds inside a time slice). *keep*: the
+    rounds of a run whose mean is its level in the prediction-interval test
+    (:func:`pytest_aaco.verdict.stats.fastest_rounds` for wall time; None: all), which Welch's test does not use.
     Returns a :class:`pytest_aaco.verdict.stats.Comparison`; raises ValueError for too few rounds or runs.
     """
     runs = [np.asarray(r, dtype=float) for r in history_runs if len(r)]
@@ -136,7 +139,8 @@ def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], 
         raise ValueError("the baseline has no measured rounds")
     current = np.asarray(current, dtype=float)
     if len(runs) >= min_history:
-        return stats.prediction_interval_test(current, np.array([r.mean() for r in runs]), prior)
+        level = keep or (lambda x: np.asarray(x, float))
+        return stats.prediction_interval_test(level(current), np.array([level(r).mean() for r in runs]), prior)
     run_sd = max(float(np.log1p(run_noise)), run_sd_floor)
     learned = stats.run_offset_sd(runs)
     if np.isfinite(learned):
@@ -160,6 +164,7 @@ class Series:
     reference: ReferenceDrift | None = None
     covariate: np.ndarray | None = None
     fit: stats.ReferenceFit | None = None
+    keep: Callable[[npt.ArrayLike], np.ndarray] | None = None
 
     def test(self, min_history: int, run_noise: float, prior: stats.VariancePrior | None,
              adjusted_prior: stats.VariancePrior | None = None, run_sd_floor: float = 0.0) -> stats.Comparison:
@@ -170,7 +175,7 @@ class Series:
         if self.kind == ADJUSTED and self.fit is not None:
             return self.fit.test(self.current, self.covariate, adjusted_prior)
         return comparison(self.current, self.history, min_history, run_noise, prior if self.kind == RAW else None,
-                          run_sd_floor)
+                          run_sd_floor, self.keep if self.kind == RAW else None)
 
 
 def reference_drift(current_log_means: npt.ArrayLike, history_log_means: list[list[float]], name: str = "",
@@ -240,6 +245,9 @@ class Track:
     pairs: list[tuple[list[float], dict[str, Any]]] = field(default_factory=list)
     no_pairs: str = ""
     normalized: Callable[[], tuple[np.ndarray, list[list[float]]]] | None = None
+    #: the blocks of a run its level keeps (:func:`pytest_aaco.verdict.stats.fastest_rounds` for wall time);
+    #: None keeps them all. Applied to the item's raw blocks and the reference's, not to the normalized ones
+    keep: Callable[[npt.ArrayLike], np.ndarray] | None = None
 
 
 def build_series(track: Track, raw_only: str = "", min_history: int = default("min-history")) -> Series:
@@ -257,29 +265,35 @@ def build_series(track: Track, raw_only: str = "", min_history: int = default("m
     machine changed speed since the history, raw figures are then withheld as :func:`regime_change` says
     (inconclusive, honestly), rather than decided on a wider series.
     Raises ValueError for non-finite stored figures (:func:`pytest_aaco.verdict.stats.fit_reference`)."""
-    raw = Series(RAW, track.current, track.history)
+    def keep(blocks: npt.ArrayLike) -> np.ndarray:
+        return track.keep(blocks) if track.keep is not None else np.asarray(blocks, float)
+
+    raw = Series(RAW, track.current, track.history, keep=track.keep)
     if track.ref is None:
         return replace(raw, reason=track.missing)
     if not track.pairs:
         return replace(raw, reason=track.no_pairs)
     matching = [r for _, r in track.pairs]
-    figures = reference_drift(track.ref.log_means, [r["log_means"] for r in matching], name=track.ref_name,
+    figures = reference_drift(keep(track.ref.log_means), [list(keep(r["log_means"])) for r in matching],
+                              name=track.ref_name,
                               ref_id=track.ref_id, mean_ms=track.ref_mean_ms, share=track.ref_share)
     unstable = reference_unstable(track.ref, matching)
     if raw_only or unstable:
         return replace(raw, reason=raw_only or unstable, reference=figures)
-    raw_means = [float(np.mean(item)) for item, _ in track.pairs]
+    # the raw run levels as the raw series would test them: the kept rounds once the test is between runs
+    level = keep if len(track.history) >= min_history else (lambda blocks: np.asarray(blocks, float))
+    raw_means = [float(np.mean(level(item))) for item, _ in track.pairs]
     raw_var = float(np.var(raw_means, ddof=1)) if len(raw_means) >= 2 else float("nan")
     if len(track.pairs) >= max(min_history, 4):
-        fit = stats.fit_reference(raw_means, [np.mean(r["log_means"]) for r in matching])
+        fit = stats.fit_reference(raw_means, [np.mean(keep(r["log_means"])) for r in matching])
         adjusted_var = fit.prediction_var(fit.x_mean)
         plain_var = raw_var * (1.0 + 1.0 / len(raw_means))
         if not adjusted_var < plain_var:
             return replace(raw, reference=figures, reason=_not_steadier("adjusted", adjusted_var, plain_var,
                                                                         len(raw_means)))
-        return Series(ADJUSTED, track.current, [list(item) for item, _ in track.pairs],
+        return Series(ADJUSTED, keep(track.current), [list(keep(item)) for item, _ in track.pairs],
                       reference=replace(figures, sensitivity=fit.slope),
-                      covariate=np.asarray(track.ref.log_means, float), fit=fit)
+                      covariate=keep(track.ref.log_means), fit=fit)
     durations = sorted((max(track.mean_ms, 1e-9), max(track.ref_mean_ms, 1e-9)))
     if durations[1] / durations[0] > NORMALIZE_DURATION_RATIO or track.normalized is None:
         why = (f"the item's {track.what} ({track.mean_ms:.3g} ms) and the reference's ({track.ref_mean_ms:.3g} ms)"
@@ -306,8 +320,10 @@ def _not_steadier(kind: str, series_var: float, raw_var: float, runs: int) -> st
 
 
 def wall_track(result: BenchmarkResult, baseline: Baseline) -> Track:
-    """Wall time's :class:`Track`: the item's round log-means, the reference workload's blocks."""
-    track = Track(result.round_log_means, baseline.run_round_log_means(), result.mean_ms, "iteration")
+    """Wall time's :class:`Track`: the item's round log-means, the reference workload's blocks; each run's
+    level is the mean of its fastest quarter of rounds (:func:`pytest_aaco.verdict.stats.fastest_rounds`)."""
+    track = Track(result.round_log_means, baseline.run_round_log_means(), result.mean_ms, "iteration",
+                  keep=stats.fastest_rounds)
     ref = result.reference
     if ref is None:
         return replace(track, missing="no reference workload was measured")
@@ -637,7 +653,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         series = choose_series(result, baseline, raw_only=version_text, min_history=settings.min_history)
         if series.kind != RAW:
             raw_comp = comparison(result.round_log_means, baseline.run_round_log_means(), settings.min_history,
-                                  settings.run_noise, prior, floor)
+                                  settings.run_noise, prior, floor, stats.fastest_rounds)
         # the folder's items' pooled run-to-run variance (history/pooled.py): it estimates the run-to-run term
         # from runs of the runner's items, so it replaces the prior and the short-rounds widening when it applies
         pooled = pooled_store.wall_comparison(result, baseline, series.kind)
@@ -656,7 +672,10 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         reference=series.reference, version_change=versions,
     )
     if len(result.round_log_means) and verdict.raw_ratio:  # the means whose ratio the raw per cent is
-        verdict.current_geomean_ms = float(np.exp(np.mean(result.round_log_means)))
+        kept = (raw_comp or comp).method in BETWEEN_RUN_METHODS  # a run's level: its fastest quarter of rounds
+        logs = stats.fastest_rounds(result.round_log_means) if kept else result.round_log_means
+        verdict.current_geomean_ms = float(np.exp(np.mean(logs)))
+        verdict.rounds_kept = stats.FASTEST_ROUNDS if kept else None
         verdict.baseline_geomean_ms = verdict.current_geomean_ms / verdict.raw_ratio
     if series.kind == RAW and result.reference is not None and not versions:
         verdict.notes.append(f"raw figures: {series.reason}")
@@ -767,10 +786,10 @@ def calibrated_wall_claim(verdict: Verdict, result: BenchmarkResult, baseline: B
     own = verdict.wall_outcome
     if own not in (REGRESSION, IMPROVEMENT) or verdict.method in BETWEEN_RUN_METHODS:
         return own
-    means = [float(np.mean(r)) for r in baseline.run_round_log_means() if len(r)]
+    means = [float(np.mean(stats.fastest_rounds(r))) for r in baseline.run_round_log_means() if len(r)]
     held = INCONCLUSIVE
     if len(means) >= 2 and len(result.round_log_means):
-        comp = stats.between_run_test(result.round_log_means, means)
+        comp = stats.between_run_test(stats.fastest_rounds(result.round_log_means), means)
         held = judgement_of(LATENCY, comp, settings.threshold, level, series=RAW).outcome
         why = (f"{pct(comp.ratio)}, p={min(comp.p_slower, comp.p_faster):.2g} over {len(means)} saved runs"
                f" ({len(means) - 1} df)")

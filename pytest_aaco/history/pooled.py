@@ -77,11 +77,11 @@ def device_comparison(result: BenchmarkResult, baseline: Baseline, kind: str
 
 
 def wall_comparison(result: BenchmarkResult, baseline: Baseline, kind: str) -> tuple[stats.Comparison, JSONDict] | None:
-    """The pooled wall-time test on the raw round log-means (*kind* ``raw``; None otherwise), as
-    :func:`device_comparison`."""
+    """The pooled wall-time test on the raw round log-means, each run's fastest quarter
+    (:func:`pytest_aaco.verdict.stats.fastest_rounds`; *kind* ``raw``; None otherwise), as :func:`device_comparison`."""
     if kind != RAW or not len(result.round_log_means):
         return None
-    return _compare(result, baseline, WALL, RAW, None, np.asarray(result.round_log_means, float))
+    return _compare(result, baseline, WALL, RAW, None, stats.fastest_rounds(result.round_log_means))
 
 
 def _compare(result: BenchmarkResult, baseline: Baseline, metric: str, kind: str, ref_id: str | None,

@@ -36,7 +36,7 @@ from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, atomi
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.records import BaselineRecord, ItemRecord
 from pytest_aaco.verdict.comparable import Fingerprint
-from pytest_aaco.verdict.stats import VariancePrior, fit_reference, fit_variance_prior
+from pytest_aaco.verdict.stats import VariancePrior, fastest_rounds, fit_reference, fit_variance_prior
 
 #: 3: history runs may hold ``reference`` (the reference workload's round log-means, the normalized
 #: ones and its identity); files of versions 1 and 2 are read as runs without a reference
@@ -729,19 +729,21 @@ def runner_priors(folder: Path, min_runs: int = 3) -> RunnerPriors:
 
     Reads every baseline file in *folder* (one runner; parsed once while unchanged, :func:`read_baseline`,
     so the pooled variance reuses them); files that cannot be read are skipped.
-    ``raw`` is fitted to the variances of the run means (ln units²) of each history with at
+    ``raw`` is fitted to the variances of the run levels (ln units²; each run's fastest quarter of rounds,
+    :func:`pytest_aaco.verdict.stats.fastest_rounds`, as the gate tests them) of each history with at
     least *min_runs* runs; ``adjusted`` to the residual variances (``H - 2`` df) of the items whose last reference
     workload ran in at least 4 of their runs (:func:`pytest_aaco.verdict.stats.fit_reference`)."""
     variances, dfs, residuals, residual_dfs = [], [], [], []
     for baseline in _runner_baselines(folder):
         if baseline.runs >= min_runs:
-            means = np.array([np.mean(r) for r in baseline.run_round_log_means()])
+            means = np.array([np.mean(fastest_rounds(r)) for r in baseline.run_round_log_means()])
             variances.append(float(np.var(means, ddof=1)))
             dfs.append(baseline.runs - 1)
         ids = baseline.reference_ids()
         pairs = baseline.reference_pairs(ids[-1]) if ids else []
         if len(pairs) >= 4:
-            fit = fit_reference([np.mean(rounds) for rounds, _ in pairs], [np.mean(r["log_means"]) for _, r in pairs])
+            fit = fit_reference([np.mean(fastest_rounds(rounds)) for rounds, _ in pairs],
+                                [np.mean(fastest_rounds(r["log_means"])) for _, r in pairs])
             residuals.append(fit.residual_var)
             residual_dfs.append(len(pairs) - 2)
     return RunnerPriors(fit_variance_prior(variances, dfs), fit_variance_prior(residuals, residual_dfs))

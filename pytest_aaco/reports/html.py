@@ -71,7 +71,7 @@ from pytest_aaco.reports.wording import (
     series_word,
     verdict_cell,
 )
-from pytest_aaco.verdict.percent import bound_text, pct
+from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 from pytest_aaco.verdict.pooling import pooled_pairs
 
 INSTALL_HINT = "pip install pytest-aaco[plots]"
@@ -345,6 +345,11 @@ def _plot_rounds(ax: Axes, record: ItemRecord, result: ResultRecord, history: li
         labels.append(label or run_label(i, run))
     x_now = len(runs)
     now, now_geo = _means(result.rounds)
+    verdict = record.verdict
+    if verdict is not None and verdict.side_by_side is None and is_num(verdict.current_geomean_ms):
+        now_geo = float(verdict.current_geomean_ms or 0.0)  # the level the verdict compared (its kept rounds)
+    kept = (f" of the {kept_text(verdict.rounds_kept).removesuffix(' of rounds')}"
+            if verdict is not None and verdict.rounds_kept else "")
     now_label = _this_side(record)
     if now and now_geo is not None:
         jitter = np.linspace(-0.15, 0.15, len(now)) if len(now) > 1 else np.zeros(1)
@@ -355,7 +360,7 @@ def _plot_rounds(ax: Axes, record: ItemRecord, result: ResultRecord, history: li
         reference = baseline_line_ms(record.verdict, run_means)
         threshold = record.verdict.threshold if record.verdict is not None else None
         ax.axhline(reference, color=BASELINE_COLOR, linestyle="--", linewidth=1,
-                   label=f"baseline geometric mean {fmt(reference, '.3f')} ms")
+                   label=f"baseline geometric mean{kept} {fmt(reference, '.3f')} ms")
         if isinstance(threshold, (int, float)) and is_num(threshold):
             ax.axhline(reference * (1 + threshold), color="#ef8f00", linestyle=":", linewidth=1.2,
                        label=f"+{threshold:.0%} threshold")
@@ -592,12 +597,13 @@ def verdict_table(verdict: Verdict) -> str:
         ]
     else:
         which = " (confirmation)" if verdict.confirmed else ""
+        kept = f" of the {kept_text(verdict.rounds_kept).removesuffix(' of rounds')}" if verdict.rounds_kept else ""
         pairs += [
             (f"this run mean{which}", e(fmt(verdict.current_mean_ms, ".3f", " ms"))),
             (f"baseline mean (of {verdict.baseline_runs} run(s))", e(fmt(verdict.baseline_mean_ms, ".3f", " ms"))),
             # the means whose ratio the raw change is (the round-means plot draws the baseline's)
-            (f"this run geometric mean{which}", e(fmt(verdict.current_geomean_ms, ".3f", " ms"))),
-            ("baseline geometric mean", e(fmt(verdict.baseline_geomean_ms, ".3f", " ms"))),
+            (f"this run geometric mean{kept}{which}", e(fmt(verdict.current_geomean_ms, ".3f", " ms"))),
+            (f"baseline geometric mean{kept}", e(fmt(verdict.baseline_geomean_ms, ".3f", " ms"))),
             ("baseline file", f"<code>{e(verdict.baseline_path or '-')}</code>"),
         ]
     pairs.append(("fingerprint id", f"<code>{e(verdict.fingerprint_id or '-')}</code>"))

@@ -14,7 +14,8 @@ says, not of the mean), the one-sided bounds the outcome rule compared (``aaco_l
 HTML and the job summary print; a record written before bounds were stored: its 95% CI,
 ``aaco_ci_low`` and ``aaco_ci_high``), the one-sided p-value, the
 verdict and the fingerprint id; ``aaco_raw_change_pct`` with the geometric means it is the ratio of
-(``aaco_current_geomean_ms``, ``aaco_baseline_geomean_ms``).
+(``aaco_current_geomean_ms``, ``aaco_baseline_geomean_ms``), over the share of each run's rounds
+``aaco_rounds_kept`` (its fastest quarter, 0.25, where the stored test is between runs; absent: all rounds).
 
 Failed items (regressions, memory or p99 regressions, strict inconclusive, provider errors)
 are ``<failure>`` elements carrying the verdict message; a baseline file that cannot be read
@@ -70,7 +71,7 @@ def properties(record: ItemRecord) -> list[tuple[str, str]]:
         for key, value in (("change_pct", v.change_pct), *interval,
                            ("p_value", v.p_value), ("raw_change_pct", raw_pct),
                            ("current_geomean_ms", v.current_geomean_ms),
-                           ("baseline_geomean_ms", v.baseline_geomean_ms)):
+                           ("baseline_geomean_ms", v.baseline_geomean_ms), ("rounds_kept", v.rounds_kept)):
             if _number(value):
                 props.append((f"aaco_{key}", f"{value:.6g}"))
         if bound:

@@ -35,7 +35,7 @@ from pytest_aaco.records import (
     Verdict,
 )
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
-from pytest_aaco.verdict.percent import bound_text, pct
+from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 
 REGRESSION = Outcome.REGRESSION
 IMPROVEMENT = Outcome.IMPROVEMENT
@@ -152,7 +152,8 @@ def _means_text(v: Verdict, which: str, runs: str) -> str:
     text = ""
     if v.raw_ratio is not None and v.current_geomean_ms is not None and v.baseline_geomean_ms is not None:
         text += "; " if (v.series or RAW) == RAW else f"; raw {pct(v.raw_ratio)} = "
-        text += f"geometric mean {v.current_geomean_ms:.4g} ms vs {v.baseline_geomean_ms:.4g} ms"
+        of = f" of the {kept_text(v.rounds_kept).removesuffix(' of rounds')}" if v.rounds_kept else ""
+        text += f"geometric mean{of} {v.current_geomean_ms:.4g} ms vs {v.baseline_geomean_ms:.4g} ms"
     elif (v.series or RAW) != RAW and v.raw_ratio is not None:
         text += f", raw {pct(v.raw_ratio)}"
     if v.current_mean_ms is not None and v.baseline_mean_ms:
@@ -190,7 +191,8 @@ def render_message(v: Verdict) -> str:
     runs = f"{v.baseline_runs} baseline run{'s' * (v.baseline_runs != 1)}"
     which = " (the confirmation measurement's)" if v.confirmed else ""
     bound = compared_text(v.ratio, v.ci_low, v.ci_high, v.lower_bound, v.upper_bound, v.threshold)
-    wall = f"{pct(v.ratio)} {series} ({bound})"
+    kept = f", {kept_text(v.rounds_kept)}" if v.rounds_kept and series in (RAW, "adjusted") else ""
+    wall = f"{pct(v.ratio)} {series}{kept} ({bound})"
     wall += _means_text(v, which, runs)
     if dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time

@@ -42,3 +42,11 @@ def bound_text(ratio: float, lower: float | None, upper: float | None, threshold
         return ""
     relation = "<" if upper - 1 < threshold else ">="
     return f"upper bound {pct(upper)} {relation} {limit(threshold)}"
+
+
+def kept_text(fraction: float | None) -> str:
+    """The rounds a stored wall-time level keeps, in words: ``fastest quarter of rounds`` for 0.25,
+    ``fastest 40% of rounds`` otherwise, ``rounds`` for None (all of them)."""
+    if not fraction:
+        return "rounds"
+    return "fastest quarter of rounds" if abs(fraction - 0.25) < 1e-9 else f"fastest {fraction:.0%} of rounds"

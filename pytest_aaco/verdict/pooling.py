@@ -110,8 +110,11 @@ def run_means(history: Iterable[Mapping[str, object]], metric: str, kind: str, r
                 value = _mean([float(a) - float(b) for a, b in zip(logs, ref, strict=False)])
         elif kind == RAW:
             rounds = run.get("rounds")
-            value = _mean([r.get("log_mean") for r in rounds if isinstance(r, dict)]
-                          if isinstance(rounds, (list, tuple)) else [])
+            rows = rounds if isinstance(rounds, (list, tuple)) else []
+            logs = [r.get("log_mean") for r in rows if isinstance(r, dict)]
+            numbers = [float(x) for x in logs if isinstance(x, (int, float)) and math.isfinite(x)]
+            # the run's level as the stored gate takes it: its fastest quarter of rounds
+            value = _mean(list(stats.fastest_rounds(numbers))) if len(numbers) == len(logs) else None
         else:
             reference = run.get("reference")
             if not isinstance(reference, dict) or (ref_id is not None and reference.get("id") != ref_id):
