@@ -436,7 +436,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("min-history", "runs of history needed before the prediction-interval test is used", "5", "N",
               parse=partial(int_at_least, minimum=3)),
     OptionDef("run-noise", "run-to-run sd assumed while history is shorter than --aaco-min-history (0: rounds only)",
-              "2%", "FRACTION", parse=partial(fraction_or_zero, upper=0.5)),
+              "1%", "FRACTION", parse=partial(fraction_or_zero, upper=0.5)),
     OptionDef("warmup", "warmup iterations before measuring", "10", "N",
               parse=partial(int_at_least, minimum=1, maximum=MAX_WARMUP)),
     OptionDef("iterations", "iterations per round, or auto to adapt to the model's latency", "auto", "N",

@@ -79,11 +79,24 @@ def test_slow_phases_neither_hide_a_slowdown_nor_fake_one(result_factory):
     assert v_slow.p_value == pytest.approx(p_two / 2, rel=1e-6)
 
 
-def test_a_short_history_keeps_every_round(result_factory):
-    """Welch's test on rounds (fewer saved runs than --aaco-min-history) uses every round: the spread of
-    the kept rounds would understate a round's noise. The verdict says no rounds were dropped."""
+def test_a_short_history_tests_levels_with_every_rounds_noise(result_factory):
+    """Fewer saved runs than --aaco-min-history: the estimate is the levels' difference, the standard
+    error Welch's on every round plus the run term (the spread of the kept rounds alone would understate
+    a round's noise), checked against scipy's Welch test on the same rounds."""
+    from scipy import stats as sps
+
     baseline = _history(result_factory, runs=2)
-    current = result_factory(_phased(56.0, 21, slow=0), iterations=6, noise=0.003, seed=21)
-    v = judge_history(current, baseline, FP, GateSettings(), 0.05, "m[cpu]")
-    assert v.rounds_kept is None and "fastest" not in v.message
-    assert v.current_geomean_ms == pytest.approx(float(np.exp(np.mean(current.round_log_means))))
+    current = result_factory(_phased(56.0 * 1.08, 21, slow=2), iterations=6, noise=0.003, seed=21)
+    v = judge_history(current, baseline, FP, GateSettings(run_noise=0.0), 0.05, "m[cpu]")
+    runs = [np.asarray(r) for r in baseline.run_round_log_means()]
+    level = np.mean(stats.fastest_rounds(current.round_log_means)) - np.mean(
+        [np.mean(stats.fastest_rounds(r)) for r in runs])
+    assert v.rounds_kept == stats.FASTEST_ROUNDS and "fastest quarter of rounds" in v.message
+    assert v.ratio == pytest.approx(np.exp(level))
+    welch = sps.ttest_ind(current.round_log_means, np.concatenate(runs), equal_var=False)
+    se = (np.mean(current.round_log_means) - np.mean(np.concatenate(runs))) / welch.statistic
+    learned = np.std([np.mean(stats.fastest_rounds(r)) for r in runs], ddof=1)  # the levels' own spread
+    comp = stats.level_test(current.round_log_means, runs, run_sd=learned)
+    assert comp.se == pytest.approx(np.sqrt(se ** 2 + learned ** 2 * 1.5))
+    assert comp.df == pytest.approx(welch.df)
+    assert v.outcome == Outcome.REGRESSION, v.message

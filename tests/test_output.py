@@ -120,8 +120,9 @@ def test_the_verdict_message_names_its_series_and_whose_means_it_shows(aaco_proj
     text = result.stdout.str()
     # before: "REGRESSION tiny[cpu]: mean 0.84 ms vs baseline 0.02 ms (+3561.2%, 95% CI ...)", its mean the
     # confirmation's while the table showed the first look's
-    message = re.search(r"REGRESSION tiny\[cpu\]: latency (\+[\d.]+)% raw \(lower bound [^)]*\);"
-                        r" geometric mean ([\d.e+-]+) ms vs ([\d.e+-]+) ms; mean ([\d.]+) ms"
+    message = re.search(r"REGRESSION tiny\[cpu\]: latency (\+[\d.]+)% raw, fastest quarter of rounds"
+                        r" \(lower bound [^)]*\);"
+                        r" geometric mean of the fastest quarter ([\d.e+-]+) ms vs ([\d.e+-]+) ms; mean ([\d.]+) ms"
                         r" \(the confirmation measurement's\) vs ([\d.]+) ms"
                         r" \(([+-][\d.]+)%\) over 1 baseline run;", text)
     assert message, text

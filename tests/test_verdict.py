@@ -70,7 +70,8 @@ def test_regression(result_factory):
     # the per cent says what it is (the series tested), and the means say which runs they are
     assert v.message.startswith("REGRESSION m[cpu]: latency +10.")
     # the interval printed is the one the rule compared, with its side: significant, and beyond the threshold
-    assert re.search(r" raw \(lower bound \+[\d.]+% > 0, \+10\.\d% >= 5%\)", v.message.split(";")[0]), v.message
+    head = v.message.split(";")[0]
+    assert re.search(r" raw, fastest quarter of rounds \(lower bound \+[\d.]+% > 0, \+10\.\d% >= 5%\)", head), head
     assert "; mean 11.0" in v.message and " ms vs 10.0" in v.message and "%) over 2 baseline runs;" in v.message
     assert "95% CI" not in v.message and ">= 5%)" in v.message
     assert v.lower_bound is not None and 1 < v.lower_bound < v.ratio < v.ci_high

@@ -401,8 +401,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _out(line)
     kept = sorted({r.verdict.rounds_kept for r in rows if r.verdict is not None and r.verdict.rounds_kept})
     if kept:  # the geometric means and the raw change are of the level the test compared between runs
-        _out(f"geometric means and change (raw): over each run's {kept_text(kept[0])}, the level the test compares"
-             " between runs")
+        _out(f"geometric means and change (raw): over each run's {kept_text(kept[0])}, the level the test compares")
     judged = sum(r.verdict is not None and r.verdict.p_value is not None for r in rows)
     _out(f"level {level:.3g}: Benjamini-Hochberg at FDR {args.fdr:g} over {judged} compared item(s); threshold"
          f" {'per item' if args.threshold is None else f'{args.threshold:.0%}'}; the gate's statistics: run-to-run"

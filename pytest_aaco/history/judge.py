@@ -130,8 +130,10 @@ def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], 
     *prior* (a :class:`pytest_aaco.verdict.stats.VariancePrior` from the runner's other items) moderates
     the history's variance in the prediction-interval test. *run_sd_floor* (ln units): the least sd of the
     run-to-run term on a short history (:data:`SHORT_ROUND_SD` for rounds inside a time slice). *keep*: the
-    rounds of a run whose mean is its level in the prediction-interval test
-    (:func:`pytest_aaco.verdict.stats.fastest_rounds` for wall time; None: all), which Welch's test does not use.
+    rounds of a run whose mean is its level (:func:`pytest_aaco.verdict.stats.fastest_rounds` for wall time;
+    None: all): the prediction-interval test compares levels, and on a short history
+    :func:`pytest_aaco.verdict.stats.level_test` takes the levels' difference with every round's noise and the
+    run term, learned from the history's levels (:func:`pytest_aaco.verdict.stats.level_offset_sd`).
     Returns a :class:`pytest_aaco.verdict.stats.Comparison`; raises ValueError for too few rounds or runs.
     """
     runs = [np.asarray(r, dtype=float) for r in history_runs if len(r)]
@@ -142,9 +144,11 @@ def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], 
         level = keep or (lambda x: np.asarray(x, float))
         return stats.prediction_interval_test(level(current), np.array([level(r).mean() for r in runs]), prior)
     run_sd = max(float(np.log1p(run_noise)), run_sd_floor)
-    learned = stats.run_offset_sd(runs)
+    learned = stats.run_offset_sd(runs) if keep is None else stats.level_offset_sd(runs, keep)
     if np.isfinite(learned):
         run_sd = max(run_sd, learned)
+    if keep is not None:  # the run levels' estimate, every round's noise (stats.level_test)
+        return stats.level_test(current, runs, run_sd=run_sd, keep=keep)
     return stats.welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
 
 
@@ -280,9 +284,7 @@ def build_series(track: Track, raw_only: str = "", min_history: int = default("m
     unstable = reference_unstable(track.ref, matching)
     if raw_only or unstable:
         return replace(raw, reason=raw_only or unstable, reference=figures)
-    # the raw run levels as the raw series would test them: the kept rounds once the test is between runs
-    level = keep if len(track.history) >= min_history else (lambda blocks: np.asarray(blocks, float))
-    raw_means = [float(np.mean(level(item))) for item, _ in track.pairs]
+    raw_means = [float(np.mean(keep(item))) for item, _ in track.pairs]  # the raw run levels the raw test compares
     raw_var = float(np.var(raw_means, ddof=1)) if len(raw_means) >= 2 else float("nan")
     if len(track.pairs) >= max(min_history, 4):
         fit = stats.fit_reference(raw_means, [np.mean(keep(r["log_means"])) for r in matching])
@@ -485,8 +487,10 @@ def _method_text(v: Verdict) -> str:
     if v.method == "reference-adjusted":
         return f"prediction interval of a regression on the reference workload over {v.baseline_runs} baseline runs"
     runs = v.baseline_runs
-    return (f"Welch t-test on {v.current_rounds} vs {v.baseline_rounds} rounds ({runs} baseline run{'s' * (runs != 1)},"
-            " run-to-run term included)")
+    levels = ("the levels' difference (each run's fastest quarter of rounds) with the standard error of a "
+              if v.rounds_kept and (v.series or RAW) == RAW else "")
+    return (f"{levels}Welch t-test on {v.current_rounds} vs {v.baseline_rounds} rounds ({runs} baseline"
+            f" run{'s' * (runs != 1)}, run-to-run term included)")
 
 
 def round_ms(result: BenchmarkResult, baseline: Baseline) -> float | None:
@@ -505,11 +509,12 @@ def short_rounds(result: BenchmarkResult, baseline: Baseline) -> str:
     """Why the run-to-run term is widened to :data:`SHORT_ROUND_SD` ('' when it is not): rounds shorter than
     a time slice (:data:`SCHEDULER_SLICE_MS`) with a history of fewer than :data:`SHORT_HISTORY_RUNS` runs.
 
-    With such a history the gate's test is Welch's on rounds plus a prior run-to-run term (2%, measured on
-    items with long rounds); rounds inside one time slice can all land in one scheduling state, so their
-    spread says nothing of how far runs apart can differ. The wider term goes into the test itself, so
-    the interval printed and the minimum detectable effect are the ones it used; a change well beyond
-    :data:`SHORT_ROUND_LIMIT` still counts. The fix is longer rounds or more history, which the reason says.
+    With such a history the gate's test is Welch's on rounds plus a prior run-to-run term
+    (``--aaco-run-noise``, 1%, measured on the levels of items with long rounds); rounds inside one time
+    slice can all land in one scheduling state, so their spread says nothing of how far runs apart can
+    differ. The wider term goes into the test itself, so the interval printed and the minimum detectable
+    effect are the ones it used; a change well beyond :data:`SHORT_ROUND_LIMIT` still counts. The fix is
+    longer rounds or more history, which the reason says.
     """
     if baseline.runs >= SHORT_HISTORY_RUNS:
         return ""
@@ -672,10 +677,9 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         reference=series.reference, version_change=versions,
     )
     if len(result.round_log_means) and verdict.raw_ratio:  # the means whose ratio the raw per cent is
-        kept = (raw_comp or comp).method in BETWEEN_RUN_METHODS  # a run's level: its fastest quarter of rounds
-        logs = stats.fastest_rounds(result.round_log_means) if kept else result.round_log_means
-        verdict.current_geomean_ms = float(np.exp(np.mean(logs)))
-        verdict.rounds_kept = stats.FASTEST_ROUNDS if kept else None
+        # a run's level: the geometric mean of its fastest quarter of rounds, which the raw test compares
+        verdict.current_geomean_ms = float(np.exp(np.mean(stats.fastest_rounds(result.round_log_means))))
+        verdict.rounds_kept = stats.FASTEST_ROUNDS
         verdict.baseline_geomean_ms = verdict.current_geomean_ms / verdict.raw_ratio
     if series.kind == RAW and result.reference is not None and not versions:
         verdict.notes.append(f"raw figures: {series.reason}")

@@ -33,7 +33,7 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,10 +81,10 @@ def fastest_rounds(round_log_means: npt.ArrayLike, fraction: float = FASTEST_ROU
     On the 2-core study VM (quiet, ResNet-50, 1 intra-op thread, 10 rounds), 5 saved runs' means
     spread by sd 3.0% and their fastest quarters by 0.3%; a +7.9% slowdown then read +1.5% and
     +20.4% on the mean, +7.9% and +19.7% on the fastest quarter (studies/stored_calibration.py).
-    Only tests whose variance comes from whole runs use it (the prediction interval, the pooled and
-    reference-adjusted tests, the test between processes): their unit is the run, so the level may be
-    any steady summary of it. Welch's test on rounds (a history shorter than ``--aaco-min-history``)
-    keeps every round, since the spread of the kept rounds understates a round's noise.
+    The prediction interval, the pooled and reference-adjusted tests and the test between processes
+    compare levels (their unit is the run); a history shorter than ``--aaco-min-history`` is tested by
+    :func:`level_test`, the levels' difference with every round's noise, since the spread of the kept
+    rounds alone would understate it.
     Source: Chen & Revels (2016), who argue for the minimum; a quarter keeps several rounds, so one
     lucky round does not set the level. Both sides of a comparison keep the same share, so a change
     that slows every iteration moves the level as it moves the mean. Raises ValueError for NaN/inf."""
@@ -280,6 +280,37 @@ class VariancePrior:
 
     def to_dict(self) -> JSONDict:
         return {"s0_sq": self.s0_sq, "d0": self.d0, "items": self.items}
+
+
+def level_test(current: npt.ArrayLike, history_runs: Sequence[npt.ArrayLike], run_sd: float = 0.0,
+               keep: Callable[[npt.ArrayLike], np.ndarray] = fastest_rounds) -> Comparison:
+    """Welch's test with the run term (:func:`welch_rounds`) on run levels: a short history's test.
+
+    *current*: this run's round log-means (ln ms, >= 2); *history_runs*: one 1-D array of round
+    log-means per earlier run (>= 1 run, >= 2 rounds in all). The estimate is this run's level minus
+    the mean of the earlier runs' levels, a level being the mean of the rounds *keep* keeps
+    (:func:`fastest_rounds`); the standard error and df are :func:`welch_rounds`' on every round with the
+    run term ``run_sd`` (ln units) over ``len(history_runs)`` runs, so the noise of the rounds, slow
+    phases included, stays in the interval while the slow phases leave the estimate. Returns a
+    :class:`Comparison` with ``method="welch"``. Raises ValueError as :func:`welch_rounds` does.
+    """
+    runs = [np.asarray(r, dtype=float) for r in history_runs if len(r)]
+    if not runs:
+        raise ValueError("history run round log-means needs at least 1 run")
+    base = welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
+    estimate = float(keep(current).mean() - np.mean([keep(r).mean() for r in runs]))
+    p_slower, p_faster = _t_pvalues(estimate, base.se, base.df)
+    return Comparison("welch", estimate, base.se, base.df, p_slower, p_faster, base.n_current, base.n_baseline)
+
+
+def level_offset_sd(runs: Sequence[npt.ArrayLike], keep: Callable[[npt.ArrayLike], np.ndarray] = fastest_rounds
+                    ) -> float:
+    """The sd (ln units, ddof=1) of the earlier runs' levels (the means of the rounds *keep* keeps): what the
+    history shows of the run-to-run term a short history's test adds (:func:`level_test`). NaN with fewer
+    than 2 runs of 2 or more rounds. Unlike :func:`run_offset_sd` it subtracts no within-run share: the
+    level's own noise is part of what the next run will differ by."""
+    levels = [float(keep(r).mean()) for r in runs if len(r) >= 2]
+    return float(np.std(levels, ddof=1)) if len(levels) >= 2 else float("nan")
 
 
 def _trigamma_inverse(x: float) -> float:
