@@ -294,7 +294,7 @@ def level_test(current: npt.ArrayLike, history_runs: Sequence[npt.ArrayLike], ru
     phases included, stays in the interval while the slow phases leave the estimate. Returns a
     :class:`Comparison` with ``method="welch"``. Raises ValueError as :func:`welch_rounds` does.
     """
-    runs = [np.asarray(r, dtype=float) for r in history_runs if len(r)]
+    runs = [a for r in history_runs if (a := np.asarray(r, dtype=float).ravel()).size]
     if not runs:
         raise ValueError("history run round log-means needs at least 1 run")
     base = welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
@@ -309,7 +309,7 @@ def level_offset_sd(runs: Sequence[npt.ArrayLike], keep: Callable[[npt.ArrayLike
     history shows of the run-to-run term a short history's test adds (:func:`level_test`). NaN with fewer
     than 2 runs of 2 or more rounds. Unlike :func:`run_offset_sd` it subtracts no within-run share: the
     level's own noise is part of what the next run will differ by."""
-    levels = [float(keep(r).mean()) for r in runs if len(r) >= 2]
+    levels = [float(keep(a).mean()) for r in runs if (a := np.asarray(r, dtype=float).ravel()).size >= 2]
     return float(np.std(levels, ddof=1)) if len(levels) >= 2 else float("nan")
 
 
