@@ -14,6 +14,7 @@ leads with ``not judged:``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -28,8 +29,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 TEST_FILE = "def test_latency(benchmark_model):\n    benchmark_model()\n"
 REGISTRY = "models:\n  mlp:\n    path: model.onnx\n"
-ARGS = ("--aaco-models=models.yaml", "--aaco-baseline-dir=baselines", "--aaco-no-bundle", "-p", "no:cacheprovider",
-        "--aaco-warmup=3", "--aaco-rounds=6", "--aaco-iterations=20")
+ARGS = ("--aaco-models=models.yaml", "--aaco-baseline-dir=baselines", "--aaco-session-dir=bundles", "-p",
+        "no:cacheprovider", "--aaco-warmup=3", "--aaco-rounds=6", "--aaco-iterations=20")
 
 
 def mlp(layers: int, width: int = 384, batch: int = 32, seed: int = 0) -> onnx.ModelProto:
@@ -52,14 +53,20 @@ def mlp(layers: int, width: int = 384, batch: int = 32, seed: int = 0) -> onnx.M
     return model
 
 
-def gate(suite: Path, *extra: str) -> tuple[int, str]:
-    """One pytest process in *suite*; (exit status, the first line of the pytest-aaco results section)."""
+def gate(suite: Path, *extra: str) -> tuple[int, str, str]:
+    """One pytest process in *suite*; (exit status, the first line of the pytest-aaco results section, the
+    item's verdict: its message and what contention explained, from the session bundle)."""
     done = subprocess.run([sys.executable, "-m", "pytest", *ARGS, *extra], cwd=suite, capture_output=True,
                           text=True, errors="replace", timeout=600)
     lines = done.stdout.splitlines()
     heads = [i for i, line in enumerate(lines) if "pytest-aaco results" in line]
     first = lines[heads[0] + 1] if heads and heads[0] + 1 < len(lines) else ""
-    return done.returncode, first
+    items = sorted((suite / "bundles").glob("*/items/*.json"), key=lambda p: p.stat().st_mtime)
+    verdict = json.loads(items[-1].read_text()).get("verdict") or {} if items else {}
+    contention = verdict.get("contention") or {}
+    told = (f"{verdict.get('outcome')}; explained {contention.get('explained')}; others {contention.get('cores')};"
+            f" {str(verdict.get('message'))[:260]}")
+    return done.returncode, first, told
 
 
 def main() -> int:
@@ -80,7 +87,7 @@ def main() -> int:
     onnx.save(mlp(6), six)
     shutil.copy(four, suite / "model.onnx")
     for _ in range(2):
-        rc, first = gate(suite, "--aaco-save-baseline")
+        rc, first, _ = gate(suite, "--aaco-save-baseline")
         if rc != 0:
             print(f"saving the baseline failed (exit {rc}): {first}")
             return 2
@@ -91,10 +98,11 @@ def main() -> int:
         for which, model, n in (("slow", six, args.slow), ("same", four, args.same)):
             shutil.copy(model, suite / "model.onnx")
             for i in range(n):
-                rc, first = gate(suite)
+                rc, first, told = gate(suite)
                 counts[f"{which}_failed"] += rc == 1
                 counts["not_judged_first"] += first.startswith("not judged:")
                 print(f"{which} {i + 1}: exit {rc}; load {os.getloadavg()[0]:.1f}; first line: {first[:160]}")
+                print(f"    {told}")
     finally:
         for p in spinners:  # stopped by PID, each one this script started
             os.kill(p.pid, signal.SIGTERM)

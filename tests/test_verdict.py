@@ -425,6 +425,25 @@ def test_contention_bound_takes_the_larger_witness():
     # 4 spinning processes and one busy core of ours on 2 cores: at most 5/2 = 2.5x slower
     assert contention_bound(0.25, 4.0, 1.0, 2) == 2.5
     assert contention_bound(-0.1, 0.5, 1.0, 2) == 1.0  # nothing over-asked, reference faster: nothing explained
+    # the CPU the process got against what it used in its saved runs: 1.0 core then, 0.625 now -> 1.6x,
+    # tighter than the fair scheduler's 2.5x; the reference's 1.25 stays the smaller witness
+    assert contention_bound(0.25, 4.0, 0.625, 2, history_own_cores=1.0) == pytest.approx(1.6)
+    assert contention_bound(0.9, 4.0, 0.625, 2, history_own_cores=1.0) == pytest.approx(1.9)  # the larger counts
+    # never beyond the fair scheduler's bound (0.2 of 1.0 core would say 5x, but 1.2 cores asked of 2: 1x),
+    # never below 1 (more CPU than in the history)
+    assert contention_bound(None, 1.0, 0.2, 2, history_own_cores=1.0) == 1.0
+    assert contention_bound(None, 4.0, 1.2, 2, history_own_cores=1.0) == 1.0
+
+
+def test_history_own_cores_is_the_median_of_the_saved_runs():
+    from pytest_aaco.verdict.metrics import history_own_cores
+
+    def run(cpu_s: float) -> dict:
+        return {"telemetry": {"process_cpu_s": {"first": 0.0, "last": cpu_s, "n": 5},
+                              "monotonic_s": {"first": 0.0, "last": 2.0, "n": 5}}}
+
+    assert history_own_cores([run(1.0), run(2.0), run(1.8), {"telemetry": {}}, {}]) == pytest.approx(0.9)
+    assert history_own_cores([]) is None
 
 
 def test_own_process_cores_reads_the_cumulative_counters():

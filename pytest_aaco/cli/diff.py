@@ -61,8 +61,8 @@ from pytest_aaco.records import HistoryRun, Outcome, ResultRecord, RoundFigures,
 from pytest_aaco.reports.bundle import is_bundle, load_session, records_of
 from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.comparable import Fingerprint
-from pytest_aaco.verdict.finish import settle
-from pytest_aaco.verdict.metrics import other_processes_cores
+from pytest_aaco.verdict.finish import contention_bound, settle
+from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 from pytest_aaco.verdict.stats import benjamini_hochberg
 
@@ -310,12 +310,21 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None =
                                 machine_offset=offset)
         cores = fields.get("cpu_cores")
 
+        count = int(cores) if isinstance(cores, int) else os.cpu_count() or 1
+
         def busy() -> float | None:
             assert cand.latest is not None
-            return other_processes_cores(cand.latest.telemetry, int(cores) if isinstance(cores, int)
-                                         else os.cpu_count() or 1)
+            return other_processes_cores(cand.latest.telemetry, count)
 
-        return settle(verdict, settings, busy=busy, max_contention=max_contention)
+        def explained(v: Verdict) -> float | None:
+            """What contention did to B's run, bounded as the gate bounds it (:func:`contention_bound`)."""
+            assert cand.latest is not None
+            series = None if v.wall is None else v.wall.series
+            drift = v.reference_drift if series in (None, "raw") else None
+            return contention_bound(drift, busy(), own_process_cores(cand.latest.telemetry), count,
+                                    history_own_cores(ref.history.history))
+
+        return settle(verdict, settings, busy=busy, max_contention=max_contention, explained=explained)
 
     rows: list[DiffRow] = []
     judged: list[tuple[DiffRow, Side, Side]] = []

@@ -304,19 +304,26 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
 
 
 def contention_bound(reference_drift: float | None, others_cores: float | None, own_cores: float | None,
-                     cpu_count: int) -> float | None:
+                     cpu_count: int, history_own_cores: float | None = None) -> float | None:
     """The slowdown (a ratio, >= 1) that CPU contention can explain in one run, from what it did to that run.
 
     Two witnesses, the larger counts: the reference workload measured beside the item
     (``1 + reference_drift``, *reference_drift* a fraction, > 0 slower than in the history), and the CPU
-    the process could get: when this process (*own_cores*, mean cores it used) and the others
-    (*others_cores*) asked for more than the *cpu_count* cores there are, a fair scheduler stretches this
-    process's wall time by at most ``(own + others) / cpu_count``. None when neither witness was measured."""
+    the process got. A fair scheduler stretches this process's wall time by at most ``(own + others) /
+    cpu_count`` when this process (*own_cores*, mean cores it used) and the others (*others_cores*) asked
+    for more than the *cpu_count* cores there are. With *history_own_cores* (the cores the item's process
+    used in its saved runs, median), the CPU the process got against its wall time measures the stretch
+    itself: an item that used 1.0 core in its history and got 0.4 now ran 2.5 times slower for the same
+    work, while a change of its own work leaves the share alone; that ratio, at most the fair scheduler's
+    bound, is the witness then. None when neither witness was measured."""
     found: list[float] = []
     if reference_drift is not None:
         found.append(1.0 + max(reference_drift, 0.0))
     if others_cores is not None and own_cores is not None and cpu_count >= 1:
-        found.append(max((own_cores + others_cores) / cpu_count, 1.0))
+        fair = max((own_cores + others_cores) / cpu_count, 1.0)
+        if history_own_cores is not None and history_own_cores > 0 and own_cores > 0:
+            fair = min(fair, max(history_own_cores / own_cores, 1.0))
+        found.append(fair)
     return max(found) if found else None
 
 

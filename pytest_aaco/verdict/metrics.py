@@ -7,6 +7,8 @@ These describe a run for people and for :mod:`pytest_aaco.verdict.diagnosis`; th
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -147,6 +149,15 @@ def own_process_cores(telemetry: dict[str, Any] | None) -> float | None:
             return None
         spans.append(float(last - first))
     return spans[0] / spans[1] if spans[1] > 0 else None
+
+
+def history_own_cores(runs: Iterable[Mapping[str, object]]) -> float | None:
+    """The cores the item's process used while measuring in its saved runs: the median over the history
+    runs (baseline ``history`` entries, whose ``telemetry`` is the sampler summary) that have them
+    (:func:`own_process_cores`), or None."""
+    found = [c for run in runs if isinstance(tel := run.get("telemetry"), dict)
+             and (c := own_process_cores({"summary": tel})) is not None]
+    return float(statistics.median(found)) if found else None
 
 
 def kernel_changes(before: dict[str, float], after: dict[str, float], top: int = 5
