@@ -19,12 +19,25 @@ modules at the package root, and ``Any`` tokens.
   whether it fails and render its message: calls of a function named ``finish`` or ``settle`` (the
   pipeline that ends in ``finish``), except the one call of ``finish`` inside ``settle`` itself (its
   implementation); methods such as ``bundle.finish(...)`` are not counted.
+* **modules over 700 lines** and **classes over 250 lines** (a class from its ``class`` line to its
+  last line, decorators left out), the limits of issue 41;
+* **the judgement walk**: the modules of the package entered while one stored-gate item is judged,
+  traced (:func:`sys.setprofile`) from the call of ``pytest_aaco.gate.judge`` to its return in a real
+  pytest run (in a child process: the tiny model of ``tests/conftest.py``, two runs saved with
+  ``--aaco-save-baseline``, then one gated run whose first item is traced; ``--aaco-confirm=off``, so
+  the walk does not depend on whether a confirmation look was taken). A *room* is a module entered
+  (counted once, ``gate`` included); a *climb* is a call from a module into one it was called from
+  (one below it on the call stack, the callers of ``gate.judge`` included, or one that called it
+  earlier in the walk), counted once per (from, to) pair. The walk is drawn as a tree: one line per
+  new module path (the call stack with consecutive frames of one module merged), in the order first
+  entered; ``^`` marks a climb.
 
 Usage (from the repository root)::
 
     python studies/layout_figures.py                 # the working tree
     python studies/layout_figures.py --rev 9c3e89e   # a commit (git archive into a temporary folder)
     python studies/layout_figures.py --tree DIR      # DIR/pytest_aaco
+    python studies/layout_figures.py --no-walk       # without the traced judgement (no pytest run)
 
 Prints one line per figure, and the circles and the deepest chain.
 """
@@ -33,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -127,6 +141,169 @@ def finishing_sites(package: Path) -> list[str]:
     return sorted(set(found))
 
 
+MODULE_LIMIT = 700  #: lines (issue 41)
+CLASS_LIMIT = 250  #: lines (issue 41)
+
+
+def long_modules(package: Path) -> list[tuple[str, int]]:
+    """``(module path, lines)`` of the modules over :data:`MODULE_LIMIT` lines, longest first."""
+    found = []
+    for path in package.rglob("*.py"):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MODULE_LIMIT:
+            found.append((str(path.relative_to(package.parent)), lines))
+    return sorted(found, key=lambda f: (-f[1], f[0]))
+
+
+def long_classes(package: Path) -> list[tuple[str, int]]:
+    """``(module:Class, lines)`` of the classes over :data:`CLASS_LIMIT` lines, longest first."""
+    found = []
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > CLASS_LIMIT:
+                    found.append((f"{path.relative_to(package.parent)}:{node.name}", lines))
+    return sorted(found, key=lambda f: (-f[1], f[0]))
+
+
+WALK_REGISTRY = "models:\n  tiny:\n    path: tiny.onnx\n"
+WALK_TEST = "def test_latency(benchmark_model):\n    benchmark_model()\n"
+WALK_ARGS = ("--aaco-models=models.yaml", "--aaco-warmup=2", "--aaco-rounds=3", "--aaco-iterations=20",
+             "--aaco-no-bundle", "--aaco-max-contention=off", "--aaco-confirm=off", "-p", "no:cacheprovider",
+             "-q", "-p", "no:randomly")
+
+
+def trace_walk(tree: Path) -> list[tuple[str, ...]]:
+    """In this process: the module paths (call stacks of ``pytest_aaco`` modules, consecutive frames of
+    one module merged, ``gate`` first) of every call made inside the first ``gate.judge`` of a gated
+    pytest run of the tiny model, in a temporary project; *tree* holds the ``pytest_aaco`` traced."""
+    sys.path.insert(0, str(tree))
+    import pytest
+    from conftest import make_tiny_model  # tests/conftest.py of this checkout
+
+    paths: list[tuple[str, ...]] = []
+    stack: list[str] = []  # the module of every frame since gate.judge was called, its callers' first
+    state = {"base": 0, "done": False}
+
+    def short(name: str) -> str:
+        return name.removeprefix("pytest_aaco.") if name.startswith("pytest_aaco.") else ""
+
+    def merged(frames: list[str]) -> tuple[str, ...]:
+        out: list[str] = []
+        for m in frames:
+            if m and (not out or out[-1] != m):
+                out.append(m)
+        return tuple(out)
+
+    def profile(frame, event, _arg):  # noqa: ANN001, ANN202 - the sys.setprofile signature
+        if state["done"] or event not in ("call", "return"):
+            return
+        if event == "call":
+            if not stack:
+                if frame.f_globals.get("__name__") == "pytest_aaco.gate" and frame.f_code.co_name == "judge":
+                    callers, up = [], frame.f_back
+                    while up is not None:
+                        callers.append(short(up.f_globals.get("__name__", "")))
+                        up = up.f_back
+                    stack.extend(merged(callers[::-1]))
+                    state["base"] = len(stack)
+                    stack.append("gate")
+                    paths.append(merged(stack))
+                return
+            module = short(frame.f_globals.get("__name__", ""))
+            caller = next((m for m in reversed(stack) if m), "")
+            stack.append(module)
+            if module and module != caller:  # a call that enters a module
+                paths.append(merged(stack))
+        elif stack:
+            stack.pop()
+            if len(stack) == state["base"]:
+                state["done"] = True
+
+    with tempfile.TemporaryDirectory(prefix="aaco-walk-") as tmp:
+        project = Path(tmp)
+        make_tiny_model(project / "tiny.onnx")
+        (project / "models.yaml").write_text(WALK_REGISTRY, encoding="utf-8")
+        (project / "test_perf.py").write_text(WALK_TEST, encoding="utf-8")
+        os.chdir(project)
+        for _ in range(2):
+            if pytest.main([*WALK_ARGS, "--aaco-save-baseline"]) != 0:
+                raise SystemExit("the walk's baseline run failed")
+        sys.setprofile(profile)
+        try:
+            pytest.main(list(WALK_ARGS))
+        finally:
+            sys.setprofile(None)
+    if not paths:
+        raise SystemExit("gate.judge was not called")
+    return paths
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The judgement walk: the module paths in the order entered (see :func:`trace_walk`); the first
+    path is the call stack down to ``gate`` (the modules that called ``gate.judge``, then ``gate``)."""
+
+    paths: list[tuple[str, ...]]
+
+    @property
+    def base(self) -> int:
+        """The modules below ``gate`` on the call stack (not entered by the walk)."""
+        return len(self.paths[0]) - 1
+
+    @property
+    def rooms(self) -> list[str]:
+        """The modules entered, ``gate`` first, each once."""
+        return list(dict.fromkeys(m for p in self.paths for m in p[self.base:]))
+
+    @property
+    def climbs(self) -> list[tuple[str, str]]:
+        """``(from, to)`` of the calls into a module that *from* was called from: one below it on the
+        call stack (the callers of ``gate.judge`` included), or one that called *from* earlier in the
+        walk; each pair once, in the order first made."""
+        called: set[tuple[str, str]] = set(zip(self.paths[0], self.paths[0][1:], strict=False))
+        found: list[tuple[str, str]] = []
+        for path in self.paths[1:]:
+            if len(path) < 2:
+                continue
+            edge = (path[-2], path[-1])
+            if (path[-1] in path[:-1] or edge[::-1] in called) and edge not in found:
+                found.append(edge)
+            called.add(edge)
+        return found
+
+    def drawn(self) -> list[str]:
+        """The walk as an indented tree: each module path once, in the order first entered (a module
+        entered again under another is named again above it); the callers of ``gate.judge`` are left
+        out, ``^`` marks a climb."""
+        lines, seen, shown = [], set(), self.paths[0][:self.base]
+        climbs = set(self.climbs)
+        for path in self.paths:
+            if path in seen:
+                continue
+            seen.add(path)
+            pairs = enumerate(zip(path, shown, strict=False))
+            common = next((i for i, (a, b) in pairs if a != b), min(len(path), len(shown)))
+            for depth in range(max(common, self.base), len(path)):
+                edge = path[depth - 1:depth + 1]
+                mark = "^ " if depth > self.base and edge in climbs else ""
+                lines.append("  " + "|  " * (depth - self.base) + mark + path[depth])
+            shown = path
+        return lines
+
+
+def walk_of(tree: Path) -> Walk:
+    """:func:`trace_walk` of *tree* in a child process (a fresh interpreter: the tree's modules only)."""
+    found = subprocess.run([sys.executable, __file__, "--walk-child", str(tree)], capture_output=True, text=True,
+                           check=False)
+    if found.returncode != 0:
+        raise SystemExit(f"the traced judgement failed:\n{found.stdout[-3000:]}{found.stderr[-3000:]}")
+    marker = found.stdout.rindex("WALK ")
+    return Walk([tuple(line.split()) for line in found.stdout[marker + 5:].strip().split("\n") if line])
+
+
 @dataclass(frozen=True)
 class Figures:
     """The figures of one tree (see the module docstring)."""
@@ -164,7 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--rev", help="a git revision of this repository")
     where.add_argument("--tree", type=Path, help="a folder that holds pytest_aaco/")
+    parser.add_argument("--no-walk", action="store_true", help="leave the traced judgement out")
+    parser.add_argument("--walk-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.walk_child:
+        paths = trace_walk(args.walk_child)
+        print("WALK " + "\n".join(" ".join(p) for p in paths))
+        return 0
     with tempfile.TemporaryDirectory(prefix="aaco-layout-") as tmp:
         if args.rev:
             data = subprocess.run(["git", "-C", str(ROOT), "archive", args.rev, "pytest_aaco"], check=True,
@@ -175,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             package = (args.tree or ROOT) / "pytest_aaco"
         found = figures(package)
+        modules, classes = long_modules(package), long_classes(package)
+        walk = None if args.no_walk else walk_of(package.parent)
     label = args.rev or str(args.tree or "working tree")
     print(f"tree: {label} ({found.modules} modules)")
     print(f"import circles (TYPE_CHECKING imports counted): {len(found.circles)}")
@@ -188,6 +373,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"verdict finishing call sites: {len(found.finishing)}")
     for site in found.finishing:
         print(f"  {site.removeprefix('pytest_aaco.')}")
+    print(f"modules over {MODULE_LIMIT} lines: {len(modules)}")
+    for name, lines in modules:
+        print(f"  {lines:5d}  {name}")
+    print(f"classes over {CLASS_LIMIT} lines: {len(classes)}")
+    for name, lines in classes:
+        print(f"  {lines:5d}  {name}")
+    if walk is not None:
+        print(f"judgement walk (gate.judge of one stored-gate item, traced): {len(walk.rooms)} rooms, "
+              f"{len(walk.climbs)} climbs back")
+        print("\n".join(walk.drawn()))
+        print("  climbs: " + ", ".join(f"{a} -> {b}" for a, b in walk.climbs))
     return 0
 
 
