@@ -50,7 +50,8 @@ from pytest_aaco.options import (
     count_setting,
     latency_count,
 )
-from pytest_aaco.records import ColdStartComparison, Verdict
+from pytest_aaco.records.device import ColdStartComparison
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.reports.progress import uncaptured, write_line
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram

@@ -40,7 +40,7 @@ from pytest_aaco.measure.placement import Placement, PlacementError, describe_pl
 from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict, measure_cold_start
 from pytest_aaco.passes.kernels import KernelMetrics, cupti_pass, onnx_node_count, rocprof_pass
 from pytest_aaco.passes.opprofile import OpProfile, compare_profiles, profile_model, profile_runs
-from pytest_aaco.records import ColdStartComparison
+from pytest_aaco.records.device import ColdStartComparison
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers.base import TracerError
 from pytest_aaco.warnings import AacoProviderWarning

@@ -2,7 +2,7 @@
 passes (cold start, GPU kernels, operator profile: :mod:`pytest_aaco.extra_passes`), diagnosis.
 
 :func:`judge` turns one finished :class:`~pytest_aaco.benchmark.BenchmarkRun` into an
-:class:`~pytest_aaco.records.ItemRecord` with its :class:`~pytest_aaco.records.Verdict`. It
+:class:`~pytest_aaco.records.item.ItemRecord` with its :class:`~pytest_aaco.records.verdict.Verdict`. It
 needs no pytest: the session object (:mod:`pytest_aaco.session`) calls it after the test body
 returned, and does the side effects (the item's stash, ``pytest.fail``, hooks, the bundle).
 
@@ -35,7 +35,9 @@ from pytest_aaco.measure.inference import MeasureSettings
 from pytest_aaco.measure.registry import content_hash
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.item import ItemRecord
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.gate import SideBySideLook
 from pytest_aaco.verdict.diagnosis import change_first, classify_bottleneck

@@ -83,12 +83,8 @@ from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
 from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.measure.stopping import InterruptGuard, add_last_words
-from pytest_aaco.records import (
-    PLUGIN_NAME,
-    ItemRecord,
-    Outcome,
-    SessionSummary,
-)
+from pytest_aaco.records.base import PLUGIN_NAME, Outcome
+from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.redact import redact_argv
 from pytest_aaco.reports import ReportContext, github, html, junit, terminal
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle

@@ -19,7 +19,7 @@ from typing import Protocol
 import pytest
 
 from pytest_aaco.jsonio import JSONDict, dumps, loads_records
-from pytest_aaco.records import FdrRecord, ItemRecord
+from pytest_aaco.records.item import FdrRecord, ItemRecord
 
 #: name under which this object is registered with pytest's plugin manager
 XDIST_PLUGIN_NAME = "aaco-xdist"

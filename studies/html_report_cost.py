@@ -24,7 +24,8 @@ import numpy as np
 
 sys.path.insert(0, os.environ.get("AACO_SOURCE") or str(Path(__file__).resolve().parent.parent))
 
-from pytest_aaco.records import BaselineRecord, ItemRecord, SessionSummary  # noqa: E402
+from pytest_aaco.records.device import BaselineRecord
+from pytest_aaco.records.item import ItemRecord, SessionSummary  # noqa: E402
 from pytest_aaco.reports.html import render_html  # noqa: E402
 
 

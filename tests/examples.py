@@ -25,7 +25,9 @@ from pytest_aaco.history.fingerprint import build_fingerprint  # noqa: E402
 from pytest_aaco.history.judge import judge_history  # noqa: E402
 from pytest_aaco.history.store import Baseline, run_record  # noqa: E402
 from pytest_aaco.options import GateSettings  # noqa: E402
-from pytest_aaco.records import ItemRecord, Outcome, Verdict  # noqa: E402
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.item import ItemRecord
+from pytest_aaco.records.verdict import Verdict  # noqa: E402
 from pytest_aaco.reports import terminal  # noqa: E402
 from pytest_aaco.sidebyside.cycles import compare_sides  # noqa: E402
 from pytest_aaco.verdict.finish import confirm, settle  # noqa: E402

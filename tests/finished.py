@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_aaco.history.judge import judge_history as _judge_history
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import Verdict
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.sidebyside.cycles import SideBySide
 from pytest_aaco.sidebyside.cycles import to_verdict as _to_verdict
 from pytest_aaco.verdict.finish import confirm as _confirm

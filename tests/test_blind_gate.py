@@ -7,7 +7,8 @@ import pytest
 from verdicts import verdict
 
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.verdict.blind import blind_mde, summary_line
 from pytest_aaco.verdict.outcome import fails
 
@@ -78,7 +79,7 @@ def test_a_blind_gate_says_so_and_the_option_fails_it(aaco_project) -> None:  # 
 def test_an_item_withheld_for_contention_is_not_judged_and_fail_blind_fails_it() -> None:
     """Issue 43: a regression withheld for CPU contention is named first, with the bound contention explains, is
     left out of the MDE line (its own bound says why), and --aaco-fail-blind fails it."""
-    from pytest_aaco.records import Contention
+    from pytest_aaco.records.verdict import Contention
     from pytest_aaco.verdict.blind import not_judged_line
 
     v = Verdict(Outcome.INCONCLUSIVE, "m[cpu]", 0.05, contention=Contention(3.9, 0.1, 2.45))

@@ -7,7 +7,7 @@ import html
 from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
 from pytest_aaco.passes.kernels import kernel_metrics
 from pytest_aaco.passes.opprofile import NodeTime, OpProfile, OpTime, compare_profiles
-from pytest_aaco.records import ColdStartRecord, KernelsRecord, ProfileRecord
+from pytest_aaco.records.device import ColdStartRecord, KernelsRecord, ProfileRecord
 from pytest_aaco.reports import breakdown
 from pytest_aaco.tracers.base import KernelSpan
 
@@ -77,7 +77,7 @@ def test_cold_start_block_side_by_side_shows_the_baseline_side_and_the_split():
 
 
 def test_junit_properties_carry_cold_start_and_operators():
-    from pytest_aaco.records import ItemRecord
+    from pytest_aaco.records.item import ItemRecord
     from pytest_aaco.reports.junit import properties
 
     history = [ColdStart([100.0, 101.0, 99.0], [20.0, 21.0, 19.0]) for _ in range(3)]

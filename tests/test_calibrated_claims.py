@@ -22,7 +22,9 @@ from pytest_aaco.history.judge import (
 )
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import MEMORY, ItemRecord, Outcome, Verdict
+from pytest_aaco.records.base import MEMORY, Outcome
+from pytest_aaco.records.item import ItemRecord
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.verdict import stats
 from tests.test_device_time_stored import _series
 

@@ -1,5 +1,5 @@
 """Every figure a person reads agrees with the others: one rule for which metrics failed
-(:attr:`pytest_aaco.records.Verdict.failed_metrics`) read by the message, the headline (pytest's short
+(:attr:`pytest_aaco.records.verdict.Verdict.failed_metrics`) read by the message, the headline (pytest's short
 summary), the terminal table, the HTML, JUnit and the GitHub summary; device time decides the outcome
 word when wall time is inconclusive.
 
@@ -19,7 +19,10 @@ from pytest_aaco.history.fingerprint import build_fingerprint
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.device_time import DeviceSeries
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import DEVICE_TIME, FdrRecord, HistoryRun, ItemRecord, Outcome, ResultRecord, Verdict
+from pytest_aaco.records.base import DEVICE_TIME, Outcome
+from pytest_aaco.records.device import HistoryRun, ResultRecord
+from pytest_aaco.records.item import FdrRecord, ItemRecord
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import headline, verdict_cell
 from pytest_aaco.tracers.base import DeviceBlock
@@ -157,7 +160,7 @@ def test_the_summary_count_counts_a_cold_start_regression():
 
 
 def _context(fdr: dict | None = None):
-    from pytest_aaco.records import SessionSummary
+    from pytest_aaco.records.item import SessionSummary
     from pytest_aaco.reports import ReportContext
 
     return ReportContext(summary=SessionSummary(1, {}, fdr))
@@ -533,7 +536,7 @@ def test_a_record_written_before_bounds_prints_its_95_ci_in_every_reader():
 def test_every_judged_metric_is_one_judgement_with_the_figures_the_reports_print(tmp_path, result_factory):
     """A verdict's judgements by metric (:attr:`Verdict.judgements`, built by the one constructor
     ``judgement_of``) carry the figures the message prints and the outcome ``failed_metrics`` reads."""
-    from pytest_aaco.records import DEVICE_TIME, LATENCY, Judgement
+    from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Judgement
 
     v = _stored(tmp_path, result_factory, 0.818 * 1.073, extra=8)
     judged = v.judgements
@@ -563,7 +566,8 @@ def test_p99_is_a_judgement_whose_bound_is_the_one_the_message_prints():
 
     import numpy as np
 
-    from pytest_aaco.records import P99, p99_judgement
+    from pytest_aaco.records.base import P99
+    from pytest_aaco.records.verdict import p99_judgement
     from pytest_aaco.verdict import stats
     from pytest_aaco.verdict.percent import bound_text, pct
     from tests.test_output import _verdict

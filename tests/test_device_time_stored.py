@@ -35,7 +35,7 @@ from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.measure.device_time import DEVICE_RUNS, DeviceSeries
 from pytest_aaco.measure.results import ReferenceSeries
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import Verdict
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.tracers.base import DeviceBlock
 from pytest_aaco.verdict.metrics import kernel_changes
 from tests.test_output import explained
@@ -391,7 +391,7 @@ def test_the_overhead_script_reads_a_bundle(tmp_path):
 # ----------------------------------------------------------------- reports
 
 def _device_record(tmp_path: Path, result_factory):
-    from pytest_aaco.records import ItemRecord
+    from pytest_aaco.records.item import ItemRecord
 
     baseline = _baseline(tmp_path, result_factory, LEVELS)
     fp = build_fingerprint(model_sha256="a", input_shapes={}, input_dtypes={}, provider="cpu",

@@ -1,4 +1,4 @@
-"""The typed records at the edge (pytest_aaco/records.py, last section): what the session writes
+"""The typed records at the edge (pytest_aaco/records/device.py): what the session writes
 reads back into them, unchanged by a round trip, from files written before they existed too; and the
 HTML writer takes baselines from its caller, never from a file.
 
@@ -20,25 +20,20 @@ from pytest_aaco.history.store import report_baselines, save_run
 from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict, side_by_side_verdict
 from pytest_aaco.passes.kernels import kernel_metrics
 from pytest_aaco.passes.opprofile import NodeTime, OpProfile, OpTime, compare_profiles
-from pytest_aaco.records import (
+from pytest_aaco.records.device import (
     BaselineRecord,
-    BaselineSide,
     ColdStartRecord,
-    DeviceTimeRecord,
     DiagnosisRecord,
-    FdrRecord,
     Figures,
     GpuRecord,
     HistoryRun,
-    ItemRecord,
     KernelsRecord,
-    Pair,
     ProfileRecord,
     ResultRecord,
-    SessionMeta,
-    SessionSummary,
     TelemetryRecord,
 )
+from pytest_aaco.records.item import BaselineSide, FdrRecord, ItemRecord, SessionMeta, SessionSummary
+from pytest_aaco.records.verdict import DeviceTimeRecord, Pair
 from pytest_aaco.reports import html
 from pytest_aaco.tracers.base import KernelSpan
 from pytest_aaco.verdict.stats import LondFdr
@@ -237,7 +232,7 @@ def test_no_record_raises_on_json_it_does_not_expect(data: dict):
 def test_the_result_record_is_read_once_per_result(monkeypatch):
     """Every writer asks for ``ItemRecord.result_record``, and a result holds every latency: it is parsed
     once per result dict, and again only when another dict is assigned."""
-    import pytest_aaco.records as records_module
+    import pytest_aaco.records.device as records_module
 
     calls = []
     real = records_module.ResultRecord.from_dict

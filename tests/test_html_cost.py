@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco.records import BaselineRecord, SessionSummary
+from pytest_aaco.records.device import BaselineRecord
+from pytest_aaco.records.item import SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports import html as html_report
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_aaco.records import BaselineRecord, ItemRecord, SessionSummary
+from pytest_aaco.records.device import BaselineRecord
+from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.reports import html as html_report
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None

@@ -450,7 +450,7 @@ def test_other_timing_variables_still_count():
 
 
 def _record(name: str, gpu: dict | None):
-    from pytest_aaco.records import ItemRecord
+    from pytest_aaco.records.item import ItemRecord
 
     return ItemRecord(f"test_perf.py::test_latency[{name}-cuda]", name, "cuda", f"{name}[cuda]",
                       result={"summary": {"mean_ms": 1.5, "p50_ms": 1.4, "p99_ms": 2.0, "throughput": 600.0}}, gpu=gpu)
@@ -476,7 +476,7 @@ def test_terminal_table_has_a_gpu_column_only_for_several_gpus():
 def test_junit_html_and_transport_keep_the_gpu():
     import json
 
-    from pytest_aaco.records import ItemRecord
+    from pytest_aaco.records.item import ItemRecord
     from pytest_aaco.reports.html import overview_table
     from pytest_aaco.reports.junit import properties
 

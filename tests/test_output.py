@@ -10,7 +10,9 @@ import re
 import pytest
 from verdicts import verdict
 
-from pytest_aaco.records import ItemRecord, Outcome, QuantileComparison, SideBySideSummary, Verdict
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.item import ItemRecord
+from pytest_aaco.records.verdict import QuantileComparison, SideBySideSummary, Verdict
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import (
     change_text,
@@ -53,7 +55,7 @@ def _half_unit(printed: str) -> float:
 
 def explained(verdict) -> str:
     """A verdict's one-line message and the notes the report prints beside it
-    (:attr:`pytest_aaco.records.Verdict.report_notes`): what a person reads of it."""
+    (:attr:`pytest_aaco.records.verdict.Verdict.report_notes`): what a person reads of it."""
     return "; ".join([verdict.message, *verdict.report_notes])
 
 

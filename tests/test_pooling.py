@@ -242,7 +242,7 @@ def test_two_saved_runs_gate_device_time_sharply_with_the_pooled_variance(aaco_p
 
 
 def test_the_html_verdict_table_shows_the_pooled_variance_and_the_gpu_offset() -> None:
-    from pytest_aaco.records import Outcome
+    from pytest_aaco.records.base import Outcome
     from pytest_aaco.reports.html import verdict_table
 
     v = verdict(Outcome.NO_REGRESSION, "m[cuda]", ratio=1.0, ci_low=0.99, ci_high=1.01, mde=0.2,

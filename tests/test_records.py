@@ -2,7 +2,7 @@
 
 The files under ``tests/data/records/`` were written by real runs before the records were typed
 (see its README.md); bundles' ``items/*.json``, the xdist transport (the same
-:meth:`~pytest_aaco.records.ItemRecord.to_dict`) and baseline files must not change by a byte.
+:meth:`~pytest_aaco.records.item.ItemRecord.to_dict`) and baseline files must not change by a byte.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import pytest
 
 from pytest_aaco.history.store import load_baseline
 from pytest_aaco.jsonio import dumps
-from pytest_aaco.records import ItemRecord, QuantileComparison
+from pytest_aaco.records.item import ItemRecord
+from pytest_aaco.records.verdict import QuantileComparison
 
 DATA = Path(__file__).parent / "data" / "records"
 ITEMS = sorted(p for p in DATA.glob("*.json") if not p.name.startswith("baseline-"))

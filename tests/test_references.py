@@ -40,7 +40,7 @@ def test_every_cited_name_exists():
 
 
 def test_the_check_sees_a_name_that_is_gone():
-    assert _exists("pytest_aaco.records.Verdict.judgements")
+    assert _exists("pytest_aaco.records.verdict.Verdict.judgements")
     assert _exists("pytest_aaco.eps.CompileCache.user_keys")  # a dataclass field
     assert not _exists("pytest_aaco.runner.SessionError")
-    assert not _exists("pytest_aaco.records.Verdict.no_such_thing")
+    assert not _exists("pytest_aaco.records.verdict.Verdict.no_such_thing")

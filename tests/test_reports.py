@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.reports import github, junit
 from pytest_aaco.reports import html as html_report
 
@@ -270,7 +270,7 @@ def test_the_junit_file_reads_in_a_junit_reader_with_its_counts_results_and_prop
     and the suite's properties; characters XML forbids in a node id do not break the file."""
     from junitparser import Error, Failure, JUnitXml, Skipped
 
-    from pytest_aaco.records import Outcome
+    from pytest_aaco.records.base import Outcome
     from tests.test_output import _record, _verdict
 
     failed = _record(_verdict(), nodeid="tests/perf/test_models.py::test_latency[mlp-cpu]")

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.reports import github, junit, markup, terminal
 from pytest_aaco.reports import html as html_report
 

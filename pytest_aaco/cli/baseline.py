@@ -12,7 +12,7 @@ from pytest_aaco.history.pooled import offsets_lines
 from pytest_aaco.history.store import Baseline, corrupt_target, load_baseline, prune, restore
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.measure.commit import describe_commit
-from pytest_aaco.records import Figures, HistoryRun
+from pytest_aaco.records.device import Figures, HistoryRun
 from pytest_aaco.reports.terminal import format_rows, num
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from pytest_aaco.cli.common import OK, REGRESSION_FOUND, CliError, _out
 from pytest_aaco.jsonio import AacoFileError, append_text, atomic_write_json, read_json
-from pytest_aaco.records import Outcome
+from pytest_aaco.records.base import Outcome
 from pytest_aaco.reports.bundle import list_sessions, load_session, records_of
 
 BAD, GOOD, SKIP = "bad", "good", "skip"

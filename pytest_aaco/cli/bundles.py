@@ -20,7 +20,7 @@ from pytest_aaco.cli.common import (
 from pytest_aaco.history.store import report_baselines
 from pytest_aaco.jsonio import AacoFileError, append_text, atomic_write_text, read_json
 from pytest_aaco.measure.commit import commit_text, describe_commit
-from pytest_aaco.records import SessionMeta, SessionSummary
+from pytest_aaco.records.item import SessionMeta, SessionSummary
 from pytest_aaco.reports import merge
 from pytest_aaco.reports.bundle import (
     META_FILE,

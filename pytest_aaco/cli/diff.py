@@ -57,7 +57,9 @@ from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import HistoryRun, Outcome, ResultRecord, RoundFigures, Verdict
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.device import HistoryRun, ResultRecord, RoundFigures
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.reports.bundle import is_bundle, load_session, records_of
 from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.comparable import Fingerprint
@@ -237,7 +239,7 @@ def load_sides(path: Path) -> Sides:
 @dataclass
 class DiffRow:
     """The comparison of one item: reference A against candidate B (means in ms, threshold a
-    fraction). *verdict* is the gate's (:class:`~pytest_aaco.records.Verdict`), None when the item
+    fraction). *verdict* is the gate's (:class:`~pytest_aaco.records.verdict.Verdict`), None when the item
     could not be judged (*note* says why)."""
 
     nodeid: str

@@ -15,7 +15,7 @@ from pytest_aaco.history.fingerprint import Fingerprint, machine_fields
 from pytest_aaco.jsonio import JSONDict, dumps
 from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
-from pytest_aaco.records import GpuRecord
+from pytest_aaco.records.device import GpuRecord
 from pytest_aaco.reports.terminal import num
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus

@@ -51,16 +51,8 @@ from pytest_aaco.history import pooled as pooled_store
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records import (
-    DEVICE_TIME,
-    LATENCY,
-    DeviceTimeRecord,
-    Outcome,
-    Pair,
-    QuantileComparison,
-    ReferenceDrift,
-    Verdict,
-)
+from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome
+from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, QuantileComparison, ReferenceDrift, Verdict
 from pytest_aaco.verdict import pooling, stats
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.metrics import kernel_changes
@@ -190,7 +182,7 @@ def reference_drift(current_log_means: npt.ArrayLike, history_log_means: list[li
     *history_log_means*: one list per history run. Welch's t-test (Welch 1947) of this run's blocks
     against the history's blocks, with no run-to-run term: the question is whether the machine's
     speed differs, not whether the item regressed. Returns a
-    :class:`~pytest_aaco.records.ReferenceDrift`: ``drift`` = ratio - 1, ``ci_low``/``ci_high``
+    :class:`~pytest_aaco.records.verdict.ReferenceDrift`: ``drift`` = ratio - 1, ``ci_low``/``ci_high``
     (95%, fractions), ``p_value`` (two-sided), ``runs``; *name*, *ref_id*, *mean_ms* (ms) and *share*
     name the reference in it.
     """
@@ -408,7 +400,7 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     (:func:`pytest_aaco.history.pooled.device_comparison`, recorded under ``"pooled"``).
 
     Returns None when there is nothing to compare (this run or the history lacks device time), else a
-    :class:`~pytest_aaco.records.DeviceTimeRecord`: the judgement, kernel time, busy time (ms per run) and
+    :class:`~pytest_aaco.records.verdict.DeviceTimeRecord`: the judgement, kernel time, busy time (ms per run) and
     kernels per run on both sides, the kernels added and removed (launches per run, vs the latest traced
     history run), and as figures ``runs``, ``reference`` and ``pooled``; a ValueError from the statistics
     gives a record without a judgement, with the reason.

@@ -34,7 +34,8 @@ import numpy as np
 
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, atomic_write_text, read_json
 from pytest_aaco.measure.results import BenchmarkResult
-from pytest_aaco.records import BaselineRecord, ItemRecord
+from pytest_aaco.records.device import BaselineRecord
+from pytest_aaco.records.item import ItemRecord
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.stats import VariancePrior, fastest_rounds, fit_reference, fit_variance_prior
 
@@ -750,7 +751,7 @@ def runner_priors(folder: Path, min_runs: int = 3) -> RunnerPriors:
 
 
 def report_baselines(records: Iterable[ItemRecord]) -> dict[str, BaselineRecord]:
-    """What the reports show of each item's baseline file (:class:`~pytest_aaco.records.BaselineRecord`),
+    """What the reports show of each item's baseline file (:class:`~pytest_aaco.records.device.BaselineRecord`),
     by node id, for the records whose ``verdict.baseline_path`` can be read. Missing or unreadable
     files are left out (the HTML report then says the baseline file was not found); raises nothing."""
     found = {}

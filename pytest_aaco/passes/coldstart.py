@@ -47,9 +47,9 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import FreshSample
 from pytest_aaco.options import COLD_SESSIONS, default
-from pytest_aaco.records import COLD_START_METRICS as METRICS
-from pytest_aaco.records import COLD_START_PHASES as PHASES
-from pytest_aaco.records import Judgement, Outcome
+from pytest_aaco.records.base import Judgement, Outcome
+from pytest_aaco.records.device import COLD_START_METRICS as METRICS
+from pytest_aaco.records.device import COLD_START_PHASES as PHASES
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, fails, judgement_of, outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.percent import bound_text, pct
@@ -350,7 +350,7 @@ def others_cores(before: tuple[float, float, float], after: tuple[float, float, 
 class ColdStartVerdict:
     """The cold-start outcome of one item: ``regression``, ``no-regression``, ``inconclusive``,
     ``improvement`` or ``no-baseline`` (the worst over :data:`METRICS`), per tested metric its
-    :class:`~pytest_aaco.records.Judgement` (``judgements``: ratio, bounds, p, level, MDE, threshold,
+    :class:`~pytest_aaco.records.base.Judgement` (``judgements``: ratio, bounds, p, level, MDE, threshold,
     outcome), per metric its figures (``metrics``: ``current_ms`` and ``baseline_ms`` in ms, the fastest
     sessions' ratio, the geometric means of a paired comparison, ``withheld``, an ``error``; the
     "with compile" figure's own rule), and the message. ``method``: ``history`` (against the stored

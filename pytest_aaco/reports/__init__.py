@@ -1,6 +1,6 @@
 """Reports of a pytest-aaco session: terminal summary, session bundle, JUnit, GitHub job summary, HTML.
 
-Writers take the item records (:class:`~pytest_aaco.records.ItemRecord`) and a
+Writers take the item records (:class:`~pytest_aaco.records.item.ItemRecord`) and a
 :class:`ReportContext`; none of them knows the session object.
 """
 
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import BaselineRecord, SessionSummary
+from pytest_aaco.records.device import BaselineRecord
+from pytest_aaco.records.item import SessionSummary
 from pytest_aaco.warnings import terminal_line
 
 

@@ -1,7 +1,7 @@
 """HTML blocks and plots for where the time goes: operators, GPU kernels, cold start.
 
-Each block takes the typed records of :mod:`pytest_aaco.records` (:class:`~pytest_aaco.records.ProfileRecord`,
-:class:`~pytest_aaco.records.KernelsRecord`, :class:`~pytest_aaco.records.ColdStartRecord` with its
+Each block takes the typed records of :mod:`pytest_aaco.records` (:class:`~pytest_aaco.records.device.ProfileRecord`,
+:class:`~pytest_aaco.records.device.KernelsRecord`, :class:`~pytest_aaco.records.device.ColdStartRecord` with its
 verdict) and returns escaped HTML, ``""`` when there is nothing to show.
 Plots go through :mod:`pytest_aaco.reports.markup` (matplotlib ``Figure`` objects, inline SVG).
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_aaco.records import COLD_START_METRICS as METRICS
-from pytest_aaco.records import COLD_START_PHASES as PHASES
-from pytest_aaco.records import ColdStartRecord, KernelsRecord, OpTime, ProfileRecord
+from pytest_aaco.records.device import COLD_START_METRICS as METRICS
+from pytest_aaco.records.device import COLD_START_PHASES as PHASES
+from pytest_aaco.records.device import ColdStartRecord, KernelsRecord, OpTime, ProfileRecord
 from pytest_aaco.reports import markup as mk
 from pytest_aaco.reports.markup import e, fmt, fraction_pct
 from pytest_aaco.verdict.percent import pct

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from pytest_aaco.jsonio import AacoFileError, JSONDict, atomic_write_json, read_json
-from pytest_aaco.records import ItemRecord
+from pytest_aaco.records.item import ItemRecord
 
 META_FILE = "session_meta.json"
 ENVIRONMENT_FILE = "environment.json"

@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
-from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
-from pytest_aaco.records import ItemRecord, Outcome
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.item import TRIAGE_KEY as EXTRA_KEY
+from pytest_aaco.records.item import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
+from pytest_aaco.records.item import ItemRecord
 
 #: name under which the ledger is registered with pytest's plugin manager
 COST_PLUGIN_NAME = "aaco-cost"

@@ -19,7 +19,8 @@ import os
 from collections.abc import Sequence
 
 from pytest_aaco.jsonio import JSONDict, append_text
-from pytest_aaco.records import ItemRecord, Outcome, SessionSummary
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import md_code, md_text, workflow_data, workflow_property
 from pytest_aaco.reports.wording import (

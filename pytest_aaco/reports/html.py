@@ -32,21 +32,18 @@ if TYPE_CHECKING:
 
 from pytest_aaco.jsonio import JSONDict, atomic_write_text
 from pytest_aaco.measure.commit import commit_text
-from pytest_aaco.records import (
-    DEVICE_TIME,
+from pytest_aaco.records.base import DEVICE_TIME, Outcome
+from pytest_aaco.records.device import (
     BaselineRecord,
     DiagnosisRecord,
     Figures,
     HistoryRun,
-    ItemRecord,
-    Outcome,
     ResultRecord,
     RoundFigures,
-    SessionSummary,
     TelemetryRecord,
-    Verdict,
-    several_gpus,
 )
+from pytest_aaco.records.item import ItemRecord, SessionSummary, several_gpus
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.breakdown import cold_start_block, kernels_block, profile_block
 from pytest_aaco.reports.markup import (

@@ -28,7 +28,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from pytest_aaco.jsonio import atomic_write_text
-from pytest_aaco.records import DEVICE_TIME, ItemRecord, Outcome, ResultRecord, SessionSummary
+from pytest_aaco.records.base import DEVICE_TIME, Outcome
+from pytest_aaco.records.device import ResultRecord
+from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import xml_text
 from pytest_aaco.reports.wording import headline, junit_names

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import cast
 
 from pytest_aaco.jsonio import JSONDict, JSONValue
-from pytest_aaco.records import ItemRecord, SessionSummary
+from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.reports.bundle import LoadedSession, load_session, missing_data, records_of
 from pytest_aaco.reports.cost import ledger_lines
 from pytest_aaco.reports.github import job_summary, md_text

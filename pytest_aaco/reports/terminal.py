@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records import DEVICE_TIME, FdrRecord, ItemRecord, Outcome, ResultRecord, several_gpus
+from pytest_aaco.records.base import DEVICE_TIME, Outcome
+from pytest_aaco.records.device import ResultRecord
+from pytest_aaco.records.item import FdrRecord, ItemRecord, several_gpus
 from pytest_aaco.reports import ReportContext
 from pytest_aaco.reports.markup import terminal_line
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, num, row_names, verdict_cell

@@ -5,7 +5,7 @@
   by side, per-cycle ratios). :func:`change_text` is the change with that label, its 95% CI and,
   when the tested series is not the raw one, the raw change next to it.
 * :func:`verdict_cell`: the table's verdict with the metrics that failed, read from the one rule,
-  :attr:`pytest_aaco.records.ItemRecord.failed_metrics`.
+  :attr:`pytest_aaco.records.item.ItemRecord.failed_metrics`.
 * :func:`headline`: the first line of a failing item's failure (pytest's short summary shows
   it), at most 160 characters: ``OUTCOME item: metric +x.x% [bound compared] (series) vs what``, e.g.
   ``REGRESSION mlp[cpu]: latency +10.2% [lower bound +5.0% > 0, +10.2% >= 5%] (adjusted; raw +9.8%) vs baseline``.
@@ -21,15 +21,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from pytest_aaco.records import (
-    DEVICE_TIME,
-    ColdStartVerdictRecord,
-    Figures,
-    ItemRecord,
-    Outcome,
-    SessionSummary,
-    Verdict,
-)
+from pytest_aaco.records.base import DEVICE_TIME, Outcome
+from pytest_aaco.records.device import ColdStartVerdictRecord, Figures
+from pytest_aaco.records.item import ItemRecord, SessionSummary
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.verdict.blind import blind_mde
 from pytest_aaco.verdict.percent import bound_text, pct
 
@@ -165,7 +160,7 @@ def headline(record: ItemRecord) -> str:
     metrics are joined with ``; `` (the bounds left out, then the line cut, where it would not fit).
     OUTCOME is ``REGRESSION`` when a metric regressed, else the failing wall-time outcome. An item
     that failed without a metric (an error, a provider that failed) gets the first line of its message.
-    Method notes are never in it: they are the report's (:attr:`pytest_aaco.records.Verdict.report_notes`).
+    Method notes are never in it: they are the report's (:attr:`pytest_aaco.records.verdict.Verdict.report_notes`).
     """
     v = record.verdict
     if not record.failed_metrics:
@@ -184,7 +179,7 @@ def headline(record: ItemRecord) -> str:
 
 def failure_text(record: ItemRecord) -> str:
     """What ``pytest.fail`` says for a failing item: :func:`headline`, then the whole
-    :meth:`~pytest_aaco.records.ItemRecord.explanation` (without what to try) on the next lines."""
+    :meth:`~pytest_aaco.records.item.ItemRecord.explanation` (without what to try) on the next lines."""
     return headline(record) + "\n" + record.explanation(with_recommendation=False)
 
 

@@ -72,7 +72,8 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import setting
-from pytest_aaco.records import DEVICE_TIME, LATENCY, Judgement, Outcome, SideBySideSummary, Verdict
+from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Judgement, Outcome
+from pytest_aaco.records.verdict import SideBySideSummary, Verdict
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
 from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
@@ -505,7 +506,7 @@ class DeviceLook:
     upper_alpha: float | None = None
 
     def judgement(self) -> Judgement:
-        """This look's device-time test as a :class:`~pytest_aaco.records.Judgement` (the one constructor,
+        """This look's device-time test as a :class:`~pytest_aaco.records.base.Judgement` (the one constructor,
         :func:`pytest_aaco.verdict.outcome.judgement_of`), with the outcome decided at this look."""
         return judgement_of(DEVICE_TIME, self.comparison, self.threshold or 0.0, self.level, series="paired",
                             upper_alpha=self.upper_alpha, outcome=Outcome(self.outcome))
@@ -689,7 +690,7 @@ class SideBySide:
         """The outcome word of the verdict (:func:`to_verdict`): a regression when wall time or device
         time regressed; ``no-regression`` when wall time is inconclusive and device time is no
         regression (device time is what the GPU did); else wall time's outcome. Which metrics failed
-        is the verdict's one rule, :attr:`pytest_aaco.records.Verdict.failed_metrics`."""
+        is the verdict's one rule, :attr:`pytest_aaco.records.verdict.Verdict.failed_metrics`."""
         if REGRESSION in (self.outcome, self.device_outcome):
             return Outcome.REGRESSION
         if self.outcome == INCONCLUSIVE and self.device_outcome == NO_REGRESSION:
@@ -820,7 +821,7 @@ def compare_sides(baseline: SideFactory, candidate: SideFactory, settings: Compa
 
 
 def to_verdict(result: SideBySide, label: str) -> Verdict:
-    """The :class:`~pytest_aaco.records.Verdict` the reports show (``method="side-by-side"``), *unfinished*:
+    """The :class:`~pytest_aaco.records.verdict.Verdict` the reports show (``method="side-by-side"``), *unfinished*:
     the item pipeline (:func:`pytest_aaco.gate.judge`) finishes it once
     (:func:`pytest_aaco.verdict.finish.settle`: which outcomes fail under the item's settings, and the
     message, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs origin/main (lower bound +7.1% > 0,

@@ -4,7 +4,7 @@ The plugin shell makes one :class:`SideBySideGate` per session; each item's run
 (:class:`~pytest_aaco.benchmark.BenchmarkRun`) holds it and calls :meth:`SideBySideGate.judge_item`
 when it measures: what the item was at REF (:meth:`SideBySideGate.baseline_for_item`: unchanged,
 new or changed), then for a changed item the comparison (:meth:`SideBySideGate.measure`), which
-returns the candidate's result and the :class:`~pytest_aaco.records.Verdict`. It needs no pytest:
+returns the candidate's result and the :class:`~pytest_aaco.records.verdict.Verdict`. It needs no pytest:
 errors are :class:`GitRefError` / ValueError with messages naming the option, for the shell to
 turn into ``pytest.UsageError``.
 
@@ -38,7 +38,9 @@ from pytest_aaco.measure.results import BenchmarkResult, FreshSample
 from pytest_aaco.measure.traced_child import ChildSide, trace_sides
 from pytest_aaco.options import GateSettings, setting
 from pytest_aaco.passes.coldstart import LocalSessions, SideBySideColdStart, compare_cold_start, compiles_for
-from pytest_aaco.records import ColdStartComparison, Outcome, Verdict
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.device import ColdStartComparison
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.samplers import TelemetrySession
 from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.sidebyside.compute import ComputeCheck

@@ -29,9 +29,11 @@ import pytest
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.options import COMPARE_UNCHANGED_MODES
-from pytest_aaco.records import TRIAGE_KEY as EXTRA_KEY
-from pytest_aaco.records import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
-from pytest_aaco.records import ItemRecord, Outcome, Verdict
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.item import TRIAGE_KEY as EXTRA_KEY
+from pytest_aaco.records.item import TRIAGE_SAME_COMPUTE as SAME_COMPUTE
+from pytest_aaco.records.item import ItemRecord
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.sidebyside.compute import ComputeCheck, compare_compute
 from pytest_aaco.sidebyside.revision import CHANGED, UNCHANGED, BaselineSide, GitRefError
 

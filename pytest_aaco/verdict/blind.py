@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_aaco.records import Outcome, Verdict
+from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.verdict import Verdict
 
 
 def blind_mde(verdict: object) -> float | None:

@@ -2,7 +2,7 @@
 
 A gate (:class:`pytest_aaco.gate.Gate`: the stored baselines' :func:`pytest_aaco.history.judge.judge_history`,
 the side-by-side :func:`pytest_aaco.sidebyside.cycles.to_verdict`) returns an *unfinished*
-:class:`~pytest_aaco.records.Verdict`: its outcome and figures, no ``fails`` and no ``message``. The item
+:class:`~pytest_aaco.records.verdict.Verdict`: its outcome and figures, no ``fails`` and no ``message``. The item
 pipeline (:func:`pytest_aaco.gate.item_verdict`) then applies, here:
 
 * :func:`confirm`: the confirmation look, by the one intersection-union rule
@@ -23,17 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import (
-    DEVICE_TIME,
-    MEMORY,
-    P99,
-    Contention,
-    DeviceTimeRecord,
-    FirstLook,
-    Judgement,
-    Outcome,
-    Verdict,
-)
+from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Judgement, Outcome
+from pytest_aaco.records.verdict import Contention, DeviceTimeRecord, FirstLook, Verdict
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 
@@ -57,7 +48,7 @@ def compared_text(ratio: float, ci_low: float | None, ci_high: float | None, low
 
 def flagged_metrics(v: Verdict) -> set[str]:
     """The timing metrics *v* found a regression in, for the confirmation rule: ``device time`` and/or
-    ``wall time`` (p99 counts as wall time), read from :attr:`pytest_aaco.records.Verdict.regressions`."""
+    ``wall time`` (p99 counts as wall time), read from :attr:`pytest_aaco.records.verdict.Verdict.regressions`."""
     return {"device time" if m == DEVICE_TIME else "wall time" for m in v.regressions if m != MEMORY}
 
 
@@ -78,7 +69,7 @@ def confirmation_note(first_look: FirstLook) -> str:
 def _device_text(dev: DeviceTimeRecord, judged: Judgement) -> str:
     """``device time +6.4% paired (lower bound +5.9% > 0, +6.4% >= 5%) (kernel time per run ...; kernels per
     run 219 -> 227; added 8x Conv...)`` from the device-time record *dev* and its judgement *judged* (as
-    :attr:`pytest_aaco.records.Verdict.judgements` gives it), the per cent labelled with its series
+    :attr:`pytest_aaco.records.verdict.Verdict.judgements` gives it), the per cent labelled with its series
     (``paired``, ``adjusted``, ``normalized``, ``raw``; records written before the label: ``paired``)."""
     bound = compared_text(judged.ratio, judged.ci_low, judged.ci_high, judged.lower_bound, judged.upper_bound,
                           judged.threshold)
@@ -107,7 +98,7 @@ def _side_by_side_text(v: Verdict) -> str:
     """The message of a side-by-side verdict, e.g. ``REGRESSION resnet50[cpu]: latency +9.4% paired vs
     origin/main (lower bound +7.1% > 0, +9.4% >= 5%); geometric mean 23.1 ms vs 21.1 ms (+9.5%); measured
     side by side over 24 cycles, p=2e-06 at level 0.041``, from *v* and ``v.side_by_side``
-    (:class:`pytest_aaco.records.SideBySideSummary`). The geometric means are each side's over its blocks,
+    (:class:`pytest_aaco.records.verdict.SideBySideSummary`). The geometric means are each side's over its blocks,
     with their own ratio; the paired per cent is the test's estimate of the per-cycle ratio."""
     sbs = v.side_by_side
     assert sbs is not None

@@ -2,12 +2,12 @@
 
 * :func:`outcome_of`: regression, improvement, no regression or inconclusive, one rule for every
   metric and both gates (stored baselines and side by side);
-* :func:`judgement_of`: the one constructor of a :class:`~pytest_aaco.records.Judgement` (one tested
+* :func:`judgement_of`: the one constructor of a :class:`~pytest_aaco.records.base.Judgement` (one tested
   metric) from a test's comparison;
 * :func:`confirmed_outcome`: the one confirmation rule (intersection-union) for a metric judged on two looks;
-* :func:`fails`: the one rule for whether a judged record (a latency :class:`~pytest_aaco.records.Verdict`,
+* :func:`fails`: the one rule for whether a judged record (a latency :class:`~pytest_aaco.records.verdict.Verdict`,
   a cold-start verdict) fails the item. Each verdict stores its decision (``fails`` in its JSON);
-  :attr:`pytest_aaco.records.ItemRecord.fails` only gathers the stored decisions of an item's records.
+  :attr:`pytest_aaco.records.item.ItemRecord.fails` only gathers the stored decisions of an item's records.
 
 No pytest, no onnxruntime, no I/O.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records import Judgement, Outcome
+from pytest_aaco.records.base import Judgement, Outcome
 from pytest_aaco.verdict.blind import blind_mde
 
 REGRESSION = Outcome.REGRESSION
@@ -75,7 +75,7 @@ def judgement_of(metric: str, comp: Bounded, threshold: float, level: float, *, 
                  method: str | None = None, reason: str = "", ci: tuple[float, float] | None = None,
                  mde: float | None = None, upper_alpha: float | None = None, outcome: Outcome | None = None
                  ) -> Judgement:
-    """The :class:`~pytest_aaco.records.Judgement` of *metric* tested by *comp* at *level* (the item's α_i)
+    """The :class:`~pytest_aaco.records.base.Judgement` of *metric* tested by *comp* at *level* (the item's α_i)
     against *threshold* (a fraction): the outcome by :func:`outcome_of` (or *outcome*, where the gate
     decided over several looks: side by side), the bounds that rule compares (``lower(level)``,
     ``upper(upper_alpha or max(level, NO_REGRESSION_ALPHA))``), the 95% interval (*ci*, else ``comp.ci(0.95)``)
@@ -105,7 +105,7 @@ def confirmed_outcome(first: str, second: str) -> Outcome:
 
 class Judged(Protocol):
     """What :func:`fails` reads of a judged record: its outcome, and whether it found a regression
-    besides its outcome (memory growth, a p99 regression). :class:`~pytest_aaco.records.Verdict` and
+    besides its outcome (memory growth, a p99 regression). :class:`~pytest_aaco.records.verdict.Verdict` and
     :class:`~pytest_aaco.passes.coldstart.ColdStartVerdict` are such records."""
 
     @property

@@ -1,0 +1,174 @@
+"""The outcome words, one tested metric's judgement (:class:`Judgement`), the metric names and the JSON
+helpers every record of :mod:`pytest_aaco.records` shares (imports only :mod:`pytest_aaco.jsonio`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pytest_aaco.jsonio import JSONDict
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+#: name under which the session object is registered with pytest's plugin manager
+PLUGIN_NAME = "aaco-plugin"
+
+#: the metrics a verdict judges, as :attr:`Verdict.failed_metrics` names them (``latency`` is wall time)
+LATENCY, DEVICE_TIME, P99, MEMORY, COLD_START = "latency", "device time", "p99", "memory", "cold start"
+
+
+class Outcome(str, Enum):
+    """Outcome words. The first ten are the gate's verdicts (``unchanged`` and ``new``: side by side,
+    an item identical at the compared revision, or absent there, is not measured against it); the
+    last three are pytest's own outcome of an item, used when an item has no verdict (a provider
+    error, a skip)."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    NO_REGRESSION = "no-regression"
+    INCONCLUSIVE = "inconclusive"
+    NO_BASELINE = "no-baseline"
+    MISMATCH = "fingerprint-mismatch"
+    SAVED = "saved"
+    ERROR = "error"
+    UNCHANGED = "unchanged"
+    NEW = "new"
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def parse(cls, value: object, default: Outcome) -> Outcome:
+        """*value* as an Outcome; *default* for None or a word this version does not know."""
+        try:
+            return cls(value)
+        except ValueError:
+            return default
+
+
+def _json_fields(obj: DataclassInstance, omit_none: tuple[str, ...] = ()) -> JSONDict:
+    """The fields of the dataclass *obj* as a JSON object; those named in *omit_none* only when set."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)
+            if not (f.name in omit_none and getattr(obj, f.name) is None)}
+
+
+def _known(cls: type[DataclassInstance], data: JSONDict) -> dict[str, Any]:
+    """The keys of *data* that are fields of *cls*; a missing field is None (values are kept as
+    read, never converted, so a record dumps to the bytes it was read from)."""
+    return {f.name: data.get(f.name) for f in fields(cls)}
+
+
+#: the keys of a :class:`Judgement` in its JSON, in the order a device-time record writes them
+_JUDGEMENT_KEYS = ("outcome", "ratio", "threshold", "ci_low", "ci_high", "lower_bound", "upper_bound", "p_slower",
+                   "p_faster", "level", "mde", "method", "series", "reason")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One tested metric (:data:`LATENCY`, which is wall time, or :data:`DEVICE_TIME`) and what the outcome
+    rule (:func:`pytest_aaco.verdict.outcome.outcome_of`) decided from it; ratios, not percentages.
+
+    ``metric``; ``series`` tested (``raw``, ``normalized``, ``adjusted``, ``paired``); ``ratio``: the
+    estimate, current / baseline; the interval whose bound is compared: ``lower_bound`` (one-sided at
+    ``level``: above 1 exactly when the slowdown is significant) and ``upper_bound`` (one-sided at the
+    no-regression level: below 1 + ``threshold`` for "no regression"), with ``ci_low``/``ci_high`` the 95%
+    two-sided interval; ``p_slower``/``p_faster``: one-sided p-values; ``level``: the item's α_i; ``mde``:
+    the minimum detectable slowdown (fraction, power 0.8); ``threshold`` (fraction); ``outcome``;
+    ``method``: the test; ``reason``: why raw figures were tested ('' otherwise).
+
+    One constructor, :func:`pytest_aaco.verdict.outcome.judgement_of` (from a test's comparison); one JSON,
+    :meth:`to_dict` (the keys of a verdict's device-time record; the wall-time judgement is written as the
+    verdict's own fields, as before). :meth:`from_dict` reads either back.
+    """
+
+    metric: str
+    outcome: Outcome
+    ratio: float
+    threshold: float
+    level: float | None
+    ci_low: float | None
+    ci_high: float | None
+    lower_bound: float | None
+    upper_bound: float | None
+    p_slower: float | None
+    p_faster: float | None
+    mde: float | None
+    series: str | None = None
+    method: str | None = None
+    reason: str = ""
+
+    def to_dict(self) -> JSONDict:
+        """``{"outcome", "ratio", "threshold", "ci_low", "ci_high", "lower_bound", "upper_bound", "p_slower",
+        "p_faster", "level", "mde", "method", "series", "reason"}`` (the metric is the key it is kept under)."""
+        data = {key: getattr(self, key) for key in _JUDGEMENT_KEYS}
+        data["outcome"] = str(self.outcome)
+        return data
+
+    @classmethod
+    def from_dict(cls, metric: str, data: Mapping[str, object]) -> Judgement | None:
+        """Inverse of :meth:`to_dict` for *metric*; None without a numeric ``ratio`` (nothing was compared)."""
+        ratio = _float(data.get("ratio"))
+        if ratio is None:
+            return None
+        method, series = data.get("method"), data.get("series")
+        return cls(metric=metric, outcome=Outcome.parse(data.get("outcome"), Outcome.INCONCLUSIVE), ratio=ratio,
+                   threshold=_float(data.get("threshold")) or 0.0, level=_float(data.get("level")),
+                   ci_low=_float(data.get("ci_low")), ci_high=_float(data.get("ci_high")),
+                   lower_bound=_float(data.get("lower_bound")), upper_bound=_float(data.get("upper_bound")),
+                   p_slower=_float(data.get("p_slower")), p_faster=_float(data.get("p_faster")),
+                   mde=_float(data.get("mde")), series=series if isinstance(series, str) else None,
+                   method=method if isinstance(method, str) else None, reason=str(data.get("reason") or ""))
+
+
+def _float(value: object) -> float | None:
+    """*value* as a float when it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class _FromDict(Protocol):
+    """A record class read back from its JSON object (``from_dict``), as :data:`_TYPED_PARTS` holds them."""
+
+    def from_dict(self, data: JSONDict, /) -> object: ...
+
+
+def _typed(cls: _FromDict, value: object) -> object:
+    return cls.from_dict(value) if isinstance(value, dict) else None
+
+
+
+def _number(value: object) -> float | None:
+    """*value* when it is a JSON number (not a bool; an integer stays one), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _object(value: object) -> JSONDict:
+    """*value* when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: object) -> list[object]:
+    """*value* when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def _numbers(value: object) -> tuple[float, ...]:
+    """The numbers of a JSON array (other elements left out)."""
+    return tuple(x for x in map(_number, _array(value)) if x is not None)
+
+
+def _drop_none(data: JSONDict) -> JSONDict:
+    return {k: v for k, v in data.items() if v is not None}
