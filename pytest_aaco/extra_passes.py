@@ -183,7 +183,7 @@ def kernel_data(insight: Insight) -> JSONDict | None:
 def node_placement_problem(run: BenchmarkRun, profile: Callable[[SessionHandle, dict[str, np.ndarray]], Placement]
                       ) -> str | None:
     """Profile where the nodes of *run* ran (*profile*: the session's cached
-    :meth:`~pytest_aaco.session.AacoSession.placement`), record it on *run*, and say why the result
+    :meth:`~pytest_aaco.session_parts.ItemSessions.placement`), record it on *run*, and say why the result
     must not count as the EP's, or None. Cheap CPU nodes only warn (``AacoProviderWarning``)."""
     try:
         report = profile(run.handle, run.feeds)

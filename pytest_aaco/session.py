@@ -2,6 +2,8 @@
 every pytest side effect of the gate (stash, ``pytest.fail``, hook calls, the bundle, reports).
 
 Registered with pytest's plugin manager as ``aaco-plugin``; reach it with :func:`get_session`.
+It hands the item-session cache, the session bundle and the report writers to its collaborators
+(:mod:`pytest_aaco.session_parts`).
 The per-item decision itself is :func:`pytest_aaco.gate.judge`, which needs no pytest.
 
 Session-wide false-alarm control: items are judged one at a time, as pytest runs them, with
@@ -19,22 +21,19 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
-import numpy as np
 import pytest
 
 from pytest_aaco import flavors
 from pytest_aaco.benchmark import (
     AacoMarker,
     BenchmarkRun,
-    build_tracked,
     item_device_threshold,
     item_settings,
     smoke_run,
@@ -44,72 +43,56 @@ from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
 from pytest_aaco.history.judge import MachineOffset
-from pytest_aaco.history.store import RunnerPriors, forget_parsed, report_baselines, runner_priors
-from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
+from pytest_aaco.history.store import forget_parsed, report_baselines
+from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.commit import commit_info
 from pytest_aaco.measure.compile_cache import set_compile_cache
 from pytest_aaco.measure.devicelock import set_lock_timeout
-from pytest_aaco.measure.environment import collect_environment
-from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.graph import (
-    GraphChoice,
     GraphRefused,
-    choose_graph,
     graph_build_problem,
-    symbolic_inputs,
-    with_graph,
-    without_graph,
 )
 from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
     SessionHandle,
     check_placement,
-    resolve_iobinding,
     set_ort_log_level,
 )
 from pytest_aaco.measure.inputs import InputError
 from pytest_aaco.measure.modelgen import CacheError, cache_dir, drop_fallback_caches
-from pytest_aaco.measure.placement import CPU_EP, Placement, PlacementError, placement_report
-from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
+from pytest_aaco.measure.placement import PlacementError
+from pytest_aaco.measure.plugin_eps import PluginEpError, register_libraries
 from pytest_aaco.measure.providers import (
     ProviderSpec,
-    available_providers,
-    resolve_chain,
-    session_refusal,
-    unavailable_reason,
 )
-from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
-from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
+from pytest_aaco.measure.registry import ModelSpec, RegistryError
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.measure.stopping import InterruptGuard, add_last_words
 from pytest_aaco.records.base import PLUGIN_NAME, Outcome
 from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.redact import redact_argv
-from pytest_aaco.reports import ReportContext, github, html, junit, terminal
-from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
-from pytest_aaco.reports.cost import COST_PLUGIN_NAME, META_KEY, CostClock
+from pytest_aaco.reports import ReportContext, junit, terminal
+from pytest_aaco.reports.cost import COST_PLUGIN_NAME, CostClock
 from pytest_aaco.reports.markup import param_id, terminal_block
 from pytest_aaco.reports.progress import announce, write_line
 from pytest_aaco.reports.wording import failure_text
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
 from pytest_aaco.samplers.gpus import physical_gpu
+from pytest_aaco.session_parts import BundleKeeper, ItemSessions, ReportWriters
 from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
 from pytest_aaco.sidebyside.unchanged import MEASURE_UNCHANGED, note_triage, skip_unchanged
 from pytest_aaco.sidebyside.worker_client import WorkerError
-from pytest_aaco.tracers import select
-from pytest_aaco.tracers.base import InProcessTracer, TracerError
+from pytest_aaco.tracers.base import TracerError
 from pytest_aaco.verdict.stats import LondFdr
 from pytest_aaco.warnings import (
     AacoBaselineWarning,
     AacoClockWarning,
     AacoProviderWarning,
-    AacoReferenceWarning,
-    AacoReportWarning,
 )
-from pytest_aaco.xdist import NO_BUNDLE, XDIST_PLUGIN_NAME, XdistBridge, attach_record, merge_lond, shared_bundle
+from pytest_aaco.xdist import XDIST_PLUGIN_NAME, XdistBridge, attach_record, merge_lond
 
 #: InferenceSessions kept alive at once (each may hold a model's weights on the device)
 SESSION_CACHE_SIZE = 2
@@ -120,23 +103,6 @@ RUN_KEY: pytest.StashKey[BenchmarkRun] = pytest.StashKey()
 RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
 #: pytest's duration of the item's phases so far (setup, call, teardown; s)
 DURATION_KEY: pytest.StashKey[float] = pytest.StashKey()
-
-
-#: what :func:`ignore_in_git` writes: everything in the folder, itself included, as pytest does for ``.pytest_cache``
-GITIGNORE_TEXT = "# Created by pytest-aaco automatically: session bundles are build output.\n*\n"
-
-
-def ignore_in_git(session_dir: Path) -> None:
-    """Create the ``.aaco`` folder that holds *session_dir* (the default ``.aaco/sessions``) with a
-    ``.gitignore`` of ``*`` in it, so a ``git add -A`` never commits session bundles (issue 21: one
-    commit took 57 files, 100,234 lines). Only when this call creates the folder, as pytest does for
-    ``.pytest_cache``: an existing ``.aaco`` is left as its owner made it, and a *session_dir*
-    outside any ``.aaco`` folder is not touched. Raises OSError when the folder cannot be created."""
-    folder = next((f for f in (session_dir, *session_dir.parents) if f.name == ".aaco"), None)
-    if folder is None or folder.exists():
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / ".gitignore").write_text(GITIGNORE_TEXT, encoding="utf-8")
 
 
 class AacoSession:
@@ -162,16 +128,11 @@ class AacoSession:
         self._unsay = add_last_words(lambda: terminal.write_interrupted(self.pytest_config, self.records))
         self.records: list[ItemRecord] = []
         self.gated_items = 0
-        self.bundle: SessionBundle | None = None
-        #: the bundle could not be written once (said once): no further tries this session
-        self.bundle_dropped = False
+        #: the session bundle (:class:`~pytest_aaco.session_parts.BundleKeeper`)
+        self.bundles = BundleKeeper(pytest_config, config, self._meta)
+        #: the report writers (:class:`~pytest_aaco.session_parts.ReportWriters`)
+        self.reports = ReportWriters(pytest_config, cause_and_fix)
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self._models: list[ModelSpec] | None = None
-        self._available: list[str] | None = None
-        self._refusals: dict[str, str | None] = {}  # EP name -> why it cannot make a session here (asked once)
-        self._sessions: OrderedDict[tuple[object, ...], SessionHandle] = OrderedDict()
-        self._placements: dict[tuple[object, ...], Placement] = {}
-        self._priors: dict[str, RunnerPriors] = {}
         forget_parsed()  # baseline files are parsed once per session (history.store.read_baseline)
         self._lond: LondFdr | None = None
         #: the pytest-xdist hooks, registered beside this object (:mod:`pytest_aaco.xdist`)
@@ -192,134 +153,11 @@ class AacoSession:
                                                             config.cold_start_threshold, config.max_contention))
             except GitRefError as exc:
                 raise pytest.UsageError(str(exc)) from None
-        self._references = ReferenceCache(config.reference, lock=gpu_locks)
+        #: the item-session cache: models, EPs, InferenceSessions, references, tracers, placements, priors
+        self.items = ItemSessions(config, compares=self.side_gate is not None)
         self.machine_offset = MachineOffset()
-        self._tracers: dict[str, tuple[InProcessTracer | None, str | None]] = {}
         if self.side_gate is not None and self.side_gate.tree is not None:  # a temporary tree to remove
             self.interruptible.hold()  # however the run ends; released when the tree is
-
-    # ------------------------------------------------------------ registry and providers
-
-    def models(self) -> list[ModelSpec]:
-        """The registry's models (loaded once). Raises RegistryError."""
-        if self._models is None:
-            self._models = load_registry(self.config.models_path)
-        return self._models
-
-    def available(self) -> list[str]:
-        """EP names this ORT build offers (asked once), with those of the EP libraries registered
-        through ``--aaco-ep-library``."""
-        if self._available is None:
-            import onnxruntime as ort
-
-            self._available = available_providers() + plugin_ep_names(ort)
-        return self._available
-
-    def provider_for(self, model: ModelSpec, provider: ProviderSpec) -> ProviderSpec:
-        """*provider* with registry options for *model* and ``--aaco-provider-option`` merged in; a fallback
-        chain (``--aaco-provider=vitisai|dml|cpu``) first becomes the first of its EPs this runner offers.
-        When that is not the chain's first, the reason is the spec's ``chain_reason``, recorded with the item
-        (bundle, table, summary), not a warning: falling back is what the user's chain asks for, and a warning
-        would fail every item under ``filterwarnings = error``."""
-        if provider.chain:
-            import onnxruntime as ort
-
-            provider, _ = resolve_chain(provider, self.available(), ort.__version__, self._refusal)
-        return item_provider(model, provider, self.config.provider_options)
-
-    def _refusal(self, provider: ProviderSpec) -> str | None:
-        """Why *provider*'s EP, listed by ORT, cannot make a session here (:func:`session_refusal`: no
-        driver, a missing library), asked once per EP and run; None when it can."""
-        if provider.ep_name not in self._refusals:
-            self._refusals[provider.ep_name] = session_refusal(provider)
-        return self._refusals[provider.ep_name]
-
-    def graph_for(self, model: ModelSpec, provider: ProviderSpec) -> tuple[ProviderSpec, GraphChoice]:
-        """*provider* with graph replay added when ``--aaco-graph`` chooses it for *model*, and the
-        choice (:func:`pytest_aaco.measure.graph.choose_graph`). The CPU-node check profiles one run
-        without the graph (:meth:`placement_of`, cached for the placement check). Raises
-        :class:`~pytest_aaco.measure.graph.GraphRefused` under ``on`` when the session cannot be
-        captured, SessionError / PlacementError when the model cannot be read or profiled."""
-        label = f"{model.name}[{provider.short}]"
-        path = model_path(model)
-
-        def cpu_nodes() -> tuple[int, str]:
-            report = self.placement_of(path, without_graph(provider), model.dims)
-            return report.cpu_nodes, ", ".join(sorted(report.ops.get(CPU_EP, {})))
-
-        choice = choose_graph(self.config.graph, provider.short, label,
-                              iobinding=resolve_iobinding(self.config.iobinding, provider),
-                              symbolic=lambda: symbolic_inputs(path, model.dims), cpu_nodes=cpu_nodes)
-        return with_graph(provider, choice), choice
-
-    def skip_reason(self, provider: ProviderSpec) -> str | None:
-        """Why *provider* cannot run in this ORT build, or None."""
-        import onnxruntime as ort
-
-        return unavailable_reason(provider, self.available(), ort.__version__)
-
-    def session(self, model: ModelSpec, provider: ProviderSpec) -> SessionHandle:
-        """A cached InferenceSession per (model, provider, options); the last few are kept."""
-        path = model_path(model)
-        key = (str(path), provider.ep_name, tuple(sorted(provider.options.items())), self.config.device_id)
-        if key in self._sessions:
-            self._sessions.move_to_end(key)
-            return self._sessions[key]
-        # evicted before the build, so a released session's memory never offsets the new one's
-        while len(self._sessions) >= SESSION_CACHE_SIZE:
-            self._sessions.popitem(last=False)
-        if self.side_gate is None:  # side by side compares sides, never with the reference workload
-            self.reference_for(provider)  # built first: its memory is never counted as an item's own
-        handle = build_tracked(path, provider, self.config.device_id, self.config.intra_op_threads)
-        self._sessions[key] = handle
-        return handle
-
-    def reference_for(self, provider: ProviderSpec) -> Reference | None:
-        """The session's reference workload on *provider* (built once per EP settings), or None when
-        it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
-        EP's items are judged on raw figures)."""
-        if self.config.smoke:  # nothing is measured, so nothing is compared with the machine's speed
-            return None
-        iobinding = resolve_iobinding(self.config.iobinding, provider)
-        try:
-            return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
-        except SessionError as exc:
-            warnings.warn(AacoReferenceWarning(f"reference workload {self.config.reference} not used on"
-                                               f" {provider.ep_name}: {exc}; items are judged on raw figures"
-                                               " (--aaco-reference=none silences this)"), stacklevel=2)
-            return None
-
-    def tracer_for(self, provider: ProviderSpec) -> tuple[InProcessTracer | None, str | None]:
-        """The kernel tracer for *provider*'s stored rounds under ``--aaco-device-time``, found once per EP
-        (:func:`pytest_aaco.tracers.select.tracer_for`): ``(tracer, None)``, or ``(None, the line saying
-        which package to install)``, or ``(None, None)`` where device time does not apply. Raises
-        :class:`~pytest_aaco.tracers.base.TracerError` with ``on`` and no tracer."""
-        if provider.short not in self._tracers:
-            self._tracers[provider.short] = select.tracer_for(provider.short, self.config.device_time)
-        return self._tracers[provider.short]
-
-    def placement(self, handle: SessionHandle, feeds: dict[str, np.ndarray]) -> Placement:
-        """Node placement of *handle*'s model and EP (:func:`pytest_aaco.measure.placement.placement_report`),
-        profiled once per (model, EP, options). Raises SessionError / PlacementError."""
-        return self.placement_of(handle.model_path, without_graph(handle.provider), feeds=feeds)
-
-    def placement_of(self, path: Path, provider: ProviderSpec, dims: Mapping[str, int] | None = None,
-                     feeds: dict[str, np.ndarray] | None = None) -> Placement:
-        """Node placement of the model at *path* on *provider* (graph replay left out: the profile
-        runs host feeds), profiled once per (model, EP, options); *feeds*, else inputs made from
-        *dims*. Raises SessionError / PlacementError."""
-        provider = without_graph(provider)
-        key = (str(path), provider.ep_name, tuple(sorted((k, str(v)) for k, v in provider.options.items())))
-        if key not in self._placements:
-            self._placements[key] = placement_report(path, provider, self.config.device_id, feeds=feeds, dims=dims)
-        return self._placements[key]
-
-    def variance_priors(self, folder: Path) -> RunnerPriors:
-        """The machine's variance priors (:func:`pytest_aaco.history.store.runner_priors`), read once."""
-        key = str(folder)
-        if key not in self._priors:
-            self._priors[key] = runner_priors(folder)
-        return self._priors[key]
 
     # ------------------------------------------------------------ session-wide error control
 
@@ -348,33 +186,7 @@ class AacoSession:
         self._started = True
         for message in clock_warnings(read_clock_state()):
             warnings.warn(AacoClockWarning(message), stacklevel=3)
-        if not self.config.bundle or self.bundle_dropped:
-            return
-        shared = shared_bundle(self.pytest_config)
-        if shared == NO_BUNDLE:  # the controller could not write one, and said so
-            self.bundle_dropped = True
-            return
-        if shared:  # a pytest-xdist worker writes into its controller's bundle
-            try:
-                self.bundle = SessionBundle.attach(shared)
-            except OSError as exc:
-                self._drop_bundle(exc, shared)
-            return
-        self.bundle_folder()  # opens it, or says once why not
-        if self.bundle is None:
-            return
-        try:
-            self._write_head(self.bundle)
-        except OSError as exc:
-            self._drop_bundle(exc, self.config.session_dir)
-
-    def _drop_bundle(self, exc: OSError, where: object) -> None:
-        """The session bundle cannot be written: say so once and go on without it (never fail an item)."""
-        self.bundle = None
-        self.bundle_dropped = True
-        self._warn_or_say(AacoReportWarning(
-            f"session bundle {where}: {exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''};"
-            " the session goes on without a bundle: point --aaco-session-dir at a writable folder"))
+        self.bundles.open()
 
     def keep(self, item: pytest.Item, record: ItemRecord) -> None:
         """Store *record*, with the physical GPU it ran on (``gpu``: ``PhysicalGpu.to_dict()``, GPU EPs only):
@@ -395,21 +207,13 @@ class AacoSession:
         except Exception as exc:  # noqa: BLE001 - one broken hook never takes the run down
             mark_error(record, cause_and_fix(exc, "run a pytest_aaco_verdict hook"))
         item.user_properties.extend(junit.properties(record))
-        self._write_item(item.nodeid, record)
+        self.bundles.write_item(item.nodeid, record)
 
     def keep_unmeasured(self, item: pytest.Item, record: ItemRecord) -> None:
         """:meth:`keep` for an item that is not measured (unchanged under ``--aaco-compare``): the
         bundle is opened first, as before a measurement, so its record is written there too."""
         self.start_benchmark()
         self.keep(item, record)
-
-    def _write_item(self, nodeid: str, record: ItemRecord) -> None:
-        """Write (or rewrite) the item's file of the bundle; a write that fails drops the bundle, with a warning."""
-        if self.bundle is not None:
-            try:
-                self.bundle.write_item(nodeid, record.to_dict())
-            except OSError as exc:
-                self._drop_bundle(exc, self.bundle.path)
 
     def judge_item(self, item: pytest.Item, run: BenchmarkRun, user_failed: bool = False) -> None:
         """Judge the last result of *run*; fail *item* through ``pytest.fail`` when it must fail.
@@ -422,7 +226,7 @@ class AacoSession:
         try:
             extra: JSONDict = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
-            context = GateContext(self.config, self.lond(), self.variance_priors, self.announce,
+            context = GateContext(self.config, self.lond(), self.items.variance_priors, self.announce,
                                   self.machine_offset, self.commit_info)
             with self.interruptible:  # a confirmation look, then the baseline save
                 record = judge(item.nodeid, run, extra, context)
@@ -465,7 +269,7 @@ class AacoSession:
             raise pytest.Collector.CollectError(f"{where}: {exc}") from None
         if wants_model:
             try:
-                models = self.models()
+                models = self.items.models()
             except RegistryError as exc:
                 raise pytest.Collector.CollectError(str(exc)) from None
             if marker.models is not None:
@@ -505,12 +309,12 @@ class AacoSession:
                 unusable = flavors.import_problem(exc)
         if unusable is not None:
             self._fail(request, model, provider, unusable)  # outside except: no chained trace
-        reason = self.skip_reason(provider)
+        reason = self.items.skip_reason(provider)
         if reason:
             if self.config.strict_provider:
                 self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
             self.skip_item(request.node, model.name, provider.test_id, reason)
-        provider = self.provider_for(model, requested)  # a fallback chain: the EP that runs here
+        provider = self.items.provider_for(model, requested)  # a fallback chain: the EP that runs here
         if self.side_gate is not None:  # --aaco-compare: an unchanged item is skipped before its session is built
             skip_unchanged(self.side_gate, request.node, model, provider.short,
                            self.config.compare_unchanged == MEASURE_UNCHANGED or self.config.save_baseline,
@@ -518,8 +322,8 @@ class AacoSession:
                            partial(self.keep_unmeasured, request.node))
         crash: Exception | None = None
         try:
-            provider, graph = self.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"
-            handle = self.session(model, provider)
+            provider, graph = self.items.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"
+            handle = self.items.session(model, provider)
             check_placement(handle)  # a session that fell back whole is refused before anything runs
             unknown = graph_build_problem(provider, handle.session.get_provider_options())
             if unknown:
@@ -545,11 +349,11 @@ class AacoSession:
         run = BenchmarkRun(self.config, model, provider, handle, settings, threshold, gate_p99,
                            device_threshold=item_device_threshold(self.config, model, marker),
                            side_gate=self.side_gate, lond=self.lond, say=terminal_line(self.pytest_config),
-                           reference=None if self.side_gate is not None else self.reference_for(provider))
+                           reference=None if self.side_gate is not None else self.items.reference_for(provider))
         label = f"{model.name}[{provider.short}]"
         if self.side_gate is None and not self.config.smoke:  # side by side traces its own cycles
             try:
-                run.tracer, run.no_tracer = self.tracer_for(provider)
+                run.tracer, run.no_tracer = self.items.tracer_for(provider)
             except TracerError as exc:  # --aaco-device-time=on without a tracer
                 self._fail(request, model, provider, str(exc))
         if self.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
@@ -587,7 +391,7 @@ class AacoSession:
         self.start_benchmark()
         if provider.is_gpu and self.config.placement != "off":
             try:
-                problem = node_placement_problem(run, self.placement)
+                problem = node_placement_problem(run, self.items.placement)
             except Exception as exc:  # noqa: BLE001 - the placement check never takes the item down unseen
                 self._crash(request, model, provider, exc, f"check where {label}'s nodes run")
             if problem is not None and self.config.placement == "warn":
@@ -630,12 +434,12 @@ class AacoSession:
         if record is not None:  # pytest's own duration of the item so far (s), for --aaco-junit's case time
             record.extra["duration_s"] = round(duration, 6)
             if call.when == "teardown":
-                self._write_item(item.nodeid, record)
+                self.bundles.write_item(item.nodeid, record)
         if record is not None and call.when == "call" and call.excinfo is not None and record.outcome == Outcome.PASSED:
             # the test body failed (or skipped itself) after the record was kept
             skipped = call.excinfo.errisinstance(pytest.skip.Exception)
             record.outcome = Outcome.SKIPPED if skipped else Outcome.FAILED
-            self._write_item(item.nodeid, record)
+            self.bundles.write_item(item.nodeid, record)
         if self.is_worker and record is not None and call.when == "teardown":
             attach_record(report, record)
         return report
@@ -647,18 +451,8 @@ class AacoSession:
         return self.xdist.is_worker
 
     def bundle_folder(self) -> str | None:
-        """The session bundle's folder, opened here first if needed (controller); None when off;
-        :data:`~pytest_aaco.xdist.NO_BUNDLE` when the folder cannot be written (then one warning names
-        it and the option to change, and the session goes on without a bundle, as without xdist)."""
-        if not self.config.bundle:
-            return None
-        if self.bundle is None and not self.bundle_dropped:
-            try:
-                ignore_in_git(self.config.session_dir)
-                self.bundle = SessionBundle(self.config.session_dir)
-            except OSError as exc:
-                self._drop_bundle(exc, self.config.session_dir)
-        return NO_BUNDLE if self.bundle is None else str(self.bundle.path)
+        """The session bundle's folder (:meth:`pytest_aaco.session_parts.BundleKeeper.folder`)."""
+        return self.bundles.folder()
 
     # ------------------------------------------------------------ session end
 
@@ -670,17 +464,14 @@ class AacoSession:
         """What the report writers need besides the records."""
         return ReportContext(
             summary=self.summary(), started_at=self.started_at, fdr=self.config.fdr,
-            bundle_path=None if self.bundle is None else self.bundle.path,
+            bundle_path=None if self.bundles.bundle is None else self.bundles.bundle.path,
             junit_path=self.config.junit_path, html_path=self.config.html_path, commit_info=self.commit_info,
             say=lambda text, **markup: write_line(self.pytest_config, text, **markup),
         )
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.records:
-            try:
-                terminal.write_summary(terminalreporter, self.records, self.report_context())
-            except Exception as exc:  # noqa: BLE001 - never raise from the terminal summary
-                terminalreporter.write_line(cause_and_fix(exc, "write the pytest-aaco summary"), yellow=True)
+            self.reports.terminal_summary(terminalreporter, self.records, self.report_context())
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
@@ -691,7 +482,7 @@ class AacoSession:
             self.interruptible.release()
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self._references.close()  # the reference sessions are released with the session
+        self.items.close()  # the reference sessions are released with the session
         drop_fallback_caches()  # a temporary model cache (unwritable cache folder) goes with it
         if self.is_worker:  # the controller writes the reports; ship the records and LOND's state to it
             self.xdist.ship(self.records, self.lond_state)
@@ -703,47 +494,10 @@ class AacoSession:
         if not self.records:
             return
         context = self.report_context()
-        if self.bundle is not None:
-            if not (self.bundle.path / ENVIRONMENT_FILE).exists():  # made for xdist workers
-                self._write_head(self.bundle)
-            meta = self._meta()
-            meta["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            meta["summary"] = {**context.summary.to_dict(), "device_lock": terminal.lock_waits(self.records)}
-            meta[META_KEY] = self.cost.to_dict(self.records)
-            try:
-                self.bundle.finish(meta)
-            except OSError as exc:
-                self._drop_bundle(exc, self.bundle.path)
+        self.bundles.finish(self.records, context.summary, self.cost)
         if self.config.html_path is not None:  # what the HTML report shows besides the records
-            context = replace(context, baselines=report_baselines(self.records), environment=self._environment())
-        for name, writer in (("JUnit", junit.write), ("GitHub", github.write), ("HTML", html.write)):
-            try:
-                with warnings.catch_warnings():  # a dependency's deprecation (matplotlib at its floor with a
-                    # current pyparsing) must not end the run under -W error: the report is still right
-                    for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
-                        warnings.filterwarnings("ignore", category=category)
-                    writer(self.records, context)
-            except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
-                self._warn_or_say(AacoReportWarning(cause_and_fix(exc, f"write the {name} report")))
-
-    def _warn_or_say(self, warning: Warning) -> None:
-        """Issue *warning* from a session hook; under ``-W error``, where raising from the hook would end
-        pytest in an INTERNALERROR or a traceback with the other reports unwritten, the same line goes to
-        the terminal instead."""
-        try:
-            warnings.warn(warning, stacklevel=3)
-        except Warning:
-            terminal_line(self.pytest_config)(f"{type(warning).__name__}: {warning}")
-
-    def _environment(self) -> JSONDict | None:
-        """The session's environment record: the bundle's when there is one, else collected now."""
-        if self.bundle is not None:
-            try:
-                data = read_json(self.bundle.path / ENVIRONMENT_FILE)
-                return data if isinstance(data, dict) else None
-            except AacoFileError:
-                pass
-        return collect_environment(device_id=self.config.device_id)
+            context = replace(context, baselines=report_baselines(self.records), environment=self.bundles.environment())
+        self.reports.write(self.records, context)
 
     def _meta(self) -> JSONDict:
         c = self.config
@@ -766,12 +520,6 @@ class AacoSession:
         """The git commit, branch and dirty flag of the project under test (pytest's root folder),
         read once per session (:func:`pytest_aaco.measure.commit.commit_info`; unknown without git)."""
         return commit_info(Path(str(self.pytest_config.rootpath)))
-
-    def _write_head(self, bundle: SessionBundle) -> None:
-        """``session_meta.json`` and ``environment.json`` of the bundle."""
-        bundle.write_meta(self._meta())
-        bundle.write_environment(collect_environment(device_id=self.config.device_id))
-
 
 def get_session(config: pytest.Config) -> AacoSession:
     """The run's :class:`AacoSession`, started at its first use: the options are read (``pytest.UsageError``

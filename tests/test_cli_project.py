@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_aaco import cli
-from pytest_aaco.session import GITIGNORE_TEXT
+from pytest_aaco.session_parts import GITIGNORE_TEXT
 from tests.test_cli import NODE_A, item_record, write_baseline, write_bundle
 
 #: layouts: file -> text, relative to the top; the test runs from ``top/a/b``
