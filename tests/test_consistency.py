@@ -335,7 +335,7 @@ def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_pa
     import pytest
 
     pytest.importorskip("matplotlib")
-    from pytest_aaco.reports import html
+    from pytest_aaco.reports import html, html_plots
     from pytest_aaco.reports.markup import new_figure
     from tests.test_output import agrees
 
@@ -350,7 +350,7 @@ def test_the_round_means_plot_draws_the_baseline_the_verdict_table_prints(tmp_pa
     assert agrees(f"{(v.raw_ratio - 1) * 100:+.1f}%", now.group(1), then.group(1))
     fig = new_figure(6, 3)
     ax = fig.subplots()
-    html._plot_rounds(ax, record, record.result_record or ResultRecord(),
+    html_plots._plot_rounds(ax, record, record.result_record or ResultRecord(),
                       [HistoryRun.from_dict(r) for r in baseline.history])
     drawn = [line for line in ax.get_lines() if str(line.get_label()).startswith("baseline geometric mean")]
     label = f"baseline geometric mean of the fastest quarter {then.group(1)} ms"

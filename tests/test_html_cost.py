@@ -13,7 +13,7 @@ import pytest
 
 from pytest_aaco.records.device import BaselineRecord
 from pytest_aaco.records.item import SessionSummary
-from pytest_aaco.reports import ReportContext
+from pytest_aaco.reports import ReportContext, html_plots
 from pytest_aaco.reports import html as html_report
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="plots need matplotlib")
@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "studies"))
 
 def test_ecdf_points_keep_the_curve() -> None:
     values = np.random.default_rng(0).standard_normal(10_000)
-    xs, ys = html_report.ecdf_points(values)
-    assert len(xs) <= html_report.ECDF_POINTS and xs[0] == values.min() and xs[-1] == values.max() and ys[-1] == 1
+    xs, ys = html_plots.ecdf_points(values)
+    assert len(xs) <= html_plots.ECDF_POINTS and xs[0] == values.min() and xs[-1] == values.max() and ys[-1] == 1
     exact = np.searchsorted(np.sort(values), xs, side="right") / values.size
     assert np.allclose(ys, exact)
     small = np.array([3.0, 1.0, 2.0])
-    assert list(html_report.ecdf_points(small)[0]) == [1.0, 2.0, 3.0]
+    assert list(html_plots.ecdf_points(small)[0]) == [1.0, 2.0, 3.0]
 
 
 def test_an_item_of_10000_iterations_is_small_and_quick() -> None:
