@@ -80,9 +80,9 @@ from pytest_aaco.reports.wording import failure_text
 from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
 from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.session_parts import BundleKeeper, ItemSessions, ReportWriters
-from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
 from pytest_aaco.sidebyside.revision import GitRefError
+from pytest_aaco.sidebyside.sides import CompareSettings
 from pytest_aaco.sidebyside.unchanged import MEASURE_UNCHANGED, note_triage, skip_unchanged
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers.base import TracerError

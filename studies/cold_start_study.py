@@ -76,7 +76,7 @@ def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) 
     from pytest_aaco.measure.inputs import make_inputs
     from pytest_aaco.measure.providers import parse_provider
     from pytest_aaco.passes.coldstart import LocalSessions, compare_cold_start
-    from pytest_aaco.sidebyside.cycles import NO_SPINNING
+    from pytest_aaco.sidebyside.sides import NO_SPINNING
 
     own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     feeds = make_inputs(name, own.get_inputs(), {}, {})

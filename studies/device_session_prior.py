@@ -20,7 +20,7 @@ import argparse
 
 import numpy as np
 
-from pytest_aaco.sidebyside.cycles import DEVICE_TIME_SESSION_SD
+from pytest_aaco.sidebyside.sides import DEVICE_TIME_SESSION_SD
 from pytest_aaco.verdict.outcome import outcome_of
 from pytest_aaco.verdict.paired import paired_t
 

@@ -180,7 +180,14 @@ def trace_walk(tree: Path) -> list[tuple[str, ...]]:
     one module merged, ``gate`` first) of every call made inside the first ``gate.judge`` of a gated
     pytest run of the tiny model, in a temporary project; *tree* holds the ``pytest_aaco`` traced."""
     sys.path.insert(0, str(tree))
+    for name in [m for m in sys.modules if m == "pytest_aaco" or m.startswith("pytest_aaco.")]:
+        del sys.modules[name]  # the architecture test imported this checkout's package
     import pytest
+
+    import pytest_aaco
+
+    if not Path(pytest_aaco.__file__).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"the traced package is {pytest_aaco.__file__}, not the one in {tree}")
     from conftest import make_tiny_model  # tests/conftest.py of this checkout
 
     paths: list[tuple[str, ...]] = []

@@ -48,7 +48,7 @@ def main() -> None:
         status = LocalSessions(model, provider, feeds).fresh().compile_cache
     elif request["mode"] == "sidebyside":
         from pytest_aaco.measure.registry import ModelSpec
-        from pytest_aaco.sidebyside.cycles import LocalFactory
+        from pytest_aaco.sidebyside.sides import LocalFactory
 
         spec = ModelSpec("race", f"path:{model}", model.parent, dims={"N": 1})
         opened = LocalFactory(model, spec, provider, warmup=1, footprint=False, min_warmup_s=0.0).open("candidate")

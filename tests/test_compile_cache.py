@@ -21,8 +21,9 @@ from pytest_aaco.measure.providers import parse_provider
 from pytest_aaco.measure.registry import ModelSpec, load_registry
 from pytest_aaco.options import GateSettings, ep_libraries
 from pytest_aaco.passes.coldstart import ColdStart, side_by_side_verdict
-from pytest_aaco.sidebyside.cycles import CompareSettings, OpenedSide, compare_sides
+from pytest_aaco.sidebyside.cycles import compare_sides
 from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+from pytest_aaco.sidebyside.sides import CompareSettings, OpenedSide
 
 MIGX = parse_provider("migraphx")
 

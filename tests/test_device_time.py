@@ -17,8 +17,8 @@ import pytest
 from finished import to_verdict
 
 from pytest_aaco.measure.device_time import TracedSide
-from pytest_aaco.sidebyside.cycles import CompareSettings, OpenedSide
 from pytest_aaco.sidebyside.cycles import compare_sides as compare
+from pytest_aaco.sidebyside.sides import CompareSettings, OpenedSide
 from pytest_aaco.tracers import cupti
 from pytest_aaco.tracers.base import DeviceBlock, KernelSpan, TracerError, TracerMissing, block_of
 from pytest_aaco.tracers.select import tracer_for

@@ -28,13 +28,8 @@ from pytest_aaco.measure.device_time import (
 )
 from pytest_aaco.measure.interleave import run_cycles
 from pytest_aaco.measure.reference_workload import Reference
-from pytest_aaco.sidebyside.cycles import (
-    TRACED_FIRST_CYCLES,
-    CompareSettings,
-    OpenedSide,
-    compare_sides,
-    device_look_of,
-)
+from pytest_aaco.sidebyside.cycles import compare_sides, device_look_of
+from pytest_aaco.sidebyside.sides import TRACED_FIRST_CYCLES, CompareSettings, OpenedSide
 from pytest_aaco.tracers.base import DeviceBlock
 
 

@@ -28,16 +28,13 @@ from pytest_aaco.measure import traced_child
 from pytest_aaco.measure.providers import parse_provider
 from pytest_aaco.measure.traced_child import ChildSide, Roctx, cycle_orders, load_roctx, trace_sides
 from pytest_aaco.sidebyside.cycles import (
-    BASELINE,
-    CANDIDATE,
-    CompareSettings,
-    OpenedSide,
     attach_child_device_time,
     child_device_look,
     child_device_time,
     compare_sides,
     device_look_of,
 )
+from pytest_aaco.sidebyside.sides import BASELINE, CANDIDATE, CompareSettings, OpenedSide
 from pytest_aaco.tracers.base import KernelSpan, TracerMissing
 from pytest_aaco.tracers.base import TracerError as TraceError
 from pytest_aaco.tracers.rocprof import expected_output, rocprof_command, timeout_s
@@ -572,8 +569,8 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     from pytest_aaco.measure.inference import SessionError
     from pytest_aaco.measure.traced_child import ChildTrace
     from pytest_aaco.sidebyside import gate as sidegate
-    from pytest_aaco.sidebyside.cycles import LocalFactory
     from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+    from pytest_aaco.sidebyside.sides import LocalFactory
     from pytest_aaco.warnings import AacoDeviceTimeWarning
 
     seen: list[dict] = []

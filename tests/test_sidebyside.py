@@ -11,17 +11,8 @@ import numpy as np
 import pytest
 from finished import to_verdict
 
-from pytest_aaco.sidebyside.cycles import (
-    BASELINE,
-    CANDIDATE,
-    MEMORY_SESSIONS,
-    CompareSettings,
-    LocalFactory,
-    OpenedSide,
-    compare_sides,
-    more_footprints,
-    side_memory_growth,
-)
+from pytest_aaco.sidebyside.cycles import MEMORY_SESSIONS, compare_sides, more_footprints, side_memory_growth
+from pytest_aaco.sidebyside.sides import BASELINE, CANDIDATE, CompareSettings, LocalFactory, OpenedSide
 from tests.test_output import explained
 
 

@@ -14,9 +14,9 @@ from pytest_aaco.measure.modelgen import add_extra_work
 from pytest_aaco.measure.providers import parse_provider
 from pytest_aaco.measure.registry import ModelSpec, load_registry
 from pytest_aaco.options import GateSettings
-from pytest_aaco.sidebyside.cycles import CompareSettings
 from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate, reused_samples
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, GitRefError
+from pytest_aaco.sidebyside.sides import CompareSettings
 from tests.conftest import squeezenet_file
 
 CPU = parse_provider("cpu")
@@ -87,7 +87,7 @@ def test_the_cold_start_reuses_the_fresh_sessions_of_the_side_by_side_measuremen
     cold-start pass takes the side-by-side measurement's fresh sessions as its first cycles."""
     import pytest_aaco.measure.inference as inference
     import pytest_aaco.passes.coldstart as coldstart
-    import pytest_aaco.sidebyside.cycles as cycles
+    import pytest_aaco.sidebyside.sides as sides
 
     model = onnx.load(str(repo / "models" / "net.onnx"))
     model.doc_string = "same compute, different bytes"
@@ -99,7 +99,7 @@ def test_the_cold_start_reuses_the_fresh_sessions_of_the_side_by_side_measuremen
         built.append(Path(path).name)
         return inference.build_session(path, *args, **kwargs)
 
-    monkeypatch.setattr(cycles, "build_session", counted)
+    monkeypatch.setattr(sides, "build_session", counted)
     monkeypatch.setattr(coldstart, "build_session", counted)
     gate = SideBySideGate("HEAD~1", None, FAST, repo)
     try:

@@ -21,7 +21,7 @@ Not run here, with the reason:
 
 ``multi_gpu.sh`` runs in its CPU mode (``PROVIDER=cpu``, one model, 2 rounds), which also runs
 ``multi_gpu_summary.py`` on the two runs' session bundles. ``layout_figures.py`` reads the checkout
-and takes seconds as it is, so it has no ``--smoke``.
+and traces one judgement of the tiny model (seconds as it is), so it has no ``--smoke``.
 """
 
 from __future__ import annotations

@@ -45,13 +45,7 @@ from pytest_aaco.samplers import TelemetrySession
 from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.sidebyside.compute import ComputeCheck
 from pytest_aaco.sidebyside.cycles import (
-    BASELINE,
-    CANDIDATE,
-    TRACED_MIN_WARMUP_S,
-    CompareSettings,
-    LocalFactory,
     SideBySide,
-    WorkerFactory,
     attach_child_device_time,
     candidate_result,
     child_device_time,
@@ -60,6 +54,14 @@ from pytest_aaco.sidebyside.cycles import (
     to_verdict,
 )
 from pytest_aaco.sidebyside.revision import CHANGED, NEW, UNCHANGED, BaselineSide, GitRef, RefTree, resolve_ref
+from pytest_aaco.sidebyside.sides import (
+    BASELINE,
+    CANDIDATE,
+    TRACED_MIN_WARMUP_S,
+    CompareSettings,
+    LocalFactory,
+    WorkerFactory,
+)
 from pytest_aaco.sidebyside.unchanged import Triage, triage
 from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide
 from pytest_aaco.tracers import rocprof
@@ -280,7 +282,7 @@ class SideBySideGate:
         merged in (the baseline side gets the options it had at REF). *lock* is a context-manager
         factory held while measuring (the device lock). With both sides traced in this process
         (device time decides), their fresh sessions warm up for ``item.warmup`` iterations without the
-        0.25 s extension (:data:`~pytest_aaco.sidebyside.cycles.TRACED_MIN_WARMUP_S`). Raises what the
+        0.25 s extension (:data:`~pytest_aaco.sidebyside.sides.TRACED_MIN_WARMUP_S`). Raises what the
         sides raise (:class:`~pytest_aaco.measure.inference.SessionError`,
         :class:`~pytest_aaco.sidebyside.worker_client.WorkerError`).
         """
