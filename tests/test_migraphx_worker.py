@@ -83,9 +83,11 @@ def test_the_worker_asks_its_own_ep_and_sends_the_folder_through_the_environment
         assert "MIGraphXExecutionProvider" in side.info.providers  # the worker's onnxruntime, not this one
         session = side.load(model, MIGX, FEEDS)
         folder = str(session.cache.folder)
+        env = ({"ORT_MIGRAPHX_MODEL_CACHE_PATH": folder} if cache_from == "env-only"
+               else migraphx_probe.program_file_env(folder))  # never ORT_MIGRAPHX_CACHE_PATH: the int8 table's folder
+        cache = "ORT_MIGRAPHX_MODEL_CACHE_PATH" if cache_from == "env-only" else "program file"
         assert session.migraphx == {"options": {"device_id": "0"}, "refused": {}, "takes": [], "build": mock_build(),
-                                    "env": {"ORT_MIGRAPHX_MODEL_CACHE_PATH": folder,
-                                            "ORT_MIGRAPHX_CACHE_PATH": folder}}
+                                    "env": env, "cache": cache}
         assert session.options == {"device_id": "0"}  # what was sent, as in process
         assert session.settle_cache(side.warmup(1)[0]) == "miss"
         again = side.load(model, MIGX, FEEDS)

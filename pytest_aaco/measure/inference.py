@@ -268,11 +268,20 @@ def migraphx_refusal(model_path: Path, provider: ProviderSpec, build: str, refus
 def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
                   ort: ModuleType) -> tuple[JSONDict, dict[str, str]]:
     """The MIGraphX *options* to send and the environment to set around the session's creation, after
-    asking the EP which keys it takes (:func:`pytest_aaco.measure.migraphx_probe.plan`, once per process).
+    asking the EP which keys it takes (:func:`migraphx_build_plan`). Raises :class:`SessionError` as it does."""
+    found = migraphx_build_plan(provider, model_path, options, cache, ort)
+    return dict(found.options), dict(found.env)
 
-    The plugin's own cache folder goes through ``migraphx_model_cache_dir`` where the EP takes it, else
-    through ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` / ``ORT_MIGRAPHX_CACHE_PATH`` (unless the user set one of
-    them: theirs wins). The side worker asks its own onnxruntime the same way
+
+def migraphx_build_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
+                        ort: ModuleType) -> migraphx_probe.Plan:
+    """What to send to the MIGraphX EP (:func:`pytest_aaco.measure.migraphx_probe.plan`, asked once per process).
+
+    The plugin's own cache folder goes through ``migraphx_model_cache_dir`` where the EP takes it, else through
+    ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` (fork 6.4 on, PyPI wheels) or the save/load program file of upstream <= 1.22
+    and the fork 6.2-6.3; the fork 6.1 has none (``Plan.cache`` says which). ``ORT_MIGRAPHX_CACHE_PATH`` is the
+    int8 calibration-table folder and is never set. Precision keys also go through their ``ORT_MIGRAPHX_*``
+    variable (upstream <= 1.22 reads them only there). The side worker asks its own onnxruntime the same way
     (pytest_aaco/sidebyside/worker.py). Raises :class:`SessionError` naming each key the EP refuses (the
     user's options), the EP's words, the build, and the keys it takes (:func:`migraphx_refusal`).
     """
@@ -280,7 +289,15 @@ def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, c
                                 questions=migraphx_questions())
     if found.refused:
         raise SessionError(migraphx_refusal(model_path, provider, found.build, found.refused, found.takes))
-    return dict(found.options), dict(found.env)
+    return found
+
+
+def applied_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of a plan's *env* that describes the measurement, for the fingerprint's provider options (as
+    ``env:<NAME>``): the precision variables (:data:`~pytest_aaco.measure.migraphx_probe.PRECISION_ENVS`), not the
+    compile-cache paths (they differ per runner)."""
+    names = set(migraphx_probe.PRECISION_ENVS.values())
+    return {f"env:{k}": v for k, v in sorted(env.items()) if k in names}
 
 
 #: values every real MIGraphX parser takes, for asking which keys an EP takes (:func:`migraphx_plan`)
@@ -342,7 +359,11 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     env: dict[str, str] = {}
     if provider.short == "migraphx" and not plugin and SESSION_FACTORY is None and \
             provider.ep_name in ort.get_available_providers():
-        options, env = migraphx_plan(provider, model_path, options, cache, ort)
+        plan = migraphx_build_plan(provider, model_path, options, cache, ort)
+        options, env = dict(plan.options), dict(plan.env)
+        recorded = {**recorded, **applied_env(env)}
+        if plan.cache == migraphx_probe.NO_CACHE:  # fork 6.1: the item records its session build time instead
+            cache = CacheUse.none_here(cache)
     if plugin:  # a registered EP library's EP: its device is chosen on the session options (plugin_eps.py)
         options = {k: v for k, v in options.items() if k != "device_id"}
         try:
