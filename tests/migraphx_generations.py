@@ -195,7 +195,8 @@ SETTINGS = {
 }
 #: the variable of each setting (``migraphx_env_vars`` in migraphx_execution_provider.h, every generation that has it)
 SETTING_ENVS = {"fp16": "ORT_MIGRAPHX_FP16_ENABLE", "bf16": "ORT_MIGRAPHX_BF16_ENABLE",
-                "fp8": "ORT_MIGRAPHX_FP8_ENABLE", "int8": "ORT_MIGRAPHX_INT8_ENABLE", "table": "ORT_MIGRAPHX_INT8_CALIBRATION_TABLE_NAME",
+                "fp8": "ORT_MIGRAPHX_FP8_ENABLE", "int8": "ORT_MIGRAPHX_INT8_ENABLE",
+                "table": "ORT_MIGRAPHX_INT8_CALIBRATION_TABLE_NAME",
                 "native": "ORT_MIGRAPHX_INT8_USE_NATIVE_CALIBRATION_TABLE",
                 "exhaustive tune": "ORT_MIGRAPHX_EXHAUSTIVE_TUNE"}
 #: the names under which upstream <= 1.22 and the fork 6.1-6.3 report a key (migraphx_execution_provider_info.cc)
