@@ -336,3 +336,22 @@ def test_docs_generation_tables_are_the_ones_the_harness_found(emulate: Any, tmp
     if os.environ.get("AACO_WRITE_DOCS") == "1":
         DOCS.write_text(wanted, encoding="utf-8")
     assert text == wanted, "docs/amd.md's MIGraphX generation tables differ: run this test with AACO_WRITE_DOCS=1"
+
+
+@pytest.mark.parametrize(("name", "given", "hint"), [
+    ("upstream-1.22", "migraphx_int8_use_native_calibration_table", "migraphx_use_native_calibration_table"),
+    ("fork-6.1", "migraphx_int8_use_native_calibration_table", "migraphx_use_native_calibration_table"),
+    ("fork-6.3", "migraphx_int8_use_native_calibration_table", "migraphx_use_native_calibration_table"),
+    ("fork-6.4", "migraphx_use_native_calibration_table", "migraphx_int8_use_native_calibration_table"),
+    ("pypi-1.23+", "migraphx_use_native_calibration_table", "migraphx_int8_use_native_calibration_table"),
+])
+def test_the_native_calibration_table_hint_names_the_key_this_generation_takes(
+        name: str, given: str, hint: str, emulate: Any, tmp_path: Path) -> None:
+    """Issue 40 finding 5: forks <= 6.3 (and upstream <= 1.22) accept only the legacy name."""
+    from pytest_aaco.measure.migraphx_probe import tiny_model
+
+    emulate(name)
+    assert hint in GENERATIONS[name]["accepted"] and given not in GENERATIONS[name]["accepted"]  # type: ignore[operator]
+    with pytest.raises(inference.SessionError) as refused:
+        _build(tiny_model(tmp_path / "m.onnx"), {"migraphx_int8_enable": "1", given: "0"})
+    assert f"for {given} use {hint};" in str(refused.value)

@@ -116,7 +116,7 @@ def test_an_ep_that_takes_the_option_gets_the_folder_there(fake_python: Path, ca
 
 def test_a_user_option_the_workers_ep_refuses_is_one_clear_error_and_the_worker_lives_on(
         fake_python: Path, cache_root: Path, model: Path, tmp_path: Path) -> None:
-    takes = ", ".join(sorted(MIGRAPHX_KEYS - {"migraphx_model_cache_dir"}))
+    takes = ", ".join(sorted(MIGRAPHX_KEYS - {"migraphx_model_cache_dir"} | {"migraphx_use_native_calibration_table"}))
     with fake_side(fake_python, tmp_path / "ep.log", "refuses") as side:
         with pytest.raises(SessionError, match=(
                 r"tiny\.onnx: this onnxruntime build's MIGraphXExecutionProvider \(onnxruntime [\d.]+\) refuses"

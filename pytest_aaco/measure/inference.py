@@ -242,7 +242,22 @@ def with_compile_cache(provider: ProviderSpec, model_path: Path, options: JSONDi
 def migraphx_questions() -> dict[str, str]:
     """Each MIGraphX key the plugin knows (:data:`~pytest_aaco.measure.providers.MIGRAPHX_KEYS`) with a value
     every real parser takes: what the EP is asked to say which keys it takes (:func:`migraphx_plan`)."""
-    return {k: _NEUTRAL.get(k, "0") for k in sorted(MIGRAPHX_KEYS)}
+    return {k: _NEUTRAL.get(k, "0") for k in sorted(MIGRAPHX_KEYS | set(NATIVE_TABLE_KEYS))}
+
+
+#: the native-calibration-table key under its two names: upstream <= 1.22 and AMD's fork <= 6.3 take only the
+#: legacy one, the fork 6.4 on and the PyPI wheels only the ``int8_`` one (tests/migraphx_generations.py)
+NATIVE_TABLE_KEYS = ("migraphx_use_native_calibration_table", "migraphx_int8_use_native_calibration_table")
+
+
+def _replacement(key: str, takes: Sequence[str]) -> str | None:
+    """What to use instead of refused MIGraphX *key* on an EP that *takes* these keys: the other name of the
+    native-calibration-table key when the EP takes it, ``--aaco-compile-cache`` for a save/load key
+    (:data:`~pytest_aaco.measure.providers.MIGRAPHX_REPLACED`); None when nothing this EP takes replaces it."""
+    if key in NATIVE_TABLE_KEYS:
+        other = NATIVE_TABLE_KEYS[1 - NATIVE_TABLE_KEYS.index(key)]
+        return other if other in takes else None
+    return MIGRAPHX_REPLACED.get(key)
 
 
 def plugin_cache_folder(provider: ProviderSpec, cache: CacheUse) -> str | None:
@@ -256,9 +271,9 @@ def plugin_cache_folder(provider: ProviderSpec, cache: CacheUse) -> str | None:
 def migraphx_refusal(model_path: Path, provider: ProviderSpec, build: str, refused: Mapping[str, str],
                      takes: Sequence[str]) -> str:
     """The one-line message for MIGraphX options the EP *refused* (key -> the parser's words): the keys,
-    the words, the *build* (``onnxruntime-migraphx 1.27.1``), a replacement where one is known
-    (:data:`~pytest_aaco.measure.providers.MIGRAPHX_REPLACED`) and the keys the EP *takes*."""
-    hints = "".join(f"; for {k} use {MIGRAPHX_REPLACED[k]}" for k in sorted(refused) if k in MIGRAPHX_REPLACED)
+    the words, the *build* (``onnxruntime-migraphx 1.27.1``), a replacement this EP takes where one is known
+    (:func:`_replacement`) and the keys the EP *takes*."""
+    hints = "".join(f"; for {k} use {_replacement(k, takes)}" for k in sorted(refused) if _replacement(k, takes))
     words = "; ".join(f"{k}: {v}" for k, v in sorted(refused.items()))
     return (f"{model_path.name}: this onnxruntime build's {provider.ep_name} ({build}) refuses option(s)"
             f" {', '.join(sorted(refused))} ({words}){hints}; it takes:"
@@ -304,8 +319,7 @@ def applied_env(env: Mapping[str, str]) -> dict[str, str]:
 _NEUTRAL = {"device_id": "0", "migraphx_model_cache_dir": "<scratch>", "migraphx_int8_calibration_table_name": "",
             "migraphx_mem_limit": "0", "migraphx_arena_extend_strategy": "kNextPowerOfTwo",
             **{k: "False" for k in ("migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable",
-                                    "migraphx_int8_enable", "migraphx_int8_use_native_calibration_table",
-                                    "migraphx_exhaustive_tune")}}
+                                    "migraphx_int8_enable", *NATIVE_TABLE_KEYS, "migraphx_exhaustive_tune")}}
 
 #: set *env* in ``os.environ`` for a ``with`` block only (the MIGraphX cache variables around a creation)
 environment = migraphx_probe.environment

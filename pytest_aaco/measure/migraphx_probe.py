@@ -332,7 +332,7 @@ def plan(options: Mapping[str, object], ort: ModuleType | None = None, *, plugin
     takes: tuple[str, ...] = ()
     if refused and questions:
         answers = probe(questions, ort, factory)
-        takes = tuple(sorted(k for k, v in answers.items() if v.state == "accepted"))
+        takes = tuple(sorted(k for k, v in answers.items() if v.state in ("accepted", "ignored")))
     return Plan(out, env, refused, takes, build_name(ort), cache)
 
 
