@@ -360,6 +360,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
         so.profile_file_prefix = profile_prefix
     try:  # CompileCacheError is a ValueError, ProviderError too: the order matters
         recorded = effective_options(provider, device_id, ort.__version__)
+        load_migraphx_libraries(provider, recorded, ort)
         options, cache = with_compile_cache(provider, model_path, recorded, ort.__version__, cache_folder)
     except ProviderError as exc:
         raise SessionError(f"{model_path.name}: {exc}") from None
@@ -410,6 +411,20 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     if handle.compile_cache == "miss":
         cache.record(create_ms, ep=provider.short, side=provider.side)
     return handle
+
+
+def load_migraphx_libraries(provider: ProviderSpec, options: JSONDict, ort: ModuleType) -> None:
+    """Ask the MIGraphX EP about *options* and the compile-cache key (:func:`pytest_aaco.measure.migraphx_probe.probe`,
+    the questions :func:`migraphx_build_plan` asks next, answered once per process) before the compile-cache folder
+    is keyed: the probe session loads the EP's ROCm libraries, whose folder the key's ROCm version is read from
+    (:func:`pytest_aaco.samplers.rocm_install.loaded_rocm`), so every item of a process gets the same key. Only
+    for the MIGraphX EP that ORT lists (not through a test's session factory, nor a registered EP library)."""
+    if provider.short != "migraphx" or SESSION_FACTORY is not None or provider.ep.compile is None:
+        return
+    if provider.ep_name not in ort.get_available_providers() or provider.ep_name in plugin_ep_names(ort):
+        return
+    if compile_cache_root() is not None and not user_steered(provider.short, provider.options):
+        migraphx_probe.probe({**options, migraphx_probe.CACHE_KEY: "<scratch>"}, ort)
 
 
 def hold_compile_lock(model_path: Path, cache: CacheUse) -> tuple[CompileHold, CacheUse]:
