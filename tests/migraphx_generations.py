@@ -66,6 +66,13 @@ _ENV_64 = (
     'ORT_MIGRAPHX_INT8_CALIBRATION_TABLE_NAME', 'ORT_MIGRAPHX_INT8_ENABLE',
     'ORT_MIGRAPHX_INT8_USE_NATIVE_CALIBRATION_TABLE', 'ORT_MIGRAPHX_MODEL_CACHE_PATH',
 )
+#: what the fork 7.0 EP reports; the PyPI wheels' report is taken to be the same (not observable without a GPU)
+_REPORTED_70 = (
+    'device_id', 'migraphx_fp16_enable', 'migraphx_bf16_enable', 'migraphx_fp8_enable',
+    'migraphx_int8_enable', 'migraphx_model_cache_dir', 'migraphx_mem_limit', 'migraphx_external_alloc',
+    'migraphx_external_free', 'migraphx_external_empty_cache', 'migraphx_arena_extend_strategy',
+    'migraphx_exhaustive_tune',
+)
 #: the binding's words for a key it does not compare with (fork and upstream <= 1.22), and the PyPI parser's
 FORK_REFUSAL = "Invalid MIGraphX EP option: {key}"
 PYPI_REFUSAL = 'Unknown provider option: "{key}".'
@@ -144,12 +151,7 @@ GENERATIONS: dict[str, dict[str, object]] = {
             'migraphx_int8_enable', 'migraphx_int8_calibration_table_name',
             'migraphx_int8_use_native_calibration_table', 'migraphx_model_cache_dir', 'migraphx_exhaustive_tune',
         ),
-        'reported': (
-            'device_id', 'migraphx_fp16_enable', 'migraphx_bf16_enable', 'migraphx_fp8_enable',
-            'migraphx_int8_enable', 'migraphx_model_cache_dir', 'migraphx_mem_limit', 'migraphx_external_alloc',
-            'migraphx_external_free', 'migraphx_external_empty_cache', 'migraphx_arena_extend_strategy',
-            'migraphx_exhaustive_tune',
-        ),
+        'reported': _REPORTED_70,
         'env': (
             'ORT_MIGRAPHX_BF16_ENABLE', 'ORT_MIGRAPHX_CACHE_PATH', 'ORT_MIGRAPHX_CALIBRATION_TABLE_NAME',
             'ORT_MIGRAPHX_EXHAUSTIVE_TUNE', 'ORT_MIGRAPHX_EXHAUSTIVE_TUNE_OPS', 'ORT_MIGRAPHX_FP16_ENABLE',
@@ -161,12 +163,7 @@ GENERATIONS: dict[str, dict[str, object]] = {
     'pypi-1.23+': {
         "source": ("PyPI onnxruntime-migraphx", '1.23.0-1.27.1, real wheels', 'tests/migraphx_wheels.py'),
         'accepted': tuple(sorted(MIGRAPHX_KEYS)),
-        'reported': (
-            'device_id', 'migraphx_fp16_enable', 'migraphx_bf16_enable', 'migraphx_fp8_enable',
-            'migraphx_int8_enable', 'migraphx_model_cache_dir', 'migraphx_mem_limit', 'migraphx_external_alloc',
-            'migraphx_external_free', 'migraphx_external_empty_cache', 'migraphx_arena_extend_strategy',
-            'migraphx_exhaustive_tune',
-        ),
+        'reported': _REPORTED_70,
         'env': (
             'ORT_MIGRAPHX_BF16_ENABLE', 'ORT_MIGRAPHX_CACHE_PATH', 'ORT_MIGRAPHX_EXHAUSTIVE_TUNE',
             'ORT_MIGRAPHX_FP16_ENABLE', 'ORT_MIGRAPHX_FP8_ENABLE', 'ORT_MIGRAPHX_INT8_CALIBRATION_TABLE_NAME',
@@ -174,7 +171,8 @@ GENERATIONS: dict[str, dict[str, object]] = {
             'ORT_MIGRAPHX_MODEL_CACHE_PATH',
         ),
         'applies': 'options', 'cache': 'folder', 'refusal': PYPI_REFUSAL,
-    },}
+    },
+}
 
 
 def applied_unreported(name: str) -> tuple[str, ...]:
