@@ -566,8 +566,7 @@ def test_p99_is_a_judgement_whose_bound_is_the_one_the_message_prints():
 
     import numpy as np
 
-    from pytest_aaco.records.base import P99
-    from pytest_aaco.records.verdict import p99_judgement
+    from pytest_aaco.records.base import P99, p99_judgement
     from pytest_aaco.verdict import stats
     from pytest_aaco.verdict.percent import bound_text, pct
     from tests.test_output import _verdict

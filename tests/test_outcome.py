@@ -8,9 +8,9 @@ import pytest
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.passes.coldstart import ColdStartVerdict
-from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.base import Outcome, QuantileComparison
 from pytest_aaco.records.item import ItemRecord
-from pytest_aaco.records.verdict import QuantileComparison, Verdict
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.verdict.outcome import fails
 
 P99_REGRESSED = QuantileComparison(q=99.0, ratio=1.5, ci_low=1.2, ci_high=1.8, p_slower=0.001, n_boot=2000,

@@ -10,9 +10,9 @@ import re
 import pytest
 from verdicts import verdict
 
-from pytest_aaco.records.base import Outcome
+from pytest_aaco.records.base import Outcome, QuantileComparison
 from pytest_aaco.records.item import ItemRecord
-from pytest_aaco.records.verdict import QuantileComparison, SideBySideSummary, Verdict
+from pytest_aaco.records.verdict import SideBySideSummary, Verdict
 from pytest_aaco.reports import terminal
 from pytest_aaco.reports.wording import (
     change_text,

@@ -14,8 +14,8 @@ import pytest
 
 from pytest_aaco.history.store import load_baseline
 from pytest_aaco.jsonio import dumps
+from pytest_aaco.records.base import QuantileComparison
 from pytest_aaco.records.item import ItemRecord
-from pytest_aaco.records.verdict import QuantileComparison
 
 DATA = Path(__file__).parent / "data" / "records"
 ITEMS = sorted(p for p in DATA.glob("*.json") if not p.name.startswith("baseline-"))

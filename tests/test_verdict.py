@@ -302,7 +302,7 @@ def test_confirm_keeps_memory_growth_both_sessions_show_without_a_latency_regres
 
 def test_fails_rules():
     from pytest_aaco.history.judge import Verdict
-    from pytest_aaco.records.verdict import QuantileComparison
+    from pytest_aaco.records.base import QuantileComparison
 
     def v(outcome, **kw):
         return Verdict(outcome=outcome, label=LABEL, message="", threshold=0.05, **kw)

@@ -51,8 +51,8 @@ from pytest_aaco.history import pooled as pooled_store
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome
-from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, QuantileComparison, ReferenceDrift, Verdict
+from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome, QuantileComparison
+from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, ReferenceDrift, Verdict
 from pytest_aaco.verdict import pooling, stats
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.metrics import kernel_changes
@@ -691,6 +691,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
                    f"beyond the {NORMALIZED_REGIME_LIMIT:.0%} the reference is trusted to cancel; re-run when"
                    " the machine is back to its usual speed")
             verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; {why}")
+            verdict.withheld = f"{regime}; {why}"
             verdict.outcome = INCONCLUSIVE
             verdict.set_wall_outcome(INCONCLUSIVE)
         else:

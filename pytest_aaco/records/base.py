@@ -1,4 +1,5 @@
-"""The outcome words, one tested metric's judgement (:class:`Judgement`), the metric names and the JSON
+"""The outcome words, one tested metric's judgement (:class:`Judgement`), a percentile comparison
+(:class:`QuantileComparison`, read as the :data:`P99` judgement by :func:`p99_judgement`), the metric names and the JSON
 helpers every record of :mod:`pytest_aaco.records` shares (imports only :mod:`pytest_aaco.jsonio`)."""
 
 from __future__ import annotations
@@ -172,3 +173,51 @@ def _numbers(value: object) -> tuple[float, ...]:
 
 def _drop_none(data: JSONDict) -> JSONDict:
     return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class QuantileComparison:
+    """Ratio of a latency percentile, current / baseline, with a cluster-bootstrap interval
+    (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`); the verdict's ``p99`` part
+    (:func:`pytest_aaco.history.judge.p99_check`, ``q`` = 99.0) is one.
+
+    ``q``: the percentile, 0..100; ``ratio``: the percentile of the pooled current iterations over the
+    baseline's; ``ci_low``/``ci_high``: percentile-bootstrap bounds of the ratio; ``p_slower``:
+    one-sided bootstrap p-value for "the current percentile is larger"; ``n_boot``: resamples;
+    ``regression``: the percentile gate failed (False until a gate judged it).
+    Bundles and baselines written with the earlier ``P99Comparison`` hold the same keys, in this order.
+    """
+
+    q: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_slower: float
+    n_boot: int
+    regression: bool = False
+
+    def to_dict(self) -> JSONDict:
+        """All fields, values as held (a record read from JSON dumps to the bytes it was read from)."""
+        return _json_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> QuantileComparison:
+        return cls(**_known(cls, data))
+
+
+
+def p99_judgement(comp: QuantileComparison, threshold: float, level: float) -> Judgement:
+    """The :data:`P99` judgement of a percentile comparison judged at *level* against *threshold* (a
+    fraction; :func:`pytest_aaco.history.judge.p99_check`). The bootstrap interval is two-sided at
+    ``1 - 2·level`` (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`), so its ends are the
+    one-sided bounds at *level*: the lower one above 1 exactly when ``p_slower <= level``. The outcome
+    is a regression when the gate found one (``comp.regression``, which a confirmation look may have
+    cleared), no regression when the upper bound lies below ``1 + threshold``, else inconclusive."""
+    if comp.regression:
+        outcome = Outcome.REGRESSION
+    else:
+        outcome = Outcome.NO_REGRESSION if comp.ci_high - 1 < threshold else Outcome.INCONCLUSIVE
+    return Judgement(metric=P99, outcome=outcome, ratio=comp.ratio, threshold=threshold, level=level,
+                     ci_low=None, ci_high=None, lower_bound=comp.ci_low, upper_bound=comp.ci_high,
+                     p_slower=comp.p_slower, p_faster=None, mde=None, series="raw",
+                     method=f"cluster bootstrap of the p{comp.q:g} ({comp.n_boot} resamples)")

@@ -16,12 +16,14 @@ from pytest_aaco.records.base import (
     P99,
     Judgement,
     Outcome,
+    QuantileComparison,
     _array,
     _FromDict,
     _json_fields,
     _known,
     _number,
     _typed,
+    p99_judgement,
 )
 
 
@@ -93,36 +95,6 @@ class Contention:
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> Contention:
-        return cls(**_known(cls, data))
-
-
-@dataclass(frozen=True)
-class QuantileComparison:
-    """Ratio of a latency percentile, current / baseline, with a cluster-bootstrap interval
-    (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`); the verdict's ``p99`` part
-    (:func:`pytest_aaco.history.judge.p99_check`, ``q`` = 99.0) is one.
-
-    ``q``: the percentile, 0..100; ``ratio``: the percentile of the pooled current iterations over the
-    baseline's; ``ci_low``/``ci_high``: percentile-bootstrap bounds of the ratio; ``p_slower``:
-    one-sided bootstrap p-value for "the current percentile is larger"; ``n_boot``: resamples;
-    ``regression``: the percentile gate failed (False until a gate judged it).
-    Bundles and baselines written with the earlier ``P99Comparison`` hold the same keys, in this order.
-    """
-
-    q: float
-    ratio: float
-    ci_low: float
-    ci_high: float
-    p_slower: float
-    n_boot: int
-    regression: bool = False
-
-    def to_dict(self) -> JSONDict:
-        """All fields, values as held (a record read from JSON dumps to the bytes it was read from)."""
-        return _json_fields(self)
-
-    @classmethod
-    def from_dict(cls, data: JSONDict) -> QuantileComparison:
         return cls(**_known(cls, data))
 
 
@@ -323,10 +295,11 @@ _VERDICT_KEYS = ("outcome", "label", "threshold", "message", "reason", "method",
                  "baseline_runs", "baseline_path", "fingerprint_id", "fingerprint_diff", "p99", "memory", "unstable",
                  "confirmed", "first_look", "unconfirmed_by", "contention", "notes", "fails", "side_by_side", "series",
                  "raw_ratio", "reference", "version_change", "other_runners", "device_time", "current_geomean_ms",
-                 "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since", "rounds_kept")
+                 "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since", "rounds_kept",
+                 "withheld")
 #: keys written only when set (absent, as in files written before them)
 _WHEN_SET = ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound", "changed",
-             "changed_since", "rounds_kept")
+             "changed_since", "rounds_kept", "withheld")
 
 
 class WallFigures:
@@ -460,6 +433,11 @@ class Verdict(WallFigures):
     #: mean is the run's level in the stored wall-time test and in the geometric means above; None where all
     #: rounds count (side by side, and records written before it: then absent from :meth:`to_dict`)
     rounds_kept: float | None = None
+    #: why a wall-time regression or improvement was withheld because the machine changed speed since the
+    #: history (:func:`pytest_aaco.history.judge.withheld_by_regime`), e.g. ``the machine ran 187% slower than
+    #: in the history (reference workload mix, p=1e-05)``: the item is not judged, and its message and the
+    #: summary's first line say why. None otherwise (and absent from :meth:`to_dict`)
+    withheld: str | None = None
     #: what changed in the item itself against what it is compared with (``model bytes``, ``inputs``,
     #: ``cuda provider options``, ``environment``): side by side, the item at REF; stored, the model
     #: file the baseline was recorded on. The diagnosis names it first. Empty in records written
@@ -667,24 +645,6 @@ def _verdict_from_json(cls: type[Verdict], data: dict[str, Any]) -> Verdict:
     if wall is not None:
         kwargs["wall"] = wall
     return cls(**kwargs)
-
-
-
-def p99_judgement(comp: QuantileComparison, threshold: float, level: float) -> Judgement:
-    """The :data:`P99` judgement of a percentile comparison judged at *level* against *threshold* (a
-    fraction; :func:`pytest_aaco.history.judge.p99_check`). The bootstrap interval is two-sided at
-    ``1 - 2·level`` (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`), so its ends are the
-    one-sided bounds at *level*: the lower one above 1 exactly when ``p_slower <= level``. The outcome
-    is a regression when the gate found one (``comp.regression``, which a confirmation look may have
-    cleared), no regression when the upper bound lies below ``1 + threshold``, else inconclusive."""
-    if comp.regression:
-        outcome = Outcome.REGRESSION
-    else:
-        outcome = Outcome.NO_REGRESSION if comp.ci_high - 1 < threshold else Outcome.INCONCLUSIVE
-    return Judgement(metric=P99, outcome=outcome, ratio=comp.ratio, threshold=threshold, level=level,
-                     ci_low=None, ci_high=None, lower_bound=comp.ci_low, upper_bound=comp.ci_high,
-                     p_slower=comp.p_slower, p_faster=None, mde=None, series="raw",
-                     method=f"cluster bootstrap of the p{comp.q:g} ({comp.n_boot} resamples)")
 
 
 #: the verdict's typed parts, by field name (``device_time`` is read and written on its own: its JSON

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_aaco.jsonio import JSONDict
-from pytest_aaco.records.verdict import QuantileComparison
+from pytest_aaco.records.base import QuantileComparison
 
 __all__ = [
     "SE_FLOOR",
