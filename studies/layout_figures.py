@@ -30,7 +30,8 @@ modules at the package root, and ``Any`` tokens.
   (one below it on the call stack, the callers of ``gate.judge`` included, or one that called it
   earlier in the walk), counted once per (from, to) pair. The walk is drawn as a tree: one line per
   new module path (the call stack with consecutive frames of one module merged), in the order first
-  entered; ``^`` marks a climb.
+  entered; ``^`` marks a climb. *Re-entries*: calls into a module the walk had entered before, once per
+  (from, to) pair (climbs included).
 
 Usage (from the repository root)::
 
@@ -281,6 +282,19 @@ class Walk:
             called.add(edge)
         return found
 
+    @property
+    def reentries(self) -> list[tuple[str, str]]:
+        """``(from, to)`` of the calls into a module the walk had already entered (from elsewhere or
+        earlier), climbs included; each pair once, in the order first made."""
+        entered = {"gate"}
+        found: list[tuple[str, str]] = []
+        for path in self.paths[1:]:
+            edge = (path[-2], path[-1])
+            if path[-1] in entered and edge not in found:
+                found.append(edge)
+            entered.add(path[-1])
+        return found
+
     def drawn(self) -> list[str]:
         """The walk as an indented tree: each module path once, in the order first entered (a module
         entered again under another is named again above it); the callers of ``gate.judge`` are left
@@ -388,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {lines:5d}  {name}")
     if walk is not None:
         print(f"judgement walk (gate.judge of one stored-gate item, traced): {len(walk.rooms)} rooms, "
-              f"{len(walk.climbs)} climbs back")
+              f"{len(walk.climbs)} climbs back, {len(walk.reentries)} re-entries (calls into a room entered before)")
         print("\n".join(walk.drawn()))
         print("  climbs: " + ", ".join(f"{a} -> {b}" for a, b in walk.climbs))
     return 0
