@@ -594,7 +594,7 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     from pytest_aaco.measure.inference import SessionError
     from pytest_aaco.measure.traced_child import ChildTrace
     from pytest_aaco.sidebyside import gate as sidegate
-    from pytest_aaco.sidebyside.gate import ItemMeasure, SideBySideGate
+    from pytest_aaco.sidebyside.gate import ItemMeasure, _child_device_time
     from pytest_aaco.sidebyside.sides import LocalFactory
     from pytest_aaco.warnings import AacoDeviceTimeWarning
 
@@ -610,9 +610,8 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     factory = LocalFactory(Path(tiny_model_path), spec, parse_provider("cpu"))
     settings = CompareSettings(block_s=0.0, discard=1, budget_s=60.0, threshold=0.05)
     result = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
-    gate = SideBySideGate(ref=None, python=None)
-    note = gate._child_device_time(result, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
-                                   settings, 0.05, True, None)
+    note = _child_device_time(result, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+                              settings, 0.05, True, None)
     assert note is None and result.device_outcome == "regression"
     assert seen[0]["sides"] == [BASELINE, CANDIDATE] and seen[0]["cycles"] == settings.first_cycles
     assert seen[0]["timeout_s"] >= 300 and len(seen) == 2  # the regression was traced again
@@ -623,7 +622,7 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     monkeypatch.setattr(sidegate, "trace_sides", broken)
     fresh = compare_sides(HostNoiseFactory(0), HostNoiseFactory(50), settings, 0.05, "HEAD", device=True)
     with pytest.warns(AacoDeviceTimeWarning) as caught:  # the terminal says it, not only the verdict note
-        note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+        note = _child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
                                        settings, 0.05, True, None, label="tiny[migraphx]")
     assert note is not None and note.startswith("device time: the traced blocks") and "gated on wall time" in note
     assert fresh.measurement.device is None
@@ -635,7 +634,7 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
 
     monkeypatch.setattr(sidegate, "trace_sides", lambda sides, **kw: ChildTrace({}, "roctx", "rocpd", "ctypes:test"))
     with pytest.warns(AacoDeviceTimeWarning, match=r"^tiny\[migraphx\]: .* fewer than 2 cycles per side"):
-        note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+        note = _child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
                                        settings, 0.05, True, None, label="tiny[migraphx]")
     assert note == "device time: the traced child gave fewer than 2 cycles per side; gated on wall time only"
 
@@ -645,12 +644,12 @@ def test_the_gate_puts_the_childs_device_time_into_the_result(monkeypatch, tiny_
     monkeypatch.setattr(sidegate, "trace_sides", missing)
     with warnings.catch_warnings():  # not installed: a note only, as a missing CUPTI is on NVIDIA
         warnings.simplefilter("error")
-        note = gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
+        note = _child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="auto"),
                                        settings, 0.05, True, None, label="tiny[migraphx]")
     assert note == "device time: rocprofv3 is not on PATH: install ROCm's rocprofiler-sdk; gated on wall time only"
     monkeypatch.setattr(sidegate, "trace_sides", broken)
     with pytest.raises(SessionError, match="--aaco-device-time=on: the traced blocks"):
-        gate._child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="on"),
+        _child_device_time(fresh, factory, factory, migraphx, migraphx, ItemMeasure(device_time="on"),
                                 settings, 0.05, True, None)
 
 

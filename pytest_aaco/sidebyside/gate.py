@@ -316,8 +316,8 @@ class SideBySideGate:
         if tracer is not None and result.measurement.device is None and result.measurement.device_note:
             no_tracer = f"device time: {result.measurement.device_note}"  # the tracer refused on this GPU
         if tracer is None and no_tracer is None and provider.ep.tracer == eps.ROCPROFV3 and not self.python:
-            no_tracer = self._child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
-                                                alpha, device, lock, label=label)
+            no_tracer = _child_device_time(result, baseline, candidate, base_provider, provider, item, settings,
+                                           alpha, device, lock, label=label)
         verdict = to_verdict(result, label)
         if verdict.side_by_side is not None:  # both sides' figures and distributions, for the reports
             # the baseline side's throughput at its own batch size (issue 43: 392.5/s against 8221.6/s
@@ -334,46 +334,6 @@ class SideBySideGate:
         bench = candidate_result(result, spec.name, provider.short, batch_size(candidate.feeds or {}) or 1,
                                  item.iobinding)
         return bench, verdict, result
-
-    def _child_device_time(self, result: SideBySide, baseline: Any, candidate: LocalFactory,
-                           base_provider: ProviderSpec, provider: ProviderSpec, item: ItemMeasure,
-                           settings: CompareSettings, alpha: float, device: bool,
-                           lock: Callable[[], AbstractContextManager[object]] | None,
-                           label: str = "") -> str | None:
-        """Device time on AMD GPUs: both sides traced in one rocprofv3 child per look
-        (:func:`pytest_aaco.measure.traced_child.trace_sides`,
-        :func:`~pytest_aaco.sidebyside.cycles.child_device_time`), put into *result*. Returns None, or
-        the note saying why device time is missing (the item is then gated on wall time); where rocprofv3
-        is installed but its trace failed, :func:`wall_time_only` has warned it with the item's *label*
-        first, so the terminal says it too (rocprofv3 not installed is a note only, as CUPTI's absence is); with
-        ``--aaco-device-time=on`` a failure is raised as
-        :class:`~pytest_aaco.measure.inference.SessionError`."""
-        create_ms = [float(x) for info in result.measurement.sides_info.values() for x in info.get("create_ms", [])]
-        sides = [ChildSide(BASELINE, baseline.model_file, base_provider, baseline.shared_feeds(), item.iobinding),
-                 ChildSide(CANDIDATE, candidate.model_file, provider, candidate.shared_feeds(), item.iobinding)]
-        timeout = rocprof.timeout_s(max(create_ms, default=0.0) / 1000, len(sides))
-        fmt = default_output_format(rocm_version())
-
-        def trace(seed: int) -> dict[str, Any]:
-            return trace_sides(sides, cycles=settings.first_cycles, runs=DEVICE_RUNS, device_id=item.device_id,
-                               seed=seed, output_format=fmt, timeout_s=timeout).blocks
-
-        try:
-            if lock is None:
-                looks = child_device_time(trace, settings, alpha, device)
-            else:
-                with lock():
-                    looks = child_device_time(trace, settings, alpha, device)
-        except (TracerError, SessionError) as exc:
-            if item.device_time == "on":
-                raise SessionError(f"--aaco-device-time=on: {exc}") from None
-            if isinstance(exc, TracerMissing):  # not installed: a note, as a missing CUPTI is (tracer_for)
-                return f"device time: {exc}; gated on wall time only"
-            return wall_time_only(label, str(exc))
-        if not looks:
-            return wall_time_only(label, "the traced child gave fewer than 2 cycles per side")
-        attach_child_device_time(result, looks)
-        return None
 
     def cold_start(self, spec: ModelSpec, side: BaselineSide, provider_for: Callable[[ModelSpec], ProviderSpec],
                    item: ItemMeasure, feeds: dict[str, np.ndarray], sessions: int, label: str, threshold: float,
@@ -420,6 +380,47 @@ class SideBySideGate:
         finally:
             if worker is not None:
                 worker.close()
+
+
+def _child_device_time(result: SideBySide, baseline: Any, candidate: LocalFactory,
+                       base_provider: ProviderSpec, provider: ProviderSpec, item: ItemMeasure,
+                       settings: CompareSettings, alpha: float, device: bool,
+                       lock: Callable[[], AbstractContextManager[object]] | None,
+                       label: str = "") -> str | None:
+    """Device time on AMD GPUs: both sides traced in one rocprofv3 child per look
+    (:func:`pytest_aaco.measure.traced_child.trace_sides`,
+    :func:`~pytest_aaco.sidebyside.cycles.child_device_time`), put into *result*. Returns None, or
+    the note saying why device time is missing (the item is then gated on wall time); where rocprofv3
+    is installed but its trace failed, :func:`wall_time_only` has warned it with the item's *label*
+    first, so the terminal says it too (rocprofv3 not installed is a note only, as CUPTI's absence is); with
+    ``--aaco-device-time=on`` a failure is raised as
+    :class:`~pytest_aaco.measure.inference.SessionError`."""
+    create_ms = [float(x) for info in result.measurement.sides_info.values() for x in info.get("create_ms", [])]
+    sides = [ChildSide(BASELINE, baseline.model_file, base_provider, baseline.shared_feeds(), item.iobinding),
+             ChildSide(CANDIDATE, candidate.model_file, provider, candidate.shared_feeds(), item.iobinding)]
+    timeout = rocprof.timeout_s(max(create_ms, default=0.0) / 1000, len(sides))
+    fmt = default_output_format(rocm_version())
+
+    def trace(seed: int) -> dict[str, Any]:
+        return trace_sides(sides, cycles=settings.first_cycles, runs=DEVICE_RUNS, device_id=item.device_id,
+                           seed=seed, output_format=fmt, timeout_s=timeout).blocks
+
+    try:
+        if lock is None:
+            looks = child_device_time(trace, settings, alpha, device)
+        else:
+            with lock():
+                looks = child_device_time(trace, settings, alpha, device)
+    except (TracerError, SessionError) as exc:
+        if item.device_time == "on":
+            raise SessionError(f"--aaco-device-time=on: {exc}") from None
+        if isinstance(exc, TracerMissing):  # not installed: a note, as a missing CUPTI is (tracer_for)
+            return f"device time: {exc}; gated on wall time only"
+        return wall_time_only(label, str(exc))
+    if not looks:
+        return wall_time_only(label, "the traced child gave fewer than 2 cycles per side")
+    attach_child_device_time(result, looks)
+    return None
 
 
 @dataclass
