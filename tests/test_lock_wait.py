@@ -93,7 +93,7 @@ def test_the_lock_timeout_ends_the_wait_with_a_message_naming_lock_holder_and_op
         holder.kill()
         holder.wait(30)
     took = time.monotonic() - start
-    assert 0.5 <= took < 10, took
+    assert 0.5 <= took < 120, took  # the timeout ended the wait, not the holder letting go after 120 s
     message = str(caught.value)
     assert message.startswith(f"tiny[cpu]: the device lock {locks / 'host.lock'} stayed held by another benchmark"
                               f" (pid {holder.pid} on ")

@@ -145,3 +145,28 @@ def test_reports_to_special_files_leave_them_as_they_are(aaco_project, monkeypat
     assert stat.S_ISFIFO(fifo.stat().st_mode) and folder.is_dir() and not list(folder.iterdir())
     text = result.stdout.str()
     assert "FIFO that no process is reading" in text and "is a folder, not a file" in text, text
+
+
+@pytest.mark.parametrize("option", ["--aaco-junit", "--aaco-html"])
+@pytest.mark.parametrize("stream", ["/dev/stdout", "/dev/stderr"])
+def test_a_report_to_a_redirected_stream_adds_to_the_log_and_keeps_it(aaco_project, option, stream):
+    """pytester's subprocess has stdout and stderr redirected to regular files (as ``pytest > log``):
+    the report is added to that log, and the results table and pytest's summary stay in it."""
+    aaco_project.registry()
+    aaco_project.tests()
+    result = aaco_project.run_subprocess(f"{option}={stream}", "--aaco-rounds=3", "--aaco-warmup=1")
+    out, err = result.stdout.str(), result.stderr.str()
+    log = out if stream == "/dev/stdout" else err
+    assert "1 passed" in out, out + err  # pytest's summary survives
+    assert ("<testsuite" in log) if option == "--aaco-junit" else ("<html" in log.lower()), log[-2000:]
+    assert result.ret == 0, out + err
+
+
+def test_a_descriptor_path_is_written_through_the_descriptor(tmp_path):
+    log = tmp_path / "log"
+    with open(log, "w") as handle:
+        handle.write("before\n")
+        handle.flush()
+        atomic_write_text(f"/dev/fd/{handle.fileno()}", "report\n")
+        handle.write("after\n")
+    assert log.read_text() == "before\nreport\nafter\n"  # neither replaced nor overwritten by what follows
