@@ -40,9 +40,9 @@ from pytest_aaco.measure.providers import (
     MIGRAPHX_REPLACED,
     ProviderError,
     ProviderSpec,
+    library_problem,
     migraphx_env_overrides,
     migraphx_options,
-    library_problem,
     session_fallback_problem,
 )
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
