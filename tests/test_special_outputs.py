@@ -95,10 +95,8 @@ def test_fifo_with_a_reader_gets_the_text(tmp_path: Path, writer: str) -> None:
 def test_fifo_without_a_reader_fails_at_once(tmp_path: Path, writer: str) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    start = time.monotonic()
-    with pytest.raises(OSError) as info:
+    with pytest.raises(OSError) as info:  # a blocking open would hang here; ENXIO comes from O_NONBLOCK only
         WRITERS[writer](fifo)
-    assert time.monotonic() - start < 2
     assert "FIFO that no process is reading" in str(info.value.strerror)
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
@@ -137,9 +135,7 @@ def test_reports_to_special_files_leave_them_as_they_are(aaco_project, monkeypat
     folder = tmp_path / "report-folder"
     folder.mkdir()
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(fifo))  # nobody reads it: must not block the session
-    start = time.monotonic()
-    result = aaco_project.run_subprocess(f"--aaco-junit={device}", f"--aaco-html={folder}", timeout=120)
-    assert time.monotonic() - start < 100
+    result = aaco_project.run_subprocess(f"--aaco-junit={device}", f"--aaco-html={folder}", timeout=300)
     assert result.ret == 0, result.stdout.str()
     assert stat.S_ISCHR(device.stat().st_mode)
     assert stat.S_ISFIFO(fifo.stat().st_mode) and folder.is_dir() and not list(folder.iterdir())
