@@ -136,3 +136,34 @@ def test_aaco_output_survives_a_closed_pipe():
     proc.stderr.close()
     assert proc.wait(120) == 0, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+FLAKY = """
+from pathlib import Path
+
+
+def test_latency(benchmark_model):
+    result = benchmark_model()
+    assert result.measure_iterations > 0
+    marker = Path("failed-once")
+    if not marker.exists():  # fails after measuring, the first time only: pytest-rerunfailures runs it again
+        marker.write_text("")
+        raise AssertionError("flaky")
+"""
+
+
+def test_a_rerun_replaces_its_own_baseline_run_and_counts_once(aaco_project, monkeypatch):
+    """pytest-rerunfailures reruns an item that failed after --aaco-save-baseline saved its run: the
+    history holds one run of this session, not two, and the item is counted once."""
+    use_plugin("pytest_rerunfailures", monkeypatch)
+    aaco_project.registry()
+    aaco_project.tests(FLAKY)
+    root = aaco_project.pytester.path
+    result = aaco_project.run_subprocess("--reruns=1", "-p", "no:randomly", "--aaco-save-baseline",
+                                         "--aaco-baseline-dir=bl", timeout=300)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, out
+    assert result.parseoutcomes().get("rerun") == 1 and result.parseoutcomes().get("passed") == 1, out
+    assert _history_runs(root) == [1], (_history_runs(root), out)
+    table = out[out.index("pytest-aaco results"):]
+    assert len([line for line in table.splitlines() if line.startswith("tiny ")]) == 1, table  # counted once
