@@ -22,7 +22,7 @@ from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
 from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.measure.gpulocks import gpu_locks
 from pytest_aaco.measure.graph import GraphChoice, choose_graph, symbolic_inputs, with_graph, without_graph
-from pytest_aaco.measure.inference import SessionError, SessionHandle, resolve_iobinding
+from pytest_aaco.measure.inference import FallbackError, SessionError, SessionHandle, resolve_iobinding
 from pytest_aaco.measure.placement import CPU_EP, Placement, placement_report
 from pytest_aaco.measure.plugin_eps import plugin_ep_names
 from pytest_aaco.measure.providers import (
@@ -173,12 +173,16 @@ class ItemSessions:
     def reference_for(self, provider: ProviderSpec) -> Reference | None:
         """The session's reference workload on *provider* (built once per EP settings), or None when
         it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
-        EP's items are judged on raw figures)."""
+        EP's items are judged on raw figures). Raises :class:`~pytest_aaco.measure.inference.FallbackError`
+        when the EP itself cannot run here (no driver, a missing library): that is the item's error, in the
+        EP's words, not the reference's."""
         if self.config.smoke:  # nothing is measured, so nothing is compared with the machine's speed
             return None
         iobinding = resolve_iobinding(self.config.iobinding, provider)
         try:
             return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
+        except FallbackError:
+            raise
         except SessionError as exc:
             warnings.warn(AacoReferenceWarning(f"reference workload {self.config.reference} not used on"
                                                f" {provider.ep_name}: {exc}; items are judged on raw figures"
