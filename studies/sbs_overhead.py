@@ -5,7 +5,7 @@
 
 Both sides run the *same* model file: the baseline in a side worker (``--python``, default this
 interpreter) and the candidate in this process, built by the factories the plugin's side-by-side gate
-builds (:class:`pytest_aaco.sidebyside.sides.WorkerFactory`, :class:`~pytest_aaco.sidebyside.sides.LocalFactory`,
+builds (:class:`pytest_aaco.sidebyside.cycles.WorkerFactory`, :class:`~pytest_aaco.sidebyside.sides.LocalFactory`,
 the gate's session configuration: intra-op spinning off, one intra-op thread) and compared with
 :func:`pytest_aaco.sidebyside.cycles.compare_sides` at the default threshold (5%). Every run is a fresh
 child process. Models (seeded weights): ``us``: one 8x8 Gemm + Relu at batch 1 (a few us per run);
@@ -41,8 +41,8 @@ MODELS = {"us": ((1, 8, 1), 1), "ms": ((4, 512, 64), 4), "us-slow": ((1, 8, 1), 
 def child(baseline: str, candidate: str, python: str, seed: int) -> None:
     from pytest_aaco.measure.providers import parse_provider
     from pytest_aaco.measure.registry import ModelSpec
-    from pytest_aaco.sidebyside.cycles import compare_sides
-    from pytest_aaco.sidebyside.sides import CompareSettings, LocalFactory, WorkerFactory
+    from pytest_aaco.sidebyside.cycles import WorkerFactory, compare_sides
+    from pytest_aaco.sidebyside.sides import CompareSettings, LocalFactory
 
     cpu = parse_provider("cpu")
     settings = CompareSettings(seed=seed)

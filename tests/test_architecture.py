@@ -137,7 +137,7 @@ LAYERS = ["samplers", "tracers", "verdict", "measure", "history", "passes", "sid
 MAX_ROOT_MODULES = 17
 #: 11 once ``from pytest_aaco import eps`` edges were seen; 9 since the device series sits with the tracers'
 #: blocks (tracers.base), the fingerprint's rules in history.comparable, and the placement check in extra_passes
-MAX_FLOORS = 10  # 10 since records.py became the records/ package (issue 41): item -> device -> base -> jsonio
+MAX_FLOORS = 9
 
 
 def layer(module: str) -> int:

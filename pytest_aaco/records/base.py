@@ -1,6 +1,8 @@
 """The outcome words, one tested metric's judgement (:class:`Judgement`), a percentile comparison
 (:class:`QuantileComparison`, read as the :data:`P99` judgement by :func:`p99_judgement`), the metric names and the JSON
-helpers every record of :mod:`pytest_aaco.records` shares (imports only :mod:`pytest_aaco.jsonio`)."""
+helpers every record of :mod:`pytest_aaco.records` shares. It imports nothing of the package (a JSON object
+is ``dict[str, Any]`` here, :data:`pytest_aaco.jsonio.JSONDict` elsewhere), so the records above it stay few
+import floors deep."""
 
 from __future__ import annotations
 
@@ -8,8 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
-
-from pytest_aaco.jsonio import JSONDict
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -57,13 +57,13 @@ class Outcome(str, Enum):
             return default
 
 
-def _json_fields(obj: DataclassInstance, omit_none: tuple[str, ...] = ()) -> JSONDict:
+def _json_fields(obj: DataclassInstance, omit_none: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fields of the dataclass *obj* as a JSON object; those named in *omit_none* only when set."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)
             if not (f.name in omit_none and getattr(obj, f.name) is None)}
 
 
-def _known(cls: type[DataclassInstance], data: JSONDict) -> dict[str, Any]:
+def _known(cls: type[DataclassInstance], data: dict[str, Any]) -> dict[str, Any]:
     """The keys of *data* that are fields of *cls*; a missing field is None (values are kept as
     read, never converted, so a record dumps to the bytes it was read from)."""
     return {f.name: data.get(f.name) for f in fields(cls)}
@@ -108,7 +108,7 @@ class Judgement:
     method: str | None = None
     reason: str = ""
 
-    def to_dict(self) -> JSONDict:
+    def to_dict(self) -> dict[str, Any]:
         """``{"outcome", "ratio", "threshold", "ci_low", "ci_high", "lower_bound", "upper_bound", "p_slower",
         "p_faster", "level", "mde", "method", "series", "reason"}`` (the metric is the key it is kept under)."""
         data = {key: getattr(self, key) for key in _JUDGEMENT_KEYS}
@@ -139,7 +139,7 @@ def _float(value: object) -> float | None:
 class _FromDict(Protocol):
     """A record class read back from its JSON object (``from_dict``), as :data:`_TYPED_PARTS` holds them."""
 
-    def from_dict(self, data: JSONDict, /) -> object: ...
+    def from_dict(self, data: dict[str, Any], /) -> object: ...
 
 
 def _typed(cls: _FromDict, value: object) -> object:
@@ -156,7 +156,7 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _object(value: object) -> JSONDict:
+def _object(value: object) -> dict[str, Any]:
     """*value* when it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
 
@@ -171,7 +171,7 @@ def _numbers(value: object) -> tuple[float, ...]:
     return tuple(x for x in map(_number, _array(value)) if x is not None)
 
 
-def _drop_none(data: JSONDict) -> JSONDict:
+def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
@@ -196,12 +196,12 @@ class QuantileComparison:
     n_boot: int
     regression: bool = False
 
-    def to_dict(self) -> JSONDict:
+    def to_dict(self) -> dict[str, Any]:
         """All fields, values as held (a record read from JSON dumps to the bytes it was read from)."""
         return _json_fields(self)
 
     @classmethod
-    def from_dict(cls, data: JSONDict) -> QuantileComparison:
+    def from_dict(cls, data: dict[str, Any]) -> QuantileComparison:
         return cls(**_known(cls, data))
 
 

@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -53,7 +54,9 @@ from pytest_aaco.measure.interleave import (
     run_cycles,
     spin_bleed,
 )
+from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
+from pytest_aaco.options import setting
 from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Judgement, Outcome
 from pytest_aaco.records.verdict import SideBySideSummary, Verdict
 from pytest_aaco.sidebyside.sides import (
@@ -67,6 +70,7 @@ from pytest_aaco.sidebyside.sides import (
     SideFactory,
     _open_pair,
 )
+from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
 from pytest_aaco.verdict.metrics import kernel_changes
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, confirmed_outcome, judgement_of, outcome_of
@@ -74,6 +78,49 @@ from pytest_aaco.verdict.paired import SequentialPlan, SignedRank, paired_t, sig
 from pytest_aaco.verdict.stats import Comparison
 
 REGRESSION, NO_REGRESSION, INCONCLUSIVE = Outcome.REGRESSION, Outcome.NO_REGRESSION, Outcome.INCONCLUSIVE
+
+
+@dataclass
+class WorkerFactory:
+    """Sides in another interpreter (``--aaco-compare-python``): each :meth:`open` starts a fresh
+    worker (:class:`pytest_aaco.sidebyside.worker_client.WorkerSide`), loads *model_file* on *provider* with
+    the inputs from *feeds* (a callable, e.g. the candidate's :meth:`LocalFactory.shared_feeds`:
+    both sides run the same values), and warms it up. The footprint is the worker's own: its RSS
+    growth over loading and warmup, or its GPU memory growth on NVIDIA GPU EPs."""
+
+    python: str
+    model_file: Path
+    provider: ProviderSpec
+    feeds: Callable[[], dict[str, np.ndarray]]
+    warmup: int = setting("warmup")
+    iobinding: str = "none"
+    device_id: int = 0
+    intra_op_threads: int = 0
+    config_entries: dict[str, str] = field(default_factory=dict)
+
+    def open(self, name: str) -> OpenedSide:
+        side = WorkerSide(self.python, name=name)
+        try:
+            info = side.start()
+            gpu = self.provider.is_gpu
+            before = side.memory()
+            session = side.load(self.model_file, self.provider, self.feeds(), iobinding=self.iobinding,
+                                device_id=self.device_id, intra_op_threads=self.intra_op_threads,
+                                config_entries=self.config_entries)
+            first_ms, warm_ms = side.warmup(self.warmup)
+            session.settle_cache(first_ms)
+            after = side.memory()
+        except BaseException:
+            side.close()
+            raise
+        old, new = (before.gpu_mb, after.gpu_mb) if gpu else (before.rss_mb, after.rss_mb)
+        footprint = new - old if old is not None and new is not None else None
+        per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
+        details = {"ort_version": info.ort_version, "python": info.python_version, "executable": info.executable,
+                   "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name}
+        if session.compile_cache is not None:
+            details["compile_cache"] = session.compile_cache
+        return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
 
 
 @dataclass(frozen=True)

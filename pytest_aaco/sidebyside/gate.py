@@ -46,6 +46,7 @@ from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.sidebyside.compute import ComputeCheck
 from pytest_aaco.sidebyside.cycles import (
     SideBySide,
+    WorkerFactory,
     attach_child_device_time,
     candidate_result,
     child_device_time,
@@ -60,7 +61,6 @@ from pytest_aaco.sidebyside.sides import (
     TRACED_MIN_WARMUP_S,
     CompareSettings,
     LocalFactory,
-    WorkerFactory,
 )
 from pytest_aaco.sidebyside.unchanged import Triage, triage
 from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide

@@ -1,6 +1,7 @@
 """Side by side, the comparison's settings (:class:`CompareSettings`: cycles, looks, session pairs, the
 device-time prior) and step 1 of :mod:`pytest_aaco.sidebyside.cycles`: opening each side
-(:class:`SideFactory`, in process or in the side worker) with its own memory footprint."""
+(:class:`SideFactory`; in process here, in the side worker
+:class:`pytest_aaco.sidebyside.cycles.WorkerFactory`) with its own memory footprint."""
 
 from __future__ import annotations
 
@@ -32,7 +33,6 @@ from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.options import setting
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, reader_for
-from pytest_aaco.sidebyside.worker_client import WorkerSide
 from pytest_aaco.tracers.base import InProcessTracer
 
 #: cycles at the first look, cycles added per later look, and the most cycles (4 looks)
@@ -226,49 +226,6 @@ class LocalFactory:
             if compiled is not None:  # the "with compile" figure, for the cold start that reuses this session
                 info["compile_ms"] = compiled
         return OpenedSide(LocalSide(name, run), per_iter, footprint, handle.create_ms, first_ms, info)
-
-
-@dataclass
-class WorkerFactory:
-    """Sides in another interpreter (``--aaco-compare-python``): each :meth:`open` starts a fresh
-    worker (:class:`pytest_aaco.sidebyside.worker_client.WorkerSide`), loads *model_file* on *provider* with
-    the inputs from *feeds* (a callable, e.g. the candidate's :meth:`LocalFactory.shared_feeds`:
-    both sides run the same values), and warms it up. The footprint is the worker's own: its RSS
-    growth over loading and warmup, or its GPU memory growth on NVIDIA GPU EPs."""
-
-    python: str
-    model_file: Path
-    provider: ProviderSpec
-    feeds: Callable[[], dict[str, np.ndarray]]
-    warmup: int = setting("warmup")
-    iobinding: str = "none"
-    device_id: int = 0
-    intra_op_threads: int = 0
-    config_entries: dict[str, str] = field(default_factory=dict)
-
-    def open(self, name: str) -> OpenedSide:
-        side = WorkerSide(self.python, name=name)
-        try:
-            info = side.start()
-            gpu = self.provider.is_gpu
-            before = side.memory()
-            session = side.load(self.model_file, self.provider, self.feeds(), iobinding=self.iobinding,
-                                device_id=self.device_id, intra_op_threads=self.intra_op_threads,
-                                config_entries=self.config_entries)
-            first_ms, warm_ms = side.warmup(self.warmup)
-            session.settle_cache(first_ms)
-            after = side.memory()
-        except BaseException:
-            side.close()
-            raise
-        old, new = (before.gpu_mb, after.gpu_mb) if gpu else (before.rss_mb, after.rss_mb)
-        footprint = new - old if old is not None and new is not None else None
-        per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
-        details = {"ort_version": info.ort_version, "python": info.python_version, "executable": info.executable,
-                   "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name}
-        if session.compile_cache is not None:
-            details["compile_cache"] = session.compile_cache
-        return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
 
 
 def _open_pair(baseline: SideFactory, candidate: SideFactory, index: int,
