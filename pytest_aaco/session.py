@@ -43,6 +43,7 @@ from pytest_aaco.benchmark import (
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
+from pytest_aaco.history.across import other_runner_gate
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, forget_parsed, report_baselines, runner_priors
 from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
@@ -427,7 +428,7 @@ class AacoSession:
             extra: JSONDict = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
             context = GateContext(self.config, self.lond(), self.variance_priors, self.announce,
-                                  self.machine_offset, self.commit_info)
+                                  self.machine_offset, self.commit_info, other_runner_gate)
             with self.interruptible:  # a confirmation look, then the baseline save
                 record = judge(item.nodeid, run, extra, context)
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
