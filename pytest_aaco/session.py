@@ -434,6 +434,8 @@ class AacoSession:
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
                                   cause_and_fix(exc, "judge the measurement"), run.results[-1])
+        if item.location[1] is not None:  # the test's line (1-based), for the GitHub annotations
+            record.extra.setdefault("test_line", item.location[1] + 1)
         with self.interruptible:  # the bundle's item file
             self.keep(item, record)
         for text in record.warnings:  # a baseline moved aside or a history archived, naming the files
