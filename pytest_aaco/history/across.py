@@ -28,7 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from pytest_aaco.history.judge import device_check, history_memory_growth, stability, wall_track
+from pytest_aaco.history.judge import (
+    NORMALIZE_DURATION_RATIO,
+    Blocks,
+    device_check,
+    history_memory_growth,
+    reference_unstable,
+    stability,
+    wall_track,
+)
 from pytest_aaco.history.store import Baseline, baseline_path, read_baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
@@ -53,6 +61,30 @@ def across_fingerprint(fingerprint: Fingerprint, stored: Mapping[str, Any]) -> F
     fields = {k: v for k, v in fingerprint.fields.items() if k not in MACHINE_FIELDS}
     fields.update({k: stored[k] for k in MACHINE_FIELDS if k in stored})
     return Fingerprint(fields)
+
+
+def normalizable(ref: Blocks, pairs: list[tuple[list[float], dict[str, Any]]], baseline: Baseline,
+                 ref_mean_ms: float) -> str:
+    """Why the normalized series cannot judge across runners ('' when it can), by the stored gate's own guards
+    (:mod:`pytest_aaco.history.judge`): the reference's blocks drifted or spread beyond the history's
+    (:func:`pytest_aaco.history.judge.reference_unstable`), or the item's mean iteration in the history and
+    the reference's (ms; the history's where recorded, else this run's *ref_mean_ms*) differ more than
+    :data:`pytest_aaco.history.judge.NORMALIZE_DURATION_RATIO`: such an item responds to a machine's speed
+    otherwise than the reference, so dividing adds a machine's difference instead of removing it (under
+    load, an unchanged 10 us item normalized by a 2 ms reference read +133%). The history's durations are
+    used, not this run's, so a large regression never hides itself."""
+    unstable = reference_unstable(ref, [r for _, r in pairs])
+    if unstable:
+        return unstable
+    item_ms = float(np.mean([run["summary"]["mean_ms"] for run in baseline.history]))
+    ref_ms = [float(r["mean_ms"]) for _, r in pairs if isinstance(r.get("mean_ms"), (int, float)) and r["mean_ms"] > 0]
+    reference_ms = float(np.mean(ref_ms)) if ref_ms else ref_mean_ms
+    low, high = sorted((max(item_ms, 1e-9), max(reference_ms, 1e-9)))
+    if high / low > NORMALIZE_DURATION_RATIO:
+        return (f"the item's iteration ({item_ms:.3g} ms in the history) and the reference's ({reference_ms:.3g} ms)"
+                f" differ more than {NORMALIZE_DURATION_RATIO:g}x, so they do not slow down alike from one machine to"
+                " another; pick a reference workload of about the item's duration (--aaco-reference)")
+    return ""
 
 
 def across_comparison(current: np.ndarray, history: list[list[float]], run_noise: float,
@@ -112,6 +144,8 @@ def judge_across(result: BenchmarkResult, baseline: Baseline | None, fingerprint
         notes.append(f"device time not compared: the GPUs differ ({gpus[1]} there, {gpus[0]} here)")
     track = wall_track(result, baseline)
     wall_why = track.missing if track.ref is None else "" if track.pairs else track.no_pairs
+    if not wall_why and track.ref is not None:
+        wall_why = normalizable(track.ref, track.pairs, baseline, track.ref_mean_ms)
     verdict: Verdict | None = None
     if not wall_why and track.normalized is not None:
         current, history = track.normalized()
