@@ -62,6 +62,7 @@ from pytest_aaco.measure.graph import (
     without_graph,
 )
 from pytest_aaco.measure.inference import (
+    FallbackError,
     MeasureSettings,
     SessionError,
     SessionHandle,
@@ -282,12 +283,16 @@ class AacoSession:
     def reference_for(self, provider: ProviderSpec) -> Reference | None:
         """The session's reference workload on *provider* (built once per EP settings), or None when
         it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
-        EP's items are judged on raw figures)."""
+        EP's items are judged on raw figures). Raises :class:`~pytest_aaco.measure.inference.FallbackError`
+        when the EP itself cannot run here (no driver, a missing library): that is the item's error, in the
+        EP's words, not the reference's."""
         if self.config.smoke:  # nothing is measured, so nothing is compared with the machine's speed
             return None
         iobinding = resolve_iobinding(self.config.iobinding, provider)
         try:
             return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
+        except FallbackError:
+            raise
         except SessionError as exc:
             warnings.warn(AacoReferenceWarning(f"reference workload {self.config.reference} not used on"
                                                f" {provider.ep_name}: {exc}; items are judged on raw figures"
