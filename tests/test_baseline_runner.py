@@ -64,6 +64,21 @@ def as_runner_a(project) -> tuple[str, list]:
     return mine.name, moved
 
 
+UNSTABLE = ("the reference's block-to-block spread", "the reference drifted")
+
+
+def gate_steady_reference(project, *args: str):
+    """The gate run across runners, again (at most 3 runs) while the machine's load left the reference workload
+    unusable (its spread or drift: then nothing can be compared across runners, by design); skips when it
+    stayed so, since the behaviour under test needs a usable reference."""
+    for _ in range(3):
+        (project.pytester.path / "records.jsonl").unlink(missing_ok=True)  # the last run's records only
+        done = project.run_subprocess(*args)
+        if not any(word in done.stdout.str() for word in UNSTABLE):
+            return done
+    pytest.skip("the reference workload was unstable in 3 runs (a loaded machine): nothing to compare across runners")
+
+
 def test_another_runners_history_gates_on_purpose_and_catches_a_slowdown(aaco_project):
     project = aaco_project
     project.registry(REGISTRY)
@@ -79,7 +94,7 @@ def test_another_runners_history_gates_on_purpose_and_catches_a_slowdown(aaco_pr
 
     # with it: judged against runner A's history (not no-baseline), and the verdict says whose it is
     project.pytester.makeconftest(RECORDING_CONFTEST)
-    same = project.run_subprocess("--aaco-baseline-runner=runner-a", *GATE)
+    same = gate_steady_reference(project, "--aaco-baseline-runner=runner-a", *GATE)
     text = same.stdout.str()
     assert same.ret == 0, text
     same.assert_outcomes(passed=2)
@@ -96,7 +111,7 @@ def test_another_runners_history_gates_on_purpose_and_catches_a_slowdown(aaco_pr
 
     # a slowed model is caught through the normalized series; the unchanged one is not failed
     project.registry(SLOWER)
-    slow = project.run_subprocess("--aaco-baseline-runner=runner-a", *GATE)
+    slow = gate_steady_reference(project, "--aaco-baseline-runner=runner-a", *GATE)
     text = slow.stdout.str()
     assert slow.ret == pytest.ExitCode.TESTS_FAILED, text
     slow.assert_outcomes(passed=1, failed=1)
@@ -210,3 +225,18 @@ def test_an_item_far_shorter_than_the_reference_is_not_judged_across_runners(tmp
     assert v.outcome == Outcome.INCONCLUSIVE and v.wall is None and v.baseline_runner == "runner-b"
     assert "the item's iteration (0.01 ms in the history) and the reference's (1.8 ms) differ more than 3x" in (
         v.reason or ""), v.reason
+
+
+def test_an_item_not_comparable_across_runners_is_named_not_judged():
+    """An item with no series comparable with the other runner's history is inconclusive with a reason and no
+    ratio: the summary's first line names it, and --aaco-fail-blind fails it, as for the other not-judged items."""
+    from pytest_aaco.options import GateSettings
+    from pytest_aaco.records import Outcome, Verdict
+    from pytest_aaco.verdict.blind import not_judged_line
+    from pytest_aaco.verdict.outcome import fails
+
+    v = Verdict(Outcome.INCONCLUSIVE, "m[cpu]", 0.05, baseline_runner="runner-a",
+                reason="inconclusive for m[cpu]: not judged against runner runner-a's history: ...")
+    line = not_judged_line([("m[cpu]", v)])
+    assert line is not None and "m[cpu] (no series comparable with runner runner-a's history)" in line, line
+    assert not fails(v, GateSettings()) and fails(v, GateSettings(fail_blind=True))
