@@ -42,6 +42,7 @@ from pytest_aaco.benchmark import (
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
+from pytest_aaco.history.across import other_runner_gate
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import forget_parsed, report_baselines
 from pytest_aaco.jsonio import JSONDict
@@ -227,12 +228,14 @@ class AacoSession:
             extra: JSONDict = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
             context = GateContext(self.config, self.lond(), self.items.variance_priors, self.announce,
-                                  self.machine_offset, self.commit_info)
+                                  self.machine_offset, self.commit_info, other_runner_gate)
             with self.interruptible:  # a confirmation look, then the baseline save
                 record = judge(item.nodeid, run, extra, context)
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
                                   cause_and_fix(exc, "judge the measurement"), run.results[-1])
+        if item.location[1] is not None:  # the test's line (1-based), for the GitHub annotations
+            record.extra.setdefault("test_line", item.location[1] + 1)
         with self.interruptible:  # the bundle's item file
             self.keep(item, record)
         for text in record.warnings:  # a baseline moved aside or a history archived, naming the files
