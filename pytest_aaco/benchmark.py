@@ -56,7 +56,7 @@ from pytest_aaco.reports.progress import uncaptured, write_line
 from pytest_aaco.samplers import TelemetrySession, build_samplers
 from pytest_aaco.samplers.gpu_memory import DeviceMemoryProbe, record_own_vram
 from pytest_aaco.tracers.base import InProcessTracer
-from pytest_aaco.verdict.stats import LondFdr
+from pytest_aaco.verdict.multiplicity import LondFdr
 
 MARKER_KEYS = ("models", "providers", "threshold", "device_threshold", "warmup", "iterations", "rounds", "gate_p99")
 

@@ -43,7 +43,7 @@ from pytest_aaco.sidebyside.gate import SideBySideLook
 from pytest_aaco.verdict.diagnosis import change_first, classify_bottleneck
 from pytest_aaco.verdict.finish import contention_bound, settle
 from pytest_aaco.verdict.metrics import derived_metrics, history_own_cores, other_processes_cores, own_process_cores
-from pytest_aaco.verdict.stats import LondFdr
+from pytest_aaco.verdict.multiplicity import LondFdr
 
 
 class Gate(Protocol):

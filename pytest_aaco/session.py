@@ -87,7 +87,7 @@ from pytest_aaco.sidebyside.sides import CompareSettings
 from pytest_aaco.sidebyside.unchanged import MEASURE_UNCHANGED, note_triage, skip_unchanged
 from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers.base import TracerError
-from pytest_aaco.verdict.stats import LondFdr
+from pytest_aaco.verdict.multiplicity import LondFdr
 from pytest_aaco.warnings import (
     AacoBaselineWarning,
     AacoClockWarning,

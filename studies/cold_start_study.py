@@ -14,7 +14,7 @@ their samples. Per model:
    sized from a calibration run so creation doubles while the runs stay the same.
 
 It also prints what one item's cold-start phase costs (median wall time of the phase) and the
-run-to-run sd of the offset a process adds (:func:`pytest_aaco.verdict.stats.run_offset_sd` over all
+run-to-run sd of the offset a process adds (:func:`pytest_aaco.verdict.run_stats.run_offset_sd` over all
 unchanged runs) and the run-to-run sd of each run's fastest session creation (what the verdict
 tests), the figures behind ``COLD_RUN_NOISE``.
 
@@ -139,7 +139,7 @@ def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: P
 def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
     from pytest_aaco.measure.registry import zoo_model_path
     from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
-    from pytest_aaco.verdict.stats import run_offset_sd
+    from pytest_aaco.verdict.run_stats import run_offset_sd
 
     path = zoo_model_path(name)
     unchanged = [run_child(path, name, args.sessions) for _ in range(args.history + args.aa)]

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from pytest_aaco.verdict import pooling, stats
+from pytest_aaco.verdict import pooling, run_stats, stats
 
 
 def simulate(runs: int, trials: int, items: int, sd_range: tuple[float, float], gpus: int, effect: float,
@@ -50,7 +50,7 @@ def simulate(runs: int, trials: int, items: int, sd_range: tuple[float, float], 
             rounds = 20
             cur = rng.normal(current[0], sds[0] * math.sqrt(rounds), rounds)
             base = np.concatenate([rng.normal(y, sds[0] * math.sqrt(rounds), rounds) for _, y in folder[0]])
-            comp = stats.welch_rounds(cur, base, run_sd=max(math.log1p(0.02), stats.run_offset_sd(
+            comp = stats.welch_rounds(cur, base, run_sd=max(math.log1p(0.02), run_stats.run_offset_sd(
                 [base[k * rounds:(k + 1) * rounds] for k in range(runs)])), baseline_runs=runs)
             fallback.append(1)
         else:

@@ -18,7 +18,7 @@ import pytest
 
 from pytest_aaco.history.across import ACROSS_RUNNER_SD, across_comparison, across_fingerprint
 from pytest_aaco.history.store import baseline_path
-from pytest_aaco.verdict import stats
+from pytest_aaco.verdict import run_stats, stats
 from pytest_aaco.verdict.comparable import Fingerprint
 
 #: items within 3x of the reference workload's duration (the mix: about 8 ms here; 4 such MatMuls took 1.8 ms)
@@ -156,7 +156,7 @@ def test_the_between_runner_term_widens_the_test_by_its_variance():
     current = np.log(10.0) + 0.02 * rng.standard_normal(8)
     history = [list(np.log(10.0) + 0.02 * rng.standard_normal(8)) for _ in range(2)]
     base = stats.welch_rounds(current, np.concatenate(history), run_sd=max(np.log1p(0.01),
-                              stats.run_offset_sd(history)), baseline_runs=2)
+                              run_stats.run_offset_sd(history)), baseline_runs=2)
     comp = across_comparison(current, history, 0.01)
     assert comp.estimate == pytest.approx(base.estimate) and comp.df == pytest.approx(base.df)
     assert comp.se == pytest.approx(np.hypot(base.se, ACROSS_RUNNER_SD))

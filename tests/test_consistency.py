@@ -567,7 +567,7 @@ def test_p99_is_a_judgement_whose_bound_is_the_one_the_message_prints():
     import numpy as np
 
     from pytest_aaco.records.base import P99, p99_judgement
-    from pytest_aaco.verdict import stats
+    from pytest_aaco.verdict import bootstrap
     from pytest_aaco.verdict.percent import bound_text, pct
     from tests.test_output import _verdict
 
@@ -577,7 +577,7 @@ def test_p99_is_a_judgement_whose_bound_is_the_one_the_message_prints():
     for factor, tail in ((1.0, 1.0), (1.0, 1.6), (1.0, 1.02)):
         cur = [np.where(rng.random(400) < 0.03, r * tail, r * factor) for r in (rng.gamma(20, 0.1, 400)
                                                                                 for _ in range(6))]
-        comp = stats.bootstrap_quantile_ratio(cur, base, q=99.0, level=1 - 2 * level)
+        comp = bootstrap.bootstrap_quantile_ratio(cur, base, q=99.0, level=1 - 2 * level)
         regression = comp.p_slower <= level and comp.ratio - 1 >= 0.05
         judged = p99_judgement(replace(comp, regression=regression), 0.05, level)
         assert judged.metric == P99 and judged.level == level and judged.ratio == comp.ratio

@@ -36,7 +36,7 @@ from pytest_aaco.records.item import BaselineSide, FdrRecord, ItemRecord, Sessio
 from pytest_aaco.records.verdict import DeviceTimeRecord, Pair
 from pytest_aaco.reports import html
 from pytest_aaco.tracers.base import KernelSpan
-from pytest_aaco.verdict.stats import LondFdr
+from pytest_aaco.verdict.multiplicity import LondFdr
 from tests.conftest import make_result
 
 DATA = Path(__file__).parent / "data" / "records"

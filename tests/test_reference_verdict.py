@@ -26,7 +26,7 @@ from pytest_aaco.history.judge import (
 from pytest_aaco.history.store import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.measure.results import ReferenceSeries
-from pytest_aaco.verdict.stats import common_offset
+from pytest_aaco.verdict.run_stats import common_offset
 from tests.test_output import explained
 
 FIELDS = {"model_sha256": "aa" * 32, "provider": "CPUExecutionProvider", "ort_version": "1.31.1",

@@ -10,20 +10,11 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from pytest_aaco.verdict import stats
-from pytest_aaco.verdict.stats import (
-    Comparison,
-    DriftResult,
-    LondFdr,
-    QuantileComparison,
-    benjamini_hochberg,
-    bootstrap_quantile_ratio,
-    drift,
-    prediction_interval_test,
-    spread_ratio,
-    summarize_history,
-    welch_rounds,
-)
+from pytest_aaco.verdict import bootstrap, run_stats, stats
+from pytest_aaco.verdict.bootstrap import bootstrap_quantile_ratio
+from pytest_aaco.verdict.multiplicity import LondFdr, benjamini_hochberg
+from pytest_aaco.verdict.run_stats import DriftResult, drift, spread_ratio, summarize_history
+from pytest_aaco.verdict.stats import Comparison, QuantileComparison, prediction_interval_test, welch_rounds
 
 # Round log-means (ln ms) of two runs, fixed so failures are reproducible.
 CUR = np.log([41.2, 40.8, 41.9, 42.3, 40.5, 41.1, 41.7, 42.0])
@@ -337,7 +328,7 @@ def test_weighted_percentile_equals_pooled_percentile() -> None:
     order = np.argsort(values)
     counts = rng.multinomial(4, [0.25] * 4, size=50)
     for q in (0.0, 37.5, 50.0, 99.0, 100.0):
-        got = stats._weighted_percentile(values[order], counts[:, labels[order]], q)
+        got = bootstrap._weighted_percentile(values[order], counts[:, labels[order]], q)
         want = [
             np.percentile(np.concatenate([r for r, c in zip(rounds, row, strict=True) for _ in range(c)]), q)
             for row in counts
@@ -473,10 +464,10 @@ def test_welch_run_term_adds_exactly_its_variance():
 def test_run_offset_sd_recovers_the_between_run_sd():
     rng = np.random.default_rng(11)
     runs = [rng.normal(rng.normal(0, 0.04), 0.01, 10) for _ in range(400)]
-    assert stats.run_offset_sd(runs) == pytest.approx(0.04, rel=0.1)
+    assert run_stats.run_offset_sd(runs) == pytest.approx(0.04, rel=0.1)
     steady = [rng.normal(0, 0.01, 10) for _ in range(400)]
-    assert stats.run_offset_sd(steady) < 0.002  # no offsets: only round noise, which is subtracted
-    assert np.isnan(stats.run_offset_sd(runs[:1]))
+    assert run_stats.run_offset_sd(steady) < 0.002  # no offsets: only round noise, which is subtracted
+    assert np.isnan(run_stats.run_offset_sd(runs[:1]))
 
 
 # ---------------------------------------------------------------- variance moderation across items (Smyth 2004)

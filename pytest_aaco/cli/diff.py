@@ -16,7 +16,7 @@ the gate's, not a second copy of them:
   (reference-adjusted, normalized or raw, :func:`pytest_aaco.history.judge.choose_series`), and a
   regression on raw figures is withheld as inconclusive when the reference shows the machine
   changed speed between A and B (:func:`pytest_aaco.history.judge.regime_change`), or when the
-  compared items all moved together (:func:`pytest_aaco.verdict.stats.common_offset`).
+  compared items all moved together (:func:`pytest_aaco.verdict.run_stats.common_offset`).
 * A regression measured in B while other processes kept more than ``max_contention`` cores busy
   is withheld as inconclusive (:func:`pytest_aaco.verdict.finish.under_contention`).
 
@@ -65,8 +65,8 @@ from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.finish import contention_bound, settle
 from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
+from pytest_aaco.verdict.multiplicity import benjamini_hochberg
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
-from pytest_aaco.verdict.stats import benjamini_hochberg
 
 #: fingerprint fields that say *what* is measured: a regression is never called across a change in
 #: one of them (the model file only with ``model_changed``)

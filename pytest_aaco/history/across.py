@@ -42,7 +42,7 @@ from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records.base import LATENCY, Outcome
 from pytest_aaco.records.verdict import Verdict
-from pytest_aaco.verdict import stats
+from pytest_aaco.verdict import multiplicity, run_stats, stats
 from pytest_aaco.verdict.comparable import MACHINE_FIELDS, Fingerprint
 from pytest_aaco.verdict.outcome import judgement_of
 from pytest_aaco.verdict.percent import pct
@@ -93,7 +93,7 @@ def across_comparison(current: np.ndarray, history: list[list[float]], run_noise
     """Welch's test of this run's normalized block log-means (ln units, shape ``(rounds,)``) against another
     runner's history (one list per saved run) (:func:`pytest_aaco.verdict.stats.welch_rounds`, run-to-run
     term: the larger of *run_noise* (a fraction) and what the history shows,
-    :func:`pytest_aaco.verdict.stats.run_offset_sd`), with *between* (ln units, :data:`ACROSS_RUNNER_SD`)
+    :func:`pytest_aaco.verdict.run_stats.run_offset_sd`), with *between* (ln units, :data:`ACROSS_RUNNER_SD`)
     added to the variance of the estimate: ``se² + between²``, same df. p-values from Student's t
     (``scipy.stats.t``). Raises ValueError for too few rounds."""
     from scipy.stats import t as student_t
@@ -102,7 +102,7 @@ def across_comparison(current: np.ndarray, history: list[list[float]], run_noise
     if not runs:
         raise ValueError("the other runner's history has no normalized rounds")
     run_sd = float(np.log1p(run_noise))
-    learned = stats.run_offset_sd(runs)
+    learned = run_stats.run_offset_sd(runs)
     if np.isfinite(learned):
         run_sd = max(run_sd, learned)
     base = stats.welch_rounds(current, np.concatenate(runs), run_sd=run_sd, baseline_runs=len(runs))
@@ -219,7 +219,7 @@ class AcrossRunnerGate:
 
 
 def other_runner_gate(baseline_dir: Path, runner: str, nodeid: str, fingerprint: Fingerprint, settings: GateSettings,
-                      label: str, lond: stats.LondFdr, fdr: float) -> tuple[AcrossRunnerGate, Baseline | None]:
+                      label: str, lond: multiplicity.LondFdr, fdr: float) -> tuple[AcrossRunnerGate, Baseline | None]:
     """The gate of the item *nodeid* against the history of *runner* (a folder under *baseline_dir*), with
     that history (None when the runner has none for the item). Read only, never written. Gated (a LOND
     level drawn from *lond*; *fdr* otherwise) when the history's fingerprint matches but for the machine

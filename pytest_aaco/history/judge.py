@@ -53,7 +53,7 @@ from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome, QuantileComparison
 from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, ReferenceDrift, Verdict
-from pytest_aaco.verdict import pooling, stats
+from pytest_aaco.verdict import bootstrap, pooling, run_stats, stats
 from pytest_aaco.verdict.comparable import Fingerprint
 from pytest_aaco.verdict.metrics import kernel_changes
 from pytest_aaco.verdict.outcome import judgement_of
@@ -118,7 +118,7 @@ def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], 
     prediction-interval t-test on run means, whose variance is the history's own. With fewer,
     Welch's t-test on the rounds plus a run-to-run term: rounds of one run cannot show how much
     the next run will differ, so the term's sd is the larger of *run_noise* (a fraction, the
-    prior) and what the history already shows (:func:`pytest_aaco.verdict.stats.run_offset_sd`).
+    prior) and what the history already shows (:func:`pytest_aaco.verdict.run_stats.run_offset_sd`).
     *prior* (a :class:`pytest_aaco.verdict.stats.VariancePrior` from the runner's other items) moderates
     the history's variance in the prediction-interval test. *run_sd_floor* (ln units): the least sd of the
     run-to-run term on a short history (:data:`SHORT_ROUND_SD` for rounds inside a time slice). *keep*: the
@@ -136,7 +136,7 @@ def comparison(current: npt.ArrayLike, history_runs: Sequence[Sequence[float]], 
         level = keep or (lambda x: np.asarray(x, float))
         return stats.prediction_interval_test(level(current), np.array([level(r).mean() for r in runs]), prior)
     run_sd = max(float(np.log1p(run_noise)), run_sd_floor)
-    learned = stats.run_offset_sd(runs) if keep is None else stats.level_offset_sd(runs, keep)
+    learned = run_stats.run_offset_sd(runs) if keep is None else stats.level_offset_sd(runs, keep)
     if np.isfinite(learned):
         run_sd = max(run_sd, learned)
     if keep is not None:  # the run levels' estimate, every round's noise (stats.level_test)
@@ -197,12 +197,12 @@ def reference_unstable(ref: Blocks, history: list[dict[str, Any]]) -> str:
     """Why the reference cannot normalize this run ('' when it can): its blocks drifted within the
     measured phase, or their spread is :data:`SPREAD_LIMIT` times the history's. *ref* is the run's
     :class:`~pytest_aaco.measure.results.ReferenceSeries`; *history* the matching runs' reference records."""
-    found = stats.drift(ref.log_means)
+    found = run_stats.drift(ref.log_means)
     if found is not None and found.p_value < DRIFT_P and abs(found.ratio - 1) > DRIFT_FRACTION:
         return (f"the reference drifted {pct(found.ratio)} within the measured phase"
                 f" (p={found.p_value:.1g})")
     sds = [np.std(r["log_means"], ddof=1) for r in history if len(r["log_means"]) >= 2]
-    spread = stats.spread_ratio(ref.log_means, np.array(sds)) if sds else None
+    spread = run_stats.spread_ratio(ref.log_means, np.array(sds)) if sds else None
     if spread is not None and spread > SPREAD_LIMIT:
         return f"the reference's block-to-block spread is {spread:.1f}x the history's"
     return ""
@@ -460,7 +460,7 @@ def regime_change(reference: ReferenceDrift | None, machine_offset: float | None
     """The reason raw figures cannot gate ('' when they can): the reference ran
     :data:`REGIME_FRACTION` slower or faster than in the history (p < :data:`REGIME_P`), or the
     session's items share an offset that large (*machine_offset*, a fraction from
-    :func:`pytest_aaco.verdict.stats.common_offset`)."""
+    :func:`pytest_aaco.verdict.run_stats.common_offset`)."""
     if reference is not None and abs(reference.drift) > REGIME_FRACTION and reference.p_value < REGIME_P:
         return (f"the machine ran {abs(reference.drift):.0%} {'slower' if reference.drift > 0 else 'faster'}"
                 f" than in the history (reference workload {reference.name}, p={reference.p_value:.1g})")
@@ -527,13 +527,13 @@ def stability(result: BenchmarkResult, baseline: Baseline | None) -> list[str]:
     round-to-round spread far above the history's."""
     reasons = []
     log_means = result.round_log_means
-    drift = stats.drift(log_means)
+    drift = run_stats.drift(log_means)
     if drift is not None and drift.p_value < DRIFT_P and abs(drift.ratio - 1) > DRIFT_FRACTION:
         reasons.append(f"latency drifted {pct(drift.ratio)} from the first to the second half of the"
                        f" measured phase (p={drift.p_value:.1g})")
     if baseline is not None and baseline.runs:
-        summary = stats.summarize_history(baseline.run_round_log_means())
-        spread = stats.spread_ratio(log_means, summary["round_sds"][np.isfinite(summary["round_sds"])])
+        summary = run_stats.summarize_history(baseline.run_round_log_means())
+        spread = run_stats.spread_ratio(log_means, summary["round_sds"][np.isfinite(summary["round_sds"])])
         if spread is not None and spread > SPREAD_LIMIT:
             reasons.append(f"round-to-round spread is {spread:.1f}x the history's")
     return reasons
@@ -605,7 +605,7 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float,
     past = [np.asarray(r, dtype=float) for r in baseline.latest_latencies_ms if len(r)]
     if len(past) < 2 or len(result.rounds) < 2:
         return None
-    comp = stats.bootstrap_quantile_ratio([r.latencies_ms for r in result.rounds], past, q=99.0,
+    comp = bootstrap.bootstrap_quantile_ratio([r.latencies_ms for r in result.rounds], past, q=99.0,
                                           level=1 - 2 * level)
     return replace(comp, regression=bool(comp.p_slower <= level and comp.ratio - 1 >= threshold))
 
@@ -617,7 +617,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
-    slowdown (fraction) shared by the session's other items (:func:`pytest_aaco.verdict.stats.common_offset`),
+    slowdown (fraction) shared by the session's other items (:func:`pytest_aaco.verdict.run_stats.common_offset`),
     None when unknown. *prior* moderates the prediction-interval test; it is fitted on raw
     histories, so it is used on the raw series only; *adjusted_prior*, fitted on the runner's
     residual variances, moderates the reference-adjusted test. Never raises for statistical corner cases:
@@ -803,7 +803,7 @@ def calibrated_wall_claim(verdict: Verdict, result: BenchmarkResult, baseline: B
 @dataclass
 class MachineOffset:
     """The session's running record of raw changes, to see a machine speed change that moves every
-    item (:func:`pytest_aaco.verdict.stats.common_offset`): the gate passes :meth:`current` to
+    item (:func:`pytest_aaco.verdict.run_stats.common_offset`): the gate passes :meth:`current` to
     :func:`judge_history` as *machine_offset*, then :meth:`record`\\ s the verdict."""
 
     log_changes: list[float] = field(default_factory=list)
@@ -815,4 +815,4 @@ class MachineOffset:
 
     def current(self) -> float | None:
         """The shared slowdown (fraction) of the items judged so far, or None."""
-        return stats.common_offset(self.log_changes)
+        return run_stats.common_offset(self.log_changes)

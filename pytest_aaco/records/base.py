@@ -178,7 +178,7 @@ def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class QuantileComparison:
     """Ratio of a latency percentile, current / baseline, with a cluster-bootstrap interval
-    (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`); the verdict's ``p99`` part
+    (:func:`pytest_aaco.verdict.bootstrap.bootstrap_quantile_ratio`); the verdict's ``p99`` part
     (:func:`pytest_aaco.history.judge.p99_check`, ``q`` = 99.0) is one.
 
     ``q``: the percentile, 0..100; ``ratio``: the percentile of the pooled current iterations over the
@@ -209,7 +209,7 @@ class QuantileComparison:
 def p99_judgement(comp: QuantileComparison, threshold: float, level: float) -> Judgement:
     """The :data:`P99` judgement of a percentile comparison judged at *level* against *threshold* (a
     fraction; :func:`pytest_aaco.history.judge.p99_check`). The bootstrap interval is two-sided at
-    ``1 - 2·level`` (:func:`pytest_aaco.verdict.stats.bootstrap_quantile_ratio`), so its ends are the
+    ``1 - 2·level`` (:func:`pytest_aaco.verdict.bootstrap.bootstrap_quantile_ratio`), so its ends are the
     one-sided bounds at *level*: the lower one above 1 exactly when ``p_slower <= level``. The outcome
     is a regression when the gate found one (``comp.regression``, which a confirmation look may have
     cleared), no regression when the upper bound lies below ``1 + threshold``, else inconclusive."""
