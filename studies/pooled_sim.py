@@ -64,7 +64,7 @@ def simulate(runs: int, trials: int, items: int, sd_range: tuple[float, float], 
 def old_mde(runs: int, sd: float) -> float:
     """MDE (level 0.01, power 0.8) of the test before pooling: on a history shorter than 5 runs
     (``--aaco-min-history``) Welch on 20 rounds per run with the 2% run-to-run prior
-    (``judge.comparison``); from 5 runs the prediction interval on the run means (median of 200
+    (``series.comparison``); from 5 runs the prediction interval on the run means (median of 200
     histories)."""
     rng = np.random.default_rng(0)
     if runs >= 5:

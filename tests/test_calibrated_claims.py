@@ -10,16 +10,8 @@ import scipy.stats
 from finished import judge_history
 
 from pytest_aaco.history.fingerprint import build_fingerprint
-from pytest_aaco.history.judge import (
-    ADJUSTED,
-    IMPROVEMENT,
-    INCONCLUSIVE,
-    NO_REGRESSION,
-    RAW,
-    REGRESSION,
-    Track,
-    build_series,
-)
+from pytest_aaco.history.judge import IMPROVEMENT, INCONCLUSIVE, NO_REGRESSION, REGRESSION
+from pytest_aaco.history.series import ADJUSTED, RAW, Track, build_series
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records.base import MEMORY, Outcome

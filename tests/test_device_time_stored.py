@@ -22,15 +22,8 @@ import scipy.stats
 from finished import judge_history
 
 from pytest_aaco.history.fingerprint import build_fingerprint
-from pytest_aaco.history.judge import (
-    ADJUSTED,
-    NORMALIZED,
-    RAW,
-    REGRESSION,
-    device_check,
-    device_series,
-    reference_unstable,
-)
+from pytest_aaco.history.judge import REGRESSION, device_check, device_series
+from pytest_aaco.history.series import ADJUSTED, NORMALIZED, RAW, reference_unstable
 from pytest_aaco.history.store import Baseline, load_baseline, run_record
 from pytest_aaco.measure.device_time import DEVICE_RUNS, DeviceSeries
 from pytest_aaco.measure.results import ReferenceSeries

@@ -12,17 +12,8 @@ import scipy.stats
 from finished import judge_history
 
 from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
-from pytest_aaco.history.judge import (
-    ADJUSTED,
-    INCONCLUSIVE,
-    MISMATCH,
-    NO_REGRESSION,
-    NORMALIZED,
-    RAW,
-    REGRESSION,
-    GateSettings,
-    reference_drift,
-)
+from pytest_aaco.history.judge import INCONCLUSIVE, MISMATCH, NO_REGRESSION, REGRESSION, GateSettings
+from pytest_aaco.history.series import ADJUSTED, NORMALIZED, RAW, reference_drift
 from pytest_aaco.history.store import SCHEMA_VERSION, Baseline, load_baseline, run_record, runner_priors, save_run
 from pytest_aaco.jsonio import AacoFileError
 from pytest_aaco.measure.results import ReferenceSeries

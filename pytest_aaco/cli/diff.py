@@ -8,12 +8,12 @@ the gate's, not a second copy of them:
 * A becomes the item's history: a bundle is one run, a baseline file its whole history; B's latest
   run is the run judged against it.
 * Fewer than ``min_history`` runs in A: Welch's t-test on the rounds **plus the run-to-run term**
-  (the larger of ``run_noise`` and what A's runs show, :func:`pytest_aaco.history.judge.comparison`):
+  (the larger of ``run_noise`` and what A's runs show, :func:`pytest_aaco.history.series.comparison`):
   rounds of one process cannot show how far the next process will land, so without the term an
   A/A comparison of two processes on a busy machine calls regressions that are not there.
   With ``min_history`` runs or more, the prediction-interval t-test on run means.
 * With the reference workload recorded on both sides, the series is chosen as the gate does
-  (reference-adjusted, normalized or raw, :func:`pytest_aaco.history.judge.choose_series`), and a
+  (reference-adjusted, normalized or raw, :func:`pytest_aaco.history.series.choose_series`), and a
   regression on raw figures is withheld as inconclusive when the reference shows the machine
   changed speed between A and B (:func:`pytest_aaco.history.judge.regime_change`), or when the
   compared items all moved together (:func:`pytest_aaco.verdict.run_stats.common_offset`).

@@ -28,15 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_aaco.history.judge import (
-    NORMALIZE_DURATION_RATIO,
-    Blocks,
-    device_check,
-    history_memory_growth,
-    reference_unstable,
-    stability,
-    wall_track,
-)
+from pytest_aaco.history.judge import device_check, history_memory_growth, stability
+from pytest_aaco.history.series import NORMALIZE_DURATION_RATIO, Blocks, reference_unstable, wall_track
 from pytest_aaco.history.store import Baseline, baseline_path, read_baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings
@@ -68,9 +61,9 @@ def normalizable(ref: Blocks, pairs: list[tuple[list[float], dict[str, Any]]], b
                  ref_mean_ms: float) -> str:
     """Why the normalized series cannot judge across runners ('' when it can), by the stored gate's own guards
     (:mod:`pytest_aaco.history.judge`): the reference's blocks drifted or spread beyond the history's
-    (:func:`pytest_aaco.history.judge.reference_unstable`), or the item's mean iteration in the history and
+    (:func:`pytest_aaco.history.series.reference_unstable`), or the item's mean iteration in the history and
     the reference's (ms; the history's where recorded, else this run's *ref_mean_ms*) differ more than
-    :data:`pytest_aaco.history.judge.NORMALIZE_DURATION_RATIO`: such an item responds to a machine's speed
+    :data:`pytest_aaco.history.series.NORMALIZE_DURATION_RATIO`: such an item responds to a machine's speed
     otherwise than the reference, so dividing adds a machine's difference instead of removing it (under
     load, an unchanged 10 us item normalized by a 2 ms reference read +133%). The history's durations are
     used, not this run's, so a large regression never hides itself."""

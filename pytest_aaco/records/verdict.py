@@ -30,7 +30,7 @@ from pytest_aaco.records.base import (
 @dataclass(frozen=True)
 class ReferenceDrift:
     """The reference workload's change between the history and now, in a verdict
-    (:func:`pytest_aaco.history.judge.choose_series`): the machine's own change of speed.
+    (:func:`pytest_aaco.history.series.choose_series`): the machine's own change of speed.
 
     ``name``/``id``: the reference workload; ``mean_ms``: its mean iteration now (ms); ``share``:
     its fraction of the measured time; ``drift``: current/history - 1 (a fraction, > 0 slower) with

@@ -32,7 +32,7 @@ REGRESSION = Outcome.REGRESSION
 IMPROVEMENT = Outcome.IMPROVEMENT
 NO_REGRESSION = Outcome.NO_REGRESSION
 INCONCLUSIVE = Outcome.INCONCLUSIVE
-#: the raw series' name (:data:`pytest_aaco.history.judge.RAW`)
+#: the raw series' name (:data:`pytest_aaco.history.series.RAW`)
 RAW = "raw"
 
 
