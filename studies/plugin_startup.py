@@ -10,7 +10,7 @@ Alternating puts a slow drift of a shared machine on both arms alike. Each run's
 from ``time.perf_counter`` around the child, its peak resident memory from ``os.wait4``'s
 ``ru_maxrss`` of that child alone (kB on Linux). Printed: the median of each arm, the median
 difference and ratio, and (once per arm) how many ``pytest_aaco`` modules, and whether numpy,
-PyYAML, junit-xml, onnx, onnxruntime, scipy and matplotlib, are imported by the end of such a run,
+PyYAML, onnx, onnxruntime, scipy and matplotlib, are imported by the end of such a run,
 and how many lines the plugin adds to ``pytest --help``.
 
     PYTHONPATH=$PWD python studies/plugin_startup.py [--runs 10] [--python PYTHON]
@@ -42,7 +42,7 @@ TEST = "def test_one():\n    assert True\n"
 PROBE = """
 import json, sys, pytest
 code = pytest.main(sys.argv[1:])
-heavy = ("numpy", "yaml", "junit_xml", "onnx", "onnxruntime", "scipy", "matplotlib")
+heavy = ("numpy", "yaml", "onnx", "onnxruntime", "scipy", "matplotlib")
 print("AACO-PROBE " + json.dumps({
     "exit": int(code),
     "aaco_modules": sorted(m for m in sys.modules if m == "pytest_aaco" or m.startswith("pytest_aaco.")),
