@@ -568,7 +568,8 @@ import json, sys
 from pathlib import Path
 
 def pytest_unconfigure(config):
-    loaded = sorted({m.split(".")[0] for m in sys.modules} & {"onnxruntime", "onnx", "scipy", "numpy", "yaml", "matplotlib"})
+    heavy = {"onnxruntime", "onnx", "scipy", "numpy", "yaml", "matplotlib"}
+    loaded = sorted({m.split(".")[0] for m in sys.modules} & heavy)
     package = sorted(m for m in sys.modules if m.startswith("pytest_aaco."))
     Path(__file__).with_name("heavy.json").write_text(json.dumps(loaded + package))
 """
