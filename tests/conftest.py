@@ -80,6 +80,14 @@ def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
     return save_test_model(graph, path)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist the tests marked ``slow`` go first (a stable sort, the order otherwise kept), so
+    the long end-to-end tests start early and the short ones fill the end of the run on every worker
+    instead of one worker finishing a long test alone. A run without workers keeps the file order."""
+    if hasattr(config, "workerinput") or config.getoption("numprocesses", None):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def make_model():
     """:func:`make_tiny_model`, for tests that need a variant (symbolic batch, float64, more layers)."""
