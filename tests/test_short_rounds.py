@@ -37,6 +37,7 @@ from pytest_aaco.measure.results import BenchmarkResult, RoundResult
 from pytest_aaco.options import GateSettings
 from pytest_aaco.samplers.system import SystemSampler
 from pytest_aaco.verdict.metrics import other_processes_cores
+from pytest_aaco.verdict.stats import fastest_rounds
 from tests.test_output import explained
 
 FP = Fingerprint({"model_sha256": "bb" * 32, "provider": "CPUExecutionProvider", "cpu_model": "Xeon",
@@ -96,7 +97,7 @@ def test_with_two_runs_of_history_it_is_still_withheld() -> None:
 
 
 def test_short_rounds_widen_the_tests_run_term_as_scipy_computes_it() -> None:
-    """The rule acts inside the test: Welch's t on the rounds with the run-to-run variance
+    """The rule acts inside the test: Welch's standard error on the rounds with the run-to-run variance
     ``SHORT_ROUND_SD^2 x (1 + 1/runs)`` added, so the p-value, the interval and the MDE printed are the
     widened ones (before, the outcome was overridden after a test whose interval stayed narrow)."""
     first, baseline = _result(FIRST_LOOK), _history(HISTORY)
@@ -106,7 +107,8 @@ def test_short_rounds_widen_the_tests_run_term_as_scipy_computes_it() -> None:
     vc, vb = c.var(ddof=1) / c.size, b.var(ddof=1) / b.size
     df = (vc + vb) ** 2 / (vc**2 / (c.size - 1) + vb**2 / (b.size - 1))
     se = math.sqrt(vc + vb + SHORT_ROUND_SD**2 * (1 + 1 / 1))
-    estimate = c.mean() - b.mean()
+    # the estimate is the run levels' difference: each run's fastest quarter of rounds (stats.fastest_rounds)
+    estimate = fastest_rounds(c).mean() - np.mean([fastest_rounds(r).mean() for r in baseline.run_round_log_means()])
     assert SHORT_ROUND_SD == pytest.approx(math.log(2) / (scipy.stats.norm.ppf(0.95) * math.sqrt(2)))
     assert verdict.p_value == pytest.approx(scipy.stats.t.sf(estimate / se, df), rel=1e-9)
     half = scipy.stats.t.ppf(0.975, df) * se
