@@ -121,6 +121,17 @@ def isolated_cache(monkeypatch: pytest.MonkeyPatch, aaco_cache_dir: Path) -> Pat
     return aaco_cache_dir
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _device_locks_of_this_worker(tmp_path_factory: pytest.TempPathFactory):
+    """Each test process (each pytest-xdist worker) and the pytest runs it starts take the device lock
+    in a folder of their own (``AACO_LOCK_DIR``), not the host's ``/tmp/pytest-aaco-locks``: the other
+    worker's and other suites' benchmarks would make an item wait, print a wait line and time out. The
+    lock's own tests set ``devicelock.LOCK_ROOT`` or the variable themselves."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AACO_LOCK_DIR", str(tmp_path_factory.mktemp("device-locks")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs must not append to a real job summary when the suite itself runs in CI."""
