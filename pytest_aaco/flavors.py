@@ -251,6 +251,37 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+#: the dynamic loader's words for a library built against a newer glibc than this system's
+_GLIBC_NEEDED = re.compile(r"GLIBC_(\d+\.\d+)'? not found")
+#: onnxruntime-migraphx releases on PyPI that import with an older glibc, newest first: tagged manylinux_2_34,
+#: 1.24.4 and 1.25.0 need glibc 2.38 all the same; these ran on Debian 12's glibc 2.36 (docs/amd.md's conformance
+#: table, studies/migraphx_conformance.py). Each is built for one ROCm (1.23.0: 7.0.1 ... 1.27.1: 7.2.4, read from
+#: the provider library's RUNPATH)
+MIGRAPHX_OLDER_GLIBC = ("1.27.1", "1.27.0", "1.24.2", "1.23.2", "1.23.0")
+
+
+def glibc_version() -> str:
+    """This process's glibc version (``2.35``), or ``unknown`` (another C library, or none found)."""
+    import platform
+
+    name, version = platform.libc_ver()
+    return version if name == "glibc" and version else "unknown"
+
+
+def glibc_fix(dist: OrtDistribution, needed: str) -> str:
+    """The advice for *dist* failing to import because it needs glibc *needed* (``2.38``): reinstalling cannot
+    help; name the glibc and, for onnxruntime-migraphx, the releases that import on an older one."""
+    here = glibc_version()
+    text = (f"{dist.name} {dist.version} needs glibc {needed} and this system has glibc {here},"
+            " so reinstalling cannot help")
+    if dist.name == "onnxruntime-migraphx":
+        return (f"{text}: install a release that imports on glibc 2.36, the one built for your ROCm"
+                f" ({', '.join(MIGRAPHX_OLDER_GLIBC)}; 1.27.1 is built for ROCm 7.2.4, 1.23.0 for ROCm 7.0.1): pip"
+                f" install --force-reinstall --no-deps 'onnxruntime-migraphx=={MIGRAPHX_OLDER_GLIBC[0]}', or run on a"
+                f" system with glibc {needed} or newer (Ubuntu 24.04)")
+    return f"{text}: install an older release of {dist.name}, or run on a system with glibc {needed} or newer"
+
+
 def import_problem(exc: BaseException) -> str:
     """One line for an ``import onnxruntime`` that raised *exc*: the builds installed, the error
     (ORT before 1.19 under numpy 2 raises an ImportError with no message), and the fix. Reads
@@ -263,7 +294,10 @@ def import_problem(exc: BaseException) -> str:
     except importlib.metadata.PackageNotFoundError:
         numpy_version = ""
     old = [d for d in dists if _release(d.version) < NUMPY2_FIRST]
-    if old and _release(numpy_version)[:1] >= (2,):
+    glibc = _GLIBC_NEEDED.search(str(exc))
+    if glibc and dists:
+        fix = glibc_fix(dists[-1], glibc.group(1))
+    elif old and _release(numpy_version)[:1] >= (2,):
         name, version = old[-1].name, old[-1].version
         fix = (f"{name} {version} was built for numpy 1.x and numpy {numpy_version} is installed:"
                f" pip install -U '{name}>=1.19' (the first release built for numpy 2), or pip install 'numpy<2'")

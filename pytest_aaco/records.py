@@ -455,10 +455,11 @@ _VERDICT_KEYS = ("outcome", "label", "threshold", "message", "reason", "method",
                  "baseline_runs", "baseline_path", "fingerprint_id", "fingerprint_diff", "p99", "memory", "unstable",
                  "confirmed", "first_look", "unconfirmed_by", "contention", "notes", "fails", "side_by_side", "series",
                  "raw_ratio", "reference", "version_change", "other_runners", "device_time", "current_geomean_ms",
-                 "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since", "rounds_kept")
+                 "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since", "rounds_kept",
+                 "withheld")
 #: keys written only when set (absent, as in files written before them)
 _WHEN_SET = ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound", "changed",
-             "changed_since", "rounds_kept")
+             "changed_since", "rounds_kept", "withheld")
 
 
 @dataclass
@@ -531,6 +532,11 @@ class Verdict:
     #: mean is the run's level in the stored wall-time test and in the geometric means above; None where all
     #: rounds count (side by side, and records written before it: then absent from :meth:`to_dict`)
     rounds_kept: float | None = None
+    #: why a wall-time regression or improvement was withheld because the machine changed speed since the
+    #: history (:func:`pytest_aaco.history.judge.withheld_by_regime`), e.g. ``the machine ran 187% slower than
+    #: in the history (reference workload mix, p=1e-05)``: the item is not judged, and its message and the
+    #: summary's first line say why. None otherwise (and absent from :meth:`to_dict`)
+    withheld: str | None = None
     #: what changed in the item itself against what it is compared with (``model bytes``, ``inputs``,
     #: ``cuda provider options``, ``environment``): side by side, the item at REF; stored, the model
     #: file the baseline was recorded on. The diagnosis names it first. Empty in records written

@@ -9,6 +9,9 @@ leads with ``not judged:``.
 
     python studies/contention_gate.py                # 3 slowed gates, 5 unchanged, 4 spinners
     python studies/contention_gate.py --smoke        # 1 and 1, quick
+
+Extra pytest options go through PYTEST_ADDOPTS; on a larger machine, pin the study and its busy processes to
+two cores (``taskset -c 2,3 python studies/contention_gate.py``).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ def main() -> int:
     parser.add_argument("--slow", type=int, default=3, metavar="N", help="slowed gates (default 3)")
     parser.add_argument("--same", type=int, default=5, metavar="N", help="unchanged gates (default 5)")
     parser.add_argument("--spinners", type=int, default=4, metavar="N", help="busy processes (default 4)")
+    parser.add_argument("--keep", metavar="DIR", help="copy the suite (baselines, bundles) to DIR at the end")
     args = parser.parse_args()
     if args.smoke:
         args.slow, args.same = 1, 1
@@ -111,6 +115,8 @@ def main() -> int:
           f" {args.slow}")
     print(f"unchanged under {args.spinners} spinners: failed {counts['same_failed']} of {args.same}")
     print(f"sessions whose results lead with 'not judged:': {counts['not_judged_first']} of {args.slow + args.same}")
+    if args.keep:
+        shutil.copytree(suite, args.keep, dirs_exist_ok=True)
     shutil.rmtree(suite, ignore_errors=True)
     return 0
 

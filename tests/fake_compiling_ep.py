@@ -16,8 +16,11 @@ folder) and hands them over. It behaves as the MIGraphX EP does on paper (docs/a
   a model with symbolic dimensions, instead of at creation;
 * ``cache_from``: ``"option"`` (the onnxruntime-migraphx wheels: ``migraphx_model_cache_dir``),
   ``"env-only"`` (upstream 1.20-1.22: creates the session, reports only its own options, reads the folder
-  from ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` at creation) or ``"refuses"`` (AMD's ROCm/onnxruntime 1.21.1 builds:
-  ``Invalid MIGraphX EP option: migraphx_model_cache_dir``, the folder from the environment).
+  from ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` at creation, as the fork 6.4 on does when the option is absent) or
+  ``"refuses"`` (upstream <= 1.22 and AMD's fork 6.2-6.3: ``Invalid MIGraphX EP option: migraphx_model_cache_dir``;
+  one program file loaded from ``ORT_MIGRAPHX_LOAD_COMPILE_PATH`` when ``ORT_MIGRAPHX_LOAD_COMPILED_MODEL`` is 1,
+  saved to ``ORT_MIGRAPHX_SAVE_COMPILE_PATH`` when ``ORT_MIGRAPHX_SAVE_COMPILED_MODEL`` is 1;
+  tests/migraphx_generations.py).
 
 :func:`patch_onnxruntime` puts a :class:`CompilingEP` in place of ``onnxruntime.InferenceSession`` itself,
 for a process that is not the plugin's (the side worker): :func:`patch_from_env` does so from
@@ -93,6 +96,11 @@ class CompilingEP:
         """(program file, load it, save it) from the provider *options* (or the environment, for an EP
         that reads only ``ORT_MIGRAPHX_*``); (None, False, False) without a cache."""
         weak = hashlib.sha256(Path(model).name.encode()).hexdigest()[:16] + ".mxr"  # the name only, as MIGraphX
+        if self.cache_from == "refuses":
+            path = os.environ.get("ORT_MIGRAPHX_LOAD_COMPILE_PATH") or os.environ.get("ORT_MIGRAPHX_SAVE_COMPILE_PATH")
+            load = _on(os.environ.get("ORT_MIGRAPHX_LOAD_COMPILED_MODEL"))
+            save = _on(os.environ.get("ORT_MIGRAPHX_SAVE_COMPILED_MODEL"))
+            return (Path(path), load, save) if path and (load or save) else (None, False, False)
         if self.cache_from != "option":
             folder = os.environ.get("ORT_MIGRAPHX_MODEL_CACHE_PATH")
             return (Path(folder) / weak, True, True) if folder else (None, False, False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,7 @@ def test_bisect_names_the_commit_that_slowed_the_model(aaco_project, tmp_path, m
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"first bad commit: {shas[5][:12]} commit 5" in done.stdout, done.stdout
     assert "test_latency[steady-cpu]: latency +" in done.stdout and "(lower bound +" in done.stdout, done.stdout
+    assert re.search(r"steady-cpu\]: latency \+[\d.]+% paired \(lower bound \+", done.stdout), done.stdout
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["first_bad"]["commit"] == shas[5]
     assert result["measured_steps"] <= 4, result["steps"]

@@ -296,6 +296,35 @@ def test_info_text_and_bad_provider(capsys):
     assert code == 2 and "bogus" in err
 
 
+@pytest.mark.parametrize(("package", "said"), [
+    (None, "amdsmi not installed"),
+    ("raise OSError('libamd_smi.so: cannot open shared object file: No such file or directory')\n",
+     "amdsmi unusable (OSError: libamd_smi.so: cannot open shared object file: No such file or directory)"),
+    ("def amdsmi_init():\n    raise RuntimeError('Error code:\\n\\t8 | AMDSMI_STATUS_INIT_ERROR')\n"
+     "def amdsmi_shut_down():\n    pass\n", "amdsmi_init failed: RuntimeError: Error code:"),
+])
+def test_info_says_why_amdsmi_failed(package, said, capsys, tmp_path, monkeypatch):
+    """Issue 40 finding 7: ``aaco info --provider migraphx`` said only that no GPU was found."""
+    import sys
+
+    from pytest_aaco.samplers import amd
+
+    monkeypatch.delitem(sys.modules, "amdsmi", raising=False)
+    if package is None:
+        monkeypatch.setitem(sys.modules, "amdsmi", None)  # import amdsmi raises ModuleNotFoundError
+    else:
+        (tmp_path / "amdsmi").mkdir()
+        (tmp_path / "amdsmi" / "__init__.py").write_text(package)
+        monkeypatch.syspath_prepend(str(tmp_path))
+    amd.reset_amdsmi_import()
+    monkeypatch.setattr(amd, "_AMDSMI_FAILURE", [])
+    code, out, _ = run(capsys, "info", "--provider", "migraphx")
+    assert code == 0
+    assert f"note: amdsmi could not be read: {said}" in out
+    code, out, _ = run(capsys, "info", "--json", "--provider", "migraphx")
+    assert json.loads(out)["errors"]["amdsmi"].startswith(said)
+
+
 # ---------------------------------------------------------------- baseline archived / restore (issue 12)
 
 

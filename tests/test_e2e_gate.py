@@ -95,6 +95,8 @@ def test_record_pass_then_catch_a_regression(aaco_project):
     current, baseline = float(match.group(2)), float(match.group(3))
     assert current >= 3 * baseline, (current, baseline)  # the injected slowdown is large, never noise
     assert ">= 90%)" in text and "confirmed by a second measurement with a fresh session" in text
+    if ", fastest quarter of rounds" in match.group(0):  # the table says what its change is over
+        assert "change vs baseline: stored wall time compares each run's fastest quarter of rounds" in text
     # normalized by the reference, or raw saying why (its iteration is much longer than the item's, or a
     # machine loaded enough to upset it, or the history shows the other series less steady)
     assert re.search(r"normalized by the reference workload mix \(raw \+"

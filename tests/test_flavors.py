@@ -336,3 +336,28 @@ def test_a_build_that_cannot_be_imported_fails_the_item_in_one_line(tmp_path: Pa
         fix = "reinstall it: pip install --force-reinstall --no-deps onnxruntime==1.18.0"
     assert ("ERROR test_perf.py::test_latency[squeezenet-cpu] - Failed: pytest-aaco: ONNX Runtime cannot be"
             f" imported (onnxruntime 1.18.0; ImportError with no message): {fix}") in output
+
+
+@pytest.mark.parametrize("release", ["1.24.4", "1.25.0"])
+def test_a_wheel_needing_a_newer_glibc_is_told_apart_from_a_broken_install(
+        release: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40 finding 4: onnxruntime-migraphx 1.24.4 and 1.25.0 are tagged manylinux_2_34 but need glibc 2.38; on
+    Ubuntu 22.04 (glibc 2.35) the import fails with the loader's words below, and reinstalling cannot help."""
+    dist = flavors.OrtDistribution("onnxruntime-migraphx", release, tmp_path, 0.0)
+    monkeypatch.setattr(flavors, "ort_distributions", lambda: [dist])
+    monkeypatch.setattr(flavors, "glibc_version", lambda: "2.35")
+    loader = ("/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found (required by /venv/lib/python3.10/"
+              "site-packages/onnxruntime/capi/onnxruntime_pybind11_state.cpython-310-x86_64-linux-gnu.so)")
+    line = flavors.import_problem(ImportError(loader))
+    assert "reinstall it" not in line
+    assert (f"onnxruntime-migraphx {release} needs glibc 2.38 and this system has glibc 2.35, so reinstalling cannot"
+            " help: install a release that imports on glibc 2.36") in line
+    assert "'onnxruntime-migraphx==1.27.1'" in line and "glibc 2.38 or newer" in line
+    assert "\n" not in line
+
+
+def test_glibc_version_is_this_processes() -> None:
+    import platform
+
+    name, version = platform.libc_ver()
+    assert flavors.glibc_version() == (version if name == "glibc" and version else "unknown")

@@ -80,14 +80,20 @@ def test_answers_are_kept_per_process() -> None:
     assert len(calls) == 1
 
 
-@pytest.mark.parametrize("factory", [amd_fork, env_only])
-def test_the_cache_folder_goes_through_the_environment_where_the_ep_will_not_take_it(factory: Any,
-                                                                                       tmp_path: Path) -> None:
+def test_the_cache_folder_goes_through_the_model_cache_variable_where_the_ep_ignores_the_key(tmp_path: Path) -> None:
     spec = parse_provider("migraphx")
     options = {"device_id": "0", "migraphx_model_cache_dir": str(tmp_path)}
-    out, env = migraphx_plan(spec, tmp_path / "m.onnx", options, CacheUse(tmp_path), fake_ort(factory))
+    out, env = migraphx_plan(spec, tmp_path / "m.onnx", options, CacheUse(tmp_path), fake_ort(env_only))
     assert out == {"device_id": "0"}
-    assert env == {"ORT_MIGRAPHX_MODEL_CACHE_PATH": str(tmp_path), "ORT_MIGRAPHX_CACHE_PATH": str(tmp_path)}
+    assert env == {"ORT_MIGRAPHX_MODEL_CACHE_PATH": str(tmp_path)}  # never ORT_MIGRAPHX_CACHE_PATH: the int8 table's
+
+
+def test_a_build_refusing_the_cache_key_and_the_save_key_has_no_compile_cache(tmp_path: Path) -> None:
+    """AMD's fork 6.1 (tests/migraphx_generations.py): no folder option, no save/load of a program."""
+    found = migraphx_probe.plan({"device_id": "0", "migraphx_model_cache_dir": str(tmp_path)}, fake_ort(amd_fork),
+                                plugin_cache=str(tmp_path), environ={})
+    assert found.options == {"device_id": "0"} and found.env == {}
+    assert found.cache == migraphx_probe.NO_CACHE == "no compile cache on this build"
 
 
 def test_a_user_option_the_ep_refuses_is_one_clear_error(tmp_path: Path) -> None:

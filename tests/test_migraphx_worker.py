@@ -83,9 +83,11 @@ def test_the_worker_asks_its_own_ep_and_sends_the_folder_through_the_environment
         assert "MIGraphXExecutionProvider" in side.info.providers  # the worker's onnxruntime, not this one
         session = side.load(model, MIGX, FEEDS)
         folder = str(session.cache.folder)
+        env = ({"ORT_MIGRAPHX_MODEL_CACHE_PATH": folder} if cache_from == "env-only"
+               else migraphx_probe.program_file_env(folder))  # never ORT_MIGRAPHX_CACHE_PATH: the int8 table's folder
+        cache = "ORT_MIGRAPHX_MODEL_CACHE_PATH" if cache_from == "env-only" else "program file"
         assert session.migraphx == {"options": {"device_id": "0"}, "refused": {}, "takes": [], "build": mock_build(),
-                                    "env": {"ORT_MIGRAPHX_MODEL_CACHE_PATH": folder,
-                                            "ORT_MIGRAPHX_CACHE_PATH": folder}}
+                                    "env": env, "cache": cache}
         assert session.options == {"device_id": "0"}  # what was sent, as in process
         assert session.settle_cache(side.warmup(1)[0]) == "miss"
         again = side.load(model, MIGX, FEEDS)
@@ -114,7 +116,7 @@ def test_an_ep_that_takes_the_option_gets_the_folder_there(fake_python: Path, ca
 
 def test_a_user_option_the_workers_ep_refuses_is_one_clear_error_and_the_worker_lives_on(
         fake_python: Path, cache_root: Path, model: Path, tmp_path: Path) -> None:
-    takes = ", ".join(sorted(MIGRAPHX_KEYS - {"migraphx_model_cache_dir"}))
+    takes = ", ".join(sorted(MIGRAPHX_KEYS - {"migraphx_model_cache_dir"} | {"migraphx_use_native_calibration_table"}))
     with fake_side(fake_python, tmp_path / "ep.log", "refuses") as side:
         with pytest.raises(SessionError, match=(
                 r"tiny\.onnx: this onnxruntime build's MIGraphXExecutionProvider \(onnxruntime [\d.]+\) refuses"

@@ -161,6 +161,25 @@ def test_regime_change_withholds_a_raw_regression(result_factory):
     assert "regression withheld: the machine ran" in explained(v) and "slower than in the history" in explained(v)
 
 
+def test_a_withheld_regression_is_not_judged_and_says_why(result_factory):
+    """Before: ``inconclusive m[cpu]: latency +20.0% raw (lower bound +14% > 0, +20% >= 5%)`` with the reason
+    in a note only, and the summary's first line blamed the minimum detectable effect. After: the message and
+    the not-judged line name the machine's change, and --aaco-fail-blind fails the item."""
+    from pytest_aaco.options import GateSettings
+    from pytest_aaco.verdict.blind import not_judged_line
+    from pytest_aaco.verdict.outcome import fails
+
+    current = run(result_factory, 10.0, machine=1.20, seed=7, ref_trend=0.15)
+    v = judge(current, history(result_factory))
+    assert v.withheld and v.withheld.startswith("the machine ran")
+    assert v.message.startswith("inconclusive m[cpu]: not judged: the machine ran"), v.message
+    assert "looks like +" in v.message and "lower bound" in v.message
+    line = not_judged_line([("m[cpu]", v)])
+    assert line is not None and "m[cpu] (machine speed change: the machine ran" in line, line
+    assert not fails(v, GateSettings()) and fails(v, GateSettings(fail_blind=True))
+    assert type(v).from_dict(v.to_dict()).withheld == v.withheld
+
+
 def test_a_regression_far_beyond_the_machines_change_is_still_declared(result_factory):
     """A 10x slowdown is never hidden by a machine running 20% slower (raw) or 60% slower (adjusted)."""
     raw = judge(run(result_factory, 100.0, machine=1.2, seed=7, ref_trend=0.15), history(result_factory))

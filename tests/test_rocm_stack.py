@@ -44,9 +44,37 @@ def test_runtime_version_from_dpkg_then_the_library_name(tmp_path):
 
 
 def test_stack_key_says_unknown_rather_than_guessing(monkeypatch):
-    monkeypatch.setattr(rocm_stack, "rocm_version", lambda path=rocm_stack.ROCM_VERSION_FILE: None)
+    monkeypatch.setattr(rocm_stack, "rocm_version", lambda path=None, environ=None: None)
     monkeypatch.setattr(rocm_stack, "migraphx_runtime_version", lambda environ=None: None)
     monkeypatch.setattr(rocm_stack, "gpu_archs", lambda nodes=rocm_stack.KFD_NODES: [])
     assert rocm_stack.stack_key() == {"rocm": "unknown", "migraphx": "unknown", "gfx": "unknown"}
     monkeypatch.setattr(rocm_stack, "gpu_archs", lambda nodes=rocm_stack.KFD_NODES: ["gfx90a", "gfx942"])
     assert rocm_stack.stack_key()["gfx"] == "gfx90a+gfx942"
+
+
+def test_the_cache_key_takes_the_rocm_the_process_loaded_not_opt_rocm(tmp_path, monkeypatch):
+    """Issue 40 finding 6: the PyPI onnxruntime-migraphx wheels load /opt/rocm-7.x.y (their RUNPATH), not /opt/rocm."""
+    loaded = tmp_path / "opt" / "rocm-7.0.1"
+    other = tmp_path / "opt" / "rocm"
+    for prefix, version in ((loaded, "7.0.1-42"), (other, "6.4.1-120")):
+        (prefix / ".info").mkdir(parents=True)
+        (prefix / ".info" / "version").write_text(version + "\n")
+        (prefix / "lib").mkdir()
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f0000000000-7f0000001000 r--p 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+        f"7f0000002000-7f0000003000 r-xp 00000000 08:01 2 {loaded}/lib/libamdhip64.so.7.0.70001\n"
+        f"7f0000004000-7f0000005000 r-xp 00000000 08:01 3 {loaded}/lib/libmigraphx_c.so.3.0.70001\n"
+        "7f0000006000-7f0000007000 rw-p 00000000 00:00 0 \n")
+    monkeypatch.setattr(rocm_stack, "gpu_archs", lambda *a, **k: ["gfx942"])
+    environ = {"ROCM_PATH": str(other)}
+    monkeypatch.setenv("ROCM_PATH", str(other))
+    assert rocm_stack.loaded_rocm(str(maps)) == (loaded, "libmigraphx_c.so.3.0.70001")
+    key = rocm_stack.stack_key(environ, maps=str(maps))
+    assert key == {"rocm": "7.0.1-42", "migraphx": "libmigraphx_c.so.3.0.70001", "gfx": "gfx942"}
+    (loaded / ".info" / "version").unlink()  # no version file: the prefix's own name
+    assert rocm_stack.stack_key(environ, maps=str(maps))["rocm"] == "7.0.1"
+    nothing = tmp_path / "empty-maps"
+    nothing.write_text("")
+    assert rocm_stack.loaded_rocm(str(nothing)) is None
+    assert rocm_stack.stack_key(environ, maps=str(nothing))["rocm"] == "6.4.1-120"  # nothing loaded: $ROCM_PATH

@@ -217,6 +217,31 @@ def test_the_rocpd_tables_are_read_when_the_views_are_missing(tmp_path, version)
     assert sorted(markers, key=lambda m: m.start_ns) == sorted(csv_trace.markers, key=lambda m: m.start_ns)
 
 
+@pytest.mark.parametrize("version", ["3.0.0", "3.0.3", "4.1.0"])
+def test_without_the_views_the_device_is_the_agents_index_not_its_row_id(tmp_path, version):
+    """Issue 40 finding 7: rocpd_info_agent.id is an AUTOINCREMENT row id (rocpd_schema_*.sql, ROCm/rocm-systems); a
+    dispatch's agent_id points at it. Renumbered rows (as another process's rows in a merged database would be) must
+    still label the kernels with the agent's absolute_index, as the kernels view does."""
+    csv_trace = recorded_trace()
+    db = build_rocpd(tmp_path / "aaco_results.db", version, csv_trace.kernels[:20], [])
+    with sqlite3.connect(db) as con:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        agents = next(t for t in tables if t.startswith("rocpd_info_agent"))
+        con.execute(f"UPDATE `{agents}` SET id = id + 100")
+        for table in tables:
+            if table.startswith(("rocpd_kernel_dispatch", "rocpd_track", "rocpd_info_code_object")) and "agent_id" in {
+                    r[1] for r in con.execute(f"PRAGMA table_info(`{table}`)")}:
+                con.execute(f"UPDATE `{table}` SET agent_id = agent_id + 100")
+        column = "agent_absolute_index" if version == "4.1.0" else "agent_abs_index"
+        via_view = {str(r[0]) for r in con.execute(f"SELECT {column} FROM kernels")}
+        views = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'view'"
+                                           " AND name NOT LIKE 'rocpd%'")]
+        con.executescript("".join(f"DROP VIEW `{v}`;" for v in views))
+    kernels, _ = read_rocpd(db)
+    assert via_view == {str(rocpd_db.GPU_AGENT)}
+    assert {k.device for k in kernels} == {str(rocpd_db.GPU_AGENT)}  # not 102, the row id
+
+
 def test_the_kernel_pass_reads_rocpd_too(tmp_path):
     from pytest_aaco.passes.kernels import kernel_metrics
 

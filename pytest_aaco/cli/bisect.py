@@ -70,12 +70,14 @@ class ItemFinding:
     bound: float | None = None
     bound_name: str | None = None
     message: str = ""
+    paired: bool = False
 
     def effect(self) -> str:
-        """``device time +7.1% (lower bound +5.2%)``: the metric, its change and the compared bound, in per cent."""
+        """``device time +7.1% paired (lower bound +5.2%)``: the metric, its change (``paired`` when measured
+        side by side, the paired test's estimate) and the compared bound, in per cent."""
         if self.ratio is None:
             return self.outcome
-        text = f"{self.metric or 'latency'} {(self.ratio - 1) * 100:+.1f}%"
+        text = f"{self.metric or 'latency'} {(self.ratio - 1) * 100:+.1f}%" + (" paired" if self.paired else "")
         if self.bound is not None and self.bound_name:
             text += f" ({self.bound_name} {(self.bound - 1) * 100:+.1f}%)"
         return text
@@ -227,6 +229,7 @@ def _findings(bundle: Path, tracked: list[str]) -> tuple[list[ItemFinding], list
                 finding.ratio = judgement.ratio
                 finding.bound = judgement.lower_bound if regressed else judgement.upper_bound
                 finding.bound_name = "lower bound" if regressed else "upper bound"
+                finding.paired = verdict.side_by_side is not None
         if record.error and record.verdict is None:
             finding.outcome = "error"
         found.append(finding)

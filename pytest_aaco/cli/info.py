@@ -17,8 +17,10 @@ from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.measure.providers import ProviderError, parse_provider_list
 from pytest_aaco.records import GpuRecord
 from pytest_aaco.reports.terminal import num
+from pytest_aaco.samplers.amd import amdsmi_problem
 from pytest_aaco.samplers.clocks import clock_warnings
 from pytest_aaco.samplers.gpus import physical_gpu, vendor_of, visible_gpus
+from pytest_aaco.samplers.visibility import AMD
 
 
 def _section(data: JSONDict, key: str) -> JSONDict:
@@ -94,6 +96,10 @@ def machine_info(providers: list[str] | None = None) -> MachineInfo:
             errors[f"fingerprint[{short}]"] = f"{type(exc).__name__}: {exc}"
             continue
         fingerprints[short] = (fields, Fingerprint(fields).machine_key)
+    if any(vendor_of(short) == AMD for short in providers):
+        problem = amdsmi_problem()  # otherwise the GPU line says only that none was found
+        if problem:
+            errors["amdsmi"] = problem
     return MachineInfo(__version__, f"{platform.python_version()} ({sys.executable})", ort, _section(env, "cpu"),
                        clocks, _section(env, "gpu"), clock_warnings(clocks) if clocks else [],
                        [f"{d.pinned} (shadowed, not imported: {d.metadata.parent})" if d in shadowed else d.pinned

@@ -699,6 +699,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
                    f"beyond the {NORMALIZED_REGIME_LIMIT:.0%} the reference is trusted to cancel; re-run when"
                    " the machine is back to its usual speed")
             verdict.notes.append(f"{verdict.outcome.value} withheld: {regime}; {why}")
+            verdict.withheld = f"{regime}; {why}"
             verdict.outcome = INCONCLUSIVE
             verdict.set_wall_outcome(INCONCLUSIVE)
         else:

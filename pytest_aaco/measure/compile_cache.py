@@ -26,10 +26,13 @@ compile and save of one program: it is taken before the session is created and h
 run has finished (MIGraphX compiles a model with symbolic dimensions at its first run), never during
 the measured rounds. The options that point an EP at the folder (:func:`cache_options`):
 
-* MIGraphX: ``migraphx_model_cache_dir`` (every onnxruntime-migraphx wheel 1.23.0-1.27.1 takes it;
-  none has a save/load key). An EP that refuses or ignores it (asked at run time,
-  :mod:`pytest_aaco.measure.migraphx_probe`) gets the folder through :data:`MIGRAPHX_CACHE_ENVS`
-  instead, set around the session's creation only (:func:`cache_env`).
+* MIGraphX: ``migraphx_model_cache_dir`` (every onnxruntime-migraphx wheel 1.23.0-1.27.1 and AMD's fork 6.4 on
+  take it). Asked at run time (:mod:`pytest_aaco.measure.migraphx_probe`): an EP that ignores it gets the folder
+  through ``ORT_MIGRAPHX_MODEL_CACHE_PATH``; one that refuses it and takes ``migraphx_save_compiled_model``
+  (upstream <= 1.22, fork 6.2-6.3) saves and loads one program file in the folder through the
+  ``ORT_MIGRAPHX_SAVE/LOAD_COMPILE(D)_*`` variables; one that refuses both (fork 6.1) has no compile cache (status
+  ``none``; the item's session build time is its compile time). All set around the session's creation only.
+  ``ORT_MIGRAPHX_CACHE_PATH`` is the int8 calibration-table folder in every generation, never a compile cache.
 * TensorRT: ``trt_engine_cache_enable`` = 1, ``trt_engine_cache_path`` = folder
   (https://onnxruntime.ai/docs/execution-providers/TensorRT-ExecutionProvider.html).
 * OpenVINO: ``cache_dir`` = folder
@@ -64,7 +67,7 @@ import pytest_aaco.samplers.rocm_install as rocm_stack
 from pytest_aaco import eps
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure import migraphx_probe
-from pytest_aaco.measure.migraphx_probe import CACHE_ENVS
+from pytest_aaco.measure.migraphx_probe import CACHE_ENVS, NO_CACHE
 
 if TYPE_CHECKING:  # imported where a lock is made: filelock is needed only with a compile cache
     from filelock import FileLock
@@ -306,7 +309,7 @@ def file_sha256(path: str) -> str:
 
 
 def cache_env(folder: Path) -> dict[str, str]:
-    """The environment that points a MIGraphX EP reading only ``ORT_MIGRAPHX_*`` variables at *folder*."""
+    """The environment that points a MIGraphX EP ignoring ``migraphx_model_cache_dir`` at *folder*."""
     return migraphx_probe.cache_env(str(folder))
 
 
@@ -321,6 +324,17 @@ class CacheUse:
     reason: str = ""
 
     @classmethod
+    def none_here(cls, planned: CacheUse) -> CacheUse:
+        """No cache on this build (:data:`~pytest_aaco.measure.migraphx_probe.NO_CACHE`): the *planned* folder is
+        removed when still empty, and the session's status is ``none``."""
+        if planned.folder is not None and not planned.files:
+            try:
+                planned.folder.rmdir()
+            except OSError:
+                pass  # not empty or not ours to remove: it stays, unused
+        return cls(None, (), NO_CACHE)
+
+    @classmethod
     def start(cls, folder: Path | None, reason: str = "") -> CacheUse:
         """Make *folder* (when given) and list what it holds now."""
         if folder is None:
@@ -331,9 +345,10 @@ class CacheUse:
     def status(self) -> str | None:
         """``miss`` (a file appeared or changed since :meth:`start`: the EP compiled and saved a
         program), ``hit`` (the folder held a program and gained nothing), ``empty`` (nothing
-        written: the EP did not use the folder), ``user`` (the user's own cache), or None (off)."""
+        written: the EP did not use the folder), ``user`` (the user's own cache), ``none`` (the build has no
+        compile cache: :data:`~pytest_aaco.measure.migraphx_probe.NO_CACHE`), or None (off)."""
         if self.folder is None:
-            return "user" if self.reason == "user" else None
+            return {"user": "user", NO_CACHE: "none"}.get(self.reason)
         return cache_status(self.files, snapshot(self.folder))
 
     def settle(self, before: str | None, create_ms: float, first_run_ms: float | None = None,

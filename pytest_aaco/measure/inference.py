@@ -242,7 +242,22 @@ def with_compile_cache(provider: ProviderSpec, model_path: Path, options: JSONDi
 def migraphx_questions() -> dict[str, str]:
     """Each MIGraphX key the plugin knows (:data:`~pytest_aaco.measure.providers.MIGRAPHX_KEYS`) with a value
     every real parser takes: what the EP is asked to say which keys it takes (:func:`migraphx_plan`)."""
-    return {k: _NEUTRAL.get(k, "0") for k in sorted(MIGRAPHX_KEYS)}
+    return {k: _NEUTRAL.get(k, "0") for k in sorted(MIGRAPHX_KEYS | set(NATIVE_TABLE_KEYS))}
+
+
+#: the native-calibration-table key under its two names: upstream <= 1.22 and AMD's fork <= 6.3 take only the
+#: legacy one, the fork 6.4 on and the PyPI wheels only the ``int8_`` one (tests/migraphx_generations.py)
+NATIVE_TABLE_KEYS = ("migraphx_use_native_calibration_table", "migraphx_int8_use_native_calibration_table")
+
+
+def _replacement(key: str, takes: Sequence[str]) -> str | None:
+    """What to use instead of refused MIGraphX *key* on an EP that *takes* these keys: the other name of the
+    native-calibration-table key when the EP takes it, ``--aaco-compile-cache`` for a save/load key
+    (:data:`~pytest_aaco.measure.providers.MIGRAPHX_REPLACED`); None when nothing this EP takes replaces it."""
+    if key in NATIVE_TABLE_KEYS:
+        other = NATIVE_TABLE_KEYS[1 - NATIVE_TABLE_KEYS.index(key)]
+        return other if other in takes else None
+    return MIGRAPHX_REPLACED.get(key)
 
 
 def plugin_cache_folder(provider: ProviderSpec, cache: CacheUse) -> str | None:
@@ -256,9 +271,9 @@ def plugin_cache_folder(provider: ProviderSpec, cache: CacheUse) -> str | None:
 def migraphx_refusal(model_path: Path, provider: ProviderSpec, build: str, refused: Mapping[str, str],
                      takes: Sequence[str]) -> str:
     """The one-line message for MIGraphX options the EP *refused* (key -> the parser's words): the keys,
-    the words, the *build* (``onnxruntime-migraphx 1.27.1``), a replacement where one is known
-    (:data:`~pytest_aaco.measure.providers.MIGRAPHX_REPLACED`) and the keys the EP *takes*."""
-    hints = "".join(f"; for {k} use {MIGRAPHX_REPLACED[k]}" for k in sorted(refused) if k in MIGRAPHX_REPLACED)
+    the words, the *build* (``onnxruntime-migraphx 1.27.1``), a replacement this EP takes where one is known
+    (:func:`_replacement`) and the keys the EP *takes*."""
+    hints = "".join(f"; for {k} use {_replacement(k, takes)}" for k in sorted(refused) if _replacement(k, takes))
     words = "; ".join(f"{k}: {v}" for k, v in sorted(refused.items()))
     return (f"{model_path.name}: this onnxruntime build's {provider.ep_name} ({build}) refuses option(s)"
             f" {', '.join(sorted(refused))} ({words}){hints}; it takes:"
@@ -268,11 +283,20 @@ def migraphx_refusal(model_path: Path, provider: ProviderSpec, build: str, refus
 def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
                   ort: ModuleType) -> tuple[JSONDict, dict[str, str]]:
     """The MIGraphX *options* to send and the environment to set around the session's creation, after
-    asking the EP which keys it takes (:func:`pytest_aaco.measure.migraphx_probe.plan`, once per process).
+    asking the EP which keys it takes (:func:`migraphx_build_plan`). Raises :class:`SessionError` as it does."""
+    found = migraphx_build_plan(provider, model_path, options, cache, ort)
+    return dict(found.options), dict(found.env)
 
-    The plugin's own cache folder goes through ``migraphx_model_cache_dir`` where the EP takes it, else
-    through ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` / ``ORT_MIGRAPHX_CACHE_PATH`` (unless the user set one of
-    them: theirs wins). The side worker asks its own onnxruntime the same way
+
+def migraphx_build_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, cache: CacheUse,
+                        ort: ModuleType) -> migraphx_probe.Plan:
+    """What to send to the MIGraphX EP (:func:`pytest_aaco.measure.migraphx_probe.plan`, asked once per process).
+
+    The plugin's own cache folder goes through ``migraphx_model_cache_dir`` where the EP takes it, else through
+    ``ORT_MIGRAPHX_MODEL_CACHE_PATH`` (fork 6.4 on, PyPI wheels) or the save/load program file of upstream <= 1.22
+    and the fork 6.2-6.3; the fork 6.1 has none (``Plan.cache`` says which). ``ORT_MIGRAPHX_CACHE_PATH`` is the
+    int8 calibration-table folder and is never set. Precision keys also go through their ``ORT_MIGRAPHX_*``
+    variable (upstream <= 1.22 reads them only there). The side worker asks its own onnxruntime the same way
     (pytest_aaco/sidebyside/worker.py). Raises :class:`SessionError` naming each key the EP refuses (the
     user's options), the EP's words, the build, and the keys it takes (:func:`migraphx_refusal`).
     """
@@ -280,15 +304,22 @@ def migraphx_plan(provider: ProviderSpec, model_path: Path, options: JSONDict, c
                                 questions=migraphx_questions())
     if found.refused:
         raise SessionError(migraphx_refusal(model_path, provider, found.build, found.refused, found.takes))
-    return dict(found.options), dict(found.env)
+    return found
+
+
+def applied_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of a plan's *env* that describes the measurement, for the fingerprint's provider options (as
+    ``env:<NAME>``): the precision variables (:data:`~pytest_aaco.measure.migraphx_probe.PRECISION_ENVS`), not the
+    compile-cache paths (they differ per runner)."""
+    names = set(migraphx_probe.PRECISION_ENVS.values())
+    return {f"env:{k}": v for k, v in sorted(env.items()) if k in names}
 
 
 #: values every real MIGraphX parser takes, for asking which keys an EP takes (:func:`migraphx_plan`)
 _NEUTRAL = {"device_id": "0", "migraphx_model_cache_dir": "<scratch>", "migraphx_int8_calibration_table_name": "",
             "migraphx_mem_limit": "0", "migraphx_arena_extend_strategy": "kNextPowerOfTwo",
             **{k: "False" for k in ("migraphx_fp16_enable", "migraphx_bf16_enable", "migraphx_fp8_enable",
-                                    "migraphx_int8_enable", "migraphx_int8_use_native_calibration_table",
-                                    "migraphx_exhaustive_tune")}}
+                                    "migraphx_int8_enable", *NATIVE_TABLE_KEYS, "migraphx_exhaustive_tune")}}
 
 #: set *env* in ``os.environ`` for a ``with`` block only (the MIGraphX cache variables around a creation)
 environment = migraphx_probe.environment
@@ -329,6 +360,7 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
         so.profile_file_prefix = profile_prefix
     try:  # CompileCacheError is a ValueError, ProviderError too: the order matters
         recorded = effective_options(provider, device_id, ort.__version__)
+        load_migraphx_libraries(provider, recorded, ort)
         options, cache = with_compile_cache(provider, model_path, recorded, ort.__version__, cache_folder)
     except ProviderError as exc:
         raise SessionError(f"{model_path.name}: {exc}") from None
@@ -342,7 +374,11 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     env: dict[str, str] = {}
     if provider.short == "migraphx" and not plugin and SESSION_FACTORY is None and \
             provider.ep_name in ort.get_available_providers():
-        options, env = migraphx_plan(provider, model_path, options, cache, ort)
+        plan = migraphx_build_plan(provider, model_path, options, cache, ort)
+        options, env = dict(plan.options), dict(plan.env)
+        recorded = {**recorded, **applied_env(env)}
+        if plan.cache == migraphx_probe.NO_CACHE:  # fork 6.1: the item records its session build time instead
+            cache = CacheUse.none_here(cache)
     if plugin:  # a registered EP library's EP: its device is chosen on the session options (plugin_eps.py)
         options = {k: v for k, v in options.items() if k != "device_id"}
         try:
@@ -375,6 +411,20 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     if handle.compile_cache == "miss":
         cache.record(create_ms, ep=provider.short, side=provider.side)
     return handle
+
+
+def load_migraphx_libraries(provider: ProviderSpec, options: JSONDict, ort: ModuleType) -> None:
+    """Ask the MIGraphX EP about *options* and the compile-cache key (:func:`pytest_aaco.measure.migraphx_probe.probe`,
+    the questions :func:`migraphx_build_plan` asks next, answered once per process) before the compile-cache folder
+    is keyed: the probe session loads the EP's ROCm libraries, whose folder the key's ROCm version is read from
+    (:func:`pytest_aaco.samplers.rocm_install.loaded_rocm`), so every item of a process gets the same key. Only
+    for the MIGraphX EP that ORT lists (not through a test's session factory, nor a registered EP library)."""
+    if provider.short != "migraphx" or SESSION_FACTORY is not None or provider.ep.compile is None:
+        return
+    if provider.ep_name not in ort.get_available_providers() or provider.ep_name in plugin_ep_names(ort):
+        return
+    if compile_cache_root() is not None and not user_steered(provider.short, provider.options):
+        migraphx_probe.probe({**options, migraphx_probe.CACHE_KEY: "<scratch>"}, ort)
 
 
 def hold_compile_lock(model_path: Path, cache: CacheUse) -> tuple[CompileHold, CacheUse]:

@@ -59,10 +59,40 @@ LOAD_FAILURES = re.compile(r"Failed to load (shared )?library|cannot open shared
 CACHE_KEY = "migraphx_model_cache_dir"
 #: options whose probe value is a scratch path rather than the user's (the probe must not write there)
 SCRATCH_KEYS = frozenset({CACHE_KEY})
-#: the variables a MIGraphX EP reads its cache folder from when it will not take :data:`CACHE_KEY` (both
-#: names are in every onnxruntime-migraphx wheel 1.23.0-1.27.1's provider library; older builds read only
-#: the environment)
-CACHE_ENVS = ("ORT_MIGRAPHX_MODEL_CACHE_PATH", "ORT_MIGRAPHX_CACHE_PATH")
+#: the variable through which the MIGraphX EP of AMD's fork 6.4 on and of the PyPI wheels (1.23 on) reads its
+#: compile-cache folder when it ignores :data:`CACHE_KEY`; upstream <= 1.22 and the fork <= 6.3 have none
+#: (tests/migraphx_generations.py)
+MODEL_CACHE_ENV = "ORT_MIGRAPHX_MODEL_CACHE_PATH"
+#: the folder of the int8 calibration table in every generation (``GetCachePath(calibration_cache_path_,
+#: int8_calibration_cache_name_)`` in migraphx_execution_provider.cc): never a compile cache, never set here
+CALIBRATION_FOLDER_ENV = "ORT_MIGRAPHX_CACHE_PATH"
+#: the key whose acceptance tells a build that saves and loads one compiled program file (upstream <= 1.22, fork
+#: 6.2 and 6.3) from one with no compile cache at all (fork 6.1)
+SAVE_KEY = "migraphx_save_compiled_model"
+#: the variables of that program file: save and load on (``"1"``), and its path under both spellings (upstream
+#: <= 1.22 and fork 6.2 read ``..._COMPILE_PATH``, fork 6.3 ``..._COMPILED_PATH``); each build reads its own
+PROGRAM_FILE_SWITCHES = ("ORT_MIGRAPHX_SAVE_COMPILED_MODEL", "ORT_MIGRAPHX_LOAD_COMPILED_MODEL")
+PROGRAM_FILE_PATHS = ("ORT_MIGRAPHX_SAVE_COMPILE_PATH", "ORT_MIGRAPHX_LOAD_COMPILE_PATH",
+                      "ORT_MIGRAPHX_SAVE_COMPILED_PATH", "ORT_MIGRAPHX_LOAD_COMPILED_PATH")
+#: the program file's name inside the keyed folder
+PROGRAM_FILE = "aaco_compiled_model.mxr"
+#: every variable that steers a MIGraphX compile cache: one set by the user wins over the plugin's folder
+CACHE_ENVS = (MODEL_CACHE_ENV, *PROGRAM_FILE_SWITCHES, *PROGRAM_FILE_PATHS)
+#: the plan's compile-cache mechanism on a build that has none (fork 6.1): the item records its session build time
+NO_CACHE = "no compile cache on this build"
+#: the variable each precision / tuning key has in the EP; the EP reads it over its options in every generation,
+#: and upstream <= 1.22 and the fork 6.1-6.2 read these settings *only* from it (their EP constructor takes only
+#: ``device_id`` from the options), so the plan sets it too (:func:`precision_env`)
+PRECISION_ENVS = {
+    "migraphx_fp16_enable": "ORT_MIGRAPHX_FP16_ENABLE",
+    "migraphx_bf16_enable": "ORT_MIGRAPHX_BF16_ENABLE",
+    "migraphx_fp8_enable": "ORT_MIGRAPHX_FP8_ENABLE",
+    "migraphx_int8_enable": "ORT_MIGRAPHX_INT8_ENABLE",
+    "migraphx_int8_calibration_table_name": "ORT_MIGRAPHX_INT8_CALIBRATION_TABLE_NAME",
+    "migraphx_int8_use_native_calibration_table": "ORT_MIGRAPHX_INT8_USE_NATIVE_CALIBRATION_TABLE",
+    "migraphx_use_native_calibration_table": "ORT_MIGRAPHX_INT8_USE_NATIVE_CALIBRATION_TABLE",
+    "migraphx_exhaustive_tune": "ORT_MIGRAPHX_EXHAUSTIVE_TUNE",
+}
 
 
 @dataclass(frozen=True)
@@ -241,18 +271,21 @@ class Plan:
     """What to send to the MIGraphX EP after asking it (:func:`plan`): the provider ``options``, the
     ``env`` to set around the session's creation, the keys it ``refused`` (key -> the parser's words;
     the session must not be built), the keys it ``takes`` (asked only when one was refused, for the
-    message) and the ``build`` asked (:func:`build_name`)."""
+    message), the ``build`` asked (:func:`build_name`) and how the compile cache reaches the EP (``cache``:
+    :data:`CACHE_KEY`, :data:`MODEL_CACHE_ENV`, ``program file``, :data:`NO_CACHE`, ``user``; ``""``
+    without a plugin folder)."""
 
     options: dict[str, str]
     env: dict[str, str]
     refused: dict[str, str]
     takes: tuple[str, ...]
     build: str
+    cache: str = ""
 
     def to_dict(self) -> dict[str, object]:
         """The plan as JSON-able data (the side worker's reply)."""
         return {"options": dict(self.options), "env": dict(self.env), "refused": dict(self.refused),
-                "takes": list(self.takes), "build": self.build}
+                "takes": list(self.takes), "build": self.build, "cache": self.cache}
 
 
 def plan(options: Mapping[str, object], ort: ModuleType | None = None, *, plugin_cache: str | None = None,
@@ -261,11 +294,16 @@ def plan(options: Mapping[str, object], ort: ModuleType | None = None, *, plugin
     """Ask the EP about *options* (:func:`probe`) and decide what to send.
 
     *plugin_cache*: the compile-cache folder pytest-aaco put in *options* as :data:`CACHE_KEY` (None when
-    the user's options name the folder, or there is none). Where the EP refuses or ignores that key, it is
-    left out and the folder goes through :data:`CACHE_ENVS` instead, unless *environ* (default
-    ``os.environ``) already sets one of them: the user's own folder wins (the plugin warns about it).
-    *questions* (key -> a value every parser takes) are asked only when a key of *options* is refused, so
-    the message can say which keys the EP takes. Never raises (see :func:`probe`).
+    the user's options name the folder, or there is none). Where the EP ignores that key, the folder goes
+    through :data:`MODEL_CACHE_ENV`; where it refuses it, the EP is asked about :data:`SAVE_KEY`: a build
+    that takes it saves and loads one program file, pointed at ``<folder>/``:data:`PROGRAM_FILE` through
+    :data:`PROGRAM_FILE_SWITCHES` and :data:`PROGRAM_FILE_PATHS` (:func:`program_file_env`); one that refuses it
+    has no compile cache (``cache`` :data:`NO_CACHE`). A cache variable of :data:`CACHE_ENVS` already in
+    *environ* (default ``os.environ``) wins (``cache`` ``user``; the plugin warns about it).
+    :data:`CALIBRATION_FOLDER_ENV` is never set: it moves the int8 calibration table. Each precision key
+    of *options* the EP did not refuse also goes through its variable (:func:`precision_env`), which
+    *environ* may already set. *questions* (key -> a value every parser takes) are asked only when a key of
+    *options* is refused, so the message can say which keys the EP takes. Never raises (see :func:`probe`).
     """
     if ort is None:
         import onnxruntime
@@ -273,23 +311,58 @@ def plan(options: Mapping[str, object], ort: ModuleType | None = None, *, plugin
         ort = onnxruntime
     checks = probe(options, ort, factory)
     out = {str(k): str(v) for k, v in options.items()}
+    given = os.environ if environ is None else environ
     env: dict[str, str] = {}
-    if plugin_cache is not None and checks.get(CACHE_KEY, OptionCheck("accepted")).state in ("refused", "ignored"):
-        out.pop(CACHE_KEY, None)
-        given = os.environ if environ is None else environ
-        if not any(name in given for name in CACHE_ENVS):
-            env = cache_env(plugin_cache)
+    cache = ""
+    if plugin_cache is not None:
+        state = checks.get(CACHE_KEY, OptionCheck("accepted")).state
+        cache = CACHE_KEY
+        if state in ("refused", "ignored"):
+            out.pop(CACHE_KEY, None)
+            if any(name in given for name in CACHE_ENVS):
+                cache = "user"
+            elif state == "ignored":
+                env, cache = {MODEL_CACHE_ENV: plugin_cache}, MODEL_CACHE_ENV
+            elif probe({SAVE_KEY: "False"}, ort, factory)[SAVE_KEY].state in ("accepted", "ignored"):
+                env, cache = program_file_env(plugin_cache), "program file"
+            else:
+                cache = NO_CACHE
+    env.update(precision_env({k: v for k, v in out.items() if checks[k].state != "refused"}, given))
     refused = {k: v.words for k, v in checks.items() if v.state == "refused" and k in out}
     takes: tuple[str, ...] = ()
     if refused and questions:
         answers = probe(questions, ort, factory)
-        takes = tuple(sorted(k for k, v in answers.items() if v.state == "accepted"))
-    return Plan(out, env, refused, takes, build_name(ort))
+        takes = tuple(sorted(k for k, v in answers.items() if v.state in ("accepted", "ignored")))
+    return Plan(out, env, refused, takes, build_name(ort), cache)
+
+
+def program_file_env(folder: str) -> dict[str, str]:
+    """The environment that makes a MIGraphX EP of upstream <= 1.22 or the fork 6.2-6.3 load its compiled program
+    from ``<folder>/``:data:`PROGRAM_FILE` when it is there and save it there after compiling
+    (``load_precompiled_model`` / ``save_compiled_model`` in their migraphx_execution_provider.cc). The EP has one
+    such path, so a model it splits into several MIGraphX partitions would share one file: benchmark models the
+    EP takes whole."""
+    path = str(Path(folder) / PROGRAM_FILE)
+    return {**{name: "1" for name in PROGRAM_FILE_SWITCHES}, **{name: path for name in PROGRAM_FILE_PATHS}}
+
+
+def precision_env(options: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The :data:`PRECISION_ENVS` variable of each precision / tuning key of *options* (booleans as ``"1"`` /
+    ``"0"``, as the EP's ``std::stoi`` reads them; the table name as given), except those *environ* sets
+    already (the user's own value wins, with the plugin's warning)."""
+    env: dict[str, str] = {}
+    for key, value in options.items():
+        name = PRECISION_ENVS.get(key)
+        if name is None or name in environ:
+            continue
+        text = str(value)
+        env[name] = {"true": "1", "false": "0"}.get(text.strip().lower(), text)
+    return env
 
 
 def cache_env(folder: str) -> dict[str, str]:
-    """The environment that points a MIGraphX EP reading only ``ORT_MIGRAPHX_*`` variables at *folder*."""
-    return {name: folder for name in CACHE_ENVS}
+    """The environment that points a MIGraphX EP ignoring :data:`CACHE_KEY` at its compile-cache *folder*."""
+    return {MODEL_CACHE_ENV: folder}
 
 
 @contextlib.contextmanager

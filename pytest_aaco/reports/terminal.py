@@ -14,7 +14,7 @@ from pytest_aaco.reports.markup import terminal_line
 from pytest_aaco.reports.wording import change_text, headline, measured_summary, num, row_names, verdict_cell
 from pytest_aaco.verdict.blind import not_judged_line
 from pytest_aaco.verdict.blind import summary_line as blind_line
-from pytest_aaco.verdict.percent import bound_text, pct
+from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 
 if TYPE_CHECKING:
     import pytest
@@ -107,6 +107,17 @@ def confirmed_line(records: Sequence[ItemRecord]) -> str | None:
         return None
     return ("confirmed: these rows show the confirmation measurement (a fresh session), the one the change was"
             f" computed on: {', '.join(found)}")
+
+
+def levels_line(records: Sequence[ItemRecord]) -> str | None:
+    """What a stored row's wall-time change is over: ``change vs baseline: stored wall time compares each run's
+    fastest quarter of rounds (its level), ...``, None when no row's does (:attr:`Verdict.rounds_kept`)."""
+    kept = sorted({r.verdict.rounds_kept for r in records if r.verdict is not None and r.verdict.rounds_kept
+                   and r.verdict.side_by_side is None})
+    if not kept:
+        return None
+    return (f"change vs baseline: stored wall time compares each run's {kept_text(kept[0])} (its level); the mean"
+            " ms column is every round's")
 
 
 def detail_lines(records: Sequence[ItemRecord]) -> list[str]:
@@ -239,9 +250,9 @@ def summary_lines(records: Sequence[ItemRecord], context: ReportContext, verbosi
     if verbosity <= -2:
         return [f"  {r.nodeid}: {headline(r)}" for r in records if r.fails]
     lines = leading + format_table(records)
-    confirmed = confirmed_line(records)
-    if confirmed:
-        lines.append(confirmed)
+    for extra in (confirmed_line(records), levels_line(records)):
+        if extra:
+            lines.append(extra)
     blind = blind_line([r.verdict for r in records])  # a gate that cannot see says so (verdict/blind.py)
     if blind:
         lines.append(blind)

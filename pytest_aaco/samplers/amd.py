@@ -400,6 +400,26 @@ def _import_amdsmi() -> ModuleType:
     return amdsmi
 
 
+def amdsmi_problem() -> str | None:
+    """Why amdsmi gives no AMD GPU here, in one line, or None when it imports and initialises: the import's
+    cause (:func:`import_amdsmi`: not installed, ``libamd_smi.so`` not loadable with the loader's words, a package
+    newer than the ROCm library) or ``amdsmi_init`` failing (no driver, no permission on ``/dev/kfd``). For
+    ``aaco info``, which otherwise only says that no GPU was found. Never raises."""
+    try:
+        amdsmi = import_amdsmi()
+    except ImportError as exc:
+        return str(exc) or describe_exception(exc)
+    try:
+        amdsmi.amdsmi_init()
+    except Exception as exc:  # noqa: BLE001 - amdsmi's own AmdSmiLibraryException, or anything of a broken install
+        return f"amdsmi_init failed: {describe_exception(exc)}"
+    try:
+        amdsmi.amdsmi_shut_down()
+    except Exception:  # noqa: BLE001, S110 - initialised and shut down is all this asks
+        pass
+    return None
+
+
 class AMDGPUSampler(Sampler):
     """AMD GPU utilisation, power, temperatures, clocks, VRAM and performance level.
 

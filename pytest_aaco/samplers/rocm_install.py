@@ -149,12 +149,55 @@ def gpu_archs(nodes: str = KFD_NODES) -> list[str]:
     return sorted(found)
 
 
-def stack_key(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+#: this process's memory map: the shared libraries it has loaded, by their real paths
+PROC_MAPS = "/proc/self/maps"
+#: the ROCm libraries whose folder names the ROCm install an EP really runs on (HIP runtime, MIGraphX)
+ROCM_LIBRARIES = re.compile(r"/(libamdhip64|libmigraphx_c|libmigraphx)\.so[.\d]*$")
+
+
+def loaded_rocm(maps: str = PROC_MAPS) -> tuple[Path, str | None] | None:
+    """(ROCm prefix, MIGraphX library file name or None) of the ROCm libraries this process has loaded, from
+    *maps* (``/proc/self/maps``): the folder above the ``lib`` folder of ``libamdhip64.so`` / ``libmigraphx_c.so``
+    (``/opt/rocm-7.0.1``: the PyPI onnxruntime-migraphx wheels load the ROCm their provider library's RUNPATH names,
+    which need not be ``/opt/rocm``). None when none is loaded (before the first MIGraphX session, no GPU stack, not
+    Linux). Never raises."""
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    prefix: Path | None = None
+    migraphx: str | None = None
+    for line in lines:
+        path = line.split(maxsplit=5)[5] if len(line.split(maxsplit=5)) == 6 else ""
+        found = ROCM_LIBRARIES.search(path)
+        if not found:
+            continue
+        library = Path(path)
+        if prefix is None and library.parent.name in ("lib", "lib64"):
+            prefix = library.parent.parent
+        if found.group(1) == "libmigraphx_c" and re.fullmatch(r"libmigraphx_c\.so\.\d+(\.\d+)+", library.name):
+            migraphx = library.name
+    return (prefix, migraphx) if prefix is not None else None
+
+
+def stack_key(environ: Mapping[str, str] | None = None, maps: str = PROC_MAPS) -> dict[str, str]:
     """``{"rocm", "migraphx", "gfx"}`` for the compile-cache key; each ``unknown`` when nothing says
     (a key with ``unknown`` still tells a machine that knows apart from one that does not). ``gfx``
     joins every architecture present (``gfx90a+gfx942``), since which one a device id maps to depends
-    on the visibility masks."""
+    on the visibility masks.
+
+    The ROCm the process has loaded (:func:`loaded_rocm`) wins over ``$ROCM_PATH`` and ``/opt/rocm``: its
+    ``.info/version``, else the prefix's own name (``rocm-7.0.1``); the MIGraphX version likewise from the loaded
+    ``libmigraphx_c.so.<N.x.y>`` first."""
     archs = gpu_archs()
-    return {"rocm": rocm_version() or "unknown",
-            "migraphx": migraphx_runtime_version(environ) or "unknown",
+    loaded = loaded_rocm(maps)
+    rocm = migraphx = None
+    if loaded is not None:
+        prefix, library = loaded
+        rocm = rocm_version(str(prefix / ".info" / "version")) or (
+            prefix.name.removeprefix("rocm-") if re.fullmatch(r"rocm-\d+(\.\d+)+", prefix.name) else None)
+        migraphx = _cmake_version(prefix) or library
+    return {"rocm": rocm or rocm_version(environ=environ) or "unknown",
+            "migraphx": migraphx or migraphx_runtime_version(environ) or "unknown",
             "gfx": "+".join(archs) or "unknown"}

@@ -16,7 +16,8 @@ Outputs read (:func:`read_trace` picks whichever the output folder holds, rocpd 
   ``agent_absolute_index``, ``agent_logical_index``, ...; ``data_views.sql`` and
   ``versions/<v>/data_views.sql`` of projects/rocprofiler-sdk/source/share/rocprofiler-sdk-rocpd in
   ROCm/rocm-systems), else from the tables: ``rocpd_kernel_dispatch`` with ``rocpd_info_kernel_symbol``
-  (agent and queue from the row, else from its ``rocpd_track``) and, where the dispatch row has
+  (agent and queue from the row, else from its ``rocpd_track``; the agent's row id mapped through
+  ``rocpd_info_agent`` to its ``absolute_index``, the label the view and the CSV give) and, where the dispatch row has
   ``start_id``/``end_id`` instead of ``start``/``end``, ``rocpd_timestamp.value`` (a layout that no
   upstream schema file read so far has; kept for a later 4.x, whose ``rocpd_indexes.sql`` indexes a
   ``rocpd_timestamp`` table).
@@ -271,6 +272,11 @@ def _rocpd_kernels(db: sqlite3.Connection, names: set[str]) -> list[tuple[Any, .
     if "agent_id" not in columns_set and "track_id" in columns_set and "rocpd_track" in names:
         agent, queue = "T.agent_id", "T.queue_id"
         joins += " LEFT JOIN rocpd_track T ON T.id = K.track_id"
+    if agent != "0" and "rocpd_info_agent" in names and "absolute_index" in _columns(db, "rocpd_info_agent"):
+        # agent_id is the rocpd_info_agent row's id (a database row id); the device is labelled as the kernels view
+        # labels it (agent_abs_index: A.absolute_index, data_views.sql) and the CSV's Agent_Id does
+        joins += f" LEFT JOIN rocpd_info_agent A ON A.id = {agent}"
+        agent = f"COALESCE(A.absolute_index, {agent})"
     return db.execute(f"SELECT {symbol}, {times}, {agent}, {queue} FROM rocpd_kernel_dispatch K"
                       f" JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id{joins}").fetchall()
 

@@ -23,8 +23,8 @@ def blind_mde(verdict: object) -> float | None:
     without an MDE (no baseline, saved, errors) are never blind."""
     if getattr(verdict, "outcome", None) != Outcome.INCONCLUSIVE or getattr(verdict, "side_by_side", None) is not None:
         return None
-    if getattr(verdict, "contention", None) is not None:  # not judged for contention: its own bound says why
-        return None
+    if getattr(verdict, "contention", None) is not None or getattr(verdict, "withheld", None):
+        return None  # not judged for contention or a machine speed change: its own reason says why
     found: list[tuple[float, float]] = []
     mde, threshold = getattr(verdict, "mde", None), getattr(verdict, "threshold", None)
     if isinstance(mde, (int, float)) and isinstance(threshold, (int, float)):
@@ -44,8 +44,10 @@ def fails_blind(verdict: object, settings: object) -> bool:
 
 def not_judged_reason(verdict: object) -> str | None:
     """Why *verdict* could not be judged (``CPU contention`` when a regression was withheld for it,
-    :func:`pytest_aaco.verdict.finish.under_contention`; ``minimum detectable effect 64% > threshold 5%``
-    when it is blind, :func:`blind_mde`), None when it was judged."""
+    :func:`pytest_aaco.verdict.finish.under_contention`; ``machine speed change: the machine ran 187% slower
+    than in the history (...)`` when the reference workload showed it, :attr:`Verdict.withheld`;
+    ``minimum detectable effect 64% > threshold 5%`` when it is blind, :func:`blind_mde`), None when it was
+    judged."""
     if getattr(verdict, "outcome", None) != Outcome.INCONCLUSIVE:
         return None
     contention = getattr(verdict, "contention", None)
@@ -54,6 +56,9 @@ def not_judged_reason(verdict: object) -> str | None:
         return (f"CPU contention ({contention.cores:.2f} other cores busy"
                 + ("" if explained is None else f", explaining a slowdown of up to {(explained - 1) * 100:+.1f}%")
                 + ")")
+    withheld = getattr(verdict, "withheld", None)
+    if withheld:
+        return f"machine speed change: {str(withheld).split(';')[0]}"
     mde = blind_mde(verdict)
     if mde is None:
         return None

@@ -178,6 +178,13 @@ def render_message(v: Verdict) -> str:
                 + ("" if explained is None else f", which explains a slowdown of up to {pct(explained)}")
                 + ": not failed (--aaco-fail-blind fails it); re-run on a quiet runner, or raise --aaco-max-contention"
                 + _memory_text(v))
+    if v.withheld is not None and v.ratio is not None and v.wall is not None:
+        bound = compared_text(v.ratio, v.ci_low or v.ratio, v.ci_high or v.ratio, v.wall.lower_bound,
+                              v.wall.upper_bound, v.threshold)
+        return (f"inconclusive {v.label}: not judged: {v.withheld}; looks like {pct(v.ratio)} {v.series or RAW}"
+                f" ({bound}), p={v.p_value if v.p_value is not None else float('nan'):.2g}: not failed"
+                " (--aaco-fail-blind fails it); re-run on a quiet runner, or compare side by side (--aaco-compare)"
+                + _memory_text(v))
     if v.confirmed is False and v.first_look is not None:
         return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
                 f" (p={v.first_look.p_value:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"

@@ -124,7 +124,8 @@ def fails(judged: Judged, settings: GateSettings = NO_OPT_IN) -> bool:
     besides it) and an error (an unreadable baseline) always; an improvement only with
     ``settings.fail_on_improvement`` (``--aaco-fail-on-improvement``) and an inconclusive result only
     with ``settings.strict_inconclusive`` (``--aaco-strict-inconclusive``), or with ``settings.fail_blind``
-    (``--aaco-fail-blind``) when it is blind or was withheld for CPU contention (not judged); no baseline
+    (``--aaco-fail-blind``) when it is blind or was withheld for CPU contention or a machine speed change (not
+    judged); no baseline
     only with ``settings.require_baseline`` (``--aaco-require-baseline``). Every other outcome
     (no regression, no baseline, another fingerprint, saved, unchanged, new) passes."""
     if judged.outcome in (REGRESSION, ERROR) or judged.regressed_besides:
@@ -134,8 +135,8 @@ def fails(judged: Judged, settings: GateSettings = NO_OPT_IN) -> bool:
     if judged.outcome == NO_BASELINE and getattr(settings, "require_baseline", False):  # --aaco-require-baseline
         return True
     if (judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False)
-            and getattr(judged, "contention", None) is not None):  # not judged: withheld for CPU contention
-        return True
+            and (getattr(judged, "contention", None) is not None or getattr(judged, "withheld", None))):
+        return True  # not judged: withheld for CPU contention or a machine speed change
     if judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False):  # --aaco-fail-blind
         if blind_mde(judged) is not None:
             return True
