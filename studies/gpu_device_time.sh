@@ -4,10 +4,9 @@
 # ../shared/tools/slow_model.py (K extra 3x3 convs on a side branch scaled by 1e-30).
 #   SLOW_MODEL=path/to/slow_model.py RUNS="aa aa k4 k1" bash studies/gpu_device_time.sh [pytest args]
 #   MODELS="inception_v1 densenet121" BIG="4 8" SMALL="1 3" RUNS="aa big small" bash studies/gpu_device_time.sh
-# MODELS (default $MODEL, default resnet50): the zoo models, one registry entry each, all gated in
-# every run (one pytest process per run). A run's variant applies to every model: `aa`, `kN` (N
-# extra convs), or `big` / `small`, which take the model's K from BIG / SMALL (one K per model, in
-# MODELS order), for variants of about the same kernel-time growth on models of different size.
+# MODELS (default $MODEL, default resnet50): zoo models, all gated in every run (one pytest process
+# per run). A run's variant applies to every model: `aa`, `kN` (N extra convs), or `big` / `small`
+# (each model's K from BIG / SMALL, in MODELS order: about the same kernel-time growth on each).
 # Needs onnxruntime-gpu and cupti-python importable. Prints, per run and model: the variant, pytest's
 # exit code, the seconds the run took, the item's pytest setup + call seconds and its verdict line.
 # MAX_S (default: none) stops before a run would start after that many seconds; a later call with
