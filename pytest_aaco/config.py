@@ -145,6 +145,9 @@ class AacoConfig(GateSettings):
     smoke: bool = setting("smoke")
     save_baseline: bool = setting("save-baseline")
     baseline_reset: bool = setting("baseline-reset")
+    #: ``--aaco-baseline-runner``: the runner key whose history gates the items (another runner's), None for
+    #: this runner's own (:mod:`pytest_aaco.history.across`); saving always goes to this runner's own folder
+    baseline_runner: str | None = setting("baseline-runner")
     history: int = setting("history")
     warmup: int = setting("warmup")
     iterations: int | None = setting("iterations")
@@ -232,6 +235,7 @@ class AacoConfig(GateSettings):
         devices = settings["device_ids"] if settings["device_ids"] is not None else all_devices(providers)
         settings["device_ids"] = devices
         worker = opts.xdist_worker_index(getattr(config, "workerinput", {}).get("workerid"))
+        check_baseline_runner(settings["baseline_runner"], ini_path("baseline-dir"))
         return cls(
             providers=providers,
             models_path=path("models"),
@@ -244,6 +248,26 @@ class AacoConfig(GateSettings):
             device_id=opts.device_for_worker(devices, worker),
             **settings,
         )
+
+
+def runner_keys(baseline_dir: Path) -> list[str]:
+    """The runner keys (folder names) under *baseline_dir* that hold at least one baseline file, sorted;
+    empty when the folder does not exist."""
+    if not baseline_dir.is_dir():
+        return []
+    return sorted(p.name for p in baseline_dir.iterdir() if p.is_dir() and any(p.glob("*.json")))
+
+
+def check_baseline_runner(key: str | None, baseline_dir: Path) -> None:
+    """``--aaco-baseline-runner=KEY`` names a runner whose history exists: a folder *key* under *baseline_dir*.
+    ``pytest.UsageError`` naming the option and listing the runner keys that exist otherwise."""
+    if key is None or (baseline_dir / key).is_dir():
+        return
+    found = runner_keys(baseline_dir)
+    listed = (f"the runners with baselines there: {', '.join(found)}" if found
+              else "no runner has baselines there yet")
+    raise pytest.UsageError(f"--aaco-baseline-runner={key}: no such runner under {baseline_dir} ({listed});"
+                            " give one of those keys, or leave the option out to use this runner's own history")
 
 
 def all_devices(providers: tuple[ProviderSpec, ...]) -> tuple[int, ...]:

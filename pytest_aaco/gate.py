@@ -95,6 +95,10 @@ class GateContext:
     machine_offset: MachineOffset = field(default_factory=MachineOffset)
     #: the project's git commit, recorded in each history run (:func:`pytest_aaco.measure.commit.commit_info`)
     commit_info: JSONDict | None = None
+    #: the gate against another runner's history (``--aaco-baseline-runner``):
+    #: :func:`pytest_aaco.history.across.other_runner_gate`, handed in by the session
+    other_runner: Callable[[Path, str, str, Fingerprint, GateSettings, str, LondFdr, float],
+                           tuple[Gate, Baseline | None]] | None = None
 
 
 def item_label(run: BenchmarkRun) -> str:
@@ -149,6 +153,10 @@ def item_gate(nodeid: str, run: BenchmarkRun, fp: Fingerprint, ctx: GateContext)
     if run.side_verdict is not None:  # judged side by side while measuring (--aaco-compare)
         return SideBySideLook(run.side_verdict), None
     c = ctx.config
+    if c.baseline_runner is not None and c.baseline_runner != fp.machine_key and ctx.other_runner is not None:
+        # --aaco-baseline-runner: another runner's history, read from its folder, never written
+        return ctx.other_runner(c.baseline_dir, c.baseline_runner, nodeid, fp, run.gate_settings(), item_label(run),
+                                ctx.lond, c.fdr)
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     baseline = read_baseline(path, nodeid)  # parsed once: the priors and the pooled variance read it too
     # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
@@ -250,7 +258,8 @@ def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: Gate
             gate, baseline = item_gate(nodeid, run, fp, ctx)
         verdict = item_verdict(run, result, gate, baseline, ctx)
         if verdict.outcome == Outcome.NO_BASELINE and verdict.baseline_path is None:  # the file searched
-            verdict.baseline_path = str(baseline_path(c.baseline_dir, fp.machine_key, nodeid))
+            verdict.baseline_path = str(baseline_path(c.baseline_dir, verdict.baseline_runner or fp.machine_key,
+                                                      nodeid))
         if also_saved:
             verdict.notes.append(f"also saved: {also_saved}")
         baseline = baseline if gate.gated and gate.stored else None  # the baseline that gated, for the extra passes

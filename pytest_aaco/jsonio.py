@@ -8,6 +8,7 @@ import math
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -66,6 +67,10 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     folder or file cannot be written. Returns the path written.
     """
     target = Path(path)
+    fd_number = _names_descriptor(target)
+    if fd_number is not None:  # /dev/stdout with stdout redirected to a log: add to the log, never replace it
+        write_descriptor(fd_number, text)
+        return target
     if target.is_symlink():  # replace the file the link points to, and keep the link
         target = Path(os.path.realpath(target))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +95,46 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+_DESCRIPTOR_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _names_descriptor(path: Path) -> int | None:
+    """The file descriptor that *path* names (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), when it is open in this process; else None."""
+    text = os.path.normpath(str(path))
+    number = _DESCRIPTOR_PATHS.get(text)
+    for prefix in ("/dev/fd/", "/proc/self/fd/", f"/proc/{os.getpid()}/fd/"):
+        if number is None and text.startswith(prefix) and text[len(prefix):].isdigit():
+            number = int(text[len(prefix):])
+    if number is None:
+        return None
+    try:
+        os.fstat(number)
+    except OSError:
+        return None
+    return number
+
+
+def write_descriptor(number: int, text: str) -> None:
+    """Write *text* (UTF-8) through open file descriptor *number*, sharing the offset the shell gave it:
+    a redirected stdout's log file gets the text where the process's own output stands, nothing of it
+    truncated or replaced. Python's buffered ``sys.stdout``/``sys.stderr`` are flushed first so the
+    order holds. Raises OSError when the descriptor cannot be written."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and stream.fileno() == number:
+                stream.flush()
+        except (OSError, ValueError, AttributeError):  # a replaced stream without a descriptor
+            pass
+    fd = os.dup(number)
+    try:
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 def write_special(target: Path, text: str, mode: int, append: bool = False) -> None:

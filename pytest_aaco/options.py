@@ -254,6 +254,18 @@ def megabytes(value: object) -> float:
     return amount(value, "mb", "megabytes like 50", positive=False)
 
 
+def runner_key(value: object) -> str | None:
+    """``--aaco-baseline-runner``: a runner key, the name of one folder under the baseline folder (as the
+    no-baseline line prints it, e.g. ``intel-xeon-platinum-8370c-cpu-2-80ghz-4c-1a2b3c4d``), None when empty.
+    ValueError for a path (a separator, ``.`` or ``..``)."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    if "/" in text or "\\" in text or text in (".", ".."):
+        raise ValueError(f"expected a runner key (one folder name under the baseline folder), got {text!r}")
+    return text
+
+
 def shard_or_none(value: object) -> tuple[int, int] | None:
     """``--aaco-shard``: ``K/N`` (this run is shard K of N, 1 <= K <= N) as ``(K, N)``, None when empty."""
     text = str(value or "").strip()
@@ -458,6 +470,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               False, ini_type="bool"),
     OptionDef("require-baseline", "fail items that have no stored baseline for this runner (a CI gate that must"
               " not pass unjudged)", False, ini_type="bool"),
+    OptionDef("baseline-runner", "gate against another runner's history (KEY: a folder under the baseline folder)",
+              "", "KEY",
+              parse=runner_key),
     OptionDef("fail-on-improvement", "fail items that got significantly faster (stale baseline)", False,
               ini_type="bool"),
     OptionDef("gate-p99", "also gate p99 latency (bootstrap over rounds)", False, ini_type="bool"),
@@ -533,8 +548,8 @@ HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "strict-provider", "provider-option", "warmup", "rounds", "iterations", "item-timeout")),
     ("aaco-verdict", "pytest-aaco: measuring and judging",
      ("history", "min-history", "run-noise", "confirm", "strict-inconclusive", "fail-blind", "require-baseline",
-      "fail-on-improvement", "gate-p99", "reference", "max-contention", "lock-timeout", "memory-threshold",
-      "memory-slack", "cold-start",
+      "baseline-runner", "fail-on-improvement", "gate-p99", "reference", "max-contention", "lock-timeout",
+      "memory-threshold", "memory-slack", "cold-start",
       "cold-start-threshold", "profile", "intra-op-threads", "sample-interval", "ort-log-level")),
     ("aaco-reports", "pytest-aaco: reports", ("session-dir", "no-bundle", "junit", "html")),
     ("aaco-compare", "pytest-aaco: side by side (against a git revision or another Python environment)",

@@ -456,10 +456,10 @@ _VERDICT_KEYS = ("outcome", "label", "threshold", "message", "reason", "method",
                  "confirmed", "first_look", "unconfirmed_by", "contention", "notes", "fails", "side_by_side", "series",
                  "raw_ratio", "reference", "version_change", "other_runners", "device_time", "current_geomean_ms",
                  "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since", "rounds_kept",
-                 "withheld")
+                 "withheld", "baseline_runner")
 #: keys written only when set (absent, as in files written before them)
 _WHEN_SET = ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound", "changed",
-             "changed_since", "rounds_kept", "withheld")
+             "changed_since", "rounds_kept", "withheld", "baseline_runner")
 
 
 @dataclass
@@ -544,6 +544,9 @@ class Verdict:
     changed: list[str] = field(default_factory=list)
     #: what :attr:`changed` is against: ``origin/main`` (side by side), ``the baseline``; None when nothing changed
     changed_since: str | None = None
+    #: the runner key whose history judged the item when it is another runner's (``--aaco-baseline-runner``,
+    #: :mod:`pytest_aaco.history.across`); None for this runner's own (then absent from :meth:`to_dict`)
+    baseline_runner: str | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)

@@ -43,6 +43,7 @@ from pytest_aaco.benchmark import (
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
+from pytest_aaco.history.across import other_runner_gate
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import RunnerPriors, forget_parsed, report_baselines, runner_priors
 from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
@@ -61,6 +62,7 @@ from pytest_aaco.measure.graph import (
     without_graph,
 )
 from pytest_aaco.measure.inference import (
+    FallbackError,
     MeasureSettings,
     SessionError,
     SessionHandle,
@@ -281,12 +283,16 @@ class AacoSession:
     def reference_for(self, provider: ProviderSpec) -> Reference | None:
         """The session's reference workload on *provider* (built once per EP settings), or None when
         it is off or cannot run there (then an :class:`AacoReferenceWarning` says so, once, and the
-        EP's items are judged on raw figures)."""
+        EP's items are judged on raw figures). Raises :class:`~pytest_aaco.measure.inference.FallbackError`
+        when the EP itself cannot run here (no driver, a missing library): that is the item's error, in the
+        EP's words, not the reference's."""
         if self.config.smoke:  # nothing is measured, so nothing is compared with the machine's speed
             return None
         iobinding = resolve_iobinding(self.config.iobinding, provider)
         try:
             return self._references.get(provider, self.config.device_id, self.config.intra_op_threads, iobinding)
+        except FallbackError:
+            raise
         except SessionError as exc:
             warnings.warn(AacoReferenceWarning(f"reference workload {self.config.reference} not used on"
                                                f" {provider.ep_name}: {exc}; items are judged on raw figures"
@@ -427,12 +433,14 @@ class AacoSession:
             extra: JSONDict = {}
             item.config.hook.pytest_aaco_fingerprint(config=item.config, item=item, fields=extra)
             context = GateContext(self.config, self.lond(), self.variance_priors, self.announce,
-                                  self.machine_offset, self.commit_info)
+                                  self.machine_offset, self.commit_info, other_runner_gate)
             with self.interruptible:  # a confirmation look, then the baseline save
                 record = judge(item.nodeid, run, extra, context)
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
                                   cause_and_fix(exc, "judge the measurement"), run.results[-1])
+        if item.location[1] is not None:  # the test's line (1-based), for the GitHub annotations
+            record.extra.setdefault("test_line", item.location[1] + 1)
         with self.interruptible:  # the bundle's item file
             self.keep(item, record)
         for text in record.warnings:  # a baseline moved aside or a history archived, naming the files

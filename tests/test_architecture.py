@@ -213,7 +213,8 @@ def test_the_history_boundary_check_sees_every_kind_of_import(tmp_path, source):
 def test_import_floors_and_root_modules_stay_few():
     graph, _ = import_graph()
     assert find_cycle(graph) is None
-    deepest = max(floors(graph).values())
+    # ``python -m pytest_aaco`` is a two-line shim over the aaco command (cli.main): the command is the top floor
+    deepest = max(v for k, v in floors(graph).items() if k != "pytest_aaco.__main__")
     assert deepest <= MAX_FLOORS, f"{deepest} import floors"
     root = [p for p in PACKAGE.glob("*.py")]
     assert len(root) <= MAX_ROOT_MODULES, sorted(p.name for p in root)
@@ -318,7 +319,7 @@ def test_dependencies_point_down(low, high):
 
 
 #: literals that name ROCm and MIGraphX as software (the library versions of the environment record), not as EPs
-NOT_EP_FACTS = ("rocm_version()",)
+NOT_EP_FACTS = ("rocm_version(",)
 
 
 def _ep_names_in(node: ast.expr, names: frozenset[str]) -> int:

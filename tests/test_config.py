@@ -261,7 +261,7 @@ def test_show(aaco_config, pytestconfig):
             "models": str(c.models_path), "baseline_dir": str(c.baseline_dir),
             "provider_options": c.provider_options, "sample_interval_s": c.sample_interval_s,
             "ort_log_level": c.ort_log_level, "device_threshold": c.device_threshold,
-            "require_baseline": c.require_baseline}
+            "require_baseline": c.require_baseline, "baseline_runner": c.baseline_runner}
     (pytestconfig.rootpath / "config.json").write_text(json.dumps(data))
 """
 
@@ -295,6 +295,31 @@ def test_require_baseline_parses_from_the_command_line_and_its_ini_twin(pytester
     assert shown(pytester, "--aaco-require-baseline")["require_baseline"] is True
     pytester.makeini("[pytest]\naaco_require_baseline = true\n")
     assert shown(pytester)["require_baseline"] is True
+
+
+def test_baseline_runner_parses_from_the_command_line_and_its_ini_twin(pytester):
+    pytester.makepyfile(test_show=SHOW_CONFIG)
+    (pytester.path / "baselines" / "runner-a").mkdir(parents=True)
+    (pytester.path / "baselines" / "runner-a" / "x.json").write_text("{}")
+    assert shown(pytester)["baseline_runner"] is None
+    assert shown(pytester, "--aaco-baseline-runner=runner-a")["baseline_runner"] == "runner-a"
+    pytester.makeini("[pytest]\naaco_baseline_runner = runner-a\n")
+    assert shown(pytester)["baseline_runner"] == "runner-a"
+    # a runner that does not exist: a usage error naming the option and the runners that do
+    result = pytester.runpytest("-p", "no:cacheprovider", "--aaco-baseline-runner=runner-z")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR == 4
+    result.stderr.fnmatch_lines(["*--aaco-baseline-runner=runner-z: no such runner under *baselines*"
+                                 " (the runners with baselines there: runner-a)*"])
+
+
+def test_runner_key_refuses_paths():
+    from pytest_aaco.options import runner_key
+
+    assert runner_key("") is None and runner_key("  ") is None
+    assert runner_key(" intel-4c-1a2b3c4d ") == "intel-4c-1a2b3c4d"
+    for bad in ("../other", "a/b", "a\\b", ".", ".."):
+        with pytest.raises(ValueError, match="expected a runner key"):
+            runner_key(bad)
 
 
 def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):

@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -236,7 +237,8 @@ def test_unchanged_items_cost_nothing_and_the_changed_one_is_gated(registry_repo
     m07 = next(v for k, v in items.items() if "m07" in k)
     assert m07["compare_triage"]["compute"]["proven"] is False
     assert any("compute not proven unchanged" in n for n in m07["verdict"]["notes"])
-    report = subprocess.run(["aaco", "report", str(bundle)], capture_output=True, text=True, cwd=root, check=False)
+    report = subprocess.run([sys.executable, "-m", "pytest_aaco", "report", str(bundle)],  # this environment's aaco
+                            capture_output=True, text=True, cwd=root, check=False)
     assert report.returncode == 1, report.stdout + report.stderr
     assert "where the time went:" in report.stdout and "1 measured" in report.stdout, report.stdout
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,56 @@ def test_the_session_probe_names_the_fallback_of_a_real_session():
     assert session_refusal(parse_provider("cpu")) is None
     refused = session_refusal(parse_provider("cuda"))
     assert refused is not None and refused != ""
+
+
+def _ort_whose_tensorrt_library_lacks_libnvinfer(root: Path) -> Path:
+    """A folder for ``PYTHONPATH`` holding the real onnxruntime package (its files linked, not copied) plus
+    a stand-in ``capi/libonnxruntime_providers_tensorrt.so`` that needs ``libnvinfer.so.10``, which is not
+    there: the state of an onnxruntime-gpu install without TensorRT. Built with the C compiler (skips
+    without one)."""
+    import shutil
+    import subprocess
+
+    import onnxruntime
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the stand-in TensorRT provider library")
+    real = Path(onnxruntime.__file__).parent
+    package = root / "ort" / "onnxruntime"
+    (package / "capi").mkdir(parents=True)
+    for folder, target in ((real, package), (real / "capi", package / "capi")):
+        for entry in folder.iterdir():
+            if entry.name not in ("capi", "__pycache__"):
+                (target / entry.name).symlink_to(entry)
+    build = root / "build"
+    build.mkdir()
+    (build / "nvinfer.c").write_text("int getInferLibVersion(void) { return 100000; }\n")
+    (build / "provider.c").write_text("extern int getInferLibVersion(void);\n"
+                                      "int GetProvider(void) { return getInferLibVersion(); }\n")
+    subprocess.run([compiler, "-shared", "-fPIC", "-Wl,-soname,libnvinfer.so.10", "-o",
+                    str(build / "libnvinfer.so.10"), str(build / "nvinfer.c")], check=True)
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(package / "capi" / "libonnxruntime_providers_tensorrt.so"),
+                    str(build / "provider.c"), str(build / "libnvinfer.so.10")], check=True)
+    shutil.rmtree(build)  # libnvinfer.so.10 is gone, as on a runner without TensorRT
+    return root / "ort"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the EP libraries are .so files (Linux)")
+def test_a_single_ep_that_falls_back_names_the_missing_library_not_the_reference(aaco_project, monkeypatch,
+                                                                                  tmp_path):
+    """``--aaco-provider=tensorrt`` where ORT lists TensorRT but libnvinfer.so.10 is missing: the real CPU
+    wheel, listing TensorRT (the project's conftest adds it), makes its session on CPU. The item's error is
+    the EP's, naming the library; the reference workload (on by default) is not blamed."""
+    monkeypatch.setenv("PYTHONPATH", str(_ort_whose_tensorrt_library_lacks_libnvinfer(tmp_path)))
+    aaco_project.pytester.makeconftest("""
+        import onnxruntime
+
+        _listed = onnxruntime.get_available_providers
+        onnxruntime.get_available_providers = lambda: ["TensorrtExecutionProvider", *_listed()]
+    """)
+    result = aaco_project.run_subprocess("--aaco-provider=tensorrt", "-p", "no:warnings", timeout=180)
+    text = " ".join((result.stdout.str() + result.stderr.str()).split())
+    result.assert_outcomes(errors=1)
+    assert "libnvinfer.so.10: cannot open shared object file" in text, text
+    assert "TensorrtExecutionProvider" in text and "reference workload" not in text, text

@@ -73,12 +73,12 @@ def test_a_wait_is_timed_told_once_and_names_the_holder(locks: Path, tmp_path: P
             assert hold and hold.held
     finally:
         holder.wait(30)
-    assert 1.0 < hold.wait_s < 30, hold.wait_s
+    assert hold.wait_s > 1.0, hold.wait_s  # the holder keeps it 2 s after taking it: load only lengthens that
     assert len(told) == 1, told
     assert f"tiny[cpu]: waiting for the device lock {locks / 'host.lock'}, held by pid {holder.pid} on" in told[0]
     assert "holder[cpu]" in told[0] and "(--aaco-lock-timeout=off)" in told[0]
     with devicelock.hold_device(False, 0, "tiny[cpu]", waiting=told.append) as again:  # free now: no wait
-        assert again.wait_s < 1 and len(told) == 1
+        assert again.held and len(told) == 1  # no second "waiting" line: it did not wait
 
 
 def test_the_lock_timeout_ends_the_wait_with_a_message_naming_lock_holder_and_option(locks: Path,
@@ -93,7 +93,7 @@ def test_the_lock_timeout_ends_the_wait_with_a_message_naming_lock_holder_and_op
         holder.kill()
         holder.wait(30)
     took = time.monotonic() - start
-    assert 0.5 <= took < 10, took
+    assert 0.5 <= took < 120, took  # the timeout ended the wait, not the holder letting go after 120 s
     message = str(caught.value)
     assert message.startswith(f"tiny[cpu]: the device lock {locks / 'host.lock'} stayed held by another benchmark"
                               f" (pid {holder.pid} on ")
@@ -222,7 +222,7 @@ def test_an_items_wait_is_in_its_record_the_bundle_summary_and_the_terminal(aaco
     assert "device lock: 1 item(s) waited" in out and "(longest: tiny[cpu]," in out, out
     [bundle] = list((root / ".aaco" / "sessions").iterdir())
     [item] = [json.loads(p.read_text()) for p in bundle.rglob("*.json") if '"nodeid"' in p.read_text()]
-    assert 2.0 <= item["result"]["lock_wait_s"] < 60, item["result"]["lock_wait_s"]
+    assert item["result"]["lock_wait_s"] >= 2.0, item["result"]["lock_wait_s"]
     summary = json.loads((bundle / "session_meta.json").read_text())["summary"]["device_lock"]
     assert summary["items"] == 1 and summary["longest"]["label"] == "tiny[cpu]"
     assert summary["total_s"] == pytest.approx(item["result"]["lock_wait_s"], abs=0.01)

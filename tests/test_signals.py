@@ -299,7 +299,7 @@ def test_a_second_sigterm_while_saving_ends_the_process(aaco_project):
     aaco_project.registry()
     aaco_project.pytester.makeconftest(SWALLOW_THEN_SIGTERM)
     aaco_project.tests()
-    start = time.monotonic()
     result = aaco_project.run_subprocess("--aaco-save-baseline", "--aaco-baseline-dir=bl")
-    assert result.ret == -signal.SIGTERM, result.stdout.str()
-    assert time.monotonic() - start < 60
+    # ended by the second SIGTERM (the conftest then sleeps 30 s): by its default action (-15), or by the
+    # plugin's exit for it (128 + 15) when the OS delivers it while the plugin's handler is still running
+    assert result.ret in (-signal.SIGTERM, 128 + signal.SIGTERM), result.stdout.str()

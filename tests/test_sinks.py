@@ -170,7 +170,12 @@ def test_registry_key_never_reaches_the_ci_host(aaco_project, monkeypatch: pytes
     stdout = "\n".join(result.outlines + result.errlines)
     assert "\x1b" not in stdout
     commands = [line for line in result.outlines if runner_would_execute(line)]
-    assert commands == [], commands
+    # the one workflow command is the plugin's own: the item passed unjudged (no baseline, issue 43); the key's
+    # line breaks and colons are escaped in its title, so the hostile text is data, never a command of its own
+    assert len(commands) == 1 and commands[0].isprintable(), commands
+    assert commands[0].startswith("::warning file=test_perf.py,line=1,title=not judged%3A tiny%0A%3A%3Aerror"
+                                  " file=x%3A%3Apwned%0A  %3A%3Aadd-mask%3A%3Ahidden\\x1b[31m ##[warning]legacy[cpu]"
+                                  "::not judged: no baseline for this runner."), commands
     assert "tiny\\n\\x3a:error file=x::pwned" in stdout or "tiny\\n::error file=x::pwned" in stdout
     root = ET.parse(pytester.path / "out.xml").getroot()  # parses
     assert any("pwned" in (p.get("value") or "") for p in root.iter("property"))

@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status: 0 ok, 1 regression found (diff, report), 2 usage or input error, or a damaged or"
                " partial bundle (report); docs/exit-codes.md",
     )
+    import pytest_aaco
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {pytest_aaco.__version__}",
+                        help="print pytest-aaco's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("info", help="ONNX Runtime, EPs, GPUs, CPU governor and this machine's fingerprint",
@@ -236,7 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed by argparse
         return exc.code if isinstance(exc.code, int) else USAGE_ERROR
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here (``aaco info | head -1``), not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
     except (CliError, AacoFileError) as exc:
         _err(f"aaco: error: {exc}")
         return USAGE_ERROR
@@ -248,6 +256,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _err(f"aaco: error: {type(exc).__name__}: {exc} (set AACO_DEBUG=1 to see the traceback)")
         return USAGE_ERROR
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``aaco info | head -1``): what it wanted it has, so exit 0
+    without a traceback. Python's own flush of stdout at exit would raise again, so stdout is pointed
+    at /dev/null first (the recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no real file (a test's capture): nothing to silence
+        pass
+    return OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -71,7 +71,8 @@ def item_slug(nodeid: str, machine_key: str = "") -> str:
     :data:`NAME_HASH_CHARS` hex digits of SHA-256 over the full node id and machine key, so
     ``net+fp16`` and ``net-fp16``, or two long ids with a common prefix, never share a file.
     """
-    digest = hashlib.sha256(f"{machine_key}\n{nodeid}".encode()).hexdigest()[:NAME_HASH_CHARS]
+    # surrogateescape: a node id from a file name that is not UTF-8 hashes as its bytes (UTF-8 ones unchanged)
+    digest = hashlib.sha256(f"{machine_key}\n{nodeid}".encode("utf-8", "surrogateescape")).hexdigest()[:NAME_HASH_CHARS]
     return f"{legacy_slug(nodeid)[:SLUG_CHARS].rstrip('-.')}-{digest}"
 
 

@@ -40,6 +40,7 @@ from pytest_aaco.measure.providers import (
     MIGRAPHX_REPLACED,
     ProviderError,
     ProviderSpec,
+    library_problem,
     migraphx_env_overrides,
     migraphx_options,
     session_fallback_problem,
@@ -94,6 +95,12 @@ def session_options() -> ort.SessionOptions:
 
 class SessionError(RuntimeError):
     """The InferenceSession could not be created or run; the message says what ORT reported."""
+
+
+class FallbackError(SessionError):
+    """ORT made the session on other EPs than the one requested: the EP itself cannot run here (no driver,
+    a missing library), whatever the model. The message names the missing library where the EP's own
+    shared library says which (:func:`pytest_aaco.measure.providers.library_problem`)."""
 
 
 @dataclass
@@ -399,11 +406,12 @@ def build_session(model_path: Path, provider: ProviderSpec, device_id: int = 0,
     except Exception as exc:  # ORT raises its own Fail/InvalidArgument types
         hold.release()
         raise SessionError(creation_failure(model_path, provider, options, exc)) from None  # the chain may hold secrets
-    problem = creation_problem(model_path, provider, options, printed.getvalue(), list(session.get_providers()),
+    used = list(session.get_providers())
+    problem = creation_problem(model_path, provider, options, printed.getvalue(), used,
                                session.get_provider_options(), ort.__version__)
     if problem:
         hold.release()
-        raise SessionError(problem)
+        raise (FallbackError if provider.ep_name not in used else SessionError)(problem)
     handle = SessionHandle(session, provider, model_path, create_ms, options, cache=cache, recorded=recorded,
                            compile_hold=hold)
     handle.compile_cache = cache.status()
@@ -474,9 +482,11 @@ def creation_problem(model_path: Path, provider: ProviderSpec, options: JSONDict
     """
     ep_error = redact_text(_ep_error(printed), secret_values(options))
     if ep_error and provider.ep_name not in providers_used:
+        missing = library_problem(provider)
         return (f"{provider.ep_name} could not be created for {model_path.name} with options"
-                f" {redact_options(options)}: {ep_error}; ONNX Runtime fell back to {', '.join(providers_used)}:"
-                f" not recorded as a {provider.short} result")
+                f" {redact_options(options)}: {ep_error}"
+                + (f" ({missing})" if missing and missing.split(":")[0] not in ep_error else "")
+                + f"; ONNX Runtime fell back to {', '.join(providers_used)}: not recorded as a {provider.short} result")
     unknown = unknown_options(provider, options, reported_options)
     if unknown:
         known = sorted(reported_options.get(provider.ep_name, {}))
@@ -563,7 +573,7 @@ def check_placement(handle: SessionHandle) -> None:
     """Raise :class:`SessionError` when ORT fell back off the requested EP."""
     problem = session_fallback_problem(handle.provider, list(handle.session.get_providers()))
     if problem:
-        raise SessionError(problem)
+        raise FallbackError(problem)
 
 
 def bind_run(handle: SessionHandle, feeds: dict[str, np.ndarray], mode: str,

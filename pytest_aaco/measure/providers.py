@@ -176,20 +176,25 @@ def session_refusal(spec: ProviderSpec) -> str | None:
         if spec.ep_name in ran:
             return None
         return (f"ONNX Runtime fell back to {', '.join(ran) or 'nothing'}"
-                + (f" ({missing})" if (missing := _library_problem(spec, ort.__file__)) else ""))
+                + (f" ({missing})" if (missing := library_problem(spec)) else ""))
     except Exception as exc:  # noqa: BLE001 - whatever ORT raises is the reason
         text = str(exc).strip().splitlines()
         return (text[0] if text else type(exc).__name__)[:400]
 
 
-def _library_problem(spec: ProviderSpec, ort_file: str) -> str | None:
-    """Why the EP's shared library in the onnxruntime package (``capi/libonnxruntime_providers_<ep>.so``)
+def library_problem(spec: ProviderSpec) -> str | None:
+    """Why the EP's shared library in the imported onnxruntime package (``capi/libonnxruntime_providers_<ep>.so``)
     cannot be loaded: the loader's error names the missing dependency (``libnvinfer.so.10: cannot open
-    shared object file``); None when it loads or there is no such file (Linux only)."""
+    shared object file``); None when it loads or there is no such file (Linux only). Imports onnxruntime;
+    never raises."""
     import ctypes
     import os
 
-    library = os.path.join(os.path.dirname(ort_file), "capi", f"libonnxruntime_providers_{spec.short}.so")
+    try:
+        import onnxruntime as ort
+    except Exception:  # noqa: BLE001 - no build to ask
+        return None
+    library = os.path.join(os.path.dirname(ort.__file__), "capi", f"libonnxruntime_providers_{spec.short}.so")
     if not os.path.isfile(library):
         return None
     try:
@@ -311,9 +316,11 @@ def session_fallback_problem(spec: ProviderSpec, session_providers: list[str]) -
     """
     if spec.ep_name in session_providers:
         return None
+    missing = library_problem(spec)  # the EP's library names what it lacks (libnvinfer.so.10 for TensorRT)
     return (
         f"{spec.ep_name} was requested but the session runs on {', '.join(session_providers) or 'nothing'}"
-        " (ONNX Runtime fell back): not recorded as a " + spec.short + " result"
+        " (ONNX Runtime fell back" + (f": {missing}" if missing else "") + "): not recorded as a " + spec.short
+        + " result"
     )
 
 

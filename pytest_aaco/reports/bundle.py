@@ -44,7 +44,7 @@ def safe_file_stem(nodeid: str) -> str:
     stay apart. The readable part is cut to :data:`MAX_STEM` characters.
     """
     readable = re.sub(r"[^A-Za-z0-9._-]", "_", nodeid).strip("._") or "item"
-    digest = hashlib.sha256(nodeid.encode("utf-8")).hexdigest()[:8]
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogateescape")).hexdigest()[:8]  # any file-name bytes
     return f"{readable[:MAX_STEM]}.{digest}"
 
 

@@ -38,7 +38,8 @@ META_KEY = "cost"
 def shard_of(nodeid: str, shards: int) -> int:
     """The shard (1..*shards*) of the item *nodeid*: SHA-256 of its UTF-8 bytes, modulo *shards*, plus 1.
     Depends on nothing but the node id: the same on every machine, pytest-xdist worker and run."""
-    return int.from_bytes(hashlib.sha256(nodeid.encode("utf-8")).digest()[:8], "big") % shards + 1
+    data = nodeid.encode("utf-8", "surrogateescape")  # a file name that is not UTF-8: its own bytes
+    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big") % shards + 1
 
 
 def select_shard(config: pytest.Config, items: list[pytest.Item], shard: tuple[int, int]) -> None:

@@ -3,9 +3,11 @@
 * ``GITHUB_STEP_SUMMARY`` set (every Actions step has it): a Markdown section is **appended**
   to that file: failed items first (regressions before other failures), then a table of every
   item, then the machine fingerprint.
-* ``GITHUB_ACTIONS=true``: one ``::error`` workflow command per failed item and one
-  ``::warning`` per inconclusive or unstable item (``::notice`` for items not gated because
-  the fingerprint differs), written to pytest's stdout where the runner reads them. Values are
+* ``GITHUB_ACTIONS=true``: one ``::error`` workflow command per failed item, one ``::warning`` per
+  item that was not judged (withheld for CPU contention, blind, no baseline for this runner: issue 43)
+  and per other inconclusive or unstable item (``::notice`` for items not gated because the
+  fingerprint differs), each with the test's file and line, written to pytest's stdout where the
+  runner reads them. The job summary leads with the count of items not judged. Values are
   escaped as GitHub's toolkit does (``actions/toolkit`` ``command.ts``): in the message ``%``,
   ``\\r``, ``\\n`` become ``%25``, ``%0D``, ``%0A``; in properties ``:`` and ``,`` also become
   ``%3A`` and ``%2C``.
@@ -32,6 +34,7 @@ from pytest_aaco.reports.wording import (
     row_labels,
     verdict_cell,
 )
+from pytest_aaco.verdict.blind import not_judged_reason
 
 #: GitHub refuses job summaries above 1 MiB per step; keep well below
 MAX_SUMMARY_BYTES = 900_000
@@ -73,19 +76,61 @@ def _title(record: ItemRecord) -> str:
     return f"{head}: {record.label or record.nodeid}"
 
 
+#: the reason an item without a baseline was not judged (:func:`not_judged`)
+NO_BASELINE_REASON = "no baseline for this runner"
+
+
+def not_judged(record: ItemRecord) -> str | None:
+    """Why *record* passed without being judged: :data:`NO_BASELINE_REASON`, or the verdict's own reason
+    (:func:`pytest_aaco.verdict.blind.not_judged_reason`: withheld for CPU contention, blind); None when it
+    was judged or it failed (a failed item gets its ``::error``)."""
+    v = record.verdict
+    if v is None or record.fails:
+        return None
+    if v.outcome == Outcome.NO_BASELINE:
+        return NO_BASELINE_REASON
+    return not_judged_reason(v)
+
+
+def _test_line(record: ItemRecord) -> str | None:
+    """The line of the item's test function (1-based, ``test_line`` of the record, from pytest's
+    ``item.location``), as a workflow command's ``line``; None when unknown."""
+    line = record.extra.get("test_line")
+    return str(line) if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None
+
+
 def workflow_commands(records: Sequence[ItemRecord]) -> list[str]:
-    """Workflow-command lines: ``::error`` for failed items, ``::warning`` for inconclusive or
-    unstable ones, ``::notice`` for items not gated because the fingerprint differs."""
+    """Workflow-command lines, each with the test's ``file`` and ``line``: ``::error`` for failed items,
+    ``::warning`` for items not judged (:func:`not_judged`, titled ``not judged: <item>``) and for other
+    inconclusive or unstable ones, ``::notice`` for items not gated because the fingerprint differs."""
     lines = []
     for record in records:
-        path = record.nodeid.split("::", 1)[0] or None
+        where = {"file": record.nodeid.split("::", 1)[0] or None, "line": _test_line(record)}
+        why = not_judged(record)
         if record.fails:
-            lines.append(command("error", failure_text(record), file=path, title=_title(record)))
+            lines.append(command("error", failure_text(record), **where, title=_title(record)))
+        elif why is not None:
+            lines.append(command("warning", f"not judged: {why}. {record.explanation()}", **where,
+                                 title=f"not judged: {record.label or record.nodeid}"))
         elif record.is_warning:
-            lines.append(command("warning", record.explanation(), file=path, title=_title(record)))
+            lines.append(command("warning", record.explanation(), **where, title=_title(record)))
         elif record.effective_outcome == Outcome.MISMATCH:
-            lines.append(command("notice", record.explanation(), file=path, title=f"not gated: {record.label}"))
+            lines.append(command("notice", record.explanation(), **where, title=f"not gated: {record.label}"))
     return lines
+
+
+def not_judged_line(records: Sequence[ItemRecord]) -> str | None:
+    """The job summary's first line: ``Not judged: 3 of 5 items passed without a verdict (1 withheld or
+    blind, 2 with no baseline for this runner): a[cpu] (CPU contention ...); b[cpu] (no baseline for this
+    runner)``, with what fails them; None when every item was judged."""
+    found = [(r.label or r.nodeid, why) for r in records if (why := not_judged(r)) is not None]
+    if not found:
+        return None
+    missing = sum(why == NO_BASELINE_REASON for _, why in found)
+    return (f"Not judged: {len(found)} of {len(records)} item{'s' * (len(records) != 1)} passed without a verdict"
+            f" ({len(found) - missing} withheld or blind, {missing} with no baseline for this runner): "
+            + "; ".join(f"{label} ({why})" for label, why in found)
+            + ". --aaco-fail-blind and --aaco-require-baseline fail them.")
 
 
 # ---------------------------------------------------------------- job summary
@@ -156,6 +201,9 @@ def job_summary(records: Sequence[ItemRecord], summary: SessionSummary) -> str:
     failed = sorted((r for r in records if r.fails), key=lambda r: r.effective_outcome != Outcome.REGRESSION)
     warned = [r for r in records if r.is_warning]
     lines = [f"## pytest-aaco: {md_text(summary.counts_text)}", ""]
+    lead = not_judged_line(records)  # what passed unjudged leads (issue 43)
+    if lead:
+        lines += [f"**{md_text(lead)}**", ""]
     compared = compare_sentence(records)
     if compared:
         lines += [md_text(compared), ""]

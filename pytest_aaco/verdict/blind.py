@@ -59,6 +59,9 @@ def not_judged_reason(verdict: object) -> str | None:
     withheld = getattr(verdict, "withheld", None)
     if withheld:
         return f"machine speed change: {str(withheld).split(';')[0]}"
+    runner = getattr(verdict, "baseline_runner", None)
+    if runner and getattr(verdict, "ratio", None) is None and getattr(verdict, "reason", None):
+        return f"no series comparable with runner {runner}'s history"
     mde = blind_mde(verdict)
     if mde is None:
         return None

@@ -216,6 +216,8 @@ def render_message(v: Verdict) -> str:
         text += (f"; p99 {pct(p99.ratio)} vs the latest baseline run ({bound})"
                  + (" REGRESSED" if p99.outcome == REGRESSION else ""))
     text += _memory_text(v)
+    if v.baseline_runner:  # --aaco-baseline-runner: which history, and that it is another runner's
+        text += f"; against runner {v.baseline_runner}'s history (another runner's)"
     if v.confirmed:
         text += "; confirmed by a second measurement with a fresh session"
     # how it was tested (the method, reference drift, raw-figure reasons, the MDE and what to do) is the

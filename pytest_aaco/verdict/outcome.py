@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records import Judgement, Outcome
-from pytest_aaco.verdict.blind import blind_mde
+from pytest_aaco.verdict.blind import not_judged_reason
 
 REGRESSION = Outcome.REGRESSION
 IMPROVEMENT = Outcome.IMPROVEMENT
@@ -134,10 +134,7 @@ def fails(judged: Judged, settings: GateSettings = NO_OPT_IN) -> bool:
         return True
     if judged.outcome == NO_BASELINE and getattr(settings, "require_baseline", False):  # --aaco-require-baseline
         return True
-    if (judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False)
-            and (getattr(judged, "contention", None) is not None or getattr(judged, "withheld", None))):
-        return True  # not judged: withheld for CPU contention or a machine speed change
     if judged.outcome == INCONCLUSIVE and getattr(settings, "fail_blind", False):  # --aaco-fail-blind
-        if blind_mde(judged) is not None:
+        if not_judged_reason(judged) is not None:  # withheld (contention, machine speed), blind, not comparable
             return True
     return judged.outcome == INCONCLUSIVE and settings.strict_inconclusive
