@@ -1,28 +1,15 @@
 """Cold-start gate on CPU: what measuring it costs, false failures on unchanged runs, and detection.
 
-Each *run* is a fresh Python process, as a CI job is: it builds the item's own InferenceSession
-and runs it a few times (the state the plugin is in when the cold-start phase starts), then
-:func:`pytest_aaco.passes.coldstart.measure_cold_start` builds ``--sessions`` fresh sessions and prints
-their samples. Per model:
-
-1. ``--history`` runs of the unchanged model form the baseline history;
-2. ``--aa`` more unchanged runs are judged against it (:func:`~pytest_aaco.passes.coldstart.cold_start_verdict`,
-   default threshold and level): every ``regression`` is a false failure;
-3. ``--ab`` runs of a candidate whose session creation is about 2x slower are judged against the same
-   history: every ``regression`` is a detection. The candidate is the model plus a constant MatMul
-   chain that ORT folds while creating the session (:func:`pytest_aaco.measure.modelgen.add_folding_work`),
-   sized from a calibration run so creation doubles while the runs stay the same.
-
-It also prints what one item's cold-start phase costs (median wall time of the phase) and the
-run-to-run sd of the offset a process adds (:func:`pytest_aaco.verdict.run_stats.run_offset_sd` over all
-unchanged runs) and the run-to-run sd of each run's fastest session creation (what the verdict
-tests), the figures behind ``COLD_RUN_NOISE``.
-
-With ``--side-by-side`` each run instead compares the model with the candidate as ``--aaco-compare``
-does (:func:`~pytest_aaco.passes.coldstart.compare_cold_start`: fresh sessions alternating in one
-process, AB/BA cycles, the paired verdict and its confirmation look; A/A: the model against itself).
-
-Run it under the measurement lock:
+Each *run* is a fresh Python process, as a CI job is: the item's own InferenceSession, 3 runs, then
+:func:`pytest_aaco.passes.coldstart.measure_cold_start` builds ``--sessions`` fresh sessions. Per
+model, ``--history`` unchanged runs form the history; ``--aa`` more are judged against it
+(:func:`~pytest_aaco.passes.coldstart.cold_start_verdict`): each ``regression`` is a false failure;
+``--ab`` runs of a candidate whose session creation is about 2x slower (a constant MatMul chain ORT
+folds at creation, :func:`pytest_aaco.measure.modelgen.add_folding_work`) are detections. Also
+printed: the phase's median wall time, the run-to-run sd of a process's offset
+(:func:`pytest_aaco.verdict.run_stats.run_offset_sd`) and of each run's fastest creation (``COLD_RUN_NOISE``).
+``--side-by-side`` compares model and candidate as ``--aaco-compare`` does instead
+(:func:`~pytest_aaco.passes.coldstart.compare_cold_start`; A/A: the model against itself).
 
     flock /work/coord/measure.lock python studies/cold_start_study.py --models squeezenet resnet50
 """
@@ -40,18 +27,25 @@ import time
 from pathlib import Path
 
 
-def child(model_path: str, name: str, sessions: int) -> None:
-    """One run: the item's own session, 3 runs, then the timed cold-start phase; prints JSON."""
+def own_session_feeds(model_path: str, name: str) -> dict:
+    """The item's own InferenceSession, run 3 times (the state the cold-start phase starts in); its inputs."""
     import onnxruntime as ort
 
     from pytest_aaco.measure.inputs import make_inputs
-    from pytest_aaco.measure.providers import parse_provider
-    from pytest_aaco.passes.coldstart import measure_cold_start
 
     own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     feeds = make_inputs(name, own.get_inputs(), {}, {})
     for _ in range(3):
         own.run(None, feeds)
+    return feeds
+
+
+def child(model_path: str, name: str, sessions: int) -> None:
+    """One run: the item's own session, 3 runs, then the timed cold-start phase; prints JSON."""
+    from pytest_aaco.measure.providers import parse_provider
+    from pytest_aaco.passes.coldstart import measure_cold_start
+
+    feeds = own_session_feeds(model_path, name)
     start = time.perf_counter()
     cold = measure_cold_start(model_path, parse_provider("cpu"), feeds, sessions=sessions)
     data = cold.to_dict()
@@ -71,17 +65,11 @@ def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) 
     session, then :func:`~pytest_aaco.passes.coldstart.compare_cold_start` (fresh sessions of the model
     and of *candidate* alternating, AB/BA, the shipped verdict with its confirmation look, no
     contention guard: the parent applies it); prints the samples and the verdict."""
-    import onnxruntime as ort
-
-    from pytest_aaco.measure.inputs import make_inputs
     from pytest_aaco.measure.providers import parse_provider
     from pytest_aaco.passes.coldstart import LocalSessions, compare_cold_start
     from pytest_aaco.sidebyside.sides import NO_SPINNING
 
-    own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
-    feeds = make_inputs(name, own.get_inputs(), {}, {})
-    for _ in range(3):
-        own.run(None, feeds)
+    feeds = own_session_feeds(model_path, name)
     cpu = parse_provider("cpu")
     start = time.perf_counter()
     found = compare_cold_start(LocalSessions(Path(model_path), cpu, feeds, config_entries=dict(NO_SPINNING)),

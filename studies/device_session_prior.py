@@ -1,17 +1,13 @@
 """What the device-time session prior's weight does to false alarms and power, side by side (issue 19).
 
-    python studies/device_session_prior.py [--trials 20000]
-
-Simulates the first look of a side-by-side device-time measurement on a GPU: 2 fresh session
-pairs x 3 cycles, each pair's per-cycle ln ratio = effect + pair offset (normal, sd ``tau``: the
-candidate's and the baseline's sessions picked other kernels) + cycle noise (sd 0.05%, as kernel
-time per run within one session on the H100). Judged as :func:`pytest_aaco.sidebyside.cycles.device_look_of`
-does (:func:`pytest_aaco.verdict.paired.paired_t` with the 0.3% prior, the gate's outcome rule at
-the 1% device-time threshold, the first look's level 0.011), with the prior as a floor only
-(``session_df`` 0, the code before) and weighted as 4 pairs (``session_df`` 4, now). A failed item
-needs the first look and a confirmation on fresh pairs to both find a regression, so the confirmed
-false-alarm rate is about the square of the per-look rate. Prints, per tau and effect, the share of
-looks that found a regression and that stopped as decided (regression or no-regression).
+Simulates a first look of a side-by-side device-time measurement: 2 fresh session pairs x 3 cycles,
+per-cycle ln ratio = effect + pair offset (normal, sd ``tau``: sessions that picked other kernels) +
+cycle noise (sd 0.05%, kernel time per run within one session on the H100), judged as
+:func:`pytest_aaco.sidebyside.cycles.device_look_of` does (:func:`pytest_aaco.verdict.paired.paired_t`
+with the 0.3% prior, the 1% threshold, level 0.011), with the prior as a floor only (``session_df``
+0, before) and weighted as 4 pairs (now). A confirmed false alarm needs two looks, so its rate is
+about the square of the per-look one. Prints, per tau and effect, the share of looks that found a
+regression and that stopped as decided.
 """
 
 from __future__ import annotations

@@ -4,19 +4,12 @@ asks for at most 15%).
 Usage: ``python studies/device_time_overhead.py BUNDLE`` where BUNDLE is a session bundle folder
 (``.aaco/sessions/<time>_<id>``) or the folder of bundles (the newest is read).
 
-Per item it reads, from ``items/*.json``:
-
-* stored baselines (``--aaco-save-baseline`` and the history gate): ``result.device_time`` (the
-  item's traced blocks: ``traced_s``, and ``measure_s``, the whole measuring phase with every traced
-  block in it), the reference workload's ``result.reference.device_time.traced_s`` (inside that same
-  phase), and the same of ``result.confirmation`` when a confirmation look ran;
-* side by side (``--aaco-compare``): ``verdict.side_by_side.device_time.traced_s`` over
-  ``verdict.side_by_side.duration_s`` (the cycles of the first look and of the confirmation).
-
-Prints one line per item (``label: traced 1.23 s of 9.87 s measuring = 12.5%``, with ``(N rounds
-untraced by the budget)`` where the stored trace budget skipped rounds, ``(N side-cycles untraced:
-every other cycle)`` side by side), then the largest
-share and how many items are over the target. Exit status 0; 2 when the folder holds no bundle.
+Per item of ``items/*.json``: stored baselines, ``result.device_time`` (``traced_s`` over
+``measure_s``, the whole measuring phase) plus the reference workload's and the confirmation's
+``traced_s``; side by side, ``verdict.side_by_side.device_time.traced_s`` over its ``duration_s``.
+Prints one line per item (``label: traced 1.23 s of 9.87 s measuring = 12.5%``, with the rounds or
+side-cycles left untraced), then the largest share and how many items are over the target. Exit
+status 0; 2 when the folder holds no bundle.
 """
 
 from __future__ import annotations

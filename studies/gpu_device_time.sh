@@ -4,14 +4,11 @@
 # ../shared/tools/slow_model.py (K extra 3x3 convs on a side branch scaled by 1e-30).
 #   SLOW_MODEL=path/to/slow_model.py RUNS="aa aa k4 k1" bash studies/gpu_device_time.sh [pytest args]
 #   MODELS="inception_v1 densenet121" BIG="4 8" SMALL="1 3" RUNS="aa big small" bash studies/gpu_device_time.sh
-# MODELS (default $MODEL, default resnet50): the zoo models, one registry entry each, all gated in
-# every run (one pytest process per run). A run's variant applies to every model: `aa`, `kN` (N
-# extra convs), or `big` / `small`, which take the model's K from BIG / SMALL (one K per model, in
-# MODELS order), for variants of about the same kernel-time growth on models of different size.
+# MODELS (default $MODEL, default resnet50): zoo models, all gated in every run (one pytest process
+# per run). A run's variant applies to every model: `aa`, `kN` (N extra convs), or `big` / `small`
+# (each model's K from BIG / SMALL, in MODELS order: about the same kernel-time growth on each).
 # Needs onnxruntime-gpu and cupti-python importable. Prints, per run and model: the variant, pytest's
-# exit code, the seconds the run took, the item's pytest setup + call seconds and its verdict line,
-# then where the item's seconds went (studies/sbs_timing.py). Logs stay in $WORK. PROFILE=1 runs
-# pytest under cProfile and prints the plugin's functions by cumulative time ($WORK/runN.prof).
+# exit code, the seconds the run took, the item's pytest setup + call seconds and its verdict line.
 # MAX_S (default: none) stops before a run would start after that many seconds; a later call with
 # the same WORK and RUNS goes on with the first run not done ($WORK/runs_done counts them).
 set -u
@@ -74,9 +71,7 @@ for variant in $RUNS; do
     done
     git commit -qam "$variant $i" --allow-empty
     start=$(date +%s.%N)
-    prof=()
-    [ "${PROFILE:-0}" = 1 ] && prof=(-m cProfile -o "$WORK/run$i.prof")
-    python3 ${prof[@]+"${prof[@]}"} -m pytest test_perf.py -p no:cacheprovider -p no:benchmark -q --aaco-provider="${PROVIDER:-cuda}" --aaco-compare=base \
+    python3 -m pytest test_perf.py -p no:cacheprovider -p no:benchmark -q --aaco-provider="${PROVIDER:-cuda}" --aaco-compare=base \
         --durations=0 --durations-min=0 "$@" > "$WORK/run$i-$variant.log" 2>&1
     rc=$?
     end=$(date +%s.%N)
@@ -88,11 +83,6 @@ for variant in $RUNS; do
         item_s=$(grep -E "^[0-9.]+s (setup|call) .*\[$name-" "$WORK/run$i-$variant.log" | awk '{s += $1} END {printf "%.1f", s}')
         echo "run $i $variant $name $(variant_k "$variant" "$j") rc=$rc process ${secs}s item ${item_s}s | $line"
     done
-    python3 "$REPO/studies/sbs_timing.py" "$WORK/proj" | sed "s/^/    timing $i $variant: /"
     echo "$i" > "$WORK/runs_done"
-    if [ "${PROFILE:-0}" = 1 ]; then
-        python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(sys.argv[2], 60)" \
-            "$WORK/run$i.prof" "pytest_aaco|onnxruntime_inference|cupti|scipy/stats/__init__" | sed -n '/ncalls/,$p'
-    fi
     cd "$REPO" || exit 1
 done

@@ -9,15 +9,11 @@
 #       pytest process per step); the step `big` gates each model's variant with its own K from BIG
 #       (one K per model, in MODELS order); the default steps are then 5 saves and 10 aa / 10 big.
 #
-# STEPS (default: 5 saves, then 10 aa and 10 k4 gates alternating) is worked through in order; the
-# state lives in $WORK (default /tmp/aaco-device-stored), so a second call goes on where the first
-# stopped: a call stops before a step would start after MAX_S seconds (default 540, under a 10-minute
-# command limit) and says what is left. RESET=1 starts over. STATE_OUT=FILE.tgz writes the state (the
-# baselines and the steps done) there at the end, and STATE_IN=FILE.tgz starts from such a file, so a
-# series can go on on another machine. Per gate and model it prints one line: the
-# variant, pytest's exit code, the outcome, device time (change, 95% CI, MDE, series, kernels per
-# run), wall time (change, 95% CI, MDE), the traced share of the measuring time and the seconds,
-# read from the session bundle; logs and bundles stay in $WORK. At the end:
+# STEPS (default: 5 saves, then 10 aa and 10 k4 gates alternating) run in order; the state lives in
+# $WORK (/tmp/aaco-device-stored), so a call stops before a step would start after MAX_S seconds (540)
+# and the next goes on (RESET=1 starts over; STATE_OUT=/STATE_IN=FILE.tgz carry it to another machine).
+# Per gate and model one line from the session bundle: variant, exit code, outcome, device and wall
+# time (change, 95% CI, MDE), the traced share and the seconds; at the end
 # studies/device_time_overhead.py over the last bundle. Needs onnxruntime-gpu and cupti-python.
 #
 # PRESET=one (one GPU) and PRESET=two (two GPUs, pytest-xdist) are the pooled-variance series: the
@@ -31,9 +27,8 @@
 #        then 3 gates all unchanged (aa) and 4 gates with every slowable model slowed (big).
 #   cpu: the CPU EP (PROVIDER=cpu), ResNet-50, 5 saves then 5 unchanged gates: the stored wall-time MDE
 #        on a quiet host; the load average is printed before and after.
-# Each gated item is also appended to $WORK/items.jsonl, and the end prints
-# studies/stored_gate_summary.py's table: false failures, the share decided no regression, the
-# share caught, device-time MDE medians, per number of saves. SUMMARY=1 prints only that table.
+# Each gated item goes to $WORK/items.jsonl; the end prints studies/stored_gate_summary.py's table
+# (SUMMARY=1: only that).
 set -u
 REPO=$(pwd)
 preset_args=()

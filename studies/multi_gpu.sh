@@ -10,11 +10,8 @@
 #   PYTHONPATH=/tmp/site:$PWD bash studies/multi_gpu.sh aa  [pytest args]   # (c) two GPUs: A/A gate across both
 #   PROVIDER=cpu bash studies/multi_gpu.sh one -k squeezenet --aaco-rounds=3 # the script itself, on a laptop
 #
-# (c) saves SAVES (5) baseline runs with -n 2 --aaco-device-id 0,1 into one baseline folder, then
-# gates GATES (3) unchanged runs the same way: every item lands on either GPU, all share one history
-# per GPU model, and no item may fail (0 false failures).
-# (a) should serialise on the device lock (0 overlapping phases, wall time about the same) with
-# means within noise of -n 1; (b) should take about half the wall time, with both GPUs busy.
+# (c) saves SAVES (5) runs with -n 2 --aaco-device-id 0,1, then gates GATES (3) unchanged runs so.
+# Expected (docs/gpu.md): (a) 0 overlapping phases; (b) half the wall time; (c) 0 items failed.
 # Runs from a folder of its own ($WORK/proj: tests/perf/test_models.py and an empty pytest.ini),
 # so the repository's ini (filterwarnings = error) does not apply. Loads the plugin with
 # -p pytest_aaco.plugin when it is not installed; needs pytest-xdist importable.

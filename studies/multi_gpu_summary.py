@@ -4,11 +4,9 @@ GPU utilisation nvidia-smi logged during each run.
 
     python studies/multi_gpu_summary.py RUN_FOLDER [RUN_FOLDER ...]
 
-Each RUN_FOLDER holds ``wall_s`` (seconds, one number), ``rc``, ``sessions/<bundle>/items/*.json``
-(the session bundle) and, on NVIDIA, ``smi.csv`` (``nvidia-smi --query-gpu=index,utilization.gpu
---format=csv -l 1``). The measured phases' bounds are the telemetry's ``start_ns``/``end_ns``
-(``time.perf_counter_ns``: CLOCK_MONOTONIC on Linux, one clock for every process of the host), so
-phases of two pytest-xdist workers can be compared.
+Each RUN_FOLDER holds ``wall_s``, ``rc``, the session bundle ``sessions/<bundle>/`` and, on NVIDIA,
+``smi.csv``. Phase bounds are the telemetry's ``start_ns``/``end_ns`` (``time.perf_counter_ns``, one
+clock for every process of the host), so two pytest-xdist workers' phases compare.
 """
 
 from __future__ import annotations

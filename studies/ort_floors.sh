@@ -6,11 +6,9 @@
 #   bash studies/ort_floors.sh              # the default pairs, with python3 (a CPU wheel must exist for it)
 #   PYTHON=python3.11 PAIRS="1.18.0:2.0.2 1.19.0:2.0.2" bash studies/ort_floors.sh
 #
-# Prints one line per pair: the versions asked, what pip did ("installed", or "refused" when the
-# wheel's own metadata excludes that numpy), and the import/session result with the error's last line.
-# Exits 1 when a pair at or above the floor that pip installed cannot run a session, or when a pair
-# below the floor that this script expects to fail (EXPECT_FAIL) suddenly works (the floor would then
-# be too high and this script out of date); needs network access to the registry (exit 2 without it).
+# One line per pair: the versions, what pip did (installed / refused by the wheel's metadata), and the
+# import/session result. Exit 1: a pair at or above the floor cannot run a session, or one in
+# EXPECT_FAIL works (the floor is too high); exit 2: no network access to the registry.
 # Environment: PYTHON (python3), WORK (/tmp/aaco-ort-floors; one venv per pair), PAIRS, EXPECT_FAIL.
 set -u
 PYTHON=${PYTHON:-python3}

@@ -1,28 +1,17 @@
 """What does having pytest-aaco installed cost a pytest run that never uses it?
 
-Writes a one-test project (``test_one.py``: ``def test_one(): assert True``, no configuration
-file) into a temporary folder and runs, side by side and alternating (ABAB...), *N* times each:
-
-* ``python -m pytest -q test_one.py`` (the plugin loads through its ``pytest11`` entry point), and
-* ``python -m pytest -q test_one.py -p no:aaco`` (pytest's own switch: the plugin is not loaded).
-
-Alternating puts a slow drift of a shared machine on both arms alike. Each run's wall time comes
-from ``time.perf_counter`` around the child, its peak resident memory from ``os.wait4``'s
-``ru_maxrss`` of that child alone (kB on Linux). Printed: the median of each arm, the median
-difference and ratio, and (once per arm) how many ``pytest_aaco`` modules, and whether numpy,
-PyYAML, junit-xml, onnx, onnxruntime, scipy and matplotlib, are imported by the end of such a run,
-and how many lines the plugin adds to ``pytest --help``.
-
-    PYTHONPATH=$PWD python studies/plugin_startup.py [--runs 10] [--python PYTHON]
-
+A one-test project (``def test_one(): assert True``, no configuration file) in a temporary folder,
+run *N* times each, alternating (ABAB..., so a drifting machine hits both arms alike):
+``python -m pytest -q test_one.py`` (the plugin loads through its ``pytest11`` entry point) and the
+same with ``-p no:aaco``. Wall time from ``time.perf_counter`` around each child, peak resident
+memory from ``os.wait4``'s ``ru_maxrss`` (kB on Linux). Printed: each arm's median, the median
+difference and ratio, and once per arm the ``pytest_aaco`` modules and which of numpy, PyYAML,
+onnx, onnxruntime, scipy and matplotlib a run imported, and the lines the plugin adds to ``--help``.
 The target: within 15% of ``-p no:aaco``, near what pytest-benchmark adds (0.02-0.06 s).
 
-Bytecode: an installed package has its ``.pyc`` files, and pytest caches the modules it rewrites
-(a plugin's, its own tests'). Where ``PYTHONDONTWRITEBYTECODE`` is set, every run compiles and
-rewrites every module again, which both arms pay and which is not what users see; so by default
-the children run with it unset and ``PYTHONPYCACHEPREFIX`` pointing into the temporary folder
-(the warm-up runs fill it, nothing is written beside the sources). ``--as-is`` keeps the
-environment as it is. Nothing is written outside the temporary folder. POSIX only (``os.wait4``).
+Bytecode: installed packages have their ``.pyc`` files, so the children run with
+``PYTHONDONTWRITEBYTECODE`` unset and ``PYTHONPYCACHEPREFIX`` in the temporary folder (filled by the
+warm-up runs); ``--as-is`` keeps the environment as it is. POSIX only (``os.wait4``).
 """
 
 from __future__ import annotations
@@ -42,7 +31,7 @@ TEST = "def test_one():\n    assert True\n"
 PROBE = """
 import json, sys, pytest
 code = pytest.main(sys.argv[1:])
-heavy = ("numpy", "yaml", "junit_xml", "onnx", "onnxruntime", "scipy", "matplotlib")
+heavy = ("numpy", "yaml", "onnx", "onnxruntime", "scipy", "matplotlib")
 print("AACO-PROBE " + json.dumps({
     "exit": int(code),
     "aaco_modules": sorted(m for m in sys.modules if m == "pytest_aaco" or m.startswith("pytest_aaco.")),

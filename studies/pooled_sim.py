@@ -1,20 +1,14 @@
 """False-alarm rate, power and minimum detectable effect of the pooled stored-baseline test
-(pytest_aaco/verdict/pooling.py) by simulation.
+(pytest_aaco/verdict/pooling.py) by simulation; no GPU needed, a few seconds per row.
 
-    python studies/pooled_sim.py [--trials 2000] [--items 6] [--seed 1]
-
-Each trial is one baseline folder of ``--items`` items (the six zoo models of a GPU runner). An
-item's run means (ln device time per run) are ``μ_item + γ_gpu + ε`` with ``ε ~ N(0, σ_item²)``;
-``σ_item`` is drawn log-uniformly from 0.02% to 0.1% (the sd between processes of kernel time on
-one H200, as measured at main 1641227) or, for the ``busy`` rows, from 2% to 20% (wall time on a
-busy 2-core runner). Histories of 2, 3, 5 and 10 runs are saved, then one more run is gated,
-unchanged or slowed by +2% / +6%. ``gpus=2`` puts every run on one of two GPUs at random, 1%
-apart. Printed per row: the false-alarm rate of the one-sided test at the nominal level (0.05 and
-the gate's first LOND level 0.025), the power at level 0.01 for +2% and +6%, the median and 90th
-percentile minimum detectable effect (power 0.8, level 0.01), the share of gates the pooled test
-left to the unpooled one (a GPU of unknown offset, or no prior), next to the test used before pooling (Welch on
-the rounds with a 2% run-to-run prior below 5 runs, the plain prediction interval from 5; its MDE
-only, at the geometric mean of the sd range). No GPU needed: a few seconds per row.
+Each trial is one baseline folder of ``--items`` items. An item's run means (ln device time per run)
+are ``μ_item + γ_gpu + ε``, ``ε ~ N(0, σ_item²)``, ``σ_item`` log-uniform in 0.02-0.1% (kernel time
+between processes on one H200, main 1641227) or, in the ``busy`` rows, 2-20% (wall time on a busy
+2-core runner); ``gpus=2`` puts each run on one of two GPUs 1% apart. Histories of 2, 3, 5 and 10
+runs, then one gate, unchanged or +2% / +6%. Per row: the false-alarm rate at levels 0.05 and 0.025
+(the gate's first LOND level), power at level 0.01, the median and p90 MDE (power 0.8, level 0.01),
+the share left to the unpooled test, and the MDE of the test before pooling (Welch with a 2% prior
+below 5 runs, the prediction interval from 5).
 """
 
 from __future__ import annotations

@@ -1,30 +1,20 @@
 """How much do the telemetry samplers slow the benchmark they watch?
 
-Runs ResNet-50 (the registry's generated ``zoo: resnet50``, seeded weights, input
-float32 [1, 3, 224, 224]) on the CPUExecutionProvider with default session options, in
-alternating blocks with the samplers ON (SystemSampler + ClockMonitor, 100 ms by default) and
-OFF, all in one InferenceSession. Block order follows an ABBA pattern (ON OFF OFF ON ...) so
-a slow drift of the machine hits both arms equally.
+ResNet-50 (the registry's generated ``zoo: resnet50``, input float32 [1, 3, 224, 224]) on the
+CPUExecutionProvider, in one InferenceSession, in alternating ABBA blocks with the samplers ON
+(SystemSampler + ClockMonitor, 100 ms) and OFF, so a slow drift hits both arms equally. Printed:
 
-Three figures are printed:
+1. the ratio of the median ON block median to the median OFF one, with a 95% percentile-bootstrap
+   CI resampling blocks within each arm (Efron & Tibshirani, "An Introduction to the Bootstrap",
+   1993, ch. 13);
+2. the median of *paired* ratios (each ON block over the OFF block next to it), bootstrapped over
+   pairs: this cancels slow drift and noisy neighbours;
+3. the samplers' own CPU cost, timed directly: CPU ms per reading and the share of one core that
+   sampling every ``--interval`` costs (the deterministic upper bound on the overhead).
 
-1. the ratio of the median of ON block medians to the median of OFF block medians, with a 95%
-   percentile-bootstrap CI that resamples blocks within each arm (Efron & Tibshirani, "An
-   Introduction to the Bootstrap", 1993, ch. 13);
-2. the median of *paired* ratios (each ON block over the OFF block next to it), with a bootstrap
-   CI over pairs: adjacent blocks share the machine's state, so this cancels slow drift and
-   noisy neighbours (on a shared VM, host steal time moves block medians by 2-5x);
-3. the samplers' own CPU cost, timed directly: CPU ms per reading and the share of one core
-   that sampling every ``--interval`` costs. This is the deterministic upper bound on the
-   overhead; the A/B ratios show whether anything else (GIL, cache) adds to it.
-
-Blocks, not iterations, are the unit, because consecutive iterations are autocorrelated
-(Kalibera & Jones, ISMM 2013). The target is an overhead under 1%. Nothing is written to disk.
-
-    python studies/sampler_overhead.py [--blocks 30] [--block-iters 20] [--interval 0.1]
-
-Defaults: 30 pairs of 20-iteration blocks (~40 s for ResNet-50 on 2 cores). On a shared 2-core
-VM, 10 pairs of 40 iterations left the paired CI about +-3% wide; more, shorter pairs resolve 1%.
+Blocks, not iterations, are the unit: consecutive iterations are autocorrelated (Kalibera & Jones,
+ISMM 2013). The target is an overhead under 1%. Defaults: 30 pairs of 20-iteration blocks (~40 s
+on 2 cores); on a shared 2-core VM 10 pairs of 40 left the paired CI about +-3% wide.
 """
 
 from __future__ import annotations

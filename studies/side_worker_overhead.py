@@ -1,24 +1,13 @@
 """Overhead of the side worker: a WorkerSide (another process) against an in-process LocalSide.
 
-    python studies/side_worker_overhead.py [--models squeezenet,densenet121] [--provider cpu]
-        [--python PATH] [--cycles 20] [--discard 2] [--iobinding auto] [--intra-op-threads 0]
-        [--device-id 0] [--allow-spinning 1] [--json OUT]
-
-For each model (a name of the registry's zoo, ``onnx/backend/test/data/light/``, or a path) it
-runs two interleaved measurements of the *same* model with :func:`pytest_aaco.measure.interleave.run_cycles`,
-blocks of about 0.2 s (:func:`~pytest_aaco.measure.interleave.block_iterations`):
-
-* ``local/local``: two LocalSides (two InferenceSessions in this process), the reference;
-* ``worker/local``: a WorkerSide in ``--python`` (default: this interpreter) and a LocalSide.
-
-Figures per side: **overhead per block**, the block's wall time in ``run_cycles`` minus the sum
-of its timed iterations (ms; for a LocalSide the Python loop, for a WorkerSide also the pipe round
-trip, JSON and base64), as median and p90; and per pair the **paired log-ratio** d per cycle
-(second side vs first): mean and sd in %. Both pairs are A/A, so d should be about 0; its sd says
-whether the process boundary adds noise. ``--allow-spinning 0`` sets
-``session.intra_op.allow_spinning=0`` on every session (the side-by-side default). With
-``--provider cuda`` the worker's own GPU memory (``nvidia-smi``) is printed too. Prints a table,
-then the JSON (also written to ``--json``).
+For each model (a zoo name, a name in ``onnx/backend/test/data/light/``, or a path) two interleaved
+A/A measurements of the same model with :func:`pytest_aaco.measure.interleave.run_cycles`, blocks of
+about 0.2 s: ``local/local`` (two LocalSides, the reference) and ``worker/local`` (a WorkerSide in
+``--python`` and a LocalSide). Per side the **overhead per block** (the block's wall time minus its
+timed iterations, ms; for a WorkerSide also the pipe round trip, JSON and base64), median and p90;
+per pair the **paired log-ratio** per cycle, mean and sd in % (about 0: its sd says whether the
+process boundary adds noise). ``--allow-spinning 0`` is the side-by-side default; with ``--provider
+cuda`` the worker's GPU memory (``nvidia-smi``) too. Prints a table, then the JSON (``--json``).
 """
 
 from __future__ import annotations

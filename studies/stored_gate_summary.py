@@ -2,14 +2,10 @@
 
     python studies/stored_gate_summary.py WORK          # reads WORK/items.jsonl
 
-Each line of ``items.jsonl`` is one gated item of one pytest process, written by the shell script
-(step, variant, the item's record). Printed, per number of saved runs behind the gate and per
-variant class (``aa``: unchanged; otherwise the slowed variant): gated items, false failures (an
-unchanged item failed), the share of unchanged items decided ``no regression``, the share of
-slowed items caught (failed as a regression), the device-time change (median), the device-time
-MDE (median and range), the wall-time MDE (median), the test used (``pooled-prediction-interval``
-when the pooled variance decided) and, with several GPUs, each GPU's fitted offset as the verdicts reported it. No
-dependencies beyond the standard library.
+Per number of saved runs and per variant class (``aa``: unchanged; otherwise slowed): gated items,
+false failures, the share of unchanged items decided ``no regression``, the share of slowed items
+caught, the median device-time change, the device-time MDE (median and range), the median wall-time
+MDE, how often the pooled variance decided and, with several GPUs, each GPU's fitted offset.
 """
 
 from __future__ import annotations

@@ -84,6 +84,14 @@ def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
     return save_test_model(graph, path)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist the tests marked ``slow`` go first (a stable sort, the order otherwise kept), so
+    the long end-to-end tests start early and the short ones fill the end of the run on every worker
+    instead of one worker finishing a long test alone. A run without workers keeps the file order."""
+    if hasattr(config, "workerinput") or config.getoption("numprocesses", None):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def make_model():
     """:func:`make_tiny_model`, for tests that need a variant (symbolic batch, float64, more layers)."""
@@ -115,6 +123,17 @@ def isolated_cache(monkeypatch: pytest.MonkeyPatch, aaco_cache_dir: Path) -> Pat
     ``tests/perf`` shares this conftest and must keep the real cache)."""
     monkeypatch.setenv("AACO_CACHE_DIR", str(aaco_cache_dir))
     return aaco_cache_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _device_locks_of_this_worker(tmp_path_factory: pytest.TempPathFactory):
+    """Each test process (each pytest-xdist worker) and the pytest runs it starts take the device lock
+    in a folder of their own (``AACO_LOCK_DIR``), not the host's ``/tmp/pytest-aaco-locks``: the other
+    worker's and other suites' benchmarks would make an item wait, print a wait line and time out. The
+    lock's own tests set ``devicelock.LOCK_ROOT`` or the variable themselves."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AACO_LOCK_DIR", str(tmp_path_factory.mktemp("device-locks")))
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""A simulated compiling execution provider, for the compile cache's tests and studies/compile_cache_study.py.
+"""A simulated compiling execution provider, for the compile cache's tests (and the former
+studies/compile_cache_study.py, in git history at commit af54b7b).
 
 :class:`CompilingEP` stands in for ``onnxruntime.InferenceSession`` at the plugin's session-factory
 boundary (``pytest_aaco.measure.inference.SESSION_FACTORY``), so the plugin builds the MIGraphX

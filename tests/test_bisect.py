@@ -83,6 +83,7 @@ def bisect(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=900, env=env)
 
 
+@pytest.mark.slow
 def test_bisect_names_the_commit_that_slowed_the_model(aaco_project, tmp_path, monkeypatch):
     root, shas = build_history(aaco_project)
     status = git(root, "status", "--porcelain")
@@ -106,6 +107,7 @@ def test_bisect_names_the_commit_that_slowed_the_model(aaco_project, tmp_path, m
     assert len(git(root, "worktree", "list").splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_commit_that_cannot_run_is_skipped_and_named_and_the_bisection_resumes(aaco_project, tmp_path):
     root, shas = build_history(aaco_project, broken_at=6)
     first = bisect(root, "--max-steps", "2", "--out", str(tmp_path / "first.json"))

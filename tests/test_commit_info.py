@@ -92,6 +92,7 @@ def _only(folder: Path, pattern: str) -> Path:
     return found
 
 
+@pytest.mark.slow
 def test_bundle_history_ls_show_and_html_carry_the_commit(aaco_project: Any, git: Any,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     root = aaco_project.pytester.path

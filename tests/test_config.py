@@ -593,7 +593,8 @@ import json, sys
 from pathlib import Path
 
 def pytest_unconfigure(config):
-    loaded = sorted({m.split(".")[0] for m in sys.modules} & {"onnxruntime", "scipy", "numpy", "yaml", "junit_xml"})
+    heavy = {"onnxruntime", "onnx", "scipy", "numpy", "yaml", "matplotlib"}
+    loaded = sorted({m.split(".")[0] for m in sys.modules} & heavy)
     package = sorted(m for m in sys.modules if m.startswith("pytest_aaco."))
     Path(__file__).with_name("heavy.json").write_text(json.dumps(loaded + package))
 """
@@ -610,7 +611,7 @@ def test_unrelated_run_does_not_import_heavy_modules(pytester, args):
     assert result.ret == 0
     if not args:
         result.assert_outcomes(passed=1)
-    # neither numpy, PyYAML, junit-xml nor the rest of the package (the session object and all below it)
+    # neither numpy, PyYAML, onnx, matplotlib nor the rest of the package (the session object and all below it)
     assert json.loads(Path(pytester.path, "heavy.json").read_text()) == PLUGIN_AT_LOAD
 
 

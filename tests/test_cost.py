@@ -286,6 +286,7 @@ def ran(result: pytest.RunResult) -> set[str]:
     return set(re.findall(r"(test_shards\.py::test_item\[\d+\]) PASSED", result.stdout.str()))
 
 
+@pytest.mark.slow
 def test_shards_cover_every_item_exactly_once_and_keep_them_when_items_are_added(pytester):
     pytester.makepyfile(test_shards=SHARD_TESTS.format(count=30))
     shards = []
@@ -304,6 +305,7 @@ def test_shards_cover_every_item_exactly_once_and_keep_them_when_items_are_added
         assert before <= after  # an item keeps its shard when others are added
 
 
+@pytest.mark.slow
 def test_a_shard_under_xdist_runs_the_same_items(pytester):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_shards=SHARD_TESTS.format(count=30))
@@ -322,6 +324,7 @@ def test_a_bad_shard_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*--aaco-shard*1 <= K <= N*"])
 
 
+@pytest.mark.slow
 def test_the_ledger_is_in_the_bundle_of_a_stored_baseline_run(aaco_project, tmp_path):
     result = aaco_project.run_subprocess("--aaco-no-bundle")  # the flag is already there: no bundle, no ledger
     assert result.ret == pytest.ExitCode.OK

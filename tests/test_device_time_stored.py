@@ -170,6 +170,7 @@ def test_five_saves_then_unchanged_passes_and_six_percent_device_time_fails_led_
     assert lead in message and "mean " in message
 
 
+@pytest.mark.slow
 def test_no_tracer_says_which_package_and_still_gates_on_wall_time(traced_project, monkeypatch):
     project = traced_project
     monkeypatch.setenv("FAKE_NO_TRACER", "1")

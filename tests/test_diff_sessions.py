@@ -97,6 +97,7 @@ def _slow_machine(bundle: Path, factor: float) -> None:
         path.write_text(json.dumps(data))
 
 
+@pytest.mark.slow
 def test_an_unchanged_model_between_two_processes_is_no_regression(pytester, tiny_model_path, isolated_cache,
                                                                    capsys):
     _project(pytester, tiny_model_path, AA_REGISTRY)

@@ -68,8 +68,10 @@ def test_the_readme_opens_with_the_two_commands():
     assert commands == [
         'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[cpu]" && pytest tests/perf'
         " --aaco-provider=cpu",
-        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[cpu,test]" && pytest',
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[cpu,test]" && pytest -n 2 --dist loadgroup',
     ]
+    # the README's test command is what CI runs
+    assert "\npytest -n 2 --dist loadgroup -p no:cacheprovider\n" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert README.index("```bash") < README.index("pytest-aaco is a pytest plugin")
 
 

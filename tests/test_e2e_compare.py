@@ -53,6 +53,7 @@ def repo(aaco_project) -> object:
     return aaco_project
 
 
+@pytest.mark.slow
 def test_a_pull_request_job_gates_only_what_changed(repo, monkeypatch):
     root = repo.pytester.path
     model = onnx.load(str(root / "cosmetic.onnx"))
@@ -108,6 +109,7 @@ models:
 """
 
 
+@pytest.mark.slow
 def test_cold_start_is_compared_side_by_side(aaco_project):
     """``--aaco-compare=REF --aaco-cold-start=5``: fresh sessions of both sides alternate. The
     candidate whose session creation folds about 3 GFLOP of constant MatMuls (the runs are the
@@ -177,6 +179,7 @@ reference_workload.ReferenceCache.get = _spy
 """
 
 
+@pytest.mark.slow
 def test_side_by_side_builds_no_reference_workload(repo):
     """The reference workload only adjusts stored baselines; side by side it is never used, so it is
     never built (on an H100 the default mix cost an item about 1.1 s of setup). Without

@@ -34,6 +34,7 @@ def baseline_files(project) -> dict[str, dict]:
             for p in project.pytester.path.glob("baselines/*/*.json")}
 
 
+@pytest.mark.slow
 def test_record_pass_then_catch_a_regression(aaco_project):
     project = aaco_project
     project.registry(REGISTRY)
@@ -117,6 +118,7 @@ def test_unchanged_items_do_not_trip_the_memory_gate(aaco_project):
     assert result.ret == 0
 
 
+@pytest.mark.slow
 def test_reference_can_be_chosen_or_turned_off(aaco_project):
     """``--aaco-reference`` picks the reference workload (a zoo model here) or turns it off; a history
     recorded with another reference, or none, is still gated, on raw figures."""

@@ -152,6 +152,7 @@ def test_options_for_a_chain_must_suit_one_of_its_eps():
         check_options([parse_provider("cpu")], ["config_file"])
 
 
+@pytest.mark.slow
 def test_the_chain_on_a_cpu_runner_runs_on_cpu_and_says_so(aaco_project):
     result = aaco_project.pytester.runpytest_subprocess(
         *[a for a in aaco_project.args("-v", "--aaco-provider=vitisai|dml|cpu", "--aaco-save-baseline",

@@ -86,6 +86,7 @@ def red_bundle(aaco_project) -> Path:
     return sessions[-1]
 
 
+@pytest.mark.slow
 def test_a_red_bundle_fails_the_job_summary_and_a_damaged_one_exits_2_naming_the_file(red_bundle, pytester):
     summary = pytester.path / "summary.md"
     # without a bundle named: the latest one, as `aaco report` reads it (was: "0 jobs: no items", exit 0)

@@ -82,6 +82,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_a_newcomer_gets_from_an_empty_folder_to_a_pull_request_gate(tmp_path, venv):
     started = time.perf_counter()
     blocks = readme_blocks()

@@ -30,10 +30,10 @@ from pytest_aaco.measure.providers import parse_provider
 
 CUDA_EP = "CUDAExecutionProvider"
 DATA = Path(__file__).parent / "data"
-#: recorded by studies/gpu_check.py (placement phase) on an NVIDIA H200, driver 580.159.04, CUDA 13.0,
-#: onnxruntime-gpu 1.31.1, 2026-11-21: three runs of x[1,3,112,112] -> Conv -> Relu -> Celu -> Conv
-#: (64 channels) on the CUDA EP, which has no Celu kernel, so ORT put Celu on the CPU EP between two
-#: copies. Trimmed: node events keep op_name, provider, node_index and output_type_shape only.
+#: recorded by studies/gpu_check.py (in git history at commit af54b7b; placement phase) on an NVIDIA H200,
+#: driver 580.159.04, CUDA 13.0, onnxruntime-gpu 1.31.1, 2026-11-21: three runs of x[1,3,112,112] -> Conv ->
+#: Relu -> Celu -> Conv (64 channels) on the CUDA EP, which has no Celu kernel, so ORT put Celu on the CPU EP
+#: between two copies. Trimmed: node events keep op_name, provider, node_index and output_type_shape only.
 RECORDED = DATA / "ort_profile_cuda.json"
 
 

@@ -1,7 +1,7 @@
 """``--aaco-graph``: the option, the one decision (auto = off), the refusal reasons (dynamic shapes,
 CPU nodes, no device IO binding, an EP without graph replay), the provider options it produces,
 and the fingerprint field that keeps graph-on and graph-off baselines apart. All on the CPU: the
-capture itself runs on a GPU (studies/graph_check.sh)."""
+capture itself runs on a GPU (the graph_check.sh study, in git history at commit 7ecd489)."""
 
 from __future__ import annotations
 

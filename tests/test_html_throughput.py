@@ -33,6 +33,7 @@ def _row(page: str, name: str) -> tuple[float, float]:
     return float(found.group(1)), float(found.group(2))
 
 
+@pytest.mark.slow
 def test_an_unchanged_batched_model_shows_both_sides_throughput_at_their_batch_size(aaco_project):
     root = aaco_project.pytester.path
     # about 0.5 ms a run: the table prints the mean with 3 decimals

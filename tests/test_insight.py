@@ -12,6 +12,7 @@ import json
 import shutil
 
 import onnx
+import pytest
 
 from pytest_aaco.measure.modelgen import add_folding_work, save_model_atomic
 
@@ -23,6 +24,7 @@ def bundle_records(project) -> list[dict]:
     return [json.loads(p.read_text()) for p in found]
 
 
+@pytest.mark.slow
 def test_a_regression_names_the_operator_types_that_grew(aaco_project, conv_models):
     project = aaco_project
     light, heavy = conv_models
@@ -51,6 +53,7 @@ def test_a_regression_names_the_operator_types_that_grew(aaco_project, conv_mode
     assert "Where the time goes: operators" in page and "time by operator type" in page
 
 
+@pytest.mark.slow
 def test_cold_start_is_gated_on_its_own(aaco_project):
     project = aaco_project
     cold = ("--aaco-cold-start=3", *GATE)
@@ -72,6 +75,7 @@ def test_cold_start_is_gated_on_its_own(aaco_project):
     assert "REGRESSION tiny[cpu]: latency" not in result.stdout.str()  # the runs themselves did not regress
 
 
+@pytest.mark.slow
 def test_extra_passes_are_skipped_when_off(aaco_project):
     fast = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
     result = aaco_project.pytester.runpytest_subprocess(*fast, "--aaco-cold-start=0", "--aaco-profile=off", *GATE)

@@ -213,6 +213,7 @@ def _bundle_items(root: Path) -> dict[str, dict]:
             for p in bundle.rglob("*.json") if "nodeid" in p.read_text()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["option", "ini"])
 def test_a_model_that_runs_forever_ends_at_the_item_timeout_and_the_run_goes_on(aaco_project, where):
     root = _project(aaco_project, "forever", make_forever_model)

@@ -303,6 +303,7 @@ def test_an_untracked_model_in_a_submodule_names_the_submodule_for_git_add(home:
 # ------------------------------------------------------------------ end to end: pytest --aaco-compare
 
 
+@pytest.mark.slow
 def test_compare_end_to_end_with_an_absolute_path_and_a_committed_link(aaco_project) -> None:
     """A model named by an absolute path and slowed many times over fails the gate (it was called
     ``new``, rc 0); a model committed as a symbolic link and left alone is ``unchanged`` (it failed

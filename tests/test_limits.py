@@ -100,6 +100,7 @@ def test_huge_registry_file_is_refused_unread(write_registry) -> None:
         load_registry(path)
 
 
+@pytest.mark.slow
 def test_long_values_are_cut_in_messages(write_registry) -> None:
     path = write_registry("models:\n  tiny:\n    path: tiny.onnx\n    dims: {batch: [" + ", ".join(["123"] * 50000)
                           + "]}\n")

@@ -204,6 +204,7 @@ def _run(aaco_project, *extra: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=240)
 
 
+@pytest.mark.slow
 def test_an_items_wait_is_in_its_record_the_bundle_summary_and_the_terminal(aaco_project, tmp_path: Path) -> None:
     root = aaco_project.pytester.path
     locks = tmp_path / "locks"
@@ -227,6 +228,7 @@ def test_an_items_wait_is_in_its_record_the_bundle_summary_and_the_terminal(aaco
     assert summary["total_s"] == pytest.approx(item["result"]["lock_wait_s"], abs=0.01)
 
 
+@pytest.mark.slow
 def test_an_item_that_never_gets_the_lock_fails_with_one_line_and_the_run_goes_on(aaco_project,
                                                                                  tmp_path: Path) -> None:
     root = aaco_project.pytester.path

@@ -87,6 +87,7 @@ def test_runner_of_a_skipped_item_comes_from_the_environment():
 SHARD_REGISTRY = "models:\n" + "".join(f"  m{i}:\n    path: tiny.onnx\n" for i in range(6))
 
 
+@pytest.mark.slow
 def test_three_shards_merge_into_the_whole_suite(aaco_project):
     pytester = aaco_project.pytester
     aaco_project.registry(SHARD_REGISTRY)

@@ -512,6 +512,7 @@ def test_latency_again(benchmark_model, request):
 """
 
 
+@pytest.mark.slow
 def test_two_workers_take_devices_from_the_list_on_the_cpu(aaco_project):
     pytest.importorskip("xdist")
     import json

@@ -108,6 +108,7 @@ def test_the_workflow_compares_side_by_side_with_the_accepted_commit() -> None:
     assert checkout["with"]["fetch-depth"] == 0  # the tag and its commit are fetched
 
 
+@pytest.mark.slow
 def test_three_nights_record_accept_and_catch(repo: Path) -> None:
     # night 1: no accepted commit yet, so it records only, and being green sets the tag
     rc, out = night(repo)

@@ -51,6 +51,7 @@ def test_a_value_after_a_space_that_would_move_the_rootdir_is_refused(aaco_proje
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--aaco-junit", "--aaco-html", "--aaco-models"])
 def test_the_equals_form_and_a_harmless_value_keep_the_projects_rootdir(aaco_project, outside, flag):
     aaco_project.pytester.makeini(INI)

@@ -112,6 +112,7 @@ def test_the_table_shows_the_measurement_the_change_was_computed_on():
     assert measured_summary(unconfirmed).of("mean_ms") == 2.36  # the first look's figures, as its verdict's
 
 
+@pytest.mark.slow
 def test_the_verdict_message_names_its_series_and_whose_means_it_shows(aaco_project):
     pytester = aaco_project.pytester
     pytester.makeconftest(PIN_MODEL_HASH)
@@ -185,6 +186,7 @@ def test_junit_names_are_pytests():
     assert junit_names("t/test_a.py::TestX::test_y[a::b]") == ("t.test_a.TestX", "test_y[a::b]")
 
 
+@pytest.mark.slow
 def test_two_tests_on_one_model_are_told_apart_in_the_table(aaco_project):
     aaco_project.tests(TWO_TESTS)
     result = aaco_project.run()

@@ -217,6 +217,7 @@ def _two_saved_runs(project, monkeypatch):  # type: ignore[no-untyped-def]
     return project
 
 
+@pytest.mark.slow
 def test_two_saved_runs_gate_device_time_sharply_with_the_pooled_variance(aaco_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Three items, two saved runs each, a fake kernel tracer (run-to-run sd about 0.1%): the
     device-time verdicts use the pooled variance, decide `no regression` with an MDE under 1%
@@ -264,6 +265,7 @@ def pytest_aaco_verdict(config, item, record):
 """
 
 
+@pytest.mark.slow
 def test_wall_time_of_a_two_run_history_uses_the_pooled_variance(aaco_project) -> None:  # type: ignore[no-untyped-def]
     """Three items, two saved runs, no reference workload (raw wall time): the gate's method is the
     pooled prediction interval (before: Welch on rounds with the 2% run-to-run prior), and its
@@ -285,6 +287,7 @@ def test_wall_time_of_a_two_run_history_uses_the_pooled_variance(aaco_project) -
     assert "run-to-run variance pooled over this runner's items (moderated t, Smyth 2004)" in notes
 
 
+@pytest.mark.slow
 def test_a_gating_session_parses_each_baseline_file_once(aaco_project, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Three items in one runner folder, gated on device time (raw and against the reference
     workload) and wall time, with the HTML report: the item's own gate, the runner's variance priors,

@@ -110,6 +110,7 @@ def measured_footprint(model: Path):
     return result
 
 
+@pytest.mark.slow
 def test_memory_gate_real_allocation(tmp_path):
     small = gather_model(tmp_path / "small.onnx", 1000)
     big = gather_model(tmp_path / "big.onnx", 100 * 1024 * 1024 // 4 + 1000)  # +100 MB initializer

@@ -30,6 +30,7 @@ def _save(project, *extra: str) -> pytest.RunResult:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [
     '{"schema_version": 1, "history": [{"rounds": [{"log_mean"',  # truncated
     '<<<<<<< HEAD\n{"schema_version": 1}\n=======\n{}\n>>>>>>> branch\n',  # a git merge conflict
@@ -52,6 +53,7 @@ def test_a_damaged_baseline_is_moved_aside_byte_for_byte(aaco_project, damage: s
     assert json.loads(path.read_text())["history"], "a new history was saved"
 
 
+@pytest.mark.slow
 def test_a_fingerprint_change_keeps_the_old_history(aaco_project, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     _save(aaco_project)
@@ -149,7 +151,15 @@ def test_the_device_lock_folder_is_shared_by_every_user(tmp_path: Path, monkeypa
     assert (tmp_path / "pytest-aaco-locks" / "host.lock").stat().st_mode & 0o777 == 0o666
     monkeypatch.setenv("TMPDIR", str(tmp_path / "elsewhere"))
     monkeypatch.setattr(devicelock, "LOCK_ROOT", None)
+    monkeypatch.delenv("AACO_LOCK_DIR", raising=False)
     assert devicelock.device_lock_path(True, 1) == Path("/tmp/pytest-aaco-locks/gpu1.lock")  # not per TMPDIR
+    monkeypatch.setenv("AACO_LOCK_DIR", str(tmp_path / "shared-mount"))
+    assert devicelock.device_lock_path(False, 0) == tmp_path / "shared-mount" / "host.lock"
+    with devicelock.hold_device(False, 0) as held:
+        assert held
+    assert (tmp_path / "shared-mount").stat().st_mode & 0o7777 == 0o1777
+    monkeypatch.setenv("AACO_LOCK_DIR", "")
+    assert devicelock.device_lock_path(False, 0) == Path("/tmp/pytest-aaco-locks/host.lock")
 
 
 @pytest.mark.parametrize("option", ["intra_op_num_threads=abc", "no_such_option=1"])
@@ -295,6 +305,7 @@ def test_latency(benchmark_model):
 """
 
 
+@pytest.mark.slow
 def test_a_users_failing_assertion_still_records_judges_and_saves(aaco_project) -> None:
     aaco_project.tests(USER_ASSERTION)
     args = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
@@ -321,6 +332,7 @@ def test_zz_crash():
 """
 
 
+@pytest.mark.slow
 def test_under_xdist_a_crashed_worker_keeps_the_items_it_finished(aaco_project) -> None:
     aaco_project.registry(TWO_ITEMS)
     aaco_project.tests(CRASHING_WORKER)

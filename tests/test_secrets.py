@@ -49,6 +49,7 @@ REGISTRY_SECRET = "registry-held-credential-4"
 ARGV_SECRET = "argv-held-credential-5"
 
 
+@pytest.mark.slow
 def test_provider_option_secrets_never_reach_an_artifact(aaco_project, monkeypatch: pytest.MonkeyPatch) -> None:
     """Credentials in --aaco-provider-option, in registry provider options and in argv are redacted in the
     baseline, the bundle (items and session_meta argv), both JUnit files, the HTML and the terminal."""

@@ -164,6 +164,7 @@ def _model_files(tmp_path: Path) -> tuple[Path, Path, Path]:
     return original, cosmetic, slowed
 
 
+@pytest.mark.slow
 def test_real_onnxruntime_sides(tmp_path: Path) -> None:
     from pytest_aaco.measure.providers import parse_provider
     from pytest_aaco.measure.registry import load_registry

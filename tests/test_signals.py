@@ -141,6 +141,7 @@ def test_a_signal_during_a_side_by_side_run_leaves_no_temporary_folder(side_by_s
     assert _git(root, "status", "--porcelain") == before  # the work tree untouched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moment", ["measuring", "writing"])
 @pytest.mark.parametrize("sig", SIGNALS)
 def test_a_signal_during_a_save_leaves_no_half_written_file(aaco_project, sig, moment):

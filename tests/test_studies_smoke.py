@@ -7,14 +7,13 @@ smokes run two at a time (each is a subprocess; the module's first test starts t
 
 Not run here, with the reason:
 
-* ``gpu_device_time.sh``, ``gpu_device_time_stored.sh``, ``plugin_aa.sh``, ``graph_check.sh``: need a
-  GPU (or, on the CPU, minutes of pytest runs by design); the lead runs them on the GPU machine.
-* ``cupti_overhead.py``, ``cupti_flush_cost.py``: need the CUDA EP and cupti-python.
+* ``gpu_device_time.sh``, ``gpu_device_time_stored.sh``: need a GPU (or, on the CPU, minutes of pytest
+  runs by design); the lead runs them on the GPU machine.
 * ``device_time_overhead.py``: reads a session bundle; ``tests/test_device_time_stored.py`` runs it on one.
 * ``stored_gate_summary.py``: summarises ``gpu_device_time_stored.sh``'s ``items.jsonl`` from a GPU run.
 * ``migraphx_conformance.py``: downloads the onnxruntime-migraphx wheels; its offline part is
   ``tests/test_migraphx_conformance.py``.
-* ``gpu_calibrated_claims.sh``: needs a GPU; ``chain_fallback_gpu_wheel.py``: needs the onnxruntime-gpu wheel.
+* ``gpu_calibrated_claims.sh``: needs a GPU.
 * ``contention_gate.py`` and ``stored_calibration.py``: their smallest runs are several pytest sessions
   (busy processes started by the first), minutes on the 2-core VM; run them by hand with ``--smoke``.
 * ``ort_floors.sh``: installs (onnxruntime, numpy) pairs from PyPI; the CI workflow's floors job runs it.
@@ -42,7 +41,6 @@ SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
     "bisect_demo.py": (["studies/bisect_demo.py", "--smoke"], {}),
     "cold_start_study.py": (["studies/cold_start_study.py", "--smoke"], {}),
     "device_session_prior.py": (["studies/device_session_prior.py", "--smoke"], {}),
-    "html_report_cost.py": (["studies/html_report_cost.py", "--smoke"], {}),
     "layout_figures.py": (["studies/layout_figures.py"], {}),
     "multi_gpu.sh": (["studies/multi_gpu.sh", "one", "-k", "squeezenet", "--aaco-rounds=2"],
                      {"PROVIDER": "cpu", "WORK": "{work}"}),
@@ -53,10 +51,9 @@ SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
     "sbs_overhead.py": (["studies/sbs_overhead.py", "--smoke"], {}),
 }
 #: kept scripts that are not smoke-run here (the module docstring says why)
-EXEMPT = {"gpu_device_time.sh", "gpu_device_time_stored.sh", "plugin_aa.sh", "stored_gate_summary.py",
-          "migraphx_conformance.py", "ort_floors.sh", "multi_gpu_summary.py", "graph_check.sh",
-          "cupti_overhead.py", "cupti_flush_cost.py", "device_time_overhead.py", "gpu_calibrated_claims.sh",
-          "chain_fallback_gpu_wheel.py", "contention_gate.py", "stored_calibration.py"}
+EXEMPT = {"gpu_device_time.sh", "gpu_device_time_stored.sh", "stored_gate_summary.py", "migraphx_conformance.py",
+          "ort_floors.sh", "multi_gpu_summary.py", "device_time_overhead.py", "gpu_calibrated_claims.sh",
+          "contention_gate.py", "stored_calibration.py"}
 
 pytestmark = pytest.mark.slow
 

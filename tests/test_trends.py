@@ -96,6 +96,7 @@ def test_a_damaged_baseline_is_named_and_the_rest_is_drawn(tmp_path, result_fact
     assert done.returncode == 2 and "nowhere" in done.stderr and "no such folder" in done.stderr
 
 
+@pytest.mark.slow
 def test_session_bundles_add_their_gated_runs(aaco_project):
     """A real plugin run: two saves and one gate; the trends page from the baseline folder and the
     session folder has the three runs, the saved ones once."""

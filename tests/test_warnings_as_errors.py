@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 
 def test_a_bundle_that_cannot_be_written_under_w_error_is_said_not_raised(aaco_project, tmp_path) -> None:
     blocker = tmp_path / "a-file"
@@ -24,6 +26,7 @@ def test_a_bundle_that_cannot_be_written_under_w_error_is_said_not_raised(aaco_p
     assert "pytest-aaco results" in text
 
 
+@pytest.mark.slow
 def test_a_dependency_deprecation_in_the_html_writer_does_not_end_the_run(aaco_project) -> None:
     """The floor case: importing matplotlib 3.7.0 with a current pyparsing warns DeprecationWarning; here
     the HTML writer is wrapped to issue one, as that import does, before writing."""

@@ -70,6 +70,7 @@ def project(aaco_project):
     return aaco_project
 
 
+@pytest.mark.slow
 def test_two_workers_save_gate_and_merge_one_bundle(project):
     root = project.pytester.path
 
@@ -103,6 +104,7 @@ def test_two_workers_save_gate_and_merge_one_bundle(project):
     assert meta["summary"]["fdr_control"]["m"] == ITEMS and meta["summary"]["fdr_control"]["tests"] == ITEMS
 
 
+@pytest.mark.slow
 def test_lond_levels_count_the_whole_session_under_xdist(project):
     """Each worker tests at ``q (D_worker + 1) / m`` with m the session's benchmark items (not the
     worker's share) and D_worker <= D_session, so every level is at most what one LOND over the
@@ -158,6 +160,7 @@ def test_a_run_that_does_not_use_the_plugin_registers_neither_object(pytester):
     assert result.ret == 0
 
 
+@pytest.mark.slow
 def test_an_unwritable_session_dir_is_a_warning_under_xdist(project):
     """The controller opens the bundle for its workers: a folder that cannot be made is one warning
     naming it and the option, never an INTERNALERROR, and the items are still judged."""

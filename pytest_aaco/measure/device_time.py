@@ -37,11 +37,11 @@ from pytest_aaco.tracers.base import DeviceBlock, DeviceSeries, InProcessTracer,
 __all__ = ["DEVICE_RUNS", "RECORDS_PER_BLOCK", "DeviceRecorder", "DeviceSeries", "RecordedSide",
            "TraceBudget", "TracedSide", "runs_for"]
 
-#: model runs per traced block. cupti-python turns every kernel record into a Python object, about
-#: 70 us each on the H100 (studies/cupti_flush_cost.py: 2190 records of 10 ResNet-50 runs cost
-#: 154 ms to flush with a callback that only counted them, 209 ms with ours; 3 runs 56 ms), so a
-#: block's cost grows with its runs while the kernel-time sum of one run is already exact to the
-#: clock: 2 runs keep the traced blocks near 10% of a cycle of two 0.2 s wall-time blocks
+#: model runs per traced block. cupti-python turns every kernel record into a Python object, about 70 us each
+#: on the H100 (the cupti_flush_cost.py study, in git history at commit 7ecd489: 2190 records of 10 ResNet-50
+#: runs cost 154 ms to flush with a callback that only counted them, 209 ms with ours; 3 runs 56 ms), so a
+#: block's cost grows with its runs while the kernel-time sum of one run is already exact to the clock: 2 runs
+#: keep the traced blocks near 10% of a cycle of two 0.2 s wall-time blocks
 DEVICE_RUNS = 2
 #: kernel records a later traced block may hold: after a recorder's first traced block, its blocks
 #: run ``max(1, min(runs, RECORDS_PER_BLOCK // kernels per run))`` times (:func:`runs_for`). Each

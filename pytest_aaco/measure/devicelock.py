@@ -45,17 +45,23 @@ except ImportError:  # pragma: no cover - Windows: filelock's lock instead
 
 from pytest_aaco.warnings import AacoLockWarning
 
-#: the folder of device lock files; None: ``/tmp/pytest-aaco-locks`` (see :func:`lock_root`)
+#: the folder of device lock files; None: ``$AACO_LOCK_DIR``, else ``/tmp/pytest-aaco-locks`` (see :func:`lock_root`)
 LOCK_ROOT: Path | None = None
 LOCK_FOLDER = "pytest-aaco-locks"
+#: the environment variable naming another lock folder: one that several containers of a host share
+#: (their ``/tmp`` differs), or a folder of its own for a run that must not wait on the host's others
+LOCK_DIR_ENV = "AACO_LOCK_DIR"
 #: mode of the lock folder (world-writable, sticky) and of each lock file (read-write for all)
 FOLDER_MODE, FILE_MODE = 0o1777, 0o666
 
 
 def lock_root() -> Path:
-    """:data:`LOCK_ROOT`, or ``/tmp/pytest-aaco-locks`` where ``/tmp`` exists, else ``<tempdir>/pytest-aaco-locks``."""
+    """:data:`LOCK_ROOT`; else the folder ``$AACO_LOCK_DIR`` names (:data:`LOCK_DIR_ENV`, when set and not
+    empty); else ``/tmp/pytest-aaco-locks`` where ``/tmp`` exists, else ``<tempdir>/pytest-aaco-locks``."""
     if LOCK_ROOT is not None:
         return LOCK_ROOT
+    if os.environ.get(LOCK_DIR_ENV):
+        return Path(os.environ[LOCK_DIR_ENV])
     base = Path("/tmp") if os.name == "posix" and Path("/tmp").is_dir() else Path(tempfile.gettempdir())
     return base / LOCK_FOLDER
 

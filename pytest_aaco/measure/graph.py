@@ -108,7 +108,8 @@ def auto_wants_graph(provider_short: str) -> bool:
     without graph replay, and it is the metric that catches kernel-level regressions on a
     launch-bound model; graph replay would only make the wall time steadier, and it hides from
     wall time what only wall time sees (launch overhead, host work between kernels). Measured on an
-    H100 (``studies/graph_check.sh``, docs/gpu.md "Graph replay"): an unchanged ResNet-50 side by
+    H100 (the graph_check.sh study, in git history at commit 7ecd489;
+    studies/RESULTS.md has the table): an unchanged ResNet-50 side by
     side had wall CIs of about ±7-9% with graphs against ±12-33% without, and device time read the
     same to 0.1% in both modes; so auto stays off.
     """

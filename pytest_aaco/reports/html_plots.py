@@ -100,7 +100,7 @@ def _plain_log_axis(ax: Axes) -> None:
 
 #: above this many iterations the iterations plot's dots are one embedded bitmap, not one SVG
 #: element each (drawing 10,000 markers as SVG took most of the 1.3 s CPU per item of the report:
-#: studies/html_report_cost.py)
+#: the html_report_cost.py study, studies/RESULTS.md)
 RASTER_POINTS = 2000
 #: the ECDF is drawn through at most this many points (a step per iteration cost as much as the markers)
 ECDF_POINTS = 512

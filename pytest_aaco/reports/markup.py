@@ -143,7 +143,7 @@ def figure_svg(fig: Figure) -> str:
 
 #: fixed margins (inches: left, right, bottom, top) of panels with short tick labels: matplotlib's
 #: constrained layout lays a figure out in a second, text-measuring draw, half of the report's CPU
-#: time (studies/html_report_cost.py)
+#: time (the html_report_cost.py study, studies/RESULTS.md)
 PANEL_MARGINS_IN = (0.75, 0.15, 0.5, 0.35)
 
 
