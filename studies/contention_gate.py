@@ -1,17 +1,13 @@
-"""The stored gate on a busy CPU (issue 43): does contention still hide a real regression, and does it stay
-quiet on an unchanged model?
+"""The stored gate on a busy CPU: does contention hide a real regression, and does it stay quiet on an
+unchanged model? Two MLPs with seeded weights (4 and 6 hidden layers: +50% compute); 2 saved runs of the
+4-layer one, then *spinners* busy processes (stopped by PID at the end) while each gate runs in its own
+pytest process: the 6-layer model *slow* times, the 4-layer model *same* times. Prints each verdict, the
+failed gates (exit 1) and the sessions whose results lead with ``not judged:``.
 
-Builds two MLPs with seeded weights (4 and 6 hidden layers of the same width: +50% compute), saves 2 runs of
-the 4-layer model as the baseline, then starts *spinners* busy processes (``while True: pass``, stopped by
-PID at the end) and gates, each in its own pytest process: the 6-layer model *slow* times and the 4-layer
-model *same* times. Prints the counts of failed gates (pytest exit 1) and of sessions whose results section
-leads with ``not judged:``.
+    python studies/contention_gate.py [--keep DIR]   # 3 slowed gates, 5 unchanged, 4 spinners
+    python studies/contention_gate.py --smoke        # 1 and 1
 
-    python studies/contention_gate.py                # 3 slowed gates, 5 unchanged, 4 spinners
-    python studies/contention_gate.py --smoke        # 1 and 1, quick
-
-Extra pytest options go through PYTEST_ADDOPTS; on a larger machine, pin the study and its busy processes to
-two cores (``taskset -c 2,3 python studies/contention_gate.py``).
+Extra pytest options go through PYTEST_ADDOPTS; on a larger machine pin it to two cores (``taskset -c 2,3``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
-"""The layout figures of issue 18 for one tree of the package: import circles, import floors,
-modules at the package root, and ``Any`` tokens.
+"""The layout figures of issue 41 for one tree of the package (issue 18's circles, ``Any`` tokens and
+``.get(`` counts are in git history at 7ecd489):
 
-* **import circles**: strongly connected components of more than one module in the import graph
-  of ``tests/test_architecture.py`` (:func:`import_graph`: every import the source makes, inside
-  functions and under ``if TYPE_CHECKING:`` too), found with Tarjan's algorithm (Tarjan, SIAM J.
-  Comput. 1972);
-* **import floors**: the longest import chain from any module down to one that imports nothing
-  of the package (such a module is floor 1), as ``tests/test_architecture.py`` counts them; a
-  circle counts as one module (the graph of its components);
-* **root modules**: ``*.py`` files directly in ``pytest_aaco/``, ``__init__.py`` included (as the
-  architecture test counts them);
-* **Any tokens**: the word ``Any`` in the package's ``*.py`` files, as
-  ``grep -ow Any -r pytest_aaco --include=*.py | wc -l`` counts it;
-* **.get( calls**: the text ``.get(`` in ``pytest_aaco/reports/`` and the ``aaco`` command
-  (``pytest_aaco/cli.py`` or the ``pytest_aaco/cli/`` package), and in the whole package: dict
-  look-ups where a typed record would say what a field is.
-* **verdict finishing call sites**: the calls (read with :mod:`ast`) that finish a verdict, i.e. set
-  whether it fails and render its message: calls of a function named ``finish`` or ``settle`` (the
-  pipeline that ends in ``finish``), except the one call of ``finish`` inside ``settle`` itself (its
-  implementation); methods such as ``bundle.finish(...)`` are not counted.
+* **import floors**: the longest import chain from any module down to one that imports nothing of the
+  package (floor 1), as ``tests/test_architecture.py`` counts them (``__main__`` left out), and the
+  modules at the package root;
 * **modules over 700 lines** and **classes over 250 lines** (a class from its ``class`` line to its
   last line, decorators left out), the limits of issue 41;
 * **the judgement walk**: the modules of the package entered while one stored-gate item is judged,
@@ -40,7 +25,7 @@ Usage (from the repository root)::
     python studies/layout_figures.py --tree DIR      # DIR/pytest_aaco
     python studies/layout_figures.py --no-walk       # without the traced judgement (no pytest run)
 
-Prints one line per figure, and the circles and the deepest chain.
+Prints one line per figure, the long modules and classes, and the walk drawn.
 """
 
 from __future__ import annotations
@@ -48,7 +33,6 @@ from __future__ import annotations
 import argparse
 import ast
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -61,86 +45,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package and its architecture test, from this checkout
 
 import test_architecture as arch  # noqa: E402 - after the path is set
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of *graph* with more than one module, each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    counter = 0
-
-    def visit(node: str) -> None:
-        nonlocal counter
-        index[node] = low[node] = counter
-        counter += 1
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph[node]):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    sys.setrecursionlimit(10_000)
-    for start in sorted(graph):
-        if start not in index:
-            visit(start)
-    return found
-
-
-def condensed(graph: dict[str, set[str]], found: list[list[str]]) -> dict[str, set[str]]:
-    """*graph* with each circle merged into one node (named by its first module), so it is acyclic."""
-    rep = {m: members[0] for members in found for m in members}
-    out: dict[str, set[str]] = {}
-    for node, targets in graph.items():
-        here = rep.get(node, node)
-        out.setdefault(here, set()).update(rep.get(t, t) for t in targets if rep.get(t, t) != here)
-    return out
-
-
-def deepest_chain(graph: dict[str, set[str]], floor: dict[str, int]) -> list[str]:
-    node = max(sorted(floor), key=floor.__getitem__)
-    chain = [node]
-    while graph[node]:
-        node = max(sorted(graph[node]), key=floor.__getitem__)
-        chain.append(node)
-    return chain
-
-
-def finishing_sites(package: Path) -> list[str]:
-    """``module:line in function`` of every call that finishes a verdict (see the module docstring)."""
-    found = []
-    for path in sorted(package.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
-            for node in ast.walk(func):
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                        and node.func.id in ("finish", "settle")):
-                    continue
-                if func.name == "settle" and node.func.id == "finish":
-                    continue  # settle's own last step
-                inner = [f for f in ast.walk(func) if f is not func
-                         and isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in ast.walk(f)]
-                if inner:
-                    continue  # counted with the innermost function
-                where = path.relative_to(package.parent).with_suffix("")
-                found.append(f"{'.'.join(where.parts)}:{node.lineno} in {func.name}")
-    return sorted(set(found))
-
 
 MODULE_LIMIT = 700  #: lines (issue 41)
 CLASS_LIMIT = 250  #: lines (issue 41)
@@ -177,9 +81,8 @@ WALK_ARGS = ("--aaco-models=models.yaml", "--aaco-warmup=2", "--aaco-rounds=3", 
 
 
 def trace_walk(tree: Path) -> list[tuple[str, ...]]:
-    """In this process: the module paths (call stacks of ``pytest_aaco`` modules, consecutive frames of
-    one module merged, ``gate`` first) of every call made inside the first ``gate.judge`` of a gated
-    pytest run of the tiny model, in a temporary project; *tree* holds the ``pytest_aaco`` traced."""
+    """The module paths (call stacks, one module's consecutive frames merged) of every call inside the first
+    ``gate.judge`` of a gated run of the tiny model; *tree* holds the ``pytest_aaco`` traced."""
     sys.path.insert(0, str(tree))
     for name in [m for m in sys.modules if m == "pytest_aaco" or m.startswith("pytest_aaco.")]:
         del sys.modules[name]  # the architecture test imported this checkout's package
@@ -251,14 +154,13 @@ def trace_walk(tree: Path) -> list[tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class Walk:
-    """The judgement walk: the module paths in the order entered (see :func:`trace_walk`); the first
-    path is the call stack down to ``gate`` (the modules that called ``gate.judge``, then ``gate``)."""
+    """The module paths in the order entered (:func:`trace_walk`); the first is the stack down to ``gate``."""
 
     paths: list[tuple[str, ...]]
 
     @property
     def base(self) -> int:
-        """The modules below ``gate`` on the call stack (not entered by the walk)."""
+        """The modules below ``gate`` on the call stack."""
         return len(self.paths[0]) - 1
 
     @property
@@ -268,9 +170,7 @@ class Walk:
 
     @property
     def climbs(self) -> list[tuple[str, str]]:
-        """``(from, to)`` of the calls into a module that *from* was called from: one below it on the
-        call stack (the callers of ``gate.judge`` included), or one that called *from* earlier in the
-        walk; each pair once, in the order first made."""
+        """``(from, to)`` of the calls into a module *from* was called from (see the module docstring)."""
         called: set[tuple[str, str]] = set(zip(self.paths[0], self.paths[0][1:], strict=False))
         found: list[tuple[str, str]] = []
         for path in self.paths[1:]:
@@ -284,8 +184,7 @@ class Walk:
 
     @property
     def reentries(self) -> list[tuple[str, str]]:
-        """``(from, to)`` of the calls into a module the walk had already entered (from elsewhere or
-        earlier), climbs included; each pair once, in the order first made."""
+        """``(from, to)`` of the calls into a module entered before, climbs included, each pair once."""
         entered = {"gate"}
         found: list[tuple[str, str]] = []
         for path in self.paths[1:]:
@@ -296,9 +195,7 @@ class Walk:
         return found
 
     def drawn(self) -> list[str]:
-        """The walk as an indented tree: each module path once, in the order first entered (a module
-        entered again under another is named again above it); the callers of ``gate.judge`` are left
-        out, ``^`` marks a climb."""
+        """The walk as an indented tree, each module path once, ``^`` marking a climb."""
         lines, seen, shown = [], set(), self.paths[0][:self.base]
         climbs = set(self.climbs)
         for path in self.paths:
@@ -325,36 +222,18 @@ def walk_of(tree: Path) -> Walk:
     return Walk([tuple(line.split()) for line in found.stdout[marker + 5:].strip().split("\n") if line])
 
 
-@dataclass(frozen=True)
-class Figures:
-    """The figures of one tree (see the module docstring)."""
-
-    modules: int
-    circles: list[list[str]]
-    floors: int
-    chain: list[str]
-    root_modules: int
-    any_tokens: int
-    gets_at_edge: int
-    gets: int
-    finishing: list[str]
-
-
-def figures(package: Path) -> Figures:
-    """The figures of the package folder *package* (a ``pytest_aaco`` folder)."""
+def floors_of(package: Path) -> tuple[int, list[str], int]:
+    """The import floors of *package*, the deepest chain (module names) and the modules at its root."""
     arch.PACKAGE = package  # import_graph and _module_name read it when called
     graph, _ = arch.import_graph()
-    found = circles(graph)
-    dag = condensed(graph, found)
-    floor = arch.floors(dag)
-    texts = {p: p.read_text(encoding="utf-8") for p in package.rglob("*.py")}
-    any_tokens = sum(len(re.findall(r"\bAny\b", text)) for text in texts.values())
-    edge = [package / "reports", package / "cli"]
-    gets = {p: text.count(".get(") for p, text in texts.items()}
-    at_edge = sum(n for p, n in gets.items() if p == package / "cli.py" or any(d in p.parents for d in edge))
-    return Figures(len(graph), found, max(floor.values()), deepest_chain(dag, floor),
-                   len(list(package.glob("*.py"))), any_tokens, at_edge, sum(gets.values()),
-                   finishing_sites(package))
+    graph.pop("pytest_aaco.__main__", None)
+    floor = arch.floors(graph)
+    node = max(sorted(floor), key=floor.__getitem__)
+    chain = [node]
+    while graph[node]:
+        node = max(sorted(graph[node]), key=floor.__getitem__)
+        chain.append(node)
+    return floor[chain[0]], chain, len(list(package.glob("*.py")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -378,22 +257,13 @@ def main(argv: list[str] | None = None) -> int:
             package = Path(tmp) / "pytest_aaco"
         else:
             package = (args.tree or ROOT) / "pytest_aaco"
-        found = figures(package)
+        floors, chain, root = floors_of(package)
         modules, classes = long_modules(package), long_classes(package)
         walk = None if args.no_walk else walk_of(package.parent)
     label = args.rev or str(args.tree or "working tree")
-    print(f"tree: {label} ({found.modules} modules)")
-    print(f"import circles (TYPE_CHECKING imports counted): {len(found.circles)}")
-    for members in found.circles:
-        print(f"  circle of {len(members)}: {', '.join(m.removeprefix('pytest_aaco.') for m in members)}")
-    print(f"import floors: {found.floors}")
-    print("  deepest chain: " + " -> ".join(m.removeprefix("pytest_aaco.") for m in found.chain))
-    print(f"modules at the package root (*.py, __init__.py included): {found.root_modules}")
-    print(f"Any tokens in pytest_aaco: {found.any_tokens}")
-    print(f".get( calls in reports/ and the aaco command: {found.gets_at_edge}; in pytest_aaco: {found.gets}")
-    print(f"verdict finishing call sites: {len(found.finishing)}")
-    for site in found.finishing:
-        print(f"  {site.removeprefix('pytest_aaco.')}")
+    print(f"tree: {label}")
+    print(f"import floors: {floors}; deepest chain: " + " -> ".join(m.removeprefix("pytest_aaco.") for m in chain))
+    print(f"modules at the package root (*.py, __init__.py included): {root}")
     print(f"modules over {MODULE_LIMIT} lines: {len(modules)}")
     for name, lines in modules:
         print(f"  {lines:5d}  {name}")

@@ -1,22 +1,14 @@
-"""Calibration of the stored gate and of ``aaco diff`` on the CPU (issue 43), with the real plugin in pytest
-processes. It prints every gate's outcome and message, then the counts, the medians and the load average.
+"""Calibration of the stored gate and of ``aaco diff`` on the CPU, with the real plugin in pytest processes.
 
-    python studies/stored_calibration.py gate            # ResNet-50 (the zoo model), 5 saves, then 3 unchanged
-                                                         # gates and 2 gates of a slower variant, interleaved
-    python studies/stored_calibration.py gate --smoke    # squeezenet, 2 saves, 1 + 1 gates (a syntax and flow check)
-    python studies/stored_calibration.py diff --pairs 10 # aaco diff A/A: 10 pairs of back-to-back saves of an
-                                                         # unchanged model (squeezenet), each pair judged by aaco diff
+    python studies/stored_calibration.py gate [--k 4]    # ResNet-50, 5 saves, then 3 unchanged gates and 2 gates
+                                                         # of a slower variant, interleaved
+    python studies/stored_calibration.py gate --smoke    # squeezenet, 2 saves, 1 + 1 gates
+    python studies/stored_calibration.py diff --pairs 10 # aaco diff A/A over pairs of back-to-back saves
 
-``gate``: the slower variant is built by /work/shared/tools/slow_model.py (``--k`` 3x3 convs of ``--channels``
-channels on a side branch, outputs unchanged); its bare slowdown is measured first with two
-InferenceSessions alternated in this process (``--bare-runs`` runs each, median of the per-pair ratios), so the
-+x% the gates must catch is printed beside them. Expected on a quiet CPU (issue 43, "Done when"): the slowdown
-caught in 2 of 2 gates, 0 of 3 unchanged gates failed. ``--intra-op-threads`` (default 1) as in the issue.
-
-``diff``: expected at most 1 of 10 pairs reading other than ``no-regression``.
-
-Everything lives under ``--work`` (default /tmp/aaco-calibration-<mode>); the load average is read from
-/proc/loadavg before and after.
+``gate``: the variant comes from /work/shared/tools/slow_model.py (``--k`` 3x3 convs of ``--channels``,
+outputs unchanged); its bare slowdown (two InferenceSessions alternated, median of ``--bare-runs`` pair
+ratios) is printed beside the gates. Prints every gate's outcome and message, the counts, and the load
+average before and after; work in ``--work`` (default /tmp/aaco-calibration-MODE).
 """
 
 from __future__ import annotations

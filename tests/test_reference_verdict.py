@@ -171,6 +171,21 @@ def test_a_withheld_regression_is_not_judged_and_says_why(result_factory):
     assert type(v).from_dict(v.to_dict()).withheld == v.withheld
 
 
+def test_a_confirmation_withheld_for_the_machine_leaves_the_item_not_judged(result_factory):
+    """A first look that says regression, and a confirmation withheld because the machine ran slower: the item
+    is not judged, for that reason (before: the summary's first line blamed the minimum detectable effect)."""
+    from pytest_aaco.verdict.blind import not_judged_reason
+    from pytest_aaco.verdict.finish import confirm
+
+    history_ = history(result_factory)
+    first = judge(run(result_factory, 13.0, seed=5), history_)
+    second = judge(run(result_factory, 10.0, machine=1.20, seed=7, ref_trend=0.15), history_)
+    assert second.withheld
+    v = confirm(first, second)
+    assert v.outcome == INCONCLUSIVE and v.confirmed is False and v.withheld == second.withheld
+    assert (not_judged_reason(v) or "").startswith("machine speed change: the machine ran")
+
+
 def test_a_regression_far_beyond_the_machines_change_is_still_declared(result_factory):
     """A 10x slowdown is never hidden by a machine running 20% slower (raw) or 60% slower (adjusted)."""
     raw = judge(run(result_factory, 100.0, machine=1.2, seed=7, ref_trend=0.15), history(result_factory))

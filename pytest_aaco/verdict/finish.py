@@ -169,16 +169,16 @@ def render_message(v: Verdict) -> str:
                 + ("" if explained is None else f", which explains a slowdown of up to {pct(explained)}")
                 + ": not failed (--aaco-fail-blind fails it); re-run on a quiet runner, or raise --aaco-max-contention"
                 + _memory_text(v))
+    if v.confirmed is False and v.first_look is not None:
+        return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
+                f" (p={v.first_look.p_value:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
+                + _memory_text(v))
     if v.withheld is not None and v.ratio is not None and v.wall is not None:
         bound = compared_text(v.ratio, v.ci_low or v.ratio, v.ci_high or v.ratio, v.wall.lower_bound,
                               v.wall.upper_bound, v.threshold)
         return (f"inconclusive {v.label}: not judged: {v.withheld}; looks like {pct(v.ratio)} {v.series or RAW}"
                 f" ({bound}), p={v.p_value if v.p_value is not None else float('nan'):.2g}: not failed"
                 " (--aaco-fail-blind fails it); re-run on a quiet runner, or compare side by side (--aaco-compare)"
-                + _memory_text(v))
-    if v.confirmed is False and v.first_look is not None:
-        return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
-                f" (p={v.first_look.p_value:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
                 + _memory_text(v))
     if v.reason is not None or v.ratio is None or v.outcome not in _HEADS:
         return v.reason or f"{v.outcome} {v.label}"
@@ -300,6 +300,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
     first.p99 = None if first.p99 is None else replace(first.p99, regression=False)
     first.unconfirmed_by = render_message(second)
     first.notes.append("not confirmed: " + first.unconfirmed_by)
+    if second.withheld:  # the confirmation could not be judged (a machine speed change): neither is the item
+        first.withheld = second.withheld
     return first
 
 
