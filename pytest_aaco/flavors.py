@@ -39,7 +39,7 @@ EXTRAS = {
 
 #: the first release built for numpy 2: 1.17.x and 1.18.0 set no upper bound on numpy but fail to import
 #: with numpy 2 (``AttributeError: _ARRAY_API not found``, then an empty ImportError); 1.18.1 declares
-#: numpy<2 (studies/ort_floors.sh)
+#: numpy<2 (.ci/ort_floors.sh)
 NUMPY2_FIRST = (1, 19)
 
 #: the one-line fix when no ONNX Runtime can be imported

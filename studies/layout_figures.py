@@ -15,8 +15,7 @@
   (one below it on the call stack, the callers of ``gate.judge`` included, or one that called it
   earlier in the walk), counted once per (from, to) pair. The walk is drawn as a tree: one line per
   new module path (the call stack with consecutive frames of one module merged), in the order first
-  entered; ``^`` marks a climb. *Re-entries*: calls into a module the walk had entered before, once per
-  (from, to) pair (climbs included).
+  entered; ``^`` marks a climb.
 
 Usage (from the repository root)::
 
@@ -182,18 +181,6 @@ class Walk:
             called.add(edge)
         return found
 
-    @property
-    def reentries(self) -> list[tuple[str, str]]:
-        """``(from, to)`` of the calls into a module entered before, climbs included, each pair once."""
-        entered = {"gate"}
-        found: list[tuple[str, str]] = []
-        for path in self.paths[1:]:
-            edge = (path[-2], path[-1])
-            if path[-1] in entered and edge not in found:
-                found.append(edge)
-            entered.add(path[-1])
-        return found
-
     def drawn(self) -> list[str]:
         """The walk as an indented tree, each module path once, ``^`` marking a climb."""
         lines, seen, shown = [], set(), self.paths[0][:self.base]
@@ -272,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {lines:5d}  {name}")
     if walk is not None:
         print(f"judgement walk (gate.judge of one stored-gate item, traced): {len(walk.rooms)} rooms, "
-              f"{len(walk.climbs)} climbs back, {len(walk.reentries)} re-entries (calls into a room entered before)")
+              f"{len(walk.climbs)} climbs back")
         print("\n".join(walk.drawn()))
         print("  climbs: " + ", ".join(f"{a} -> {b}" for a, b in walk.climbs))
     return 0

@@ -314,7 +314,7 @@ def test_aaco_info_names_the_builds_and_the_shadowed_one(tmp_path: Path, monkeyp
 
 def test_a_build_that_cannot_be_imported_fails_the_item_in_one_line(tmp_path: Path, site_without_ort: Path) -> None:
     """onnxruntime 1.18.0 under numpy 2 raises ``ImportError('')`` (with numpy's message printed before;
-    checked with the real wheels, studies/ort_floors.sh): a package that does the same, with that
+    checked with the real wheels, .ci/ort_floors.sh): a package that does the same, with that
     release's metadata, stands in for it here. The item fails with one line naming the fix."""
     site = tmp_path / "site"
     (site / "onnxruntime").mkdir(parents=True)

@@ -16,7 +16,6 @@ Not run here, with the reason:
 * ``gpu_calibrated_claims.sh``: needs a GPU.
 * ``contention_gate.py`` and ``stored_calibration.py``: their smallest runs are several pytest sessions
   (busy processes started by the first), minutes on the 2-core VM; run them by hand with ``--smoke``.
-* ``ort_floors.sh``: installs (onnxruntime, numpy) pairs from PyPI; the CI workflow's floors job runs it.
 
 ``multi_gpu.sh`` runs in its CPU mode (``PROVIDER=cpu``, one model, 2 rounds), which also runs
 ``multi_gpu_summary.py`` on the two runs' session bundles. ``layout_figures.py`` reads the checkout
@@ -52,7 +51,7 @@ SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
 }
 #: kept scripts that are not smoke-run here (the module docstring says why)
 EXEMPT = {"gpu_device_time.sh", "gpu_device_time_stored.sh", "stored_gate_summary.py", "migraphx_conformance.py",
-          "ort_floors.sh", "multi_gpu_summary.py", "device_time_overhead.py", "gpu_calibrated_claims.sh",
+          "multi_gpu_summary.py", "device_time_overhead.py", "gpu_calibrated_claims.sh",
           "contention_gate.py", "stored_calibration.py"}
 
 pytestmark = pytest.mark.slow

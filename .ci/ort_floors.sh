@@ -3,8 +3,8 @@
 # the package registry: which (onnxruntime, numpy) pairs pip installs, and whether `import onnxruntime`
 # and an InferenceSession (one Relu, CPUExecutionProvider) then work.
 #
-#   bash studies/ort_floors.sh              # the default pairs, with python3 (a CPU wheel must exist for it)
-#   PYTHON=python3.11 PAIRS="1.18.0:2.0.2 1.19.0:2.0.2" bash studies/ort_floors.sh
+#   bash .ci/ort_floors.sh              # the default pairs, with python3 (a CPU wheel must exist for it)
+#   PYTHON=python3.11 PAIRS="1.18.0:2.0.2 1.19.0:2.0.2" bash .ci/ort_floors.sh
 #
 # One line per pair: the versions, what pip did (installed / refused by the wheel's metadata), and the
 # import/session result. Exit 1: a pair at or above the floor cannot run a session, or one in
