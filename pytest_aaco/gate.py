@@ -41,8 +41,8 @@ from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.samplers.gpus import physical_gpu
 from pytest_aaco.sidebyside.gate import SideBySideLook
 from pytest_aaco.verdict.diagnosis import change_first, classify_bottleneck
-from pytest_aaco.verdict.finish import contention_bound, settle
-from pytest_aaco.verdict.metrics import derived_metrics, history_own_cores, other_processes_cores, own_process_cores
+from pytest_aaco.verdict.finish import contention_explains, settle
+from pytest_aaco.verdict.metrics import derived_metrics, other_processes_cores
 from pytest_aaco.verdict.multiplicity import LondFdr
 
 
@@ -192,11 +192,8 @@ def item_verdict(run: BenchmarkRun, result: BenchmarkResult, gate: Gate, baselin
     def explained(v: Verdict) -> float | None:
         """What contention did to the run the verdict stands on (the confirmation's when it was taken)."""
         look = result.confirmation if v.confirmed and result.confirmation is not None else result
-        series = None if v.wall is None else v.wall.series
-        drift = v.reference_drift if series in (None, "raw") else None  # a normalized series took it out
-        return contention_bound(drift, other_processes_cores(look.telemetry, os.cpu_count() or 1),
-                                own_process_cores(look.telemetry), os.cpu_count() or 1,
-                                history_own_cores(baseline.history if baseline is not None else []))
+        return contention_explains(v, look.telemetry, os.cpu_count() or 1,
+                                   baseline.history if baseline is not None else [])
 
     verdict = settle(gate.look(result), settings, again=again if c.confirm and gate.stored else None,
                      busy=busy if gate.stored else None, max_contention=c.max_contention, explained=explained,

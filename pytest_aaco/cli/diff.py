@@ -63,8 +63,8 @@ from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.reports.bundle import is_bundle, load_session, records_of
 from pytest_aaco.reports.terminal import format_rows, num
 from pytest_aaco.verdict.comparable import Fingerprint
-from pytest_aaco.verdict.finish import contention_bound, settle
-from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
+from pytest_aaco.verdict.finish import contention_explains, settle
+from pytest_aaco.verdict.metrics import other_processes_cores
 from pytest_aaco.verdict.multiplicity import benjamini_hochberg
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 
@@ -319,12 +319,9 @@ def diff_items(a: dict[str, Side], b: dict[str, Side], threshold: float | None =
             return other_processes_cores(cand.latest.telemetry, count)
 
         def explained(v: Verdict) -> float | None:
-            """What contention did to B's run, bounded as the gate bounds it (:func:`contention_bound`)."""
+            """What contention did to B's run, bounded as the gate bounds it."""
             assert cand.latest is not None
-            series = None if v.wall is None else v.wall.series
-            drift = v.reference_drift if series in (None, "raw") else None
-            return contention_bound(drift, busy(), own_process_cores(cand.latest.telemetry), count,
-                                    history_own_cores(ref.history.history))
+            return contention_explains(v, cand.latest.telemetry, count, ref.history.history)
 
         return settle(verdict, settings, busy=busy, max_contention=max_contention, explained=explained)
 

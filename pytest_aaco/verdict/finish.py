@@ -19,12 +19,14 @@ No pytest, no onnxruntime, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Judgement, Outcome
 from pytest_aaco.records.verdict import Contention, DeviceTimeRecord, FirstLook, Verdict
+from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
 
@@ -327,6 +329,18 @@ def contention_bound(reference_drift: float | None, others_cores: float | None, 
             fair = min(fair, max(history_own_cores / own_cores, 1.0))
         found.append(fair)
     return max(found) if found else None
+
+
+def contention_explains(v: Verdict, telemetry: dict[str, Any] | None, cpu_count: int,
+                        history: Iterable[Mapping[str, object]]) -> float | None:
+    """:func:`contention_bound` for verdict *v* of a run whose sampler *telemetry* it reads (this run's, or the
+    confirmation's), on *cpu_count* cores, against the saved *history* runs (their CPU share): the reference's
+    drift counts on raw figures only (a normalized series took it out). The one bound the gate and ``aaco diff``
+    pass to :func:`settle`."""
+    series = None if v.wall is None else v.wall.series
+    drift = v.reference_drift if series in (None, "raw") else None
+    return contention_bound(drift, other_processes_cores(telemetry, cpu_count), own_process_cores(telemetry),
+                            cpu_count, history_own_cores(history))
 
 
 def under_contention(v: Verdict, others_cores: float, limit: float, explained: float | None = None) -> Verdict:
