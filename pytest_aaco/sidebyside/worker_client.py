@@ -204,41 +204,30 @@ def _stop(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
     stderr.close()
 
 
-class WorkerSide:
-    """One side of an interleaved measurement, run by ``sideworker.py`` in another interpreter.
+class WorkerProcess:
+    """The side worker's process and its pipe: ``sideworker.py`` launched in the interpreter *python*,
+    one request at a time over its stdin and stdout (the protocol is in ``sideworker.py``).
 
-    Use it as a context manager (or call :meth:`close`)::
-
-        with WorkerSide(".venv-old/bin/python", name="baseline") as side:   # start(): hello
-            side.load(model_path, provider, feeds, iobinding="auto")        # -> WorkerSession
-            side.warmup(10)                                                 # -> (first_ms, warmup ms)
-            cycles = run_cycles([side, LocalSide("candidate", run)], {...}, cycles=10)
-            side.memory()                                                   # -> WorkerMemory
-
-    :meth:`block` is :class:`~pytest_aaco.measure.interleave.BlockRunner`'s: int64 ns, shape ``(n,)``.
-    Every reply is awaited at most *timeout_s* seconds (*load_timeout_s* for :meth:`load`; a
-    block also gets :data:`BLOCK_SLACK` times its expected duration); a worker that does not
-    answer in time is killed. After a :class:`WorkerError` the worker is gone; :meth:`start`
-    launches a fresh one. *env* overrides variables of the worker's environment, which is the
-    plugin's minus :data:`PLUGIN_PYTHON_VARS`.
+    :meth:`start` launches a fresh worker and checks its environment (``hello``); :meth:`close`
+    asks it to exit and reaps it. Every reply is awaited at most the request's timeout; a worker
+    that does not answer in time is killed. After a :class:`WorkerError` the worker is gone;
+    :meth:`start` launches a fresh one. *env* overrides variables of the worker's environment,
+    which is the plugin's minus :data:`PLUGIN_PYTHON_VARS`. :class:`WorkerSide` measures with it.
     """
 
     def __init__(self, python: str | os.PathLike[str], name: str = "baseline", *, timeout_s: float = TIMEOUT_S,
-                 load_timeout_s: float = LOAD_TIMEOUT_S, env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None) -> None:
         self.python = os.fspath(python)
         self.name = name
         self.timeout_s = float(timeout_s)
-        self.load_timeout_s = float(load_timeout_s)
         self.env = dict(env or {})
         self.info: WorkerInfo | None = None
-        self.session: WorkerSession | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
         self._buffer = b""
         self._noise: collections.deque[str] = collections.deque(maxlen=5)
         self._next_id = 0
-        self._per_iteration_s = 0.0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -251,7 +240,7 @@ class WorkerSide:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def __enter__(self) -> WorkerSide:
+    def __enter__(self) -> WorkerProcess:
         if not self.running:
             self.start()
         return self
@@ -319,10 +308,162 @@ class WorkerSide:
         self._proc, self._stderr, self._finalizer = None, None, None
 
     def _drop_session(self) -> None:
+        """Forget what the worker held (nothing here; :class:`WorkerSide` drops its session)."""
+
+    def _model_name(self) -> str:
+        """The model a ``run`` error names."""
+        return "the model"
+
+    # ------------------------------------------------------------ the pipe
+
+    def _who(self) -> str:
+        version = f"onnxruntime {self.info.ort_version}, " if self.info else ""
+        return f"{self.name} side ({version}{OPTION}={self.python})"
+
+    def _request(self, op: str, timeout_s: float, failure: Any = None, **fields: Any) -> dict[str, Any]:
+        """Send one request and wait for its reply; raise on an error reply, a death or a timeout.
+
+        *failure* maps a ``session`` error's message and the error itself to the SessionError text.
+        """
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise WorkerError(f"{self._who()}: the worker is not running (call start())")
+        self._next_id += 1
+        line = json.dumps({"id": self._next_id, "op": op, **fields}, separators=(",", ":")) + "\n"
+        try:
+            proc.stdin.write(line.encode("utf-8"))
+            proc.stdin.flush()
+        except OSError:  # BrokenPipeError: it is gone
+            raise self._died(op) from None
+        reply = self._read_reply(op, timeout_s)
+        if reply.get("id") != self._next_id:
+            self._terminate()
+            raise WorkerError(f"{self._who()}: reply {reply.get('id')!r} to request {self._next_id} ({op})")
+        if reply.get("ok"):
+            return reply
+        error = reply.get("error") or {}
+        kind, message = error.get("type"), str(error.get("message", "no message"))
+        if kind == "missing":
+            self._terminate()
+            raise WorkerEnvironmentError(
+                f"{OPTION}={self.python}: that interpreter lacks {', '.join(error.get('missing') or [])} ({message});"
+                f" install them there: {install_hint(self.python)}")
+        if kind == "session":
+            text = failure(message, error) if failure is not None else message
+            raise SessionError(f"{self._who()}: {text}")
+        if kind == "run":
+            raise SessionError(f"{self._who()}: {self._model_name()}: {message}")
+        raise WorkerError(f"{self._who()}: {op} failed ({kind}): {message}"
+                          + (f"\n{error['traceback']}" if error.get("traceback") else ""))
+
+    def _read_reply(self, op: str, timeout_s: float) -> dict[str, Any]:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            newline = self._buffer.find(b"\n")
+            while newline >= 0:
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                start = line.find(MARKER)
+                if start >= 0:
+                    try:
+                        reply = json.loads(line[start + len(MARKER):].decode("utf-8"))
+                    except ValueError as exc:
+                        self._terminate()
+                        raise WorkerError(f"{self._who()}: unreadable reply to {op}: {exc}") from None
+                    if isinstance(reply, dict):
+                        return reply
+                elif line.strip():
+                    self._noise.append(line.decode("utf-8", "replace")[:200])
+                newline = self._buffer.find(b"\n")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                tails = self._tails()
+                self._terminate()
+                raise WorkerError(f"{self._who()}: no reply to {op} within {timeout_s:.3g} s; the worker was stopped"
+                                  + tails)
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise self._died(op)
+            self._buffer += chunk
+
+    def _died(self, op: str) -> WorkerError:
+        """The error for a worker found dead during *op*, after reaping it."""
+        proc = self._proc
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+        tails = self._tails()
+        self._terminate()
+        if code is not None and code < 0:
+            return WorkerKilled(f"{self._who()}: the worker was {killed_text(-code, op)}{tails}", -code)
+        how = f"exited with status {code}" if code is not None else "closed its output"
+        return WorkerError(f"{self._who()}: the worker {how} during {op}{tails}")
+
+    def _tails(self) -> str:
+        """The end of the worker's stderr and any stray stdout lines, for an error message."""
+        parts = []
+        if self._stderr is not None:
+            try:
+                self._stderr.seek(0, os.SEEK_END)
+                size = self._stderr.tell()
+                self._stderr.seek(max(0, size - STDERR_TAIL))
+                text = self._stderr.read().decode("utf-8", "replace").strip()
+            except (OSError, ValueError):
+                text = ""
+            if text:
+                parts.append(f"; its stderr ended with:\n{text}")
+        if self._noise:
+            parts.append("; it also printed: " + " | ".join(self._noise))
+        return "".join(parts)
+
+
+class WorkerSide(WorkerProcess):
+    """One side of an interleaved measurement, run by ``sideworker.py`` in another interpreter.
+
+    Use it as a context manager (or call :meth:`close`)::
+
+        with WorkerSide(".venv-old/bin/python", name="baseline") as side:   # start(): hello
+            side.load(model_path, provider, feeds, iobinding="auto")        # -> WorkerSession
+            side.warmup(10)                                                 # -> (first_ms, warmup ms)
+            cycles = run_cycles([side, LocalSide("candidate", run)], {...}, cycles=10)
+            side.memory()                                                   # -> WorkerMemory
+
+    :meth:`block` is :class:`~pytest_aaco.measure.interleave.BlockRunner`'s: int64 ns, shape ``(n,)``.
+    Every reply is awaited at most *timeout_s* seconds (*load_timeout_s* for :meth:`load`; a
+    block also gets :data:`BLOCK_SLACK` times its expected duration); a worker that does not
+    answer in time is killed. After a :class:`WorkerError` the worker is gone; :meth:`start`
+    launches a fresh one. *env* overrides variables of the worker's environment, which is the
+    plugin's minus :data:`PLUGIN_PYTHON_VARS`.
+    """
+
+    def __init__(self, python: str | os.PathLike[str], name: str = "baseline", *, timeout_s: float = TIMEOUT_S,
+                 load_timeout_s: float = LOAD_TIMEOUT_S, env: Mapping[str, str] | None = None) -> None:
+        super().__init__(python, name, timeout_s=timeout_s, env=env)
+        self.load_timeout_s = float(load_timeout_s)
+        self.session: WorkerSession | None = None
+        self._per_iteration_s = 0.0
+
+    def __enter__(self) -> WorkerSide:
+        if not self.running:
+            self.start()
+        return self
+
+    def _drop_session(self) -> None:
         """Forget the loaded session, giving its compile-cache lock back if its first run never came."""
         if self.session is not None:
             self.session.release_compile_lock()
         self.session = None
+
+    def _model_name(self) -> str:
+        return self.session.model_path.name if self.session else "the model"
 
     # ------------------------------------------------------------ requests
 
@@ -444,124 +585,12 @@ class WorkerSide:
         return WorkerMemory(reply.get("rss_mb"), reply.get("peak_rss_mb"), reply.get("gpu_mb"),
                             str(reply.get("gpu_source", "")))
 
-    # ------------------------------------------------------------ the pipe
-
     def _loaded(self, op: str) -> None:
         if self._proc is None:
             raise WorkerError(f"{self._who()}: the worker is not running (call start())")
         if self.session is None:
             raise WorkerError(f"{self._who()}: {op} before a session was loaded (call load(); a session that"
                               " failed its checks is not measured)")
-
-    def _who(self) -> str:
-        version = f"onnxruntime {self.info.ort_version}, " if self.info else ""
-        return f"{self.name} side ({version}{OPTION}={self.python})"
-
-    def _request(self, op: str, timeout_s: float, failure: Any = None, **fields: Any) -> dict[str, Any]:
-        """Send one request and wait for its reply; raise on an error reply, a death or a timeout.
-
-        *failure* maps a ``session`` error's message and the error itself to the SessionError text.
-        """
-        proc = self._proc
-        if proc is None or proc.stdin is None:
-            raise WorkerError(f"{self._who()}: the worker is not running (call start())")
-        self._next_id += 1
-        line = json.dumps({"id": self._next_id, "op": op, **fields}, separators=(",", ":")) + "\n"
-        try:
-            proc.stdin.write(line.encode("utf-8"))
-            proc.stdin.flush()
-        except OSError:  # BrokenPipeError: it is gone
-            raise self._died(op) from None
-        reply = self._read_reply(op, timeout_s)
-        if reply.get("id") != self._next_id:
-            self._terminate()
-            raise WorkerError(f"{self._who()}: reply {reply.get('id')!r} to request {self._next_id} ({op})")
-        if reply.get("ok"):
-            return reply
-        error = reply.get("error") or {}
-        kind, message = error.get("type"), str(error.get("message", "no message"))
-        if kind == "missing":
-            self._terminate()
-            raise WorkerEnvironmentError(
-                f"{OPTION}={self.python}: that interpreter lacks {', '.join(error.get('missing') or [])} ({message});"
-                f" install them there: {install_hint(self.python)}")
-        if kind == "session":
-            text = failure(message, error) if failure is not None else message
-            raise SessionError(f"{self._who()}: {text}")
-        if kind == "run":
-            model = self.session.model_path.name if self.session else "the model"
-            raise SessionError(f"{self._who()}: {model}: {message}")
-        raise WorkerError(f"{self._who()}: {op} failed ({kind}): {message}"
-                          + (f"\n{error['traceback']}" if error.get("traceback") else ""))
-
-    def _read_reply(self, op: str, timeout_s: float) -> dict[str, Any]:
-        proc = self._proc
-        assert proc is not None and proc.stdout is not None
-        fd = proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            newline = self._buffer.find(b"\n")
-            while newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
-                start = line.find(MARKER)
-                if start >= 0:
-                    try:
-                        reply = json.loads(line[start + len(MARKER):].decode("utf-8"))
-                    except ValueError as exc:
-                        self._terminate()
-                        raise WorkerError(f"{self._who()}: unreadable reply to {op}: {exc}") from None
-                    if isinstance(reply, dict):
-                        return reply
-                elif line.strip():
-                    self._noise.append(line.decode("utf-8", "replace")[:200])
-                newline = self._buffer.find(b"\n")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                tails = self._tails()
-                self._terminate()
-                raise WorkerError(f"{self._who()}: no reply to {op} within {timeout_s:.3g} s; the worker was stopped"
-                                  + tails)
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise self._died(op)
-            self._buffer += chunk
-
-    def _died(self, op: str) -> WorkerError:
-        """The error for a worker found dead during *op*, after reaping it."""
-        proc = self._proc
-        code = None
-        if proc is not None:
-            try:
-                code = proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                code = None
-        tails = self._tails()
-        self._terminate()
-        if code is not None and code < 0:
-            return WorkerKilled(f"{self._who()}: the worker was {killed_text(-code, op)}{tails}", -code)
-        how = f"exited with status {code}" if code is not None else "closed its output"
-        return WorkerError(f"{self._who()}: the worker {how} during {op}{tails}")
-
-    def _tails(self) -> str:
-        """The end of the worker's stderr and any stray stdout lines, for an error message."""
-        parts = []
-        if self._stderr is not None:
-            try:
-                self._stderr.seek(0, os.SEEK_END)
-                size = self._stderr.tell()
-                self._stderr.seek(max(0, size - STDERR_TAIL))
-                text = self._stderr.read().decode("utf-8", "replace").strip()
-            except (OSError, ValueError):
-                text = ""
-            if text:
-                parts.append(f"; its stderr ended with:\n{text}")
-        if self._noise:
-            parts.append("; it also printed: " + " | ".join(self._noise))
-        return "".join(parts)
-
 
 @dataclass
 class WorkerSessions:
