@@ -190,6 +190,8 @@ class AacoConfig(GateSettings):
     compare_unchanged: str = setting("compare-unchanged")
     compare_python: str | None = setting("compare-python")
     compare_budget_s: float = setting("compare-budget")
+    #: ``--aaco-compare-processes``: fresh worker processes per side (:mod:`pytest_aaco.sidebyside.cycles`)
+    compare_processes: int = setting("compare-processes")
     #: ``--aaco-compile-cache``: auto, off or a folder (:mod:`pytest_aaco.measure.compile_cache`)
     compile_cache: str = setting("compile-cache")
     #: ``--aaco-ep-library``: plugin EP libraries as (registration name, path)

@@ -535,6 +535,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("compare-budget", "seconds per item for more cycles while a side-by-side verdict is inconclusive",
               "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
                                                      positive=True)),
+    OptionDef("compare-processes", "with --aaco-compare-python, fresh worker processes per side at the first look"
+              " (the process is the unit of the test)", "3", "N", parse=partial(int_at_least, minimum=1, maximum=20)),
 )
 
 BY_NAME = {opt.name: opt for opt in OPTIONS}
@@ -553,7 +555,7 @@ HELP_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "cold-start-threshold", "profile", "intra-op-threads", "sample-interval", "ort-log-level")),
     ("aaco-reports", "pytest-aaco: reports", ("session-dir", "no-bundle", "junit", "html")),
     ("aaco-compare", "pytest-aaco: side by side (against a git revision or another Python environment)",
-     ("compare", "compare-unchanged", "compare-python", "compare-budget")),
+     ("compare", "compare-unchanged", "compare-python", "compare-budget", "compare-processes")),
     ("aaco-gpu", "pytest-aaco: GPUs and other device execution providers",
      ("device-id", "device-threshold", "device-time", "iobinding", "graph", "placement", "compile-cache",
       "ep-library", "cupti", "rocprof")),

@@ -147,7 +147,8 @@ class AacoSession:
             try:
                 self.side_gate = SideBySideGate(config.compare_ref, config.compare_python,
                                                 CompareSettings(budget_s=config.compare_budget_s,
-                                                                confirm=config.confirm),
+                                                                confirm=config.confirm,
+                                                                processes=config.compare_processes),
                                                 Path(str(pytest_config.rootpath)),
                                                 ItemOptions(config.provider_options, config.intra_op_threads,
                                                             config.device_time, config.cold_start,

@@ -351,6 +351,8 @@ def test_bogus_provider_is_a_usage_error_listing_valid_names(pytester):
     ("--aaco-cupti=maybe", "--aaco-cupti: expected on or off*"),
     ("--aaco-compare-budget=0", "--aaco-compare-budget: must be positive*"),
     ("--aaco-compare-budget=soon", "--aaco-compare-budget: expected a number of seconds*"),
+    ("--aaco-compare-processes=0", "--aaco-compare-processes: must be at least 1, got 0"),
+    ("--aaco-compare-processes=many", "--aaco-compare-processes: expected an integer*"),
     ("--aaco-compare-python=/no/such/python", "--aaco-compare-python: no such file /no/such/python*"),
     ("--aaco-compare=--force", "--aaco-compare: expected a git revision*"),
     ("--aaco-ort-log-level=loud", "--aaco-ort-log-level: expected one of verbose, info, warning, error, fatal*"),
@@ -671,7 +673,9 @@ def test_compare_options_parse_and_have_ini_twins(pytester):
     assert opts.default("compare-budget") == 60.0
     assert parse_option(opts.option("compare"), " origin/main ") == "origin/main"
     assert parse_option(opts.option("compare-budget"), "45s") == 45.0
-    for name, metavar in (("compare", "REF"), ("compare-python", "PATH"), ("compare-budget", "S")):
+    assert opts.default("compare-processes") == 3 and parse_option(opts.option("compare-processes"), " 5 ") == 5
+    for name, metavar in (("compare", "REF"), ("compare-python", "PATH"), ("compare-budget", "S"),
+                          ("compare-processes", "N")):
         assert opts.option(name).metavar == metavar
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*--aaco-compare=REF*", "*--aaco-compare-python=PATH*",
@@ -682,6 +686,13 @@ def test_compare_options_parse_and_have_ini_twins(pytester):
     """)
     pytester.makepyfile(test_show=SHOW_CONFIG.replace("c.threshold,", "c.compare_budget_s,"))
     assert shown(pytester)["threshold"] == 30.0
+    pytester.makeini("""
+        [pytest]
+        aaco_compare_processes = 4
+    """)
+    pytester.makepyfile(test_show=SHOW_CONFIG.replace("c.threshold,", "c.compare_processes,"))
+    assert shown(pytester)["threshold"] == 4
+    assert shown(pytester, "--aaco-compare-processes=2")["threshold"] == 2  # the command line over the ini
 
 
 def test_rounds_auto_is_10_on_the_cpu_and_30_on_device_eps():

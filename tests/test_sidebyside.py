@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -124,6 +126,60 @@ def test_device_sides_use_session_pairs_as_a_level() -> None:
     lo, hi = result.ci()
     assert hi - lo > 0.05
     assert "over 40 cycles on 5 fresh session pairs" in explained(to_verdict(result, "m[cuda]"))
+
+
+@dataclass
+class ProcessFactory(ScriptedFactory):
+    """A :class:`ScriptedFactory` whose every session is a fresh process (as a worker's): ``factors`` are
+    the processes' own speed offsets."""
+
+    fresh_processes: ClassVar[bool] = True
+
+
+def _process_aa(processes: int, offset_sd: float, slowdown: float = 1.0, runs: int = 40) -> Counter[str]:
+    """Outcome words of *runs* comparisons whose every process runs ``exp(N(0, offset_sd))`` slower or
+    faster for its whole life (memory layout, CPU placement), the candidate *slowdown* times slower."""
+    words: Counter[str] = Counter()
+    for seed in range(runs):
+        rng = np.random.default_rng(seed)
+        a = ProcessFactory(2.0, factors=list(np.exp(rng.normal(0, offset_sd, 20))), sd=0.03, seed=1000 + seed)
+        b = ProcessFactory(2.0, factors=list(slowdown * np.exp(rng.normal(0, offset_sd, 20))), sd=0.03,
+                           seed=2000 + seed)
+        result = compare_sides(a, b, replace(FAST, processes=processes, seed=seed), alpha=0.05, baseline_label="x")
+        words[result.outcome] += 1
+    return words
+
+
+def test_worker_sides_run_on_several_process_pairs_tested_with_the_process_as_a_level() -> None:
+    a, b = ProcessFactory(2.0), ProcessFactory(2.0, seed=100)
+    result = compare_sides(a, b, FAST, alpha=0.05, baseline_label="python3.11")
+    assert FAST.processes == 3  # --aaco-compare-processes' default
+    assert [len(c) for c in result.measurement.cycles_by_pair] == [4, 3, 3]  # the first look's 10 cycles
+    assert a.opened == b.opened == 3 and a.closed == b.closed == 3
+    assert result.comparison.method == "paired-t, session level" and result.outcome == "no-regression"
+    one = compare_sides(ProcessFactory(2.0), ProcessFactory(2.0, seed=100), replace(FAST, processes=1), alpha=0.05,
+                        baseline_label="python3.11")
+    assert len(one.measurement.cycles_by_pair) == 1 and one.comparison.method == "paired-t"
+    # sides in this process are not process pairs: one session pair on CPU EPs, as before
+    local = compare_sides(ScriptedFactory(2.0), ScriptedFactory(2.0, seed=100), FAST, alpha=0.05,
+                          baseline_label="HEAD~1")
+    assert len(local.measurement.cycles_by_pair) == 1
+    assert CompareSettings().pairs_for(False, workers=True) == 3 and CompareSettings().pairs_for(True, True) == 3
+    assert CompareSettings(processes=1).pairs_for(True, workers=True) == 2  # device EPs keep their 2 session pairs
+    assert CompareSettings(session_pairs=5).pairs_for(False, workers=True) == 5
+
+
+def test_a_per_process_offset_widens_the_interval_instead_of_becoming_a_verdict() -> None:
+    # every process 8% faster or slower (sd) for its whole life, 3% noise per iteration: on one pair of
+    # processes the A/A reads that offset as a change; on three, the between-process term widens the interval
+    one, three = _process_aa(1, 0.08), _process_aa(3, 0.08)
+    assert one["regression"] + one["improvement"] >= 12, one
+    assert three["regression"] == 0 and three["improvement"] <= 3, three
+    # offsets of about 1.3% (the quiet 2-core VM's, studies/sbs_overhead.py): the A/A says no regression
+    # and a +10% slowdown is caught in every run
+    quiet = _process_aa(3, 0.013)
+    assert quiet["no-regression"] >= 38 and not quiet["regression"] and not quiet["improvement"], quiet
+    assert _process_aa(3, 0.013, slowdown=1.10)["regression"] == 40
 
 
 def test_memory_is_judged_on_each_sides_own_footprint() -> None:

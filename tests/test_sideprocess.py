@@ -393,6 +393,24 @@ def test_compare_python_through_the_plugin(aaco_project, other_python):
     assert f"vs {other_python}" in junit and "measured side by side" in junit
 
 
+def test_compare_python_runs_both_sides_in_fresh_worker_processes(aaco_project, other_python):
+    """Under ``--aaco-compare-python`` both sides run in workers (the candidate in pytest's own
+    interpreter), ``--aaco-compare-processes`` pairs of fresh processes at the first look, and the
+    paired test has the process pair as its level (a per-process offset widens the interval)."""
+    fast = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
+    result = aaco_project.pytester.runpytest_subprocess(
+        *fast, f"--aaco-compare-python={other_python}", "--aaco-compare-processes=2", "--aaco-threshold=90%",
+        "--aaco-intra-op-threads=1", "--aaco-cold-start=0", "-v", timeout=300)
+    assert result.ret == 0, result.stdout.str()
+    record = json.loads(next(aaco_project.pytester.path.glob(".aaco/sessions/*/items/*.json")).read_text())
+    sbs = record["verdict"]["side_by_side"]
+    assert sbs["session_pairs"] == 2 and sbs["test"] == "paired-t, session level"
+    sides = sbs["sides"]
+    assert sides["baseline"]["executable"] == str(other_python)
+    assert sides["candidate"]["executable"] == sys.executable and sides["candidate"]["memory_source"] == "worker rss"
+    assert len(sides["candidate"]["create_ms"]) == len(sides["baseline"]["create_ms"]) == 2
+
+
 def test_compare_python_compares_cold_start_side_by_side(aaco_project, other_python):
     """With ``--aaco-cold-start``, the unchanged item's cold start is compared with the other
     interpreter's fresh sessions (not with a stored history), and it must not fail."""

@@ -9,7 +9,11 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (studies/RESULTS.md). S
    ``session_pairs`` (default 2) fresh pairs are opened, since each session makes its own
    algorithm choices (cuDNN/MIOpen search, TensorRT tactics, the MIGraphX compile), and each
    later look runs its cycles on one more fresh pair: more cycles on the same pairs cannot shrink
-   the spread between pairs.
+   the spread between pairs. With a side in another interpreter (``--aaco-compare-python``) both
+   sides run in worker processes and each pair is a pair of fresh processes, ``--aaco-compare-processes``
+   (default 3) of them at the first look: a process's own offset (memory layout, CPU placement,
+   allocator state) then widens the interval through the between-pair term instead of reading as a
+   change (the process as the unit: pyperf; Kalibera & Jones, ISMM 2013).
 2. **Cycles** (:func:`pytest_aaco.measure.interleave.run_cycles`): one block of each side per cycle, in
    balanced random AB/BA order; a block lasts about :data:`~pytest_aaco.measure.interleave.BLOCK_TARGET_S`
    at that side's warmup latency; its first ``discard`` iterations are timed but not measured
@@ -36,12 +40,14 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (studies/RESULTS.md). S
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -70,7 +76,7 @@ from pytest_aaco.sidebyside.sides import (
     SideFactory,
     _open_pair,
 )
-from pytest_aaco.sidebyside.worker_client import WorkerSide
+from pytest_aaco.sidebyside.worker_client import PLUGIN_PYTHON_VARS, WorkerSide
 from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
 from pytest_aaco.verdict.metrics import kernel_changes
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, confirmed_outcome, judgement_of, outcome_of
@@ -86,7 +92,13 @@ class WorkerFactory:
     worker (:class:`pytest_aaco.sidebyside.worker_client.WorkerSide`), loads *model_file* on *provider* with
     the inputs from *feeds* (a callable, e.g. the candidate's :meth:`LocalFactory.shared_feeds`:
     both sides run the same values), and warms it up. The footprint is the worker's own: its RSS
-    growth over loading and warmup, or its GPU memory growth on NVIDIA GPU EPs."""
+    growth over loading and warmup, or its GPU memory growth on NVIDIA GPU EPs. *env*: variables set in
+    the worker's environment (:class:`~pytest_aaco.sidebyside.worker_client.WorkerSide`'s; the candidate's
+    worker in the plugin's own interpreter keeps its ``PYTHONPATH``: :func:`plugin_python_env`).
+
+    Under ``--aaco-compare-python`` both sides open through this class (the candidate in this process's
+    interpreter), so both pay the same overhead and every session pair is a pair of fresh processes:
+    :func:`measure` opens ``settings.processes`` pairs and tests with the process pair as the level."""
 
     python: str
     model_file: Path
@@ -97,11 +109,17 @@ class WorkerFactory:
     device_id: int = 0
     intra_op_threads: int = 0
     config_entries: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    #: every :meth:`open` starts a fresh process (:func:`in_workers`)
+    fresh_processes: ClassVar[bool] = True
+    #: workers started ahead by :func:`prestart`, taken by the next :meth:`open` s
+    spare: list[WorkerSide] = field(default_factory=list, init=False, repr=False)
 
     def open(self, name: str) -> OpenedSide:
-        side = WorkerSide(self.python, name=name)
+        side = self.spare.pop(0) if self.spare else WorkerSide(self.python, name=name, env=self.env)
+        side.name = name
         try:
-            info = side.start()
+            info = side.info if side.running and side.info is not None else side.start()
             gpu = self.provider.is_gpu
             before = side.memory()
             session = side.load(self.model_file, self.provider, self.feeds(), iobinding=self.iobinding,
@@ -121,6 +139,66 @@ class WorkerFactory:
         if session.compile_cache is not None:
             details["compile_cache"] = session.compile_cache
         return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
+
+
+def prestart(factories: list[Any], count: int) -> None:
+    """Start *count* workers of every :class:`WorkerFactory` in *factories* at once, before any cycle runs,
+    for their next :meth:`WorkerFactory.open` s: an interpreter's start and its numpy and onnxruntime
+    imports (about 0.4 s each on the 2-core VM) overlap instead of adding up. A worker that fails to
+    start is dropped: its :meth:`~WorkerFactory.open` starts one again and raises the error there. Call
+    :func:`close_spare` after the measurement."""
+    started = [(f, WorkerSide(f.python, name="spare", env=f.env)) for f in factories if isinstance(f, WorkerFactory)
+               for _ in range(count)]
+    if len(started) < 2:
+        return
+
+    def start(side: WorkerSide) -> bool:
+        try:
+            side.start()
+            return True
+        except Exception:  # noqa: BLE001 - open() starts it again and reports the error
+            side.close()
+            return False
+
+    with ThreadPoolExecutor(len(started)) as pool:
+        ready = list(pool.map(start, [side for _, side in started]))
+    for (factory, side), ok in zip(started, ready, strict=True):
+        if ok:
+            factory.spare.append(side)
+
+
+def close_sides(sides: list[Any]) -> None:
+    """Close *sides* (:class:`OpenedSide` s, or a factory's spare :class:`WorkerSide` s) at once: a worker's
+    exit takes about 0.1 s, and one pair of processes need not wait for the next."""
+    closers = [s.close for s in sides]
+    if len(closers) < 2:
+        for close in closers:
+            close()
+        return
+    with ThreadPoolExecutor(len(closers)) as pool:
+        list(pool.map(lambda close: close(), closers))
+
+
+def close_spare(factories: list[Any]) -> None:
+    """Close the workers :func:`prestart` started that no :meth:`WorkerFactory.open` took."""
+    spare = [side for f in factories if isinstance(f, WorkerFactory) for side in f.spare]
+    for f in factories:
+        if isinstance(f, WorkerFactory):
+            f.spare.clear()
+    close_sides(spare)
+
+
+def plugin_python_env() -> dict[str, str]:
+    """This process's ``PYTHONPATH`` and ``PYTHONHOME`` where set, for a worker in this interpreter that
+    must import the same onnxruntime (a :class:`WorkerSide` leaves them out by default: they point at the
+    plugin's Python, not at another environment's)."""
+    return {name: os.environ[name] for name in PLUGIN_PYTHON_VARS if name in os.environ}
+
+
+def in_workers(*factories: object) -> bool:
+    """Whether any of *factories* opens each side in a fresh process (``fresh_processes``, as
+    :class:`WorkerFactory` does)."""
+    return any(getattr(f, "fresh_processes", False) for f in factories)
 
 
 @dataclass(frozen=True)
@@ -213,8 +291,10 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
     first = min(settings.first_cycles, settings.traced_first_cycles) if tracer is not None else settings.first_cycles
     plan = SequentialPlan.steps(first, settings.step_cycles, max(settings.max_cycles, first))
     pairs: list[tuple[OpenedSide, OpenedSide]] = []
+    first_pairs = settings.pairs_for(device, in_workers(baseline, candidate))
     try:
-        for _ in range(settings.pairs_for(device)):
+        prestart([baseline, candidate], first_pairs)
+        for _ in range(first_pairs):
             pairs.append(_open_pair(baseline, candidate, len(pairs), tracer))
         iterations = {BASELINE: block_iterations(pairs[0][0].per_iteration_ms, settings.block_s),
                       CANDIDATE: block_iterations(pairs[0][1].per_iteration_ms, settings.block_s)}
@@ -260,9 +340,8 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         return Measurement(cycles_by_pair, looks, comp, rank, iterations, footprints, info, clock() - start,
                            device_look, refused)
     finally:
-        for a, b in pairs:
-            a.close()
-            b.close()
+        close_spare([baseline, candidate])
+        close_sides([side for pair in pairs for side in pair])
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ turn into ``pytest.UsageError``.
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -51,6 +52,7 @@ from pytest_aaco.sidebyside.cycles import (
     candidate_result,
     child_device_time,
     compare_sides,
+    plugin_python_env,
     side_figures,
     to_verdict,
 )
@@ -298,9 +300,15 @@ class SideBySideGate:
                                  item.intra_op_threads, entries, min_warmup_s=min_warmup_s)
         base_provider = provider_for(side.spec).for_side(BASELINE)  # its own compile-cache folder
         baseline: Any
+        measured: Any = candidate  # the candidate's side as measured
         if self.python:
             baseline = WorkerFactory(self.python, side.model_file, base_provider, candidate.shared_feeds, item.warmup,
                                      item.iobinding, item.device_id, item.intra_op_threads, entries)
+            # the candidate in fresh workers of this interpreter too: the same overhead, and the process
+            # pair as the test's session level (cycles.measure opens settings.processes pairs)
+            measured = WorkerFactory(sys.executable, model_path(spec), provider, candidate.shared_feeds, item.warmup,
+                                     item.iobinding, item.device_id, item.intra_op_threads, entries,
+                                     env=plugin_python_env())
         else:
             baseline = LocalFactory(side.model_file, side.spec, base_provider, item.warmup, item.iobinding,
                                     item.device_id, item.intra_op_threads, entries, min_warmup_s=min_warmup_s)
@@ -309,10 +317,10 @@ class SideBySideGate:
                            memory_slack_mb=gate.memory_slack_mb)
         device = bool(provider.is_gpu)
         if lock is None:
-            result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
+            result = compare_sides(baseline, measured, settings, alpha, self.name, device, tracer=tracer)
         else:
             with lock():
-                result = compare_sides(baseline, candidate, settings, alpha, self.name, device, tracer=tracer)
+                result = compare_sides(baseline, measured, settings, alpha, self.name, device, tracer=tracer)
         if tracer is not None and result.measurement.device is None and result.measurement.device_note:
             no_tracer = f"device time: {result.measurement.device_note}"  # the tracer refused on this GPU
         if tracer is None and no_tracer is None and provider.ep.tracer == eps.ROCPROFV3 and not self.python:

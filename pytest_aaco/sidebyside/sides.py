@@ -88,6 +88,13 @@ class CompareSettings:
     block_s: float = BLOCK_TARGET_S
     discard: int = DEFAULT_DISCARD
     session_pairs: int | None = None
+    #: fresh worker processes per side at the first look when a side runs in a worker
+    #: (``--aaco-compare-processes``' default): a process carries an offset of its own (memory layout, CPU
+    #: placement, allocator state) that cycles within one pair of processes cannot average out; a 5 us model's
+    #: A/A on one pair read -5.5% `improvement` once in 10 runs on the quiet 2-core VM and 10-40% offsets
+    #: under load (studies/sbs_overhead.py, studies/RESULTS.md). Three pairs leave the between-process
+    #: term 2 df at the first look; two would leave it 1 (a one-sided t quantile of 6.3 at 5%)
+    processes: int = setting("compare-processes")
     session_sd: float | None = None
     method: str = "t"
     confirm: bool = True
@@ -107,9 +114,12 @@ class CompareSettings:
         """
         return {} if self.spinning else dict(NO_SPINNING)
 
-    def pairs_for(self, device: bool) -> int:
-        """Session pairs to open: the setting, else 2 on device EPs and 1 on CPU EPs."""
-        return self.session_pairs or (DEVICE_SESSION_PAIRS if device else CPU_SESSION_PAIRS)
+    def pairs_for(self, device: bool, workers: bool = False) -> int:
+        """Session pairs to open at the first look: the setting, else 2 on device EPs and 1 on CPU EPs;
+        with a side in worker processes (*workers*) at least ``processes``: each pair of sessions is
+        then a pair of fresh processes, and the paired test's session level is the process's."""
+        pairs = self.session_pairs or (DEVICE_SESSION_PAIRS if device else CPU_SESSION_PAIRS)
+        return max(pairs, self.processes) if workers and not self.session_pairs else pairs
 
     def session_sd_for(self, device: bool) -> float:
         """The wall-time prior sd of a session pair's offset (ln units): the setting, else
