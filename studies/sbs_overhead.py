@@ -10,7 +10,7 @@ both sides in fresh workers, the baseline in ``--python``'s, N pairs at the firs
 ``--aaco-compare-processes``'), ``mixed:1`` (the gate's before 2026-11-29: the baseline in one worker, the
 candidate here), ``in-process`` (``--aaco-compare``). Models: ``us`` one 8x8 Gemm + Relu at batch 1 (about
 5 us); ``ms`` four 512x512 Gemm + Relu at batch 64 (about 1 ms); ``--slow`` adds ``us-slow`` (one more layer)
-and ``ms-slow`` (a 512x205 MatMul side branch, scaled by 1e-30 into the output: about +10%), which must read
+and ``ms-slow`` (a 512x128 MatMul side branch, scaled by 1e-30 into the output: about +10%), which must read
 ``regression``. Prints per model and layout the outcome words (A/A target: >= 9 of 10 ``no regression``).
 """
 
@@ -101,7 +101,7 @@ def main() -> int:
             base, cand = Path(tmp, f"{name}-a.onnx"), Path(tmp, f"{name}-b.onnx")
             onnx.save(mlp(layers, width, batch, seed=7), base)
             onnx.save(mlp(layers + (kind == "layer"), width, batch, 7) if kind != "branch" else
-                      with_branch(mlp(layers, width, batch, 7), width, 205), cand)
+                      with_branch(mlp(layers, width, batch, 7), width, 128), cand)
             rows: dict[tuple[str, int], list[dict[str, Any]]] = {layout: [] for layout in layouts}
             for run, (layout, processes) in itertools.product(range(runs), layouts):
                 out = subprocess.run([sys.executable, __file__, "--child", str(base), str(cand), args.python, str(run),
