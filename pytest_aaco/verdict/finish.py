@@ -116,8 +116,9 @@ def _side_by_side_text(v: Verdict) -> str:
     fastest = v.fastest_iteration
     if fastest is not None and fastest.stood and v.outcome == REGRESSION:
         # contention or a machine speed change inflated wall time's level; the fastest iteration decided
-        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}, the machine busy or slower than in"
-                f" the history; wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}")
+        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}; measured while the machine was busy or"
+                f" slower than in the history, so wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}, is"
+                " not the change")
     elif dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev, judged)} vs {sbs.ref},"
@@ -202,8 +203,9 @@ def render_message(v: Verdict) -> str:
     fastest = v.fastest_iteration
     if fastest is not None and fastest.stood and v.outcome == REGRESSION:
         # contention or a machine speed change inflated wall time's level; the fastest iteration decided
-        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}, the machine busy or slower than in"
-                f" the history; wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}")
+        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}; measured while the machine was busy or"
+                f" slower than in the history, so wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}, is"
+                " not the change")
     elif dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, judged)}; wall time {wall},"
