@@ -257,7 +257,8 @@ def _series_html(s: Series, index: int) -> str:
             f'<div class=muted>runner {e(s.runner)} · {e(s.provider)} · {len(s.points)} run(s)</div>'
             f'<p>{changes or "no change point"}</p>{latency}{device_html}'
             '<details><summary>runs</summary><div class="table"><table><tr><th>run</th><th>time (UTC)</th>'
-            '<th>commit</th><th>latency (ms, geometric mean of the fastest quarter of rounds)</th><th>95% interval (ms)</th>'
+            '<th>commit</th><th>latency (ms, geometric mean of the fastest quarter of rounds)</th>'
+            '<th>95% interval (ms)</th>'
             f'<th>device time (ms)</th></tr>{rows}</table></div></details></section>')
 
 
