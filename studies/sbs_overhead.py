@@ -52,8 +52,9 @@ def with_branch(model: Any, width: int, columns: int) -> Any:
 def child(baseline: str, candidate: str, python: str, seed: int, layout: str, processes: int) -> None:
     from pytest_aaco.measure.providers import parse_provider
     from pytest_aaco.measure.registry import ModelSpec
-    from pytest_aaco.sidebyside.cycles import WorkerFactory, compare_sides
+    from pytest_aaco.sidebyside.cycles import compare_sides
     from pytest_aaco.sidebyside.sides import CompareSettings, LocalFactory
+    from pytest_aaco.sidebyside.workers import WorkerFactory
 
     cpu, settings = parse_provider("cpu"), CompareSettings(seed=seed, processes=processes)
     entries = settings.session_config()

@@ -314,8 +314,9 @@ def test_compare_with_the_baseline_in_another_interpreter(other_python, models):
     """--aaco-compare-python's measurement: a worker baseline against a local candidate, the same
     model (an unchanged ORT: no regression), then a model 8x the work (a regression)."""
     from pytest_aaco.measure.registry import ModelSpec
-    from pytest_aaco.sidebyside.cycles import WorkerFactory, compare_sides
+    from pytest_aaco.sidebyside.cycles import compare_sides
     from pytest_aaco.sidebyside.sides import CompareSettings, LocalFactory
+    from pytest_aaco.sidebyside.workers import WorkerFactory
 
     spec = ModelSpec("small", f"path:{models['small']}", models["small"])
     settings = CompareSettings(block_s=0.03, threshold=0.50, confirm=False)  # wide: never flips

@@ -40,14 +40,12 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (studies/RESULTS.md). S
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -60,9 +58,7 @@ from pytest_aaco.measure.interleave import (
     run_cycles,
     spin_bleed,
 )
-from pytest_aaco.measure.providers import ProviderSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
-from pytest_aaco.options import setting
 from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Judgement, Outcome
 from pytest_aaco.records.verdict import SideBySideSummary, Verdict
 from pytest_aaco.sidebyside.sides import (
@@ -76,7 +72,6 @@ from pytest_aaco.sidebyside.sides import (
     SideFactory,
     _open_pair,
 )
-from pytest_aaco.sidebyside.worker_client import PLUGIN_PYTHON_VARS, WorkerSide
 from pytest_aaco.tracers.base import DeviceBlock, InProcessTracer
 from pytest_aaco.verdict.metrics import kernel_changes
 from pytest_aaco.verdict.outcome import NO_REGRESSION_ALPHA, confirmed_outcome, judgement_of, outcome_of
@@ -86,89 +81,8 @@ from pytest_aaco.verdict.stats import Comparison
 REGRESSION, NO_REGRESSION, INCONCLUSIVE = Outcome.REGRESSION, Outcome.NO_REGRESSION, Outcome.INCONCLUSIVE
 
 
-@dataclass
-class WorkerFactory:
-    """Sides in another interpreter (``--aaco-compare-python``): each :meth:`open` starts a fresh
-    worker (:class:`pytest_aaco.sidebyside.worker_client.WorkerSide`), loads *model_file* on *provider* with
-    the inputs from *feeds* (a callable, e.g. the candidate's :meth:`LocalFactory.shared_feeds`:
-    both sides run the same values), and warms it up. The footprint is the worker's own: its RSS
-    growth over loading and warmup, or its GPU memory growth on NVIDIA GPU EPs. *env*: variables set in
-    the worker's environment (:class:`~pytest_aaco.sidebyside.worker_client.WorkerSide`'s; the candidate's
-    worker in the plugin's own interpreter keeps its ``PYTHONPATH``: :func:`plugin_python_env`).
-
-    Under ``--aaco-compare-python`` both sides open through this class (the candidate in this process's
-    interpreter), so both pay the same overhead and every session pair is a pair of fresh processes:
-    :func:`measure` opens ``settings.processes`` pairs and tests with the process pair as the level."""
-
-    python: str
-    model_file: Path
-    provider: ProviderSpec
-    feeds: Callable[[], dict[str, np.ndarray]]
-    warmup: int = setting("warmup")
-    iobinding: str = "none"
-    device_id: int = 0
-    intra_op_threads: int = 0
-    config_entries: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-    #: every :meth:`open` starts a fresh process (:func:`in_workers`)
-    fresh_processes: ClassVar[bool] = True
-    #: workers started ahead by :func:`prestart`, taken by the next :meth:`open` s
-    spare: list[WorkerSide] = field(default_factory=list, init=False, repr=False)
-
-    def open(self, name: str) -> OpenedSide:
-        side = self.spare.pop(0) if self.spare else WorkerSide(self.python, name=name, env=self.env)
-        side.name = name
-        try:
-            info = side.info if side.running and side.info is not None else side.start()
-            gpu = self.provider.is_gpu
-            before = side.memory()
-            session = side.load(self.model_file, self.provider, self.feeds(), iobinding=self.iobinding,
-                                device_id=self.device_id, intra_op_threads=self.intra_op_threads,
-                                config_entries=self.config_entries)
-            first_ms, warm_ms = side.warmup(self.warmup)
-            session.settle_cache(first_ms)
-            after = side.memory()
-        except BaseException:
-            side.close()
-            raise
-        old, new = (before.gpu_mb, after.gpu_mb) if gpu else (before.rss_mb, after.rss_mb)
-        footprint = new - old if old is not None and new is not None else None
-        per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
-        details = {"ort_version": info.ort_version, "python": info.python_version, "executable": info.executable,
-                   "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name}
-        if session.compile_cache is not None:
-            details["compile_cache"] = session.compile_cache
-        return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
-
-
-def prestart(factories: list[Any], count: int) -> None:
-    """Start *count* workers of every :class:`WorkerFactory` in *factories* at once, before any cycle runs,
-    for their next :meth:`WorkerFactory.open` s: an interpreter's start and its numpy and onnxruntime
-    imports (about 0.4 s each on the 2-core VM) overlap instead of adding up. A worker that fails to
-    start is dropped: its :meth:`~WorkerFactory.open` starts one again and raises the error there. Call
-    :func:`close_spare` after the measurement."""
-    started = [(f, WorkerSide(f.python, name="spare", env=f.env)) for f in factories if isinstance(f, WorkerFactory)
-               for _ in range(count)]
-    if len(started) < 2:
-        return
-
-    def start(side: WorkerSide) -> bool:
-        try:
-            side.start()
-            return True
-        except Exception:  # noqa: BLE001 - open() starts it again and reports the error
-            side.close()
-            return False
-
-    with ThreadPoolExecutor(len(started)) as pool:
-        ready = list(pool.map(start, [side for _, side in started]))
-    for (factory, side), ok in zip(started, ready, strict=True):
-        if ok:
-            factory.spare.append(side)
-
-
 def close_sides(sides: list[Any]) -> None:
-    """Close *sides* (:class:`OpenedSide` s, or a factory's spare :class:`WorkerSide` s) at once: a worker's
+    """Close *sides* (:class:`OpenedSide` s) at once: a worker's
     exit takes about 0.1 s, and one pair of processes need not wait for the next."""
     closers = [s.close for s in sides]
     if len(closers) < 2:
@@ -178,27 +92,6 @@ def close_sides(sides: list[Any]) -> None:
     with ThreadPoolExecutor(len(closers)) as pool:
         list(pool.map(lambda close: close(), closers))
 
-
-def close_spare(factories: list[Any]) -> None:
-    """Close the workers :func:`prestart` started that no :meth:`WorkerFactory.open` took."""
-    spare = [side for f in factories if isinstance(f, WorkerFactory) for side in f.spare]
-    for f in factories:
-        if isinstance(f, WorkerFactory):
-            f.spare.clear()
-    close_sides(spare)
-
-
-def plugin_python_env() -> dict[str, str]:
-    """This process's ``PYTHONPATH`` and ``PYTHONHOME`` where set, for a worker in this interpreter that
-    must import the same onnxruntime (a :class:`WorkerSide` leaves them out by default: they point at the
-    plugin's Python, not at another environment's)."""
-    return {name: os.environ[name] for name in PLUGIN_PYTHON_VARS if name in os.environ}
-
-
-def in_workers(*factories: object) -> bool:
-    """Whether any of *factories* opens each side in a fresh process (``fresh_processes``, as
-    :class:`WorkerFactory` does)."""
-    return any(getattr(f, "fresh_processes", False) for f in factories)
 
 
 @dataclass(frozen=True)
@@ -291,9 +184,12 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
     first = min(settings.first_cycles, settings.traced_first_cycles) if tracer is not None else settings.first_cycles
     plan = SequentialPlan.steps(first, settings.step_cycles, max(settings.max_cycles, first))
     pairs: list[tuple[OpenedSide, OpenedSide]] = []
-    first_pairs = settings.pairs_for(device, in_workers(baseline, candidate))
+    # sides in fresh processes (workers.WorkerFactory): process pairs, the first look's started at once
+    processes: list[Any] = [f for f in (baseline, candidate) if getattr(f, "fresh_processes", False)]
+    first_pairs = settings.pairs_for(device, bool(processes))
     try:
-        prestart([baseline, candidate], first_pairs)
+        if processes:
+            processes[0].start_spares(processes, first_pairs)
         for _ in range(first_pairs):
             pairs.append(_open_pair(baseline, candidate, len(pairs), tracer))
         iterations = {BASELINE: block_iterations(pairs[0][0].per_iteration_ms, settings.block_s),
@@ -340,7 +236,8 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         return Measurement(cycles_by_pair, looks, comp, rank, iterations, footprints, info, clock() - start,
                            device_look, refused)
     finally:
-        close_spare([baseline, candidate])
+        if processes:
+            processes[0].close_spares(processes)
         close_sides([side for pair in pairs for side in pair])
 
 

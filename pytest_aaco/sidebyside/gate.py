@@ -47,12 +47,10 @@ from pytest_aaco.samplers.rocm_install import rocm_version
 from pytest_aaco.sidebyside.compute import ComputeCheck
 from pytest_aaco.sidebyside.cycles import (
     SideBySide,
-    WorkerFactory,
     attach_child_device_time,
     candidate_result,
     child_device_time,
     compare_sides,
-    plugin_python_env,
     side_figures,
     to_verdict,
 )
@@ -66,6 +64,7 @@ from pytest_aaco.sidebyside.sides import (
 )
 from pytest_aaco.sidebyside.unchanged import Triage, triage
 from pytest_aaco.sidebyside.worker_client import WorkerSessions, WorkerSide
+from pytest_aaco.sidebyside.workers import WorkerFactory, plugin_python_env
 from pytest_aaco.tracers import rocprof
 from pytest_aaco.tracers.base import TracerError, TracerMissing
 from pytest_aaco.tracers.rocprof_trace import default_output_format

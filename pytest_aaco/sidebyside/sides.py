@@ -1,7 +1,7 @@
 """Side by side, the comparison's settings (:class:`CompareSettings`: cycles, looks, session pairs, the
 device-time prior) and step 1 of :mod:`pytest_aaco.sidebyside.cycles`: opening each side
 (:class:`SideFactory`; in process here, in the side worker
-:class:`pytest_aaco.sidebyside.cycles.WorkerFactory`) with its own memory footprint."""
+:class:`pytest_aaco.sidebyside.workers.WorkerFactory`) with its own memory footprint."""
 
 from __future__ import annotations
 
