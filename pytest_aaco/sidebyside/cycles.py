@@ -188,7 +188,7 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
     processes: list[Any] = [f for f in (baseline, candidate) if getattr(f, "fresh_processes", False)]
     first_pairs = settings.pairs_for(device, bool(processes))
     try:
-        if processes:
+        if processes and hasattr(processes[0], "start_spares"):
             processes[0].start_spares(processes, first_pairs)
         for _ in range(first_pairs):
             pairs.append(_open_pair(baseline, candidate, len(pairs), tracer))
@@ -236,7 +236,7 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         return Measurement(cycles_by_pair, looks, comp, rank, iterations, footprints, info, clock() - start,
                            device_look, refused)
     finally:
-        if processes:
+        if processes and hasattr(processes[0], "close_spares"):
             processes[0].close_spares(processes)
         close_sides([side for pair in pairs for side in pair])
 
