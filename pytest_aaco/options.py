@@ -535,8 +535,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("compare-budget", "seconds per item for more cycles while a side-by-side verdict is inconclusive",
               "60", "S", parse=partial(amount, unit="s", example="a number of seconds like 60",
                                                      positive=True)),
-    OptionDef("compare-processes", "with --aaco-compare-python, fresh worker processes per side at the first look"
-              " (the process is the unit of the test)", "3", "N", parse=partial(int_at_least, minimum=1, maximum=20)),
+    OptionDef("compare-processes", "with --aaco-compare-python: pairs of fresh worker processes at the first look",
+              "3", "N", parse=partial(int_at_least, minimum=1, maximum=20)),
 )
 
 BY_NAME = {opt.name: opt for opt in OPTIONS}
