@@ -306,6 +306,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
         return second
     first.confirmed = False
     first.first_look = first_look
+    if first.fastest_iteration is not None and first.fastest_iteration.stood:  # it stood for a look not confirmed
+        first.fastest_iteration = replace(first.fastest_iteration, stood=False)
     first.outcome = INCONCLUSIVE
     if first.device_time is not None and first.device_time.outcome == REGRESSION:  # not confirmed either
         first.device_time = first.device_time.with_outcome(INCONCLUSIVE, first_outcome=REGRESSION)
