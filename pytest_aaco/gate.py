@@ -1,18 +1,24 @@
 """The per-item gate: fingerprint, baseline, verdict, confirmation look, contention, the extra
 passes (cold start, GPU kernels, operator profile: :mod:`pytest_aaco.extra_passes`), diagnosis.
 
-:func:`judge` turns one finished :class:`~pytest_aaco.benchmark.BenchmarkRun` into an
-:class:`~pytest_aaco.records.item.ItemRecord` with its :class:`~pytest_aaco.records.verdict.Verdict`. It
-needs no pytest: the session object (:mod:`pytest_aaco.session`) calls it after the test body
-returned, and does the side effects (the item's stash, ``pytest.fail``, hooks, the bundle).
+One finished :class:`~pytest_aaco.benchmark.BenchmarkRun` becomes an
+:class:`~pytest_aaco.records.item.ItemRecord` with its :class:`~pytest_aaco.records.verdict.Verdict` in
+three steps, none of which needs pytest; the session object (:mod:`pytest_aaco.session`) calls them after
+the test body returned, and does the side effects (the item's stash, ``pytest.fail``, hooks, the bundle):
 
-The item pipeline: a :class:`Gate` (the stored baselines' :class:`~pytest_aaco.history.judge.StoredGate`
+1. :func:`gather` reads what the decision needs: the physical GPU, the fingerprint, the baseline file and
+   the fingerprint compared with it, the runner's variance priors and pooled variances, the item's LOND
+   level, the session's machine offset, the gate settings (an :class:`ItemCase`);
+2. :func:`judge` decides on that case alone: statistics and rules, no file, option or device read;
+3. :func:`conclude` records the LOND test and the machine offset, runs the extra passes and builds the record.
+
+The item pipeline (:func:`judge`): a :class:`Gate` (the stored baselines' :class:`~pytest_aaco.history.judge.StoredGate`
 or the side-by-side :class:`~pytest_aaco.sidebyside.gate.SideBySideLook`, peers) gives the first look as
 an *unfinished* verdict; the pipeline applies the confirmation look
 (:func:`pytest_aaco.verdict.finish.confirm`, stored only: side by side confirms with fresh sessions
 inside its measurement, by the same rule), CPU contention (stored only: paired sides ran under the
-same load), the notes, then finishes the verdict once (:func:`pytest_aaco.verdict.finish.finish`)
-and records the LOND test.
+same load), the notes, then finishes the verdict once (:func:`pytest_aaco.verdict.finish.finish`);
+:func:`conclude` records the LOND test.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import Insight, judge_insight, kernel_data, measure_insight
 from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
 from pytest_aaco.history.judge import MachineOffset, StoredGate
+from pytest_aaco.history.pooled import item_pools
 from pytest_aaco.history.store import Baseline, RunnerPriors, baseline_path, other_runners, read_baseline, save_run
 from pytest_aaco.jsonio import AacoFileError, JSONDict
 from pytest_aaco.measure.inference import MeasureSettings
@@ -51,7 +58,7 @@ class Gate(Protocol):
     history), :class:`~pytest_aaco.sidebyside.gate.SideBySideLook` (against the item at REF, measured
     side by side) and :class:`SaveLook` (``--aaco-save-baseline``). :meth:`look` returns the verdict of
     one look *unfinished* (outcome and figures, no ``fails``, no ``message``); the item pipeline
-    (:func:`item_verdict`) finishes it once."""
+    (:func:`judge`) finishes it once."""
 
     @property
     def stored(self) -> bool:
@@ -161,13 +168,16 @@ def item_gate(nodeid: str, run: BenchmarkRun, fp: Fingerprint, ctx: GateContext)
                                 ctx.lond, c.fdr)
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     baseline = read_baseline(path, nodeid)  # parsed once: the priors and the pooled variance read it too
+    match = fp.against(baseline.fingerprint) if baseline is not None else None  # compared once, here
     # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
-    gated = baseline is not None and (fp.matches(baseline.fingerprint) or bool(fp.version_only(baseline.fingerprint)))
+    gated = match is not None and match.gates
     level = ctx.lond.next_level() if gated else c.fdr
     others = other_runners(c.baseline_dir, fp.machine_key, nodeid) if baseline is None else None
     priors = ctx.variance_priors(path.parent) if gated else RunnerPriors()
+    pools = item_pools(path.parent, run.results[-1]) if gated else None  # the folder's pooled variances
     return StoredGate(baseline, fp, run.gate_settings(), level, item_label(run), others, priors.raw,
-                      ctx.machine_offset.current(), priors.adjusted, gated=gated, stored=True), baseline
+                      ctx.machine_offset.current(), priors.adjusted, gated=gated, stored=True, match=match,
+                      pools=pools), baseline
 
 
 @dataclass(frozen=True)
