@@ -3,7 +3,7 @@
 A gate (:class:`pytest_aaco.gate.Gate`: the stored baselines' :func:`pytest_aaco.history.judge.judge_history`,
 the side-by-side :func:`pytest_aaco.sidebyside.cycles.to_verdict`) returns an *unfinished*
 :class:`~pytest_aaco.records.verdict.Verdict`: its outcome and figures, no ``fails`` and no ``message``. The item
-pipeline (:func:`pytest_aaco.gate.item_verdict`) then applies, here:
+pipeline (:func:`pytest_aaco.gate.judge`) then applies, here:
 
 * :func:`confirm`: the confirmation look, by the one intersection-union rule
   (:func:`pytest_aaco.verdict.outcome.confirmed_outcome`);
