@@ -26,8 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 
 def own_session_feeds(model_path: str, name: str) -> dict:
     """The item's own InferenceSession, run 3 times (the state the cold-start phase starts in); its inputs."""
@@ -103,26 +101,23 @@ def side_by_side(name: str, args: argparse.Namespace, folder: Path) -> dict:
     return out
 
 
-def add_folding_work(model, matmuls: int, path: Path, size: int = 512) -> Path:  # noqa: ANN001 - onnx.ModelProto
-    """*path*, written: a copy of *model* plus a chain of *matmuls* constant ``[size, size]`` MatMul + Tanh
-    steps (2 size³ FLOP each) ending in an extra scalar output: every input is an initializer, so ORT folds
+def add_folding_work(model_path: Path, steps: int, path: Path, size: int = 512) -> Path:
+    """*path*, written: the model plus a chain of *steps* constant ``[size, size]`` MatMul + Tanh steps
+    (2 size³ FLOP each) ending in an extra scalar output: every input is an initializer, so ORT folds
     the chain while it creates the session and the runs never see it (slower creation, the same runs)."""
+    import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    rng, current = np.random.default_rng(0), "fw.h0"
-    for i in range(matmuls + 1):
+    model, rng = onnx.load(str(model_path)), np.random.default_rng(0)
+    for i in range(steps + 1):  # fw.h0, then the weights of each step
         w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
-        out.graph.initializer.append(numpy_helper.from_array(w, f"fw.W{i}" if i else current))
-        if i:
-            out.graph.node.extend([helper.make_node("MatMul", [current, f"fw.W{i}"], [f"fw.mm{i}"]),
-                                   helper.make_node("Tanh", [f"fw.mm{i}"], [f"fw.h{i}"])])
-            current = f"fw.h{i}"
-    out.graph.node.append(helper.make_node("ReduceSum", [current], ["aaco_folding_work"], keepdims=0))
-    out.graph.output.append(helper.make_tensor_value_info("aaco_folding_work", TensorProto.FLOAT, []))
-    onnx.save(out, str(path))
+        model.graph.initializer.append(numpy_helper.from_array(w, f"fw.W{i}" if i else "fw.h0"))
+        model.graph.node.extend([helper.make_node("MatMul", [f"fw.h{i - 1}", f"fw.W{i}"], [f"fw.mm{i}"]),
+                                 helper.make_node("Tanh", [f"fw.mm{i}"], [f"fw.h{i}"])] if i else [])
+    model.graph.node.append(helper.make_node("ReduceSum", [f"fw.h{steps}"], ["aaco_folding_work"], keepdims=0))
+    model.graph.output.append(helper.make_tensor_value_info("aaco_folding_work", TensorProto.FLOAT, []))
+    onnx.save(model, str(path))
     return path
 
 
@@ -130,19 +125,16 @@ def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: P
     """The model plus enough folded 512x512 MatMul steps (about 0.27 GFLOP each) to double its
     session creation, sized from a 16-step probe: a smaller probe (32 steps of 256) added less
     than resnet50's run-to-run noise and sized its candidate 14 to 37x instead of 2x."""
-    import onnx
-
-    model = onnx.load(str(model_path))
-    probe = add_folding_work(model, 16, folder / f"{name}-probe.onnx")
+    probe = add_folding_work(model_path, 16, folder / f"{name}-probe.onnx")
     probe_ms = statistics.median(run_child(probe, name, 3)["median_session_create_ms"] for _ in range(3))
     per_step = max((probe_ms - base_create_ms) / 16, 0.5)
     steps = max(1, round(base_create_ms / per_step))
     # one refinement: the probe's estimate was off by 3 to 4x for resnet50 (candidates at 6 to 9x)
-    sized = add_folding_work(model, steps, folder / f"{name}-fold{steps}.onnx")
+    sized = add_folding_work(model_path, steps, folder / f"{name}-fold{steps}.onnx")
     sized_ms = statistics.median(run_child(sized, name, 3)["median_session_create_ms"] for _ in range(3))
     if sized_ms > base_create_ms:
         steps = max(1, round(steps * base_create_ms / (sized_ms - base_create_ms)))
-    return add_folding_work(model, steps, folder / f"{name}-fold{steps}.onnx"), steps
+    return add_folding_work(model_path, steps, folder / f"{name}-fold{steps}.onnx"), steps
 
 
 def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
