@@ -37,7 +37,7 @@ from pytest_aaco.verdict.outcome import outcome_of
 from pytest_aaco.verdict.paired import paired_t
 from pytest_aaco.verdict.pooling import fit_pool, pooled_test
 from pytest_aaco.verdict.run_stats import run_offset_sd
-from pytest_aaco.verdict.stats import Comparison, prediction_interval_test, welch_rounds
+from pytest_aaco.verdict.stats import Comparison, level_test, prediction_interval_test, welch_rounds
 
 __all__ = [
     # statistics: the gate's tests on ln(ms) values, and the outcome rule
@@ -45,6 +45,7 @@ __all__ = [
     "DEVICE_TIME_SESSION_DF",
     "DEVICE_TIME_SESSION_SD",
     "fit_pool",
+    "level_test",
     "outcome_of",
     "paired_t",
     "pooled_test",

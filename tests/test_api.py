@@ -45,6 +45,18 @@ def test_paired_t_through_the_api_is_scipys_one_sample_t_test() -> None:
     assert str(api.outcome_of(comp, 0.05, 0.01)) in {"regression", "no-regression", "inconclusive", "improvement"}
 
 
+def test_level_test_keeping_every_round_is_welch_with_the_run_term() -> None:
+    rng = np.random.default_rng(5)
+    current, runs = rng.normal(0.02, 0.01, 8), [rng.normal(0.0, 0.01, 8) for _ in range(3)]
+    level = api.level_test(current, runs, run_sd=0.01, keep=np.asarray)
+    welch = api.welch_rounds(current, np.concatenate(runs), run_sd=0.01, baseline_runs=3)
+    assert (level.estimate, level.se, level.p_slower) == pytest.approx((welch.estimate, welch.se, welch.p_slower))
+    classic = api.welch_rounds(current, np.concatenate(runs))  # no run term: scipy's Welch test
+    ref = scipy.stats.ttest_ind(current, np.concatenate(runs), equal_var=False, alternative="greater")
+    assert classic.p_slower == pytest.approx(ref.pvalue, rel=1e-9)
+    assert level.p_slower > classic.p_slower  # the run term widens the interval
+
+
 def test_the_pages_example_runs() -> None:
     """The example block of docs/api.md, as written (an A/A comparison of squeezenet on the CPU EP)."""
     blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), flags=re.S)
