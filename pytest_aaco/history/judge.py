@@ -65,7 +65,8 @@ from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome, QuantileComparison
-from pytest_aaco.records.verdict import DeviceTimeRecord, FastestIteration, Pair, ReferenceDrift, Verdict
+from pytest_aaco.records.contention import FastestIteration
+from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, ReferenceDrift, Verdict
 from pytest_aaco.verdict import bootstrap, pooling, run_stats, stats
 from pytest_aaco.verdict.comparable import Fingerprint, FingerprintMatch
 from pytest_aaco.verdict.finish import stands_on_fastest

@@ -25,7 +25,8 @@ from typing import Any
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Judgement, Outcome
-from pytest_aaco.records.verdict import Contention, DeviceTimeRecord, FirstLook, Verdict
+from pytest_aaco.records.contention import Contention
+from pytest_aaco.records.verdict import DeviceTimeRecord, FirstLook, Verdict
 from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
