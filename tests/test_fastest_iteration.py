@@ -21,7 +21,7 @@ from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records.contention import FastestIteration
+from pytest_aaco.records.base import FastestIteration
 from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.verdict.finish import finish, under_contention
 from pytest_aaco.verdict.outcome import Outcome

@@ -64,8 +64,7 @@ from pytest_aaco.history.series import (
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome, QuantileComparison
-from pytest_aaco.records.contention import FastestIteration
+from pytest_aaco.records.base import DEVICE_TIME, LATENCY, FastestIteration, Outcome, QuantileComparison
 from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, ReferenceDrift, Verdict
 from pytest_aaco.verdict import bootstrap, pooling, run_stats, stats
 from pytest_aaco.verdict.comparable import Fingerprint, FingerprintMatch

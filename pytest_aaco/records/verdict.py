@@ -14,6 +14,8 @@ from pytest_aaco.records.base import (
     LATENCY,
     MEMORY,
     P99,
+    Contention,
+    FastestIteration,
     Judgement,
     Outcome,
     QuantileComparison,
@@ -25,7 +27,6 @@ from pytest_aaco.records.base import (
     _typed,
     p99_judgement,
 )
-from pytest_aaco.records.contention import Contention, FastestIteration
 
 
 @dataclass(frozen=True)

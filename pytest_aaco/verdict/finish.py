@@ -24,8 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Judgement, Outcome
-from pytest_aaco.records.contention import Contention
+from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Contention, Judgement, Outcome
 from pytest_aaco.records.verdict import DeviceTimeRecord, FirstLook, Verdict
 from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
