@@ -4,7 +4,13 @@ unchanged model? Two MLPs with seeded weights (4 and 6 hidden layers: +50% compu
 pytest process: the 6-layer model *slow* times, the 4-layer model *same* times. Prints each verdict, the
 failed gates (exit 1) and the sessions whose results lead with ``not judged:``.
 
+The sessions run one intra-op thread (``--threads 1``): a regression measured under contention then stands
+on the run's fastest iteration (``pytest_aaco.history.judge.fastest_iteration``). With ``--threads 0``
+(ONNX Runtime's default, a thread per core) the fewer cores a busy machine leaves slow even the fastest
+iteration, so those gates read ``not judged``.
+
     python studies/contention_gate.py [--keep DIR]   # 3 slowed gates, 5 unchanged, 4 spinners
+    python studies/contention_gate.py --threads 0    # the same with ONNX Runtime's default threads
     python studies/contention_gate.py --smoke        # 1 and 1
 
 Extra pytest options go through PYTEST_ADDOPTS; on a larger machine pin it to two cores (``taskset -c 2,3``).
@@ -75,7 +81,10 @@ def main() -> int:
     parser.add_argument("--same", type=int, default=5, metavar="N", help="unchanged gates (default 5)")
     parser.add_argument("--spinners", type=int, default=4, metavar="N", help="busy processes (default 4)")
     parser.add_argument("--keep", metavar="DIR", help="copy the suite (baselines, bundles) to DIR at the end")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="--aaco-intra-op-threads of every session (default 1; 0: ONNX Runtime's default)")
     args = parser.parse_args()
+    threads = (f"--aaco-intra-op-threads={args.threads}",) if args.threads > 0 else ()
     if args.smoke:
         args.slow, args.same = 1, 1
     suite = Path(tempfile.mkdtemp(prefix="aaco-contention-"))
@@ -87,7 +96,7 @@ def main() -> int:
     onnx.save(mlp(6), six)
     shutil.copy(four, suite / "model.onnx")
     for _ in range(2):
-        rc, first, _ = gate(suite, "--aaco-save-baseline")
+        rc, first, _ = gate(suite, "--aaco-save-baseline", *threads)
         if rc != 0:
             print(f"saving the baseline failed (exit {rc}): {first}")
             return 2
@@ -98,7 +107,7 @@ def main() -> int:
         for which, model, n in (("slow", six, args.slow), ("same", four, args.same)):
             shutil.copy(model, suite / "model.onnx")
             for i in range(n):
-                rc, first, told = gate(suite)
+                rc, first, told = gate(suite, *threads)
                 counts[f"{which}_failed"] += rc == 1
                 counts["not_judged_first"] += first.startswith("not judged:")
                 print(f"{which} {i + 1}: exit {rc}; load {os.getloadavg()[0]:.1f}; first line: {first[:160]}")

@@ -92,7 +92,18 @@ def stored_device_time_regression() -> str:
     return _stored(Path("baselines"), make_result, 0.871, extra=8).message + "\n"
 
 
+def stored_contention_regression() -> str:
+    """The failure message of a CPU item (one intra-op thread) whose work grew 48% while a busy machine made a
+    third of its iterations wait for a CPU and its reference workload 3.5 times slower: the regression stands
+    on the run's fastest iteration (:func:`pytest_aaco.history.judge.fastest_iteration`)."""
+    from tests.test_fastest_iteration import FP, _baseline, _busy
+
+    settings = GateSettings()
+    return settle(judge_history(_busy(0.240), _baseline(), FP, settings, 0.05, "mlp[cpu]"), settings).message + "\n"
+
+
 EXAMPLES: dict[str, Callable[[], str]] = {
+    "stored-contention-regression": stored_contention_regression,
     "stored-device-time-regression": stored_device_time_regression,
     "stored-regression": stored_regression,
     "side-by-side-regression": side_by_side_regression,

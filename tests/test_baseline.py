@@ -430,7 +430,7 @@ def test_result_figures():
     assert r.round_log_means == pytest.approx([np.log([1, 2, 3, 4]).mean(), np.log([5, 6, 7, 8]).mean()])
     assert r.duration_s == pytest.approx(2.02)
     assert rounds[0].summary() == {"n": 4, "mean_ms": 2.5, "log_mean": pytest.approx(np.log([1, 2, 3, 4]).mean()),
-                                   "p50_ms": 2.5, "p99_ms": pytest.approx(3.97)}
+                                   "p50_ms": 2.5, "p99_ms": pytest.approx(3.97), "min_ms": 1.0}
     data = r.to_dict()
     assert data["latencies_ms"] == [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]
     assert data["summary"]["warmup_iterations"] == 3 and data["summary"]["rounds"] == 2

@@ -191,6 +191,9 @@ def test_device_time_gives_the_word_across_runners_on_one_gpu_model(tmp_path, re
     assert same.outcome == Outcome.NO_REGRESSION and not same.fails, same.message
     assert same.baseline_runner == "runner-b" and same.to_dict()["baseline_runner"] == "runner-b"
     assert "against runner runner-b's history (another runner's)" in same.message
+    # the untested raw change compares levels, as the stored gate does: each run's fastest quarter of rounds
+    assert "raw wall time +30.0%, fastest quarter of rounds (the machines' difference included; not tested)" in (
+        same.notes)
     slow = _across(result_factory, tmp_path, 0.818 * 1.064)
     assert slow.outcome == Outcome.REGRESSION and slow.fails
     assert slow.message.startswith("REGRESSION m[cuda]: device time +6."), slow.message

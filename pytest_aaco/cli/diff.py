@@ -86,15 +86,25 @@ class DiffRefused(ValueError):
 
 def _rounds_of(rounds: Sequence[RoundFigures], latencies: Sequence[Sequence[float]]) -> list[RoundResult]:
     """Rounds from the raw per-round latencies (ms) when they are there and line up with the round
-    summaries; else one value per round at ``exp(log_mean)``, which keeps each round's log-mean (the
-    unit of every test) exact."""
-    usable = [(r.n, r.log_mean) for r in rounds if r.log_mean is not None]
+    summaries; else *n* values per round that keep its log-mean (the unit of every test) exact: all at
+    ``exp(log_mean)``, or, where the round's fastest iteration (``min_ms``) was stored and *n* >= 2, one at
+    ``min_ms`` and the rest at the value that leaves the log-mean unchanged, so the round's fastest
+    iteration is exact too (:func:`pytest_aaco.history.judge.fastest_iteration` reads it)."""
+    usable = [r for r in rounds if r.log_mean is not None]
     if latencies and len(latencies) == len(usable) and all(latencies):
         arrays = [np.asarray(r, dtype=float) for r in latencies]
         if all(np.all(a > 0) for a in arrays):
             return [RoundResult(i, a, 0, 0) for i, a in enumerate(arrays)]
-    return [RoundResult(i, np.full(max(int(n or 1), 1), math.exp(log_mean)), 0, 0)
-            for i, (n, log_mean) in enumerate(usable)]
+    return [RoundResult(i, _round_values(r), 0, 0) for i, r in enumerate(usable)]
+
+
+def _round_values(r: RoundFigures) -> np.ndarray:
+    """:func:`_rounds_of`'s stand-in latencies (ms) for round *r* (its ``log_mean`` set)."""
+    n, log_mean = max(int(r.n or 1), 1), float(r.log_mean or 0.0)
+    if n < 2 or r.min_ms is None or not 0 < r.min_ms <= math.exp(log_mean):
+        return np.full(n, math.exp(log_mean))
+    rest = math.exp((n * log_mean - math.log(r.min_ms)) / (n - 1))
+    return np.array([r.min_ms, *([rest] * (n - 1))])
 
 
 def _reference_of(data: object) -> ReferenceSeries | None:
@@ -104,7 +114,8 @@ def _reference_of(data: object) -> ReferenceSeries | None:
                            log_means=np.asarray(data["log_means"], dtype=float),
                            normalized=np.asarray(data.get("normalized") or [], dtype=float),
                            mean_ms=float(data.get("mean_ms") or 0.0), iterations=int(data.get("iterations") or 0),
-                           share=float(data.get("share") or 0.0))
+                           share=float(data.get("share") or 0.0),
+                           min_ms=float(data["min_ms"]) if isinstance(data.get("min_ms"), (int, float)) else None)
 
 
 def result_from_record(model: str, provider: str, data: JSONDict, telemetry: JSONDict | None = None,

@@ -87,7 +87,7 @@ def _free_numbers(path: Path, where: str, value: object, unit: bool = False) -> 
 
 #: the numbers of a round summary and of a run summary: (low, high, integer)
 _ROUND_FIELDS = {"log_mean": (-MAX_LOG, MAX_LOG, False), "mean_ms": (0, MAX_MS, False), "p50_ms": (0, MAX_MS, False),
-                 "p99_ms": (0, MAX_MS, False), "n": (0, MAX_COUNT, True)}
+                 "p99_ms": (0, MAX_MS, False), "min_ms": (0, MAX_MS, False), "n": (0, MAX_COUNT, True)}
 _SUMMARY_COUNTS = ("warmup_iterations", "measure_iterations", "rounds")
 
 
@@ -116,7 +116,7 @@ def _check_numbers(path: Path, where: str, run: dict[str, Any]) -> None:
             for index, value in enumerate(ref[key]):
                 _number(path, f"{where}.reference.{key}[{index}]", value, -MAX_LOG, MAX_LOG)
         for key, (low, high, integer) in {"mean_ms": (0, MAX_MS, False), "iterations": (0, MAX_COUNT, True),
-                                          "share": (0, 1, False)}.items():
+                                          "share": (0, 1, False), "min_ms": (0, MAX_MS, False)}.items():
             if key in ref:
                 _number(path, f"{where}.reference.{key}", ref[key], low, high, integer)
     for owner, at in ((run, where), (ref if isinstance(ref, dict) else {}, f"{where}.reference")):

@@ -64,10 +64,11 @@ from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
 from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome, QuantileComparison
-from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, ReferenceDrift, Verdict
+from pytest_aaco.records.verdict import DeviceTimeRecord, FastestIteration, Pair, ReferenceDrift, Verdict
 from pytest_aaco.verdict import bootstrap, pooling, run_stats, stats
 from pytest_aaco.verdict.comparable import Fingerprint
-from pytest_aaco.verdict.metrics import kernel_changes
+from pytest_aaco.verdict.finish import stands_on_fastest
+from pytest_aaco.verdict.metrics import history_own_cores, kernel_changes, own_process_cores
 from pytest_aaco.verdict.outcome import judgement_of
 from pytest_aaco.verdict.percent import pct
 
@@ -223,6 +224,66 @@ def withheld_by_regime(v: Verdict, series: Series, machine_offset: float | None)
     if series.kind == RAW:
         return change <= 2 * machine
     return abs(drift) > NORMALIZED_REGIME_LIMIT and change <= machine
+
+
+def _run_fastest_ms(run: Mapping[str, Any]) -> float | None:
+    """A history run's fastest iteration (ms): the least of its rounds' ``min_ms``; None when a round lacks it."""
+    found = [r.get("min_ms") for r in run.get("rounds") or [] if isinstance(r, Mapping)]
+    numbers = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
+    return min(numbers) if numbers and len(numbers) == len(found) else None
+
+
+def fastest_iteration(result: BenchmarkResult, baseline: Baseline, level: float,
+                      run_noise: float) -> FastestIteration | None:
+    """The run's fastest iteration against the history's: the witness the stored gate asks for before it
+    withholds a regression for CPU contention or a machine speed change
+    (:meth:`~pytest_aaco.records.verdict.FastestIteration.stands`).
+
+    A process that waits for a CPU loses whole time slices (milliseconds) in the iterations the waits
+    interrupt; an iteration shorter than a slice often runs uninterrupted, at the speed the item's own work
+    sets. So the run's fastest iteration (ms, the minimum of its rounds, the estimator Chen & Revels 2016
+    argue for) moves with the item's work and hardly with the wait; on the 2-core study VM with 4 busy
+    processes an unchanged MLP's fastest iteration moved -1% to +5% while its mean moved +140% to +240%, and a
+    +50% change of its work moved it +43% to +46% (studies/contention_gate.py, studies/RESULTS.md).
+
+    ``ratio`` = current / the slowest history run's fastest iteration; its lower bound divides by
+    ``exp(z s sqrt(1 + 1/n))``, *s* the sd of the *n* history runs' ln fastest iterations (at least
+    *run_noise*, a fraction) and *z* the normal quantile at the item's *level*: a prediction bound for one
+    new run (a normal model of ln minima, an approximation). What the machine did to an iteration no wait
+    interrupted (shared caches, memory bandwidth, clocks) is bounded by the reference workload's fastest
+    iteration now against its fastest in the history; it counts only when the reference's iteration is at
+    least as long as the item's, so that it was no likelier than the item's to run uninterrupted
+    (``reference_ratio`` None otherwise, and then nothing stands on this figure). A session of several
+    intra-op threads that got fewer cores than in its history runs even its uninterrupted iterations on
+    fewer threads: with 4 busy processes on 2 cores, an unchanged 2-thread MLP's fastest iteration was
+    +55% in 1 run of 8; ``parallel_bound`` (the cores it used in the history, at most their ratio to the
+    cores it got now, :func:`pytest_aaco.verdict.metrics.history_own_cores`) bounds that.
+
+    None when fewer than 2 history runs have a fastest iteration (baselines saved before it), the run has
+    no rounds, or its session's first execution provider is not the CPU's (a GPU iteration's wall time
+    carries the device's time and the launches: the witness is measured for CPU sessions only)."""
+    if not result.rounds or result.providers_used[:1] != ["CPUExecutionProvider"]:
+        return None  # a GPU iteration's wall time is the device's too: waiting for a CPU is not all that moves it
+    history = [v for v in (_run_fastest_ms(run) for run in baseline.history) if v is not None]
+    if len(history) < 2:
+        return None
+    current = float(min(r.latencies_ms.min() for r in result.rounds))
+    logs = np.log(history)
+    spread = max(float(np.std(logs, ddof=1)), run_noise)
+    z = NormalDist().inv_cdf(1.0 - min(max(level, 1e-12), 0.5))
+    ratio = current / max(history)
+    lower = ratio / math.exp(z * spread * math.sqrt(1.0 + 1.0 / len(history)))
+    reference_ratio = None
+    ref = result.reference
+    if ref is not None and ref.min_ms is not None and ref.min_ms >= current:
+        ref_history = [float(run["reference"]["min_ms"]) for run in baseline.history
+                       if isinstance(run.get("reference"), Mapping) and run["reference"].get("id") == ref.id
+                       and isinstance(run["reference"].get("min_ms"), (int, float)) and run["reference"]["min_ms"] > 0]
+        if ref_history:
+            reference_ratio = ref.min_ms / min(ref_history)
+    used, got = history_own_cores(baseline.history), own_process_cores(result.telemetry)
+    parallel = None if used is None or got is None or got <= 0 else max(1.0, min(used, used / got))
+    return FastestIteration(current, max(history), ratio, lower, reference_ratio, len(history), parallel)
 
 
 def regime_change(reference: ReferenceDrift | None, machine_offset: float | None) -> str:
@@ -453,9 +514,11 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         fit = series.fit
         verdict.notes.append(f"adjusted for the reference workload {series.reference.name} (sensitivity"
                              f" {fit.slope:.2f} over {fit.runs} runs; raw {pct(verdict.raw_ratio or 1)})")
+    verdict.fastest_iteration = fastest_iteration(result, baseline, level, settings.run_noise)
     regime = regime_change(series.reference, machine_offset)
     if regime:
-        if withheld_by_regime(verdict, series, machine_offset):
+        if withheld_by_regime(verdict, series, machine_offset) and not (
+                series.kind == RAW and stands_on_fastest(verdict, regime)):
             why = ("raw figures cannot tell it from the machine's change" if series.kind == RAW else
                    f"beyond the {NORMALIZED_REGIME_LIMIT:.0%} the reference is trusted to cancel; re-run when"
                    " the machine is back to its usual speed")
@@ -463,7 +526,7 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
             verdict.withheld = f"{regime}; {why}"
             verdict.outcome = INCONCLUSIVE
             verdict.set_wall_outcome(INCONCLUSIVE)
-        else:
+        elif verdict.fastest_iteration is None or not verdict.fastest_iteration.stood:  # else its note says it
             verdict.notes.append(regime)
     if short and not pooled:  # the pooled test does not use the widened term
         verdict.notes.append(short)

@@ -166,6 +166,7 @@ class Reference:
             normalized=np.array([b.log_mean for b in items]) - ref_log,
             mean_ms=float(np.concatenate([b.latencies_ms for b in refs]).mean()),
             iterations=ref_iterations, share=ref_ns / max(item_ns + ref_ns, 1), device=ref_device,
+            min_ms=float(np.concatenate([b.latencies_ms for b in refs]).min()),
         )
         return results, series, None if recorders is None else recorders[0]
 

@@ -56,13 +56,16 @@ class RoundResult:
         return percentile_ms(self.latencies_ms, 99)
 
     def summary(self) -> JSONDict:
-        """The round as stored in baselines: ``n``, ``mean_ms``, ``log_mean``, ``p50_ms``, ``p99_ms``."""
+        """The round as stored in baselines: ``n``, ``mean_ms``, ``log_mean``, ``p50_ms``, ``p99_ms`` and
+        ``min_ms``, its fastest iteration (the stored gate's witness under CPU contention,
+        :func:`pytest_aaco.history.judge.fastest_iteration`)."""
         return {
             "n": self.n,
             "mean_ms": self.mean_ms,
             "log_mean": self.log_mean,
             "p50_ms": self.p50_ms,
             "p99_ms": self.p99_ms,
+            "min_ms": float(self.latencies_ms.min()),
         }
 
 
@@ -86,9 +89,11 @@ class ReferenceSeries:
     iterations: int
     share: float
     device: DeviceSeries | None = None
+    min_ms: float | None = None
 
     def to_dict(self) -> JSONDict:
-        """As stored in baselines and bundles (lists of floats); ``device_time`` only when traced."""
+        """As stored in baselines and bundles (lists of floats); ``device_time`` only when traced,
+        ``min_ms`` only when measured."""
         data: JSONDict = {
             "name": self.name,
             "id": self.id,
@@ -100,6 +105,8 @@ class ReferenceSeries:
         }
         if self.device is not None:
             data["device_time"] = self.device.to_dict()
+        if self.min_ms is not None:
+            data["min_ms"] = self.min_ms
         return data
 
 

@@ -61,19 +61,21 @@ class Figures:
 
 @dataclass(frozen=True)
 class RoundFigures:
-    """One measured round: ``n`` iterations, ``mean_ms`` (ms) and ``log_mean`` (mean of ln ms)."""
+    """One measured round: ``n`` iterations, ``mean_ms`` (ms), ``log_mean`` (mean of ln ms) and ``min_ms``,
+    its fastest iteration (ms; None in records written before it)."""
 
     n: float | None
     mean_ms: float | None
     log_mean: float | None
+    min_ms: float | None = None
 
     def to_dict(self) -> JSONDict:
-        return _drop_none({"n": self.n, "mean_ms": self.mean_ms, "log_mean": self.log_mean})
+        return _drop_none({"n": self.n, "mean_ms": self.mean_ms, "log_mean": self.log_mean, "min_ms": self.min_ms})
 
     @classmethod
     def from_dict(cls, data: object) -> RoundFigures:
         d = _object(data)
-        return cls(_number(d.get("n")), _number(d.get("mean_ms")), _number(d.get("log_mean")))
+        return cls(_number(d.get("n")), _number(d.get("mean_ms")), _number(d.get("log_mean")), _number(d.get("min_ms")))
 
 
 def _rounds(value: object) -> tuple[RoundFigures, ...]:

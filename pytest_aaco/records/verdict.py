@@ -99,6 +99,50 @@ class Contention:
 
 
 @dataclass(frozen=True)
+class FastestIteration:
+    """The run's fastest iteration against the history's (:func:`pytest_aaco.history.judge.fastest_iteration`):
+    the stored gate's witness that a slowdown measured under CPU contention is the item's own.
+
+    Waiting for a CPU lengthens the iterations it interrupts, not the ones it does not; a change of the
+    item's own work lengthens every iteration, the fastest included. ``current_ms``: this run's fastest
+    iteration (ms); ``baseline_ms``: the slowest of the history runs' fastest iterations (ms, the
+    conservative side); ``ratio``: current/baseline; ``lower_bound``: the ratio's lower bound at the item's
+    level, with the spread of the history's fastest iterations (at least ``--aaco-run-noise``);
+    ``reference_ratio``: the reference workload's fastest iteration now against its fastest in the history
+    (what shared caches, memory bandwidth and clocks did to an iteration no wait interrupted), None without
+    one; ``parallel_bound``: how much slower an uninterrupted iteration of a multi-threaded session can run
+    when other processes leave it fewer cores than it used in its history (the cores it used then, at most
+    their ratio to the cores it got now; 1 when it got as many), None where the CPU share was not sampled;
+    ``runs``: history runs with a fastest iteration; ``stood``: a regression that contention or a machine
+    speed change would have withheld stands on this figure (:meth:`stands`)."""
+
+    current_ms: float
+    baseline_ms: float
+    ratio: float
+    lower_bound: float
+    reference_ratio: float | None
+    runs: int
+    parallel_bound: float | None = None
+    stood: bool = False
+
+    def stands(self, threshold: float) -> bool:
+        """Whether the lower bound clears the *threshold* (a fraction, 0.05 = 5%), the reference workload's
+        change of its own fastest iteration and the parallel bound (both required: without them nothing
+        bounds what the machine did to an uninterrupted iteration)."""
+        if self.reference_ratio is None or self.parallel_bound is None:
+            return False
+        return self.lower_bound >= 1.0 + threshold and self.lower_bound > max(self.reference_ratio,
+                                                                              self.parallel_bound)
+
+    def to_dict(self) -> JSONDict:
+        return _json_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> FastestIteration:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
 class SideBySideFirstLook:
     """The first look of a side-by-side regression that fresh sessions then confirmed or not:
     ``ratio`` candidate/baseline, over ``cycles`` cycles, ``p_slower`` one-sided."""
@@ -296,10 +340,10 @@ _VERDICT_KEYS = ("outcome", "label", "threshold", "message", "reason", "method",
                  "confirmed", "first_look", "unconfirmed_by", "contention", "notes", "fails", "side_by_side", "series",
                  "raw_ratio", "reference", "version_change", "other_runners", "device_time", "current_geomean_ms",
                  "baseline_geomean_ms", "lower_bound", "upper_bound", "changed", "changed_since", "rounds_kept",
-                 "withheld", "baseline_runner")
+                 "withheld", "baseline_runner", "fastest_iteration")
 #: keys written only when set (absent, as in files written before them)
 _WHEN_SET = ("device_time", "current_geomean_ms", "baseline_geomean_ms", "lower_bound", "upper_bound", "changed",
-             "changed_since", "rounds_kept", "withheld", "baseline_runner")
+             "changed_since", "rounds_kept", "withheld", "baseline_runner", "fastest_iteration")
 
 
 class WallFigures:
@@ -448,6 +492,9 @@ class Verdict(WallFigures):
     #: the runner key whose history judged the item when it is another runner's (``--aaco-baseline-runner``,
     #: :mod:`pytest_aaco.history.across`); None for this runner's own (then absent from :meth:`to_dict`)
     baseline_runner: str | None = None
+    #: the run's fastest iteration against the history's, the witness that a slowdown measured while the
+    #: machine was busy is the item's own; None where the history has none (then absent from :meth:`to_dict`)
+    fastest_iteration: FastestIteration | None = None
 
     def __post_init__(self) -> None:
         self.outcome = Outcome(self.outcome)
@@ -653,6 +700,7 @@ def _verdict_from_json(cls: type[Verdict], data: dict[str, Any]) -> Verdict:
 #: the verdict's typed parts, by field name (``device_time`` is read and written on its own: its JSON
 #: carries wall time's ``wall_outcome``)
 _TYPED_PARTS: dict[str, _FromDict] = {"p99": QuantileComparison, "first_look": FirstLook, "contention": Contention,
-                                "side_by_side": SideBySideSummary, "reference": ReferenceDrift}
+                                "side_by_side": SideBySideSummary, "reference": ReferenceDrift,
+                                "fastest_iteration": FastestIteration}
 #: the verdict's list fields
 _LISTS = ("fingerprint_diff", "memory", "unstable", "notes", "version_change", "other_runners", "changed")

@@ -113,7 +113,13 @@ def _side_by_side_text(v: Verdict) -> str:
     if v.current_mean_ms and v.baseline_mean_ms:  # each side's geometric mean over its blocks, with their own ratio
         wall += (f"; geometric mean {v.current_mean_ms:.4g} ms vs {v.baseline_mean_ms:.4g} ms"
                  f" ({pct(v.current_mean_ms / v.baseline_mean_ms)})")
-    if dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
+    fastest = v.fastest_iteration
+    if fastest is not None and fastest.stood and v.outcome == REGRESSION:
+        # contention or a machine speed change inflated wall time's level; the fastest iteration decided
+        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}; measured while the machine was busy or"
+                f" slower than in the history, so wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}, is"
+                " not the change")
+    elif dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev, judged)} vs {sbs.ref},"
                 f" p={judged.p_slower or 0.0:.2g} at level {judged.level or 0.0:.2g}; wall time {wall},"
@@ -170,7 +176,7 @@ def render_message(v: Verdict) -> str:
                 f" was measured (limit {v.contention.limit:g})"
                 + ("" if explained is None else f", which explains a slowdown of up to {pct(explained)}")
                 + ": not failed (--aaco-fail-blind fails it); re-run on a quiet runner, or raise --aaco-max-contention"
-                + _memory_text(v))
+                + _threads_hint(v) + _memory_text(v))
     if v.confirmed is False and v.first_look is not None:
         return (f"inconclusive {v.label}: first look suggested {pct(v.first_look.ratio or 1)}"
                 f" (p={v.first_look.p_value:.2g}) but the confirmation measurement did not ({v.unconfirmed_by})"
@@ -181,7 +187,7 @@ def render_message(v: Verdict) -> str:
         return (f"inconclusive {v.label}: not judged: {v.withheld}; looks like {pct(v.ratio)} {v.series or RAW}"
                 f" ({bound}), p={v.p_value if v.p_value is not None else float('nan'):.2g}: not failed"
                 " (--aaco-fail-blind fails it); re-run on a quiet runner, or compare side by side (--aaco-compare)"
-                + _memory_text(v))
+                + _threads_hint(v) + _memory_text(v))
     if v.reason is not None or v.ratio is None or v.outcome not in _HEADS:
         return v.reason or f"{v.outcome} {v.label}"
     assert v.ci_low is not None and v.ci_high is not None and v.level is not None  # set with the ratio
@@ -194,7 +200,13 @@ def render_message(v: Verdict) -> str:
     kept = f", {kept_text(v.rounds_kept)}" if v.rounds_kept and series in (RAW, "adjusted") else ""
     wall = f"{pct(v.ratio)} {series}{kept} ({bound})"
     wall += _means_text(v, which, runs)
-    if dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
+    fastest = v.fastest_iteration
+    if fastest is not None and fastest.stood and v.outcome == REGRESSION:
+        # contention or a machine speed change inflated wall time's level; the fastest iteration decided
+        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}; measured while the machine was busy or"
+                f" slower than in the history, so wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}, is"
+                " not the change")
+    elif dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_stored_device_text(dev, judged)}; wall time {wall},"
                 f" p={p_shown:.2g} ({v.wall_outcome})")
@@ -343,13 +355,52 @@ def contention_explains(v: Verdict, telemetry: dict[str, Any] | None, cpu_count:
                             cpu_count, history_own_cores(history))
 
 
+def fastest_text(v: Verdict) -> str:
+    """The fastest-iteration figures of *v* as a message shows them ('' without them)."""
+    f = v.fastest_iteration
+    if f is None:
+        return ""
+    ref = "" if f.reference_ratio is None else f" and > the reference workload's {pct(f.reference_ratio)}"
+    if f.parallel_bound is not None and f.parallel_bound > 1.0:
+        ref += f" and > the {pct(f.parallel_bound)} fewer cores explain"
+    runs = f"{f.runs} baseline run{'s' * (f.runs != 1)}"
+    return (f"fastest iteration {pct(f.ratio)} (lower bound {pct(f.lower_bound)} >= {v.threshold:.0%}{ref});"
+            f" {f.current_ms:.4g} ms vs at most {f.current_ms / f.ratio:.4g} ms over {runs}")
+
+
+def _threads_hint(v: Verdict) -> str:
+    """For a multi-threaded CPU session whose fastest iteration fewer cores could explain: what would let
+    the gate judge it on a busy machine ('' otherwise)."""
+    f = v.fastest_iteration
+    if f is None or f.parallel_bound is None or f.parallel_bound <= 1.05 or f.lower_bound < 1.0 + v.threshold:
+        return ""
+    return (f"; its fastest iteration moved {pct(f.ratio)}, within the {pct(f.parallel_bound)} that fewer cores"
+            " explain for a session of several threads: one intra-op thread (--aaco-intra-op-threads=1) is"
+            " judged on its fastest iteration under contention")
+
+
+def stands_on_fastest(v: Verdict, why: str) -> bool:
+    """Whether the wall-time regression of *v*, which *why* (CPU contention, a machine speed change) would
+    withhold, stands on the run's fastest iteration (:meth:`FastestIteration.stands
+    <pytest_aaco.records.verdict.FastestIteration.stands>`); if so, marks it (``stood``, which makes the
+    message lead with it) and adds a note saying why. Never for device time, which decides on its own."""
+    f = v.fastest_iteration
+    if v.outcome != REGRESSION or f is None or not f.stands(v.threshold):
+        return False
+    v.fastest_iteration = replace(f, stood=True)
+    v.notes.append(f"{why}; waiting for a CPU lengthens the iterations it interrupts, not the fastest, and the"
+                   f" {fastest_text(v)}: the regression stands")
+    return True
+
+
 def under_contention(v: Verdict, others_cores: float, limit: float, explained: float | None = None) -> Verdict:
     """Withhold a latency regression measured while other processes kept *others_cores* (> *limit*)
     cores busy, unless it is larger than contention can explain.
 
     *explained*: the slowdown (ratio) contention caused in the same run (:func:`contention_bound`). When
     the wall-time lower bound the gate compared exceeds it, contention cannot explain the slowdown: the
-    regression stands (with a note). Otherwise, or when *explained* is None, the verdict becomes
+    regression stands (with a note). So does one whose run's fastest iteration clears the threshold and
+    the reference's own change (:func:`stands_on_fastest`). Otherwise, or when *explained* is None, the verdict becomes
     inconclusive and the item is ``not judged`` (a memory regression, or ``--aaco-strict-inconclusive``
     / ``--aaco-fail-blind``, still fails). In the verdict-quality study withholding turned 14 of 160
     unchanged-model false alarms on a contended 2-core machine into 4 (studies/RESULTS.md). For stored
@@ -362,6 +413,9 @@ def under_contention(v: Verdict, others_cores: float, limit: float, explained: f
         v.notes.append(f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g}), which"
                        f" explains a slowdown of at most {pct(explained)}; the wall-time lower bound"
                        f" {pct(lower)} exceeds it, so the regression stands")
+        return v
+    if stands_on_fastest(v, f"other processes used {others_cores:.2f} cores while measuring (limit {limit:g})"
+                         + ("" if explained is None else f", which explains a slowdown of up to {pct(explained)}")):
         return v
     v.outcome = INCONCLUSIVE
     if v.wall is not None and v.wall.outcome == REGRESSION:
