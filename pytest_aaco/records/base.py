@@ -1,8 +1,8 @@
 """The outcome words, one tested metric's judgement (:class:`Judgement`), a percentile comparison
-(:class:`QuantileComparison`, read as the :data:`P99` judgement by :func:`p99_judgement`), the metric names and the JSON
-helpers every record of :mod:`pytest_aaco.records` shares. It imports nothing of the package (a JSON object
-is ``dict[str, Any]`` here, :data:`pytest_aaco.jsonio.JSONDict` elsewhere), so the records above it stay few
-import floors deep."""
+(:class:`QuantileComparison`, read as the :data:`P99` judgement by :func:`p99_judgement`), one figure on both
+sides (:class:`Pair`), the metric names and the JSON helpers every record of :mod:`pytest_aaco.records`
+shares. It imports nothing of the package (a JSON object is ``dict[str, Any]`` here,
+:data:`pytest_aaco.jsonio.JSONDict` elsewhere), so the records above it stay few import floors deep."""
 
 from __future__ import annotations
 
@@ -221,3 +221,20 @@ def p99_judgement(comp: QuantileComparison, threshold: float, level: float) -> J
                      ci_low=None, ci_high=None, lower_bound=comp.ci_low, upper_bound=comp.ci_high,
                      p_slower=comp.p_slower, p_faster=None, mde=None, series="raw",
                      method=f"cluster bootstrap of the p{comp.q:g} ({comp.n_boot} resamples)")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One figure on both sides: the ``baseline``'s and the ``candidate``'s (this run's)."""
+
+    baseline: float | None
+    candidate: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "candidate": self.candidate}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Pair | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(_number(data.get("baseline")), _number(data.get("candidate")))
