@@ -1,9 +1,9 @@
 """The outcome words, one tested metric's judgement (:class:`Judgement`), a percentile comparison
-(:class:`QuantileComparison`, read as the :data:`P99` judgement by :func:`p99_judgement`), the CPU contention a
-regression was withheld for and the fastest iteration it stands on instead (:class:`Contention`,
-:class:`FastestIteration`), the metric names and the JSON
-helpers every record of :mod:`pytest_aaco.records` shares. It imports nothing of the package (a JSON object
-is ``dict[str, Any]`` here, :data:`pytest_aaco.jsonio.JSONDict` elsewhere), so the records above it stay few
+(:class:`QuantileComparison`, read as the :data:`P99` judgement by :func:`p99_judgement`), one figure on both
+sides (:class:`Pair`), the CPU contention a regression was withheld for and the fastest iteration it stands
+on instead (:class:`Contention`, :class:`FastestIteration`), the metric names and the JSON helpers every
+record of :mod:`pytest_aaco.records` shares. It imports nothing of the package (a JSON object is
+``dict[str, Any]`` here, :data:`pytest_aaco.jsonio.JSONDict` elsewhere), so the records above it stay few
 import floors deep."""
 
 from __future__ import annotations
@@ -297,3 +297,20 @@ class FastestIteration:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FastestIteration:
         return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One figure on both sides: the ``baseline``'s and the ``candidate``'s (this run's)."""
+
+    baseline: float | None
+    candidate: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "candidate": self.candidate}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Pair | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(_number(data.get("baseline")), _number(data.get("candidate")))

@@ -18,6 +18,7 @@ from pytest_aaco.records.base import (
     FastestIteration,
     Judgement,
     Outcome,
+    Pair,
     QuantileComparison,
     _array,
     _FromDict,
@@ -137,23 +138,6 @@ class SideBySideSummary:
                    first_look=SideBySideFirstLook.from_dict(first) if isinstance(first, dict) else None,
                    device_time=DeviceTimeRecord.from_dict(data.get("device_time")),
                    figures={k: v for k, v in data.items() if k not in _SUMMARY_KEYS})
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One figure on both sides: the ``baseline``'s and the ``candidate``'s (this run's)."""
-
-    baseline: float | None
-    candidate: float | None
-
-    def to_dict(self) -> JSONDict:
-        return {"baseline": self.baseline, "candidate": self.candidate}
-
-    @classmethod
-    def from_dict(cls, data: object) -> Pair | None:
-        if not isinstance(data, dict):
-            return None
-        return cls(_number(data.get("baseline")), _number(data.get("candidate")))
 
 
 def _kernel_counts(value: object) -> tuple[tuple[str, float], ...]:
