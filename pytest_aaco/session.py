@@ -185,9 +185,9 @@ class AacoSession:
         if self._started:
             return
         self._started = True
+        self.bundles.open()  # first: under -W error the warning below ends this item, not the session's bundle
         for message in clock_warnings(read_clock_state()):
             warnings.warn(AacoClockWarning(message), stacklevel=3)
-        self.bundles.open()
 
     def keep(self, item: pytest.Item, record: ItemRecord) -> None:
         """Store *record*, with the physical GPU it ran on (``gpu``: ``PhysicalGpu.to_dict()``, GPU EPs only):
