@@ -268,8 +268,9 @@ def table(pythons: list[str]) -> str:
             for n, python in enumerate(pythons):
                 out = run_scenario(scenario, Path(tmp) / f"{scenario.warning}-{n}", model, python)
                 yes = {True: "yes", False: "no"}
-                rows.append(f"| {scenario.warning} | {scenario.cause} | {python} | {out.ret} | {yes[out.internal_error]}"
-                            f" | {yes[out.traceback]} | {yes[out.results_table]} | {out.summary}"
+                rows.append(f"| {scenario.warning} | {scenario.cause} | {python} | {out.ret}"
+                            f" | {yes[out.internal_error]} | {yes[out.traceback]} | {yes[out.results_table]}"
+                            f" | {out.summary}"
                             f" | `{out.first_line(scenario.seen, scenario.warning)}` |")
     return "\n".join(rows)
 
