@@ -7,9 +7,11 @@ machine can make it; where it cannot (a CPU governor, an ONNX Runtime EP the mac
 project's ``conftest.py`` replaces the one function that reads that machine state, and says so.
 
 tests/test_warnings_as_errors.py asserts on these runs; run as a script, this module prints the
-before/after table of the closing note for any interpreter that has pytest-aaco installed::
+before/after table of the closing note for any interpreter that has pytest-aaco installed, and with
+``--setups`` the same for issue 39 item 4's pytest set-ups (tests/test_setups.py)::
 
     python tests/w_error_scenarios.py [PYTHON ...]
+    python tests/w_error_scenarios.py --setups [PYTHON ...]
 """
 
 from __future__ import annotations
@@ -275,5 +277,48 @@ def table(pythons: list[str]) -> str:
     return "\n".join(rows)
 
 
+def history_runs(folder: Path) -> list[int]:
+    """The number of runs in each baseline history file under *folder* (read as JSON: any version's layout)."""
+    import json
+
+    counts = []
+    for path in sorted(folder.rglob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("history"), list):
+            counts.append(len(data["history"]))
+    return counts
+
+
+def setups_table(pythons: list[str]) -> str:
+    """Issue 39 item 4's set-ups (tests/test_setups.py ``SETUPS``), each with ``--aaco-save-baseline`` over the
+    tiny project without an ini: exit code, INTERNALERROR, results table, pytest's counts and the runs each
+    baseline history holds after it (one run each is right). The third-party plugins come from
+    ``$AACO_SETUPS_PLUGINS`` or ``.setups-plugins`` as tests/test_setups.py finds them."""
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here))
+    from conftest import make_tiny_model
+    from test_setups import SETUPS
+
+    plugins = os.environ.get("AACO_SETUPS_PLUGINS") or str(here.parent / ".setups-plugins")
+    rows = ["| set-up | python | exit | INTERNALERROR | results table | pytest summary | runs per baseline |",
+            "|---|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_tiny_model(Path(tmp) / "tiny.onnx")
+        for n, (name, (args, module)) in enumerate(SETUPS.items()):
+            for m, python in enumerate(pythons):
+                project = make_project(Path(tmp) / f"{n}-{m}", model)
+                (project / "pytest.ini").unlink()
+                extra = [*args, *(["-p", "no:randomly"] if module != "pytest_randomly" else [])]
+                out = run(project, python, [*extra, "--aaco-save-baseline", "--aaco-baseline-dir=bl"],
+                          {"PYTHONPATH": plugins})
+                yes = {True: "yes", False: "no"}
+                rows.append(f"| {name} | {python} | {out.ret} | {yes[out.internal_error]} | {yes[out.results_table]}"
+                            f" | {out.summary} | {history_runs(project / 'bl')} |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
-    print(table(sys.argv[1:] or [sys.executable]))
+    if sys.argv[1:2] == ["--setups"]:
+        print(setups_table(sys.argv[2:] or [sys.executable]))
+    else:
+        print(table(sys.argv[1:] or [sys.executable]))
