@@ -163,6 +163,8 @@ def _contended(fastest: FastestIteration | None) -> Verdict:
     (FastestIteration(0.24, 0.16, 1.5, 1.45, None, 2, 1.0), False),  # no reference: nothing bounds it
     (FastestIteration(0.24, 0.16, 1.5, 1.45, 1.05, 2, None), False),  # the CPU share was not sampled
     (FastestIteration(0.17, 0.16, 1.06, 1.04, 1.00, 2, 1.0), False),  # the lower bound is below the threshold
+    (FastestIteration(0.24, 0.16, 1.5, 1.30, 1.25, 2, 1.0), False),  # a slower clock: the threshold beyond it
+    (FastestIteration(0.24, 0.16, 1.5, 1.32, 1.25, 2, 1.0), True),  # 1.32 >= 1.05 x 1.25
     (None, False),
 ])
 def test_contention_withholds_unless_the_fastest_iteration_stands(fastest, stands):
@@ -171,9 +173,13 @@ def test_contention_withholds_unless_the_fastest_iteration_stands(fastest, stand
     assert (v.outcome is Outcome.REGRESSION) is stands
     assert v.fails is stands
     assert (v.contention is None) is stands
-    if stands:
+    if stands and fastest.lower_bound == 1.45:
         assert v.message.startswith("REGRESSION mlp[cpu]: latency fastest iteration +50.0% (lower bound +45.0% >= 5%"
-                                    " and > the reference workload's +5.0%); 0.24 ms vs at most 0.16 ms")
+                                    " beyond the +5.0% the machine explains: the reference workload's fastest"
+                                    " iteration); 0.24 ms vs at most 0.16 ms")
+    elif stands:
+        assert v.message.startswith("REGRESSION mlp[cpu]: latency fastest iteration +50.0% (lower bound +32.0% >= 5%"
+                                    " beyond the +25.0% the machine explains"), v.message
     else:
         assert "not judged: CPU contention" in v.message
 

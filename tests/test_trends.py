@@ -56,6 +56,19 @@ def test_a_step_is_one_change_point_tested_as_scipy_tests_it():
     assert found[0].ratio == pytest.approx(math.exp(np.mean(logs[5:]) - np.mean(logs[:5])))
 
 
+def test_a_point_is_the_runs_level_as_the_gate_compares_runs():
+    """A run of 8 rounds at 10 ms, 3 of them in a slow phase (13 ms): its point is the geometric mean of its
+    fastest quarter of rounds (2), with the t-interval over those two, not the mean of all 8."""
+    logs = [math.log(v) for v in (10.0, 10.1, 13.0, 10.2, 13.0, 9.9, 13.0, 10.05)]
+    point = trends.run_point([{"log_mean": v} for v in logs], "2026-11-29T00:00:00Z", None, None, "b.json")
+    assert point is not None
+    kept = sorted(logs)[:2]
+    assert point.mean_ms == pytest.approx(math.exp(np.mean(kept)))
+    half = scipy.stats.t.ppf(0.975, 1) * np.std(kept, ddof=1) / math.sqrt(2)
+    assert point.low_ms == pytest.approx(math.exp(np.mean(kept) - half))
+    assert point.mean_ms < 10.0 < math.exp(np.mean(logs))
+
+
 def test_noise_and_small_steps_are_not_change_points():
     rng = np.random.default_rng(1)
     assert trends.change_points(list(0.02 * rng.standard_normal(12)), threshold=0.05) == []

@@ -125,14 +125,21 @@ class FastestIteration:
     parallel_bound: float | None = None
     stood: bool = False
 
-    def stands(self, threshold: float) -> bool:
-        """Whether the lower bound clears the *threshold* (a fraction, 0.05 = 5%), the reference workload's
-        change of its own fastest iteration and the parallel bound (both required: without them nothing
-        bounds what the machine did to an uninterrupted iteration)."""
+    @property
+    def explained(self) -> float | None:
+        """The slowdown of an uninterrupted iteration the machine explains (a ratio, >= 1): the larger of the
+        reference workload's and the parallel bound; None without both (then nothing bounds it)."""
         if self.reference_ratio is None or self.parallel_bound is None:
-            return False
-        return self.lower_bound >= 1.0 + threshold and self.lower_bound > max(self.reference_ratio,
-                                                                              self.parallel_bound)
+            return None
+        return max(1.0, self.reference_ratio, self.parallel_bound)
+
+    def stands(self, threshold: float) -> bool:
+        """Whether the lower bound clears the *threshold* (a fraction, 0.05 = 5%) beyond what the machine
+        explains (:attr:`explained`): ``lower_bound >= (1 + threshold) x explained``. A slower clock slows
+        the reference's fastest iteration as it slows the item's, so the item's must move the threshold
+        further."""
+        explained = self.explained
+        return explained is not None and self.lower_bound >= (1.0 + threshold) * explained
 
     def to_dict(self) -> JSONDict:
         return _json_fields(self)

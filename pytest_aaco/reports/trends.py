@@ -6,8 +6,9 @@ What ``asv publish`` gives asv's users, from what pytest-aaco already stores:
   file's saved runs, its archived histories included) and session bundles (each gated item's run; a
   bundle item that was itself saved is left out when a baseline folder is read too, since the baseline
   holds it already).
-* **A point** is one run: its geometric mean latency over rounds (``exp`` of the mean round
-  log-mean, ms) with the 95% t-interval of that mean over the rounds, the commit it measured
+* **A point** is one run: its level, as the stored gate compares runs (the geometric mean latency of
+  its fastest quarter of rounds, :func:`pytest_aaco.verdict.stats.fastest_rounds`, ms), with the 95%
+  t-interval of that mean over the rounds kept, the commit it measured
   (``commit_info``), and its device time (kernel time per model run, ms) where a tracer ran.
 * **A series** is one item on one runner (the baseline folder's machine key, or
   :attr:`pytest_aaco.verdict.comparable.Fingerprint.machine_key` of a bundle item's fingerprint) and
@@ -42,7 +43,8 @@ ALPHA = 0.01
 @dataclass
 class Point:
     """One run: ``when`` (UTC ISO 8601), ``commit`` (SHA or None), ``mean_ms`` the geometric mean latency
-    over its rounds (ms) and ``low_ms``/``high_ms`` the 95% t-interval of it (None with one round),
+    of its fastest quarter of rounds, its level (ms), and ``low_ms``/``high_ms`` the 95% t-interval of it over
+    the rounds kept (None with one round),
     ``device_ms`` kernel time per model run (ms) or None, ``rounds``, ``source`` the file it came from."""
 
     when: str
@@ -86,12 +88,15 @@ def run_point(rounds: object, when: object, commit_info: object, device: object,
             and isinstance(r.get("log_mean"), (int, float)) and math.isfinite(r["log_mean"])]
     if not logs:
         return None
-    mean = float(np.mean(logs))
+    from pytest_aaco.verdict.stats import fastest_rounds
+
+    kept = fastest_rounds(logs)  # the run's level, as the stored gate compares runs
+    mean = float(np.mean(kept))
     low = high = None
-    if len(logs) > 1:
+    if len(kept) > 1:
         from scipy import stats
 
-        half = float(stats.t.ppf(0.975, len(logs) - 1) * np.std(logs, ddof=1) / math.sqrt(len(logs)))
+        half = float(stats.t.ppf(0.975, len(kept) - 1) * np.std(kept, ddof=1) / math.sqrt(len(kept)))
         low, high = math.exp(mean - half), math.exp(mean + half)
     commit = commit_info.get("id") if isinstance(commit_info, dict) else None
     kernel = device.get("kernel_ms") if isinstance(device, dict) else None
@@ -252,7 +257,8 @@ def _series_html(s: Series, index: int) -> str:
             f'<div class=muted>runner {e(s.runner)} · {e(s.provider)} · {len(s.points)} run(s)</div>'
             f'<p>{changes or "no change point"}</p>{latency}{device_html}'
             '<details><summary>runs</summary><div class="table"><table><tr><th>run</th><th>time (UTC)</th>'
-            '<th>commit</th><th>latency (ms, geometric mean)</th><th>95% interval (ms)</th>'
+            '<th>commit</th><th>latency (ms, geometric mean of the fastest quarter of rounds)</th>'
+            '<th>95% interval (ms)</th>'
             f'<th>device time (ms)</th></tr>{rows}</table></div></details></section>')
 
 

@@ -360,12 +360,14 @@ def fastest_text(v: Verdict) -> str:
     f = v.fastest_iteration
     if f is None:
         return ""
-    ref = "" if f.reference_ratio is None else f" and > the reference workload's {pct(f.reference_ratio)}"
-    if f.parallel_bound is not None and f.parallel_bound > 1.0:
-        ref += f" and > the {pct(f.parallel_bound)} fewer cores explain"
+    bound = f"lower bound {pct(f.lower_bound)}"
+    if f.explained is not None:
+        cores = f.parallel_bound is not None and f.parallel_bound > max(f.reference_ratio or 1.0, 1.0)
+        source = "fewer cores for its threads" if cores else "the reference workload's fastest iteration"
+        bound += f" >= {v.threshold:.0%} beyond the {pct(f.explained)} the machine explains: {source}"
     runs = f"{f.runs} baseline run{'s' * (f.runs != 1)}"
-    return (f"fastest iteration {pct(f.ratio)} (lower bound {pct(f.lower_bound)} >= {v.threshold:.0%}{ref});"
-            f" {f.current_ms:.4g} ms vs at most {f.current_ms / f.ratio:.4g} ms over {runs}")
+    return (f"fastest iteration {pct(f.ratio)} ({bound}); {f.current_ms:.4g} ms vs at most"
+            f" {f.current_ms / f.ratio:.4g} ms over {runs}")
 
 
 def _threads_hint(v: Verdict) -> str:
