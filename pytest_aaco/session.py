@@ -92,6 +92,8 @@ from pytest_aaco.warnings import (
     AacoBaselineWarning,
     AacoClockWarning,
     AacoProviderWarning,
+    AacoWarning,
+    escalated,
 )
 from pytest_aaco.xdist import XDIST_PLUGIN_NAME, XdistBridge, attach_record, merge_lond
 
@@ -335,6 +337,8 @@ class AacoSession:
             return handle
         except (SessionError, RegistryError, PlacementError) as exc:
             problem = str(exc)
+        except AacoWarning as exc:  # -W error made one of ours an error (model cache, reference): named, no crash
+            problem = escalated(exc)
         except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
             crash = exc
         if crash is not None:
@@ -385,6 +389,8 @@ class AacoSession:
                     return run.run_with(chosen)
             except (SessionError, InputError, RegistryError, GitRefError, WorkerError) as exc:
                 problem = str(exc)
+            except AacoWarning as exc:  # -W error made one of ours an error (the device lock): named, no crash
+                problem = escalated(exc)
             except Exception as exc:  # noqa: BLE001 - an OS error mid-item is an error row, not a lost item
                 crash = exc
             if crash is not None:

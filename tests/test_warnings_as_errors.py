@@ -67,6 +67,9 @@ def test_each_warning_class_under_filterwarnings_error(scenario: Scenario, tmp_p
     assert (out.ret, out.summary) == (expected.ret, expected.summary), out.text
     assert not out.internal_error and not out.traceback, out.text
     assert expected.said in " ".join(out.text.split()), out.text
+    assert "re-run with --full-trace" not in out.text, out.text  # a warning made an error is no crash to report
+    if scenario.warning in ("AacoReferenceWarning", "AacoLockWarning", "AacoCacheWarning"):  # raised in its work
+        assert f"-W default::pytest_aaco.warnings.{scenario.warning} keeps it a warning" in out.text, out.text
     project = tmp_path / "project"
     if expected.ret == pytest.ExitCode.USAGE_ERROR:  # one line on stderr, nothing ran
         lines = [line for line in out.text.splitlines() if line.strip()]
