@@ -300,8 +300,8 @@ def setups_table(pythons: list[str]) -> str:
     from test_setups import SETUPS
 
     plugins = os.environ.get("AACO_SETUPS_PLUGINS") or str(here.parent / ".setups-plugins")
-    rows = ["| set-up | python | exit | INTERNALERROR | results table | pytest summary | runs per baseline |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| set-up | python | exit | INTERNALERROR | results table | pytest summary | runs per baseline"
+            " | plugin in pytest's header |", "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         model = make_tiny_model(Path(tmp) / "tiny.onnx")
         for n, (name, (args, module)) in enumerate(SETUPS.items()):
@@ -312,8 +312,10 @@ def setups_table(pythons: list[str]) -> str:
                 out = run(project, python, [*extra, "--aaco-save-baseline", "--aaco-baseline-dir=bl"],
                           {"PYTHONPATH": plugins})
                 yes = {True: "yes", False: "no"}
+                plugin = None if module is None else {"xdist": "xdist"}.get(module, module.removeprefix("pytest_"))
+                loaded = "-" if plugin is None else yes[f" {plugin}-" in out.text.split("collect", 1)[0]]
                 rows.append(f"| {name} | {python} | {out.ret} | {yes[out.internal_error]} | {yes[out.results_table]}"
-                            f" | {out.summary} | {history_runs(project / 'bl')} |")
+                            f" | {out.summary} | {history_runs(project / 'bl')} | {loaded} |")
     return "\n".join(rows)
 
 
