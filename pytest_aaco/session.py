@@ -4,7 +4,8 @@ every pytest side effect of the gate (stash, ``pytest.fail``, hook calls, the bu
 Registered with pytest's plugin manager as ``aaco-plugin``; reach it with :func:`get_session`.
 It hands the item-session cache, the session bundle and the report writers to its collaborators
 (:mod:`pytest_aaco.session_parts`).
-The per-item decision itself is :func:`pytest_aaco.gate.judge`, which needs no pytest.
+The per-item decision itself is :func:`pytest_aaco.gate.judge`, which needs no pytest: the session
+gathers its inputs first (:func:`pytest_aaco.gate.gather`) and records it after (:func:`pytest_aaco.gate.conclude`).
 
 Session-wide false-alarm control: items are judged one at a time, as pytest runs them, with
 LOND (Javanmard & Montanari, Ann. Statist. 2018). The i-th gated item is tested at
@@ -41,7 +42,7 @@ from pytest_aaco.benchmark import (
 )
 from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import node_placement_problem
-from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
+from pytest_aaco.gate import GateContext, cause_and_fix, conclude, crash_record, error_record, gather, judge, mark_error
 from pytest_aaco.history.across import other_runner_gate
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import forget_parsed, report_baselines
@@ -232,7 +233,8 @@ class AacoSession:
             context = GateContext(self.config, self.lond(), self.items.variance_priors, self.announce,
                                   self.machine_offset, self.commit_info, other_runner_gate)
             with self.interruptible:  # a confirmation look, then the baseline save
-                record = judge(item.nodeid, run, extra, context)
+                gathered = gather(item.nodeid, run, extra, context)  # fingerprint, baseline, priors, LOND level
+                record = conclude(gathered, judge(gathered.case), run, context)  # decided on the gathered case
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
                                   cause_and_fix(exc, "judge the measurement"), run.results[-1])

@@ -3,7 +3,7 @@
 A gate (:class:`pytest_aaco.gate.Gate`: the stored baselines' :func:`pytest_aaco.history.judge.judge_history`,
 the side-by-side :func:`pytest_aaco.sidebyside.cycles.to_verdict`) returns an *unfinished*
 :class:`~pytest_aaco.records.verdict.Verdict`: its outcome and figures, no ``fails`` and no ``message``. The item
-pipeline (:func:`pytest_aaco.gate.item_verdict`) then applies, here:
+pipeline (:func:`pytest_aaco.gate.judge`) then applies, here:
 
 * :func:`confirm`: the confirmation look, by the one intersection-union rule
   (:func:`pytest_aaco.verdict.outcome.confirmed_outcome`);
@@ -25,7 +25,8 @@ from typing import Any
 
 from pytest_aaco.options import GateSettings
 from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Judgement, Outcome
-from pytest_aaco.records.verdict import Contention, DeviceTimeRecord, FirstLook, Verdict
+from pytest_aaco.records.contention import Contention
+from pytest_aaco.records.verdict import DeviceTimeRecord, FirstLook, Verdict
 from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
@@ -306,6 +307,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
         return second
     first.confirmed = False
     first.first_look = first_look
+    if first.fastest_iteration is not None and first.fastest_iteration.stood:  # it stood for a look not confirmed
+        first.fastest_iteration = replace(first.fastest_iteration, stood=False)
     first.outcome = INCONCLUSIVE
     if first.device_time is not None and first.device_time.outcome == REGRESSION:  # not confirmed either
         first.device_time = first.device_time.with_outcome(INCONCLUSIVE, first_outcome=REGRESSION)
