@@ -128,7 +128,7 @@ def _reference(project: Path, python: str) -> tuple[list[str], dict[str, str]]:
         from pytest_aaco.measure.inference import SessionError
 
         def build_session(path, provider, *args, **kwargs):
-            raise SessionError(f"{provider.ep_name}: libnvinfer.so.10: cannot open shared object file")
+            raise SessionError("libnvinfer.so.10: cannot open shared object file: No such file or directory")
 
         reference.build_session = build_session
     """))
