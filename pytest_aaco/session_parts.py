@@ -84,7 +84,14 @@ from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers import select
 from pytest_aaco.tracers.base import InProcessTracer, TracerError
 from pytest_aaco.verdict.multiplicity import LondFdr
-from pytest_aaco.warnings import AacoClockWarning, AacoProviderWarning, AacoReferenceWarning, AacoReportWarning
+from pytest_aaco.warnings import (
+    AacoClockWarning,
+    AacoProviderWarning,
+    AacoReferenceWarning,
+    AacoReportWarning,
+    AacoWarning,
+    escalated,
+)
 from pytest_aaco.xdist import NO_BUNDLE, shared_bundle
 
 #: what :func:`ignore_in_git` writes: everything in the folder, itself included, as pytest does for ``.pytest_cache``
@@ -484,9 +491,9 @@ class ItemSetup:
         if self._started:
             return
         self._started = True
+        self.bundles.open()  # first: under -W error the warning below ends this item, not the session's bundle
         for message in clock_warnings(read_clock_state()):
             warnings.warn(AacoClockWarning(message), stacklevel=3)
-        self.bundles.open()
 
     def keep_unmeasured(self, item: pytest.Item, record: ItemRecord) -> None:
         """Keep the record of an item that is not measured (unchanged under ``--aaco-compare``): the
@@ -567,6 +574,8 @@ class ItemSetup:
             return handle
         except (SessionError, RegistryError, PlacementError) as exc:
             problem = str(exc)
+        except AacoWarning as exc:  # -W error made one of ours an error (model cache, reference): named, no crash
+            problem = escalated(exc)
         except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
             crash = exc
         if crash is not None:
@@ -617,6 +626,8 @@ class ItemSetup:
                     return run.run_with(chosen)
             except (SessionError, InputError, RegistryError, GitRefError, WorkerError) as exc:
                 problem = str(exc)
+            except AacoWarning as exc:  # -W error made one of ours an error (the device lock): named, no crash
+                problem = escalated(exc)
             except Exception as exc:  # noqa: BLE001 - an OS error mid-item is an error row, not a lost item
                 crash = exc
             if crash is not None:
