@@ -113,13 +113,7 @@ def _side_by_side_text(v: Verdict) -> str:
     if v.current_mean_ms and v.baseline_mean_ms:  # each side's geometric mean over its blocks, with their own ratio
         wall += (f"; geometric mean {v.current_mean_ms:.4g} ms vs {v.baseline_mean_ms:.4g} ms"
                  f" ({pct(v.current_mean_ms / v.baseline_mean_ms)})")
-    fastest = v.fastest_iteration
-    if fastest is not None and fastest.stood and v.outcome == REGRESSION:
-        # contention or a machine speed change inflated wall time's level; the fastest iteration decided
-        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}; measured while the machine was busy or"
-                f" slower than in the history, so wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}, is"
-                " not the change")
-    elif dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
+    if dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev, judged)} vs {sbs.ref},"
                 f" p={judged.p_slower or 0.0:.2g} at level {judged.level or 0.0:.2g}; wall time {wall},"
