@@ -27,10 +27,8 @@ from pytest_aaco.measure.inference import (
     MeasureSettings,
     SessionError,
     SessionHandle,
-    adaptive_iterations,
     build_session,
     resolve_iobinding,
-    run_benchmark,
 )
 from pytest_aaco.measure.inputs import batch_size, make_inputs
 from pytest_aaco.measure.process_memory import rss_mb
@@ -38,6 +36,7 @@ from pytest_aaco.measure.providers import ProviderError, ProviderSpec, parse_pro
 from pytest_aaco.measure.reference_workload import Reference
 from pytest_aaco.measure.registry import ModelSpec
 from pytest_aaco.measure.results import BenchmarkResult, RoundResult
+from pytest_aaco.measure.rounds import adaptive_iterations, run_benchmark
 from pytest_aaco.measure.timedloop import Deadline
 from pytest_aaco.options import (
     ITEM_TIMEOUT_CAP_S,
@@ -198,7 +197,7 @@ class LockTimeout(SessionError):
 
 def planned_runs(settings: MeasureSettings, first_run_s: float) -> int:
     """Runs one measurement with *settings* plans: the first, the warmup and the rounds' iterations (adaptive
-    iterations estimated from the first run, as :func:`pytest_aaco.measure.inference.adaptive_iterations` does
+    iterations estimated from the first run, as :func:`pytest_aaco.measure.rounds.adaptive_iterations` does
     from the warmup)."""
     iterations = settings.iterations or adaptive_iterations(np.array([first_run_s * 1000]))
     return 1 + settings.warmup + settings.rounds * iterations

@@ -1,25 +1,31 @@
 """The per-item gate: fingerprint, baseline, verdict, confirmation look, contention, the extra
 passes (cold start, GPU kernels, operator profile: :mod:`pytest_aaco.extra_passes`), diagnosis.
 
-:func:`judge` turns one finished :class:`~pytest_aaco.benchmark.BenchmarkRun` into an
-:class:`~pytest_aaco.records.item.ItemRecord` with its :class:`~pytest_aaco.records.verdict.Verdict`. It
-needs no pytest: the session object (:mod:`pytest_aaco.session`) calls it after the test body
-returned, and does the side effects (the item's stash, ``pytest.fail``, hooks, the bundle).
+One finished :class:`~pytest_aaco.benchmark.BenchmarkRun` becomes an
+:class:`~pytest_aaco.records.item.ItemRecord` with its :class:`~pytest_aaco.records.verdict.Verdict` in
+three steps, none of which needs pytest; the session object (:mod:`pytest_aaco.session`) calls them after
+the test body returned, and does the side effects (the item's stash, ``pytest.fail``, hooks, the bundle):
 
-The item pipeline: a :class:`Gate` (the stored baselines' :class:`~pytest_aaco.history.judge.StoredGate`
+1. :func:`gather` reads what the decision needs: the physical GPU, the fingerprint, the baseline file and
+   the fingerprint compared with it, the runner's variance priors and pooled variances, the item's LOND
+   level, the session's machine offset, the gate settings (an :class:`ItemCase`);
+2. :func:`judge` decides on that case alone: statistics and rules, no file, option or device read;
+3. :func:`conclude` records the LOND test and the machine offset, runs the extra passes and builds the record.
+
+The item pipeline (:func:`judge`): a :class:`Gate` (the stored baselines' :class:`~pytest_aaco.history.judge.StoredGate`
 or the side-by-side :class:`~pytest_aaco.sidebyside.gate.SideBySideLook`, peers) gives the first look as
 an *unfinished* verdict; the pipeline applies the confirmation look
 (:func:`pytest_aaco.verdict.finish.confirm`, stored only: side by side confirms with fresh sessions
 inside its measurement, by the same rule), CPU contention (stored only: paired sides ran under the
-same load), the notes, then finishes the verdict once (:func:`pytest_aaco.verdict.finish.finish`)
-and records the LOND test.
+same load), the notes, then finishes the verdict once (:func:`pytest_aaco.verdict.finish.finish`);
+:func:`conclude` records the LOND test.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +35,7 @@ from pytest_aaco.config import AacoConfig
 from pytest_aaco.extra_passes import Insight, judge_insight, kernel_data, measure_insight
 from pytest_aaco.history.fingerprint import Fingerprint, build_fingerprint
 from pytest_aaco.history.judge import MachineOffset, StoredGate
+from pytest_aaco.history.pooled import item_pools
 from pytest_aaco.history.store import Baseline, RunnerPriors, baseline_path, other_runners, read_baseline, save_run
 from pytest_aaco.jsonio import AacoFileError, JSONDict
 from pytest_aaco.measure.inference import MeasureSettings
@@ -51,7 +58,7 @@ class Gate(Protocol):
     history), :class:`~pytest_aaco.sidebyside.gate.SideBySideLook` (against the item at REF, measured
     side by side) and :class:`SaveLook` (``--aaco-save-baseline``). :meth:`look` returns the verdict of
     one look *unfinished* (outcome and figures, no ``fails``, no ``message``); the item pipeline
-    (:func:`item_verdict`) finishes it once."""
+    (:func:`judge`) finishes it once."""
 
     @property
     def stored(self) -> bool:
@@ -161,47 +168,140 @@ def item_gate(nodeid: str, run: BenchmarkRun, fp: Fingerprint, ctx: GateContext)
                                 ctx.lond, c.fdr)
     path = baseline_path(c.baseline_dir, fp.machine_key, nodeid)
     baseline = read_baseline(path, nodeid)  # parsed once: the priors and the pooled variance read it too
+    match = fp.against(baseline.fingerprint) if baseline is not None else None  # compared once, here
     # a fingerprint differing only in versions (an ORT or driver upgrade) is gated too, on raw figures
-    gated = baseline is not None and (fp.matches(baseline.fingerprint) or bool(fp.version_only(baseline.fingerprint)))
+    gated = match is not None and match.gates
     level = ctx.lond.next_level() if gated else c.fdr
     others = other_runners(c.baseline_dir, fp.machine_key, nodeid) if baseline is None else None
     priors = ctx.variance_priors(path.parent) if gated else RunnerPriors()
+    pools = item_pools(path.parent, run.results[-1]) if gated else None  # the folder's pooled variances
     return StoredGate(baseline, fp, run.gate_settings(), level, item_label(run), others, priors.raw,
-                      ctx.machine_offset.current(), priors.adjusted, gated=gated, stored=True), baseline
+                      ctx.machine_offset.current(), priors.adjusted, gated=gated, stored=True, match=match,
+                      pools=pools), baseline
 
 
-def item_verdict(run: BenchmarkRun, result: BenchmarkResult, gate: Gate, baseline: Baseline | None,
-                 ctx: GateContext) -> Verdict:
-    """The item pipeline (module docstring): *gate*'s first look at *result*, the confirmation look and
-    CPU contention (stored gates only), the notes, then the verdict finished once
-    (:func:`pytest_aaco.verdict.finish.settle`); the LOND test and the machine offset recorded."""
+@dataclass(frozen=True)
+class ItemCase:
+    """What :func:`judge` decides one item on, all gathered before it (:func:`gather`): no file, option,
+    provider or GPU is read while judging.
+
+    *label*: ``model[provider]``; *settings*: the item's gate settings; *result*: the measurement judged
+    (ms figures); *gate*: the :class:`Gate` that looks at it, its baseline and LOND level already drawn
+    (None when gathering failed); *history*: the gating baseline's runs, oldest first (the contention
+    bound reads them; empty without one); *again*: takes the confirmation look (a fresh measurement,
+    judged by the same gate; None when not asked for or not a stored gate); *cpus*: the machine's logical
+    CPUs; *max_contention*: cores (``--aaco-max-contention``; None: not checked); *notes*: lines added to
+    the verdict; *also_saved*: what saving the run said where a nightly job also stored it; *error*: why
+    gathering failed (a baseline file that cannot be read): the verdict is then an ``error`` that fails."""
+
+    label: str
+    settings: GateSettings
+    result: BenchmarkResult
+    gate: Gate | None
+    history: list[JSONDict] = field(default_factory=list)
+    again: Callable[[], Verdict] | None = None
+    cpus: int = 1
+    max_contention: float | None = None
+    notes: tuple[str, ...] = ()
+    also_saved: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Gathered:
+    """:func:`gather`'s answer: the :class:`ItemCase` :func:`judge` decides on, and what the record
+    needs besides (:func:`conclude`): the record begun (GPU, graph, provider chain, fingerprint), the
+    fingerprint (None when it could not be built), the baseline read (None when there is none or side
+    by side) and the extra passes measured before saving (``--aaco-save-baseline``)."""
+
+    case: ItemCase
+    record: ItemRecord
+    fingerprint: Fingerprint | None = None
+    baseline: Baseline | None = None
+    insight: Insight = field(default_factory=Insight)
+
+
+def gather(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: GateContext) -> Gathered:
+    """Everything judging the item *nodeid* needs, read before :func:`judge`: the record begun (the
+    physical GPU, the CUDA graph, the provider chain), the fingerprint (*extra_fingerprint*: fields added
+    by ``pytest_aaco_fingerprint`` hooks), the baseline read from disk, the machine's variance priors,
+    the item's LOND level and the session's machine offset (in the :class:`Gate`), the gate settings.
+    With ``--aaco-save-baseline`` the extra passes run first (the saved run keeps them) and a nightly
+    job's run is stored here. A baseline file that cannot be read makes the case an error
+    (:attr:`ItemCase.error`), never an exception."""
+    result = run.results[-1]
     c = ctx.config
-    settings = run.gate_settings()
+    label, settings = item_label(run), run.gate_settings()
+    record = ItemRecord(nodeid, run.model.name, run.provider.short, label, placement=run.placement)
+    gpu = physical_gpu(run.provider.short, c.device_id)
+    record.gpu = None if gpu is None else gpu.to_dict()
+    result.gpu = record.gpu  # the pooled test takes this GPU's offset out (verdict/pooling.py)
+    if run.handle.graph and run.provider.is_gpu:
+        record.extra["graph"] = dict(run.handle.graph)
+    if run.provider.chain:  # --aaco-provider=vitisai|dml|cpu: the chain asked for, and the EP that ran
+        record.extra["provider_chain"] = {"requested": run.provider.test_id, "ran": run.provider.short,
+                                          "reason": run.provider.chain_reason}
+    gathered = Gathered(ItemCase(label, settings, result, None), record)
+    also_saved: str | None = None
+    try:
+        fp = gathered.fingerprint = item_fingerprint(run, extra_fingerprint)
+        record.fingerprint = fp.fields
+        gate: Gate
+        if c.save_baseline:
+            gathered.insight = measure_insight(run, profile=c.profile != "off")
+            gate = SaveLook(partial(_saved, nodeid, run, fp, ctx, record, gathered.insight))
+            if run.side_verdict is not None:  # a nightly job: gated side by side, the run stored for trends
+                also_saved = gate.look(result).reason
+                gate = SideBySideLook(run.side_verdict)
+        else:
+            gate, gathered.baseline = item_gate(nodeid, run, fp, ctx)
+    except AacoFileError as exc:
+        gathered.case = replace(gathered.case, error=str(exc))
+        return gathered
+    baseline = gathered.baseline
 
     def again() -> Verdict:
-        ctx.announce(f"{item_label(run)} again (confirmation)", run.settings)
+        ctx.announce(f"{label} again (confirmation)", run.settings)
         result.confirmation = run.remeasure()
         result.confirmation.gpu = result.gpu  # the pooled test takes this GPU's offset out
         return gate.look(result.confirmation)
 
+    gathered.case = ItemCase(label, settings, result, gate, baseline.history if baseline is not None else [],
+                             again=again if c.confirm and gate.stored else None, cpus=os.cpu_count() or 1,
+                             max_contention=c.max_contention,
+                             notes=(run.no_tracer,) if run.no_tracer and baseline is not None else (),
+                             also_saved=also_saved)
+    return gathered
+
+
+def judge(case: ItemCase) -> Verdict:
+    """The item's verdict, decided on *case* alone (the item pipeline of the module docstring): the gate's
+    first look at the result, the confirmation look and CPU contention (stored gates only), the notes,
+    then the verdict finished once (:func:`pytest_aaco.verdict.finish.settle`). It reads no file, option
+    or device (only *case.again* measures, when a regression needs confirming) and records nothing in the
+    session (:func:`conclude` does). A baseline file that cannot be read or written gives an ``error``
+    verdict that fails the item (never an exception)."""
+    if case.error is not None or case.gate is None:
+        return error_verdict(case.label, case.error or "the item's gate was not gathered", case.settings)
+    result, gate = case.result, case.gate
+
     def busy() -> float:
         looks = [result] + ([result.confirmation] if result.confirmation is not None else [])
-        found = [other_processes_cores(r.telemetry, os.cpu_count() or 1) for r in looks]
+        found = [other_processes_cores(r.telemetry, case.cpus) for r in looks]
         return max((b for b in found if b is not None), default=0.0)
 
     def explained(v: Verdict) -> float | None:
         """What contention did to the run the verdict stands on (the confirmation's when it was taken)."""
         look = result.confirmation if v.confirmed and result.confirmation is not None else result
-        return contention_explains(v, look.telemetry, os.cpu_count() or 1,
-                                   baseline.history if baseline is not None else [])
+        return contention_explains(v, look.telemetry, case.cpus, case.history)
 
-    verdict = settle(gate.look(result), settings, again=again if c.confirm and gate.stored else None,
-                     busy=busy if gate.stored else None, max_contention=c.max_contention, explained=explained,
-                     notes=[run.no_tracer] if run.no_tracer and baseline is not None else [])
-    if gate.gated:
-        ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
-        if gate.stored:
-            ctx.machine_offset.record(verdict)
+    try:
+        verdict = settle(gate.look(result), case.settings, again=case.again, busy=busy if gate.stored else None,
+                         max_contention=case.max_contention, explained=explained, notes=case.notes)
+    except AacoFileError as exc:  # --aaco-save-baseline: the history could not be written
+        return error_verdict(case.label, str(exc), case.settings)
+    if case.also_saved:
+        verdict.notes.append(f"also saved: {case.also_saved}")
     return verdict
 
 
@@ -223,49 +323,26 @@ def diagnose(result: BenchmarkResult, verdict: Verdict, metrics: JSONDict,
     return found.to_dict() if found is not None else None
 
 
-def judge(nodeid: str, run: BenchmarkRun, extra_fingerprint: JSONDict, ctx: GateContext) -> ItemRecord:
-    """The record of the item *nodeid*, judged on the last result of *run*.
-
-    *extra_fingerprint*: fields added by ``pytest_aaco_fingerprint`` hooks. A baseline file
-    that cannot be read becomes an ``error`` verdict that fails the item (never an exception).
-    The record's ``outcome`` is ``failed`` when the verdict fails.
-    """
-    result = run.results[-1]
-    c = ctx.config
-    record = ItemRecord(nodeid, run.model.name, run.provider.short, item_label(run), placement=run.placement)
-    gpu = physical_gpu(run.provider.short, c.device_id)
-    record.gpu = None if gpu is None else gpu.to_dict()
-    result.gpu = record.gpu  # the pooled test takes this GPU's offset out (verdict/pooling.py)
-    if run.handle.graph and run.provider.is_gpu:
-        record.extra["graph"] = dict(run.handle.graph)
-    if run.provider.chain:  # --aaco-provider=vitisai|dml|cpu: the chain asked for, and the EP that ran
-        record.extra["provider_chain"] = {"requested": run.provider.test_id, "ran": run.provider.short,
-                                          "reason": run.provider.chain_reason}
-    insight, baseline = Insight(), None
-    also_saved: str | None = None
-    try:
-        fp = item_fingerprint(run, extra_fingerprint)
-        record.fingerprint = fp.fields
-        gate: Gate
-        if c.save_baseline:
-            insight = measure_insight(run, profile=c.profile != "off")
-            gate = SaveLook(partial(_saved, nodeid, run, fp, ctx, record, insight))
-            if run.side_verdict is not None:  # a nightly job: gated side by side, the run stored for trends
-                also_saved = gate.look(result).reason
-                gate = SideBySideLook(run.side_verdict)
-        else:
-            gate, baseline = item_gate(nodeid, run, fp, ctx)
-        verdict = item_verdict(run, result, gate, baseline, ctx)
-        if verdict.outcome == Outcome.NO_BASELINE and verdict.baseline_path is None:  # the file searched
+def conclude(gathered: Gathered, verdict: Verdict, run: BenchmarkRun, ctx: GateContext) -> ItemRecord:
+    """The record of the item, from what :func:`gather` read and the *verdict* :func:`judge` decided: the
+    session's LOND test and machine offset recorded (a gated item), the extra passes run (the operator
+    profile with ``--aaco-profile failing`` only when the verdict fails) and judged against the baseline
+    that gated, the derived metrics and the diagnosis. The record's ``outcome`` is ``failed`` when it fails."""
+    c, case, record = ctx.config, gathered.case, gathered.record
+    result, insight, baseline = case.result, gathered.insight, None
+    gate = case.gate
+    if gate is not None and verdict.outcome != Outcome.ERROR:  # judged: an error verdict tested nothing
+        if gate.gated:
+            ctx.lond.record(verdict.outcome == Outcome.REGRESSION and verdict.fails)
+            if gate.stored:
+                ctx.machine_offset.record(verdict)
+        fp = gathered.fingerprint
+        if verdict.outcome == Outcome.NO_BASELINE and verdict.baseline_path is None and fp is not None:
             verdict.baseline_path = str(baseline_path(c.baseline_dir, verdict.baseline_runner or fp.machine_key,
-                                                      nodeid))
-        if also_saved:
-            verdict.notes.append(f"also saved: {also_saved}")
-        baseline = baseline if gate.gated and gate.stored else None  # the baseline that gated, for the extra passes
+                                                      record.nodeid))  # the file searched
+        baseline = gathered.baseline if gate.gated and gate.stored else None  # the one that gated, for the passes
         if not c.save_baseline:
             insight = measure_insight(run, profile=c.profile == "on" or (c.profile == "failing" and verdict.fails))
-    except AacoFileError as exc:
-        verdict = error_verdict(record.label, str(exc), run.gate_settings())
     judged = judge_insight(insight, baseline, record.label, c, gated=not c.save_baseline)
     record.cold_start, record.profile, record.kernels = judged.cold_start, judged.profile, judged.kernels
     record.insight_notes = judged.notes

@@ -52,7 +52,7 @@ IniType = Literal["string", "bool", "linelist"]
 #: upper bounds of the measurement counts (warmup iterations, measured iterations per round, rounds):
 #: every measured iteration keeps its latency (8 bytes in memory, about 20 in the session bundle), so
 #: ``iterations: 10**12`` asked for 7.28 TiB; adaptive iterations stop at 1000 per round
-#: (:data:`pytest_aaco.measure.inference.MAX_ITERATIONS`) and ``auto`` rounds are 10 or 30
+#: (:data:`pytest_aaco.measure.rounds.MAX_ITERATIONS`) and ``auto`` rounds are 10 or 30
 MAX_WARMUP, MAX_ITERATIONS, MAX_ROUNDS = 100_000, 100_000, 1_000
 #: the bound of each count by its key, for messages naming both
 COUNT_BOUNDS = {"warmup": MAX_WARMUP, "iterations": MAX_ITERATIONS, "rounds": MAX_ROUNDS}

@@ -200,7 +200,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     wants_model = "aaco_model" in metafunc.fixturenames
     wants_provider = "aaco_provider" in metafunc.fixturenames
     if wants_model or wants_provider:
-        _session(metafunc.config).parametrize(metafunc, wants_model, wants_provider)
+        _session(metafunc.config).item_setup.parametrize(metafunc, wants_model, wants_provider)
 
 
 # ------------------------------------------------------------------ fixtures
@@ -232,7 +232,7 @@ def ort_session(request: pytest.FixtureRequest, aaco_model: ModelSpec, aaco_prov
     Skips (or fails with ``--aaco-strict-provider``) when the EP is not in this ORT build; fails
     with ORT's message when the session cannot be created.
     """
-    return _session(request.config).ort_session_for(request, aaco_model, aaco_provider)
+    return _session(request.config).item_setup.ort_session_for(request, aaco_model, aaco_provider)
 
 
 @pytest.fixture
@@ -245,4 +245,4 @@ def benchmark_model(request: pytest.FixtureRequest, ort_session: SessionHandle, 
     when a run fails or ORT fell back off the requested EP (never recorded as that EP's result).
     Under ``--aaco-smoke`` it runs the model once and checks its outputs are finite.
     """
-    yield from _session(request.config).benchmark_for(request, ort_session, aaco_model)
+    yield from _session(request.config).item_setup.benchmark_for(request, ort_session, aaco_model)

@@ -2,9 +2,10 @@
 every pytest side effect of the gate (stash, ``pytest.fail``, hook calls, the bundle, reports).
 
 Registered with pytest's plugin manager as ``aaco-plugin``; reach it with :func:`get_session`.
-It hands the item-session cache, the session bundle and the report writers to its collaborators
-(:mod:`pytest_aaco.session_parts`).
-The per-item decision itself is :func:`pytest_aaco.gate.judge`, which needs no pytest.
+It hands the item-session cache, the item's setup (the parametrization and the fixtures), the session
+bundle, the report writers and the process-wide settings to its collaborators (:mod:`pytest_aaco.session_parts`).
+The per-item decision itself is :func:`pytest_aaco.gate.judge`, which needs no pytest: the session
+gathers its inputs first (:func:`pytest_aaco.gate.gather`) and records it after (:func:`pytest_aaco.gate.conclude`).
 
 Session-wide false-alarm control: items are judged one at a time, as pytest runs them, with
 LOND (Javanmard & Montanari, Ann. Statist. 2018). The i-th gated item is tested at
@@ -21,85 +22,47 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator
 from dataclasses import replace
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
 
 import pytest
 
-from pytest_aaco import flavors
-from pytest_aaco.benchmark import (
-    AacoMarker,
-    BenchmarkRun,
-    item_device_threshold,
-    item_settings,
-    smoke_run,
-    terminal_line,
-)
+from pytest_aaco.benchmark import BenchmarkRun
 from pytest_aaco.config import AacoConfig
-from pytest_aaco.extra_passes import node_placement_problem
-from pytest_aaco.gate import GateContext, cause_and_fix, crash_record, error_record, judge, mark_error
+from pytest_aaco.gate import GateContext, cause_and_fix, conclude, crash_record, error_record, gather, judge, mark_error
 from pytest_aaco.history.across import other_runner_gate
 from pytest_aaco.history.judge import MachineOffset
 from pytest_aaco.history.store import forget_parsed, report_baselines
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.commit import commit_info
-from pytest_aaco.measure.compile_cache import set_compile_cache
-from pytest_aaco.measure.devicelock import set_lock_timeout
-from pytest_aaco.measure.graph import (
-    GraphRefused,
-    graph_build_problem,
-)
-from pytest_aaco.measure.inference import (
-    MeasureSettings,
-    SessionError,
-    SessionHandle,
-    check_placement,
-    set_ort_log_level,
-)
-from pytest_aaco.measure.inputs import InputError
-from pytest_aaco.measure.modelgen import CacheError, cache_dir, drop_fallback_caches
-from pytest_aaco.measure.placement import PlacementError
-from pytest_aaco.measure.plugin_eps import PluginEpError, register_libraries
-from pytest_aaco.measure.providers import (
-    ProviderSpec,
-)
-from pytest_aaco.measure.registry import ModelSpec, RegistryError
-from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.measure.inference import MeasureSettings
+from pytest_aaco.measure.modelgen import drop_fallback_caches
 from pytest_aaco.measure.stopping import InterruptGuard, add_last_words
 from pytest_aaco.records.base import PLUGIN_NAME, Outcome
 from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.redact import redact_argv
 from pytest_aaco.reports import ReportContext, junit, terminal
 from pytest_aaco.reports.cost import COST_PLUGIN_NAME, CostClock
-from pytest_aaco.reports.markup import param_id, terminal_block
+from pytest_aaco.reports.markup import terminal_block
 from pytest_aaco.reports.progress import announce, write_line
 from pytest_aaco.reports.wording import failure_text
-from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
 from pytest_aaco.samplers.gpus import physical_gpu
-from pytest_aaco.session_parts import BundleKeeper, ItemSessions, ReportWriters
-from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
-from pytest_aaco.sidebyside.revision import GitRefError
-from pytest_aaco.sidebyside.sides import CompareSettings
-from pytest_aaco.sidebyside.unchanged import MEASURE_UNCHANGED, note_triage, skip_unchanged
-from pytest_aaco.sidebyside.worker_client import WorkerError
-from pytest_aaco.tracers.base import TracerError
-from pytest_aaco.verdict.multiplicity import LondFdr
-from pytest_aaco.warnings import (
-    AacoBaselineWarning,
-    AacoClockWarning,
-    AacoProviderWarning,
+from pytest_aaco.session_parts import (
+    RUN_KEY,
+    BundleKeeper,
+    ItemSessions,
+    ItemSetup,
+    ProcessSettings,
+    ReportWriters,
+    compare_gate,
 )
+from pytest_aaco.sidebyside.unchanged import note_triage
+from pytest_aaco.verdict.multiplicity import LondFdr
+from pytest_aaco.warnings import AacoBaselineWarning
 from pytest_aaco.xdist import XDIST_PLUGIN_NAME, XdistBridge, attach_record, merge_lond
 
-#: InferenceSessions kept alive at once (each may hold a model's weights on the device)
-SESSION_CACHE_SIZE = 2
-
-#: the item's BenchmarkRun, set by the ``benchmark_model`` fixture and judged after the test body
-RUN_KEY: pytest.StashKey[BenchmarkRun] = pytest.StashKey()
 #: the item's record, once judged or once it failed or was skipped by the plugin
 RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
 #: pytest's duration of the item's phases so far (setup, call, teardown; s)
@@ -112,17 +75,8 @@ class AacoSession:
     def __init__(self, pytest_config: pytest.Config, config: AacoConfig) -> None:
         self.pytest_config = pytest_config
         self.config = config
-        #: ORT's log level before this session set ``--aaco-ort-log-level``, put back by pytest_unconfigure
-        self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
-        self._old_compile_cache = set_compile_cache(config.compile_cache, cache_dir)
-        self._old_lock_timeout = set_lock_timeout(config.lock_timeout_s)
-        if config.ep_libraries:
-            import onnxruntime as ort
-
-            try:
-                register_libraries(config.ep_libraries, ort)
-            except PluginEpError as exc:
-                raise pytest.UsageError(str(exc)) from None
+        #: ORT's log level, the compile cache, the lock timeout and EP libraries; put back by pytest_unconfigure
+        self.process = ProcessSettings(config)
         #: SIGTERM/SIGHUP as Ctrl-C, held while measuring, saving, or side by side for the whole session
         self.interruptible = InterruptGuard()
         #: a second signal inside a run that cannot be stopped ends the process: the table so far first
@@ -139,24 +93,14 @@ class AacoSession:
         #: the pytest-xdist hooks, registered beside this object (:mod:`pytest_aaco.xdist`)
         self.xdist = XdistBridge(pytest_config, self.records, self.bundle_folder,
                                  self.config.session_dir if self.config.bundle else None)
-        self._started = False
-        self.side_gate: SideBySideGate | None = None
         #: shards, and the wall-time ledger of the bundle (:mod:`pytest_aaco.reports.cost`)
         self.cost = CostClock(config.shard)
-        if config.side_by_side:
-            try:
-                self.side_gate = SideBySideGate(config.compare_ref, config.compare_python,
-                                                CompareSettings(budget_s=config.compare_budget_s,
-                                                                confirm=config.confirm,
-                                                                processes=config.compare_processes),
-                                                Path(str(pytest_config.rootpath)),
-                                                ItemOptions(config.provider_options, config.intra_op_threads,
-                                                            config.device_time, config.cold_start,
-                                                            config.cold_start_threshold, config.max_contention))
-            except GitRefError as exc:
-                raise pytest.UsageError(str(exc)) from None
+        self.side_gate = compare_gate(config, Path(str(pytest_config.rootpath)))  # --aaco-compare, else None
         #: the item-session cache: models, EPs, InferenceSessions, references, tracers, placements, priors
         self.items = ItemSessions(config, compares=self.side_gate is not None)
+        #: the parametrization and the fixtures (:class:`~pytest_aaco.session_parts.ItemSetup`)
+        self.item_setup = ItemSetup(pytest_config, config, self.items, self.side_gate, self.interruptible,
+                                    self.bundles, self)
         self.machine_offset = MachineOffset()
         if self.side_gate is not None and self.side_gate.tree is not None:  # a temporary tree to remove
             self.interruptible.hold()  # however the run ends; released when the tree is
@@ -181,15 +125,6 @@ class AacoSession:
         """Say on the terminal that *label* is about to be measured."""
         announce(self.pytest_config, label, settings)
 
-    def start_benchmark(self) -> None:
-        """Called before each measurement; the first call checks clocks and opens the bundle."""
-        if self._started:
-            return
-        self._started = True
-        for message in clock_warnings(read_clock_state()):
-            warnings.warn(AacoClockWarning(message), stacklevel=3)
-        self.bundles.open()
-
     def keep(self, item: pytest.Item, record: ItemRecord) -> None:
         """Store *record*, with the physical GPU it ran on (``gpu``: ``PhysicalGpu.to_dict()``, GPU EPs only):
         the session's list, the item's stash, pytest's ``--junitxml`` properties
@@ -211,12 +146,6 @@ class AacoSession:
         item.user_properties.extend(junit.properties(record))
         self.bundles.write_item(item.nodeid, record)
 
-    def keep_unmeasured(self, item: pytest.Item, record: ItemRecord) -> None:
-        """:meth:`keep` for an item that is not measured (unchanged under ``--aaco-compare``): the
-        bundle is opened first, as before a measurement, so its record is written there too."""
-        self.start_benchmark()
-        self.keep(item, record)
-
     def judge_item(self, item: pytest.Item, run: BenchmarkRun, user_failed: bool = False) -> None:
         """Judge the last result of *run*; fail *item* through ``pytest.fail`` when it must fail.
 
@@ -231,7 +160,8 @@ class AacoSession:
             context = GateContext(self.config, self.lond(), self.items.variance_priors, self.announce,
                                   self.machine_offset, self.commit_info, other_runner_gate)
             with self.interruptible:  # a confirmation look, then the baseline save
-                record = judge(item.nodeid, run, extra, context)
+                gathered = gather(item.nodeid, run, extra, context)  # fingerprint, baseline, priors, LOND level
+                record = conclude(gathered, judge(gathered.case), run, context)  # decided on the gathered case
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
                                   cause_and_fix(exc, "judge the measurement"), run.results[-1])
@@ -260,150 +190,6 @@ class AacoSession:
         """Keep a skipped record of *item* and skip it with *message*."""
         self.keep(item, error_record(item.nodeid, model, provider, message, Outcome.SKIPPED))
         pytest.skip(terminal_block(message))
-
-    # ------------------------------------------------------------ the plugin's parametrization and fixtures
-
-    def parametrize(self, metafunc: pytest.Metafunc, wants_model: bool, wants_provider: bool) -> None:
-        """Parametrize ``aaco_model`` from the registry and ``aaco_provider`` from ``--aaco-provider``,
-        narrowed by the item's ``aaco`` marker; a bad marker or registry is a collection error."""
-        where = metafunc.definition.nodeid
-        try:
-            marker = AacoMarker.of(metafunc.definition)
-        except pytest.UsageError as exc:
-            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
-        if wants_model:
-            try:
-                models = self.items.models()
-            except RegistryError as exc:
-                raise pytest.Collector.CollectError(str(exc)) from None
-            if marker.models is not None:
-                unknown = marker.models - {m.name for m in models}
-                if unknown:
-                    names = ", ".join(m.name for m in models)
-                    raise pytest.Collector.CollectError(f"{where}: @pytest.mark.aaco(models=...)"
-                                                        f" names {sorted(unknown)}, not in the registry ({names})")
-                models = [m for m in models if m.name in marker.models]
-            metafunc.parametrize("aaco_model", models, ids=[param_id(m.name) for m in models])
-        if wants_provider:
-            providers = [p for p in self.config.providers
-                         if marker.providers is None or set(p.chain or (p.short,)) & set(marker.providers)]
-            metafunc.parametrize("aaco_provider", providers, ids=[p.test_id for p in providers])  # a chain: its EPs
-
-    def _crash(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, exc: Exception,
-               doing: str) -> NoReturn:
-        """An exception escaped pytest-aaco's own work for this item: an ``error`` row, the item fails
-        with a one-line cause and fix, the session goes on."""
-        self.crash_item(request.node, model.name, provider.short, exc, doing)
-        raise AssertionError("unreachable: crash_item raises")  # pragma: no cover
-
-    def _fail(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> NoReturn:
-        """Fail this item only, with a message and no traceback from inside the plugin."""
-        self.fail_item(request.node, model.name, provider.short, reason)
-        raise AssertionError("unreachable: fail_item raises")  # pragma: no cover
-
-    def ort_session_for(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec
-                        ) -> SessionHandle:
-        """The ``ort_session`` fixture's value (see :func:`pytest_aaco.plugin.ort_session`)."""
-        requested = provider
-        unusable = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
-        if unusable is None:
-            try:
-                import onnxruntime  # noqa: F401 - the session needs it now; a build that cannot load is one line
-            except ImportError as exc:
-                unusable = flavors.import_problem(exc)
-        if unusable is not None:
-            self._fail(request, model, provider, unusable)  # outside except: no chained trace
-        reason = self.items.skip_reason(provider)
-        if reason:
-            if self.config.strict_provider:
-                self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
-            self.skip_item(request.node, model.name, provider.test_id, reason)
-        provider = self.items.provider_for(model, requested)  # a fallback chain: the EP that runs here
-        if self.side_gate is not None:  # --aaco-compare: an unchanged item is skipped before its session is built
-            skip_unchanged(self.side_gate, request.node, model, provider.short,
-                           self.config.compare_unchanged == MEASURE_UNCHANGED or self.config.save_baseline,
-                           lambda: item_settings(self.config, model, provider, AacoMarker.of(request.node))[1],
-                           partial(self.keep_unmeasured, request.node))
-        crash: Exception | None = None
-        try:
-            provider, graph = self.items.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"
-            handle = self.items.session(model, provider)
-            check_placement(handle)  # a session that fell back whole is refused before anything runs
-            unknown = graph_build_problem(provider, handle.session.get_provider_options())
-            if unknown:
-                raise GraphRefused(f"{model.name}[{provider.short}]: --aaco-graph={graph.mode}: {unknown}")
-            handle.graph = graph.to_dict()
-            return handle
-        except (SessionError, RegistryError, PlacementError) as exc:
-            problem = str(exc)
-        except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
-            crash = exc
-        if crash is not None:
-            doing = ("write a generated model to the model cache (set AACO_CACHE_DIR to a writable folder)"
-                     if isinstance(crash, CacheError) else "build the InferenceSession")
-            self._crash(request, model, provider, crash, doing)
-        self._fail(request, model, provider, problem)  # outside except: no chained trace
-
-    def benchmark_for(self, request: pytest.FixtureRequest, handle: SessionHandle, model: ModelSpec
-                      ) -> Iterator[Callable[..., BenchmarkResult]]:
-        """The ``benchmark_model`` fixture (see :func:`pytest_aaco.plugin.benchmark_model`)."""
-        provider = handle.provider
-        marker = AacoMarker.of(request.node)  # validated at collection already
-        settings, threshold, gate_p99 = item_settings(self.config, model, provider, marker)
-        run = BenchmarkRun(self.config, model, provider, handle, settings, threshold, gate_p99,
-                           device_threshold=item_device_threshold(self.config, model, marker),
-                           side_gate=self.side_gate, lond=self.lond, say=terminal_line(self.pytest_config),
-                           reference=None if self.side_gate is not None else self.items.reference_for(provider))
-        label = f"{model.name}[{provider.short}]"
-        if self.side_gate is None and not self.config.smoke:  # side by side traces its own cycles
-            try:
-                run.tracer, run.no_tracer = self.items.tracer_for(provider)
-            except TracerError as exc:  # --aaco-device-time=on without a tracer
-                self._fail(request, model, provider, str(exc))
-        if self.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
-            def smoke(**overrides: Any) -> BenchmarkResult:
-                try:
-                    return smoke_run(handle, run.feeds, model.name)
-                except (SessionError, InputError, RegistryError) as exc:
-                    problem = str(exc)
-                self._fail(request, model, provider, problem)
-
-            yield smoke
-            return
-
-        def guarded(**overrides: Any) -> BenchmarkResult:
-            bad: str | None = None
-            try:
-                chosen = run.settings_for(**overrides)
-            except ValueError as exc:  # a count out of bounds: this item fails, naming it
-                bad = f"{label}: {exc}"
-            if bad is not None:
-                self._fail(request, model, provider, bad)  # outside except: no chained trace
-            self.announce(label, chosen)
-            crash: Exception | None = None
-            try:
-                with self.interruptible:  # a stopped run cleans up as on Ctrl-C
-                    return run.run_with(chosen)
-            except (SessionError, InputError, RegistryError, GitRefError, WorkerError) as exc:
-                problem = str(exc)
-            except Exception as exc:  # noqa: BLE001 - an OS error mid-item is an error row, not a lost item
-                crash = exc
-            if crash is not None:
-                self._crash(request, model, provider, crash, f"measure {label}")
-            self._fail(request, model, provider, problem)  # outside except: no chained trace
-
-        self.start_benchmark()
-        if provider.is_gpu and self.config.placement != "off":
-            try:
-                problem = node_placement_problem(run, self.items.placement)
-            except Exception as exc:  # noqa: BLE001 - the placement check never takes the item down unseen
-                self._crash(request, model, provider, exc, f"check where {label}'s nodes run")
-            if problem is not None and self.config.placement == "warn":
-                warnings.warn(AacoProviderWarning(f"{label}: {problem}"), stacklevel=2)
-            elif problem is not None:
-                self._fail(request, model, provider, problem)
-        request.node.stash[RUN_KEY] = run
-        yield guarded
 
     # ------------------------------------------------------------ hooks
 
@@ -478,9 +264,7 @@ class AacoSession:
             self.reports.terminal_summary(terminalreporter, self.records, self.report_context())
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        set_ort_log_level(self._old_ort_log_level)  # an in-process pytester run leaves the outer level as it was
-        set_compile_cache(self._old_compile_cache)
-        set_lock_timeout(self._old_lock_timeout)
+        self.process.restore()  # an in-process pytester run leaves the outer settings as they were
         self._unsay()
         while self.interruptible.depth:  # the signal handlers as they were, whatever was left held
             self.interruptible.release()

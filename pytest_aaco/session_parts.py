@@ -1,30 +1,63 @@
-"""The collaborators of the session object (:class:`pytest_aaco.session.AacoSession`): the item-session
-cache (:class:`ItemSessions`: the registry, the EPs offered, the InferenceSessions, reference workloads,
-tracers, placements and variance priors, each made once), the session bundle (:class:`BundleKeeper`) and
-the report writers (:class:`ReportWriters`). Each does one thing for the session; pytest's hooks stay on
-the session object."""
+"""The collaborators of the session object (:class:`pytest_aaco.session.AacoSession`), each doing one thing
+for it: the item-session cache (:class:`ItemSessions`: the registry, the EPs offered, the InferenceSessions,
+reference workloads, tracers, placements and variance priors, each made once), the item's setup
+(:class:`ItemSetup`: the parametrization, the ``ort_session`` and ``benchmark_model`` fixtures, and the row of
+an item whose setup cannot go on), the session bundle (:class:`BundleKeeper`), the report writers
+(:class:`ReportWriters`), the process-wide settings put back at the end (:class:`ProcessSettings`) and the
+side-by-side gate of ``--aaco-compare`` (:func:`compare_gate`). pytest's hooks stay on the session object."""
 
 from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import pytest
 
-from pytest_aaco.benchmark import build_tracked, terminal_line
+from pytest_aaco import flavors
+from pytest_aaco.benchmark import (
+    AacoMarker,
+    BenchmarkRun,
+    build_tracked,
+    item_device_threshold,
+    item_settings,
+    smoke_run,
+    terminal_line,
+)
 from pytest_aaco.config import AacoConfig
+from pytest_aaco.extra_passes import node_placement_problem
 from pytest_aaco.history.store import RunnerPriors, runner_priors
 from pytest_aaco.jsonio import AacoFileError, JSONDict, read_json
+from pytest_aaco.measure.compile_cache import set_compile_cache
+from pytest_aaco.measure.devicelock import set_lock_timeout
 from pytest_aaco.measure.environment import collect_environment
 from pytest_aaco.measure.gpulocks import gpu_locks
-from pytest_aaco.measure.graph import GraphChoice, choose_graph, symbolic_inputs, with_graph, without_graph
-from pytest_aaco.measure.inference import FallbackError, SessionError, SessionHandle, resolve_iobinding
-from pytest_aaco.measure.placement import CPU_EP, Placement, placement_report
-from pytest_aaco.measure.plugin_eps import plugin_ep_names
+from pytest_aaco.measure.graph import (
+    GraphChoice,
+    GraphRefused,
+    choose_graph,
+    graph_build_problem,
+    symbolic_inputs,
+    with_graph,
+    without_graph,
+)
+from pytest_aaco.measure.inference import (
+    FallbackError,
+    SessionError,
+    SessionHandle,
+    check_placement,
+    resolve_iobinding,
+    set_ort_log_level,
+)
+from pytest_aaco.measure.inputs import InputError
+from pytest_aaco.measure.modelgen import CacheError, cache_dir
+from pytest_aaco.measure.placement import CPU_EP, Placement, PlacementError, placement_report
+from pytest_aaco.measure.plugin_eps import PluginEpError, plugin_ep_names, register_libraries
 from pytest_aaco.measure.providers import (
     ProviderSpec,
     available_providers,
@@ -33,14 +66,32 @@ from pytest_aaco.measure.providers import (
     unavailable_reason,
 )
 from pytest_aaco.measure.reference_workload import Reference, ReferenceCache
-from pytest_aaco.measure.registry import ModelSpec, item_provider, load_registry, model_path
+from pytest_aaco.measure.registry import ModelSpec, RegistryError, item_provider, load_registry, model_path
+from pytest_aaco.measure.results import BenchmarkResult
+from pytest_aaco.measure.stopping import InterruptGuard
 from pytest_aaco.records.item import ItemRecord, SessionSummary
 from pytest_aaco.reports import ReportContext, github, html, junit, terminal
 from pytest_aaco.reports.bundle import ENVIRONMENT_FILE, SessionBundle
 from pytest_aaco.reports.cost import META_KEY, CostClock
+from pytest_aaco.reports.markup import param_id
+from pytest_aaco.reports.progress import announce
+from pytest_aaco.samplers.clocks import clock_warnings, read_clock_state
+from pytest_aaco.sidebyside.gate import ItemOptions, SideBySideGate
+from pytest_aaco.sidebyside.revision import GitRefError
+from pytest_aaco.sidebyside.sides import CompareSettings
+from pytest_aaco.sidebyside.unchanged import MEASURE_UNCHANGED, skip_unchanged
+from pytest_aaco.sidebyside.worker_client import WorkerError
 from pytest_aaco.tracers import select
-from pytest_aaco.tracers.base import InProcessTracer
-from pytest_aaco.warnings import AacoReferenceWarning, AacoReportWarning
+from pytest_aaco.tracers.base import InProcessTracer, TracerError
+from pytest_aaco.verdict.multiplicity import LondFdr
+from pytest_aaco.warnings import (
+    AacoClockWarning,
+    AacoProviderWarning,
+    AacoReferenceWarning,
+    AacoReportWarning,
+    AacoWarning,
+    escalated,
+)
 from pytest_aaco.xdist import NO_BUNDLE, shared_bundle
 
 #: what :func:`ignore_in_git` writes: everything in the folder, itself included, as pytest does for ``.pytest_cache``
@@ -72,6 +123,53 @@ def warn_or_say(pytest_config: pytest.Config, warning: Warning) -> None:
         warnings.warn(warning, stacklevel=3)
     except Warning:
         terminal_line(pytest_config)(f"{type(warning).__name__}: {warning}")
+
+
+#: the item's BenchmarkRun, set by the ``benchmark_model`` fixture and judged after the test body
+RUN_KEY: pytest.StashKey[BenchmarkRun] = pytest.StashKey()
+
+
+class ProcessSettings:
+    """The process-wide settings a session sets when it starts, put back by :meth:`restore` at its end (an
+    in-process pytester run leaves the outer run's as they were): ORT's log level (``--aaco-ort-log-level``),
+    the compile-cache root (``--aaco-compile-cache``) and the device-lock timeout (``--aaco-lock-timeout``).
+    The EP libraries of ``--aaco-ep-library`` are registered with onnxruntime; pytest.UsageError, in
+    :class:`~pytest_aaco.measure.plugin_eps.PluginEpError`'s words, for one that cannot be."""
+
+    def __init__(self, config: AacoConfig) -> None:
+        #: ORT's log level, the compile-cache root and the lock timeout (s) before this session set them
+        self._old_ort_log_level = set_ort_log_level(config.ort_log_level)
+        self._old_compile_cache = set_compile_cache(config.compile_cache, cache_dir)
+        self._old_lock_timeout = set_lock_timeout(config.lock_timeout_s)
+        if config.ep_libraries:
+            import onnxruntime as ort
+
+            try:
+                register_libraries(config.ep_libraries, ort)
+            except PluginEpError as exc:
+                raise pytest.UsageError(str(exc)) from None
+
+    def restore(self) -> None:
+        """Put back the log level, the compile-cache root and the lock timeout this session found."""
+        set_ort_log_level(self._old_ort_log_level)
+        set_compile_cache(self._old_compile_cache)
+        set_lock_timeout(self._old_lock_timeout)
+
+
+def compare_gate(config: AacoConfig, rootpath: Path) -> SideBySideGate | None:
+    """The side-by-side gate of ``--aaco-compare`` (and ``--aaco-compare-python``), run from the project's
+    root folder *rootpath*; None without it. pytest.UsageError, in
+    :class:`~pytest_aaco.sidebyside.revision.GitRefError`'s words, when the revision cannot be used."""
+    if not config.side_by_side:
+        return None
+    try:
+        return SideBySideGate(config.compare_ref, config.compare_python,
+                              CompareSettings(budget_s=config.compare_budget_s, confirm=config.confirm,
+                                              processes=config.compare_processes), rootpath,
+                              ItemOptions(config.provider_options, config.intra_op_threads, config.device_time,
+                                          config.cold_start, config.cold_start_threshold, config.max_contention))
+    except GitRefError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 class ItemSessions:
@@ -351,3 +449,202 @@ class ReportWriters:
                     writer(records, context)
             except Exception as exc:  # noqa: BLE001 - one report that cannot be written never loses the others
                 warn_or_say(self.pytest_config, AacoReportWarning(self.cause_and_fix(exc, f"write the {name} report")))
+
+
+class ItemOutcomes(Protocol):
+    """What an item's setup (:class:`ItemSetup`) asks of the session (:class:`pytest_aaco.session.AacoSession`):
+    store an item's record, end an item with a failed, skipped or ``error`` row (each raises pytest's
+    ``fail`` or ``skip``), and the session's LOND procedure."""
+
+    def keep(self, item: pytest.Item, record: ItemRecord) -> None: ...
+
+    def fail_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None: ...
+
+    def skip_item(self, item: pytest.Item, model: str, provider: str, message: str) -> None: ...
+
+    def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None: ...
+
+    def lond(self) -> LondFdr: ...
+
+
+class ItemSetup:
+    """An item's setup: the plugin's parametrization (``aaco_model``, ``aaco_provider``) and the ``ort_session``
+    and ``benchmark_model`` fixtures (:mod:`pytest_aaco.plugin`). An item whose setup or measurement cannot go
+    on ends through *outcomes* (the session) with a failed, skipped or ``error`` row, without a traceback.
+
+    Besides *outcomes* it takes the session's *items* (the item-session cache), *side_gate* (``--aaco-compare``,
+    else None), *interruptible* (held while measuring) and *bundles* (opened at the first measurement)."""
+
+    def __init__(self, pytest_config: pytest.Config, config: AacoConfig, items: ItemSessions,
+                 side_gate: SideBySideGate | None, interruptible: InterruptGuard, bundles: BundleKeeper,
+                 outcomes: ItemOutcomes) -> None:
+        self.pytest_config = pytest_config
+        self.config = config
+        self.items = items
+        self.side_gate = side_gate
+        self.interruptible = interruptible
+        self.bundles = bundles
+        self.outcomes = outcomes
+        self._started = False
+
+    def start_benchmark(self) -> None:
+        """Called before each measurement; the first call checks clocks and opens the bundle."""
+        if self._started:
+            return
+        self._started = True
+        self.bundles.open()  # first: under -W error the warning below ends this item, not the session's bundle
+        for message in clock_warnings(read_clock_state()):
+            warnings.warn(AacoClockWarning(message), stacklevel=3)
+
+    def keep_unmeasured(self, item: pytest.Item, record: ItemRecord) -> None:
+        """Keep the record of an item that is not measured (unchanged under ``--aaco-compare``): the
+        bundle is opened first, as before a measurement, so its record is written there too."""
+        self.start_benchmark()
+        self.outcomes.keep(item, record)
+
+    def parametrize(self, metafunc: pytest.Metafunc, wants_model: bool, wants_provider: bool) -> None:
+        """Parametrize ``aaco_model`` from the registry and ``aaco_provider`` from ``--aaco-provider``,
+        narrowed by the item's ``aaco`` marker; a bad marker or registry is a collection error."""
+        where = metafunc.definition.nodeid
+        try:
+            marker = AacoMarker.of(metafunc.definition)
+        except pytest.UsageError as exc:
+            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+        if wants_model:
+            try:
+                models = self.items.models()
+            except RegistryError as exc:
+                raise pytest.Collector.CollectError(str(exc)) from None
+            if marker.models is not None:
+                unknown = marker.models - {m.name for m in models}
+                if unknown:
+                    names = ", ".join(m.name for m in models)
+                    raise pytest.Collector.CollectError(f"{where}: @pytest.mark.aaco(models=...)"
+                                                        f" names {sorted(unknown)}, not in the registry ({names})")
+                models = [m for m in models if m.name in marker.models]
+            metafunc.parametrize("aaco_model", models, ids=[param_id(m.name) for m in models])
+        if wants_provider:
+            providers = [p for p in self.config.providers
+                         if marker.providers is None or set(p.chain or (p.short,)) & set(marker.providers)]
+            metafunc.parametrize("aaco_provider", providers, ids=[p.test_id for p in providers])  # a chain: its EPs
+
+    def _crash(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, exc: Exception,
+               doing: str) -> NoReturn:
+        """An exception escaped pytest-aaco's own work for this item: an ``error`` row, the item fails
+        with a one-line cause and fix, the session goes on."""
+        self.outcomes.crash_item(request.node, model.name, provider.short, exc, doing)
+        raise AssertionError("unreachable: crash_item raises")  # pragma: no cover
+
+    def _fail(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec, reason: str) -> NoReturn:
+        """Fail this item only, with a message and no traceback from inside the plugin."""
+        self.outcomes.fail_item(request.node, model.name, provider.short, reason)
+        raise AssertionError("unreachable: fail_item raises")  # pragma: no cover
+
+    def ort_session_for(self, request: pytest.FixtureRequest, model: ModelSpec, provider: ProviderSpec
+                        ) -> SessionHandle:
+        """The ``ort_session`` fixture's value (see :func:`pytest_aaco.plugin.ort_session`)."""
+        requested = provider
+        unusable = flavors.missing_problem()  # reached without the collection check (a pytest-xdist worker, say)
+        if unusable is None:
+            try:
+                import onnxruntime  # noqa: F401 - the session needs it now; a build that cannot load is one line
+            except ImportError as exc:
+                unusable = flavors.import_problem(exc)
+        if unusable is not None:
+            self._fail(request, model, provider, unusable)  # outside except: no chained trace
+        reason = self.items.skip_reason(provider)
+        if reason:
+            if self.config.strict_provider:
+                self._fail(request, model, provider, f"{reason} (--aaco-strict-provider)")
+            self.outcomes.skip_item(request.node, model.name, provider.test_id, reason)
+        provider = self.items.provider_for(model, requested)  # a fallback chain: the EP that runs here
+        if self.side_gate is not None:  # --aaco-compare: an unchanged item is skipped before its session is built
+            skip_unchanged(self.side_gate, request.node, model, provider.short,
+                           self.config.compare_unchanged == MEASURE_UNCHANGED or self.config.save_baseline,
+                           lambda: item_settings(self.config, model, provider, AacoMarker.of(request.node))[1],
+                           partial(self.keep_unmeasured, request.node))
+        crash: Exception | None = None
+        try:
+            provider, graph = self.items.graph_for(model, provider)  # GraphRefused (a SessionError) under "on"
+            handle = self.items.session(model, provider)
+            check_placement(handle)  # a session that fell back whole is refused before anything runs
+            unknown = graph_build_problem(provider, handle.session.get_provider_options())
+            if unknown:
+                raise GraphRefused(f"{model.name}[{provider.short}]: --aaco-graph={graph.mode}: {unknown}")
+            handle.graph = graph.to_dict()
+            return handle
+        except (SessionError, RegistryError, PlacementError) as exc:
+            problem = str(exc)
+        except AacoWarning as exc:  # -W error made one of ours an error (model cache, reference): named, no crash
+            problem = escalated(exc)
+        except Exception as exc:  # noqa: BLE001 - anything else is an error row for this item only
+            crash = exc
+        if crash is not None:
+            doing = ("write a generated model to the model cache (set AACO_CACHE_DIR to a writable folder)"
+                     if isinstance(crash, CacheError) else "build the InferenceSession")
+            self._crash(request, model, provider, crash, doing)
+        self._fail(request, model, provider, problem)  # outside except: no chained trace
+
+    def benchmark_for(self, request: pytest.FixtureRequest, handle: SessionHandle, model: ModelSpec
+                      ) -> Iterator[Callable[..., BenchmarkResult]]:
+        """The ``benchmark_model`` fixture (see :func:`pytest_aaco.plugin.benchmark_model`)."""
+        provider = handle.provider
+        marker = AacoMarker.of(request.node)  # validated at collection already
+        settings, threshold, gate_p99 = item_settings(self.config, model, provider, marker)
+        run = BenchmarkRun(self.config, model, provider, handle, settings, threshold, gate_p99,
+                           device_threshold=item_device_threshold(self.config, model, marker),
+                           side_gate=self.side_gate, lond=self.outcomes.lond, say=terminal_line(self.pytest_config),
+                           reference=None if self.side_gate is not None else self.items.reference_for(provider))
+        label = f"{model.name}[{provider.short}]"
+        if self.side_gate is None and not self.config.smoke:  # side by side traces its own cycles
+            try:
+                run.tracer, run.no_tracer = self.items.tracer_for(provider)
+            except TracerError as exc:  # --aaco-device-time=on without a tracer
+                self._fail(request, model, provider, str(exc))
+        if self.config.smoke:  # one run, outputs finite: no placement check, no measurement, no record
+            def smoke(**overrides: Any) -> BenchmarkResult:
+                try:
+                    return smoke_run(handle, run.feeds, model.name)
+                except (SessionError, InputError, RegistryError) as exc:
+                    problem = str(exc)
+                self._fail(request, model, provider, problem)
+
+            yield smoke
+            return
+
+        def guarded(**overrides: Any) -> BenchmarkResult:
+            bad: str | None = None
+            try:
+                chosen = run.settings_for(**overrides)
+            except ValueError as exc:  # a count out of bounds: this item fails, naming it
+                bad = f"{label}: {exc}"
+            if bad is not None:
+                self._fail(request, model, provider, bad)  # outside except: no chained trace
+            announce(self.pytest_config, label, chosen)
+            crash: Exception | None = None
+            try:
+                with self.interruptible:  # a stopped run cleans up as on Ctrl-C
+                    return run.run_with(chosen)
+            except (SessionError, InputError, RegistryError, GitRefError, WorkerError) as exc:
+                problem = str(exc)
+            except AacoWarning as exc:  # -W error made one of ours an error (the device lock): named, no crash
+                problem = escalated(exc)
+            except Exception as exc:  # noqa: BLE001 - an OS error mid-item is an error row, not a lost item
+                crash = exc
+            if crash is not None:
+                self._crash(request, model, provider, crash, f"measure {label}")
+            self._fail(request, model, provider, problem)  # outside except: no chained trace
+
+        self.start_benchmark()
+        if provider.is_gpu and self.config.placement != "off":
+            try:
+                problem = node_placement_problem(run, self.items.placement)
+            except Exception as exc:  # noqa: BLE001 - the placement check never takes the item down unseen
+                self._crash(request, model, provider, exc, f"check where {label}'s nodes run")
+            if problem is not None and self.config.placement == "warn":
+                warnings.warn(AacoProviderWarning(f"{label}: {problem}"), stacklevel=2)
+            elif problem is not None:
+                self._fail(request, model, provider, problem)
+        request.node.stash[RUN_KEY] = run
+        yield guarded
+

@@ -62,6 +62,15 @@ class AacoWarning(pytest.PytestWarning):
         super().__init__(*(terminal_line(a) if isinstance(a, str) else a for a in args))
 
 
+def escalated(warning: Warning) -> str:
+    """The one line an item fails with when one of pytest-aaco's warnings was raised as an error inside
+    its own work for the item (``-W error``, ``filterwarnings = error``): the warning's class and message,
+    and the ``-W`` filter that keeps that class a warning. Not a crash of the plugin: the cause is named."""
+    kind = type(warning)
+    return (f"{kind.__name__}: {warning} (a warning, raised as an error by -W error / filterwarnings = error;"
+            f" -W default::{kind.__module__}.{kind.__name__} keeps it a warning)")
+
+
 class AacoProviderWarning(AacoWarning):
     """An execution provider was requested but is not available, or ORT placed nodes elsewhere."""
 

@@ -113,7 +113,7 @@ def main() -> int:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         load = os.getloadavg()
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-c", "import sys; from pytest_aaco.cli import main; sys.exit(main())",
+        done = subprocess.run([sys.executable, "-m", "pytest_aaco",
                                "bisect", "--out", str(out), "HEAD~7", "HEAD", "--", *step_args],
                               cwd=root, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - started

@@ -1,15 +1,15 @@
 """Cold-start gate on CPU: what measuring it costs, false failures on unchanged runs, and detection.
 
 Each *run* is a fresh Python process, as a CI job is: the item's own InferenceSession, 3 runs, then
-:func:`pytest_aaco.passes.coldstart.measure_cold_start` builds ``--sessions`` fresh sessions. Per
+:func:`pytest_aaco.api.measure_cold_start` builds ``--sessions`` fresh sessions. Per
 model, ``--history`` unchanged runs form the history; ``--aa`` more are judged against it
-(:func:`~pytest_aaco.passes.coldstart.cold_start_verdict`): each ``regression`` is a false failure;
+(:func:`pytest_aaco.api.cold_start_verdict`): each ``regression`` is a false failure;
 ``--ab`` runs of a candidate whose session creation is about 2x slower (a constant MatMul chain ORT
-folds at creation, :func:`pytest_aaco.measure.modelgen.add_folding_work`) are detections. Also
+folds at creation, :func:`add_folding_work`) are detections. Also
 printed: the phase's median wall time, the run-to-run sd of a process's offset
-(:func:`pytest_aaco.verdict.run_stats.run_offset_sd`) and of each run's fastest creation (``COLD_RUN_NOISE``).
+(:func:`pytest_aaco.api.run_offset_sd`) and of each run's fastest creation (``COLD_RUN_NOISE``).
 ``--side-by-side`` compares model and candidate as ``--aaco-compare`` does instead
-(:func:`~pytest_aaco.passes.coldstart.compare_cold_start`; A/A: the model against itself).
+(:func:`pytest_aaco.api.compare_cold_start`; A/A: the model against itself).
 
     flock /work/coord/measure.lock python studies/cold_start_study.py --models squeezenet resnet50
 """
@@ -31,7 +31,7 @@ def own_session_feeds(model_path: str, name: str) -> dict:
     """The item's own InferenceSession, run 3 times (the state the cold-start phase starts in); its inputs."""
     import onnxruntime as ort
 
-    from pytest_aaco.measure.inputs import make_inputs
+    from pytest_aaco.api import make_inputs
 
     own = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     feeds = make_inputs(name, own.get_inputs(), {}, {})
@@ -42,8 +42,7 @@ def own_session_feeds(model_path: str, name: str) -> dict:
 
 def child(model_path: str, name: str, sessions: int) -> None:
     """One run: the item's own session, 3 runs, then the timed cold-start phase; prints JSON."""
-    from pytest_aaco.measure.providers import parse_provider
-    from pytest_aaco.passes.coldstart import measure_cold_start
+    from pytest_aaco.api import measure_cold_start, parse_provider
 
     feeds = own_session_feeds(model_path, name)
     start = time.perf_counter()
@@ -62,26 +61,25 @@ def run_child(model_path: Path, name: str, sessions: int, candidate: Path | None
 
 def child_side_by_side(model_path: str, name: str, cycles: int, candidate: str) -> None:
     """One side-by-side run as the plugin makes it under ``--aaco-compare``: the item's own
-    session, then :func:`~pytest_aaco.passes.coldstart.compare_cold_start` (fresh sessions of the model
+    session, then :func:`pytest_aaco.api.compare_cold_start` (fresh sessions of the model
     and of *candidate* alternating, AB/BA, the shipped verdict with its confirmation look, no
     contention guard: the parent applies it); prints the samples and the verdict."""
-    from pytest_aaco.measure.providers import parse_provider
-    from pytest_aaco.passes.coldstart import LocalSessions, compare_cold_start
-    from pytest_aaco.sidebyside.sides import NO_SPINNING
+    from pytest_aaco.api import LocalSessions, compare_cold_start, parse_provider
 
     feeds = own_session_feeds(model_path, name)
     cpu = parse_provider("cpu")
     start = time.perf_counter()
-    found = compare_cold_start(LocalSessions(Path(model_path), cpu, feeds, config_entries=dict(NO_SPINNING)),
-                               LocalSessions(Path(candidate), cpu, feeds, config_entries=dict(NO_SPINNING)),
+    no_spinning = {"session.intra_op.allow_spinning": "0"}  # the side-by-side gate's session configuration
+    found = compare_cold_start(LocalSessions(Path(model_path), cpu, feeds, config_entries=dict(no_spinning)),
+                               LocalSessions(Path(candidate), cpu, feeds, config_entries=dict(no_spinning)),
                                name, "baseline", cycles=cycles)
     print(json.dumps({**found.record(), "phase_s": time.perf_counter() - start}))
 
 
 def side_by_side(name: str, args: argparse.Namespace, folder: Path) -> dict:
     """A/A: the model against itself; A/B: against the folded candidate; the shipped verdicts
-    (:func:`~pytest_aaco.passes.coldstart.compare_cold_start`), with and without the contention guard."""
-    from pytest_aaco.measure.registry import zoo_model_path
+    (:func:`pytest_aaco.api.compare_cold_start`), with and without the contention guard."""
+    from pytest_aaco.api import zoo_model_path
 
     path = zoo_model_path(name)
     base_create = statistics.median(run_child(path, name, 3)["median_session_create_ms"] for _ in range(3))
@@ -103,31 +101,44 @@ def side_by_side(name: str, args: argparse.Namespace, folder: Path) -> dict:
     return out
 
 
+def add_folding_work(model_path: Path, steps: int, path: Path, size: int = 512) -> Path:
+    """*path*, written: the model plus a chain of *steps* constant ``[size, size]`` MatMul + Tanh steps
+    (2 size³ FLOP each) ending in an extra scalar output: every input is an initializer, so ORT folds
+    the chain while it creates the session and the runs never see it (slower creation, the same runs)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model, rng = onnx.load(str(model_path)), np.random.default_rng(0)
+    for i in range(steps + 1):  # fw.h0, then the weights of each step
+        w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)
+        model.graph.initializer.append(numpy_helper.from_array(w, f"fw.W{i}" if i else "fw.h0"))
+        model.graph.node.extend([helper.make_node("MatMul", [f"fw.h{i - 1}", f"fw.W{i}"], [f"fw.mm{i}"]),
+                                 helper.make_node("Tanh", [f"fw.mm{i}"], [f"fw.h{i}"])] if i else [])
+    model.graph.node.append(helper.make_node("ReduceSum", [f"fw.h{steps}"], ["aaco_folding_work"], keepdims=0))
+    model.graph.output.append(helper.make_tensor_value_info("aaco_folding_work", TensorProto.FLOAT, []))
+    onnx.save(model, str(path))
+    return path
+
+
 def folded_variant(model_path: Path, name: str, base_create_ms: float, folder: Path) -> tuple[Path, int]:
     """The model plus enough folded 512x512 MatMul steps (about 0.27 GFLOP each) to double its
     session creation, sized from a 16-step probe: a smaller probe (32 steps of 256) added less
     than resnet50's run-to-run noise and sized its candidate 14 to 37x instead of 2x."""
-    import onnx
-
-    from pytest_aaco.measure.modelgen import add_folding_work, save_model_atomic
-
-    model = onnx.load(str(model_path))
-    probe = save_model_atomic(add_folding_work(model, 16, 512), folder / f"{name}-probe.onnx")
+    probe = add_folding_work(model_path, 16, folder / f"{name}-probe.onnx")
     probe_ms = statistics.median(run_child(probe, name, 3)["median_session_create_ms"] for _ in range(3))
     per_step = max((probe_ms - base_create_ms) / 16, 0.5)
     steps = max(1, round(base_create_ms / per_step))
     # one refinement: the probe's estimate was off by 3 to 4x for resnet50 (candidates at 6 to 9x)
-    sized = save_model_atomic(add_folding_work(model, steps, 512), folder / f"{name}-fold{steps}.onnx")
+    sized = add_folding_work(model_path, steps, folder / f"{name}-fold{steps}.onnx")
     sized_ms = statistics.median(run_child(sized, name, 3)["median_session_create_ms"] for _ in range(3))
     if sized_ms > base_create_ms:
         steps = max(1, round(steps * base_create_ms / (sized_ms - base_create_ms)))
-    return save_model_atomic(add_folding_work(model, steps, 512), folder / f"{name}-fold{steps}.onnx"), steps
+    return add_folding_work(model_path, steps, folder / f"{name}-fold{steps}.onnx"), steps
 
 
 def study(name: str, args: argparse.Namespace, folder: Path) -> dict:
-    from pytest_aaco.measure.registry import zoo_model_path
-    from pytest_aaco.passes.coldstart import ColdStart, cold_start_verdict
-    from pytest_aaco.verdict.run_stats import run_offset_sd
+    from pytest_aaco.api import ColdStart, cold_start_verdict, run_offset_sd, zoo_model_path
 
     path = zoo_model_path(name)
     unchanged = [run_child(path, name, args.sessions) for _ in range(args.history + args.aa)]

@@ -3,7 +3,7 @@
 Simulates a first look of a side-by-side device-time measurement: 2 fresh session pairs x 3 cycles,
 per-cycle ln ratio = effect + pair offset (normal, sd ``tau``: sessions that picked other kernels) +
 cycle noise (sd 0.05%, kernel time per run within one session on the H100), judged as
-:func:`pytest_aaco.sidebyside.cycles.device_look_of` does (:func:`pytest_aaco.verdict.paired.paired_t`
+:func:`pytest_aaco.sidebyside.cycles.device_look_of` does (:func:`pytest_aaco.api.paired_t`
 with the 0.3% prior, the 1% threshold, level 0.011), with the prior as a floor only (``session_df``
 0, before) and weighted as 4 pairs (now). A confirmed false alarm needs two looks, so its rate is
 about the square of the per-look one. Prints, per tau and effect, the share of looks that found a
@@ -16,9 +16,7 @@ import argparse
 
 import numpy as np
 
-from pytest_aaco.sidebyside.sides import DEVICE_TIME_SESSION_SD
-from pytest_aaco.verdict.outcome import outcome_of
-from pytest_aaco.verdict.paired import paired_t
+from pytest_aaco.api import DEVICE_TIME_SESSION_SD, outcome_of, paired_t
 
 LEVEL, UPPER_ALPHA, THRESHOLD, CYCLE_SD = 0.011, 0.0115, 0.01, 0.0005
 

@@ -85,12 +85,13 @@ def trace_walk(tree: Path) -> list[tuple[str, ...]]:
     sys.path.insert(0, str(tree))
     for name in [m for m in sys.modules if m == "pytest_aaco" or m.startswith("pytest_aaco.")]:
         del sys.modules[name]  # the architecture test imported this checkout's package
+    import importlib.util
+
     import pytest
 
-    import pytest_aaco
-
-    if not Path(pytest_aaco.__file__).resolve().is_relative_to(tree.resolve()):
-        raise SystemExit(f"the traced package is {pytest_aaco.__file__}, not the one in {tree}")
+    traced = (importlib.util.find_spec("pytest_aaco") or SystemExit("no pytest_aaco to trace")).origin or ""
+    if not Path(traced).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"the traced package is {traced}, not the one in {tree}")
     from conftest import make_tiny_model  # tests/conftest.py of this checkout
 
     paths: list[tuple[str, ...]] = []

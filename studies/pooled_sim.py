@@ -1,5 +1,5 @@
 """False-alarm rate, power and minimum detectable effect of the pooled stored-baseline test
-(pytest_aaco/verdict/pooling.py) by simulation; no GPU needed, a few seconds per row.
+(:func:`pytest_aaco.api.pooled_test`) by simulation; no GPU needed, a few seconds per row.
 
 Each trial is one baseline folder of ``--items`` items. An item's run means (ln device time per run)
 are ``μ_item + γ_gpu + ε``, ``ε ~ N(0, σ_item²)``, ``σ_item`` log-uniform in 0.02-0.1% (kernel time
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from pytest_aaco.verdict import pooling, run_stats, stats
+from pytest_aaco.api import fit_pool, pooled_test, prediction_interval_test, run_offset_sd, welch_rounds
 
 
 def simulate(runs: int, trials: int, items: int, sd_range: tuple[float, float], gpus: int, effect: float,
@@ -36,15 +36,15 @@ def simulate(runs: int, trials: int, items: int, sd_range: tuple[float, float], 
                 g = gpu_names[rng.integers(gpus)] if gpus > 1 else None
                 hist.append((g, gpu_offset.get(g or "", 0.0) + float(rng.normal(0, s))))
             folder.append(hist)
-        pool = pooling.fit_pool(folder)
+        pool = fit_pool(folder)
         g_now = gpu_names[rng.integers(gpus)] if gpus > 1 else None
         current = [math.log1p(effect) + gpu_offset.get(g_now or "", 0.0) + float(rng.normal(0, sds[0]))]
-        comp = pooling.pooled_test(current, folder[0], g_now, pool)
+        comp = pooled_test(current, folder[0], g_now, pool)
         if comp is None:  # no prior, or a GPU of unknown offset: the test before pooling, with its 2% prior
             rounds = 20
             cur = rng.normal(current[0], sds[0] * math.sqrt(rounds), rounds)
             base = np.concatenate([rng.normal(y, sds[0] * math.sqrt(rounds), rounds) for _, y in folder[0]])
-            comp = stats.welch_rounds(cur, base, run_sd=max(math.log1p(0.02), run_stats.run_offset_sd(
+            comp = welch_rounds(cur, base, run_sd=max(math.log1p(0.02), run_offset_sd(
                 [base[k * rounds:(k + 1) * rounds] for k in range(runs)])), baseline_runs=runs)
             fallback.append(1)
         else:
@@ -62,12 +62,12 @@ def old_mde(runs: int, sd: float) -> float:
     histories)."""
     rng = np.random.default_rng(0)
     if runs >= 5:
-        return float(np.median([stats.prediction_interval_test([rng.normal(0, sd)], rng.normal(0, sd, runs)).mde(0.01)
+        return float(np.median([prediction_interval_test([rng.normal(0, sd)], rng.normal(0, sd, runs)).mde(0.01)
                                 for _ in range(200)]))
     rounds = 20
     cur = rng.normal(0, sd * math.sqrt(rounds), rounds)
     base = rng.normal(0, sd * math.sqrt(rounds), rounds * runs)
-    return stats.welch_rounds(cur, base, run_sd=max(math.log1p(0.02), sd), baseline_runs=runs).mde(0.01)
+    return welch_rounds(cur, base, run_sd=max(math.log1p(0.02), sd), baseline_runs=runs).mde(0.01)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Overhead of the side worker: a WorkerSide (another process) against an in-process LocalSide.
 
 For each model (a zoo name, a name in ``onnx/backend/test/data/light/``, or a path) two interleaved
-A/A measurements of the same model with :func:`pytest_aaco.measure.interleave.run_cycles`, blocks of
+A/A measurements of the same model with :func:`pytest_aaco.api.run_cycles`, blocks of
 about 0.2 s: ``local/local`` (two LocalSides, the reference) and ``worker/local`` (a WorkerSide in
 ``--python`` and a LocalSide). Per side the **overhead per block** (the block's wall time minus its
 timed iterations, ms; for a WorkerSide also the pipe round trip, JSON and base64), median and p90;
@@ -23,12 +23,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_aaco.measure.inference import bind_run, build_session, resolve_iobinding, warmup  # noqa: E402
-from pytest_aaco.measure.inputs import make_inputs  # noqa: E402
-from pytest_aaco.measure.interleave import BlockRunner, LocalSide, block_iterations, paired_log_ratios, run_cycles  # noqa: E402
-from pytest_aaco.measure.providers import parse_provider  # noqa: E402
-from pytest_aaco.measure.registry import zoo_model_path  # noqa: E402
-from pytest_aaco.sidebyside.worker_client import WorkerSide  # noqa: E402
+from pytest_aaco.api import (  # noqa: E402
+    BlockRunner,
+    LocalSide,
+    WorkerSide,
+    bind_run,
+    block_iterations,
+    build_session,
+    make_inputs,
+    paired_log_ratios,
+    parse_provider,
+    resolve_iobinding,
+    run_cycles,
+    warmup,
+    zoo_model_path,
+)
 
 
 def model_path(name: str) -> Path:

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
+
+from pytest_aaco.api import zoo_model_path
 
 SLOW_MODEL = Path("/work/shared/tools/slow_model.py")
 REPO = Path(__file__).resolve().parents[1]
@@ -35,13 +36,11 @@ def load() -> str:
 
 def project(work: Path, model: str) -> Path:
     """A pytest project gating one registry item ``m`` whose file ``m.onnx`` the caller swaps; returns it."""
-    from pytest_aaco.measure import zoogen
-
     proj = work / "proj"
     proj.mkdir(parents=True, exist_ok=True)
     aa = work / "aa.onnx"
     if not aa.exists():
-        onnx.save(getattr(zoogen, model)(), str(aa))
+        aa.write_bytes(zoo_model_path(model).read_bytes())  # the registry's ``zoo: MODEL``
     (proj / "models.yaml").write_text("models:\n  m:\n    path: m.onnx\n")
     (proj / "test_perf.py").write_text(TEST)
     (proj / "pytest.ini").write_text("[pytest]\naaco_models = models.yaml\n")
@@ -142,8 +141,7 @@ def diff(args: argparse.Namespace) -> int:
             folder = work / f"pair{i}" / side
             pytest_run(proj, work / "aa.onnx", folder, work / f"pair{i}" / f"bundle-{side}", extra)
             sides.append(folder)
-        proc = subprocess.run([sys.executable, "-c", "import sys; from pytest_aaco.cli import main; sys.exit(main())",
-                               "diff", str(sides[0]), str(sides[1])],
+        proc = subprocess.run([sys.executable, "-m", "pytest_aaco", "diff", str(sides[0]), str(sides[1])],
                               capture_output=True, text=True, errors="replace")
         row = next((line for line in proc.stdout.splitlines() if line.startswith("test_latency[")), "")
         word = row.split()[-1] if row else f"(no row, rc {proc.returncode})"

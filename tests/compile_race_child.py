@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from fake_compiling_ep import CompilingEP, worker_environment  # noqa: E402
 
-from pytest_aaco.measure import compile_cache, inference  # noqa: E402
+from pytest_aaco.measure import compile_cache, inference, rounds  # noqa: E402
 from pytest_aaco.measure.providers import parse_provider  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def main() -> None:
     if request["mode"] == "benchmark":
         handle = inference.build_session(model, provider)
         settings = inference.MeasureSettings(warmup=1, rounds=1, iterations=1, iobinding="none")
-        status = inference.run_benchmark(handle, feeds, settings, "race", 1).compile_cache
+        status = rounds.run_benchmark(handle, feeds, settings, "race", 1).compile_cache
     elif request["mode"] == "coldstart":
         from pytest_aaco.passes.coldstart import LocalSessions
 

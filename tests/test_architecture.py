@@ -133,8 +133,9 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 FOUNDATION = {"options", "warnings", "jsonio", "redact", "records", "hookspecs", "eps", ""}
 LAYERS = ["samplers", "tracers", "verdict", "measure", "history", "passes", "sidebyside", "reports"]
-#: 16 before ``eps.py`` (the one table of execution-provider facts, DESIGN.md's root module) came
-MAX_ROOT_MODULES = 17
+#: 16 before ``eps.py`` (the one table of execution-provider facts, DESIGN.md's root module) came; 18 with
+#: ``api.py``, the public API for scripts (docs/api.md)
+MAX_ROOT_MODULES = 18
 #: 11 once ``from pytest_aaco import eps`` edges were seen; 9 since the device series sits with the tracers'
 #: blocks (tracers.base), the fingerprint's rules in history.comparable, and the placement check in extra_passes
 MAX_FLOORS = 9
@@ -371,3 +372,52 @@ def test_the_ep_table_check_sees_a_table(tmp_path):
         assert [line.split(":")[1] for line in ep_tables(module)] == ["1", "2", "3"]
     finally:
         PACKAGE = saved
+
+
+#: the scripts behind the docs' figures (studies/README.md)
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+#: studies/ scripts that still import the package below its public API, and why; the list only shrinks
+#: (a script that no longer needs its entry fails :func:`test_studies_use_only_the_public_api`)
+STUDIES_BELOW_THE_API = {
+    "sbs_overhead.py": "compares the side-by-side gate's own layouts (its side factories, pytest_aaco.sidebyside);"
+                       " its A/A is a pytest run with --aaco-compare-python, and should become one",
+}
+_FROM_IMPORT = re.compile(r"\bfrom\s+(pytest_aaco[\w.]*)\s+import\s+\(?\s*(\w+)")
+_PLAIN_IMPORT = re.compile(r"\bimport\s+(pytest_aaco[\w.]*)")
+
+
+def imports_below_the_api(text: str) -> list[str]:
+    """Each ``from pytest_aaco.X import`` / ``import pytest_aaco.X`` in *text* (code, a ``python -c`` string or a
+    shell script's heredoc) other than of :mod:`pytest_aaco.api`."""
+    found = [m[0] for m in _FROM_IMPORT.finditer(text)
+             if m[1] != "pytest_aaco.api" and not (m[1] == "pytest_aaco" and m[2] == "api")]
+    return found + [m[0] for m in _PLAIN_IMPORT.finditer(text) if m[1] != "pytest_aaco.api"]
+
+
+def test_studies_use_only_the_public_api():
+    """A study reaches the package through ``pytest_aaco.api``, a pytest run or the ``aaco`` command
+    (``python -m pytest_aaco``), never through its modules (issue 41)."""
+    scripts = sorted(p for p in STUDIES.iterdir() if p.suffix in (".py", ".sh"))
+    assert scripts
+    found = {p.name: imports_below_the_api(p.read_text(encoding="utf-8")) for p in scripts}
+    wrong = [f"studies/{name}: {', '.join(hits)}" for name, hits in found.items()
+             if hits and name not in STUDIES_BELOW_THE_API]
+    assert not wrong, "import these from pytest_aaco.api (docs/api.md), or go through pytest:\n" + "\n".join(wrong)
+    stale = [name for name in STUDIES_BELOW_THE_API if not found.get(name)]
+    assert not stale, f"no longer below the API (or gone): remove from STUDIES_BELOW_THE_API: {stale}"
+
+
+@pytest.mark.parametrize(("source", "hits"), [
+    ("from pytest_aaco.api import paired_t\n", 0),
+    ("from pytest_aaco.api import (\n    paired_t,\n)\n", 0),
+    ("from pytest_aaco import api\nimport pytest_aaco.api\n", 0),
+    ("args = ['-p', 'pytest_aaco.plugin']\nrun([sys.executable, '-m', 'pytest_aaco', 'diff'])\n", 0),
+    ("from pytest_aaco.verdict.paired import paired_t\n", 1),
+    ("def f():\n    from pytest_aaco.measure import zoogen\n", 1),
+    ("from pytest_aaco import options\n", 1),
+    ("import pytest_aaco\nimport pytest_aaco.gate\n", 2),
+    ('run([sys.executable, "-c", "import sys; from pytest_aaco.cli import main; main()"])\n', 1),
+    ("python3 - <<'PY'\nfrom pytest_aaco.history import store\nPY\n", 1),
+])
+def test_the_studies_import_check_sees_each_kind_of_import(source, hits):
+    assert len(imports_below_the_api(source)) == hits

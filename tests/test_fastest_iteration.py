@@ -21,7 +21,8 @@ from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.store import Baseline, run_record
 from pytest_aaco.measure.results import BenchmarkResult, ReferenceSeries, RoundResult
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records.verdict import FastestIteration, Verdict
+from pytest_aaco.records.base import FastestIteration
+from pytest_aaco.records.verdict import Verdict
 from pytest_aaco.verdict.finish import finish, under_contention
 from pytest_aaco.verdict.outcome import Outcome
 
@@ -205,3 +206,18 @@ def test_aaco_diff_keeps_a_rounds_fastest_iteration_without_its_latencies():
     assert rebuilt.latencies_ms.min() == pytest.approx(0.2)
     (plain,) = _rounds_of([RoundFigures(n=20, mean_ms=0.5, log_mean=math.log(0.4))], [])
     assert plain.latencies_ms == pytest.approx(np.full(20, 0.4))
+
+
+def test_a_first_look_that_stood_on_it_but_was_not_confirmed_does_not_say_it_stood():
+    from finished import confirm
+
+    from pytest_aaco.records.base import LATENCY, Judgement
+
+    first = _contended(FastestIteration(0.24, 0.16, 1.5, 1.45, 1.05, 2, 1.0, stood=True))
+    wall = Judgement(LATENCY, Outcome.NO_REGRESSION, ratio=1.01, ci_low=0.98, ci_high=1.04, p_slower=0.3,
+                     p_faster=0.7, level=0.05, mde=0.03, series="raw", lower_bound=0.99, upper_bound=1.03,
+                     threshold=0.05)
+    v = confirm(first, Verdict.judged(wall, "mlp[cpu]"))
+    assert v.confirmed is False and v.outcome is Outcome.INCONCLUSIVE
+    assert v.fastest_iteration is not None and not v.fastest_iteration.stood
+    assert not v.message.startswith("REGRESSION")

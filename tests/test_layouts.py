@@ -347,7 +347,7 @@ _COMPONENT = st.sampled_from(["a", "b", "c", "..", ".", "m.onnx"])
        query=st.lists(_COMPONENT, min_size=1, max_size=5))
 def test_the_walk_at_ref_finds_what_the_file_system_finds(tmp_path_factory, links, query) -> None:
     """Random trees of folders and relative links (with ``..``, links to links, loops, links out of the
-    repository): the file :meth:`RefTree.resolve_at_ref` finds in the commit is the file the kernel
+    repository): the file :meth:`CommitPaths.resolve_at_ref` finds in the commit is the file the kernel
     finds in the checked-out tree, and where the kernel finds no file inside the repository the walk
     finds none either (None, or a GitRefError for a link out, a loop, a folder)."""
     repo = new_repo(tmp_path_factory.mktemp("walk") / "repo")
@@ -375,7 +375,7 @@ def test_the_walk_at_ref_finds_what_the_file_system_finds(tmp_path_factory, link
     expected = real.relative_to(repo.resolve()).as_posix() if inside and exists else None
     with RefTree(resolve_ref("HEAD", repo)) as tree:
         try:
-            found = tree.resolve_at_ref(list(query), "/".join(query))
+            found = tree.paths.resolve_at_ref(list(query), "/".join(query))
         except GitRefError:
             found = None
         assert (found.place if found is not None else None) == expected, (links, query)

@@ -17,7 +17,6 @@ from pytest_aaco.measure.inference import (
     check_placement,
     effective_options,
     resolve_iobinding,
-    run_benchmark,
 )
 from pytest_aaco.measure.providers import (
     ProviderError,
@@ -30,6 +29,7 @@ from pytest_aaco.measure.providers import (
     session_fallback_problem,
     unavailable_reason,
 )
+from pytest_aaco.measure.rounds import run_benchmark
 
 CPU_ONLY = ["AzureExecutionProvider", "CPUExecutionProvider"]
 

@@ -12,7 +12,7 @@ from finished import judge_history
 from pytest_aaco.history.fingerprint import Fingerprint
 from pytest_aaco.history.judge import history_memory_growth
 from pytest_aaco.history.store import Baseline, run_record
-from pytest_aaco.measure.inference import MeasureSettings, build_session, run_benchmark
+from pytest_aaco.measure.inference import MeasureSettings, build_session
 from pytest_aaco.measure.inputs import make_inputs
 from pytest_aaco.measure.modelgen import reference_mix
 from pytest_aaco.measure.providers import available_providers, parse_provider
@@ -23,6 +23,7 @@ from pytest_aaco.measure.reference_workload import (
     reference_id,
     reference_path,
 )
+from pytest_aaco.measure.rounds import run_benchmark
 from pytest_aaco.options import GateSettings
 
 CPU = parse_provider("cpu")

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
@@ -63,10 +64,10 @@ from pytest_aaco.history.series import (
 from pytest_aaco.history.store import Baseline
 from pytest_aaco.measure.results import BenchmarkResult
 from pytest_aaco.options import GateSettings, default
-from pytest_aaco.records.base import DEVICE_TIME, LATENCY, Outcome, QuantileComparison
-from pytest_aaco.records.verdict import DeviceTimeRecord, FastestIteration, Pair, ReferenceDrift, Verdict
+from pytest_aaco.records.base import DEVICE_TIME, LATENCY, FastestIteration, Outcome, QuantileComparison
+from pytest_aaco.records.verdict import DeviceTimeRecord, Pair, ReferenceDrift, Verdict
 from pytest_aaco.verdict import bootstrap, pooling, run_stats, stats
-from pytest_aaco.verdict.comparable import Fingerprint
+from pytest_aaco.verdict.comparable import Fingerprint, FingerprintMatch
 from pytest_aaco.verdict.finish import stands_on_fastest
 from pytest_aaco.verdict.metrics import history_own_cores, kernel_changes, own_process_cores
 from pytest_aaco.verdict.outcome import judgement_of
@@ -148,6 +149,38 @@ def device_track(result: BenchmarkResult, baseline: Baseline) -> Track | None:
                                        [_paired_logs(item, r["log_means"]) for item, r in pairs]))
 
 
+def _pooled(result: BenchmarkResult, baseline: Baseline, metric: str, kind: str, ref_id: str | None,
+            current: np.ndarray, pools: pooled_store.Pools | None) -> tuple[stats.Comparison, dict[str, Any]] | None:
+    """The pooled test (:func:`pytest_aaco.verdict.pooling.pooled_comparison`) of *current* (this run's
+    log-means of *metric* on series *kind*) against *baseline*'s runs, with the folder's pool from *pools*
+    (read before judging) or, when not there, read now (:func:`pytest_aaco.history.pooled.folder_pool`)."""
+    pool = None if pools is None else pools.get((metric, kind, ref_id))
+    if pool is None:
+        pool = pooled_store.folder_pool(Path(baseline.path).parent, metric, kind, ref_id)
+    gpu = getattr(result, "gpu", None)  # the physical GPU this run used (its uuid or PCI bus id), set by the gate
+    return pooling.pooled_comparison(current, pooling.run_means(baseline.history, metric, kind, ref_id),
+                                     pooling.run_gpu({"gpu": gpu}) if isinstance(gpu, dict) else None, pool)
+
+
+def device_pooled(result: BenchmarkResult, baseline: Baseline, kind: str, pools: pooled_store.Pools | None = None
+                  ) -> tuple[stats.Comparison, dict[str, Any]] | None:
+    """The pooled device-time test of *result* against *baseline* on series *kind* (raw, or normalized by the
+    reference's device time), with what it used (``{"s0_sq", "d0", "items", "gpu", "gpu_offset", "gpus"}``), or
+    None when pooling does not apply (adjusted series, no traced blocks, fewer than 2 history runs, no prior).
+    Raises ValueError as :func:`pytest_aaco.verdict.pooling.pooled_test` does."""
+    dev = getattr(result, "device", None)
+    if kind not in (RAW, NORMALIZED) or dev is None or not dev.blocks:
+        return None
+    ref = getattr(result, "reference", None)
+    if kind == RAW:
+        return _pooled(result, baseline, pooling.DEVICE, RAW, None, np.asarray(dev.log_means, float), pools)
+    ref_dev = getattr(ref, "device", None)
+    if ref is None or ref_dev is None:
+        return None
+    return _pooled(result, baseline, pooling.DEVICE, NORMALIZED, ref.id,
+                   np.asarray(_paired_logs(dev.log_means, ref_dev.log_means), float), pools)
+
+
 def device_series(result: BenchmarkResult, baseline: Baseline, min_history: int = default("min-history")
                   ) -> Series | None:
     """The device-time series the history test runs on (:func:`build_series` of :func:`device_track`, the
@@ -158,16 +191,16 @@ def device_series(result: BenchmarkResult, baseline: Baseline, min_history: int 
     return None if track is None else build_series(track, "", min_history)
 
 
-def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSettings, level: float
-                 ) -> DeviceTimeRecord | None:
+def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSettings, level: float,
+                 pools: pooled_store.Pools | None = None) -> DeviceTimeRecord | None:
     """Device time against the stored history, with the statistics wall time gets: the history
     test (:meth:`Series.test`: the prediction-interval t-test, Welch's test with the run-to-run term
     on a short history, or the reference-adjusted test) on the series of :func:`device_series`, the
     same outcome rule (:func:`pytest_aaco.verdict.outcome.outcome_of`) at the item's *level* and
     ``settings.device_threshold`` (``--aaco-device-threshold``), its own 95% CI and MDE (power 0.8).
     On raw and normalized series with 2 or more history runs, the run-to-run variance is pooled over
-    the baseline folder's items and each physical GPU's offset taken out
-    (:func:`pytest_aaco.history.pooled.device_comparison`, recorded under ``"pooled"``).
+    the baseline folder's items and each physical GPU's offset taken out (:func:`device_pooled`, with the
+    folder's *pools* when read before judging; recorded under ``"pooled"``).
 
     Returns None when there is nothing to compare (this run or the history lacks device time), else a
     :class:`~pytest_aaco.records.verdict.DeviceTimeRecord`: the judgement, kernel time, busy time (ms per run) and
@@ -184,7 +217,7 @@ def device_check(result: BenchmarkResult, baseline: Baseline, settings: GateSett
     dev = result.device
     records = [rec for run in baseline.history if (rec := _device_record(run)) is not None]
     try:  # the run-to-run variance pooled over the folder's items, GPU offsets taken out (verdict/pooling.py)
-        pooled = pooled_store.device_comparison(result, baseline, series.kind)
+        pooled = device_pooled(result, baseline, series.kind, pools)
         comp = pooled[0] if pooled else series.test(settings.min_history, settings.run_noise, None, None)
     except ValueError as exc:
         return DeviceTimeRecord(None, reason=str(exc))
@@ -443,15 +476,19 @@ def p99_check(result: BenchmarkResult, baseline: Baseline, level: float,
 def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprint: Fingerprint, settings: GateSettings,
                   level: float, label: str, other_runners: list[str] | None = None,
                   prior: stats.VariancePrior | None = None, machine_offset: float | None = None,
-                  adjusted_prior: stats.VariancePrior | None = None) -> Verdict:
+                  adjusted_prior: stats.VariancePrior | None = None, match: FingerprintMatch | None = None,
+                  pools: pooled_store.Pools | None = None) -> Verdict:
     """Judge *result* against *baseline* at significance *level* (the item's α_i).
 
     *label* names the item in messages, e.g. ``resnet50[cpu]``. *machine_offset* is the raw
     slowdown (fraction) shared by the session's other items (:func:`pytest_aaco.verdict.run_stats.common_offset`),
     None when unknown. *prior* moderates the prediction-interval test; it is fitted on raw
     histories, so it is used on the raw series only; *adjusted_prior*, fitted on the runner's
-    residual variances, moderates the reference-adjusted test. Never raises for statistical corner cases:
-    too few rounds make the verdict inconclusive.
+    residual variances, moderates the reference-adjusted test. *match*: *fingerprint* compared with the
+    baseline's (:meth:`~pytest_aaco.verdict.comparable.Fingerprint.against`), and *pools*: the baseline folder's
+    pooled run-to-run variances (:func:`pytest_aaco.history.pooled.item_pools`), when the caller read them
+    before judging (the item pipeline, :func:`pytest_aaco.gate.gather`); compared and read here otherwise.
+    Never raises for statistical corner cases: too few rounds make the verdict inconclusive.
 
     Returns the verdict *unfinished* (no ``fails``, no ``message``): the stored gate's first look, which
     the item pipeline confirms, withholds for contention and finishes once
@@ -463,15 +500,15 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         return Verdict(NO_BASELINE, label, t, current_mean_ms=result.mean_ms,
                        other_runners=list(other_runners or []),
                        reason=f"no baseline for {label}{hint}; record one with --aaco-save-baseline")
-    versions = fingerprint.version_only(baseline.fingerprint)
-    if not fingerprint.matches(baseline.fingerprint) and not versions:
+    match = match or fingerprint.against(baseline.fingerprint)
+    versions = match.versions
+    if match.diff and not versions:
         return Verdict(MISMATCH, label, t, current_mean_ms=result.mean_ms, baseline_path=str(baseline.path),
-                       fingerprint_diff=fingerprint.diff(baseline.fingerprint),
-                       reason=f"not gated: fingerprint differs from {baseline.path.name}"
-                              f" ({fingerprint.describe_diff(baseline.fingerprint)})")
+                       fingerprint_diff=list(match.diff),
+                       reason=f"not gated: fingerprint differs from {baseline.path.name} ({match.described})")
     version_text = ""
     if versions:
-        version_text = (f"compared across a version change ({fingerprint.describe_diff(baseline.fingerprint)})"
+        version_text = (f"compared across a version change ({match.described})"
                         " on raw figures: weaker than a side-by-side comparison (--aaco-compare-python)")
     raw_comp = None
     short = short_rounds(result, baseline)  # widens the test's run-to-run term (SHORT_ROUND_SD)
@@ -483,7 +520,8 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
                                   settings.run_noise, prior, floor, stats.fastest_rounds)
         # the folder's items' pooled run-to-run variance (history/pooled.py): it estimates the run-to-run term
         # from runs of the runner's items, so it replaces the prior and the short-rounds widening when it applies
-        pooled = pooled_store.wall_comparison(result, baseline, series.kind)
+        pooled = (_pooled(result, baseline, pooling.WALL, RAW, None, stats.fastest_rounds(result.round_log_means),
+                          pools) if series.kind == RAW and len(result.round_log_means) else None)
         comp = pooled[0] if pooled else series.test(settings.min_history, settings.run_noise, prior, adjusted_prior,
                                                     floor)
     except ValueError as exc:
@@ -495,8 +533,8 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
         wall, label, current_mean_ms=result.mean_ms,
         baseline_mean_ms=float(np.mean([run["summary"]["mean_ms"] for run in baseline.history])),
         current_rounds=comp.n_current, baseline_rounds=comp.n_baseline, baseline_runs=len(series.history),
-        baseline_path=str(baseline.path), fingerprint_id=fingerprint.id, raw_ratio=(raw_comp or comp).ratio,
-        reference=series.reference, version_change=versions,
+        baseline_path=str(baseline.path), fingerprint_id=match.id, raw_ratio=(raw_comp or comp).ratio,
+        reference=series.reference, version_change=list(versions),
     )
     if len(result.round_log_means) and verdict.raw_ratio:  # the means whose ratio the raw per cent is
         # a run's level: the geometric mean of its fastest quarter of rounds, which the raw test compares
@@ -531,10 +569,10 @@ def judge_history(result: BenchmarkResult, baseline: Baseline | None, fingerprin
     if short and not pooled:  # the pooled test does not use the widened term
         verdict.notes.append(short)
     verdict.notes.insert(0, f"method: {_method_text(verdict)}")
-    if fingerprint.subject_changes(baseline.fingerprint):
+    if match.subject_changes:
         verdict.notes.append("the model file changed since the baseline was recorded")
         verdict.changed, verdict.changed_since = ["model bytes"], "the baseline"
-    _add_device_time(verdict, result, baseline, settings, level)
+    _add_device_time(verdict, result, baseline, settings, level, pools)
     verdict.unstable = stability(result, baseline)
     verdict.memory = history_memory_growth(result, baseline, settings)
     if settings.gate_p99:
@@ -560,15 +598,19 @@ class StoredGate:
     adjusted_prior: stats.VariancePrior | None = None
     gated: bool = False
     stored: bool = True
+    #: the fingerprint compared with the baseline's, and the folder's pools, read before judging
+    match: FingerprintMatch | None = None
+    pools: pooled_store.Pools | None = None
 
     def look(self, result: BenchmarkResult) -> Verdict:
         """:func:`judge_history` of *result*: the verdict unfinished."""
         return judge_history(result, self.baseline, self.fingerprint, self.settings, self.level, self.label,
-                             self.other_runners, self.prior, self.machine_offset, self.adjusted_prior)
+                             self.other_runners, self.prior, self.machine_offset, self.adjusted_prior, self.match,
+                             self.pools)
 
 
 def _add_device_time(verdict: Verdict, result: BenchmarkResult, baseline: Baseline, settings: GateSettings,
-                     level: float) -> None:
+                     level: float, pools: pooled_store.Pools | None = None) -> None:
     """Judge device time too (:func:`device_check`) and keep it on *verdict*: a device-time
     regression makes the verdict a regression (``verdict.wall`` keeps wall time's own outcome); a
     run without device time, or a history without it, says so in a note and stays gated on wall time."""
@@ -576,7 +618,7 @@ def _add_device_time(verdict: Verdict, result: BenchmarkResult, baseline: Baseli
         verdict.notes.append(result.device_note)
     if result.device is None:
         return
-    dev = device_check(result, baseline, settings, level)
+    dev = device_check(result, baseline, settings, level, pools)
     if dev is None:
         verdict.notes.append("device time: the baseline has no device time yet, gated on wall time (each"
                              " --aaco-save-baseline now records it)")

@@ -1,22 +1,20 @@
 """The pooled run-to-run variance read from the baseline store: each baseline folder's items fitted
 into a :class:`~pytest_aaco.verdict.pooling.Pool` (the statistics, which read no file, are in
-:mod:`pytest_aaco.verdict.pooling`), the pooled tests the stored gate runs, and the GPU offsets
-``aaco baseline show`` lists.
+:mod:`pytest_aaco.verdict.pooling`), the pools one item's stored gate tests with (:func:`item_pools`, read
+before it judges), and the GPU offsets ``aaco baseline show`` lists.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
-
-from pytest_aaco.history.store import Baseline, _runner_baselines
+from pytest_aaco.history.store import _runner_baselines
 from pytest_aaco.jsonio import JSONDict
 from pytest_aaco.measure.results import BenchmarkResult
-from pytest_aaco.verdict import stats
-from pytest_aaco.verdict.pooling import DEVICE, NORMALIZED, RAW, WALL, Pool, fit_pool, pooled_test, run_gpu, run_means
+from pytest_aaco.verdict.pooling import DEVICE, NORMALIZED, RAW, WALL, Pool, fit_pool, run_means
 
 
 def _folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
@@ -47,54 +45,25 @@ def folder_pool(folder: Path, metric: str, kind: str, ref_id: str | None = None)
     return _cached_pool(str(folder), metric, kind, ref_id, _folder_signature(folder))
 
 
-def result_gpu(result: BenchmarkResult) -> str | None:
-    """The physical GPU a :class:`~pytest_aaco.measure.results.BenchmarkResult` ran on (its ``gpu``
-    dict's ``uuid`` or ``pci_bus_id``, set by the gate), or None."""
-    gpu = getattr(result, "gpu", None)
-    return run_gpu({"gpu": gpu}) if isinstance(gpu, dict) else None
+#: the pools of one item's stored gate, by (metric, series kind, reference id): :func:`item_pools`
+Pools = Mapping[tuple[str, str, str | None], Pool]
 
 
-def device_comparison(result: BenchmarkResult, baseline: Baseline, kind: str
-                      ) -> tuple[stats.Comparison, JSONDict] | None:
-    """The pooled device-time test of *result* against *baseline* (a
-    :class:`~pytest_aaco.history.store.Baseline`) on series *kind*, with what it used
-    (``{"pooled": {"s0_sq", "d0", "items", "gpu", "gpu_offset"}}``), or None when pooling does not
-    apply (adjusted series, fewer than 2 history runs, no prior). Raises ValueError as
-    :func:`pooled_test` does."""
+def item_pools(folder: Path, result: BenchmarkResult) -> dict[tuple[str, str, str | None], Pool]:
+    """The pools of *folder* (:func:`folder_pool`) that the stored gate of an item measured as *result* may
+    test with, read before it judges (:func:`pytest_aaco.gate.gather`): wall time on raw figures (a run with
+    rounds), device time on raw figures and normalized by the reference workload (a run with traced blocks;
+    normalized only when the reference was traced too). Keyed by ``(metric, kind, reference id or None)``."""
+    pools: dict[tuple[str, str, str | None], Pool] = {}
+    if len(result.round_log_means):
+        pools[(WALL, RAW, None)] = folder_pool(folder, WALL, RAW)
     dev = getattr(result, "device", None)
-    if kind not in (RAW, NORMALIZED) or dev is None or not dev.blocks:
-        return None
-    ref = getattr(result, "reference", None)
-    ref_id = ref.id if kind == NORMALIZED and ref is not None else None
-    if kind == RAW:
-        current = np.asarray(dev.log_means, float)
-    else:
-        ref_dev = getattr(ref, "device", None)
-        if ref_dev is None:
-            return None
-        current = np.array([float(a) - float(b) for a, b in zip(dev.log_means, ref_dev.log_means, strict=False)])
-    return _compare(result, baseline, DEVICE, kind, ref_id, current)
-
-
-def wall_comparison(result: BenchmarkResult, baseline: Baseline, kind: str) -> tuple[stats.Comparison, JSONDict] | None:
-    """The pooled wall-time test on the raw round log-means, each run's fastest quarter
-    (:func:`pytest_aaco.verdict.stats.fastest_rounds`; *kind* ``raw``; None otherwise), as :func:`device_comparison`."""
-    if kind != RAW or not len(result.round_log_means):
-        return None
-    return _compare(result, baseline, WALL, RAW, None, stats.fastest_rounds(result.round_log_means))
-
-
-def _compare(result: BenchmarkResult, baseline: Baseline, metric: str, kind: str, ref_id: str | None,
-             current: np.ndarray) -> tuple[stats.Comparison, JSONDict] | None:
-    pool = folder_pool(Path(baseline.path).parent, metric, kind, ref_id)
-    history = run_means(baseline.history, metric, kind, ref_id)
-    gpu = result_gpu(result)
-    comp = pooled_test(current, history, gpu, pool)
-    if comp is None or pool.prior is None:
-        return None
-    offset = pool.offsets.of(gpu)[0]
-    return comp, {"s0_sq": pool.prior.s0_sq, "d0": pool.prior.d0, "items": pool.prior.items, "gpu": gpu,
-                  "gpu_offset": offset, "gpus": len(pool.offsets.offsets)}
+    if dev is not None and dev.blocks:
+        pools[(DEVICE, RAW, None)] = folder_pool(folder, DEVICE, RAW)
+        ref = getattr(result, "reference", None)
+        if ref is not None and getattr(ref, "device", None) is not None:
+            pools[(DEVICE, NORMALIZED, ref.id)] = folder_pool(folder, DEVICE, NORMALIZED, ref.id)
+    return pools
 
 
 def offsets_lines(folder: Path) -> list[str]:

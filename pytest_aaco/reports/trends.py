@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_aaco.reports.markup import e
+from pytest_aaco.verdict.stats import fastest_rounds
 
 #: a change point needs at least this many runs on each side
 MIN_SEGMENT = 2
@@ -88,8 +89,6 @@ def run_point(rounds: object, when: object, commit_info: object, device: object,
             and isinstance(r.get("log_mean"), (int, float)) and math.isfinite(r["log_mean"])]
     if not logs:
         return None
-    from pytest_aaco.verdict.stats import fastest_rounds
-
     kept = fastest_rounds(logs)  # the run's level, as the stored gate compares runs
     mean = float(np.mean(kept))
     low = high = None

@@ -184,28 +184,15 @@ def remove_stale_trees(tmp_root: Path | None = None, now: float | None = None) -
     return removed
 
 
-class RefTree:
-    """Files as they were at a commit, materialised on demand in a temporary directory.
+class CommitPaths:
+    """The repository's paths as they were at a commit (REF), read from git's tree objects, never from
+    the working tree: where a path of the working tree lies in the repository (:meth:`repo_parts`), what
+    it named at REF (:meth:`resolve_at_ref`: ``..``, symbolic links and submodules followed as stored at
+    REF), and whether git tracks it now (:meth:`require_tracked`). Each folder's listing is read once."""
 
-    Use as a context manager (the directory is removed on exit) or call :meth:`close`.
-    """
-
-    def __init__(self, gitref: GitRef, tmp_root: Path | None = None) -> None:
+    def __init__(self, gitref: GitRef) -> None:
         self.gitref = gitref
-        remove_stale_trees(tmp_root)
-        self.root = Path(tempfile.mkdtemp(prefix=TREE_PREFIX, dir=tmp_root))
-        (self.root / OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
-        self._registries: dict[Path, tuple[Path, JSONDict] | None] = {}
         self._trees: dict[tuple[Path, str, str], dict[str, tuple[str, str, str]]] = {}
-
-    def __enter__(self) -> RefTree:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
 
     def relative(self, path: Path) -> str:
         """*path* relative to the repository, POSIX style; GitRefError when it lies outside."""
@@ -339,6 +326,32 @@ class RefTree:
                               f" at that revision; commit it ({command} add {name}), or run without {OPTION}")
         return rel
 
+
+class RefTree:
+    """Files as they were at a commit, materialised on demand in a temporary directory: the registry and
+    model files of REF (:meth:`side_at_revision`), found through :attr:`paths` (:class:`CommitPaths`).
+
+    Use as a context manager (the directory is removed on exit) or call :meth:`close`.
+    """
+
+    def __init__(self, gitref: GitRef, tmp_root: Path | None = None) -> None:
+        self.gitref = gitref
+        #: the paths at REF, as git's tree objects of that commit name them
+        self.paths = CommitPaths(gitref)
+        remove_stale_trees(tmp_root)
+        self.root = Path(tempfile.mkdtemp(prefix=TREE_PREFIX, dir=tmp_root))
+        (self.root / OWNER_FILE).write_text(str(os.getpid()), encoding="ascii")
+        self._registries: dict[Path, tuple[Path, JSONDict] | None] = {}
+
+    def __enter__(self) -> RefTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
     def working_blob(self, path: Path, repo: Path | None = None) -> str:
         """The blob id git would give *path* now (``git hash-object``, streamed, filters applied)."""
         out = _git(repo or self.gitref.repo, "hash-object", "--", str(path))
@@ -396,8 +409,8 @@ class RefTree:
         """
         key = registry_path.resolve()
         if key not in self._registries:
-            rel = self.require_tracked(key)
-            found = self.resolve_at_ref(rel.split("/"), rel)
+            rel = self.paths.require_tracked(key)
+            found = self.paths.resolve_at_ref(rel.split("/"), rel)
             if found is None:
                 self._registries[key] = None
             else:
@@ -429,7 +442,7 @@ class RefTree:
             location = next((e.value for e in tensor.external_data if e.key == "location"), None)
             if location:
                 rel = posixpath.normpath("/".join([*folder, location]))
-                found = self.resolve_at_ref([*folder, *location.split("/")], rel)
+                found = self.paths.resolve_at_ref([*folder, *location.split("/")], rel)
                 if found is None:
                     raise GitRefError(f"{model.place} at {self.gitref.ref}: its external data file {rel} is not"
                                       " in that revision")
@@ -448,10 +461,10 @@ class RefTree:
         registry file as it was at REF, or absolute (``~`` expanded) and then found in the repository."""
         given = Path(os.path.expanduser(raw_path))
         if given.is_absolute():
-            parts = self.repo_parts(given)
+            parts = self.paths.repo_parts(given)
         else:
-            parts = [*self.relative(spec.registry_path).split("/")[:-1], *given.parts]
-        return self.resolve_at_ref(parts, raw_path)
+            parts = [*self.paths.relative(spec.registry_path).split("/")[:-1], *given.parts]
+        return self.paths.resolve_at_ref(parts, raw_path)
 
     def side_at_revision(self, spec: ModelSpec, provider_short: str) -> BaselineSide:
         """What item (*spec*, *provider_short*) was at REF: unchanged, new, or changed (with files).
@@ -476,7 +489,7 @@ class RefTree:
         external: list[str] = []
         if raw_path is not None and isinstance(entry, dict):
             if spec.source.startswith("path:"):
-                self.require_tracked(Path(spec.source.removeprefix("path:")))
+                self.paths.require_tracked(Path(spec.source.removeprefix("path:")))
             model = self.model_at_ref(spec, str(raw_path))
             if model is None:
                 return BaselineSide(NEW, changes=[f"model file {raw_path} did not exist"])

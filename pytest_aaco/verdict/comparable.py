@@ -114,6 +114,33 @@ class Fingerprint:
         parts = [f"{k}: {_shown(other.get(k))!r} -> {_shown(self._compared(k, other))!r}" for k in self.diff(other)]
         return "; ".join(parts)
 
+    def against(self, other: Mapping[str, object]) -> FingerprintMatch:
+        """This fingerprint compared once with *other* (a stored fingerprint's fields), as a plain value."""
+        diff = self.diff(other)
+        return FingerprintMatch(id=self.id, diff=diff, versions=self.version_only(other),
+                                described=self.describe_diff(other) if diff else "",
+                                subject_changes=self.subject_changes(other))
+
+
+@dataclass(frozen=True)
+class FingerprintMatch:
+    """A fingerprint compared with a stored one (:meth:`Fingerprint.against`): *id* (:attr:`Fingerprint.id`
+    of the current one), *diff* (:meth:`Fingerprint.diff`: the comparability fields that differ), *versions*
+    (:meth:`Fingerprint.version_only`: the differing fields when all are versions), *described*
+    (:meth:`Fingerprint.describe_diff`, '' when nothing differs) and *subject_changes*
+    (:meth:`Fingerprint.subject_changes`: the model's own fields that changed)."""
+
+    id: str
+    diff: list[str]
+    versions: list[str]
+    described: str
+    subject_changes: list[str]
+
+    @property
+    def gates(self) -> bool:
+        """Whether the stored history gates the item: nothing differs, or only versions do (raw figures)."""
+        return not self.diff or bool(self.versions)
+
 
 def _placement_free(key: str, value: object) -> object:
     """*value* of fingerprint field *key* as compared: ``env`` without :data:`PLACEMENT_ENV`,

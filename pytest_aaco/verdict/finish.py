@@ -3,7 +3,7 @@
 A gate (:class:`pytest_aaco.gate.Gate`: the stored baselines' :func:`pytest_aaco.history.judge.judge_history`,
 the side-by-side :func:`pytest_aaco.sidebyside.cycles.to_verdict`) returns an *unfinished*
 :class:`~pytest_aaco.records.verdict.Verdict`: its outcome and figures, no ``fails`` and no ``message``. The item
-pipeline (:func:`pytest_aaco.gate.item_verdict`) then applies, here:
+pipeline (:func:`pytest_aaco.gate.judge`) then applies, here:
 
 * :func:`confirm`: the confirmation look, by the one intersection-union rule
   (:func:`pytest_aaco.verdict.outcome.confirmed_outcome`);
@@ -24,8 +24,8 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_aaco.options import GateSettings
-from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Judgement, Outcome
-from pytest_aaco.records.verdict import Contention, DeviceTimeRecord, FirstLook, Verdict
+from pytest_aaco.records.base import DEVICE_TIME, MEMORY, P99, Contention, Judgement, Outcome
+from pytest_aaco.records.verdict import DeviceTimeRecord, FirstLook, Verdict
 from pytest_aaco.verdict.metrics import history_own_cores, other_processes_cores, own_process_cores
 from pytest_aaco.verdict.outcome import confirmed_outcome, fails
 from pytest_aaco.verdict.percent import bound_text, kept_text, pct
@@ -113,13 +113,7 @@ def _side_by_side_text(v: Verdict) -> str:
     if v.current_mean_ms and v.baseline_mean_ms:  # each side's geometric mean over its blocks, with their own ratio
         wall += (f"; geometric mean {v.current_mean_ms:.4g} ms vs {v.baseline_mean_ms:.4g} ms"
                  f" ({pct(v.current_mean_ms / v.baseline_mean_ms)})")
-    fastest = v.fastest_iteration
-    if fastest is not None and fastest.stood and v.outcome == REGRESSION:
-        # contention or a machine speed change inflated wall time's level; the fastest iteration decided
-        text = (f"{_HEADS[v.outcome]} {v.label}: latency {fastest_text(v)}; measured while the machine was busy or"
-                f" slower than in the history, so wall time {wall}, p={p_shown:.2g} at level {v.level:.2g}, is"
-                " not the change")
-    elif dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
+    if dev is not None and judged is not None and v.decided_by == DEVICE_TIME:
         # device time decided the word, wall time did not: the message leads with device time
         text = (f"{_HEADS[v.outcome]} {v.label}: {_device_text(dev, judged)} vs {sbs.ref},"
                 f" p={judged.p_slower or 0.0:.2g} at level {judged.level or 0.0:.2g}; wall time {wall},"
@@ -306,6 +300,8 @@ def confirm(first: Verdict, second: Verdict, settings: GateSettings | None = Non
         return second
     first.confirmed = False
     first.first_look = first_look
+    if first.fastest_iteration is not None and first.fastest_iteration.stood:  # it stood for a look not confirmed
+        first.fastest_iteration = replace(first.fastest_iteration, stood=False)
     first.outcome = INCONCLUSIVE
     if first.device_time is not None and first.device_time.outcome == REGRESSION:  # not confirmed either
         first.device_time = first.device_time.with_outcome(INCONCLUSIVE, first_outcome=REGRESSION)

@@ -285,9 +285,23 @@ def pooled_test(current: Sequence[float] | np.ndarray, history: Sequence[tuple[s
                             int(c.size), int(h))
 
 
+def pooled_comparison(current: Sequence[float] | np.ndarray, history: Sequence[tuple[str | None, float]],
+                      current_gpu: str | None, pool: Pool) -> tuple[stats.Comparison, JSONDict] | None:
+    """:func:`pooled_test`, with what it used (``{"s0_sq", "d0", "items", "gpu", "gpu_offset", "gpus"}``: the
+    prior's variance (ln units squared), its df and items, this run's GPU, its fitted offset (ln units) and the
+    GPUs with an offset), or None when pooling does not apply (no prior, fewer than 2 history runs, a GPU of
+    unknown offset). Raises ValueError as :func:`pooled_test` does."""
+    comp = pooled_test(current, history, current_gpu, pool)
+    if comp is None or pool.prior is None:
+        return None
+    offset = pool.offsets.of(current_gpu)[0]
+    return comp, {"s0_sq": pool.prior.s0_sq, "d0": pool.prior.d0, "items": pool.prior.items, "gpu": current_gpu,
+                  "gpu_offset": offset, "gpus": len(pool.offsets.offsets)}
+
+
 def pooled_pairs(device_time: Mapping[str, object] | None) -> list[tuple[str, str]]:
     """Rows for the HTML report's verdict table from a device-time record's ``pooled`` entry
-    (:func:`pytest_aaco.history.pooled.device_comparison`): the pooled prior and the offset of the GPU
+    (:func:`pytest_aaco.history.judge.device_check`): the pooled prior and the offset of the GPU
     this run used; empty when the device-time test was not pooled. Plain text (the caller escapes it)."""
     pooled = (device_time or {}).get("pooled")
     if not isinstance(pooled, dict):
