@@ -4,14 +4,11 @@
     python studies/bisect_demo.py --provider cuda --layers 20   # GPU: 20 -> 21 layers (+5% device time)
     python studies/bisect_demo.py --smoke              # CI: one layer -> two, threshold 20%, the mechanism only
 
-The repository (a temporary folder) has two models in its registry, each a chain of ``--layers``
-``Gemm`` + ``Relu`` layers of ``--width`` units at batch ``--batch``, weights seeded: ``target``
-gets one more layer at commit 5 (``(L + 1) / L`` of its compute); ``other`` gets new weights of the
-same shape at commit 3 (an unrelated change, measured side by side, no regression); the other commits
-change a text file only. A variant at commit 6 whose registry cannot be parsed (``--broken 6``) shows
-the skip. The script runs ``aaco bisect HEAD~7 HEAD`` with the project's default rules and prints
-each step, the commit named (expected: commit 5), the per cent it reports, the steps and the wall time.
-Exit status: 0 when commit 5 was named, 1 otherwise.
+A temporary repository's registry has two seeded chains of ``--layers`` Gemm + Relu (``--width`` units,
+batch ``--batch``): ``target`` gets one more layer at commit 5; ``other`` new weights of the same shape at
+commit 3 (unrelated, no regression); other commits change a text file; ``--broken 6`` breaks the registry
+there (the skip). Runs ``aaco bisect HEAD~7 HEAD`` with the default rules and prints each step, the commit
+named (expected: 5), its per cent, the steps and the wall time. Exit 0 when commit 5 was named, else 1.
 """
 
 from __future__ import annotations

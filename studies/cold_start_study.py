@@ -1,15 +1,13 @@
 """Cold-start gate on CPU: what measuring it costs, false failures on unchanged runs, and detection.
 
 Each *run* is a fresh Python process, as a CI job is: the item's own InferenceSession, 3 runs, then
-:func:`pytest_aaco.api.measure_cold_start` builds ``--sessions`` fresh sessions. Per
-model, ``--history`` unchanged runs form the history; ``--aa`` more are judged against it
-(:func:`pytest_aaco.api.cold_start_verdict`): each ``regression`` is a false failure;
-``--ab`` runs of a candidate whose session creation is about 2x slower (a constant MatMul chain ORT
-folds at creation, :func:`add_folding_work`) are detections. Also
-printed: the phase's median wall time, the run-to-run sd of a process's offset
-(:func:`pytest_aaco.api.run_offset_sd`) and of each run's fastest creation (``COLD_RUN_NOISE``).
-``--side-by-side`` compares model and candidate as ``--aaco-compare`` does instead
-(:func:`pytest_aaco.api.compare_cold_start`; A/A: the model against itself).
+:func:`pytest_aaco.api.measure_cold_start` builds ``--sessions`` fresh sessions. Per model, ``--history``
+unchanged runs form the history; ``--aa`` more are judged against it (:func:`pytest_aaco.api.cold_start_verdict`):
+each ``regression`` is a false failure; ``--ab`` runs of a candidate whose session creation is about 2x slower
+(a constant MatMul chain ORT folds at creation, :func:`add_folding_work`) are detections. Also printed: the
+phase's median wall time, the run-to-run sd of a process's offset (:func:`pytest_aaco.api.run_offset_sd`) and
+of each run's fastest creation (``COLD_RUN_NOISE``). ``--side-by-side`` compares model and candidate as
+``--aaco-compare`` does (:func:`pytest_aaco.api.compare_cold_start`; A/A: the model against itself).
 
     flock /work/coord/measure.lock python studies/cold_start_study.py --models squeezenet resnet50
 """

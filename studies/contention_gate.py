@@ -4,10 +4,8 @@ unchanged model? Two MLPs with seeded weights (4 and 6 hidden layers: +50% compu
 pytest process: the 6-layer model *slow* times, the 4-layer model *same* times. Prints each verdict, the
 failed gates (exit 1) and the sessions whose results lead with ``not judged:``.
 
-The sessions run one intra-op thread (``--threads 1``): a regression measured under contention then stands
-on the run's fastest iteration (``pytest_aaco.history.judge.fastest_iteration``). With ``--threads 0``
-(ONNX Runtime's default, a thread per core) the fewer cores a busy machine leaves slow even the fastest
-iteration, so those gates read ``not judged``.
+The sessions run one intra-op thread (``--threads 1``), so a regression under contention can stand on the
+run's fastest iteration; with ``--threads 0`` (ONNX Runtime's default) fewer cores slow even that one.
 
     python studies/contention_gate.py [--keep DIR]   # 3 slowed gates, 5 unchanged, 4 spinners
     python studies/contention_gate.py --threads 0    # the same with ONNX Runtime's default threads
@@ -68,9 +66,9 @@ def gate(suite: Path, *extra: str) -> tuple[int, str, str]:
     first = lines[heads[0] + 1] if heads and heads[0] + 1 < len(lines) else ""
     items = sorted((suite / "bundles").glob("*/items/*.json"), key=lambda p: p.stat().st_mtime)
     verdict = json.loads(items[-1].read_text()).get("verdict") or {} if items else {}
-    contention = verdict.get("contention") or {}
-    told = (f"{verdict.get('outcome')}; explained {contention.get('explained')}; others {contention.get('cores')};"
-            f" {str(verdict.get('message'))[:260]}")
+    fig = verdict.get("fastest_iteration") or {}
+    fastest = {k: round(v, 3) if isinstance(v, float) else v for k, v in fig.items()}
+    told = f"{verdict.get('outcome')}; fastest iteration {fastest or '-'}; {str(verdict.get('message'))[:260]}"
     return done.returncode, first, told
 
 
@@ -88,9 +86,8 @@ def main() -> int:
     if args.smoke:
         args.slow, args.same = 1, 1
     suite = Path(tempfile.mkdtemp(prefix="aaco-contention-"))
-    (suite / "pytest.ini").write_text("[pytest]\n")
-    (suite / "test_perf.py").write_text(TEST_FILE)
-    (suite / "models.yaml").write_text(REGISTRY)
+    for name, text in (("pytest.ini", "[pytest]\n"), ("test_perf.py", TEST_FILE), ("models.yaml", REGISTRY)):
+        (suite / name).write_text(text)
     four, six = suite / "mlp4.onnx", suite / "mlp6.onnx"
     onnx.save(mlp(4), four)
     onnx.save(mlp(6), six)
@@ -116,8 +113,7 @@ def main() -> int:
         for p in spinners:  # stopped by PID, each one this script started
             os.kill(p.pid, signal.SIGTERM)
             p.wait()
-    print(f"+50% compute (mlp 4 -> 6 layers) under {args.spinners} spinners: failed {counts['slow_failed']} of"
-          f" {args.slow}")
+    print(f"+50% compute (mlp4 -> mlp6) under {args.spinners} spinners: failed {counts['slow_failed']} of {args.slow}")
     print(f"unchanged under {args.spinners} spinners: failed {counts['same_failed']} of {args.same}")
     print(f"sessions whose results lead with 'not judged:': {counts['not_judged_first']} of {args.slow + args.same}")
     if args.keep:

@@ -1,8 +1,5 @@
-"""What device time costs: per item, the share of its measuring time spent in traced blocks (issue 19
-asks for at most 15%).
-
-Usage: ``python studies/device_time_overhead.py BUNDLE`` where BUNDLE is a session bundle folder
-(``.aaco/sessions/<time>_<id>``) or the folder of bundles (the newest is read).
+"""What device time costs: per item, the share of its measuring time spent in traced blocks (at most 15%).
+``python studies/device_time_overhead.py BUNDLE``: a session bundle folder or the folder of bundles (the newest).
 
 Per item of ``items/*.json``: stored baselines, ``result.device_time`` (``traced_s`` over
 ``measure_s``, the whole measuring phase) plus the reference workload's and the confirmation's

@@ -1,5 +1,4 @@
-"""The layout figures of issue 41 for one tree of the package (issue 18's circles, ``Any`` tokens and
-``.get(`` counts are in git history at 7ecd489):
+"""The layout figures of issue 41 for one tree of the package:
 
 * **import floors**: the longest import chain from any module down to one that imports nothing of the
   package (floor 1), as ``tests/test_architecture.py`` counts them (``__main__`` left out), and the

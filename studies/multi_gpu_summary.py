@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,7 @@ def smi_usage(run: Path) -> dict[str, tuple[float, int, int]]:
 
 
 def read(run: Path, name: str) -> str:
-    try:
-        return (run / name).read_text().strip()
-    except OSError:
-        return "?"
+    return (run / name).read_text().strip() if (run / name).is_file() else "?"
 
 
 def main(runs: list[Path]) -> int:
@@ -104,9 +101,7 @@ def main(runs: list[Path]) -> int:
             mean_text = f"{mean:.3f}" if isinstance(mean, (int, float)) else "-"
             print(f"   {record.get('model', '-'):<14} {record.get('provider', '-'):<9} {gpu_of(record):<32}"
                   f" {mean_text:>9} {change:>13}  {verdict}")
-        outcomes: dict[str, int] = defaultdict(int)
-        for record in records:
-            outcomes[str((record.get("verdict") or {}).get("outcome", record.get("outcome")))] += 1
+        outcomes = Counter(str((r.get("verdict") or {}).get("outcome", r.get("outcome"))) for r in records)
         failed = sum(1 for r in records if r.get("outcome") == "failed")
         print(f"   verdicts: {dict(sorted(outcomes.items()))}; items failed: {failed};"
               f" GPUs used: {len({gpu_of(r) for r in records})}")

@@ -1,6 +1,5 @@
-"""Summarize a stored-baseline device-time series of studies/gpu_device_time_stored.sh.
-
-    python studies/stored_gate_summary.py WORK          # reads WORK/items.jsonl
+"""Summarize a stored-baseline device-time series of studies/gpu_device_time_stored.sh (reads WORK/items.jsonl):
+``python studies/stored_gate_summary.py WORK``.
 
 Per number of saved runs and per variant class (``aa``: unchanged; otherwise slowed): gated items,
 false failures, the share of unchanged items decided ``no regression``, the share of slowed items
