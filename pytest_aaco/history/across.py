@@ -183,8 +183,7 @@ def judge_across(result: BenchmarkResult, baseline: Baseline | None, fingerprint
                        reason=f"inconclusive for {label}: not judged against {whose}: wall time needs the"
                               f" reference workload's normalized series on both sides ({why}), and device time"
                               " was not traced on both sides of one GPU model")
-    # levels, as the stored gate compares them: each run's fastest quarter of rounds
-    levels = [float(np.mean(stats.fastest_rounds(r))) for r in baseline.run_round_log_means() if len(r)]
+    levels = baseline.run_levels()  # as the stored gate compares runs
     if verdict.raw_ratio is None and len(result.round_log_means) and levels:
         raw = float(np.mean(stats.fastest_rounds(result.round_log_means))) - float(np.mean(levels))
         verdict.raw_ratio = math.exp(raw)

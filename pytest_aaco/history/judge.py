@@ -657,7 +657,7 @@ def calibrated_wall_claim(verdict: Verdict, result: BenchmarkResult, baseline: B
     own = verdict.wall_outcome
     if own not in (REGRESSION, IMPROVEMENT) or verdict.method in BETWEEN_RUN_METHODS:
         return own
-    means = [float(np.mean(stats.fastest_rounds(r))) for r in baseline.run_round_log_means() if len(r)]
+    means = baseline.run_levels()
     held = INCONCLUSIVE
     if len(means) >= 2 and len(result.round_log_means):
         comp = stats.between_run_test(stats.fastest_rounds(result.round_log_means), means)

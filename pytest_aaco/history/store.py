@@ -132,6 +132,11 @@ class Baseline:
         """Per run, its round log-means (mean ln ms of each round); shape ``(runs, rounds_i)``."""
         return [[r["log_mean"] for r in run["rounds"]] for run in self.history]
 
+    def run_levels(self) -> list[float]:
+        """Per run with rounds, its level (ln ms): the mean of its fastest quarter of round log-means
+        (:func:`pytest_aaco.verdict.stats.fastest_rounds`), the figure the stored gate compares runs by."""
+        return [float(np.mean(fastest_rounds(r))) for r in self.run_round_log_means() if len(r)]
+
     def reference_pairs(self, reference_id: str) -> list[tuple[list[float], dict[str, Any]]]:
         """Per run measured with reference *reference_id* (oldest first): the item's round log-means
         and that run's ``reference`` record, so the two line up run by run."""

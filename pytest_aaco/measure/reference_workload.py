@@ -159,14 +159,15 @@ class Reference:
         results = [RoundResult(c.index, b.latencies_ms, b.start_ns, b.end_ns)
                    for c, b in zip(cycles, items, strict=True)]
         ref_log = np.array([b.log_mean for b in refs])
+        ref_ms = np.concatenate([b.latencies_ms for b in refs])
         item_ns = sum(b.end_ns - b.start_ns for b in items)
         ref_ns = sum(b.end_ns - b.start_ns for b in refs)
         series = ReferenceSeries(
             name=self.name, id=self.id, log_means=ref_log,
             normalized=np.array([b.log_mean for b in items]) - ref_log,
-            mean_ms=float(np.concatenate([b.latencies_ms for b in refs]).mean()),
+            mean_ms=float(ref_ms.mean()),
             iterations=ref_iterations, share=ref_ns / max(item_ns + ref_ns, 1), device=ref_device,
-            min_ms=float(np.concatenate([b.latencies_ms for b in refs]).min()),
+            min_ms=float(ref_ms.min()),
         )
         return results, series, None if recorders is None else recorders[0]
 
