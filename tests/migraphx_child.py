@@ -82,12 +82,16 @@ def plugin(model: str, attempt: dict) -> dict:
     """One session built as the plugin builds it: ``--aaco-compile-cache`` (:func:`set_compile_cache`),
     ``--aaco-graph`` (:func:`choose_graph` then :func:`with_graph`, as ``AacoSession.graph_for`` does) and
     :func:`build_session` (which asks the EP, :mod:`pytest_aaco.measure.migraphx_probe`)."""
+    with tempfile.TemporaryDirectory(prefix="aaco-user-cache-") as scratch:  # removed after: none left in /tmp
+        return _plugin(model, attempt, Path(attempt.get("user_cache", scratch)))
+
+
+def _plugin(model: str, attempt: dict, user_cache: Path) -> dict:
     from pytest_aaco.measure import compile_cache, migraphx_probe, providers
     from pytest_aaco.measure.graph import GraphRefused, choose_graph, with_graph
     from pytest_aaco.measure.inference import SessionError, build_session
 
     result: dict = {"attempt": attempt}
-    user_cache = Path(attempt.get("user_cache", tempfile.mkdtemp(prefix="aaco-user-cache-")))
     compile_cache.set_compile_cache(attempt.get("compile_cache", "off"), user_cache=lambda: user_cache)
     spec = providers.parse_provider("migraphx").with_options(attempt.get("options", {}))
     printed = io.StringIO()

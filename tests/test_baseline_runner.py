@@ -64,13 +64,16 @@ def as_runner_a(project) -> tuple[str, list]:
     return mine.name, moved
 
 
-UNSTABLE = ("the reference's block-to-block spread", "the reference drifted")
+#: the machine's load left the reference workload unusable, or its speed changed between the history and now
+#: (a verdict withheld as "not judged: the machine ran N% slower than in the history ..."): by design
+UNSTABLE = ("the reference's block-to-block spread", "the reference drifted", "not judged:")
 
 
 def gate_steady_reference(project, *args: str):
     """The gate run across runners, again (at most 3 runs) while the machine's load left the reference workload
-    unusable (its spread or drift: then nothing can be compared across runners, by design); skips when it
-    stayed so, since the behaviour under test needs a usable reference."""
+    unusable (its spread or drift, or a machine speed change that withholds a verdict: then nothing can be
+    compared across runners, by design); skips when it stayed so, since the behaviour under test needs a usable
+    reference."""
     for _ in range(3):
         (project.pytester.path / "records.jsonl").unlink(missing_ok=True)  # the last run's records only
         done = project.run_subprocess(*args)

@@ -26,7 +26,9 @@ here, adds ``traceback``; a line that is not a JSON object gets type ``request``
 
 ``hello``
     -> ``python``, ``executable``, ``numpy``, ``onnxruntime`` (versions), ``providers`` (available
-    EPs), ``pid``, ``protocol``. Type ``missing`` (with ``missing``: module names) when numpy or
+    EPs), ``pid``, ``protocol``, ``cpus`` (the CPUs the worker was pinned to from ``AACO_WORKER_CPUS``, a
+    comma-separated list of CPU numbers, before numpy or onnxruntime were imported; null when not pinned).
+    Type ``missing`` (with ``missing``: module names) when numpy or
     onnxruntime cannot be imported.
 ``load`` (``model``, ``providers``: ``[[EP name, {option: value}], ...]``,
 ``intra_op_num_threads``, ``config_entries``: ``{key: value}`` (``session.intra_op.allow_spinning``
@@ -64,6 +66,16 @@ MIGRAPHX_PROBE = os.path.join(os.path.dirname(HERE), "measure", "migraphx_probe.
 # modules (warnings.py, config.py, stats.py ...) would shadow what numpy and onnxruntime import.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 sys.dont_write_bytecode = True  # leave no __pycache__ of another interpreter in the package
+#: the CPUs this worker runs on, set before numpy or onnxruntime start a thread (every later thread inherits
+#: them): the plugin puts both sides' workers on the same CPUs (pytest_aaco/sidebyside/workers.py, shared_cpus)
+CPUS_VAR = "AACO_WORKER_CPUS"
+PINNED = None
+if os.environ.get(CPUS_VAR) and hasattr(os, "sched_setaffinity"):
+    try:
+        os.sched_setaffinity(0, {int(cpu) for cpu in os.environ[CPUS_VAR].split(",")})
+        PINNED = sorted(os.sched_getaffinity(0))
+    except (OSError, ValueError):  # a CPU this machine lacks: the worker runs where the OS puts it
+        PINNED = None
 
 import base64  # noqa: E402  (after the sys.path fix above)
 import contextlib  # noqa: E402
@@ -179,7 +191,7 @@ class Worker:
 
         return {"protocol": PROTOCOL, "pid": os.getpid(), "python": sys.version.split()[0],
                 "executable": sys.executable, "numpy": np.__version__, "onnxruntime": ort.__version__,
-                "providers": list(ort.get_available_providers())}
+                "providers": list(ort.get_available_providers()), "cpus": PINNED}
 
     def release(self) -> None:
         self.run = None

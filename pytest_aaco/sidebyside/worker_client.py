@@ -122,7 +122,8 @@ def install_hint(python: str) -> str:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """What the worker's interpreter runs: versions, available EPs, its pid."""
+    """What the worker's interpreter runs: versions, available EPs, its pid, and the CPUs it was pinned to
+    (``None``: not pinned; :func:`pytest_aaco.sidebyside.workers.shared_cpus`)."""
 
     pid: int
     python_version: str
@@ -130,6 +131,7 @@ class WorkerInfo:
     numpy_version: str
     ort_version: str
     providers: tuple[str, ...]
+    cpus: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -284,7 +286,8 @@ class WorkerProcess:
             raise WorkerEnvironmentError(f"{OPTION}={self.python}: the side worker speaks protocol"
                                          f" {hello.get('protocol')!r}, this plugin {PROTOCOL}")
         self.info = WorkerInfo(int(hello["pid"]), str(hello["python"]), str(hello["executable"]),
-                               str(hello["numpy"]), str(hello["onnxruntime"]), tuple(hello["providers"]))
+                               str(hello["numpy"]), str(hello["onnxruntime"]), tuple(hello["providers"]),
+                               tuple(int(c) for c in hello["cpus"]) if hello.get("cpus") else None)
         return self.info
 
     def close(self) -> None:

@@ -52,16 +52,30 @@ class WorkerFactory:
     #: workers started ahead by :func:`prestart`, taken by the next :meth:`open` s
     spare: list[WorkerSide] = field(default_factory=list, init=False, repr=False)
 
+    #: the CPUs its workers pin themselves to (:func:`shared_cpus`), None: not pinned
+    cpus: tuple[int, ...] | None = field(default=None, init=False)
+    #: the coordinating thread's CPUs before :func:`pin_coordinator`, restored by :func:`unpin_coordinator`
+    restore: set[int] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.cpus = shared_cpus(self.intra_op_threads)
+        if self.cpus is not None and CPUS_VAR not in self.env:
+            self.env = {**self.env, CPUS_VAR: ",".join(map(str, self.cpus))}
+
     @staticmethod
     def start_spares(factories: list[Any], count: int) -> None:
-        """:func:`prestart` (called by :func:`pytest_aaco.sidebyside.cycles.measure` on a factory with
-        ``fresh_processes``, so that module need not import this one)."""
+        """:func:`pin_coordinator`, then :func:`prestart` (called by :func:`pytest_aaco.sidebyside.cycles.measure`
+        on a factory with ``fresh_processes``, so that module need not import this one)."""
+        pin_coordinator(factories)
         prestart(factories, count)
 
     @staticmethod
     def close_spares(factories: list[Any]) -> None:
-        """:func:`close_spare`, as :meth:`start_spares`."""
-        close_spare(factories)
+        """:func:`close_spare`, then :func:`unpin_coordinator`, as :meth:`start_spares`."""
+        try:
+            close_spare(factories)
+        finally:
+            unpin_coordinator(factories)
 
     def open(self, name: str) -> OpenedSide:
         side = self.spare.pop(0) if self.spare else WorkerSide(self.python, name=name, env=self.env)
@@ -83,10 +97,63 @@ class WorkerFactory:
         footprint = new - old if old is not None and new is not None else None
         per_iter = float(np.median(warm_ms[len(warm_ms) // 2:])) if warm_ms.size else first_ms
         details = {"ort_version": info.ort_version, "python": info.python_version, "executable": info.executable,
-                   "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name}
+                   "memory_source": (after.gpu_source if gpu else "worker rss"), "model_file": self.model_file.name,
+                   "cpus": list(info.cpus) if info.cpus is not None else None}
         if session.compile_cache is not None:
             details["compile_cache"] = session.compile_cache
         return OpenedSide(side, per_iter, footprint, session.create_ms, first_ms, details, side.close)
+
+
+#: the worker's environment variable naming the CPUs it pins itself to (pytest_aaco/sidebyside/worker.py)
+CPUS_VAR = "AACO_WORKER_CPUS"
+
+
+def shared_cpus(threads: int, allowed: set[int] | None = None) -> tuple[int, ...] | None:
+    """The CPUs every worker of both sides is pinned to, when the session's intra-op threads are set: the
+    last *threads* of the CPUs this process may run on (*allowed*: ``os.sched_getaffinity(0)``), the same
+    for both sides, so a process pair cannot differ by where the OS placed each process. ``None`` (no
+    pinning) when *threads* is 0 (ORT's default count, which uses every core), when it is not below the
+    number of allowed CPUs, or where the OS has no CPU affinity (macOS, Windows).
+
+    Why: on the 2-core VM an ``--aaco-compare-python`` A/A of a 5 us model with one intra-op thread read
+    ``no regression`` in 5 or 6 of 10 runs unpinned (process pairs up to 20% apart), and in 9 or 10 of 10 with
+    both sides' workers and the coordinating thread (:func:`pin_coordinator`) on one CPU (docs/compare-python.md).
+    pyperf pins its worker processes likewise (``--affinity``)."""
+    if allowed is None:
+        if not hasattr(os, "sched_getaffinity"):
+            return None
+        allowed = os.sched_getaffinity(0)
+    if threads <= 0 or threads >= len(allowed):
+        return None
+    return tuple(sorted(allowed)[-threads:])
+
+
+def pin_coordinator(factories: list[Any]) -> None:
+    """Pin the calling thread (the one that hands the workers their blocks) to the workers' CPUs for the
+    measurement: on the 2-core VM the A/A of a 5 us model read ``no regression`` in 9 or 10 of 10 runs with
+    the coordinating thread on the workers' CPU, and in 6 to 9 of 10 with it elsewhere or free
+    (docs/compare-python.md). Only this thread: Linux applies ``sched_setaffinity(0)`` to the calling thread, so
+    the rest of the pytest process keeps its CPUs. :func:`unpin_coordinator` restores them."""
+    first = next((f for f in factories if isinstance(f, WorkerFactory) and f.cpus is not None), None)
+    if first is None:
+        return
+    try:
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, set(first.cpus or ()))
+    except OSError:  # a container that forbids it: measure unpinned
+        return
+    first.restore = before
+
+
+def unpin_coordinator(factories: list[Any]) -> None:
+    """Give the calling thread back the CPUs :func:`pin_coordinator` took from it (nothing when it pinned none)."""
+    for factory in factories:
+        if isinstance(factory, WorkerFactory) and factory.restore is not None:
+            before, factory.restore = factory.restore, None
+            try:
+                os.sched_setaffinity(0, before)
+            except OSError:
+                pass
 
 
 def prestart(factories: list[Any], count: int) -> None:
