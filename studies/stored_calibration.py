@@ -5,7 +5,7 @@
     python studies/stored_calibration.py gate --smoke    # squeezenet, 2 saves, 1 + 1 gates
     python studies/stored_calibration.py diff --pairs 10 # aaco diff A/A over pairs of back-to-back saves
 
-``gate``: the variant comes from /work/shared/tools/slow_model.py (``--k`` 3x3 convs of ``--channels``,
+``gate``: the variant comes from ../shared/tools/slow_model.py (``--k`` 3x3 convs of ``--channels``,
 outputs unchanged); its bare slowdown (two InferenceSessions alternated, median of ``--bare-runs`` pair
 ratios) is printed beside the gates. Prints every gate's outcome and message, the counts, and the load
 average before and after; work in ``--work`` (default /tmp/aaco-calibration-MODE).
@@ -25,8 +25,8 @@ import numpy as np
 
 from pytest_aaco.api import zoo_model_path
 
-SLOW_MODEL = Path("/work/shared/tools/slow_model.py")
 REPO = Path(__file__).resolve().parents[1]
+SLOW_MODEL = REPO.parent / "shared" / "tools" / "slow_model.py"  # ../shared beside the checkout, as in CI
 TEST = "def test_latency(benchmark_model):\n    assert benchmark_model().measure_iterations > 0\n"
 
 

@@ -7,15 +7,14 @@ smokes run two at a time (each is a subprocess; the module's first test starts t
 
 Not run here, with the reason:
 
-* ``gpu_device_time.sh``, ``gpu_device_time_stored.sh``: need a GPU (or, on the CPU, minutes of pytest
-  runs by design); the lead runs them on the GPU machine.
+* ``gpu_device_time_stored.sh``, ``stored_gate_summary.py``: run by ``gpu_calibrated_claims.sh``'s smoke (the
+  former runs the steps, the latter summarises their ``items.jsonl``).
 * ``device_time_overhead.py``: reads a session bundle; ``tests/test_device_time_stored.py`` runs it on one.
-* ``stored_gate_summary.py``: summarises ``gpu_device_time_stored.sh``'s ``items.jsonl`` from a GPU run.
 * ``migraphx_conformance.py``: downloads the onnxruntime-migraphx wheels; its offline part is
   ``tests/test_migraphx_conformance.py``.
-* ``gpu_calibrated_claims.sh``: needs a GPU.
-* ``contention_gate.py`` and ``stored_calibration.py``: their smallest runs are several pytest sessions
-  (busy processes started by the first), minutes on the 2-core VM; run them by hand with ``--smoke``.
+
+The GPU scripts (``gpu_device_time.sh``, ``gpu_calibrated_claims.sh``) run here on the CPU EP
+(``PROVIDER=cpu``, squeezenet, one unchanged and one slowed step): the mechanism, not the GPU's figures.
 
 ``multi_gpu.sh`` runs in its CPU mode (``PROVIDER=cpu``, one model, 2 rounds), which also runs
 ``multi_gpu_summary.py`` on the two runs' session bundles. ``layout_figures.py`` reads the checkout
@@ -38,8 +37,17 @@ STUDIES = ROOT / "studies"
 #: script -> (command after the interpreter or shell, extra environment); {work} is a private folder
 SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
     "bisect_demo.py": (["studies/bisect_demo.py", "--smoke"], {}),
+    # 2 busy processes for about 20 s, stopped by PID; 1 slowed and 1 unchanged gate
+    "contention_gate.py": (["studies/contention_gate.py", "--smoke", "--spinners", "2"], {}),
+    # squeezenet, 2 saves, 1 unchanged and 1 slowed gate (../shared/tools/slow_model.py makes the variant)
+    "stored_calibration.py": (["studies/stored_calibration.py", "gate", "--smoke", "--work", "{work}"], {}),
     "cold_start_study.py": (["studies/cold_start_study.py", "--smoke"], {}),
     "device_session_prior.py": (["studies/device_session_prior.py", "--smoke"], {}),
+    "gpu_calibrated_claims.sh": (["studies/gpu_calibrated_claims.sh", "--aaco-rounds=3"],
+                                 {"PROVIDER": "cpu", "MODELS": "squeezenet", "BIG": "2", "STEPS": "save save aa big",
+                                  "WORK": "{work}", "OUT": "{work}-out"}),
+    "gpu_device_time.sh": (["studies/gpu_device_time.sh", "--aaco-compare-budget=5", "--aaco-cold-start=0"],
+                           {"PROVIDER": "cpu", "MODELS": "squeezenet", "RUNS": "aa k1", "WORK": "{work}"}),
     "layout_figures.py": (["studies/layout_figures.py"], {}),
     "multi_gpu.sh": (["studies/multi_gpu.sh", "one", "-k", "squeezenet", "--aaco-rounds=2"],
                      {"PROVIDER": "cpu", "WORK": "{work}"}),
@@ -50,17 +58,17 @@ SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
     "sbs_overhead.py": (["studies/sbs_overhead.py", "--smoke"], {}),
 }
 #: kept scripts that are not smoke-run here (the module docstring says why)
-EXEMPT = {"gpu_device_time.sh", "gpu_device_time_stored.sh", "stored_gate_summary.py", "migraphx_conformance.py",
-          "multi_gpu_summary.py", "device_time_overhead.py", "gpu_calibrated_claims.sh",
-          "contention_gate.py", "stored_calibration.py"}
+EXEMPT = {"gpu_device_time_stored.sh", "stored_gate_summary.py", "migraphx_conformance.py", "multi_gpu_summary.py",
+          "device_time_overhead.py"}
 
 pytestmark = pytest.mark.slow
 
 
 def _run(name: str, work: Path) -> subprocess.CompletedProcess[str]:
-    args, extra = SMOKES[name]
     folder = work / name
     folder.mkdir()
+    args = [arg.format(work=folder / "work") for arg in SMOKES[name][0]]
+    extra = SMOKES[name][1]
     env = {**os.environ, **{k: v.format(work=folder) for k, v in extra.items()},
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "PYTHON": sys.executable}
