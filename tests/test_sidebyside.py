@@ -14,7 +14,14 @@ import pytest
 from finished import to_verdict
 
 from pytest_aaco.sidebyside.cycles import MEMORY_SESSIONS, compare_sides, more_footprints, side_memory_growth
-from pytest_aaco.sidebyside.sides import BASELINE, CANDIDATE, CompareSettings, LocalFactory, OpenedSide
+from pytest_aaco.sidebyside.sides import (
+    BASELINE,
+    CANDIDATE,
+    MAX_PROCESS_PAIRS,
+    CompareSettings,
+    LocalFactory,
+    OpenedSide,
+)
 from tests.test_output import explained
 
 
@@ -142,8 +149,9 @@ def _process_aa(processes: int, offset_sd: float, slowdown: float = 1.0, runs: i
     words: Counter[str] = Counter()
     for seed in range(runs):
         rng = np.random.default_rng(seed)
-        a = ProcessFactory(2.0, factors=list(np.exp(rng.normal(0, offset_sd, 20))), sd=0.03, seed=1000 + seed)
-        b = ProcessFactory(2.0, factors=list(slowdown * np.exp(rng.normal(0, offset_sd, 20))), sd=0.03,
+        # up to 20 process pairs at the looks, and as many at a confirmation
+        a = ProcessFactory(2.0, factors=list(np.exp(rng.normal(0, offset_sd, 40))), sd=0.03, seed=1000 + seed)
+        b = ProcessFactory(2.0, factors=list(slowdown * np.exp(rng.normal(0, offset_sd, 40))), sd=0.03,
                            seed=2000 + seed)
         result = compare_sides(a, b, replace(FAST, processes=processes, seed=seed), alpha=0.05, baseline_label="x")
         words[result.outcome] += 1
@@ -167,6 +175,23 @@ def test_worker_sides_run_on_several_process_pairs_tested_with_the_process_as_a_
     assert CompareSettings().pairs_for(False, workers=True) == 3 and CompareSettings().pairs_for(True, True) == 3
     assert CompareSettings(processes=1).pairs_for(True, workers=True) == 2  # device EPs keep their 2 session pairs
     assert CompareSettings(session_pairs=5).pairs_for(False, workers=True) == 5
+
+
+def test_later_looks_add_process_pairs_up_to_twenty() -> None:
+    # processes 15% apart: inconclusive at every look, so every look is taken
+    a = ProcessFactory(2.0, factors=[0.85, 1.15] * 20)
+    b = ProcessFactory(2.0, factors=[1.15, 0.85, 1.0] * 14, seed=100)
+    result = compare_sides(a, b, FAST, alpha=0.05, baseline_label="python3.11")
+    assert result.outcome == "inconclusive"
+    looks = [look.cycles for look in result.measurement.looks]
+    assert looks == [10, 20, 30, 40, 50, 60, 70]
+    sizes = [len(c) for c in result.measurement.cycles_by_pair]
+    # 3 pairs at the first look, 3 more at each later look, the last capped at 20 pairs (2 more)
+    assert sizes == [4, 3, 3] * 6 + [5, 5] and a.opened == b.opened == 20 == MAX_PROCESS_PAIRS
+    assert result.comparison.method == "paired-t, session level"
+    # sides in this process keep one more pair a look, up to 40 cycles
+    assert CompareSettings().max_cycles_for(2, workers=False) == 40
+    assert CompareSettings(processes=5).max_cycles_for(5, workers=True) == 10 + 10 * 3
 
 
 def test_a_per_process_offset_widens_the_interval_instead_of_becoming_a_verdict() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def test_the_coordinating_thread_is_pinned_for_the_measurement_and_given_back():
 
 
 @affinity
-def test_the_bundle_records_the_cpus_of_both_sides(aaco_project):
+def test_the_bundle_records_the_cpus_of_both_sides_and_the_message_names_process_pairs(aaco_project):
     fast = [a for a in aaco_project.args() if a != "--aaco-no-bundle"]
     result = aaco_project.pytester.runpytest_subprocess(
         *fast, f"--aaco-compare-python={sys.executable}", "--aaco-compare-processes=2", "--aaco-threshold=90%",
@@ -94,3 +95,5 @@ def test_the_bundle_records_the_cpus_of_both_sides(aaco_project):
     allowed = os.sched_getaffinity(0)
     expected = [max(allowed)] if len(allowed) > 1 else None
     assert sides["baseline"]["cpus"] == sides["candidate"]["cpus"] == expected
+    # each session pair was a pair of worker processes, and the message says so
+    assert re.search(r"on \d+ fresh process pairs", record["verdict"]["message"]), record["verdict"]["message"]

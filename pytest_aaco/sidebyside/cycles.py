@@ -11,7 +11,8 @@ sessions varied 0.85% on CPU and 1.5 to 3.6% on the H100 (studies/RESULTS.md). S
    later look runs its cycles on one more fresh pair: more cycles on the same pairs cannot shrink
    the spread between pairs. With a side in another interpreter (``--aaco-compare-python``) both
    sides run in worker processes and each pair is a pair of fresh processes, ``--aaco-compare-processes``
-   (default 3) of them at the first look: a process's own offset (memory layout, CPU placement,
+   (default 3) of them at the first look and as many more at each later look, up to
+   :data:`~pytest_aaco.sidebyside.sides.MAX_PROCESS_PAIRS`: a process's own offset (memory layout, CPU placement,
    allocator state) then widens the interval through the between-pair term instead of reading as a
    change (the process as the unit: pyperf; Kalibera & Jones, ISMM 2013).
 2. **Cycles** (:func:`pytest_aaco.measure.interleave.run_cycles`): one block of each side per cycle, in
@@ -66,6 +67,7 @@ from pytest_aaco.sidebyside.sides import (
     CANDIDATE,
     DEFAULT_DISCARD,
     DEVICE_TIME_SESSION_DF,
+    MAX_PROCESS_PAIRS,
     METHODS,
     CompareSettings,
     OpenedSide,
@@ -182,11 +184,12 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {settings.method!r}")
     start = clock()
     first = min(settings.first_cycles, settings.traced_first_cycles) if tracer is not None else settings.first_cycles
-    plan = SequentialPlan.steps(first, settings.step_cycles, max(settings.max_cycles, first))
     pairs: list[tuple[OpenedSide, OpenedSide]] = []
     # sides in fresh processes (workers.WorkerFactory): process pairs, the first look's started at once
     processes: list[Any] = [f for f in (baseline, candidate) if getattr(f, "fresh_processes", False)]
     first_pairs = settings.pairs_for(device, bool(processes))
+    plan = SequentialPlan.steps(first, settings.step_cycles, max(settings.max_cycles_for(first_pairs, bool(processes)),
+                                                                 first))
     try:
         if processes and hasattr(processes[0], "start_spares"):
             processes[0].start_spares(processes, first_pairs)
@@ -206,10 +209,16 @@ def measure(baseline: SideFactory, candidate: SideFactory, settings: CompareSett
             if looks and clock() - start - _setup_seconds(pairs) + cycle_s * (target - done) > settings.budget_s:
                 break
             if looks and len(pairs) > 1:
-                # more cycles cannot shrink the spread between session pairs: add a fresh pair
-                pairs.append(_open_pair(baseline, candidate, len(pairs), tracer))
-                cycles_by_pair.append([])
-                wants = [len(c) for c in cycles_by_pair[:-1]] + [target - done]
+                # more cycles cannot shrink the spread between session pairs: add a fresh pair; process pairs
+                # (whose offsets are the larger) add --aaco-compare-processes pairs, up to MAX_PROCESS_PAIRS
+                new = max(1, min(settings.processes, MAX_PROCESS_PAIRS - len(pairs))) if processes else 1
+                if processes and new > 1 and hasattr(processes[0], "start_spares"):
+                    processes[0].start_spares(processes, new)
+                for _ in range(new):
+                    pairs.append(_open_pair(baseline, candidate, len(pairs), tracer))
+                    cycles_by_pair.append([])
+                share = max(target - done, 2 * new)  # at least 2 cycles a pair (the paired test's within term)
+                wants = [len(c) for c in cycles_by_pair[:-new]] + [share // new + (i < share % new) for i in range(new)]
             else:
                 wants = [target // len(pairs) + (1 if i < target % len(pairs) else 0) for i in range(len(pairs))]
             for (a, b), want, have in zip(pairs, wants, cycles_by_pair, strict=True):

@@ -5,6 +5,7 @@ device-time prior) and step 1 of :mod:`pytest_aaco.sidebyside.cycles`: opening e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,6 +52,9 @@ DEFAULT_DISCARD = 2
 TRACED_MIN_WARMUP_S = 0.0
 #: fresh session pairs per side on device EPs (session-level choices differ), and on CPU EPs
 DEVICE_SESSION_PAIRS, CPU_SESSION_PAIRS = 2, 1
+#: the most process pairs one side-by-side measurement opens with sides in worker processes
+#: (``--aaco-compare-python``): pyperf runs 20 processes by default
+MAX_PROCESS_PAIRS = 20
 #: prior sd (ln units) of a session pair's offset on device EPs (H100: 1.5 to 3.6% between processes)
 DEVICE_SESSION_SD = 0.01
 #: prior sd (ln units) of a session pair's offset in device time: CUPTI's kernel time per run of the
@@ -120,6 +124,17 @@ class CompareSettings:
         then a pair of fresh processes, and the paired test's session level is the process's."""
         pairs = self.session_pairs or (DEVICE_SESSION_PAIRS if device else CPU_SESSION_PAIRS)
         return max(pairs, self.processes) if workers and not self.session_pairs else pairs
+
+    def max_cycles_for(self, first_pairs: int, workers: bool) -> int:
+        """The last look's cycles: ``max_cycles``, and with sides in fresh worker processes (*workers*)
+        enough later looks of ``step_cycles`` for ``processes`` more pairs each to reach
+        :data:`MAX_PROCESS_PAIRS` from *first_pairs* (3 pairs, then 6 more looks of 3: looks at 10 to 70
+        cycles). A process's own offset is the larger term there (5-10% between processes of a 5 us CPU model
+        or a GPU model), so the looks add processes rather than cycles while the budget allows."""
+        if not workers:
+            return self.max_cycles
+        extra = math.ceil(max(0, MAX_PROCESS_PAIRS - first_pairs) / max(1, self.processes))
+        return max(self.max_cycles, self.first_cycles + self.step_cycles * extra)
 
     def session_sd_for(self, device: bool) -> float:
         """The wall-time prior sd of a session pair's offset (ln units): the setting, else

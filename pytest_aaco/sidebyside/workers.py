@@ -135,7 +135,7 @@ def pin_coordinator(factories: list[Any]) -> None:
     (docs/compare-python.md). Only this thread: Linux applies ``sched_setaffinity(0)`` to the calling thread, so
     the rest of the pytest process keeps its CPUs. :func:`unpin_coordinator` restores them."""
     first = next((f for f in factories if isinstance(f, WorkerFactory) and f.cpus is not None), None)
-    if first is None:
+    if first is None or first.restore is not None:  # not pinned, or pinned already (a later look's spares)
         return
     try:
         before = os.sched_getaffinity(0)

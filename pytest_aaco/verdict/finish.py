@@ -106,6 +106,9 @@ def _side_by_side_text(v: Verdict) -> str:
     assert sbs is not None
     assert v.ratio is not None and v.ci_low is not None and v.ci_high is not None and v.level is not None
     pairs = int(sbs.session_pairs or 1)
+    # under --aaco-compare-python both sides run in fresh workers (their details name the executable): each
+    # session pair is then a pair of processes, the paired test's level (pytest_aaco/sidebyside/cycles.py)
+    unit = "process" if "executable" in ((sbs.figures.get("sides") or {}).get("candidate") or {}) else "session"
     p_shown = v.p_faster if v.outcome == IMPROVEMENT else v.p_value
     dev, judged = sbs.device_time, v.judgements.get(DEVICE_TIME)
     wall = (f"{pct(v.ratio)} paired vs {sbs.ref}"
@@ -119,11 +122,11 @@ def _side_by_side_text(v: Verdict) -> str:
                 f" p={judged.p_slower or 0.0:.2g} at level {judged.level or 0.0:.2g}; wall time {wall},"
                 f" p={p_shown:.2g} ({v.wall_outcome});"
                 f" measured side by side over {sbs.cycles} cycles"
-                + (f" on {pairs} fresh session pairs" if pairs > 1 else ""))
+                + (f" on {pairs} fresh {unit} pairs" if pairs > 1 else ""))
     else:
         metric = "wall time" if judged is not None else "latency"
         text = (f"{_HEADS.get(v.outcome, str(v.outcome))} {v.label}: {metric} {wall}; measured side by side"
-                f" over {sbs.cycles} cycles" + (f" on {pairs} fresh session pairs" if pairs > 1 else "")
+                f" over {sbs.cycles} cycles" + (f" on {pairs} fresh {unit} pairs" if pairs > 1 else "")
                 + f", p={p_shown:.2g} at level {v.level:.2g}")
         if dev is not None and judged is not None:
             text += f"; {_device_text(dev, judged)}"
