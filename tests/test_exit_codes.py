@@ -80,10 +80,13 @@ def red_bundle(aaco_project) -> Path:
     pytester.makeconftest(PIN_MODEL_HASH)
     run_with_bundle(aaco_project, "--aaco-save-baseline", "--aaco-reference=none").assert_outcomes(passed=1)
     aaco_project.registry(SLOW_REGISTRY)
-    run_with_bundle(aaco_project, "--aaco-reference=none").assert_outcomes(failed=1)
-    sessions = sorted((pytester.path / ".aaco" / "sessions").iterdir())
-    assert len(sessions) == 2
-    return sessions[-1]
+    gate = run_with_bundle(aaco_project, "--aaco-reference=none")
+    gate.assert_outcomes(failed=1)
+    assert len(list((pytester.path / ".aaco" / "sessions").iterdir())) == 2
+    # the gate's own bundle, as it printed it: two runs started in the same second have names that sort by
+    # their random suffix, not by time
+    (printed,) = [line.split(": ", 1)[1] for line in gate.outlines if line.startswith("session bundle: ")]
+    return Path(printed)
 
 
 @pytest.mark.slow

@@ -55,7 +55,8 @@ SMOKES: dict[str, tuple[list[str], dict[str, str]]] = {
     "pooled_sim.py": (["studies/pooled_sim.py", "--smoke"], {}),
     "sampler_overhead.py": (["studies/sampler_overhead.py", "--smoke"], {}),
     "side_worker_overhead.py": (["studies/side_worker_overhead.py", "--smoke"], {}),
-    "sbs_overhead.py": (["studies/sbs_overhead.py", "--smoke"], {}),
+    # one process pair a side (tests/test_sidebyside.py covers the looks that add pairs)
+    "sbs_overhead.py": (["studies/sbs_overhead.py", "--smoke", "--layout", "workers:1"], {}),
 }
 #: kept scripts that are not smoke-run here (the module docstring says why)
 EXEMPT = {"gpu_device_time_stored.sh", "stored_gate_summary.py", "multi_gpu_summary.py", "device_time_overhead.py"}
