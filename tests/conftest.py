@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import textwrap
 import warnings
@@ -82,6 +83,40 @@ def make_tiny_model(path: Path, layers: int = 3, width: int = 64, seed: int = 0,
         initializer=inits,
     )
     return save_test_model(graph, path)
+
+
+#: what each test's child pytest processes (pytester's subprocess runs, ``python -m pytest``) add to their
+#: ``PYTEST_ADDOPTS``: hypothesis's pytest plugin imports all of hypothesis at every session's end (its
+#: terminal summary; 0.6 s of a 0.9 s session on the 2-core VM, hypothesis 6.170), and no child uses it
+CHILD_ADDOPTS = "-p no:hypothesispytest"
+
+
+def _add_child_addopts() -> str | None:
+    """Add :data:`CHILD_ADDOPTS` to ``PYTEST_ADDOPTS``; returns the value before (None: unset)."""
+    before = os.environ.get("PYTEST_ADDOPTS")
+    if CHILD_ADDOPTS not in (before or ""):
+        os.environ["PYTEST_ADDOPTS"] = f"{before} {CHILD_ADDOPTS}" if before else CHILD_ADDOPTS
+    return before
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """:data:`CHILD_ADDOPTS` for every child of this process (this process parsed its own options
+    already; pytest-xdist's workers take theirs from the controller, not from ``PYTEST_ADDOPTS``)."""
+    _add_child_addopts()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    """The same while a test body runs (pytester removes ``PYTEST_ADDOPTS`` when it sets up), the value
+    before it back afterwards."""
+    before = _add_child_addopts()
+    try:
+        return (yield)
+    finally:
+        if before is None:
+            os.environ.pop("PYTEST_ADDOPTS", None)
+        else:
+            os.environ["PYTEST_ADDOPTS"] = before
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
