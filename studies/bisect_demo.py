@@ -95,8 +95,8 @@ def main() -> int:
     if args.smoke:
         args.layers, args.width, args.batch = 1, 512, 32
     step_args = [f"--aaco-provider={args.provider}", "-p", "no:cacheprovider", *args.pytest_args]
-    if args.smoke:  # 1 -> 2 layers doubles the compute; the mechanism only: the target item, no cold start
-        step_args += "-k target --aaco-threshold=20% --aaco-intra-op-threads=1 --aaco-cold-start=0".split()
+    smoke = "-k target --aaco-threshold=20% --aaco-cold-start=0 --aaco-confirm=off --aaco-intra-op-threads=1"
+    step_args += smoke.split() if args.smoke else []  # the mechanism only: no cold start, no confirming cycles
     import importlib.metadata as md
     if not any(e.value.startswith("pytest_aaco") for e in md.entry_points(group="pytest11")):
         step_args += ["-p", "pytest_aaco.plugin"]  # the plugin on PYTHONPATH only

@@ -30,8 +30,8 @@ models:
     path: other.onnx
 """
 STEP_ARGS = ("--aaco-models=models.yaml", "--aaco-threshold=50%", "--aaco-intra-op-threads=1",
-             "--aaco-compare-budget=20", "--aaco-warmup=2", "--aaco-max-contention=off", "--aaco-cold-start=0", "-p",
-             "no:cacheprovider")
+             "--aaco-compare-budget=20", "--aaco-warmup=2", "--aaco-max-contention=off", "--aaco-cold-start=0",
+             "--aaco-confirm=off", "-p", "no:cacheprovider")
 AACO = [sys.executable, "-c", "import sys; from pytest_aaco.cli import main; sys.exit(main())"]
 
 
