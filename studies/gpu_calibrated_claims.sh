@@ -28,7 +28,7 @@ OUT=${OUT:-$WORK-out}
 mkdir -p "$OUT"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 bash "$REPO/studies/gpu_device_time_stored.sh" --aaco-cold-start=0 "$@" | tee "$OUT/steps.log"
-python3 - "$WORK/items.jsonl" "$OUT/calibrated_claims.md" <<'PY'
+"${PYTHON:-python3}" - "$WORK/items.jsonl" "$OUT/calibrated_claims.md" <<'PY' || rc=1
 import json, statistics, sys
 from collections import defaultdict
 from pathlib import Path
@@ -68,6 +68,6 @@ for r in gates:
         lines.append(f"- step {r['step']} {r['model']}={r['variant']}: {str(r.get('message'))[:300]}")
 dest.parent.mkdir(parents=True, exist_ok=True)
 dest.write_text("\n".join(lines) + "\n")
-print("\n".join(lines))
+print("\n".join(lines)); sys.exit(0 if gates else "no gate ran: see the steps above")
 PY
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"; exit "${rc:-0}"

@@ -33,7 +33,7 @@ if [ ! -d "$WORK/proj/.git" ]; then
     rm -rf "$WORK/proj" && mkdir -p "$WORK/proj" "$WORK/models"
     printf 'models:\n' > "$WORK/proj/models.yaml"
     for name in "${models[@]}"; do
-        python3 - "$WORK" "$name" <<'PY'
+        "${PYTHON:-python3}" - "$WORK" "$name" <<'PY'
 import os, sys, onnx
 work, name = sys.argv[1], sys.argv[2]
 src = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
@@ -44,7 +44,7 @@ onnx.save(m, f"{work}/models/{name}-aa.onnx")
 PY
         ks=$(printf '%s\n' 1 2 4 8 "${bigs[@]}" "${smalls[@]}" | sort -un)
         for k in $ks; do
-            python3 "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/$name-base.onnx" "$WORK/models/$name-k$k.onnx" "$k"
+            "${PYTHON:-python3}" "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/$name-base.onnx" "$WORK/models/$name-k$k.onnx" "$k"
         done
         printf '  %s:\n    path: %s.onnx\n' "$name" "$name" >> "$WORK/proj/models.yaml"
         cp "$WORK/models/$name-base.onnx" "$WORK/proj/$name.onnx"
@@ -71,11 +71,11 @@ for variant in $RUNS; do
     done
     git commit -qam "$variant $i" --allow-empty
     start=$(date +%s.%N)
-    python3 -m pytest test_perf.py -p no:cacheprovider -p no:benchmark -q --aaco-provider="${PROVIDER:-cuda}" --aaco-compare=base \
+    "${PYTHON:-python3}" -m pytest test_perf.py -p no:cacheprovider -p no:benchmark -q --aaco-provider="${PROVIDER:-cuda}" --aaco-compare=base \
         --durations=0 --durations-min=0 "$@" > "$WORK/run$i-$variant.log" 2>&1
     rc=$?
     end=$(date +%s.%N)
-    secs=$(python3 -c "print(f'{$end - $start:.1f}')")
+    secs=$("${PYTHON:-python3}" -c "print(f'{$end - $start:.1f}')")
     for j in "${!models[@]}"; do
         name=${models[$j]}
         line=$(grep -E "^(REGRESSION|no regression|NO REGRESSION|inconclusive|improvement|IMPROVEMENT)|: (wall time|device time|[+-][0-9.]+%) " "$WORK/run$i-$variant.log" | grep "$name\[" | head -1)
@@ -83,6 +83,6 @@ for variant in $RUNS; do
         item_s=$(grep -E "^[0-9.]+s (setup|call) .*\[$name-" "$WORK/run$i-$variant.log" | awk '{s += $1} END {printf "%.1f", s}')
         echo "run $i $variant $name $(variant_k "$variant" "$j") rc=$rc process ${secs}s item ${item_s}s | $line"
     done
-    echo "$i" > "$WORK/runs_done"
+    [ "$rc" -le 1 ] || bad=1; echo "$i" > "$WORK/runs_done"  # exit 0 (no regression) or 1 (regression)
     cd "$REPO" || exit 1
-done
+done; exit "${bad:-0}"

@@ -49,11 +49,11 @@ case "${PRESET:-}" in
     "") ;;
     *) echo "PRESET must be one, two or cpu, got ${PRESET}" >&2; exit 2 ;;
 esac
-if [ "${PRESET:-}" = two ] && ! python3 -c "import xdist" 2>/dev/null; then
+if [ "${PRESET:-}" = two ] && ! "${PYTHON:-python3}" -c "import xdist" 2>/dev/null; then
     echo "PRESET=two needs pytest-xdist importable (pip install --target /tmp/site pytest-xdist execnet)" >&2; exit 2
 fi
 WORK=${WORK:-/tmp/aaco-device-stored}
-if [ "${SUMMARY:-0}" = 1 ]; then python3 "$REPO/studies/stored_gate_summary.py" "$WORK"; exit $?; fi
+if [ "${SUMMARY:-0}" = 1 ]; then "${PYTHON:-python3}" "$REPO/studies/stored_gate_summary.py" "$WORK"; exit $?; fi
 MODELS=${MODELS:-${MODEL:-resnet50}}
 MAX_S=${MAX_S:-540}
 K=${K:-4}
@@ -88,14 +88,14 @@ if [ ! -f "$WORK/proj/models.yaml" ]; then
     printf 'models:\n' > "$WORK/proj/models.yaml"
     for j in "${!models[@]}"; do
         name=${models[$j]}
-        python3 - "$WORK" "$name" <<'PY'
+        "${PYTHON:-python3}" - "$WORK" "$name" <<'PY'
 import os, sys, onnx
 work, name = sys.argv[1], sys.argv[2]
 src = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
 onnx.save(onnx.load(src), f"{work}/models/{name}-aa.onnx")
 PY
         for k in $(printf '%s\n' "$K" ${bigs[@]+"${bigs[@]}"} ${smalls[@]+"${smalls[@]}"} | grep -v '^-$' | sort -un); do
-            python3 "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/$name-aa.onnx" "$WORK/models/$name-k$k.onnx" "$k" || exit 1
+            "${PYTHON:-python3}" "${SLOW_MODEL:-../shared/tools/slow_model.py}" "$WORK/models/$name-aa.onnx" "$WORK/models/$name-k$k.onnx" "$k" || exit 1
         done
         printf '  %s:\n    path: %s.onnx\n' "$name" "$name" >> "$WORK/proj/models.yaml"
     done
@@ -104,7 +104,7 @@ PY
     [ -f "$WORK/done" ] || echo 0 > "$WORK/done"
 fi
 # -p pytest_aaco.plugin where the plugin is on PYTHONPATH only (not installed with its pytest11 entry point)
-if python3 -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.value.startswith('pytest_aaco') for e in m.entry_points(group='pytest11')) else 1)"; then
+if "${PYTHON:-python3}" -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.value.startswith('pytest_aaco') for e in m.entry_points(group='pytest11')) else 1)"; then
     plugin=()
 else
     plugin=(-p pytest_aaco.plugin)
@@ -118,7 +118,7 @@ for step in $STEPS; do
     if [ $(( $(date +%s) - started )) -gt "$MAX_S" ]; then
         echo "stopped before step $i of $(echo $STEPS | wc -w) (MAX_S=$MAX_S): run the script again to go on"
         [ -n "${STATE_OUT:-}" ] && tar -czf "$STATE_OUT" -C "$WORK" done baselines items.jsonl
-        [ -f "$WORK/items.jsonl" ] && python3 "$REPO/studies/stored_gate_summary.py" "$WORK"
+        [ -f "$WORK/items.jsonl" ] && "${PYTHON:-python3}" "$REPO/studies/stored_gate_summary.py" "$WORK"
         exit 0
     fi
     args=()
@@ -133,13 +133,13 @@ for step in $STEPS; do
     bundle="$WORK/sessions/step$i"
     cd "$WORK/proj" || exit 1
     t0=$(date +%s.%N)
-    python3 -m pytest test_perf.py ${plugin[@]+"${plugin[@]}"} -p no:benchmark -p no:cacheprovider -q \
+    "${PYTHON:-python3}" -m pytest test_perf.py ${plugin[@]+"${plugin[@]}"} -p no:benchmark -p no:cacheprovider -q \
         --aaco-provider="${PROVIDER:-cuda}" --aaco-baseline-dir="$WORK/baselines" --aaco-session-dir="$bundle" \
         ${args[@]+"${args[@]}"} ${preset_args[@]+"${preset_args[@]}"} "$@" > "$WORK/step$i-$step.log" 2>&1
     rc=$?
     t1=$(date +%s.%N)
     cd "$REPO" || exit 1
-    python3 - "$bundle" "$step" "$rc" "$t0" "$t1" "$i" "$variants" "$saves" "$WORK/items.jsonl" <<'PY'
+    "${PYTHON:-python3}" - "$bundle" "$step" "$rc" "$t0" "$t1" "$i" "$variants" "$saves" "$WORK/items.jsonl" <<'PY'
 import json, sys
 from pathlib import Path
 bundle, step, rc, t0, t1, i, variants, saves, jsonl = sys.argv[1:]
@@ -199,7 +199,7 @@ PY
     echo "$i" > "$WORK/done"
 done
 last=$(ls -d "$WORK"/sessions/step*/ 2>/dev/null | sort -V | tail -1)
-[ -n "$last" ] && python3 "$REPO/studies/device_time_overhead.py" "$last"
+[ -n "$last" ] && "${PYTHON:-python3}" "$REPO/studies/device_time_overhead.py" "$last"
 [ -n "${STATE_OUT:-}" ] && tar -czf "$STATE_OUT" -C "$WORK" done baselines items.jsonl
-[ -f "$WORK/items.jsonl" ] && python3 "$REPO/studies/stored_gate_summary.py" "$WORK"
+[ -f "$WORK/items.jsonl" ] && "${PYTHON:-python3}" "$REPO/studies/stored_gate_summary.py" "$WORK"
 echo "all $(echo $STEPS | wc -w) steps done; logs and bundles in $WORK; load average now $(cut -d' ' -f1-3 /proc/loadavg)"

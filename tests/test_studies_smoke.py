@@ -103,3 +103,6 @@ def test_smoke(name: str, smoke_runs: dict[str, Future[subprocess.CompletedProce
                tmp_path: Path) -> None:
     done = smoke_runs[name].result() if name in smoke_runs else _run(name, tmp_path)
     assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    # a step that could not start (a Python without the project's packages: the scripts' child processes take
+    # $PYTHON) must not pass as a smoke that ran
+    assert "Traceback (most recent call last)" not in done.stdout + done.stderr, f"{name}:\n{done.stderr[-3000:]}"
