@@ -163,6 +163,7 @@ class AacoSession:
                 gathered = gather(item.nodeid, run, extra, context)  # fingerprint, baseline, priors, LOND level
                 record = conclude(gathered, judge(gathered.case), run, context)  # decided on the gathered case
         except Exception as exc:  # noqa: BLE001 - the item becomes an error row, the session goes on
+            self.interruptible.interrupt_if_signalled()  # a run a signal stopped: the session stops instead
             record = crash_record(item.nodeid, run.model.name, run.provider.short,
                                   cause_and_fix(exc, "judge the measurement"), run.results[-1])
         if item.location[1] is not None:  # the test's line (1-based), for the GitHub annotations
@@ -176,7 +177,10 @@ class AacoSession:
 
     def crash_item(self, item: pytest.Item, model: str, provider: str, exc: Exception, doing: str) -> None:
         """*exc* escaped pytest-aaco's own work for *item* while it tried *doing*: keep an ``error`` row
-        with a one-line cause and fix (:func:`pytest_aaco.gate.cause_and_fix`) and fail the item, no traceback."""
+        with a one-line cause and fix (:func:`pytest_aaco.gate.cause_and_fix`) and fail the item, no traceback.
+        When a stopping signal stopped the run, the session stops instead
+        (:meth:`~pytest_aaco.measure.stopping.InterruptGuard.interrupt_if_signalled`)."""
+        self.interruptible.interrupt_if_signalled()
         message = cause_and_fix(exc, doing)
         self.keep(item, crash_record(item.nodeid, model, provider, message))
         pytest.fail(terminal_block(message), pytrace=False)
@@ -210,6 +214,7 @@ class AacoSession:
         return result
 
     def _judge_measured(self, item: pytest.Item, user_failed: bool) -> None:
+        self.interruptible.interrupt_if_signalled()  # a signal that stopped no run still stops the session
         run = item.stash.get(RUN_KEY, None)
         if run is not None and run.results and RECORD_KEY not in item.stash:
             self.judge_item(item, run, user_failed)

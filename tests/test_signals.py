@@ -141,6 +141,49 @@ def test_a_signal_during_a_side_by_side_run_leaves_no_temporary_folder(side_by_s
     assert _git(root, "status", "--porcelain") == before  # the work tree untouched
 
 
+#: appended to :data:`KILLER`: the guard's handler runs but what it raises never reaches pytest, as when CPython
+#: runs it inside a finalizer or a weak-reference callback (and prints and drops the exception there)
+LOST_HANDLER = """
+import pytest_aaco.measure.stopping as stopping
+
+def _lost(signum, frame):
+    for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(number) is _lost:
+            signal.signal(number, signal.SIG_DFL)
+
+stopping._interrupt = _lost
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_whose_handler_never_raised_still_interrupts_the_run(side_by_side, sig):
+    """The signal stopped the run (ORT fails it with its terminate message) or came between runs; either
+    way the session stops as interrupted (exit 2), not with an item error (exit 1) or a finished run."""
+    root = side_by_side.pytester.path
+    (root / "conftest.py").write_text(KILLER.format(delay=0.3, signal=sig) + LOST_HANDLER)
+    result = side_by_side.pytester.runpytest_subprocess(*ARGS, "--aaco-compare=HEAD~1", "--aaco-compare-budget=60",
+                                                       "--aaco-intra-op-threads=1", timeout=180)
+    _interrupted(result)
+    assert "could not measure" not in result.stdout.str()
+
+
+def test_the_guard_raises_a_signal_the_watcher_saw_once():
+    from pytest_aaco.measure.stopping import InterruptGuard, Terminated
+
+    if signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        pytest.skip("this process has its own SIGTERM handler")
+    guard = InterruptGuard()
+    guard.interrupt_if_signalled()  # none seen: nothing
+    with guard:
+        assert guard.watcher is not None
+        guard.watcher.signalled(signal.SIGTERM)
+        with pytest.raises(Terminated, match="stopped by SIGTERM"):
+            guard.interrupt_if_signalled()
+        guard.interrupt_if_signalled()  # raised once: forgotten
+    with guard:  # a new hold starts with none seen
+        guard.interrupt_if_signalled()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", ["measuring", "writing"])
 @pytest.mark.parametrize("sig", SIGNALS)

@@ -103,9 +103,11 @@ class SignalWatcher:
     docstring). Bytes are passed on to a wakeup descriptor set before (asyncio's, say). Start and stop it
     in the main thread."""
 
-    def __init__(self, numbers: set[int], exit_process: Callable[[int], None] = force_exit) -> None:
+    def __init__(self, numbers: set[int], exit_process: Callable[[int], None] = force_exit,
+                 on_first: Callable[[int], None] | None = None) -> None:
         self.numbers = numbers
         self.exit_process = exit_process
+        self.on_first = on_first
         self.count = 0
         self._old_fd = -1
         self._pair: tuple[socket.socket, socket.socket] | None = None
@@ -161,6 +163,8 @@ class SignalWatcher:
         """One of the watched signals arrived (its Python handler may not have run yet)."""
         self.count += 1
         if self.count == 1:
+            if self.on_first is not None:
+                self.on_first(number)
             stop_all(f"stopped by {signal.Signals(number).name}")
         else:
             self.exit_process(number)
@@ -183,6 +187,27 @@ class InterruptGuard:
         #: signal number -> the handler replaced, while held
         self.replaced: dict[int, Any] = {}
         self.watcher: SignalWatcher | None = None
+        #: the first stopping signal the watcher saw since the guard was taken (its number), None: none
+        self.signalled: int | None = None
+
+    def _seen(self, number: int) -> None:
+        self.signalled = number
+
+    def interrupt_if_signalled(self) -> None:
+        """Raise the interrupt of a stopping signal the watcher saw that has not reached pytest:
+        ``KeyboardInterrupt`` for SIGINT, :class:`Terminated` for SIGTERM and SIGHUP; then forget it. Called
+        where a failed run would become an item's error and when an item's test body has ended. The signal's
+        Python handler raises at the next Python call of the main thread, wherever that is; where CPython
+        cannot pass an exception on (a finalizer, a weak-reference callback) it is dropped. A side-by-side run
+        under 4 busy processes once ended so: its run, stopped by SIGINT, failed with
+        :data:`~pytest_aaco.measure.timedloop.TERMINATED_TEXT`, the item was an error row, and pytest exited
+        1 instead of 2. Does nothing without such a signal."""
+        number, self.signalled = self.signalled, None
+        if number is None:
+            return
+        if number == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(f"stopped by {signal.Signals(number).name}")
 
     def hold(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -197,7 +222,8 @@ class InterruptGuard:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self.replaced[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
         if self.replaced:
-            watcher = SignalWatcher(set(self.replaced))
+            self.signalled = None
+            watcher = SignalWatcher(set(self.replaced), on_first=self._seen)
             self.watcher = watcher if watcher.start() else None
 
     def release(self) -> None:
